@@ -1,0 +1,142 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/interrupt"
+)
+
+// SchemaVersion is the checkpoint format this code writes. Load accepts
+// this version and every older one listed in upgrade.
+const SchemaVersion = 1
+
+// Status is where a run stands at a checkpoint.
+type Status int
+
+// The run statuses. Their JSON names are stable.
+const (
+	// Running: the run was between steps, or inside a node that saved
+	// before a side effect. A thread whose head is Running and that no
+	// process is working on was cut off by a crash.
+	Running Status = iota + 1
+	// Paused: the run waits for an answer to its interrupts.
+	Paused
+	// Done: the run reached End.
+	Done
+	// Failed: a node returned an error or panicked; Error says which.
+	// Resuming re-runs the failed node.
+	Failed
+)
+
+var statusNames = map[Status]string{Running: "running", Paused: "paused", Done: "done", Failed: "failed"}
+
+func (s Status) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Status) MarshalText() ([]byte, error) {
+	if n, ok := statusNames[s]; ok {
+		return []byte(n), nil
+	}
+	return nil, fmt.Errorf("unknown status %d", int(s))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Status) UnmarshalText(b []byte) error {
+	for st, n := range statusNames {
+		if n == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown status %q", b)
+}
+
+// Checkpoint is one saved point of a thread's run: enough to resume it.
+//
+// The state is stored in two parts. State holds the state's JSON without
+// its journal; the journal (a conversation's messages) is append-only and
+// is stored once per thread, so a save sends only the entries added since
+// the previous save. See Journaled.
+type Checkpoint struct {
+	// Version is the schema version the checkpoint was written with.
+	Version int `json:"v"`
+	// Thread is the thread the checkpoint belongs to.
+	Thread string `json:"thread"`
+	// ID identifies the checkpoint within its thread's history.
+	ID string `json:"id"`
+	// Parent is the ID of the checkpoint this one follows, "" for the first.
+	Parent string `json:"parent,omitempty"`
+	// Seq counts the thread's saves: 1 for the first. Save succeeds only
+	// when the stored head has Seq-1 (compare-and-set), so a stale writer
+	// cannot overwrite newer state.
+	Seq int64 `json:"seq"`
+	// Step counts supersteps since the thread began.
+	Step int `json:"step"`
+	// Status is where the run stands.
+	Status Status `json:"status"`
+	// Next lists the nodes still to run in this step, in order. A node
+	// that paused, failed or saved mid-way is listed first.
+	Next []string `json:"next,omitempty"`
+	// Queued lists the nodes that nodes already finished in this step have
+	// scheduled for the next step. Keeping them is what lets a fan-in
+	// resumed mid-step remember which branches have already arrived.
+	Queued []string `json:"queued,omitempty"`
+	// Interrupts are the pauses a Paused run waits on.
+	Interrupts []interrupt.Info `json:"interrupts,omitempty"`
+	// Error is a Failed run's error.
+	Error string `json:"error,omitempty"`
+	// Config holds the per-run settings that a resume must honour.
+	Config RunConfig `json:"config,omitzero"`
+	// SkipBefore lists nodes whose interrupt-before was answered by the
+	// resume that follows; they run without pausing again.
+	SkipBefore []string `json:"skip_before,omitempty"`
+	// State is the state's JSON, without the journal.
+	State json.RawMessage `json:"state"`
+	// JournalLen is the number of journal entries the state has.
+	JournalLen int `json:"journal_len"`
+	// JournalFrom and Journal carry journal entries [JournalFrom,
+	// JournalLen). Load returns the whole journal (JournalFrom 0); Save
+	// is given only the entries added since the stored head, and fails with
+	// ErrConflict if the stored journal does not have JournalFrom entries.
+	// History returns checkpoints without journals.
+	JournalFrom int               `json:"-"`
+	Journal     []json.RawMessage `json:"-"`
+	// Created is when the checkpoint was written.
+	Created time.Time `json:"created"`
+	// KeepUntil, when set, is the earliest time a store may forget the
+	// thread (the latest deadline of its interrupts).
+	KeepUntil time.Time `json:"keep_until,omitzero"`
+}
+
+// RunConfig holds per-run settings that are saved with the run.
+type RunConfig struct {
+	// InterruptBefore and InterruptAfter name nodes to pause before or
+	// after, in addition to the graph's compile-time ones.
+	InterruptBefore []string `json:"interrupt_before,omitempty"`
+	InterruptAfter  []string `json:"interrupt_after,omitempty"`
+}
+
+// Meta returns a copy of the checkpoint without its journal entries, as
+// History returns it.
+func (c *Checkpoint) Meta() *Checkpoint {
+	m := *c
+	m.JournalFrom, m.Journal = 0, nil
+	return &m
+}
+
+// upgrade brings a checkpoint written by an older schema to SchemaVersion.
+func upgrade(cp *Checkpoint) error {
+	switch cp.Version {
+	case SchemaVersion:
+		return nil
+	default:
+		return fmt.Errorf("%w: version %d", ErrSchema, cp.Version)
+	}
+}

@@ -1,0 +1,100 @@
+package interrupt
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Kind is what a person decided about a pending tool call.
+type Kind int
+
+// The decisions. Their JSON names are stable: claims and checkpoints store
+// them.
+const (
+	// Approve runs the call with the arguments the model gave.
+	Approve Kind = iota + 1
+	// Edit runs the call with new arguments.
+	Edit
+	// Reject does not run the call; the model is told who rejected it
+	// and why.
+	Reject
+	// Respond answers every pending call with free-text feedback (a
+	// reply in the thread): the calls are rejected with the text as the
+	// reason.
+	Respond
+)
+
+var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond"}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Past is the word a card shows after the decision: "approved", "edited"…
+func (k Kind) Past() string {
+	switch k {
+	case Approve:
+		return "approved"
+	case Edit:
+		return "edited"
+	case Reject:
+		return "rejected"
+	case Respond:
+		return "answered"
+	}
+	return k.String()
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) {
+	if s, ok := kindNames[k]; ok {
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("unknown decision kind %d", int(k))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for kk, s := range kindNames {
+		if s == string(b) {
+			*k = kk
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown decision kind %q", b)
+}
+
+// Decision is one person's answer to one pending call (or, for Respond, to
+// every pending call of a pause).
+type Decision struct {
+	Kind Kind `json:"kind"`
+	// By is who decided, e.g. a Slack user ID.
+	By string `json:"by"`
+	// At is when.
+	At time.Time `json:"at"`
+	// Args are the new arguments of an Edit.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Reason is a Reject's reason or a Respond's text.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Validate reports a decision that cannot be applied as it stands.
+func (d Decision) Validate() error {
+	switch d.Kind {
+	case Approve, Reject, Respond:
+	case Edit:
+		if !json.Valid(d.Args) {
+			return fmt.Errorf("edit decision: arguments are not valid JSON")
+		}
+	default:
+		return fmt.Errorf("decision: unknown kind %d", int(d.Kind))
+	}
+	if d.By == "" {
+		return fmt.Errorf("%s decision: no decider", d.Kind)
+	}
+	return nil
+}

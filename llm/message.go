@@ -1,0 +1,72 @@
+// Package llm holds the project's own conversation types — the messages and
+// tool calls that checkpoints store — and the model clients that turn them
+// into provider requests: OpenAI and OpenAI-compatible servers, Anthropic,
+// and the offline demo model.
+//
+// Checkpoints never store langchaingo types: its llms.ToolCall loses fields
+// when unmarshalled on its own, and its clients have quirks with multi-part
+// messages. The converters in this package translate at the model call and
+// work around those quirks; the tests run them against local servers that
+// speak each provider's wire protocol.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Role says who a message is from.
+type Role string
+
+// The roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of a conversation. Field names are stable JSON:
+// checkpoints store messages, and a paused thread must still resume after a
+// deploy.
+type Message struct {
+	Role Role `json:"role"`
+	// Content is the text of the message (for a tool message: the result).
+	Content string `json:"content,omitempty"`
+	// ToolCalls are an assistant message's requested calls, in order.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is the tool a tool message comes from.
+	Name string `json:"name,omitempty"`
+	// IsError marks a tool message that reports a failure.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// ToolCall is one call a model asked for.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text the model produced. It may be invalid;
+	// the agent answers invalid arguments with an error result.
+	Arguments string `json:"arguments"`
+}
+
+// ToolDef describes a tool to the model.
+type ToolDef struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Parameters is the JSON schema of the arguments.
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// Model produces the next assistant message of a conversation.
+// Implementations must be safe for concurrent use.
+type Model interface {
+	// Generate returns the assistant's reply to msgs, which may ask for
+	// calls to the given tools.
+	Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error)
+	// Name says which model this is, for logs and the start-up line
+	// (e.g. "openai gpt-4o-mini", "demo (offline)").
+	Name() string
+}
