@@ -1,0 +1,199 @@
+// Package graph is a small generic state-graph engine with durable pauses.
+//
+// A graph is a set of named nodes joined by static and conditional edges.
+// A run executes in supersteps: every node scheduled for a step runs (in
+// order, on the one shared state), each scheduling its successors for the
+// next step; the engine writes a checkpoint after every step, at every
+// pause and on every failure, so a run is never lost and can be resumed by
+// any process that can reach the store.
+//
+// Pauses come in two kinds. Static interrupts pause before or after named
+// nodes; they are set when the graph is compiled or for a single run.
+// Dynamic interrupts come from inside a node, which returns an
+// interrupt.Error (or interrupt.ErrInterruptAndRerun). A paused thread is
+// resumed with a StateModifier that applies the answer to the saved state;
+// the modified state is saved before any node runs, and the paused node is
+// re-run with the state it had.
+//
+// What a node does to the state before it returns an interrupt is kept and
+// saved with the pause. What a node does before it fails (an error or a
+// panic) is discarded: the failed checkpoint holds the node's input, and
+// resuming it re-runs that node only. A node that is about to cause a side
+// effect calls its SaveFunc first, so that a crash during the side effect
+// leaves a checkpoint that says so.
+//
+// Routing is pure: edges look at the state and nothing else. Fan-in is by
+// step: a node scheduled by several nodes of one step runs once in the next.
+//
+// The package does not know about models, tools or Slack; the agent
+// package builds the ReAct graph on it, and redisstore keeps its
+// checkpoints in Redis. It ships an in-memory store for tests.
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Start and End are the pseudo-nodes where a run begins and ends.
+const (
+	Start = "__start__"
+	End   = "__end__"
+)
+
+// NodePath names a node, outermost first. The engine's graphs are flat, so
+// a path has one element; the type leaves room for subgraphs.
+type NodePath []string
+
+func (p NodePath) String() string {
+	s := ""
+	for i, n := range p {
+		if i > 0 {
+			s += "/"
+		}
+		s += n
+	}
+	return s
+}
+
+// SaveFunc writes the state as it is now to a checkpoint, before a side
+// effect. If the process dies after it, the run resumes by re-running the
+// node from that saved state.
+type SaveFunc func(ctx context.Context) error
+
+// NodeFunc does one node's work by changing the state in place.
+type NodeFunc[S any] func(ctx context.Context, s *S, save SaveFunc) error
+
+// RouteFunc picks the nodes that follow a node, from the state alone.
+// Returning End (or nothing) ends that branch.
+type RouteFunc[S any] func(s *S) []string
+
+// StateModifier changes a thread's saved state when it is resumed or
+// continued. path is the node that paused or failed (Start for Continue).
+type StateModifier[S any] func(ctx context.Context, path NodePath, s *S) error
+
+// Builder collects nodes and edges; Compile checks and freezes them.
+type Builder[S any] struct {
+	nodes  map[string]NodeFunc[S]
+	edges  map[string][]string
+	routes map[string]route[S]
+	order  []string
+	errs   []error
+}
+
+type route[S any] struct {
+	fn      RouteFunc[S]
+	targets []string
+}
+
+// New returns an empty builder for a graph over state S.
+func New[S any]() *Builder[S] {
+	return &Builder[S]{
+		nodes:  map[string]NodeFunc[S]{},
+		edges:  map[string][]string{},
+		routes: map[string]route[S]{},
+	}
+}
+
+// AddNode adds a node.
+func (b *Builder[S]) AddNode(name string, fn NodeFunc[S]) *Builder[S] {
+	switch {
+	case name == "" || name == Start || name == End:
+		b.errs = append(b.errs, fmt.Errorf("node name %q is reserved", name))
+	case b.nodes[name] != nil:
+		b.errs = append(b.errs, fmt.Errorf("node %q added twice", name))
+	case fn == nil:
+		b.errs = append(b.errs, fmt.Errorf("node %q has no function", name))
+	default:
+		b.nodes[name] = fn
+		b.order = append(b.order, name)
+	}
+	return b
+}
+
+// AddEdge makes to follow from every time from finishes.
+func (b *Builder[S]) AddEdge(from, to string) *Builder[S] {
+	b.edges[from] = append(b.edges[from], to)
+	return b
+}
+
+// AddConditionalEdge lets fn choose what follows from, among targets.
+func (b *Builder[S]) AddConditionalEdge(from string, fn RouteFunc[S], targets ...string) *Builder[S] {
+	if _, dup := b.routes[from]; dup {
+		b.errs = append(b.errs, fmt.Errorf("node %q has two conditional edges", from))
+	}
+	b.routes[from] = route[S]{fn: fn, targets: targets}
+	return b
+}
+
+// Options are a graph's optional settings.
+type Options struct {
+	// InterruptBefore and InterruptAfter name nodes that every run pauses
+	// before or after. Runs can add more with RunConfig.
+	InterruptBefore []string
+	InterruptAfter  []string
+	// Now and NewID are the clock and the checkpoint ID source.
+	// Defaults: time.Now and random hex.
+	Now   func() time.Time
+	NewID func() string
+}
+
+// Compile checks the graph and returns it ready to run with store.
+func (b *Builder[S]) Compile(store Store, opts Options) (*Graph[S], error) {
+	errs := slices.Clone(b.errs)
+	known := func(n string) bool { return n == End || b.nodes[n] != nil }
+	for from, tos := range b.edges {
+		if from != Start && b.nodes[from] == nil {
+			errs = append(errs, fmt.Errorf("edge from unknown node %q", from))
+		}
+		for _, to := range tos {
+			if !known(to) {
+				errs = append(errs, fmt.Errorf("edge %q → %q: unknown node", from, to))
+			}
+		}
+	}
+	for from, r := range b.routes {
+		if from != Start && b.nodes[from] == nil {
+			errs = append(errs, fmt.Errorf("conditional edge from unknown node %q", from))
+		}
+		for _, to := range r.targets {
+			if !known(to) {
+				errs = append(errs, fmt.Errorf("conditional edge %q → %q: unknown node", from, to))
+			}
+		}
+	}
+	if len(b.edges[Start]) == 0 && b.routes[Start].fn == nil {
+		errs = append(errs, fmt.Errorf("no edge from Start"))
+	}
+	for _, n := range slices.Concat(opts.InterruptBefore, opts.InterruptAfter) {
+		if b.nodes[n] == nil {
+			errs = append(errs, fmt.Errorf("interrupt at unknown node %q", n))
+		}
+	}
+	if store == nil {
+		errs = append(errs, fmt.Errorf("no store"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("compile graph: %w", errors.Join(errs...))
+	}
+	g := &Graph[S]{
+		nodes:  b.nodes,
+		edges:  b.edges,
+		routes: b.routes,
+		store:  store,
+		before: opts.InterruptBefore,
+		after:  opts.InterruptAfter,
+		now:    opts.Now,
+		newID:  opts.NewID,
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.newID == nil {
+		g.newID = randomID
+	}
+	return g, nil
+}
