@@ -23,9 +23,13 @@ const (
 	// reply in the thread): the calls are rejected with the text as the
 	// reason.
 	Respond
+	// MarkDone settles a call whose outcome is unknown (the process died
+	// while it ran) as done, without running it again. On such a call
+	// Approve means "retry" and Reject means "skip".
+	MarkDone
 )
 
-var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond"}
+var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond", MarkDone: "mark_done"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -45,6 +49,8 @@ func (k Kind) Past() string {
 		return "rejected"
 	case Respond:
 		return "answered"
+	case MarkDone:
+		return "marked done"
 	}
 	return k.String()
 }
@@ -85,7 +91,7 @@ type Decision struct {
 // Validate reports a decision that cannot be applied as it stands.
 func (d Decision) Validate() error {
 	switch d.Kind {
-	case Approve, Reject, Respond:
+	case Approve, Reject, Respond, MarkDone:
 	case Edit:
 		if !json.Valid(d.Args) {
 			return fmt.Errorf("edit decision: arguments are not valid JSON")
