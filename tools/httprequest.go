@@ -1,0 +1,367 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// HTTPRequestName is the name of the built-in HTTP tool.
+const HTTPRequestName = "http_request"
+
+// ErrHostNotAllowed is returned by the http_request tool for a URL whose
+// host is not in its allow list.
+var ErrHostNotAllowed = errors.New("host not allowed")
+
+// Defaults of HTTPOptions.
+const (
+	DefaultMaxBody     = 4 << 10
+	DefaultHTTPTimeout = 30 * time.Second
+)
+
+const (
+	// maxRedirects is how many redirects one call follows.
+	maxRedirects = 5
+	// maxDrain is how much of a long body is read, past what the result
+	// shows, to count the bytes left out.
+	maxDrain = 1 << 20
+)
+
+// httpMethods are the methods the tool accepts, as its schema lists them.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// HTTPOptions configure the http_request tool. The zero value calls any
+// host with a default client.
+type HTTPOptions struct {
+	// AllowHosts are the only hosts the tool calls, redirects included.
+	// An entry "api.example.com" or "127.0.0.1" matches that host on any
+	// port; "api.example.com:8080" or "[::1]:8080" only on that port (a
+	// URL without a port has its scheme's, 80 or 443). Hosts match by
+	// name as written in the URL, case-insensitively; names are not
+	// resolved, so "localhost" does not match "127.0.0.1". Entries that
+	// cannot be parsed match nothing. Empty means any host.
+	AllowHosts []string
+	// Client sends the requests; nil means a client with the default
+	// transport. The tool uses a copy with its own redirect rules.
+	Client *http.Client
+	// MaxBody is how many bytes of the response body a result shows
+	// (default DefaultMaxBody).
+	MaxBody int
+	// Timeout bounds one call, reading the body included (default
+	// DefaultHTTPTimeout).
+	Timeout time.Duration
+}
+
+// HTTPRequest is the built-in http_request tool: it sends one HTTP request
+// and returns the status, the content type and the start of the body.
+// A status such as 404 or 500 is a result, not an error; transport
+// failures and hosts not allowed are errors.
+type HTTPRequest struct {
+	restricted bool          // AllowHosts was set
+	allow      []hostPattern // the entries that parsed
+	allowText  []string      // AllowHosts as given, for messages
+	client     *http.Client
+	maxBody    int
+	timeout    time.Duration
+}
+
+var _ Tool = (*HTTPRequest)(nil)
+
+// NewHTTPRequest returns the http_request tool.
+func NewHTTPRequest(o HTTPOptions) *HTTPRequest {
+	h := &HTTPRequest{
+		restricted: len(o.AllowHosts) > 0,
+		allowText:  slices.Clone(o.AllowHosts),
+		client:     o.Client,
+		maxBody:    o.MaxBody,
+		timeout:    o.Timeout,
+	}
+	for _, s := range o.AllowHosts {
+		if p, err := parseHostPattern(s); err == nil {
+			h.allow = append(h.allow, p)
+		}
+	}
+	if h.client == nil {
+		h.client = &http.Client{}
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBody
+	}
+	if h.timeout <= 0 {
+		h.timeout = DefaultHTTPTimeout
+	}
+	return h
+}
+
+// Name implements Tool.
+func (h *HTTPRequest) Name() string { return HTTPRequestName }
+
+// Description implements Tool.
+func (h *HTTPRequest) Description() string {
+	d := "Send one HTTP request to an http or https URL. The result is the status line, " +
+		"the Content-Type and at most " + strconv.Itoa(h.maxBody) + " bytes of the response body."
+	if h.restricted {
+		d += " Only these hosts may be called: " + strings.Join(h.allowText, ", ") + "."
+	}
+	return d
+}
+
+// Schema implements Tool.
+func (h *HTTPRequest) Schema() json.RawMessage {
+	return json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "description": "HTTP method"},
+    "url": {"type": "string", "description": "absolute http or https URL"},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "request headers"},
+    "body": {"type": "string", "description": "request body"}
+  },
+  "required": ["method", "url"],
+  "additionalProperties": false
+}`)
+}
+
+// httpArgs are the tool's arguments.
+type httpArgs struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// Idempotent implements Tool: only GET and HEAD calls are.
+func (h *HTTPRequest) Idempotent(args json.RawMessage) bool {
+	var a httpArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return false
+	}
+	m := strings.ToUpper(a.Method)
+	return m == http.MethodGet || m == http.MethodHead
+}
+
+// Call implements Tool.
+func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	var a httpArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return "", fmt.Errorf("arguments: %w", err)
+	}
+	method := strings.ToUpper(a.Method)
+	if !slices.Contains(httpMethods, method) {
+		return "", fmt.Errorf("method %q: want one of %s", a.Method, strings.Join(httpMethods, ", "))
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("url %q has no host", a.URL)
+	}
+	if !h.allowed(u) {
+		return "", fmt.Errorf("call %s (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	var body io.Reader
+	if a.Body != "" {
+		body = strings.NewReader(a.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return "", err
+	}
+	for k, v := range a.Headers {
+		req.Header.Set(k, v)
+	}
+
+	// A copy of the client per call, so that the redirect check can
+	// note why it stopped.
+	var stopped string
+	client := *h.client
+	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		switch {
+		case len(via) > maxRedirects:
+			stopped = fmt.Sprintf("stopped after %d redirects", maxRedirects)
+		case next.URL.Scheme != "http" && next.URL.Scheme != "https":
+			stopped = fmt.Sprintf("redirect to %s not followed: only http and https URLs are supported", next.URL.Redacted())
+		case !h.allowed(next.URL):
+			stopped = fmt.Sprintf("redirect to %s not followed: host %s is not allowed", next.URL.Redacted(), next.URL.Host)
+		default:
+			return nil
+		}
+		return http.ErrUseLastResponse
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	return h.result(u, resp, stopped), nil
+}
+
+// allowed reports whether the tool may call u's host.
+func (h *HTTPRequest) allowed(u *url.URL) bool {
+	if !h.restricted {
+		return true
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	port := u.Port()
+	if port == "" && u.Scheme == "http" {
+		port = "80"
+	}
+	if port == "" && u.Scheme == "https" {
+		port = "443"
+	}
+	for _, p := range h.allow {
+		if p.host == host && (p.port == "" || p.port == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// result renders a response for the model:
+//
+//	HTTP 200 OK
+//	Content-Type: application/json
+//
+//	{"ok":true}
+func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, stopped string) string {
+	var sb strings.Builder
+	status := resp.Status
+	if status == "" {
+		status = strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode)
+	}
+	sb.WriteString("HTTP " + status + "\n")
+	for _, k := range []string{"Content-Type", "Location", "Retry-After"} {
+		if v := resp.Header.Get(k); v != "" {
+			sb.WriteString(k + ": " + v + "\n")
+		}
+	}
+	if final := resp.Request.URL; final.String() != asked.String() {
+		sb.WriteString("Redirected to: " + final.Redacted() + "\n")
+	}
+	if stopped != "" {
+		sb.WriteString("Note: " + stopped + "\n")
+	}
+	sb.WriteString("\n")
+	sb.WriteString(h.body(resp))
+	return sb.String()
+}
+
+// body reads the response body and returns at most maxBody bytes of it as
+// text, cut at a character boundary, with a note of what was left out.
+func (h *HTTPRequest) body(resp *http.Response) string {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxBody)+utf8.UTFMax))
+	if err != nil {
+		return fmt.Sprintf("[body not read: %v]", err)
+	}
+	// Read on past what is shown, up to a limit, to count what is cut.
+	rest, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain+1))
+	total := int64(len(head)) + rest
+	count := func(n int64) string {
+		if err != nil || rest > maxDrain {
+			return fmt.Sprintf("at least %d", n)
+		}
+		return strconv.FormatInt(n, 10)
+	}
+
+	var text string
+	switch {
+	case total == 0:
+		text = "(empty body)"
+	case isBinary(resp.Header.Get("Content-Type"), head):
+		text = fmt.Sprintf("[binary body of %s bytes not shown]", count(total))
+	default:
+		shown := head
+		if len(shown) > h.maxBody {
+			cut := h.maxBody
+			for cut > 0 && !utf8.RuneStart(shown[cut]) {
+				cut--
+			}
+			shown = shown[:cut]
+		}
+		text = strings.ToValidUTF8(string(shown), "\uFFFD")
+		if left := total - int64(len(shown)); left > 0 {
+			text += fmt.Sprintf("\n[… %s more bytes not shown]", count(left))
+		}
+	}
+	if err != nil {
+		text += fmt.Sprintf("\n[body not read to the end: %v]", err)
+	}
+	return text
+}
+
+// isBinary reports a body that is not text.
+func isBinary(contentType string, head []byte) bool {
+	for _, prefix := range []string{"image/", "audio/", "video/", "application/octet-stream", "application/pdf", "application/zip"} {
+		if strings.HasPrefix(strings.ToLower(contentType), prefix) {
+			return true
+		}
+	}
+	return bytes.IndexByte(head, 0) >= 0
+}
+
+// hostPattern is one allow_hosts entry: a host name or IP address, and
+// a port if the entry names one.
+type hostPattern struct {
+	host string // lower case, no brackets, no trailing dot
+	port string // empty: any port
+}
+
+// parseHostPattern reads "host", "host:port", an IPv6 address, or
+// "[ipv6]:port".
+func parseHostPattern(s string) (hostPattern, error) {
+	bad := func() (hostPattern, error) {
+		return hostPattern{}, fmt.Errorf("%q is not a host or host:port", s)
+	}
+	if s == "" || strings.ContainsAny(s, "/@?# \t") {
+		return bad()
+	}
+	host, port := s, ""
+	switch {
+	case strings.HasPrefix(s, "["):
+		h, p, err := net.SplitHostPort(s)
+		if err != nil {
+			inner, ok := strings.CutSuffix(s[1:], "]")
+			if !ok {
+				return bad()
+			}
+			h, p = inner, ""
+		}
+		host, port = h, p
+	case strings.Count(s, ":") == 1:
+		h, p, err := net.SplitHostPort(s)
+		if err != nil {
+			return bad()
+		}
+		host, port = h, p
+	case strings.Contains(s, ":") && net.ParseIP(s) == nil:
+		return bad() // several colons: only an IPv6 address may have them
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return bad()
+		}
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "" {
+		return bad()
+	}
+	return hostPattern{host: host, port: port}, nil
+}

@@ -1,0 +1,389 @@
+package tools_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// args builds http_request arguments.
+func args(t *testing.T, method, u string, extra ...func(map[string]any)) json.RawMessage {
+	t.Helper()
+	m := map[string]any{"method": method, "url": u}
+	for _, f := range extra {
+		f(m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// hostPort returns "127.0.0.1:port" of a test server.
+func hostPort(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// countingServer answers every request with handler and counts them.
+func countingServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		handler(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestHTTPRequestResult(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Ignored", "1")
+			fmt.Fprint(w, `{"ok":true}`)
+		case "/missing":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, "no such thing")
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		case "/binary":
+			w.Header().Set("Content-Type", "image/png")
+			w.Write([]byte{0x89, 'P', 'N', 'G', 0, 0, 0})
+		}
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		want   string
+	}{
+		{"ok", "GET", "/ok", "HTTP 200 OK\nContent-Type: application/json\n\n{\"ok\":true}"},
+		{"lower-case method", "get", "/ok", "HTTP 200 OK\nContent-Type: application/json\n\n{\"ok\":true}"},
+		{"not found is a result", "GET", "/missing", "HTTP 404 Not Found\nContent-Type: text/plain\n\nno such thing"},
+		{"no content", "DELETE", "/empty", "HTTP 204 No Content\n\n(empty body)"},
+		{"head", "HEAD", "/ok", "HTTP 200 OK\nContent-Type: application/json\n\n(empty body)"},
+		{"binary", "GET", "/binary", "HTTP 200 OK\nContent-Type: image/png\n\n[binary body of 7 bytes not shown]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := h.Call(t.Context(), args(t, tt.method, srv.URL+tt.path))
+			if err != nil {
+				t.Fatalf("Call(%s %s) error = %v", tt.method, tt.path, err)
+			}
+			if got != tt.want {
+				t.Errorf("Call(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHTTPRequestSendsMethodHeadersAndBody(t *testing.T) {
+	type seen struct {
+		method, auth, contentType, body string
+	}
+	got := make(chan seen, 1)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), string(b)}
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+
+	a := args(t, "post", srv.URL, func(m map[string]any) {
+		m["headers"] = map[string]string{"Authorization": "Bearer t0k", "content-type": "application/json"}
+		m["body"] = `{"name":"x"}`
+	})
+	if _, err := h.Call(t.Context(), a); err != nil {
+		t.Fatalf("Call(%s) error = %v", a, err)
+	}
+	want := seen{"POST", "Bearer t0k", "application/json", `{"name":"x"}`}
+	if s := <-got; s != want {
+		t.Errorf("server saw %+v, want %+v", s, want)
+	}
+}
+
+func TestHTTPRequestAllowHosts(t *testing.T) {
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello")
+	})
+	port := strings.TrimPrefix(hostPort(t, srv), "127.0.0.1:")
+
+	tests := []struct {
+		name  string
+		allow []string
+		url   string
+		ok    bool
+	}{
+		{"no list allows any host", nil, srv.URL, true},
+		{"ip on any port", []string{"127.0.0.1"}, srv.URL, true},
+		{"ip with its port", []string{"127.0.0.1:" + port}, srv.URL, true},
+		{"ip with another port", []string{"127.0.0.1:1"}, srv.URL, false},
+		{"other host", []string{"api.example.com"}, srv.URL, false},
+		{"name is not resolved", []string{"localhost"}, srv.URL, false},
+		{"one of several", []string{"api.example.com", "127.0.0.1"}, srv.URL, true},
+		{"unparsable entry matches nothing", []string{"http://127.0.0.1/"}, srv.URL, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: tt.allow})
+			before := hits.Load()
+			got, err := h.Call(t.Context(), args(t, "GET", tt.url))
+			if tt.ok {
+				if err != nil || !strings.HasSuffix(got, "hello") {
+					t.Errorf("Call(%s) with %v = %q, %v; want the body", tt.url, tt.allow, got, err)
+				}
+				return
+			}
+			if !errors.Is(err, tools.ErrHostNotAllowed) {
+				t.Errorf("Call(%s) with %v = %q, %v; want ErrHostNotAllowed", tt.url, tt.allow, got, err)
+			}
+			if hits.Load() != before {
+				t.Errorf("Call(%s) with %v reached the server", tt.url, tt.allow)
+			}
+		})
+	}
+}
+
+// roundTripFunc answers requests without a network.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestHTTPRequestHostPatterns(t *testing.T) {
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{
+			StatusCode: http.StatusOK,
+			Status:     "200 OK",
+			Header:     http.Header{},
+			Body:       io.NopCloser(strings.NewReader("")),
+			Request:    r,
+		}, nil
+	})}
+
+	tests := []struct {
+		allow string
+		url   string
+		ok    bool
+	}{
+		{"api.example.com", "https://api.example.com/v1", true},
+		{"api.example.com", "https://API.Example.com./v1", true},
+		{"api.example.com", "http://api.example.com:8080/", true},
+		{"api.example.com", "https://example.com/", false},
+		{"api.example.com", "https://evil.api.example.com/", false},
+		{"api.example.com", "https://api.example.com@evil.com/", false},
+		{"api.example.com:8080", "http://api.example.com:8080/", true},
+		{"api.example.com:8080", "http://api.example.com/", false},
+		{"api.example.com:443", "https://api.example.com/", true},
+		{"api.example.com:443", "http://api.example.com/", false},
+		{"api.example.com:80", "http://api.example.com/", true},
+		{"::1", "http://[::1]:9000/", true},
+		{"[::1]:9000", "http://[::1]:9000/", true},
+		{"[::1]:9000", "http://[::1]:9001/", false},
+	}
+	for _, tt := range tests {
+		h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{tt.allow}, Client: client})
+		_, err := h.Call(t.Context(), args(t, "GET", tt.url))
+		if got := err == nil; got != tt.ok {
+			t.Errorf("Call(%s) with allow %q: err = %v, want allowed %v", tt.url, tt.allow, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, tools.ErrHostNotAllowed) {
+			t.Errorf("Call(%s) with allow %q: err = %v, want ErrHostNotAllowed", tt.url, tt.allow, err)
+		}
+	}
+}
+
+func TestHTTPRequestRedirects(t *testing.T) {
+	target, targetHits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "arrived")
+	})
+	origin, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/landing", http.StatusFound)
+	})
+
+	t.Run("to an allowed host is followed", func(t *testing.T) {
+		h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{hostPort(t, origin), hostPort(t, target)}})
+		got, err := h.Call(t.Context(), args(t, "GET", origin.URL))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", origin.URL, err)
+		}
+		want := "HTTP 200 OK\nContent-Type: text/plain; charset=utf-8\nRedirected to: " + target.URL + "/landing\n\narrived"
+		if got != want {
+			t.Errorf("Call(%s) = %q, want %q", origin.URL, got, want)
+		}
+	})
+
+	t.Run("to a host not allowed is refused", func(t *testing.T) {
+		before := targetHits.Load()
+		h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{hostPort(t, origin)}})
+		got, err := h.Call(t.Context(), args(t, "GET", origin.URL))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", origin.URL, err)
+		}
+		for _, want := range []string{
+			"HTTP 302 Found\n",
+			"Location: " + target.URL + "/landing\n",
+			"Note: redirect to " + target.URL + "/landing not followed: host " + hostPort(t, target) + " is not allowed\n",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("Call(%s) = %q, want it to contain %q", origin.URL, got, want)
+			}
+		}
+		if targetHits.Load() != before {
+			t.Errorf("Call(%s) followed the redirect", origin.URL)
+		}
+	})
+
+	t.Run("loops stop", func(t *testing.T) {
+		loop, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/again", http.StatusFound)
+		})
+		h := tools.NewHTTPRequest(tools.HTTPOptions{})
+		got, err := h.Call(t.Context(), args(t, "GET", loop.URL))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", loop.URL, err)
+		}
+		if !strings.Contains(got, "Note: stopped after 5 redirects") {
+			t.Errorf("Call(%s) = %q, want a note that it stopped", loop.URL, got)
+		}
+		if n := hits.Load(); n != 6 {
+			t.Errorf("server got %d requests, want 6 (the call and 5 redirects)", n)
+		}
+	})
+}
+
+func TestHTTPRequestTruncatesBody(t *testing.T) {
+	// "é" and "€" take 2 and 3 bytes, so a byte limit falls inside them.
+	body := strings.Repeat("aé€", 100) // 600 bytes
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, body)
+	})
+
+	tests := []struct {
+		maxBody   int
+		wantShown string
+	}{
+		{1, "a"},
+		{2, "a"},
+		{3, "aé"},
+		{4, "aé"},
+		{5, "aé"},
+		{6, "aé€"},
+		{600, body},
+		{1000, body},
+	}
+	for _, tt := range tests {
+		h := tools.NewHTTPRequest(tools.HTTPOptions{MaxBody: tt.maxBody})
+		got, err := h.Call(t.Context(), args(t, "GET", srv.URL))
+		if err != nil {
+			t.Fatalf("Call with MaxBody %d: error = %v", tt.maxBody, err)
+		}
+		_, text, _ := strings.Cut(got, "\n\n")
+		want := tt.wantShown
+		if cut := len(body) - len(tt.wantShown); cut > 0 {
+			want += fmt.Sprintf("\n[… %d more bytes not shown]", cut)
+		}
+		if text != want {
+			t.Errorf("Call with MaxBody %d: body = %q, want %q", tt.maxBody, text, want)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("Call with MaxBody %d = %q, not valid UTF-8", tt.maxBody, got)
+		}
+	}
+}
+
+func TestHTTPRequestLongBodyCountsAtLeast(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", 3<<20)))
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{MaxBody: 10})
+	got, err := h.Call(t.Context(), args(t, "GET", srv.URL))
+	if err != nil {
+		t.Fatalf("Call error = %v", err)
+	}
+	if want := "\n\nxxxxxxxxxx\n[… at least "; !strings.Contains(got, want) {
+		t.Errorf("Call = %q, want it to contain %q", got, want)
+	}
+}
+
+func TestHTTPRequestErrors(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	slow, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})
+
+	tests := []struct {
+		name string
+		args string
+		want string
+	}{
+		{"not JSON", `{`, "arguments: "},
+		{"bad method", `{"method":"BREW","url":"http://127.0.0.1/"}`, `method "BREW": want one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS`},
+		{"not http", `{"method":"GET","url":"file:///etc/passwd"}`, "only http and https URLs are supported"},
+		{"no host", `{"method":"GET","url":"http:///x"}`, "has no host"},
+		{"connection refused", `{"method":"GET","url":"` + closed.URL + `"}`, "connect"},
+		{"timeout", `{"method":"GET","url":"` + slow.URL + `"}`, "context deadline exceeded"},
+	}
+	h := tools.NewHTTPRequest(tools.HTTPOptions{Timeout: 100 * time.Millisecond})
+	for _, tt := range tests {
+		got, err := h.Call(t.Context(), json.RawMessage(tt.args))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Call(%s) = %q, %v; want an error containing %q", tt.args, got, err, tt.want)
+		}
+	}
+}
+
+func TestHTTPRequestIdempotent(t *testing.T) {
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	tests := []struct {
+		args string
+		want bool
+	}{
+		{`{"method":"GET","url":"http://x/"}`, true},
+		{`{"method":"get","url":"http://x/"}`, true},
+		{`{"method":"HEAD","url":"http://x/"}`, true},
+		{`{"method":"Head","url":"http://x/"}`, true},
+		{`{"method":"POST","url":"http://x/"}`, false},
+		{`{"method":"PUT","url":"http://x/"}`, false},
+		{`{"method":"DELETE","url":"http://x/"}`, false},
+		{`{"method":"OPTIONS","url":"http://x/"}`, false},
+		{`{"url":"http://x/"}`, false},
+		{`not json`, false},
+	}
+	for _, tt := range tests {
+		if got := h.Idempotent(json.RawMessage(tt.args)); got != tt.want {
+			t.Errorf("Idempotent(%s) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestHTTPRequestDescriptionNamesHosts(t *testing.T) {
+	h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{"api.example.com", "127.0.0.1"}})
+	if want := "Only these hosts may be called: api.example.com, 127.0.0.1."; !strings.Contains(h.Description(), want) {
+		t.Errorf("Description() = %q, want it to contain %q", h.Description(), want)
+	}
+	if h.Name() != "http_request" {
+		t.Errorf("Name() = %q, want http_request", h.Name())
+	}
+}
