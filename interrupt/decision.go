@@ -27,9 +27,12 @@ const (
 	// while it ran) as done, without running it again. On such a call
 	// Approve means "retry" and Reject means "skip".
 	MarkDone
+	// Expire is the system's decision about a call nobody decided before
+	// its deadline: it is not run, and the model is told it timed out.
+	Expire
 )
 
-var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond", MarkDone: "mark_done"}
+var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond", MarkDone: "mark_done", Expire: "expire"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -51,6 +54,8 @@ func (k Kind) Past() string {
 		return "answered"
 	case MarkDone:
 		return "marked done"
+	case Expire:
+		return "expired"
 	}
 	return k.String()
 }
@@ -96,6 +101,8 @@ func (d Decision) Validate() error {
 		if !json.Valid(d.Args) {
 			return fmt.Errorf("edit decision: arguments are not valid JSON")
 		}
+	case Expire:
+		return nil
 	default:
 		return fmt.Errorf("decision: unknown kind %d", int(d.Kind))
 	}

@@ -33,7 +33,7 @@ func TestExtract(t *testing.T) {
 }
 
 func TestDecisionJSONIsStable(t *testing.T) {
-	for _, k := range []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone} {
+	for _, k := range []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire} {
 		d := interrupt.Decision{Kind: k, By: "U1", Args: json.RawMessage(`{"a":1}`), Reason: "r"}
 		b, err := json.Marshal(d)
 		if err != nil {
