@@ -1,0 +1,258 @@
+package tools_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// designPolicy is the example policy file of the design document.
+const designPolicy = `tools:
+  http_request:
+    approval: required        # required | never
+    approvers: [U012ABCDEF]   # Slack user IDs or user-group IDs (S…); empty = anyone in the channel
+    self_approval: false      # may the person who asked approve their own request
+    expires_after: 24h
+    allow_hosts: [api.example.com, "127.0.0.1"]   # http_request only: hosts it may call
+`
+
+func TestParsePolicy(t *testing.T) {
+	defaults := tools.DefaultRule()
+	tests := []struct {
+		name string
+		yaml string
+		want map[string]tools.Rule
+	}{
+		{"design example", designPolicy, map[string]tools.Rule{
+			"http_request": {
+				Approval:     tools.ApprovalRequired,
+				Approvers:    []string{"U012ABCDEF"},
+				SelfApproval: false,
+				ExpiresAfter: 24 * time.Hour,
+				AllowHosts:   []string{"api.example.com", "127.0.0.1"},
+			},
+		}},
+		{"omitted settings take the defaults", "tools:\n  http_request: {}\n", map[string]tools.Rule{
+			"http_request": defaults,
+		}},
+		{"a bare tool name takes the defaults", "tools:\n  http_request:\n", map[string]tools.Rule{
+			"http_request": defaults,
+		}},
+		{"never, days, groups", `tools:
+  lookup:
+    approval: never
+    approvers: [S0GROUP1, W0ENTERPRISE, U1]
+    expires_after: 7d
+`, map[string]tools.Rule{
+			"lookup": {
+				Approval:     tools.ApprovalNever,
+				Approvers:    []string{"S0GROUP1", "W0ENTERPRISE", "U1"},
+				SelfApproval: true,
+				ExpiresAfter: 7 * 24 * time.Hour,
+			},
+		}},
+		{"go duration", "tools:\n  a:\n    expires_after: 1h30m\n", map[string]tools.Rule{
+			"a": {Approval: tools.ApprovalRequired, SelfApproval: true, ExpiresAfter: 90 * time.Minute},
+		}},
+		{"no tools offered", "tools: {}\n", map[string]tools.Rule{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tools.ParsePolicy([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParsePolicy(%q) error = %v", tt.yaml, err)
+			}
+			if !reflect.DeepEqual(p.Tools, tt.want) {
+				t.Errorf("ParsePolicy(%q).Tools = %+v, want %+v", tt.yaml, p.Tools, tt.want)
+			}
+			if p.Default != nil {
+				t.Errorf("ParsePolicy(%q).Default = %+v, want nil: a file offers only the tools it lists", tt.yaml, *p.Default)
+			}
+		})
+	}
+}
+
+func TestParsePolicyErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
+			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
+		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools)`},
+		{"bad approval", "tools:\n  a:\n    approval: sometimes\n", `line 3: tool "a": approval: want "required" or "never", got "sometimes"`},
+		{"approval is case-sensitive", "tools:\n  a:\n    approval: Never\n", `want "required" or "never", got "Never"`},
+		{"bad duration", "tools:\n  a:\n    expires_after: soon\n", `line 3: tool "a": expires_after: "soon" is not a duration like 24h, 90m or 7d`},
+		{"number without unit", "tools:\n  a:\n    expires_after: 30\n", `"30" is not a duration`},
+		{"zero duration", "tools:\n  a:\n    expires_after: 0s\n", `"0s" is not a positive duration`},
+		{"negative days", "tools:\n  a:\n    expires_after: -1d\n", `"-1d" is not a positive duration`},
+		{"fractional days", "tools:\n  a:\n    expires_after: 1.5d\n", `"1.5d" is not a duration`},
+		{"approver name", "tools:\n  a:\n    approvers: [bob]\n", `line 3: tool "a": approvers: "bob" is not a Slack user ID (U…, W…) or user-group ID (S…)`},
+		{"approvers not a list", "tools:\n  a:\n    approvers: U1\n", `approvers: want a list`},
+		{"self_approval not a bool", "tools:\n  a:\n    self_approval: maybe\n", `self_approval: want true or false`},
+		{"allow_hosts on another tool", "tools:\n  a:\n    allow_hosts: [x.com]\n", `line 3: allow_hosts applies only to http_request, not to "a"`},
+		{"allow_hosts with a scheme", "tools:\n  http_request:\n    allow_hosts: [\"https://x.com\"]\n", `"https://x.com" is not a host or host:port`},
+		{"allow_hosts with a bad port", "tools:\n  http_request:\n    allow_hosts: [\"x.com:99999\"]\n", `"x.com:99999" is not a host or host:port`},
+		{"repeated key", "tools:\n  a:\n    approval: never\n    approval: required\n", `line 4: key "approval" in tool "a" is repeated`},
+		{"tool listed twice", "tools:\n  a: {}\n  a: {}\n", `line 3: tool "a" is listed twice`},
+		{"rule not a mapping", "tools:\n  a: [1]\n", `line 2: tool "a": want a mapping of settings`},
+		{"empty file", "", "policy is empty"},
+		{"no tools section", "# nothing\n{}\n", "missing tools: section"},
+		{"not YAML", "tools: [\n", "yaml: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tools.ParsePolicy([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParsePolicy(%q) = %+v, %v; want an error containing %q", tt.yaml, p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadPolicy(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(good, []byte(designPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tools.LoadPolicy(good)
+	if err != nil {
+		t.Fatalf("LoadPolicy(%q) error = %v", good, err)
+	}
+	if _, ok := p.RuleFor("http_request"); !ok {
+		t.Errorf("LoadPolicy(%q): http_request not offered", good)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tools:\n  a:\n    nope: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tools.LoadPolicy(bad); err == nil || !strings.Contains(err.Error(), bad+": line 3: ") {
+		t.Errorf("LoadPolicy(%q) error = %v, want it to name the file and line", bad, err)
+	}
+
+	missing := filepath.Join(dir, "missing.yaml")
+	if _, err := tools.LoadPolicy(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadPolicy(%q) error = %v, want os.ErrNotExist", missing, err)
+	}
+}
+
+func TestDefaultPolicy(t *testing.T) {
+	p := tools.DefaultPolicy()
+	want := tools.Rule{Approval: tools.ApprovalRequired, SelfApproval: true, ExpiresAfter: 24 * time.Hour}
+	for _, name := range []string{"http_request", "anything_else"} {
+		got, ok := p.RuleFor(name)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("DefaultPolicy().RuleFor(%q) = %+v, %v; want %+v, true", name, got, ok, want)
+		}
+		if !got.NeedsApproval() {
+			t.Errorf("DefaultPolicy().RuleFor(%q).NeedsApproval() = false, want true", name)
+		}
+	}
+}
+
+func TestPolicyRuleFor(t *testing.T) {
+	p, err := tools.ParsePolicy([]byte(designPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := p.RuleFor("unlisted"); ok {
+		t.Errorf("RuleFor(%q) = %+v, true; want not offered", "unlisted", r)
+	}
+}
+
+func TestApprovalText(t *testing.T) {
+	tests := []struct {
+		a    tools.Approval
+		text string
+	}{
+		{tools.ApprovalRequired, "required"},
+		{tools.ApprovalNever, "never"},
+	}
+	for _, tt := range tests {
+		b, err := tt.a.MarshalText()
+		if err != nil || string(b) != tt.text {
+			t.Errorf("MarshalText(%v) = %q, %v; want %q", tt.a, b, err, tt.text)
+		}
+		if tt.a.String() != tt.text {
+			t.Errorf("String(%d) = %q, want %q", int(tt.a), tt.a.String(), tt.text)
+		}
+		var got tools.Approval
+		if err := got.UnmarshalText([]byte(tt.text)); err != nil || got != tt.a {
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", tt.text, got, err, tt.a)
+		}
+	}
+	if _, err := tools.Approval(7).MarshalText(); err == nil {
+		t.Errorf("MarshalText(Approval(7)) error = nil, want an error")
+	}
+	var a tools.Approval
+	if err := a.UnmarshalText([]byte("maybe")); err == nil {
+		t.Errorf("UnmarshalText(%q) error = nil, want an error", "maybe")
+	}
+}
+
+func TestMayApprove(t *testing.T) {
+	groups := map[string][]string{"S0OPS": {"U0CAROL"}}
+	inGroup := func(group, user string) (bool, error) {
+		if group == "S0BROKEN" {
+			return false, errors.New("slack is down")
+		}
+		for _, u := range groups[group] {
+			if u == user {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	errBroken := errors.New("any error")
+
+	tests := []struct {
+		name      string
+		rule      tools.Rule
+		approver  string
+		requester string
+		ok        bool
+		reason    string
+		err       error
+	}{
+		{"anyone, someone else", tools.Rule{SelfApproval: true}, "U0BOB", "U0ALICE", true, "", nil},
+		{"anyone, self allowed", tools.Rule{SelfApproval: true}, "U0ALICE", "U0ALICE", true, "", nil},
+		{"anyone, self forbidden", tools.Rule{}, "U0ALICE", "U0ALICE", false, "you asked for this call and may not approve it yourself", nil},
+		{"anyone, self forbidden, someone else", tools.Rule{}, "U0BOB", "U0ALICE", true, "", nil},
+		{"listed user", tools.Rule{Approvers: []string{"U0BOB"}}, "U0BOB", "U0ALICE", true, "", nil},
+		{"unlisted user", tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}, "U0DAVE", "U0ALICE", false, "only <@U0BOB>, <!subteam^S0OPS> may approve this call", nil},
+		{"group member", tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}, "U0CAROL", "U0ALICE", true, "", nil},
+		{"listed but self forbidden", tools.Rule{Approvers: []string{"U0ALICE"}}, "U0ALICE", "U0ALICE", false, "you asked for this call and may not approve it yourself", nil},
+		{"listed and self allowed", tools.Rule{Approvers: []string{"U0ALICE"}, SelfApproval: true}, "U0ALICE", "U0ALICE", true, "", nil},
+		{"group lookup fails", tools.Rule{Approvers: []string{"S0BROKEN"}}, "U0CAROL", "U0ALICE", false, "", errBroken},
+		{"group lookup fails, other group matches", tools.Rule{Approvers: []string{"S0BROKEN", "S0OPS"}}, "U0CAROL", "U0ALICE", true, "", nil},
+		{"no approver", tools.Rule{SelfApproval: true}, "", "U0ALICE", false, "the approver is unknown", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, reason, err := tt.rule.MayApprove(tt.approver, tt.requester, inGroup)
+			if ok != tt.ok || reason != tt.reason || (err != nil) != (tt.err != nil) {
+				t.Errorf("MayApprove(%q, %q) = %v, %q, %v; want %v, %q, error %v",
+					tt.approver, tt.requester, ok, reason, err, tt.ok, tt.reason, tt.err != nil)
+			}
+		})
+	}
+}
+
+func TestMayApproveWithoutGroupLookup(t *testing.T) {
+	r := tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}
+	if ok, _, err := r.MayApprove("U0BOB", "U0ALICE", nil); !ok || err != nil {
+		t.Errorf("MayApprove(U0BOB) = %v, %v; want true, nil: a listed user needs no group lookup", ok, err)
+	}
+	if ok, _, err := r.MayApprove("U0CAROL", "U0ALICE", nil); ok || err == nil {
+		t.Errorf("MayApprove(U0CAROL) = %v, %v; want false and an error", ok, err)
+	}
+}
