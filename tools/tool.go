@@ -5,6 +5,34 @@
 //
 // It does not decide or execute anything by itself; the agent asks the
 // registry and the policy, and runs a call only once it is approved.
+//
+// # Policy
+//
+// Without a policy file (DefaultPolicy) every tool is offered and every
+// call needs approval by anyone in the channel, the person who asked
+// included; a request expires after 24 hours, and http_request may call
+// any host.
+//
+// With a policy file, only the tools it lists are offered, and a listed
+// tool that is not registered is an error. A setting left out of a listed
+// tool takes the same value as without a file: approval required,
+// approvers empty (anyone in the channel), self_approval true, expires
+// after 24h, allow_hosts empty (any host). self_approval defaults to true
+// because leaving a key out should not add a limit that the file does not
+// state, and because false with no other approver in the channel would
+// leave every call waiting until it expires; write self_approval: false
+// to require a second person.
+//
+// expires_after takes a Go duration ("90m", "24h") or whole days ("7d").
+// approvers are Slack user IDs (U…, W…) or user-group IDs (S…), not names.
+// allow_hosts is accepted only for http_request. Unknown keys are errors.
+//
+// # Arguments
+//
+// Registry.Validate checks a call's arguments against the tool's JSON
+// schema (draft 2020-12 unless the schema says otherwise) and reports
+// problems in words for a person, e.g. "url: missing property". Empty
+// arguments are invalid, not read as {}.
 package tools
 
 import (
