@@ -1,0 +1,339 @@
+// Package agent is the ReAct graph that Countersign runs for a person: a
+// model node that asks the model for the next turn, and a tools node that
+// gives every tool call its own status, runs at once the calls that policy
+// lets through, and pauses (an interrupt with the pending calls as payload)
+// until a person has decided every other call. Decisions come back as
+// state modifiers; approved calls run exactly once, each result saved
+// before the next call starts; rejected and expired calls are reported to
+// the model, which carries on.
+//
+// The package builds on graph and knows nothing of Slack or Redis; the
+// runner package maps threads to runs and applies people's decisions.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/prompts"
+	"github.com/countersign/countersign/tools"
+)
+
+// Node names of the agent graph.
+const (
+	ModelNode = "model"
+	ToolsNode = "tools"
+)
+
+// ReasonApproval is the interrupt reason of a pause for decisions.
+const ReasonApproval = "approval"
+
+// Toolbox is what the agent needs from the tool registry.
+type Toolbox interface {
+	Lookup(name string) (tools.Tool, tools.Rule, bool)
+	Tools() []tools.Tool
+	Validate(name string, args json.RawMessage) error
+}
+
+// Options are the agent's optional settings.
+type Options struct {
+	// MaxTurns caps the model turns between two user messages (default 20).
+	MaxTurns int
+	// ToolTimeout caps one tool call (default 2 minutes).
+	ToolTimeout time.Duration
+	// DefaultExpiry applies to rules without expires_after (default 24h).
+	DefaultExpiry time.Duration
+	// OnCall, if set, is told about a call each time its new status has
+	// been saved (running, then done or failed).
+	OnCall func(ctx context.Context, s *State, c Call)
+	// Graph holds the engine's options (clock, IDs, static interrupts).
+	Graph graph.Options
+	// Logger defaults to a logger that discards.
+	Logger logrus.FieldLogger
+}
+
+// Agent runs the ReAct graph.
+type Agent struct {
+	model llm.Model
+	box   Toolbox
+	opts  Options
+	now   func() time.Time
+	log   logrus.FieldLogger
+	graph *graph.Graph[State]
+}
+
+// New compiles the agent's graph over store.
+func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent, error) {
+	if opts.MaxTurns <= 0 {
+		opts.MaxTurns = 20
+	}
+	if opts.ToolTimeout <= 0 {
+		opts.ToolTimeout = 2 * time.Minute
+	}
+	if opts.DefaultExpiry <= 0 {
+		opts.DefaultExpiry = 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		l := logrus.New()
+		l.Out = discard{}
+		opts.Logger = l
+	}
+	a := &Agent{model: model, box: box, opts: opts, now: opts.Graph.Now, log: opts.Logger}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	g, err := graph.New[State]().
+		AddNode(ModelNode, a.modelNode).
+		AddNode(ToolsNode, a.toolsNode).
+		AddEdge(graph.Start, ModelNode).
+		AddConditionalEdge(ModelNode, afterModel, ToolsNode, graph.End).
+		AddEdge(ToolsNode, ModelNode).
+		Compile(store, opts.Graph)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.graph = g
+	return a, nil
+}
+
+// Graph returns the compiled graph, to start, resume and inspect threads.
+func (a *Agent) Graph() *graph.Graph[State] { return a.graph }
+
+// Model returns the model the agent calls.
+func (a *Agent) Model() llm.Model { return a.model }
+
+// NewState returns the state of a new conversation that begins with the
+// requester's message.
+func NewState(thread, requester, channel, text string) State {
+	return State{
+		Thread: thread, Requester: requester, Channel: channel,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: text}},
+	}
+}
+
+func afterModel(s *State) []string {
+	if len(s.Calls) > 0 {
+		return []string{ToolsNode}
+	}
+	return []string{graph.End}
+}
+
+// modelNode asks the model for the next turn and turns its tool calls into
+// Calls, each with the status policy gives it.
+func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error {
+	if s.PassTurns >= a.opts.MaxTurns {
+		s.Messages = append(s.Messages, llm.Message{
+			Role:    llm.RoleAssistant,
+			Content: fmt.Sprintf("I stopped after %d steps without finishing. Reply in the thread to let me go on.", s.PassTurns),
+		})
+		return nil
+	}
+	system, err := prompts.RenderSystem(prompts.System{
+		Requester: s.Requester, Channel: s.Channel, Tools: a.promptTools(), Now: a.now(),
+	})
+	if err != nil {
+		return err
+	}
+	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	reply, err := a.model.Generate(ctx, msgs, a.toolDefs())
+	if err != nil {
+		return fmt.Errorf("model %s: %w", a.model.Name(), err)
+	}
+	reply.Role = llm.RoleAssistant
+	for i := range reply.ToolCalls {
+		if reply.ToolCalls[i].ID == "" {
+			reply.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", s.Turns, i)
+		}
+	}
+	s.Messages = append(s.Messages, reply)
+	s.Calls = nil
+	for i, tc := range reply.ToolCalls {
+		s.Calls = append(s.Calls, a.newCall(fmt.Sprintf("%d.%d", s.Turns, i), tc, reply.Content))
+	}
+	s.Turns++
+	s.PassTurns++
+	return nil
+}
+
+// newCall checks one tool call and gives it its first status. A call the
+// model got wrong (an unknown tool, broken JSON, arguments against the
+// schema) fails at once with an error result the model can act on.
+func (a *Agent) newCall(key string, tc llm.ToolCall, reason string) Call {
+	c := Call{Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason}
+	fail := func(format string, args ...any) Call {
+		c.Status, c.IsError = Failed, true
+		c.Result = "Error: " + fmt.Sprintf(format, args...)
+		return c
+	}
+	_, rule, ok := a.box.Lookup(tc.Name)
+	if !ok {
+		return fail("there is no tool named %q. Available tools: %s.", tc.Name, strings.Join(a.toolNames(), ", "))
+	}
+	args := strings.TrimSpace(tc.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return fail("the arguments are not valid JSON; send one JSON object that matches the tool's schema.")
+	}
+	c.Args = json.RawMessage(args)
+	if err := a.box.Validate(tc.Name, c.Args); err != nil {
+		return fail("invalid arguments: %v", err)
+	}
+	c.NeedsApproval = rule.NeedsApproval()
+	if !c.NeedsApproval {
+		c.Status = Approved
+		return c
+	}
+	expiry := rule.ExpiresAfter
+	if expiry <= 0 {
+		expiry = a.opts.DefaultExpiry
+	}
+	c.Status, c.Expires = Pending, a.now().Add(expiry)
+	return c
+}
+
+// toolsNode runs every approved call, saving before and after each, then
+// either pauses for the calls still waiting for a person or hands every
+// result to the model.
+func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) error {
+	// A call found running was cut off by a crash: it may or may not have
+	// had its effect. Run it again only if that is harmless.
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.Status != Running {
+			continue
+		}
+		tool, _, ok := a.box.Lookup(c.Tool)
+		if ok && tool.Idempotent(c.RunArgs()) {
+			c.Status = Approved
+			a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}).Info("re-running an idempotent call cut off by a crash")
+		} else {
+			c.Status = Unknown
+			a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}).Warn("call was cut off by a crash; its outcome is unknown")
+		}
+	}
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.Status != Approved && c.Status != Edited {
+			continue
+		}
+		c.Status = Running
+		c.Attempts++
+		if err := save(ctx); err != nil {
+			return err
+		}
+		a.notify(ctx, s, *c)
+		a.execute(ctx, s, c)
+		if err := save(ctx); err != nil {
+			return err
+		}
+		a.notify(ctx, s, *c)
+	}
+	if waiting := s.Waiting(); len(waiting) > 0 {
+		payload, err := json.Marshal(waiting)
+		if err != nil {
+			return err
+		}
+		var deadline time.Time
+		for _, c := range waiting {
+			if c.Expires.After(deadline) {
+				deadline = c.Expires
+			}
+		}
+		return interrupt.New(interrupt.Info{Reason: ReasonApproval, Payload: payload, Deadline: deadline})
+	}
+	for _, c := range s.Calls {
+		s.Messages = append(s.Messages, llm.Message{
+			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError,
+		})
+	}
+	s.Calls = nil
+	return nil
+}
+
+// execute runs one call and records its outcome in c.
+func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
+	log := a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool})
+	tool, _, ok := a.box.Lookup(c.Tool)
+	if !ok {
+		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
+	defer cancel()
+	start := a.now()
+	result, err := callTool(ctx, tool, c.RunArgs())
+	prefix := ""
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	}
+	if err != nil {
+		c.Status, c.IsError, c.Result = Failed, true, prefix+"Error: "+err.Error()
+		log.WithError(err).Warn("tool call failed")
+		return
+	}
+	c.Status, c.IsError, c.Result = Done, false, prefix+result
+	log.WithField("duration", a.now().Sub(start)).Info("tool call done")
+}
+
+// callTool runs the tool, turning a panic into an error.
+func callTool(ctx context.Context, t tools.Tool, args json.RawMessage) (result string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the tool crashed: %v", p)
+		}
+	}()
+	return t.Call(ctx, args)
+}
+
+func (a *Agent) notify(ctx context.Context, s *State, c Call) {
+	if a.opts.OnCall != nil {
+		a.opts.OnCall(ctx, s, c)
+	}
+}
+
+func (a *Agent) toolNames() []string {
+	var names []string
+	for _, t := range a.box.Tools() {
+		names = append(names, t.Name())
+	}
+	return names
+}
+
+func (a *Agent) toolDefs() []llm.ToolDef {
+	var defs []llm.ToolDef
+	for _, t := range a.box.Tools() {
+		defs = append(defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+	}
+	return defs
+}
+
+func (a *Agent) promptTools() []prompts.Tool {
+	var out []prompts.Tool
+	for _, t := range a.box.Tools() {
+		out = append(out, prompts.Tool{Name: t.Name(), Description: t.Description()})
+	}
+	return out
+}
+
+// mention formats who decided for the model and for people: a Slack ID as
+// a mention, anything else as it is.
+func mention(who string) string {
+	if who == "" {
+		return "someone"
+	}
+	return "<@" + who + ">"
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

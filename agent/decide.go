@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+)
+
+// Errors of applying decisions. A modifier that returns one of them
+// changes nothing: the resume is abandoned before anything is saved.
+var (
+	// ErrUnknownCall: no current call has that key.
+	ErrUnknownCall = errors.New("no such tool call")
+	// ErrNothingToApply: none of the given decisions or expiries applies.
+	ErrNothingToApply = errors.New("nothing to apply")
+)
+
+// DecidedError says a call is no longer waiting for a decision, and who
+// settled it.
+type DecidedError struct {
+	Key    string
+	Status CallStatus
+	By     string
+}
+
+func (e *DecidedError) Error() string {
+	if e.By != "" {
+		return fmt.Sprintf("call %s is already %s by %s", e.Key, e.Status, e.By)
+	}
+	return fmt.Sprintf("call %s is already %s", e.Key, e.Status)
+}
+
+// Decide returns a state modifier that applies decisions, keyed by call
+// key. Every decision must name a call that waits for one: otherwise the
+// modifier fails with ErrUnknownCall or a *DecidedError and nothing is
+// applied. Edited arguments must be valid for the tool.
+func (a *Agent) Decide(decisions map[string]interrupt.Decision) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		if len(decisions) == 0 {
+			return ErrNothingToApply
+		}
+		for key, d := range decisions {
+			if err := a.CheckDecision(s, key, d); err != nil {
+				return err
+			}
+		}
+		for key, d := range decisions {
+			c, _ := s.Call(key)
+			apply(c, d)
+		}
+		return nil
+	}
+}
+
+// CheckDecision reports why d cannot be applied to the call with key in
+// state s, or nil if it can.
+func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	c, ok := s.Call(key)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownCall, key)
+	}
+	if !c.Status.Waiting() {
+		e := &DecidedError{Key: key, Status: c.Status}
+		if c.Decision != nil {
+			e.By = c.Decision.By
+		}
+		return e
+	}
+	switch {
+	case d.Kind == interrupt.Edit && c.Status == Pending:
+		if err := a.box.Validate(c.Tool, d.Args); err != nil {
+			return err
+		}
+	case d.Kind == interrupt.Edit, d.Kind == interrupt.MarkDone && c.Status != Unknown,
+		d.Kind == interrupt.Expire && c.Status != Pending:
+		return fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
+	}
+	return nil
+}
+
+// apply records d on a waiting call. Respond is a rejection with the
+// person's text as the reason.
+func apply(c *Call, d interrupt.Decision) {
+	c.Decision = &d
+	switch d.Kind {
+	case interrupt.Approve:
+		c.Status = Approved
+	case interrupt.Edit:
+		c.Status, c.EditedArgs = Edited, d.Args
+	case interrupt.Reject, interrupt.Respond:
+		c.Status, c.IsError = Rejected, true
+		if c.Attempts > 0 {
+			c.Result = fmt.Sprintf("Skipped by %s after the call was interrupted; it may or may not have had its effect.", mention(d.By))
+		} else {
+			c.Result = "Rejected by " + mention(d.By)
+		}
+		if d.Reason != "" {
+			c.Result += ": " + d.Reason
+		} else {
+			c.Result += "."
+		}
+	case interrupt.MarkDone:
+		c.Status, c.IsError = Done, false
+		c.Result = fmt.Sprintf("The call was interrupted while running; %s checked and marked it as done.", mention(d.By))
+	case interrupt.Expire:
+		c.Status, c.IsError = Expired, true
+		c.Result = "The request for approval expired before anyone decided; the call was not run."
+	}
+}
+
+// Respond returns a state modifier that answers every waiting call with a
+// person's free-text feedback, as a rejection with that text as the
+// reason.
+func (a *Agent) Respond(d interrupt.Decision) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		d.Kind = interrupt.Respond
+		if err := d.Validate(); err != nil {
+			return err
+		}
+		n := 0
+		for i := range s.Calls {
+			if c := &s.Calls[i]; c.Status.Waiting() {
+				apply(c, d)
+				n++
+			}
+		}
+		if n == 0 {
+			return ErrNothingToApply
+		}
+		return nil
+	}
+}
+
+// UserTurn returns a state modifier that adds a person's message to a
+// finished conversation, for Graph.Continue.
+func UserTurn(text string) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleUser, Content: text})
+		s.PassTurns = 0
+		return nil
+	}
+}
+
+// ValidateArgs checks edited arguments for a tool, for a form to show.
+func (a *Agent) ValidateArgs(tool string, args json.RawMessage) error {
+	return a.box.Validate(tool, args)
+}

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+)
+
+// CallStatus is where one tool call stands.
+type CallStatus int
+
+// The statuses of a call. A call moves pending → approved | edited |
+// rejected | expired → running → done | failed; a call that needs no
+// approval starts approved. A call found running after a crash becomes
+// unknown unless its tool is idempotent. Their JSON names are stable.
+const (
+	Pending CallStatus = iota + 1
+	Approved
+	Edited
+	Rejected
+	Expired
+	Running
+	Done
+	Failed
+	Unknown
+)
+
+var statusNames = map[CallStatus]string{
+	Pending: "pending", Approved: "approved", Edited: "edited", Rejected: "rejected",
+	Expired: "expired", Running: "running", Done: "done", Failed: "failed", Unknown: "unknown",
+}
+
+func (s CallStatus) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("CallStatus(%d)", int(s))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s CallStatus) MarshalText() ([]byte, error) {
+	if n, ok := statusNames[s]; ok {
+		return []byte(n), nil
+	}
+	return nil, fmt.Errorf("unknown call status %d", int(s))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *CallStatus) UnmarshalText(b []byte) error {
+	for st, n := range statusNames {
+		if n == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown call status %q", b)
+}
+
+// Waiting reports whether the call waits for a person: pending, or unknown
+// after a crash.
+func (s CallStatus) Waiting() bool { return s == Pending || s == Unknown }
+
+// Settled reports whether the call is finished one way or another.
+func (s CallStatus) Settled() bool {
+	return s == Rejected || s == Expired || s == Done || s == Failed
+}
+
+// Call is one tool call of the model's latest turn, with its status.
+type Call struct {
+	// Key identifies the call within its thread ("<turn>.<index>"); the
+	// model's own IDs are not guaranteed unique across turns.
+	Key string `json:"key"`
+	// ID is the model's tool call ID, which the tool result answers.
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Args are the arguments the model gave (valid JSON, or absent when
+	// they were not).
+	Args json.RawMessage `json:"args,omitempty"`
+	// EditedArgs are the arguments a person replaced them with.
+	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
+	// Reason is what the model said alongside the call.
+	Reason string     `json:"reason,omitempty"`
+	Status CallStatus `json:"status"`
+	// NeedsApproval is the policy's verdict when the call was made.
+	NeedsApproval bool `json:"needs_approval,omitempty"`
+	// Expires is when a pending call expires.
+	Expires time.Time `json:"expires,omitzero"`
+	// Decision is the person's decision, if one was made.
+	Decision *interrupt.Decision `json:"decision,omitempty"`
+	// Result is what the model is told about the call.
+	Result  string `json:"result,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Attempts counts the times the call was started.
+	Attempts int `json:"attempts,omitempty"`
+}
+
+// RunArgs are the arguments the call runs with: the edited ones if any.
+func (c *Call) RunArgs() json.RawMessage {
+	if len(c.EditedArgs) > 0 {
+		return c.EditedArgs
+	}
+	return c.Args
+}
+
+// State is the agent's graph state: one conversation in one thread.
+type State struct {
+	// Thread, Requester and Channel say where the conversation happens
+	// and who started it (Slack IDs, or whatever the front end uses).
+	Thread    string `json:"thread,omitempty"`
+	Requester string `json:"requester,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	// Messages is the conversation, without the system prompt. It is the
+	// state's journal: checkpoints store each message once.
+	Messages []llm.Message `json:"-"`
+	// Calls are the tool calls of the model's latest turn, until their
+	// results are added to Messages.
+	Calls []Call `json:"calls,omitempty"`
+	// Turns counts model turns in the thread; PassTurns those since the
+	// last user message.
+	Turns     int `json:"turns"`
+	PassTurns int `json:"pass_turns"`
+}
+
+// Waiting returns the calls that wait for a person.
+func (s *State) Waiting() []Call {
+	var out []Call
+	for _, c := range s.Calls {
+		if c.Status.Waiting() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Call returns the current call with key.
+func (s *State) Call(key string) (*Call, bool) {
+	for i := range s.Calls {
+		if s.Calls[i].Key == key {
+			return &s.Calls[i], true
+		}
+	}
+	return nil, false
+}
+
+// Answer returns the last assistant message's text, if the conversation
+// ends with one.
+func (s *State) Answer() string {
+	if n := len(s.Messages); n > 0 && s.Messages[n-1].Role == llm.RoleAssistant {
+		return s.Messages[n-1].Content
+	}
+	return ""
+}
+
+// JournalLen implements graph.Journaled.
+func (s *State) JournalLen() int { return len(s.Messages) }
+
+// MarshalJournal implements graph.Journaled.
+func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(s.Messages)-from)
+	for _, m := range s.Messages[from:] {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// UnmarshalJournal implements graph.Journaled.
+func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
+	s.Messages = make([]llm.Message, len(entries))
+	for i, e := range entries {
+		if err := json.Unmarshal(e, &s.Messages[i]); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return nil
+}
