@@ -1,0 +1,95 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+)
+
+// emptySchema is sent for a tool that declares no parameters: both APIs
+// want an object schema, not null.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// toLangchainTools converts tool definitions for a langchaingo call. The
+// schema is passed as json.RawMessage, so it reaches the wire byte for byte.
+func toLangchainTools(tools []ToolDef) ([]llms.Tool, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	out := make([]llms.Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("tool definition without a name")
+		}
+		params := t.Parameters
+		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+			params = emptySchema
+		} else if !json.Valid(params) {
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		out = append(out, llms.Tool{
+			Type: "function",
+			Function: &llms.FunctionDefinition{
+				Name:        t.Name,
+				Description: t.Description,
+				Parameters:  params,
+			},
+		})
+	}
+	return out, nil
+}
+
+// toLangchainToolCall converts one call of an assistant message.
+// langchaingo's OpenAI client copies Type into the request ("function" is
+// the only valid value) and dereferences FunctionCall, so both are set.
+func toLangchainToolCall(c ToolCall) llms.ToolCall {
+	return llms.ToolCall{
+		ID:           c.ID,
+		Type:         "function",
+		FunctionCall: &llms.FunctionCall{Name: c.Name, Arguments: c.Arguments},
+	}
+}
+
+// checkMessages rejects what neither provider can represent.
+func checkMessages(msgs []Message) error {
+	if len(msgs) == 0 {
+		return fmt.Errorf("no messages")
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleSystem, RoleUser, RoleAssistant:
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return fmt.Errorf("message %d: tool message without a tool call ID", i)
+			}
+		default:
+			return fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+		for j, c := range m.ToolCalls {
+			if m.Role != RoleAssistant {
+				return fmt.Errorf("message %d: tool calls in a %s message", i, m.Role)
+			}
+			if c.ID == "" || c.Name == "" {
+				return fmt.Errorf("message %d: tool call %d without an ID or name", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// replyToolCall makes a model's tool call safe to store and to send back:
+// a call without an ID gets one derived from its position in the
+// conversation (some OpenAI-compatible servers send none), and empty
+// arguments become "{}" (a call of a tool without parameters).
+func replyToolCall(id, name, args string, position, index int) ToolCall {
+	if id == "" {
+		id = fmt.Sprintf("call_%d_%d", position, index)
+	}
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	return ToolCall{ID: id, Name: name, Arguments: args}
+}

@@ -1,0 +1,138 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrUnavailable is what a model call wrapped in Retry returns (wrapped,
+// together with the last failure) when every attempt failed for a reason
+// that retrying could have fixed: the provider is down, overloaded or
+// unreachable. The caller checkpoints the run as failed and offers a retry.
+var ErrUnavailable = errors.New("model unavailable")
+
+// StatusError is a provider's answer with an HTTP status other than 200.
+type StatusError struct {
+	StatusCode int
+	// Message is the provider's error message, if its body had one.
+	Message string
+	// RetryAfter is how long the provider asked the client to wait
+	// (Retry-After or retry-after-ms headers); zero when it did not say.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("HTTP %d", e.StatusCode)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
+}
+
+// Transient reports whether sending the same request again may succeed:
+// request timeout (408), conflict (409), rate limit (429) and server
+// errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx answers
+// are the request's fault and fail the same way every time.
+func (e *StatusError) Transient() bool {
+	switch {
+	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
+		return true
+	case e.StatusCode >= 500:
+		return true
+	}
+	return false
+}
+
+// IsTransient reports whether err is a failure that retrying the model call
+// may fix: a transient HTTP status (see StatusError.Transient), a network
+// error, a connection cut short, or any error in the chain with a
+// Transient() bool method that returns true. Cancellation of the caller's
+// context is not decided here; Retry checks the context itself.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var transient interface{ Transient() bool }
+	if errors.As(err, &transient) {
+		return transient.Transient()
+	}
+	var netErr net.Error // *url.Error from net/http, *net.OpError, DNS errors…
+	if errors.As(err, &netErr) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// transportError carries a network error from the HTTP client through
+// langchaingo. langchaingo's OpenAI client replaces errors it recognises
+// as network errors with generic text ("network error: failed to reach
+// API server"), which would hide both the cause and a cancelled context.
+// This wrapper deliberately has no Unwrap method, so that langchaingo
+// passes it through untouched; the client unwraps it again (cause).
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+
+// cause returns the error a model client reports for an error that came
+// out of langchaingo: the original network error or the StatusError the
+// HTTP layer produced, without langchaingo's wrapping, or err itself.
+func cause(err error) error {
+	var te *transportError
+	if errors.As(err, &te) {
+		return te.err
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se
+	}
+	return err
+}
+
+// newStatusError builds the error for a non-200 answer. Both providers
+// send {"error": {"message": …}}; anything else is quoted, shortened.
+func newStatusError(status int, header map[string][]string, body []byte) *StatusError {
+	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header)}
+	var shape struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &shape) == nil && shape.Error.Message != "" {
+		e.Message = shape.Error.Message
+		return e
+	}
+	e.Message = truncate(strings.Join(strings.Fields(string(body)), " "), 200)
+	return e
+}
+
+// retryAfter reads the delay a provider asked for, if any: OpenAI sends
+// retry-after-ms, both send Retry-After in seconds. HTTP dates are ignored.
+func retryAfter(header map[string][]string) time.Duration {
+	get := func(k string) string {
+		if v := header[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	if ms, err := strconv.ParseFloat(get("Retry-After-Ms"), 64); err == nil && ms > 0 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	if s, err := strconv.ParseFloat(get("Retry-After"), 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	return 0
+}
+
+// truncate shortens s to at most n runes, marking the cut with "…".
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

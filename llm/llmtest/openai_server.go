@@ -1,0 +1,367 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/llm"
+)
+
+// OpenAIServer is a local server that speaks OpenAI's chat completions
+// API (POST /v1/chat/completions, non-streaming; /chat/completions is
+// accepted too). It answers from a script of replies and records every
+// request. Before answering, it checks a request the way the real API
+// does where converters go wrong, and answers HTTP 400 with OpenAI's error
+// JSON when:
+//
+//   - a message has an unknown role, or content that is neither text nor
+//     a list of content parts;
+//   - an assistant message's tool call has no id, a type other than
+//     "function", no function name, or arguments that are not a string;
+//   - the tool calls of an assistant message are not each answered by a
+//     tool message with that tool_call_id before the next non-tool
+//     message (or the end of the conversation);
+//   - a tool message does not answer a pending call of the assistant
+//     message before it;
+//   - a tool is not {"type":"function"} with a valid name and an object
+//     schema; or the request asks for streaming.
+type OpenAIServer struct {
+	srv    *httptest.Server
+	script script
+
+	mu       sync.Mutex
+	requests []OpenAIRequest
+}
+
+// OpenAIRequest is one request the server received.
+type OpenAIRequest struct {
+	Path   string
+	Header http.Header
+	// Body is the request body as received.
+	Body     json.RawMessage
+	Model    string
+	Messages []OpenAIMessage
+	Tools    []OpenAITool
+	// Status is the HTTP status the server answered with.
+	Status int
+	// Problem is why the server answered 400, or "".
+	Problem string
+}
+
+// OpenAIMessage is a message of a request, as sent.
+type OpenAIMessage struct {
+	Role string `json:"role"`
+	// Content is a string, a list of content parts, or null.
+	Content    json.RawMessage  `json:"content,omitempty"`
+	Name       string           `json:"name,omitempty"`
+	ToolCalls  []OpenAIToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+// Text returns the message's text: the content string, or its text parts
+// joined.
+func (m OpenAIMessage) Text() string {
+	text, _ := openAIText(m.Content)
+	return text
+}
+
+// OpenAIToolCall is a tool call of an assistant message.
+type OpenAIToolCall struct {
+	ID       string             `json:"id"`
+	Type     string             `json:"type"`
+	Function OpenAIFunctionCall `json:"function"`
+}
+
+// OpenAIFunctionCall is the function part of a tool call.
+type OpenAIFunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// OpenAITool is a tool offered in a request.
+type OpenAITool struct {
+	Type     string            `json:"type"`
+	Function OpenAIFunctionDef `json:"function"`
+}
+
+// OpenAIFunctionDef describes an offered function.
+type OpenAIFunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// NewOpenAIServer starts a server that answers with replies, in order,
+// and stops it when the test ends. Point a client at URL().
+func NewOpenAIServer(t testing.TB, replies ...llm.Message) *OpenAIServer {
+	t.Helper()
+	s := &OpenAIServer{}
+	s.script.push(replies...)
+	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the base URL for a client, ending in /v1 (as OPENAI_BASE_URL).
+func (s *OpenAIServer) URL() string { return s.srv.URL + "/v1" }
+
+// Close stops the server; the test's cleanup also does.
+func (s *OpenAIServer) Close() { s.srv.Close() }
+
+// Reply appends replies to the script.
+func (s *OpenAIServer) Reply(replies ...llm.Message) { s.script.push(replies...) }
+
+// FailNext makes the next n requests fail with the HTTP status (e.g. 500
+// or 429) before the script goes on.
+func (s *OpenAIServer) FailNext(n, status int) { s.script.failNext(n, status) }
+
+// Remaining is the number of scripted answers not used yet.
+func (s *OpenAIServer) Remaining() int { return s.script.remaining() }
+
+// Requests returns every request received so far, in order.
+func (s *OpenAIServer) Requests() []OpenAIRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+func (s *OpenAIServer) record(r OpenAIRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, r)
+}
+
+func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
+		openAIError(w, http.StatusNotFound, "invalid_request_error", "", "Unknown request URL: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "Only POST is supported")
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "read body: "+err.Error())
+		return
+	}
+	rec := OpenAIRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	n, fail := s.script.begin()
+	var req openAIWireRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		rec.Status, rec.Problem = http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error()
+		s.record(rec)
+		openAIError(w, rec.Status, "invalid_request_error", "", rec.Problem)
+		return
+	}
+	rec.Model, rec.Messages, rec.Tools = req.Model, req.Messages, req.Tools
+	if fail != 0 {
+		rec.Status = fail
+		s.record(rec)
+		openAIError(w, fail, openAIErrorType(fail), "", fmt.Sprintf("llmtest: scripted failure %d", fail))
+		return
+	}
+	if p := validateOpenAI(&req); p != nil {
+		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
+		s.record(rec)
+		openAIError(w, rec.Status, "invalid_request_error", p.param, p.msg)
+		return
+	}
+	reply, ok := s.script.take()
+	if !ok {
+		rec.Status, rec.Problem = http.StatusBadRequest, exhausted(n)
+		s.record(rec)
+		openAIError(w, rec.Status, "invalid_request_error", "", rec.Problem)
+		return
+	}
+	rec.Status = http.StatusOK
+	s.record(rec)
+	writeJSON(w, http.StatusOK, openAIResponse(n, req.Model, reply))
+}
+
+type openAIWireRequest struct {
+	Model    string          `json:"model"`
+	Messages []OpenAIMessage `json:"messages"`
+	Tools    []OpenAITool    `json:"tools"`
+	Stream   bool            `json:"stream"`
+}
+
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+func validateOpenAI(req *openAIWireRequest) *problem {
+	if req.Model == "" {
+		return badf("model", "Missing required parameter: 'model'.")
+	}
+	if req.Stream {
+		return badf("stream", "llmtest: streaming is not supported by this fake")
+	}
+	if len(req.Messages) == 0 {
+		return badf("messages", "[] is too short - 'messages'")
+	}
+	for i, t := range req.Tools {
+		if t.Type != "function" {
+			return badf(fmt.Sprintf("tools[%d].type", i), "Invalid value: '%s'. Supported values are: 'function'.", t.Type)
+		}
+		if !functionName.MatchString(t.Function.Name) {
+			return badf(fmt.Sprintf("tools[%d].function.name", i),
+				"Invalid 'tools[%d].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", i)
+		}
+		if len(t.Function.Parameters) > 0 && !isJSONObject(t.Function.Parameters) {
+			return badf(fmt.Sprintf("tools[%d].function.parameters", i),
+				"Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"'.", t.Function.Name)
+		}
+	}
+
+	// pending holds the tool calls of the last assistant message that no
+	// tool message has answered yet; from is that message's index.
+	var pending []string
+	from := -1
+	seen := map[string]bool{}
+	for i, m := range req.Messages {
+		param := fmt.Sprintf("messages.[%d].role", i)
+		if m.Role != "tool" && len(pending) > 0 {
+			return badf(param, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+				"The following tool_call_ids did not have response messages: %s", strings.Join(pending, ", "))
+		}
+		switch m.Role {
+		case "system", "developer", "user":
+			if _, ok := openAIText(m.Content); !ok || isNull(m.Content) {
+				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string or an array of content parts.", i)
+			}
+			if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+				return badf(param, "Invalid parameter: only assistant messages may have 'tool_calls' and only tool messages a 'tool_call_id'.")
+			}
+		case "assistant":
+			if _, ok := openAIText(m.Content); !ok {
+				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string, an array of content parts or null.", i)
+			}
+			if len(m.ToolCalls) == 0 && isNull(m.Content) {
+				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': content is required unless 'tool_calls' is specified.", i)
+			}
+			for j, c := range m.ToolCalls {
+				switch {
+				case c.ID == "":
+					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Missing required parameter: 'messages[%d].tool_calls[%d].id'.", i, j)
+				case c.Type != "function":
+					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].type", i, j), "Invalid value: '%s'. Supported values are: 'function'.", c.Type)
+				case c.Function.Name == "":
+					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].function.name", i, j), "Missing required parameter: 'messages[%d].tool_calls[%d].function.name'.", i, j)
+				case seen[c.ID]:
+					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Duplicate tool_call id '%s'.", c.ID)
+				}
+				seen[c.ID] = true
+				pending = append(pending, c.ID)
+			}
+			from = i
+		case "tool":
+			k := slices.Index(pending, m.ToolCallID)
+			if from < 0 || k < 0 {
+				return badf(param, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
+			}
+			if _, ok := openAIText(m.Content); !ok || isNull(m.Content) {
+				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string or an array of text parts.", i)
+			}
+			pending = slices.Delete(pending, k, k+1)
+		default:
+			return badf(param, "Invalid value: '%s'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.", m.Role)
+		}
+	}
+	if len(pending) > 0 {
+		return badf(fmt.Sprintf("messages.[%d].role", from), "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+			"The following tool_call_ids did not have response messages: %s", strings.Join(pending, ", "))
+	}
+	return nil
+}
+
+// openAIText reads message content: a string, null, or a list of parts
+// whose text parts are joined. ok is false for anything else.
+func openAIText(raw json.RawMessage) (text string, ok bool) {
+	if isNull(raw) {
+		return "", true
+	}
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return text, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "" {
+			return "", false
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), true
+}
+
+func openAIResponse(n int, model string, reply llm.Message) map[string]any {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if reply.Content != "" || len(reply.ToolCalls) == 0 {
+		msg["content"] = reply.Content
+	}
+	finish := "stop"
+	if len(reply.ToolCalls) > 0 {
+		calls := make([]OpenAIToolCall, len(reply.ToolCalls))
+		for i, c := range reply.ToolCalls {
+			id := c.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d_%d", n, i)
+			}
+			calls[i] = OpenAIToolCall{ID: id, Type: "function", Function: OpenAIFunctionCall{Name: c.Name, Arguments: c.Arguments}}
+		}
+		msg["tool_calls"] = calls
+		finish = "tool_calls"
+	}
+	return map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-llmtest-%d", n),
+		"object":  "chat.completion",
+		"created": 1700000000,
+		"model":   model,
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"usage":   map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+	}
+}
+
+// openAIError writes OpenAI's error shape:
+// {"error": {"message", "type", "param", "code"}}.
+func openAIError(w http.ResponseWriter, status int, typ, param, msg string) {
+	var p any
+	if param != "" {
+		p = param
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": nil}})
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_exceeded"
+	case status == http.StatusUnauthorized:
+		return "invalid_api_key"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func isNull(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s == "" || s == "null"
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
+}

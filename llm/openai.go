@@ -1,0 +1,185 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/openai"
+)
+
+// DefaultOpenAIModel is the model NewOpenAI uses when none is given.
+const DefaultOpenAIModel = "gpt-4o-mini"
+
+// DefaultOpenAIBaseURL is OpenAI's API. A compatible server's base URL
+// includes the version path in the same way, e.g.
+// http://localhost:11434/v1 for Ollama or http://localhost:8000/v1 for vLLM.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// OpenAIOptions configure NewOpenAI.
+type OpenAIOptions struct {
+	// APIKey is sent as a bearer token. It may be empty when BaseURL
+	// points at a server that needs none; then no Authorization header
+	// is sent.
+	APIKey string
+	// BaseURL is the API root that /chat/completions is appended to.
+	// Default DefaultOpenAIBaseURL.
+	BaseURL string
+	// Model defaults to DefaultOpenAIModel.
+	Model string
+	// HTTPClient defaults to a client with DefaultHTTPTimeout.
+	HTTPClient *http.Client
+}
+
+// OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
+// or to any compatible server. It is safe for concurrent use.
+type OpenAI struct {
+	llm   *openai.LLM
+	model string
+	name  string
+}
+
+// NewOpenAI returns a client for opts. It sends nothing until Generate.
+func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
+	if opts.APIKey == "" && opts.BaseURL == "" {
+		return nil, fmt.Errorf("openai: an API key is required (or a base URL of a compatible server that needs none)")
+	}
+	model := opts.Model
+	if model == "" {
+		model = DefaultOpenAIModel
+	}
+	name := "openai " + model
+	base := DefaultOpenAIBaseURL
+	if opts.BaseURL != "" {
+		u, err := parseBaseURL(opts.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("openai: %w", err)
+		}
+		base = strings.TrimSuffix(u.String(), "/")
+		name += " at " + u.Redacted()
+	}
+	d := newDoer(opts.HTTPClient)
+	token := opts.APIKey
+	if token == "" {
+		// langchaingo refuses an empty token; the doer removes the
+		// header it produces, so a key-less server sees none.
+		token = "unused"
+		d.dropHeader = "Authorization"
+	}
+	// Every setting is passed explicitly: langchaingo would otherwise
+	// read OPENAI_* variables from the process environment itself.
+	client, err := openai.New(
+		openai.WithToken(token),
+		openai.WithModel(model),
+		openai.WithBaseURL(base),
+		openai.WithOrganization(""),
+		openai.WithHTTPClient(d),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	return &OpenAI{llm: client, model: model, name: name}, nil
+}
+
+// Name says which model and server this is, e.g. "openai gpt-4o-mini".
+func (o *OpenAI) Name() string { return o.name }
+
+// Generate sends the conversation and returns the assistant's reply.
+// Errors wrap a *StatusError for HTTP failures and the network error for
+// transport failures; see IsTransient.
+func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
+	req, err := toOpenAI(msgs)
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", o.name, err)
+	}
+	lcTools, err := toLangchainTools(tools)
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", o.name, err)
+	}
+	var callOpts []llms.CallOption
+	if len(lcTools) > 0 {
+		callOpts = append(callOpts, llms.WithTools(lcTools))
+	}
+	resp, err := o.llm.GenerateContent(ctx, req, callOpts...)
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", o.name, cause(err))
+	}
+	return fromOpenAI(resp, len(msgs)), nil
+}
+
+// toOpenAI converts a conversation for langchaingo's OpenAI client.
+//
+// What the client (v0.1.14) does with it, from its source:
+//   - A tool message must have exactly one part, a ToolCallResponse;
+//     it sends its ToolCallID and Content (not Name). Two results in one
+//     message are rejected ("expected exactly one part"), so each of our
+//     tool messages — one per result — becomes its own tool message,
+//     which is also what the API expects.
+//   - In other messages ToolCall parts are moved to tool_calls and the
+//     remaining parts become content; a single text part is sent as a
+//     plain string. ToolCall.Type is copied verbatim, so it must be
+//     "function".
+func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	out := make([]llms.MessageContent, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case RoleSystem:
+			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
+		case RoleUser:
+			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+		case RoleAssistant:
+			mc := llms.MessageContent{Role: llms.ChatMessageTypeAI}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				mc.Parts = append(mc.Parts, llms.TextContent{Text: m.Content})
+			}
+			for _, c := range m.ToolCalls {
+				mc.Parts = append(mc.Parts, toLangchainToolCall(c))
+			}
+			out = append(out, mc)
+		case RoleTool:
+			out = append(out, llms.MessageContent{
+				Role: llms.ChatMessageTypeTool,
+				Parts: []llms.ContentPart{llms.ToolCallResponse{
+					ToolCallID: m.ToolCallID,
+					Name:       m.Name,
+					Content:    m.Content,
+				}},
+			})
+		}
+	}
+	return out, nil
+}
+
+// fromOpenAI converts the first choice of a reply; position is the index
+// the reply will have in the conversation (for calls without an ID).
+func fromOpenAI(resp *llms.ContentResponse, position int) Message {
+	reply := Message{Role: RoleAssistant}
+	if len(resp.Choices) == 0 {
+		return reply
+	}
+	c := resp.Choices[0]
+	reply.Content = c.Content
+	for i, tc := range c.ToolCalls {
+		if tc.FunctionCall == nil {
+			continue
+		}
+		reply.ToolCalls = append(reply.ToolCalls,
+			replyToolCall(tc.ID, tc.FunctionCall.Name, tc.FunctionCall.Arguments, position, i))
+	}
+	return reply
+}
+
+// parseBaseURL accepts an absolute http or https URL.
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("base URL must be an absolute http or https URL")
+	}
+	return u, nil
+}
