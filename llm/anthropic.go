@@ -1,0 +1,321 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
+)
+
+// DefaultAnthropicModel is the model NewAnthropic uses when none is given.
+const DefaultAnthropicModel = "claude-sonnet-4-5"
+
+// DefaultAnthropicBaseURL is Anthropic's API.
+const DefaultAnthropicBaseURL = "https://api.anthropic.com/v1"
+
+// DefaultAnthropicMaxTokens is the reply length limit, which Anthropic's
+// API requires on every request.
+const DefaultAnthropicMaxTokens = 4096
+
+// AnthropicOptions configure NewAnthropic.
+type AnthropicOptions struct {
+	// APIKey is sent as x-api-key. It may be empty when BaseURL points at
+	// a proxy or test server that needs none; then no key header is sent.
+	APIKey string
+	// BaseURL is the API root, as for Anthropic's own SDKs: with or
+	// without the trailing /v1 (it is added when missing).
+	// Default DefaultAnthropicBaseURL.
+	BaseURL string
+	// Model defaults to DefaultAnthropicModel.
+	Model string
+	// HTTPClient defaults to a client with DefaultHTTPTimeout.
+	HTTPClient *http.Client
+	// MaxTokens limits the reply; default DefaultAnthropicMaxTokens.
+	MaxTokens int
+}
+
+// Anthropic is a Model that speaks Anthropic's Messages API. It is safe
+// for concurrent use.
+//
+// langchaingo's Anthropic client (v0.1.14) converts each of its messages
+// into exactly one API message and keeps only the first part of an
+// assistant or tool message (handleAIMessage and handleToolMessage read
+// Parts[0]); a human message may not hold tool results at all. So it
+// cannot, by itself, send an assistant turn with text and two tool_use
+// blocks, or the two tool_result blocks that answer them in one user
+// message — which the API requires.
+//
+// The workaround keeps langchaingo for everything it does right (the
+// request fields, system prompt, tools, headers, the HTTP exchange and the
+// reply, which it returns complete, one choice per content block):
+//
+//  1. toAnthropic gives langchaingo one message per content block — the
+//     text, each tool call, each tool result — so no part is ever dropped.
+//  2. The HTTP layer then merges consecutive messages of the same role in
+//     the JSON body (mergeTurns) before it is sent, which yields the
+//     strictly alternating turns the API validates: text and all tool_use
+//     blocks in one assistant message, all tool_result blocks in the next
+//     user message. The merge only moves whole blocks that langchaingo
+//     already serialised; it adds and changes nothing else.
+//
+// Two limits remain: a tool result's IsError flag is not sent (the
+// result text carries it; langchaingo has no is_error field), and tool
+// call arguments travel as a decoded JSON object, so key order and number
+// formatting may change (the values do not).
+type Anthropic struct {
+	llm       *anthropic.LLM
+	model     string
+	name      string
+	maxTokens int
+}
+
+// NewAnthropic returns a client for opts. It sends nothing until Generate.
+func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
+	if opts.APIKey == "" && opts.BaseURL == "" {
+		return nil, fmt.Errorf("anthropic: an API key is required")
+	}
+	model := opts.Model
+	if model == "" {
+		model = DefaultAnthropicModel
+	}
+	name := "anthropic " + model
+	base := DefaultAnthropicBaseURL
+	if opts.BaseURL != "" {
+		u, err := parseBaseURL(opts.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("anthropic: %w", err)
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		if !strings.HasSuffix(u.Path, "/v1") {
+			u.Path += "/v1"
+		}
+		base = u.String()
+		name += " at " + u.Redacted()
+	}
+	maxTokens := opts.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultAnthropicMaxTokens
+	}
+	d := newDoer(opts.HTTPClient)
+	d.rewrite = mergeTurns
+	token := opts.APIKey
+	if token == "" {
+		token = "unused" // langchaingo refuses an empty token; the doer drops the header
+		d.dropHeader = "X-Api-Key"
+	}
+	client, err := anthropic.New(
+		anthropic.WithToken(token),
+		anthropic.WithModel(model),
+		anthropic.WithBaseURL(base),
+		anthropic.WithHTTPClient(d),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens}, nil
+}
+
+// Name says which model this is, e.g. "anthropic claude-sonnet-4-5".
+func (a *Anthropic) Name() string { return a.name }
+
+// Generate sends the conversation and returns the assistant's reply.
+// Errors wrap a *StatusError for HTTP failures and the network error for
+// transport failures; see IsTransient.
+func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
+	req, err := toAnthropic(msgs)
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", a.name, err)
+	}
+	lcTools, err := toLangchainTools(tools)
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", a.name, err)
+	}
+	callOpts := []llms.CallOption{llms.WithMaxTokens(a.maxTokens)}
+	if len(lcTools) > 0 {
+		callOpts = append(callOpts, llms.WithTools(lcTools))
+	}
+	resp, err := a.llm.GenerateContent(ctx, req, callOpts...)
+	if errors.Is(err, anthropic.ErrEmptyResponse) {
+		// The model may end its turn with no content at all (e.g.
+		// after a tool result it has nothing to add).
+		return Message{Role: RoleAssistant}, nil
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("%s: %w", a.name, cause(err))
+	}
+	return fromAnthropic(resp, len(msgs)), nil
+}
+
+// toAnthropic converts a conversation for langchaingo's Anthropic client,
+// one langchaingo message per content block (see Anthropic for why):
+//
+//   - System messages are joined into the one system prompt, which
+//     langchaingo sends as the top-level "system" field.
+//   - An assistant message becomes its text (if any) followed by one
+//     message per tool call; mergeTurns joins them again on the wire.
+//   - Between two assistant messages, tool results come first and user
+//     text after them: the API wants tool_result blocks at the start of
+//     the user turn.
+//   - Blank texts are left out: the API rejects empty text blocks.
+func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	var (
+		system        []string
+		out           []llms.MessageContent
+		results, user []llms.MessageContent // the current user turn
+	)
+	endUserTurn := func() {
+		out = append(out, results...)
+		out = append(out, user...)
+		results, user = nil, nil
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case RoleSystem:
+			if strings.TrimSpace(m.Content) != "" {
+				system = append(system, m.Content)
+			}
+		case RoleUser:
+			if strings.TrimSpace(m.Content) != "" {
+				user = append(user, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+			}
+		case RoleTool:
+			content := m.Content
+			if strings.TrimSpace(content) == "" {
+				content = "(empty result)"
+			}
+			results = append(results, llms.MessageContent{
+				Role: llms.ChatMessageTypeTool,
+				Parts: []llms.ContentPart{llms.ToolCallResponse{
+					ToolCallID: m.ToolCallID,
+					Name:       m.Name,
+					Content:    content,
+				}},
+			})
+		case RoleAssistant:
+			endUserTurn()
+			if strings.TrimSpace(m.Content) != "" {
+				out = append(out, llms.TextParts(llms.ChatMessageTypeAI, m.Content))
+			}
+			for _, c := range m.ToolCalls {
+				c.Arguments = objectArguments(c.Arguments)
+				out = append(out, llms.MessageContent{
+					Role:  llms.ChatMessageTypeAI,
+					Parts: []llms.ContentPart{toLangchainToolCall(c)},
+				})
+			}
+		}
+	}
+	endUserTurn()
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no user or assistant content to send")
+	}
+	if len(system) > 0 {
+		out = append([]llms.MessageContent{
+			llms.TextParts(llms.ChatMessageTypeSystem, strings.Join(system, "\n\n")),
+		}, out...)
+	}
+	return out, nil
+}
+
+// objectArguments returns args if it is a JSON object, which is what a
+// tool_use input must be (langchaingo decodes it into a map and fails the
+// whole request otherwise). Anything else — broken JSON the model produced
+// earlier, or another provider's output — is kept as text inside an
+// object, so the conversation can still be sent and the model sees what
+// it wrote.
+func objectArguments(args string) string {
+	if strings.TrimSpace(args) == "" {
+		return "{}"
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &obj) == nil && obj != nil {
+		return args
+	}
+	b, _ := json.Marshal(map[string]string{"invalid_arguments": args}) // a map of strings always marshals
+	return string(b)
+}
+
+// fromAnthropic converts a reply. langchaingo returns one choice per
+// content block, in order: text blocks carry Content, tool_use blocks one
+// ToolCall each, thinking blocks neither.
+func fromAnthropic(resp *llms.ContentResponse, position int) Message {
+	reply := Message{Role: RoleAssistant}
+	var text strings.Builder
+	for _, c := range resp.Choices {
+		text.WriteString(c.Content)
+		for _, tc := range c.ToolCalls {
+			if tc.FunctionCall == nil {
+				continue
+			}
+			reply.ToolCalls = append(reply.ToolCalls,
+				replyToolCall(tc.ID, tc.FunctionCall.Name, tc.FunctionCall.Arguments, position, len(reply.ToolCalls)))
+		}
+	}
+	reply.Content = text.String()
+	return reply
+}
+
+// mergeTurns rewrites a Messages API request body so that consecutive
+// messages with the same role become one message whose content is the
+// concatenation of theirs, in order. Other fields pass through unchanged.
+func mergeTurns(body []byte) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("merge anthropic turns: %w", err)
+	}
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(payload["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("merge anthropic turns: %w", err)
+	}
+	type turn struct {
+		Role    string            `json:"role"`
+		Content []json.RawMessage `json:"content"`
+	}
+	var turns []turn
+	for _, m := range msgs {
+		blocks, err := contentBlocks(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("merge anthropic turns: %w", err)
+		}
+		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
+			turns[n-1].Content = append(turns[n-1].Content, blocks...)
+			continue
+		}
+		turns = append(turns, turn{Role: m.Role, Content: blocks})
+	}
+	merged, err := json.Marshal(turns)
+	if err != nil {
+		return nil, fmt.Errorf("merge anthropic turns: %w", err)
+	}
+	payload["messages"] = merged
+	return json.Marshal(payload)
+}
+
+// contentBlocks returns a message's content as a list of blocks; the API
+// also accepts a plain string, which is one text block.
+func contentBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(raw, &blocks); err == nil {
+		return blocks, nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return nil, fmt.Errorf("message content is neither a list of blocks nor text")
+	}
+	b, err := json.Marshal(map[string]string{"type": "text", "text": text})
+	if err != nil {
+		return nil, err
+	}
+	return []json.RawMessage{b}, nil
+}

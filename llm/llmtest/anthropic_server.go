@@ -1,0 +1,417 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/llm"
+)
+
+// AnthropicServer is a local server that speaks Anthropic's Messages API
+// (POST /v1/messages, non-streaming; /messages is accepted too). It
+// answers from a script of replies and records every request. Before
+// answering, it checks a request the way the real API does where
+// converters go wrong, and answers HTTP 400 with Anthropic's error JSON
+// when:
+//
+//   - the anthropic-version header, model or max_tokens is missing;
+//   - a message's role is not user or assistant (the system prompt is the
+//     top-level "system" field), the first message is not the user's, or
+//     two messages in a row have the same role;
+//   - a message is empty, or has an empty text block;
+//   - a tool_use block (assistant only) lacks an id or name, repeats an
+//     id, or has an input that is not a JSON object;
+//   - the tool_use blocks of an assistant message are not all answered by
+//     tool_result blocks in the immediately following user message, or a
+//     tool_result answers no tool_use of the message before it, or comes
+//     after other content in its message;
+//   - a tool has no valid name or no object input_schema; or the request
+//     asks for streaming.
+type AnthropicServer struct {
+	t      testing.TB
+	srv    *httptest.Server
+	script script
+
+	mu       sync.Mutex
+	requests []AnthropicRequest
+}
+
+// AnthropicRequest is one request the server received.
+type AnthropicRequest struct {
+	Path   string
+	Header http.Header
+	// Body is the request body as received.
+	Body      json.RawMessage
+	Model     string
+	MaxTokens int
+	// System is the top-level system prompt (text blocks joined).
+	System   string
+	Messages []AnthropicMessage
+	Tools    []AnthropicTool
+	// Status is the HTTP status the server answered with.
+	Status int
+	// Problem is why the server answered 400, or "".
+	Problem string
+}
+
+// AnthropicMessage is a message of a request. Content given as a plain
+// string is recorded as one text block.
+type AnthropicMessage struct {
+	Role    string
+	Content []AnthropicBlock
+}
+
+// AnthropicBlock is one content block.
+type AnthropicBlock struct {
+	Type string `json:"type"`
+	// Text of a text block.
+	Text string `json:"text,omitempty"`
+	// ID, Name and Input of a tool_use block.
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// ToolUseID, Content and IsError of a tool_result block; Content is
+	// a string or a list of blocks.
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// ResultText returns a tool_result block's content as text.
+func (b AnthropicBlock) ResultText() string {
+	text, _ := anthropicText(b.Content)
+	return text
+}
+
+// AnthropicTool is a tool offered in a request.
+type AnthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// NewAnthropicServer starts a server that answers with replies, in
+// order, and stops it when the test ends. Point a client at URL(). A
+// reply's tool call arguments must be JSON objects (Anthropic's input).
+func NewAnthropicServer(t testing.TB, replies ...llm.Message) *AnthropicServer {
+	t.Helper()
+	s := &AnthropicServer{t: t}
+	s.Reply(replies...)
+	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the base URL for a client, ending in /v1.
+func (s *AnthropicServer) URL() string { return s.srv.URL + "/v1" }
+
+// Close stops the server; the test's cleanup also does.
+func (s *AnthropicServer) Close() { s.srv.Close() }
+
+// Reply appends replies to the script. Call it from the test goroutine:
+// a reply that cannot be sent fails the test.
+func (s *AnthropicServer) Reply(replies ...llm.Message) {
+	s.t.Helper()
+	for _, r := range replies {
+		for _, c := range r.ToolCalls {
+			if !isJSONObject(json.RawMessage(c.Arguments)) {
+				s.t.Fatalf("llmtest: scripted Anthropic tool call %q: arguments %q are not a JSON object", c.Name, c.Arguments)
+			}
+		}
+	}
+	s.script.push(replies...)
+}
+
+// FailNext makes the next n requests fail with the HTTP status (e.g. 500,
+// 429 or 529) before the script goes on.
+func (s *AnthropicServer) FailNext(n, status int) { s.script.failNext(n, status) }
+
+// Remaining is the number of scripted answers not used yet.
+func (s *AnthropicServer) Remaining() int { return s.script.remaining() }
+
+// Requests returns every request received so far, in order.
+func (s *AnthropicServer) Requests() []AnthropicRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+func (s *AnthropicServer) record(r AnthropicRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, r)
+}
+
+func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/messages" && r.URL.Path != "/messages" {
+		anthropicError(w, http.StatusNotFound, "Not found: "+r.URL.Path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		anthropicError(w, http.StatusMethodNotAllowed, "Method not allowed")
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		anthropicError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	rec := AnthropicRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	n, fail := s.script.begin()
+	reject := func(msg string) {
+		rec.Status, rec.Problem = http.StatusBadRequest, msg
+		s.record(rec)
+		anthropicError(w, rec.Status, msg)
+	}
+	req, perr := parseAnthropic(body)
+	if perr != nil {
+		reject(perr.msg)
+		return
+	}
+	rec.Model, rec.MaxTokens, rec.System, rec.Messages, rec.Tools = req.model, req.maxTokens, req.system, req.messages, req.tools
+	if fail != 0 {
+		rec.Status = fail
+		s.record(rec)
+		anthropicError(w, fail, fmt.Sprintf("llmtest: scripted failure %d", fail))
+		return
+	}
+	if r.Header.Get("anthropic-version") == "" {
+		reject("anthropic-version: header is required")
+		return
+	}
+	if p := validateAnthropic(req); p != nil {
+		reject(p.msg)
+		return
+	}
+	reply, ok := s.script.take()
+	if !ok {
+		reject(exhausted(n))
+		return
+	}
+	rec.Status = http.StatusOK
+	s.record(rec)
+	writeJSON(w, http.StatusOK, anthropicResponse(n, req.model, reply))
+}
+
+type anthropicRequest struct {
+	model     string
+	maxTokens int
+	system    string
+	messages  []AnthropicMessage
+	tools     []AnthropicTool
+	stream    bool
+}
+
+// parseAnthropic decodes a request body; content given as a string
+// becomes one text block.
+func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
+	var wire struct {
+		Model     string          `json:"model"`
+		MaxTokens int             `json:"max_tokens"`
+		System    json.RawMessage `json:"system"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools  []AnthropicTool `json:"tools"`
+		Stream bool            `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, badf("", "invalid request body: %v", err)
+	}
+	system, ok := anthropicText(wire.System)
+	if !ok {
+		return nil, badf("", "system: Input should be a valid string or a list of text blocks")
+	}
+	req := &anthropicRequest{model: wire.Model, maxTokens: wire.MaxTokens, system: system, tools: wire.Tools, stream: wire.Stream}
+	for i, m := range wire.Messages {
+		msg := AnthropicMessage{Role: m.Role}
+		var text string
+		if err := json.Unmarshal(m.Content, &text); err == nil {
+			msg.Content = []AnthropicBlock{{Type: "text", Text: text}}
+		} else if err := json.Unmarshal(m.Content, &msg.Content); err != nil {
+			return nil, badf("", "messages.%d.content: Input should be a valid string or a list of content blocks", i)
+		}
+		req.messages = append(req.messages, msg)
+	}
+	return req, nil
+}
+
+func validateAnthropic(req *anthropicRequest) *problem {
+	switch {
+	case req.model == "":
+		return badf("", "model: Field required")
+	case req.maxTokens <= 0:
+		return badf("", "max_tokens: Field required")
+	case req.stream:
+		return badf("", "llmtest: streaming is not supported by this fake")
+	case len(req.messages) == 0:
+		return badf("", "messages: at least one message is required")
+	}
+	for i, t := range req.tools {
+		if !functionName.MatchString(t.Name) {
+			return badf("", "tools.%d.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", i)
+		}
+		var schema struct {
+			Type string `json:"type"`
+		}
+		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil {
+			return badf("", "tools.%d.input_schema: Field required", i)
+		}
+		if schema.Type != "object" {
+			return badf("", "tools.%d.input_schema.type: Input should be 'object'", i)
+		}
+	}
+
+	seen := map[string]bool{} // every tool_use id so far
+	var open []string         // tool_use ids of the previous assistant message
+	for i, m := range req.messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return badf("", "messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+		if i == 0 && m.Role != "user" {
+			return badf("", "messages: first message must use the \"user\" role")
+		}
+		if i > 0 && req.messages[i-1].Role == m.Role {
+			return badf("", "messages: roles must alternate between \"user\" and \"assistant\", but found multiple %q roles in a row", m.Role)
+		}
+		if len(m.Content) == 0 {
+			return badf("", "messages.%d: all messages must have non-empty content except for the optional final assistant message", i)
+		}
+		var uses []string
+		answered := map[string]bool{}
+		for j, b := range m.Content {
+			switch b.Type {
+			case "text":
+				if strings.TrimSpace(b.Text) == "" {
+					return badf("", "messages.%d.content.%d.text: text content blocks must contain non-whitespace text", i, j)
+				}
+			case "image":
+			case "tool_use":
+				switch {
+				case m.Role != "assistant":
+					return badf("", "messages.%d.content.%d: tool_use blocks are only allowed in assistant messages", i, j)
+				case b.ID == "" || b.Name == "":
+					return badf("", "messages.%d.content.%d: tool_use blocks need an id and a name", i, j)
+				case seen[b.ID]:
+					return badf("", "messages.%d.content.%d: `tool_use` ids must be unique: %s", i, j, b.ID)
+				case !isJSONObject(b.Input):
+					return badf("", "messages.%d.content.%d.input: Input should be a valid dictionary", i, j)
+				}
+				seen[b.ID] = true
+				uses = append(uses, b.ID)
+			case "tool_result":
+				switch {
+				case m.Role != "user":
+					return badf("", "messages.%d.content.%d: tool_result blocks are only allowed in user messages", i, j)
+				case !slices.Contains(open, b.ToolUseID) || answered[b.ToolUseID]:
+					return badf("", "messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
+						"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
+				case j != len(answered):
+					return badf("", "messages.%d.content.%d: `tool_result` blocks must come before any other content in the message", i, j)
+				}
+				if _, ok := anthropicText(b.Content); !ok {
+					return badf("", "messages.%d.content.%d.content: Input should be a valid string or a list of content blocks", i, j)
+				}
+				answered[b.ToolUseID] = true
+			default:
+				return badf("", "messages.%d.content.%d.type: unsupported content block type %q", i, j, b.Type)
+			}
+		}
+		if missing := unanswered(open, answered); len(missing) > 0 {
+			return badf("", "messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
+				"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(missing, ", "))
+		}
+		open = uses
+	}
+	if len(open) > 0 {
+		return badf("", "messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
+			"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", len(req.messages)-1, strings.Join(open, ", "))
+	}
+	return nil
+}
+
+func unanswered(open []string, answered map[string]bool) []string {
+	var missing []string
+	for _, id := range open {
+		if !answered[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}
+
+// anthropicText reads a string, null, or a list of blocks whose text
+// blocks are joined. ok is false for anything else.
+func anthropicText(raw json.RawMessage) (string, bool) {
+	if isNull(raw) {
+		return "", true
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return text, true
+	}
+	var blocks []AnthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, blk := range blocks {
+		if blk.Type == "" {
+			return "", false
+		}
+		b.WriteString(blk.Text)
+	}
+	return b.String(), true
+}
+
+func anthropicResponse(n int, model string, reply llm.Message) map[string]any {
+	content := []map[string]any{}
+	if reply.Content != "" {
+		content = append(content, map[string]any{"type": "text", "text": reply.Content})
+	}
+	stop := "end_turn"
+	for i, c := range reply.ToolCalls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("toolu_llmtest_%d_%d", n, i)
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": id, "name": c.Name, "input": json.RawMessage(c.Arguments)})
+		stop = "tool_use"
+	}
+	return map[string]any{
+		"id":            fmt.Sprintf("msg_llmtest_%d", n),
+		"type":          "message",
+		"role":          "assistant",
+		"model":         model,
+		"content":       content,
+		"stop_reason":   stop,
+		"stop_sequence": nil,
+		"usage":         map[string]int{"input_tokens": 0, "output_tokens": 0},
+	}
+}
+
+// anthropicError writes Anthropic's error shape:
+// {"type": "error", "error": {"type", "message"}}.
+func anthropicError(w http.ResponseWriter, status int, msg string) {
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status == http.StatusNotFound:
+		typ = "not_found_error"
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case status == 529:
+		typ = "overloaded_error"
+	case status >= 500:
+		typ = "api_error"
+	}
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+}
