@@ -1,0 +1,111 @@
+package llm
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestNewStatusError(t *testing.T) {
+	tests := []struct {
+		name   string
+		header http.Header
+		body   string
+		want   StatusError
+	}{
+		{
+			name: "openai error",
+			body: `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+			want: StatusError{StatusCode: 429, Message: "Rate limit reached"},
+		},
+		{
+			name: "anthropic error",
+			body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			want: StatusError{StatusCode: 429, Message: "Overloaded"},
+		},
+		{
+			name: "html from a proxy",
+			body: "<html>\n<body>Bad   gateway</body></html>",
+			want: StatusError{StatusCode: 429, Message: "<html> <body>Bad gateway</body></html>"},
+		},
+		{
+			name:   "retry-after seconds",
+			header: http.Header{"Retry-After": {"2"}},
+			want:   StatusError{StatusCode: 429, RetryAfter: 2 * time.Second},
+		},
+		{
+			name:   "retry-after-ms wins",
+			header: http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"1500"}},
+			want:   StatusError{StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
+		},
+		{
+			name:   "retry-after date is ignored",
+			header: http.Header{"Retry-After": {"Wed, 21 Oct 2015 07:28:00 GMT"}},
+			want:   StatusError{StatusCode: 429},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := newStatusError(429, tt.header, []byte(tt.body))
+			if *got != tt.want {
+				t.Errorf("newStatusError(429, %v, %q) = %+v, want %+v", tt.header, tt.body, *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMergeTurns(t *testing.T) {
+	in := `{"model":"m","max_tokens":10,"system":"s","messages":[
+		{"role":"user","content":"plain"},
+		{"role":"user","content":[{"type":"text","text":"b"}]},
+		{"role":"assistant","content":[{"type":"text","text":"t"}]},
+		{"role":"assistant","content":[{"type":"tool_use","id":"1","name":"n","input":{"z":1,"a":2}}]},
+		{"role":"assistant","content":[{"type":"tool_use","id":"2","name":"n","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"1","content":"r1"}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"2","content":"r2"}]}
+	]}`
+	want := `{"model":"m","max_tokens":10,"system":"s","messages":[
+		{"role":"user","content":[{"type":"text","text":"plain"},{"type":"text","text":"b"}]},
+		{"role":"assistant","content":[{"type":"text","text":"t"},
+			{"type":"tool_use","id":"1","name":"n","input":{"z":1,"a":2}},
+			{"type":"tool_use","id":"2","name":"n","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"1","content":"r1"},
+			{"type":"tool_result","tool_use_id":"2","content":"r2"}]}
+	]}`
+	got, err := mergeTurns([]byte(in))
+	if err != nil {
+		t.Fatalf("mergeTurns() error = %v", err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("mergeTurns() = %s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("mergeTurns() = %s\nwant %s", got, want)
+	}
+
+	if _, err := mergeTurns([]byte(`{"messages":[{"role":"user","content":42}]}`)); err == nil {
+		t.Errorf("mergeTurns(numeric content) error = nil, want an error")
+	}
+}
+
+func TestObjectArguments(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"a":1}`, `{"a":1}`},
+		{` {"b": [1, 2]} `, ` {"b": [1, 2]} `},
+		{``, `{}`},
+		{`null`, `{"invalid_arguments":"null"}`},
+		{`[1]`, `{"invalid_arguments":"[1]"}`},
+		{`{"a":`, `{"invalid_arguments":"{\"a\":"}`},
+	}
+	for _, tt := range tests {
+		if got := objectArguments(tt.in); got != tt.want {
+			t.Errorf("objectArguments(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
