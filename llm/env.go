@@ -1,0 +1,82 @@
+package llm
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// FromEnv builds the model the environment asks for. getenv is usually
+// os.Getenv; nothing else is read.
+//
+//	LLM_PROVIDER        openai, anthropic or demo. Unset: openai if
+//	                    OPENAI_API_KEY or OPENAI_BASE_URL is set, else
+//	                    anthropic if ANTHROPIC_API_KEY is set, else demo.
+//	LLM_MODEL           the model name; defaults DefaultOpenAIModel and
+//	                    DefaultAnthropicModel. A compatible server
+//	                    usually needs it (e.g. "llama3.1").
+//	OPENAI_API_KEY      OpenAI's key; optional with OPENAI_BASE_URL.
+//	OPENAI_BASE_URL     an OpenAI-compatible server, e.g.
+//	                    http://localhost:11434/v1 (Ollama).
+//	ANTHROPIC_API_KEY   Anthropic's key.
+//	ANTHROPIC_BASE_URL  another Anthropic endpoint (a proxy).
+//
+// OpenAI and Anthropic models come wrapped in Retry with its defaults.
+// Errors never contain a key.
+func FromEnv(getenv func(string) string) (Model, error) {
+	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	provider := strings.ToLower(get("LLM_PROVIDER"))
+	if provider == "" {
+		switch {
+		case get("OPENAI_API_KEY") != "" || get("OPENAI_BASE_URL") != "":
+			provider = "openai"
+		case get("ANTHROPIC_API_KEY") != "":
+			provider = "anthropic"
+		default:
+			provider = "demo"
+		}
+	}
+	switch provider {
+	case "openai":
+		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
+			return nil, fmt.Errorf("LLM_PROVIDER=openai needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
+		}
+		m, err := NewOpenAI(OpenAIOptions{
+			APIKey:  get("OPENAI_API_KEY"),
+			BaseURL: get("OPENAI_BASE_URL"),
+			Model:   get("LLM_MODEL"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
+		}
+		return Retry(m, RetryOptions{}), nil
+	case "anthropic":
+		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
+			return nil, fmt.Errorf("LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
+		}
+		m, err := NewAnthropic(AnthropicOptions{
+			APIKey:  get("ANTHROPIC_API_KEY"),
+			BaseURL: get("ANTHROPIC_BASE_URL"),
+			Model:   get("LLM_MODEL"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)
+		}
+		return Retry(m, RetryOptions{}), nil
+	case "demo":
+		return NewDemo(), nil
+	}
+	return nil, fmt.Errorf("LLM_PROVIDER=%s: unknown provider; use openai, anthropic or demo", quoteName(provider))
+}
+
+var plainName = regexp.MustCompile(`^[a-z0-9_.-]{1,32}$`)
+
+// quoteName quotes a configuration value for an error message, unless it
+// does not look like a provider name at all: a key pasted into the wrong
+// variable must not end up in a log.
+func quoteName(s string) string {
+	if plainName.MatchString(s) {
+		return fmt.Sprintf("%q", s)
+	}
+	return "(value hidden)"
+}
