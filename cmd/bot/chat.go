@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/runner"
+)
+
+// chat is the terminal front end: a conversation with the agent in which
+// every pending tool call is approved, edited or rejected at a prompt.
+// Quitting during a pause and starting again with --thread resumes it
+// (with a REDIS_URL; the embedded Redis forgets everything on exit).
+func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	thread := fs.String("thread", "", "resume this thread instead of starting a new one")
+	user := fs.String("user", "", "your name in the conversation (default $USER)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" {
+		*user = getenv("USER")
+	}
+	if *user == "" {
+		*user = "you"
+	}
+	log, err := newLogger(getenv, stderr, logrus.WarnLevel)
+	if err != nil {
+		return err
+	}
+	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
+	svc, err := newService(ctx, getenv, term, log)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+
+	term.printf("Countersign chat · model: %s · redis: %s\n", svc.model.Name(), svc.redis)
+	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread}
+	if c.thread == "" {
+		c.thread = "chat-" + randomHex(4)
+		term.printf("Thread %s. Type a request; Ctrl-D quits.\n", c.thread)
+	} else {
+		term.printf("Resuming thread %s.\n", c.thread)
+	}
+	return c.loop(ctx)
+}
+
+type chatSession struct {
+	svc    *runner.Service
+	term   *terminal
+	user   string
+	thread string
+}
+
+// loop reads what the person types and acts on the thread's state until
+// they quit.
+func (c *chatSession) loop(ctx context.Context) error {
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		res, err := c.svc.State(ctx, c.thread)
+		switch {
+		case errors.Is(err, graph.ErrNoCheckpoint):
+			text, ok := c.term.ask("you> ")
+			if !ok {
+				return nil
+			}
+			if text == "" {
+				continue
+			}
+			if err := c.svc.Start(ctx, runner.StartRequest{Thread: c.thread, Requester: c.user, Text: text}); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		var quit bool
+		switch res.Status() {
+		case graph.Paused:
+			quit, err = c.decide(ctx, res.State.Waiting())
+		case graph.Done:
+			text, ok := c.term.ask("you> ")
+			if !ok {
+				return nil
+			}
+			if text != "" {
+				err = c.svc.Reply(ctx, c.thread, c.user, text)
+			}
+		case graph.Failed:
+			c.term.printf("The last run failed: %s\n", res.Checkpoint.Error)
+			answer, ok := c.term.ask("[r]etry or [q]uit> ")
+			if !ok || answer == "q" {
+				return nil
+			}
+			if answer == "r" {
+				err = c.svc.Retry(ctx, c.thread)
+			}
+		case graph.Running:
+			err = c.svc.Drive(ctx, c.thread) // a run cut off earlier
+		}
+		if quit {
+			c.term.printf("Bye. Resume with: bot chat --thread %s\n", c.thread)
+			return nil
+		}
+		if err != nil {
+			c.term.printf("error: %v\n", err)
+		}
+	}
+}
+
+// decide asks about each waiting call, then lets the run go on.
+func (c *chatSession) decide(ctx context.Context, waiting []agent.Call) (quit bool, err error) {
+	for _, call := range waiting {
+		c.term.card(call)
+		d, ok := c.ask(call)
+		if !ok {
+			return true, nil
+		}
+		if err := c.svc.Decide(ctx, c.thread, call.Key, d); err != nil {
+			c.term.printf("error: %v\n", err)
+		}
+	}
+	return false, c.svc.Drive(ctx, c.thread)
+}
+
+// ask reads one decision on call.
+func (c *chatSession) ask(call agent.Call) (interrupt.Decision, bool) {
+	choices := "[a]pprove [e]dit [r]eject [q]uit> "
+	if call.Status == agent.Unknown {
+		choices = "[a] retry [m]ark done [r] skip [q]uit> "
+	}
+	for {
+		answer, ok := c.term.ask(choices)
+		if !ok || answer == "q" {
+			return interrupt.Decision{}, false
+		}
+		d := interrupt.Decision{By: c.user}
+		switch answer {
+		case "a":
+			d.Kind = interrupt.Approve
+		case "m":
+			d.Kind = interrupt.MarkDone
+		case "r":
+			d.Kind = interrupt.Reject
+			d.Reason, ok = c.term.ask("reason (optional)> ")
+			if !ok {
+				return interrupt.Decision{}, false
+			}
+		case "e":
+			d.Kind = interrupt.Edit
+			args, ok := c.term.ask("new arguments as one line of JSON> ")
+			if !ok {
+				return interrupt.Decision{}, false
+			}
+			if err := c.svc.Agent().ValidateArgs(call.Tool, json.RawMessage(args)); err != nil {
+				c.term.printf("Those arguments will not do: %v\n", err)
+				continue
+			}
+			d.Args = json.RawMessage(args)
+		default:
+			continue
+		}
+		return d, true
+	}
+}
+
+// terminal prints events and reads answers. It is the chat's
+// runner.Reporter.
+type terminal struct {
+	mu  sync.Mutex
+	out io.Writer
+	in  *bufio.Scanner
+}
+
+func (t *terminal) printf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.out, format, args...)
+}
+
+// ask prints a prompt and reads a line; false at end of input.
+func (t *terminal) ask(prompt string) (string, bool) {
+	t.printf("%s", prompt)
+	if !t.in.Scan() {
+		t.printf("\n")
+		return "", false
+	}
+	return strings.TrimSpace(t.in.Text()), true
+}
+
+func (t *terminal) card(c agent.Call) {
+	title := "Approval needed"
+	if c.Status == agent.Unknown {
+		title = "Outcome unknown (the bot stopped while this call was running)"
+	}
+	var args bytes.Buffer
+	if err := json.Indent(&args, c.RunArgs(), "│   ", "  "); err != nil {
+		args.Write(c.RunArgs())
+	}
+	t.printf("┌ %s: %s [%s]\n", title, c.Tool, c.Key)
+	if c.Reason != "" {
+		t.printf("│ reason: %s\n", c.Reason)
+	}
+	t.printf("│ arguments:\n│   %s\n", args.String())
+	if !c.Expires.IsZero() {
+		t.printf("│ expires: %s\n", c.Expires.Local().Format("2006-01-02 15:04 MST"))
+	}
+	t.printf("└\n")
+}
+
+// Report implements runner.Reporter.
+func (t *terminal) Report(_ context.Context, e runner.Event) error {
+	switch e.Kind {
+	case runner.Answer:
+		t.printf("agent> %s\n", e.Text)
+	case runner.CallDecided:
+		d := e.Call.Decision
+		if d.Kind == interrupt.Expire {
+			t.printf("⌛ %s [%s] expired\n", e.Call.Tool, e.Call.Key)
+		} else {
+			t.printf("✔ %s [%s] %s by %s\n", e.Call.Tool, e.Call.Key, d.Kind.Past(), d.By)
+		}
+	case runner.CallStarted:
+		t.printf("… running %s [%s]\n", e.Call.Tool, e.Call.Key)
+	case runner.CallFinished:
+		first, _, _ := strings.Cut(e.Call.Result, "\n")
+		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, first)
+	case runner.RunFailed:
+		t.printf("✖ the run failed: %s\n", e.Text)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
+)
+
+// newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
+func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Level) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.Out = out
+	log.Level = defaultLevel
+	if s := getenv("LOG_LEVEL"); s != "" {
+		lvl, err := logrus.ParseLevel(s)
+		if err != nil {
+			return nil, fmt.Errorf("LOG_LEVEL: %w", err)
+		}
+		log.Level = lvl
+	}
+	switch f := getenv("LOG_FORMAT"); f {
+	case "json":
+		log.Formatter = &logrus.JSONFormatter{}
+	case "", "text":
+		log.Formatter = &logrus.TextFormatter{FullTimestamp: true}
+	default:
+		return nil, fmt.Errorf("LOG_FORMAT %q: want json or text", f)
+	}
+	return log, nil
+}
+
+// connectRedis connects to REDIS_URL (a cluster if REDIS_CLUSTER=true) or,
+// when it is unset, starts an embedded Redis. It returns the client, a
+// description for the start-up line, and a function that closes both.
+func connectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger) (redis.UniversalClient, string, func(), error) {
+	raw := getenv("REDIS_URL")
+	if raw == "" {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, "", nil, fmt.Errorf("start embedded redis: %w", err)
+		}
+		// The embedded server does not expire keys by itself; move its
+		// clock along so leases and TTLs behave.
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					m.FastForward(time.Second)
+				}
+			}
+		}()
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		log.Warn("REDIS_URL is not set: using an embedded in-process Redis; all threads are lost when the bot exits. " +
+			"Set REDIS_URL=redis://host:6379/0 to keep them.")
+		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
+		return rdb, "embedded (in-process, data lost on exit)", closeAll, nil
+	}
+	var rdb redis.UniversalClient
+	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
+		opts, err := redis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
+		}
+		rdb = redis.NewClusterClient(opts)
+	} else {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		rdb = redis.NewClient(opts)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", redactURL(raw), err)
+	}
+	return rdb, redactURL(raw), func() { _ = rdb.Close() }, nil
+}
+
+// redactURL drops the password from a Redis URL, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// newRegistry builds the tool registry from BOT_POLICY (or the defaults).
+func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, error) {
+	policy := tools.DefaultPolicy()
+	if path := getenv("BOT_POLICY"); path != "" {
+		p, err := tools.LoadPolicy(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		policy = p
+	}
+	reg, err := tools.NewRegistry(policy, tools.Builtins(policy, nil)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, policy, nil
+}
+
+// service wires the model, tools, Redis and a reporter into a runner.
+type service struct {
+	runner *runner.Service
+	store  *redisstore.Store
+	rdb    redis.UniversalClient
+	model  llm.Model
+	redis  string
+	close  func()
+}
+
+func newService(ctx context.Context, getenv func(string) string, rep runner.Reporter, log logrus.FieldLogger) (*service, error) {
+	model, err := llm.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	reg, _, err := newRegistry(getenv)
+	if err != nil {
+		return nil, err
+	}
+	rdb, desc, closeRedis, err := connectRedis(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	store := redisstore.New(rdb, redisstore.Options{})
+	var svc *runner.Service
+	a, err := agent.New(model, reg, store, agent.Options{
+		Logger: log,
+		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+	})
+	if err != nil {
+		closeRedis()
+		return nil, err
+	}
+	svc = runner.New(a, store, rep, runner.Options{Logger: log})
+	return &service{runner: svc, store: store, rdb: rdb, model: model, redis: desc, close: closeRedis}, nil
+}

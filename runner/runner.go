@@ -1,0 +1,522 @@
+// Package runner is the conversation service: it maps a thread to an agent
+// run and starts, continues, resumes and recovers runs, applying people's
+// decisions exactly once. It is independent of Slack: each front end (the
+// Slack handlers, the terminal chat, the playground) implements Reporter
+// to show what happens, and calls the Service when people act.
+//
+// Decisions are claimed before they are applied. A claim is a set-once
+// record in the store, so when two people (or two replicas, or a click
+// and an expiry) decide one call at once, exactly one wins and the other
+// learns who did. Applying claimed decisions is idempotent, so a process
+// that dies between the claim and the resume loses nothing: the next
+// drive of the thread applies it.
+//
+// Runs of one thread never overlap: a run holds the thread's lease, which
+// it renews while it works. A process that cannot get the lease leaves the
+// work to the holder, which looks for new claims after it lets go.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+)
+
+// Claims is a set-once record per thread and key.
+type Claims interface {
+	// Claim stores value under key unless a value is there already. It
+	// returns the stored value and whether it was this call's.
+	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
+	// Claims returns every claim of the thread.
+	Claims(ctx context.Context, thread string) (map[string][]byte, error)
+}
+
+// Leases keep two processes from running one thread at once.
+type Leases interface {
+	AcquireLease(ctx context.Context, thread, owner string, ttl time.Duration) (bool, error)
+	RenewLease(ctx context.Context, thread, owner string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, thread, owner string) error
+}
+
+// Store is what the runner needs from storage besides the graph's store.
+type Store interface {
+	Claims
+	Leases
+}
+
+// Errors of the service. Match them with errors.Is or errors.As.
+var (
+	// ErrBusy: the thread's run is working; try again when it answers.
+	ErrBusy = errors.New("the agent is still working on this thread")
+	// ErrFailed: the thread's last run failed; Retry it first.
+	ErrFailed = errors.New("the last run in this thread failed")
+	// ErrNotFailed: Retry was asked of a thread whose run has not failed.
+	ErrNotFailed = errors.New("the run has not failed")
+)
+
+// AlreadyDecidedError is the answer to a decision that lost: the call was
+// decided already, by Decision.By.
+type AlreadyDecidedError struct {
+	Key      string
+	Decision interrupt.Decision
+}
+
+func (e *AlreadyDecidedError) Error() string {
+	if e.Decision.Kind == interrupt.Expire {
+		return fmt.Sprintf("call %s already expired", e.Key)
+	}
+	return fmt.Sprintf("call %s already %s by %s", e.Key, e.Decision.Kind.Past(), e.Decision.By)
+}
+
+// Options are the service's optional settings.
+type Options struct {
+	// LeaseTTL is how long a lease lasts without renewal (default 30s);
+	// a crashed process's threads can be recovered after it.
+	LeaseTTL time.Duration
+	// Owner names this process in leases (default random).
+	Owner string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger defaults to a logger that discards.
+	Logger logrus.FieldLogger
+}
+
+// Service runs conversations.
+type Service struct {
+	agent *agent.Agent
+	graph *graph.Graph[agent.State]
+	store Store
+	rep   Reporter
+	opts  Options
+	log   logrus.FieldLogger
+}
+
+// New returns a service that runs a's graph, keeps claims and leases in
+// store and reports to rep.
+func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 30 * time.Second
+	}
+	if opts.Owner == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		opts.Owner = hex.EncodeToString(b[:])
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		l := logrus.New()
+		l.Out = discardWriter{}
+		opts.Logger = l
+	}
+	return &Service{agent: a, graph: a.Graph(), store: store, rep: rep, opts: opts, log: opts.Logger}
+}
+
+// StartRequest is a person's request that begins a conversation.
+type StartRequest struct {
+	// Thread is the conversation's key (for Slack: team, channel and the
+	// root message's ts).
+	Thread    string
+	Requester string
+	Channel   string
+	Text      string
+}
+
+// Start begins a conversation in a new thread and runs it until it
+// finishes or pauses. It fails with graph.ErrThreadExists if the thread
+// has one already (a retried delivery).
+func (s *Service) Start(ctx context.Context, req StartRequest) error {
+	log := s.log.WithFields(logrus.Fields{"thread": req.Thread, "requester": req.Requester})
+	held, err := s.acquire(ctx, req.Thread)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
+	}
+	defer s.release(req.Thread)
+	stop := s.keepLease(ctx, req.Thread)
+	log.Info("run started")
+	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
+	stop()
+	if errors.Is(err, graph.ErrThreadExists) {
+		return fmt.Errorf("start %s: %w", req.Thread, err)
+	}
+	s.after(ctx, req.Thread, 1, res, err)
+	return nil
+}
+
+// State returns the thread's latest checkpoint and conversation.
+func (s *Service) State(ctx context.Context, thread string) (*graph.Result[agent.State], error) {
+	return s.graph.State(ctx, thread)
+}
+
+// Agent returns the agent the service runs.
+func (s *Service) Agent() *agent.Agent { return s.agent }
+
+// Call returns the thread's current call with key, for a front end that
+// must check who may decide it.
+func (s *Service) Call(ctx context.Context, thread, key string) (*agent.State, *agent.Call, error) {
+	res, err := s.graph.State(ctx, thread)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, ok := res.State.Call(key)
+	if !ok {
+		return &res.State, nil, fmt.Errorf("%w: %s", agent.ErrUnknownCall, key)
+	}
+	return &res.State, c, nil
+}
+
+// Decide records d as the decision on the call with key. It returns
+// quickly: the decision is claimed, the front end is told, and Drive (to
+// be called next, typically in the background) applies it and runs on.
+// A call that is not waiting, or that someone else decided first, gives
+// an *AlreadyDecidedError, agent.ErrUnknownCall or an *agent.DecidedError,
+// and nothing changes.
+func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.Decision) error {
+	if d.At.IsZero() {
+		d.At = s.opts.Now()
+	}
+	st, c, err := s.Call(ctx, thread, key)
+	if err != nil {
+		return err
+	}
+	if err := s.agent.CheckDecision(st, key, d); err != nil {
+		return err
+	}
+	if err := s.claim(ctx, thread, key, d); err != nil {
+		return err
+	}
+	decided := *c
+	decided.Decision = &d
+	s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &decided})
+	return nil
+}
+
+// Reply handles a person's message in the thread. While calls wait for a
+// decision it is feedback: each waiting call is rejected with the text as
+// the reason, and the run goes on. After a run has finished it is a new
+// turn of the conversation. It returns ErrBusy while a run is working and
+// ErrFailed if the last run failed.
+func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
+	res, err := s.graph.State(ctx, thread)
+	if err != nil {
+		return err
+	}
+	switch res.Status() {
+	case graph.Paused:
+		d := interrupt.Decision{Kind: interrupt.Respond, By: user, At: s.opts.Now(), Reason: text}
+		for _, c := range res.State.Waiting() {
+			err := s.claim(ctx, thread, c.Key, d)
+			var lost *AlreadyDecidedError
+			if errors.As(err, &lost) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			decided := c
+			decided.Decision = &d
+			s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
+		}
+		return s.Drive(ctx, thread)
+	case graph.Done:
+		return s.withLease(ctx, thread, func(ctx context.Context) error {
+			before, err := s.graph.State(ctx, thread)
+			if err != nil {
+				return err
+			}
+			if before.Status() != graph.Done {
+				return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
+			}
+			res, err := s.graph.Continue(ctx, thread, agent.UserTurn(text))
+			s.after(ctx, thread, len(before.State.Messages)+1, res, err)
+			return nil
+		})
+	case graph.Failed:
+		return fmt.Errorf("reply to %s: %w", thread, ErrFailed)
+	default:
+		return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
+	}
+}
+
+// Retry resumes a failed run from the step that failed.
+func (s *Service) Retry(ctx context.Context, thread string) error {
+	return s.withLease(ctx, thread, func(ctx context.Context) error {
+		res, err := s.graph.State(ctx, thread)
+		if err != nil {
+			return err
+		}
+		if res.Status() != graph.Failed {
+			return fmt.Errorf("retry %s: %w (status %s)", thread, ErrNotFailed, res.Status())
+		}
+		out, err := s.graph.Resume(ctx, thread, nil)
+		s.after(ctx, thread, len(res.State.Messages), out, err)
+		return nil
+	})
+}
+
+// ExpireDue expires the thread's pending calls whose deadline has passed
+// and drives the run on. It reports how many calls it expired.
+func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
+	res, err := s.graph.State(ctx, thread)
+	if err != nil {
+		return 0, err
+	}
+	now := s.opts.Now()
+	d := interrupt.Decision{Kind: interrupt.Expire, At: now}
+	n := 0
+	for _, c := range res.State.Waiting() {
+		if c.Status != agent.Pending || c.Expires.IsZero() || now.Before(c.Expires) {
+			continue
+		}
+		err := s.claim(ctx, thread, c.Key, d)
+		var lost *AlreadyDecidedError
+		if errors.As(err, &lost) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		expired := c
+		expired.Decision = &d
+		s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &expired})
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, s.Drive(ctx, thread)
+}
+
+// Drive does whatever the thread's run can do now: apply claimed
+// decisions to a paused run and resume it, or recover a run cut off by a
+// crash. If another process holds the thread, Drive leaves the work to it
+// and returns nil.
+func (s *Service) Drive(ctx context.Context, thread string) error {
+	for {
+		held, err := s.acquire(ctx, thread)
+		if err != nil || !held {
+			return err
+		}
+		stop := s.keepLease(ctx, thread)
+		worked, err := s.step(ctx, thread)
+		stop()
+		s.release(thread)
+		if err != nil || !worked {
+			return err
+		}
+		// Work was done. Claims made while we held the lease were left
+		// to us; look again now that the lease is free.
+	}
+}
+
+// step does one piece of work on a thread whose lease is held, and
+// reports whether there was any.
+func (s *Service) step(ctx context.Context, thread string) (bool, error) {
+	res, err := s.graph.State(ctx, thread)
+	if err != nil {
+		return false, err
+	}
+	switch res.Status() {
+	case graph.Running:
+		s.log.WithField("thread", thread).Warn("recovering a run cut off by a crash")
+		out, err := s.graph.Recover(ctx, thread)
+		s.after(ctx, thread, len(res.State.Messages), out, err)
+		return true, nil
+	case graph.Paused:
+		decisions, err := s.claimed(ctx, thread, &res.State)
+		if err != nil || len(decisions) == 0 {
+			return false, err
+		}
+		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
+		if errors.Is(err, graph.ErrConflict) {
+			return true, nil // someone saved first; look again
+		}
+		s.after(ctx, thread, len(res.State.Messages), out, err)
+		return true, nil
+	default:
+		return false, nil
+	}
+}
+
+// claimed returns the claimed decisions for calls that still wait.
+func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (map[string]interrupt.Decision, error) {
+	all, err := s.store.Claims(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]interrupt.Decision{}
+	for _, c := range st.Waiting() {
+		raw, ok := all[claimKey(c.Key)]
+		if !ok {
+			continue
+		}
+		var d interrupt.Decision
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("claim on %s: %w", c.Key, err)
+		}
+		if err := s.agent.CheckDecision(st, c.Key, d); err != nil {
+			s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("claimed decision does not apply; ignoring it")
+			continue
+		}
+		out[c.Key] = d
+	}
+	return out, nil
+}
+
+// claim records d as the decision on call key, or returns who won.
+func (s *Service) claim(ctx context.Context, thread, key string, d interrupt.Decision) error {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	winner, won, err := s.store.Claim(ctx, thread, claimKey(key), raw)
+	if err != nil {
+		return fmt.Errorf("claim decision on %s: %w", key, err)
+	}
+	if won {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
+		return nil
+	}
+	var first interrupt.Decision
+	if err := json.Unmarshal(winner, &first); err != nil {
+		return fmt.Errorf("claim decision on %s: %w", key, err)
+	}
+	return &AlreadyDecidedError{Key: key, Decision: first}
+}
+
+func claimKey(call string) string { return "decision:" + call }
+
+// withLease runs fn holding the thread's lease, then drives the thread in
+// case decisions arrived meanwhile. ErrBusy if another process holds it.
+func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context) error) error {
+	held, err := s.acquire(ctx, thread)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("%s: %w", thread, ErrBusy)
+	}
+	stop := s.keepLease(ctx, thread)
+	err = fn(ctx)
+	stop()
+	s.release(thread)
+	if err != nil {
+		return err
+	}
+	return s.Drive(ctx, thread)
+}
+
+func (s *Service) acquire(ctx context.Context, thread string) (bool, error) {
+	ok, err := s.store.AcquireLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	if err != nil {
+		return false, fmt.Errorf("lease %s: %w", thread, err)
+	}
+	return ok, nil
+}
+
+func (s *Service) release(thread string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.store.ReleaseLease(ctx, thread, s.opts.Owner); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("releasing lease")
+	}
+}
+
+// keepLease renews the thread's lease until the returned stop is called.
+func (s *Service) keepLease(ctx context.Context, thread string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(s.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+				if err == nil && !ok {
+					s.log.WithField("thread", thread).Warn("lost the thread's lease while running")
+				}
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+// after reports what a run did: new answers from message index from on,
+// approval requests, or a failure.
+func (s *Service) after(ctx context.Context, thread string, from int, res *graph.Result[agent.State], err error) {
+	log := s.log.WithField("thread", thread)
+	if res == nil {
+		log.WithError(err).Error("run could not be saved")
+		s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
+		return
+	}
+	st := &res.State
+	for i := max(from, 0); i < len(st.Messages); i++ {
+		m := st.Messages[i]
+		if m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
+			s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: m.Content})
+		}
+	}
+	switch res.Status() {
+	case graph.Paused:
+		for _, c := range st.Waiting() {
+			// A pause can be reached again (one of several calls decided):
+			// announce each call once.
+			_, first, err := s.store.Claim(ctx, thread, "announced:"+c.Key, []byte("1"))
+			if err != nil {
+				log.WithError(err).Warn("recording an announcement")
+			}
+			if first || err != nil {
+				c := c
+				s.report(ctx, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
+			}
+		}
+		log.WithField("waiting", len(st.Waiting())).Info("run paused for approval")
+	case graph.Failed:
+		log.WithError(err).Error("run failed")
+		s.report(ctx, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
+	case graph.Done:
+		log.Info("run finished")
+	}
+}
+
+func (s *Service) report(ctx context.Context, e Event) {
+	if err := s.rep.Report(ctx, e); err != nil {
+		s.log.WithFields(logrus.Fields{"thread": e.Thread, "event": e.Kind.String()}).WithError(err).Warn("reporting")
+	}
+}
+
+// OnCall is the agent's hook for call progress: pass it as
+// agent.Options.OnCall so people see calls start and finish.
+func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
+	kind := CallFinished
+	if c.Status == agent.Running {
+		kind = CallStarted
+	}
+	s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
