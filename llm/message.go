@@ -7,7 +7,30 @@
 // when unmarshalled on its own, and its clients have quirks with multi-part
 // messages. The converters in this package translate at the model call and
 // work around those quirks; the tests run them against local servers that
-// speak each provider's wire protocol.
+// speak each provider's wire protocol (package llmtest).
+//
+// What the langchaingo v0.1.14 clients do, and what this package does
+// about it:
+//
+//   - OpenAI: a tool message must carry exactly one result, so each tool
+//     result is sent as its own tool message (as the API expects anyway).
+//     Tool calls are sent with type "function", which the client copies
+//     verbatim. This works unchanged with OpenAI-compatible servers.
+//   - Anthropic: the client keeps only the first part of an assistant or
+//     tool message. The conversation is handed over one block per message
+//     and consecutive same-role messages are merged in the request body
+//     before it is sent, so every tool_use and tool_result block arrives in
+//     correctly alternating turns. See Anthropic for the details and the
+//     two small limits that remain.
+//   - Both: errors come back as text. The HTTP layer under langchaingo
+//     returns a *StatusError for non-200 answers and keeps network errors
+//     intact, so IsTransient and Retry can tell a 503 from a 400.
+//
+// Which model runs is chosen by FromEnv (LLM_PROVIDER and friends); Retry
+// adds backoff and ErrUnavailable; Demo works offline.
+//
+// The package does not run tools, decide approvals or keep conversations:
+// it turns a conversation into the next assistant message.
 package llm
 
 import (

@@ -102,7 +102,7 @@ type AnthropicTool struct {
 func NewAnthropicServer(t testing.TB, replies ...llm.Message) *AnthropicServer {
 	t.Helper()
 	s := &AnthropicServer{t: t}
-	s.Reply(replies...)
+	s.Then(replies...)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -114,9 +114,9 @@ func (s *AnthropicServer) URL() string { return s.srv.URL + "/v1" }
 // Close stops the server; the test's cleanup also does.
 func (s *AnthropicServer) Close() { s.srv.Close() }
 
-// Reply appends replies to the script. Call it from the test goroutine:
+// Then appends replies to the script. Call it from the test goroutine:
 // a reply that cannot be sent fails the test.
-func (s *AnthropicServer) Reply(replies ...llm.Message) {
+func (s *AnthropicServer) Then(replies ...llm.Message) {
 	s.t.Helper()
 	for _, r := range replies {
 		for _, c := range r.ToolCalls {

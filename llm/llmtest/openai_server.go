@@ -115,8 +115,8 @@ func (s *OpenAIServer) URL() string { return s.srv.URL + "/v1" }
 // Close stops the server; the test's cleanup also does.
 func (s *OpenAIServer) Close() { s.srv.Close() }
 
-// Reply appends replies to the script.
-func (s *OpenAIServer) Reply(replies ...llm.Message) { s.script.push(replies...) }
+// Then appends replies to the script.
+func (s *OpenAIServer) Then(replies ...llm.Message) { s.script.push(replies...) }
 
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500
 // or 429) before the script goes on.
