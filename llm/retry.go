@@ -80,7 +80,7 @@ func (r *retrying) Generate(ctx context.Context, msgs []Message, tools []ToolDef
 			return Message{}, fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempt, err)
 		}
 		if serr := r.opts.Sleep(ctx, r.delay(attempt, err)); serr != nil {
-			return Message{}, fmt.Errorf("retry %s: %w (after: %v)", r.model.Name(), serr, err)
+			return Message{}, fmt.Errorf("retry %s: %w (last error: %v)", r.model.Name(), serr, err)
 		}
 	}
 }
