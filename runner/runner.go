@@ -198,7 +198,7 @@ func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.De
 	if err := s.agent.CheckDecision(st, key, d); err != nil {
 		return err
 	}
-	if err := s.claim(ctx, thread, key, d); err != nil {
+	if err := s.claim(ctx, thread, *c, d); err != nil {
 		return err
 	}
 	decided := *c
@@ -221,7 +221,7 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 	case graph.Paused:
 		d := interrupt.Decision{Kind: interrupt.Respond, By: user, At: s.opts.Now(), Reason: text}
 		for _, c := range res.State.Waiting() {
-			err := s.claim(ctx, thread, c.Key, d)
+			err := s.claim(ctx, thread, c, d)
 			var lost *AlreadyDecidedError
 			if errors.As(err, &lost) {
 				continue
@@ -284,7 +284,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		if c.Status != agent.Pending || c.Expires.IsZero() || now.Before(c.Expires) {
 			continue
 		}
-		err := s.claim(ctx, thread, c.Key, d)
+		err := s.claim(ctx, thread, c, d)
 		var lost *AlreadyDecidedError
 		if errors.As(err, &lost) {
 			continue
@@ -362,7 +362,7 @@ func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (
 	}
 	out := map[string]interrupt.Decision{}
 	for _, c := range st.Waiting() {
-		raw, ok := all[claimKey(c.Key)]
+		raw, ok := all[claimKey(c)]
 		if !ok {
 			continue
 		}
@@ -379,13 +379,14 @@ func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (
 	return out, nil
 }
 
-// claim records d as the decision on call key, or returns who won.
-func (s *Service) claim(ctx context.Context, thread, key string, d interrupt.Decision) error {
+// claim records d as the decision on call c, or returns who won.
+func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision) error {
+	key := c.Key
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
-	winner, won, err := s.store.Claim(ctx, thread, claimKey(key), raw)
+	winner, won, err := s.store.Claim(ctx, thread, claimKey(c), raw)
 	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
 	}
@@ -400,7 +401,11 @@ func (s *Service) claim(ctx context.Context, thread, key string, d interrupt.Dec
 	return &AlreadyDecidedError{Key: key, Decision: first}
 }
 
-func claimKey(call string) string { return "decision:" + call }
+// claimKey names the decision on a call in its current round. A call
+// waits for a decision once, or again after a crash cut off its run
+// (outcome unknown); the earlier round's decision must not answer the
+// later one, so the key counts the call's attempts.
+func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts) }
 
 // withLease runs fn holding the thread's lease, then drives the thread in
 // case decisions arrived meanwhile. ErrBusy if another process holds it.
@@ -483,7 +488,7 @@ func (s *Service) after(ctx context.Context, thread string, from int, res *graph
 		for _, c := range st.Waiting() {
 			// A pause can be reached again (one of several calls decided):
 			// announce each call once.
-			_, first, err := s.store.Claim(ctx, thread, "announced:"+c.Key, []byte("1"))
+			_, first, err := s.store.Claim(ctx, thread, "announced:"+claimKey(c), []byte("1"))
 			if err != nil {
 				log.WithError(err).Warn("recording an announcement")
 			}

@@ -1,0 +1,278 @@
+package runner_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
+)
+
+// The tests' world: three tools, all real http_request tools calling a
+// local server that counts requests per path. lookup (GET) needs no
+// approval; deploy and delete (POST, not idempotent) do.
+const policyYAML = `
+tools:
+  lookup: {approval: never}
+  deploy: {approval: required}
+  delete: {approval: required}
+`
+
+// named gives a tool another name, so that one kind of tool can stand
+// under several policies.
+type named struct {
+	tools.Tool
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
+// plan is the model's plan for any request: the three calls.
+func plan(base string) func(string) []llm.ToolCall {
+	return func(text string) []llm.ToolCall {
+		if strings.HasPrefix(text, "chat:") {
+			return nil
+		}
+		return []llm.ToolCall{
+			{Name: "lookup", Arguments: fmt.Sprintf(`{"method":"GET","url":%q}`, base+"/lookup")},
+			{Name: "deploy", Arguments: fmt.Sprintf(`{"method":"POST","url":%q,"body":"v2"}`, base+"/deploy")},
+			{Name: "delete", Arguments: fmt.Sprintf(`{"method":"POST","url":%q}`, base+"/delete")},
+		}
+	}
+}
+
+// script is how people decide the calls: approve deploy, reject delete. A
+// call whose outcome is unknown after a crash is retried, or marked done
+// if onUnknown says so.
+func script(c agent.Call, user string, onUnknown interrupt.Kind) interrupt.Decision {
+	switch {
+	case c.Status == agent.Unknown:
+		return interrupt.Decision{Kind: onUnknown, By: user}
+	case c.Tool == "delete":
+		return interrupt.Decision{Kind: interrupt.Reject, By: user, Reason: "not today"}
+	default:
+		return interrupt.Decision{Kind: interrupt.Approve, By: user}
+	}
+}
+
+// target is the HTTP server the tools call; it counts executions.
+type target struct {
+	*httptest.Server
+	mu   sync.Mutex
+	hits map[string]int
+	// hold, if set, is a request ("POST /deploy") that the server counts
+	// and then never answers, after closing arrived.
+	hold    string
+	arrived chan struct{}
+}
+
+func newTarget(t *testing.T) *target {
+	tg := &target{hits: map[string]int{}, arrived: make(chan struct{})}
+	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Method + " " + r.URL.Path
+		tg.mu.Lock()
+		tg.hits[key]++
+		hold := key == tg.hold
+		if hold {
+			tg.hold = ""
+		}
+		tg.mu.Unlock()
+		if hold {
+			// Read the whole request, so the server notices when the
+			// client dies, then never answer.
+			_, _ = io.Copy(io.Discard, r.Body)
+			close(tg.arrived)
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprintf(w, "ok %s", r.URL.Path)
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+// holdNext makes the server hold the next request to key unanswered.
+func (tg *target) holdNext(key string) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.hold = key
+}
+
+func (tg *target) count(key string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.hits[key]
+}
+
+// world holds what every service instance of a test shares.
+type world struct {
+	rdb    redis.UniversalClient
+	prefix string
+	base   string // the target's URL
+	model  llm.Model
+	// afterSave, if set, is called after every checkpoint save.
+	afterSave func()
+}
+
+// hookedStore calls a function after every successful save.
+type hookedStore struct {
+	graph.Store
+	after func()
+}
+
+func (h hookedStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
+	if err := h.Store.Save(ctx, cp); err != nil {
+		return err
+	}
+	h.after()
+	return nil
+}
+
+// service builds one service instance — as one replica would.
+func (w world) service(t testing.TB, rep runner.Reporter, leaseTTL time.Duration) (*runner.Service, *redisstore.Store) {
+	t.Helper()
+	return w.build(t, rep, leaseTTL, time.Now)
+}
+
+// serviceAt builds a service whose clock says now.
+func (w world) serviceAt(t testing.TB, rep runner.Reporter, now time.Time) (*runner.Service, *redisstore.Store) {
+	t.Helper()
+	return w.build(t, rep, time.Second, func() time.Time { return now })
+}
+
+func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, now func() time.Time) (*runner.Service, *redisstore.Store) {
+	t.Helper()
+	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	http := tools.NewHTTPRequest(tools.HTTPOptions{})
+	reg, err := tools.NewRegistry(policy, named{http, "lookup"}, named{http, "deploy"}, named{http, "delete"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix})
+	model := w.model
+	if model == nil {
+		model = &agenttest.Planner{Plan: plan(w.base)}
+	}
+	if rep == nil {
+		rep = &recorder{}
+	}
+	var checkpoints graph.Store = store
+	if w.afterSave != nil {
+		checkpoints = hookedStore{store, w.afterSave}
+	}
+	var svc *runner.Service
+	a, err := agent.New(model, reg, checkpoints, agent.Options{
+		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		Graph:  graph.Options{Now: now},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now})
+	return svc, store
+}
+
+// finish drives a thread to the end as people following script would,
+// from any state: it decides waiting calls, waits out a dead process's
+// lease, and recovers cut-off runs.
+func finish(ctx context.Context, svc *runner.Service, thread, user string, onUnknown interrupt.Kind, deadline time.Duration) (*graph.Result[agent.State], error) {
+	stop := time.Now().Add(deadline)
+	for time.Now().Before(stop) {
+		res, err := svc.State(ctx, thread)
+		if err != nil {
+			return nil, err
+		}
+		switch res.Status() {
+		case graph.Done:
+			return res, nil
+		case graph.Failed:
+			return nil, fmt.Errorf("run failed: %s", res.Checkpoint.Error)
+		case graph.Paused:
+			for _, c := range res.State.Waiting() {
+				err := svc.Decide(ctx, thread, c.Key, script(c, user, onUnknown))
+				var lost *runner.AlreadyDecidedError
+				if err != nil && !errors.As(err, &lost) {
+					return nil, err
+				}
+			}
+		}
+		if err := svc.Drive(ctx, thread); err != nil {
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond) // a dead process's lease may still be held
+	}
+	return nil, errors.New("the run did not finish in time")
+}
+
+// recorder is a Reporter that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []runner.Event
+}
+
+func (r *recorder) Report(_ context.Context, e runner.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	return nil
+}
+
+// kinds lists the events as "kind tool" strings.
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		s := e.Kind.String()
+		if e.Call != nil {
+			s += " " + e.Call.Tool
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (r *recorder) answers() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if e.Kind == runner.Answer {
+			out = append(out, e.Text)
+		}
+	}
+	return out
+}
+
+func randomHex() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,264 @@
+package runner_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/runner"
+)
+
+// The tests below run real processes: this test binary, started again
+// with CHILD_MODE set, plays one replica of the bot against the same
+// Redis and the same target server as the parent.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("CHILD_MODE"); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child is the replica's main. It prints one line of outcome to stdout.
+func child(mode string) int {
+	ctx := context.Background()
+	w := world{
+		rdb:    redis.NewClient(&redis.Options{Addr: os.Getenv("CHILD_REDIS")}),
+		prefix: os.Getenv("CHILD_PREFIX"),
+		base:   os.Getenv("CHILD_TARGET"),
+	}
+	thread, user := os.Getenv("CHILD_THREAD"), os.Getenv("CHILD_USER")
+	t := &childTB{}
+	switch mode {
+	case "decide":
+		svc, _ := w.service(t, nil, time.Second)
+		at, _ := strconv.ParseInt(os.Getenv("CHILD_START_AT"), 10, 64)
+		time.Sleep(time.Until(time.Unix(0, at))) // start together with the other replica
+		err := svc.Decide(ctx, thread, os.Getenv("CHILD_CALL"), interrupt.Decision{Kind: interrupt.Approve, By: user})
+		var lost *runner.AlreadyDecidedError
+		switch {
+		case err == nil:
+			if err := svc.Drive(ctx, thread); err != nil {
+				fmt.Println("ERROR", err)
+				return 1
+			}
+			fmt.Println("WON")
+		case errors.As(err, &lost):
+			fmt.Println("LOST", lost.Decision.By)
+		default:
+			fmt.Println("ERROR", err)
+			return 1
+		}
+	case "drive":
+		// Die (stop, and wait for SIGKILL) right after save number
+		// CHILD_KILL_AFTER, or finish the run and say how many saves
+		// it took.
+		killAfter, _ := strconv.Atoi(os.Getenv("CHILD_KILL_AFTER"))
+		saves := 0
+		w.afterSave = func() {
+			saves++
+			if saves == killAfter {
+				fmt.Println("SAVED", saves)
+				select {} // the parent kills us here
+			}
+		}
+		svc, _ := w.service(t, nil, 300*time.Millisecond)
+		if _, err := svc.State(ctx, thread); errors.Is(err, graph.ErrNoCheckpoint) {
+			if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+				fmt.Println("ERROR", err)
+				return 1
+			}
+		}
+		onUnknown := interrupt.Approve // retry
+		if os.Getenv("CHILD_ON_UNKNOWN") == "mark_done" {
+			onUnknown = interrupt.MarkDone
+		}
+		res, err := finish(ctx, svc, thread, user, onUnknown, 30*time.Second)
+		if err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Println("DONE", saves, strconv.Quote(res.State.Answer()))
+	}
+	return 0
+}
+
+// childTB lets the fixture's helpers run outside a test.
+type childTB struct{ testing.TB }
+
+func (childTB) Helper()                   {}
+func (childTB) Fatal(args ...any)         { fmt.Println("ERROR", fmt.Sprint(args...)); os.Exit(1) }
+func (childTB) Fatalf(f string, a ...any) { fmt.Println("ERROR", fmt.Sprintf(f, a...)); os.Exit(1) }
+
+// replica is a running child process.
+type replica struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startReplica(t *testing.T, w world, mode string, env ...string) *replica {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		"CHILD_MODE="+mode,
+		"CHILD_REDIS="+w.rdb.(*redis.Client).Options().Addr,
+		"CHILD_PREFIX="+w.prefix,
+		"CHILD_TARGET="+w.base,
+	)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return r
+}
+
+// line waits for the replica's next line of output.
+func (r *replica) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-r.lines:
+		if !ok {
+			t.Fatal("replica exited without a word")
+		}
+		return l
+	case <-time.After(60 * time.Second):
+		t.Fatal("replica said nothing for a minute")
+	}
+	return ""
+}
+
+// TestTwoProcessesDecideOneCall: two replicas click Approve on the same
+// call at the same moment. Exactly one wins; the other is told who.
+func TestTwoProcessesDecideOneCall(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	var key string
+	for _, c := range res.State.Waiting() {
+		if c.Tool == "deploy" {
+			key = c.Key
+		}
+	}
+	at := strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10)
+	a := startReplica(t, w, "decide", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_A", "CHILD_START_AT="+at)
+	b := startReplica(t, w, "decide", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_B", "CHILD_START_AT="+at)
+	got := map[string]string{"U_A": a.line(t), "U_B": b.line(t)}
+	switch {
+	case got["U_A"] == "WON" && got["U_B"] == "LOST U_A":
+	case got["U_B"] == "WON" && got["U_A"] == "LOST U_B":
+	default:
+		t.Errorf("replicas said %v, want one WON and the other LOST naming the winner", got)
+	}
+	if n := tg.count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+}
+
+// TestKilledAtEverySave kills a replica with SIGKILL right after each
+// checkpoint save in turn — every superstep boundary, and the saves
+// around each tool call — then lets another replica finish the run from
+// Redis. Every approved call must run exactly once, and the rejected one
+// never.
+func TestKilledAtEverySave(t *testing.T) {
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+
+	// An uninterrupted run says how many saves there are.
+	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe", "CHILD_USER=U_BOB")
+	var total int
+	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 10 {
+		t.Fatalf("uninterrupted run: %d saves (%v); want at least 10", total, err)
+	}
+
+	var mu sync.Mutex
+	for k := 1; k <= total; k++ {
+		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
+			tg := newTarget(t)
+			w := w
+			w.base = tg.URL
+			thread := fmt.Sprintf("kill-%d", k)
+			victim := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB", fmt.Sprintf("CHILD_KILL_AFTER=%d", k))
+			if l := victim.line(t); l != fmt.Sprintf("SAVED %d", k) {
+				t.Fatalf("victim said %q, want SAVED %d", l, k)
+			}
+			if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = victim.cmd.Wait()
+
+			heir := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
+			if l := heir.line(t); !strings.HasPrefix(l, "DONE") {
+				t.Fatalf("heir said %q, want DONE", l)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
+				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
+			}
+		})
+	}
+}
+
+// TestKilledDuringANonIdempotentCall kills a replica while its POST is
+// in flight: the effect happened, but no save says so. The heir must not
+// run the call again on its own; it asks, and a person who checked marks
+// it done.
+func TestKilledDuringANonIdempotentCall(t *testing.T) {
+	w, tg := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	tg.holdNext("POST /deploy")
+	victim := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB")
+	select {
+	case <-tg.arrived:
+	case l := <-victim.lines:
+		t.Fatalf("the deploy call never arrived; the replica said %q", l)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deploy call never arrived")
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+
+	heir := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB", "CHILD_ON_UNKNOWN=mark_done")
+	l := heir.line(t)
+	if !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "<@U_BOB> checked and marked it as done") {
+		t.Errorf("heir said %s, want DONE with the call marked done", l)
+	}
+	if n := tg.count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1: a call cut off mid-way must not be re-run unasked", n)
+	}
+}

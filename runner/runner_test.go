@@ -1,0 +1,203 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/runner"
+)
+
+func newWorld(t *testing.T) (world, *target) {
+	tg := newTarget(t)
+	return world{rdb: redistest.Client(t), prefix: "runner-test-" + randomHex(), base: tg.URL}, tg
+}
+
+func TestFullConversation(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Channel: "C1", Text: "ship v2"}); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); !errors.Is(err, graph.ErrThreadExists) {
+		t.Errorf("Start(again) = %v, want ErrThreadExists", err)
+	}
+	want := []string{"call_started lookup", "call_finished lookup", "approval_needed deploy", "approval_needed delete"}
+	if got := rep.kinds(); !slices.Equal(got, want) {
+		t.Fatalf("events after Start = %v, want %v", got, want)
+	}
+	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}; !slices.Equal(got, []int{1, 1, 0}) {
+		t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
+	}
+	answers := rep.answers()
+	if len(answers) != 1 || !strings.Contains(answers[0], "delete → Rejected by <@U_BOB>: not today") ||
+		!strings.Contains(answers[0], "deploy → HTTP 200 OK") {
+		t.Errorf("answers = %q, want one with every result", answers)
+	}
+
+	// A reply after the run: a new turn that sees the conversation.
+	if err := svc.Reply(ctx, "th", "U_ALICE", "chat: thanks"); err != nil {
+		t.Fatalf("Reply() = %v", err)
+	}
+	res, err := svc.State(ctx, "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State.Answer() != "You said: chat: thanks" || len(res.State.Messages) != 8 {
+		t.Errorf("after reply: %d messages, answer %q; want 8 and the reply answered", len(res.State.Messages), res.State.Answer())
+	}
+}
+
+func TestConcurrentDecisionsOneWins(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	var deploy agent.Call
+	for _, c := range res.State.Waiting() {
+		if c.Tool == "deploy" {
+			deploy = c
+		}
+	}
+
+	// Ten replicas, each a service of its own, click Approve at once.
+	const n = 10
+	var start, done sync.WaitGroup
+	start.Add(1)
+	errs := make([]error, n)
+	for i := range n {
+		replica, _ := w.service(t, nil, time.Second)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			errs[i] = replica.Decide(ctx, "th", deploy.Key, interrupt.Decision{Kind: interrupt.Approve, By: "U" + string(rune('A'+i))})
+			if errs[i] == nil {
+				errs[i] = replica.Drive(ctx, "th")
+			}
+		}()
+	}
+	start.Done()
+	done.Wait()
+	won := 0
+	var winner string
+	for i, err := range errs {
+		var lost *runner.AlreadyDecidedError
+		switch {
+		case err == nil:
+			won++
+			winner = "U" + string(rune('A'+i))
+		case errors.As(err, &lost):
+		case errors.As(err, new(*agent.DecidedError)):
+		default:
+			t.Errorf("Decide() = %v, want nil or an already-decided error", err)
+		}
+	}
+	for _, err := range errs {
+		var lost *runner.AlreadyDecidedError
+		if errors.As(err, &lost) && lost.Decision.By != winner {
+			t.Errorf("loser told %q decided, but %q won", lost.Decision.By, winner)
+		}
+	}
+	if won != 1 || tg.count("POST /deploy") != 1 {
+		t.Errorf("%d decisions won and deploy ran %d times, want 1 and 1", won, tg.count("POST /deploy"))
+	}
+	res, _ = svc.State(ctx, "th")
+	if w := res.State.Waiting(); res.Status() != graph.Paused || len(w) != 1 || w[0].Tool != "delete" {
+		t.Errorf("after the race: %s, waiting %v; want paused on delete only", res.Status(), w)
+	}
+}
+
+func TestReplyWhilePausedIsFeedback(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reply(ctx, "th", "U_ALICE", "wait, use staging"); err != nil {
+		t.Fatalf("Reply() = %v", err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "deploy → Rejected by <@U_ALICE>: wait, use staging") {
+		t.Errorf("after feedback: %s %q; want done with the feedback as the reason", res.Status(), res.State.Answer())
+	}
+	if tg.count("POST /deploy")+tg.count("POST /delete") != 0 {
+		t.Error("calls answered with feedback ran")
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := svc.ExpireDue(ctx, "th"); n != 0 || err != nil {
+		t.Errorf("ExpireDue(before the deadline) = %d, %v; want 0, nil", n, err)
+	}
+	later := w
+	rep := &recorder{}
+	future, _ := later.serviceAt(t, rep, time.Now().Add(25*time.Hour))
+	if n, err := future.ExpireDue(ctx, "th"); n != 2 || err != nil {
+		t.Fatalf("ExpireDue(after) = %d, %v; want 2, nil", n, err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if res.Status() != graph.Done || strings.Count(res.State.Answer(), "expired before anyone decided") != 2 {
+		t.Errorf("after expiry: %s %q", res.Status(), res.State.Answer())
+	}
+	if err := svc.Decide(ctx, "th", "0.1", interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); !errors.Is(err, agent.ErrUnknownCall) {
+		t.Errorf("Decide(after expiry) = %v, want ErrUnknownCall (the calls are settled)", err)
+	}
+}
+
+func TestModelFailureIsSavedAndRetried(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	model := llmtest.NewScripted().
+		ThenError(llm.ErrUnavailable).
+		Then(llm.Message{Role: llm.RoleAssistant, Content: "back again"})
+	w.model = model
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if res.Status() != graph.Failed || !slices.Contains(rep.kinds(), "run_failed") {
+		t.Fatalf("after the model failed: %s, events %v; want failed and reported", res.Status(), rep.kinds())
+	}
+	if err := svc.Reply(ctx, "th", "U_ALICE", "hello?"); !errors.Is(err, runner.ErrFailed) {
+		t.Errorf("Reply(failed run) = %v, want ErrFailed", err)
+	}
+	if err := svc.Retry(ctx, "th"); err != nil {
+		t.Fatalf("Retry() = %v", err)
+	}
+	res, _ = svc.State(ctx, "th")
+	if res.Status() != graph.Done || res.State.Answer() != "back again" || len(res.State.Messages) != 2 {
+		t.Errorf("after Retry: %s %q (%d messages); want done, answered once", res.Status(), res.State.Answer(), len(res.State.Messages))
+	}
+	if err := svc.Retry(ctx, "th"); !errors.Is(err, runner.ErrNotFailed) {
+		t.Errorf("Retry(done) = %v, want ErrNotFailed", err)
+	}
+}
