@@ -30,6 +30,7 @@ tools:
 type fixture struct {
 	agent                  *agent.Agent
 	g                      *graph.Graph[agent.State]
+	reg                    *tools.Registry
 	lookup, deploy, delete *agenttest.Tool
 	now                    time.Time
 }
@@ -58,6 +59,7 @@ func newFixture(t *testing.T, store graph.Store, model llm.Model, deployIdempote
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.reg = reg
 	if model == nil {
 		model = &agenttest.Planner{Plan: threeCalls}
 	}
