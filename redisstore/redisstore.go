@@ -1,0 +1,358 @@
+// Package redisstore keeps Countersign's durable state in Redis: checkpoints
+// and their history (it implements graph.Store), decision claims and run
+// leases. It works with a single Redis server and with Redis Cluster, and
+// needs Redis 7 or later (or miniredis, the embedded in-process Redis).
+// It does not decide what to store or when; graph and runner do.
+//
+// # Key layout
+//
+// Every key of a thread carries the whole thread name as its Redis Cluster
+// hash tag, so all of them live in one slot and one Lua script can read and
+// write them together:
+//
+//	cs:{<thread>}:head     hash    seq, journal_len: the latest checkpoint's counters
+//	cs:{<thread>}:journal  list    journal entries (JSON), append-only: entry i is item i
+//	cs:{<thread>}:history  list    checkpoint JSON without the journal, newest first,
+//	                               capped at Options.HistoryLimit; item 0 is the latest
+//	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions)
+//	cs:{<thread>}:lease    string  the owner of the thread's run lease
+//
+// The head holds only what the compare-and-set checks, so a save neither
+// decodes nor stores the latest checkpoint twice.
+//
+// "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
+// are written as "%25", "%7B" and "%7D", so the hash tag is always exactly
+// the thread and two names never share keys.
+//
+// # Round trips
+//
+// Save is one EVALSHA of a Lua script that checks the head's seq and the
+// journal's length (compare-and-set), appends only the new journal entries,
+// updates the head, pushes the checkpoint onto the history and trims it,
+// and refreshes the expiry of the thread's keys; a conflict writes nothing.
+// What a save sends is the checkpoint without its journal plus the new
+// entries, whatever the conversation's length. Load, Journal, History,
+// Claim, Claims and the lease calls are one round trip each.
+//
+// # Expiry
+//
+// A save makes the head, journal, history and claims expire Options.TTL
+// from now, or at the checkpoint's KeepUntil plus an hour when that is
+// later, so a paused thread outlives its approvals' deadlines. It never
+// shortens an expiry, and leaves alone one that is within a minute of the
+// new one: the saves of a running thread, seconds apart, then write no
+// expiry at all. The lease keeps its own, short expiry.
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrEmptyThread: a call named no thread.
+var ErrEmptyThread = errors.New("empty thread name")
+
+// keepMargin is how long a thread is kept past its checkpoint's KeepUntil,
+// so that whatever acts on an expired approval still finds the thread.
+const keepMargin = time.Hour
+
+// refreshSlack is how far a thread's expiry may have run down before a save
+// sets it again. It spares the saves of a running thread, seconds apart, a
+// write per key.
+const refreshSlack = time.Minute
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Prefix starts every key. Default "cs".
+	Prefix string
+	// HistoryLimit is how many checkpoints per thread the history keeps.
+	// Default 50.
+	HistoryLimit int
+	// TTL is how long a thread is kept after its last write. Default 30
+	// days.
+	TTL time.Duration
+	// Now is the clock used to turn KeepUntil into an expiry. Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// Store keeps threads in Redis. It is safe for concurrent use by many
+// goroutines and processes.
+type Store struct {
+	rdb          redis.UniversalClient
+	prefix       string
+	historyLimit int
+	ttl          time.Duration
+	now          func() time.Time
+
+	saveScript, loadScript, journalScript *redis.Script
+	claimScript                           *redis.Script
+	renewScript, releaseScript            *redis.Script
+}
+
+// New returns a Store that keeps its data in rdb, a client of a single
+// server or of a cluster.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "cs"
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = 50
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 30 * 24 * time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{
+		rdb:           rdb,
+		prefix:        escape(opts.Prefix),
+		historyLimit:  opts.HistoryLimit,
+		ttl:           opts.TTL,
+		now:           opts.Now,
+		saveScript:    redis.NewScript(saveLua),
+		loadScript:    redis.NewScript(loadLua),
+		journalScript: redis.NewScript(journalLua),
+		claimScript:   redis.NewScript(claimLua),
+		renewScript:   redis.NewScript(renewLeaseLua),
+		releaseScript: redis.NewScript(releaseLeaseLua),
+	}
+}
+
+// Load returns the thread's latest checkpoint with its whole journal, or
+// graph.ErrNoCheckpoint.
+func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	res, err := s.loadScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history}).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
+	}
+	cp, err := decodeLoad(res)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
+	}
+	return cp, nil
+}
+
+// decodeLoad reads the load script's reply: {checkpoint JSON, {entries}}.
+func decodeLoad(res []any) (*graph.Checkpoint, error) {
+	if len(res) != 2 {
+		return nil, fmt.Errorf("unexpected reply of %d items", len(res))
+	}
+	meta, ok := res[0].(string)
+	if !ok {
+		return nil, errors.New("thread has a head but no history")
+	}
+	entries, _ := res[1].([]any)
+	cp, err := decodeCheckpoint(meta)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) != cp.JournalLen {
+		return nil, fmt.Errorf("journal has %d entries, checkpoint %s says %d", len(entries), cp.ID, cp.JournalLen)
+	}
+	cp.Journal, err = rawMessages(entries)
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Save makes cp the thread's latest checkpoint, appends its journal entries
+// and adds it to the history, in one round trip. It returns
+// graph.ErrConflict, having written nothing, unless the stored head has
+// Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries.
+func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
+	if err := checkSave(cp); err != nil {
+		return err
+	}
+	k, err := s.keys(cp.Thread)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	meta, err := json.Marshal(cp) // without the journal: its field is json:"-"
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
+	}
+	ttl := s.expiry(cp.KeepUntil)
+	args := make([]any, 0, 7+len(cp.Journal))
+	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
+		ttl.Milliseconds(), (ttl - refreshSlack).Milliseconds())
+	for _, e := range cp.Journal {
+		args = append(args, []byte(e))
+	}
+	saved, err := s.saveScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}, args...).Int()
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
+	}
+	if saved == 0 {
+		return fmt.Errorf("save checkpoint %s seq %d with journal from %d: %w", cp.Thread, cp.Seq, cp.JournalFrom, graph.ErrConflict)
+	}
+	return nil
+}
+
+// checkSave reports a checkpoint that cannot be saved because it contradicts
+// itself.
+func checkSave(cp *graph.Checkpoint) error {
+	switch {
+	case cp == nil:
+		return errors.New("save checkpoint: nil checkpoint")
+	case cp.Seq < 1:
+		return fmt.Errorf("save checkpoint %s: seq %d is below 1", cp.Thread, cp.Seq)
+	case cp.JournalFrom < 0 || len(cp.Journal) != cp.JournalLen-cp.JournalFrom:
+		return fmt.Errorf("save checkpoint %s: journal carries %d entries, want [%d, %d)",
+			cp.Thread, len(cp.Journal), cp.JournalFrom, cp.JournalLen)
+	}
+	return nil
+}
+
+// expiry returns how long a thread written now is kept.
+func (s *Store) expiry(keepUntil time.Time) time.Duration {
+	ttl := s.ttl
+	if !keepUntil.IsZero() {
+		ttl = max(ttl, keepUntil.Sub(s.now())+keepMargin)
+	}
+	return ttl
+}
+
+// History returns up to Options.HistoryLimit of the thread's checkpoints,
+// newest first, without journals, or graph.ErrNoCheckpoint.
+func (s *Store) History(ctx context.Context, thread string) ([]*graph.Checkpoint, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint history: %w", err)
+	}
+	metas, err := s.rdb.LRange(ctx, k.history, 0, int64(s.historyLimit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint history %s: %w", thread, err)
+	}
+	if len(metas) == 0 {
+		return nil, fmt.Errorf("checkpoint history %s: %w", thread, graph.ErrNoCheckpoint)
+	}
+	cps := make([]*graph.Checkpoint, len(metas))
+	for i, meta := range metas {
+		if cps[i], err = decodeCheckpoint(meta); err != nil {
+			return nil, fmt.Errorf("checkpoint history %s: %w", thread, err)
+		}
+	}
+	return cps, nil
+}
+
+// Journal returns the thread's first n journal entries (all of them if the
+// journal is shorter), or graph.ErrNoCheckpoint.
+func (s *Store) Journal(ctx context.Context, thread string, n int) ([]json.RawMessage, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	res, err := s.journalScript.Run(ctx, s.rdb, []string{k.head, k.journal}, n).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("journal %s: %w", thread, graph.ErrNoCheckpoint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", thread, err)
+	}
+	entries, err := rawMessages(res)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", thread, err)
+	}
+	return entries, nil
+}
+
+// Delete removes every key of the thread: checkpoints, journal, history,
+// claims and lease. Deleting a thread that does not exist is not an error.
+func (s *Store) Delete(ctx context.Context, thread string) error {
+	k, err := s.keys(thread)
+	if err != nil {
+		return fmt.Errorf("delete thread: %w", err)
+	}
+	// One DEL: the keys share a slot, so this works on a cluster too.
+	if err := s.rdb.Del(ctx, k.head, k.journal, k.history, k.claims, k.lease).Err(); err != nil {
+		return fmt.Errorf("delete thread %s: %w", thread, err)
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("ping redis: %w", err)
+	}
+	return nil
+}
+
+// threadKeys are the keys of one thread.
+type threadKeys struct {
+	head, journal, history, claims, lease string
+}
+
+func (s *Store) keys(thread string) (threadKeys, error) {
+	if thread == "" {
+		return threadKeys{}, ErrEmptyThread
+	}
+	base := s.prefix + ":{" + escape(thread) + "}:"
+	return threadKeys{
+		head:    base + "head",
+		journal: base + "journal",
+		history: base + "history",
+		claims:  base + "claims",
+		lease:   base + "lease",
+	}, nil
+}
+
+// escape writes "%", "{" and "}" as "%25", "%7B" and "%7D", so that a name
+// holds no hash tag delimiter and distinct names stay distinct.
+func escape(name string) string {
+	if !strings.ContainsAny(name, "%{}") {
+		return name
+	}
+	var b strings.Builder
+	for i := range len(name) { // bytes, not runes: names need not be UTF-8
+		switch c := name[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func decodeCheckpoint(meta string) (*graph.Checkpoint, error) {
+	cp := new(graph.Checkpoint)
+	if err := json.Unmarshal([]byte(meta), cp); err != nil {
+		return nil, fmt.Errorf("decode checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+// rawMessages converts a script's list of strings.
+func rawMessages(items []any) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(items))
+	for i, item := range items {
+		s, ok := item.(string)
+		if !ok {
+			return nil, fmt.Errorf("journal entry %d is a %T, not a string", i, item)
+		}
+		out[i] = json.RawMessage(s)
+	}
+	return out, nil
+}

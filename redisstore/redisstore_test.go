@@ -1,0 +1,478 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/graph/graphtest"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ graph.Store = (*redisstore.Store)(nil)
+
+func TestStore(t *testing.T) {
+	rdb := redistest.Client(t)
+	graphtest.TestStore(t, func(t *testing.T) graph.Store {
+		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
+	})
+}
+
+// TestStoreCluster runs the contract on a real Redis Cluster: a script that
+// touched keys of two slots would fail there with CROSSSLOT.
+func TestStoreCluster(t *testing.T) {
+	rdb := redistest.Cluster(t)
+	graphtest.TestStore(t, func(t *testing.T) graph.Store {
+		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
+	})
+}
+
+// TestStoreMiniredis runs the contract on the embedded Redis used when no
+// REDIS_URL is configured.
+func TestStoreMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	graphtest.TestStore(t, func(t *testing.T) graph.Store {
+		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
+	})
+}
+
+func TestKeyLayout(t *testing.T) {
+	ctx := t.Context()
+	rdb := redistest.Client(t)
+	prefix := uniqueName("layout")
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+
+	tests := []struct {
+		thread string
+		tag    string
+	}{
+		{"T1:C2:1712345678.000100", "T1:C2:1712345678.000100"},
+		{"a{b}c", "a%7Bb%7Dc"},
+		{"100%", "100%25"},
+	}
+	for _, tt := range tests {
+		mustSave(t, store, firstCheckpoint(tt.thread, "hello"))
+		if _, _, err := store.Claim(ctx, tt.thread, "call_1", []byte("approve")); err != nil {
+			t.Fatalf("Claim(%q) error = %v", tt.thread, err)
+		}
+		for _, suffix := range []string{"head", "journal", "history", "claims"} {
+			key := fmt.Sprintf("%s:{%s}:%s", prefix, tt.tag, suffix)
+			if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
+				t.Errorf("EXISTS %s after a save of thread %q = %d, %v; want 1", key, tt.thread, n, err)
+			}
+		}
+	}
+}
+
+func TestEmptyThread(t *testing.T) {
+	ctx := t.Context()
+	store := redisstore.New(redistest.Client(t), redisstore.Options{})
+	if _, err := store.Load(ctx, ""); !errors.Is(err, redisstore.ErrEmptyThread) {
+		t.Errorf("Load(\"\") error = %v, want ErrEmptyThread", err)
+	}
+	if err := store.Save(ctx, firstCheckpoint("", "hi")); !errors.Is(err, redisstore.ErrEmptyThread) {
+		t.Errorf("Save(thread \"\") error = %v, want ErrEmptyThread", err)
+	}
+	if _, _, err := store.Claim(ctx, "", "k", []byte("v")); !errors.Is(err, redisstore.ErrEmptyThread) {
+		t.Errorf("Claim(\"\") error = %v, want ErrEmptyThread", err)
+	}
+}
+
+// TestLargeSave saves more journal entries at once than Lua can pass to one
+// command.
+func TestLargeSave(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mini := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { mini.Close() })
+	clients := map[string]redis.UniversalClient{"redis": redistest.Client(t), "miniredis": mini}
+
+	for name, rdb := range clients {
+		t.Run(name, func(t *testing.T) {
+			store := redisstore.New(rdb, redisstore.Options{})
+			conv := newConversation(uniqueName(t.Name()), 2500)
+			mustSave(t, store, conv.head)
+			got, err := store.Load(t.Context(), conv.head.Thread)
+			if err != nil {
+				t.Fatalf("Load() error = %v", err)
+			}
+			if len(got.Journal) != 2500 || string(got.Journal[2499]) != string(conv.head.Journal[2499]) {
+				t.Errorf("Load() journal has %d entries, want the 2500 saved", len(got.Journal))
+			}
+		})
+	}
+}
+
+func TestClaim(t *testing.T) {
+	ctx := t.Context()
+	store := redisstore.New(redistest.Client(t), redisstore.Options{})
+	thread := uniqueName(t.Name())
+
+	const clickers = 20
+	type result struct {
+		winner []byte
+		won    bool
+		err    error
+	}
+	results := make([]result, clickers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range clickers {
+		wg.Go(func() {
+			<-start
+			value := fmt.Appendf(nil, `{"kind":"approve","by":"U%02d"}`, i)
+			w, won, err := store.Claim(ctx, thread, "call_1", value)
+			results[i] = result{w, won, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	var winners []int
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("Claim() by clicker %d error = %v", i, r.err)
+		}
+		if r.won {
+			winners = append(winners, i)
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d concurrent claims: %d won (%v), want exactly 1", clickers, len(winners), winners)
+	}
+	want := string(results[winners[0]].winner)
+	for i, r := range results {
+		if string(r.winner) != want {
+			t.Errorf("Claim() by clicker %d returned winner %s, want %s", i, r.winner, want)
+		}
+	}
+
+	// Other keys are claimed independently; a repeated claim by the winner
+	// is not won again.
+	if _, won, err := store.Claim(ctx, thread, "call_2", []byte("reject")); err != nil || !won {
+		t.Errorf("Claim(call_2) = won %v, %v; want won", won, err)
+	}
+	if w, won, err := store.Claim(ctx, thread, "call_1", []byte(want)); err != nil || won || string(w) != want {
+		t.Errorf("Claim(call_1) again = %s, won %v, %v; want %s, not won", w, won, err, want)
+	}
+	claims, err := store.Claims(ctx, thread)
+	if err != nil {
+		t.Fatalf("Claims() error = %v", err)
+	}
+	if len(claims) != 2 || string(claims["call_1"]) != want || string(claims["call_2"]) != "reject" {
+		t.Errorf("Claims() = %q, want call_1 → %s and call_2 → reject", claims, want)
+	}
+	if claims, err := store.Claims(ctx, uniqueName("nobody")); err != nil || len(claims) != 0 {
+		t.Errorf("Claims(unknown thread) = %q, %v; want empty", claims, err)
+	}
+}
+
+func TestLease(t *testing.T) {
+	ctx := t.Context()
+	store := redisstore.New(redistest.Client(t), redisstore.Options{})
+	thread := uniqueName(t.Name())
+
+	steps := []struct {
+		name string
+		do   func() (bool, error)
+		want bool
+	}{
+		{"a acquires", func() (bool, error) { return store.AcquireLease(ctx, thread, "a", time.Minute) }, true},
+		{"b acquires a held lease", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", time.Minute) }, false},
+		{"a acquires its own lease again", func() (bool, error) { return store.AcquireLease(ctx, thread, "a", time.Minute) }, false},
+		{"b renews a's lease", func() (bool, error) { return store.RenewLease(ctx, thread, "b", time.Minute) }, false},
+		{"a renews", func() (bool, error) { return store.RenewLease(ctx, thread, "a", time.Minute) }, true},
+		{"b releases a's lease", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, "b") }, true},
+		{"b acquires after its release did nothing", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", time.Minute) }, false},
+		{"a releases", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, "a") }, true},
+		{"a renews a released lease", func() (bool, error) { return store.RenewLease(ctx, thread, "a", time.Minute) }, false},
+		{"b acquires a released lease", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", 50*time.Millisecond) }, true},
+	}
+	for _, step := range steps {
+		got, err := step.do()
+		if err != nil {
+			t.Fatalf("%s: error = %v", step.name, err)
+		}
+		if got != step.want {
+			t.Fatalf("%s = %v, want %v", step.name, got, step.want)
+		}
+	}
+
+	// b's 50ms lease lapses and a can take it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, err := store.AcquireLease(ctx, thread, "a", time.Minute)
+		if err != nil {
+			t.Fatalf("AcquireLease(a) error = %v", err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("AcquireLease(a) after b's 50ms lease lapsed: still held after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ok, err := store.RenewLease(ctx, thread, "b", time.Minute); err != nil || ok {
+		t.Errorf("RenewLease(b) after its lease lapsed = %v, %v; want false", ok, err)
+	}
+	if _, err := store.AcquireLease(ctx, thread, "a", 0); err == nil {
+		t.Error("AcquireLease(ttl 0) = nil error, want an error")
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	ctx := t.Context()
+	rdb := redistest.Client(t)
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	prefix := uniqueName("expiry")
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix, TTL: time.Hour, Now: func() time.Time { return now }})
+	thread := uniqueName(t.Name())
+	key := func(suffix string) string { return fmt.Sprintf("%s:{%s}:%s", prefix, thread, suffix) }
+	threadKeys := []string{key("head"), key("journal"), key("history"), key("claims")}
+
+	// checkTTL checks every key's TTL is within a minute below want.
+	checkTTL := func(when string, keys []string, want time.Duration) {
+		t.Helper()
+		for _, k := range keys {
+			ttl, err := rdb.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatalf("PTTL %s: %v", k, err)
+			}
+			if ttl > want || ttl < want-time.Minute {
+				t.Errorf("%s: PTTL %s = %v, want about %v", when, k, ttl, want)
+			}
+		}
+	}
+
+	first := firstCheckpoint(thread, "hello")
+	mustSave(t, store, first)
+	if _, _, err := store.Claim(ctx, thread, "call_1", []byte("approve")); err != nil {
+		t.Fatalf("Claim() error = %v", err)
+	}
+	if _, err := store.AcquireLease(ctx, thread, "runner-1", 30*time.Second); err != nil {
+		t.Fatalf("AcquireLease() error = %v", err)
+	}
+	checkTTL("after a save without KeepUntil", threadKeys, time.Hour)
+
+	// A pause whose approvals expire in two days keeps the thread that
+	// long, plus the margin.
+	paused := nextCheckpoint(first, "need approval")
+	paused.Status = graph.Paused
+	paused.KeepUntil = now.Add(48 * time.Hour)
+	mustSave(t, store, paused)
+	checkTTL("after a save with KeepUntil in 48h", threadKeys, 49*time.Hour)
+
+	// A claim made now lives as long as the thread.
+	other := uniqueName(t.Name())
+	otherFirst := firstCheckpoint(other, "hi")
+	otherFirst.KeepUntil = now.Add(72 * time.Hour)
+	mustSave(t, store, otherFirst)
+	if _, _, err := store.Claim(ctx, other, "call_1", []byte("approve")); err != nil {
+		t.Fatalf("Claim() error = %v", err)
+	}
+	checkTTL("a claim in a thread kept 72h", []string{fmt.Sprintf("%s:{%s}:claims", prefix, other)}, 73*time.Hour)
+
+	// A later save does not shorten the expiry.
+	done := nextCheckpoint(paused, "done")
+	mustSave(t, store, done)
+	checkTTL("after a save without KeepUntil that follows one with", threadKeys, 49*time.Hour)
+
+	// A save sets expiries that have run down again. (Time is made to
+	// pass by shortening them.)
+	for _, k := range threadKeys {
+		rdb.PExpire(ctx, k, 20*time.Minute)
+	}
+	again := nextCheckpoint(done, "later")
+	mustSave(t, store, again)
+	checkTTL("after a save that follows a run-down expiry", threadKeys, time.Hour)
+
+	// A journal that a save creates expires with the thread.
+	quiet := firstCheckpoint(uniqueName(t.Name())) // no entries yet
+	mustSave(t, store, quiet)
+	mustSave(t, store, nextCheckpoint(quiet, "first words"))
+	checkTTL("a journal created by a later save", []string{fmt.Sprintf("%s:{%s}:journal", prefix, quiet.Thread)}, time.Hour)
+
+	// Saves leave the lease's own expiry alone.
+	checkTTL("the lease", []string{key("lease")}, 30*time.Second)
+}
+
+func TestDelete(t *testing.T) {
+	ctx := t.Context()
+	rdb := redistest.Client(t)
+	prefix := uniqueName("delete")
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	thread := uniqueName(t.Name())
+
+	first := firstCheckpoint(thread, "hello")
+	mustSave(t, store, first)
+	mustSave(t, store, nextCheckpoint(first, "again"))
+	if _, _, err := store.Claim(ctx, thread, "call_1", []byte("approve")); err != nil {
+		t.Fatalf("Claim() error = %v", err)
+	}
+	if _, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute); err != nil {
+		t.Fatalf("AcquireLease() error = %v", err)
+	}
+
+	if err := store.Delete(ctx, thread); err != nil {
+		t.Fatalf("Delete() error = %v", err)
+	}
+	if _, err := store.Load(ctx, thread); !errors.Is(err, graph.ErrNoCheckpoint) {
+		t.Errorf("Load() after Delete: error = %v, want ErrNoCheckpoint", err)
+	}
+	keys, err := rdb.Keys(ctx, prefix+":*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Errorf("keys left after Delete = %q, %v; want none", keys, err)
+	}
+	// The thread can start over.
+	mustSave(t, store, firstCheckpoint(thread, "new start"))
+	if err := store.Delete(ctx, uniqueName("nobody")); err != nil {
+		t.Errorf("Delete(unknown thread) error = %v, want nil", err)
+	}
+}
+
+// TestRedisRestart checks that a save acknowledged before Redis crashed is
+// there after it restarts, and that a save while Redis is down is an error,
+// not a conflict.
+func TestRedisRestart(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.StartServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	store := redisstore.New(rdb, redisstore.Options{})
+	thread := uniqueName(t.Name())
+
+	first := firstCheckpoint(thread, "hello")
+	mustSave(t, store, first)
+	srv.Kill()
+
+	second := nextCheckpoint(first, "while down")
+	if err := store.Save(ctx, second); err == nil || errors.Is(err, graph.ErrConflict) {
+		t.Errorf("Save() while Redis is down: error = %v, want a connection error", err)
+	}
+	if err := store.Ping(ctx); err == nil {
+		t.Error("Ping() while Redis is down = nil, want an error")
+	}
+
+	srv.Restart() // the restarted server has no scripts cached
+	got, err := store.Load(ctx, thread)
+	if err != nil {
+		t.Fatalf("Load() after restart: error = %v", err)
+	}
+	if got.Seq != 1 || len(got.Journal) != 1 {
+		t.Errorf("Load() after restart = seq %d with %d entries, want seq 1 with 1", got.Seq, len(got.Journal))
+	}
+	mustSave(t, store, second)
+}
+
+// TestBytesPerSave checks that what a save writes to Redis does not grow
+// with the conversation.
+func TestBytesPerSave(t *testing.T) {
+	var written atomic.Int64
+	store := redisstore.New(countingClient(t, &written), redisstore.Options{})
+
+	perSave := make(map[int]int64)
+	for _, size := range []int{10, 1000} {
+		conv := newConversation(uniqueName(t.Name()), size)
+		mustSave(t, store, conv.head)
+		mustSave(t, store, conv.next()) // loads the script
+		const saves = 10
+		before := written.Load()
+		for range saves {
+			mustSave(t, store, conv.next())
+		}
+		perSave[size] = (written.Load() - before) / saves
+	}
+	t.Logf("bytes per save: %d at 10 messages, %d at 1000", perSave[10], perSave[1000])
+	// A few digits grow (seq, journal length); nothing else may.
+	if perSave[1000] > perSave[10]+32 {
+		t.Errorf("bytes per save = %d at 1000 messages, %d at 10; want no growth", perSave[1000], perSave[10])
+	}
+}
+
+// countingClient returns a client of the test Redis with one connection
+// that adds every byte it writes to written.
+func countingClient(tb testing.TB, written *atomic.Int64) *redis.Client {
+	tb.Helper()
+	opts := redistest.Options(tb)
+	opts.PoolSize = 1
+	tlsConfig := opts.TLSConfig
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		conn = &countingConn{Conn: conn, written: written}
+		if tlsConfig != nil {
+			conn = tls.Client(conn, tlsConfig)
+		}
+		return conn, nil
+	}
+	rdb := redis.NewClient(opts)
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+type countingConn struct {
+	net.Conn
+	written *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+func mustSave(tb testing.TB, store *redisstore.Store, cp *graph.Checkpoint) {
+	tb.Helper()
+	if err := store.Save(context.Background(), cp); err != nil {
+		tb.Fatalf("Save(%s seq %d) error = %v", cp.Thread, cp.Seq, err)
+	}
+}
+
+func uniqueName(base string) string {
+	return fmt.Sprintf("%s-%016x", base, rand.Uint64())
+}
+
+func firstCheckpoint(thread string, texts ...string) *graph.Checkpoint {
+	cp := &graph.Checkpoint{
+		Version: graph.SchemaVersion,
+		Thread:  thread,
+		ID:      "cp-1",
+		Seq:     1,
+		Status:  graph.Running,
+		State:   json.RawMessage(`{}`),
+		Created: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	for _, text := range texts {
+		entry, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+		cp.Journal = append(cp.Journal, entry)
+	}
+	cp.JournalLen = len(cp.Journal)
+	return cp
+}
+
+func nextCheckpoint(prev *graph.Checkpoint, texts ...string) *graph.Checkpoint {
+	cp := firstCheckpoint(prev.Thread, texts...)
+	cp.Seq = prev.Seq + 1
+	cp.ID = fmt.Sprintf("cp-%d", cp.Seq)
+	cp.Parent = prev.ID
+	cp.JournalFrom = prev.JournalLen
+	cp.JournalLen += prev.JournalLen
+	return cp
+}

@@ -1,0 +1,115 @@
+package redisstore
+
+// The Lua scripts. Each names every key it touches in KEYS, and all of a
+// call's keys belong to one thread, so on a cluster each script runs on the
+// one node that holds the thread's slot. They run on Redis 7 and on
+// miniredis, and use nothing beyond redis.call and Lua 5.1's base library.
+
+// saveLua is Save's compare-and-set.
+//
+//	KEYS: head, journal, history, claims
+//	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
+//	      expiry in ms, refresh below in ms, then the new journal entries
+//
+// It returns 1 when it saved and 0, having written nothing, when the head's
+// seq is not seq-1 or the journal's length is not journal_from.
+//
+// Expiries are set only when the head's has run down below "refresh
+// below" (or the thread is new): successive saves of a run, seconds apart,
+// then cost no write per key. A journal that this save creates gets the
+// head's expiry. Entries are pushed in batches because unpack puts every
+// value on Lua's stack, which holds a few thousand.
+const saveLua = `
+local head, journal, history, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local from = tonumber(ARGV[2])
+if (tonumber(redis.call('HGET', head, 'seq')) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+if redis.call('LLEN', journal) ~= from then return 0 end
+local left = redis.call('PTTL', head)
+
+local first, batch = 8, 1000
+for i = first, #ARGV, batch do
+  redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
+end
+redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3])
+local limit = tonumber(ARGV[5])
+if redis.call('LPUSH', history, ARGV[4]) > limit then
+  redis.call('LTRIM', history, 0, limit - 1)
+end
+
+if left < tonumber(ARGV[7]) then
+  for _, key in ipairs(KEYS) do
+    redis.call('PEXPIRE', key, ARGV[6])
+  end
+elseif from == 0 and #ARGV >= first then
+  redis.call('PEXPIRE', journal, left)
+end
+return 1
+`
+
+// loadLua reads the head checkpoint (the newest history entry) and exactly
+// the journal entries it covers.
+//
+//	KEYS: head, journal, history
+//
+// It returns nil when the thread has no head, else {checkpoint JSON,
+// {entries}}.
+const loadLua = `
+local n = redis.call('HGET', KEYS[1], 'journal_len')
+if not n then return false end
+local cp = redis.call('LINDEX', KEYS[3], 0)
+n = tonumber(n)
+if n == 0 then return {cp, {}} end
+return {cp, redis.call('LRANGE', KEYS[2], 0, n - 1)}
+`
+
+// journalLua reads the first n journal entries.
+//
+//	KEYS: head, journal
+//	ARGV: n
+//
+// It returns nil when the thread has no head (an empty journal is not a
+// missing thread), else the entries.
+const journalLua = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local n = tonumber(ARGV[1])
+if n <= 0 then return {} end
+return redis.call('LRANGE', KEYS[2], 0, n - 1)
+`
+
+// claimLua sets a claim once.
+//
+//	KEYS: claims, head
+//	ARGV: claim key, value, expiry in milliseconds
+//
+// It returns {1} when this call set the claim, else {0, the stored value}.
+// A new claim makes the claims hash live at least as long as the head.
+const claimLua = `
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return {0, redis.call('HGET', KEYS[1], ARGV[1])}
+end
+local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {1}
+`
+
+// renewLeaseLua extends a lease if its owner still holds it.
+//
+//	KEYS: lease
+//	ARGV: owner, expiry in milliseconds
+const renewLeaseLua = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`
+
+// releaseLeaseLua deletes a lease if its owner still holds it.
+//
+//	KEYS: lease
+//	ARGV: owner
+const releaseLeaseLua = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`
