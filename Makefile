@@ -1,0 +1,19 @@
+# Common tasks. `make test` and `make bench` start a throwaway redis-server
+# on a free loopback port for the run and point REDIS_URL at it (see
+# .ci/with-redis); it is stopped afterwards, also when tests fail.
+
+GO ?= go
+
+.PHONY: test bench run
+
+## test: all tests, with the race detector, against a real Redis
+test:
+	bash .ci/with-redis $(GO) test -race ./...
+
+## bench: all benchmarks (BenchmarkCheckpointSave in redisstore among them)
+bench:
+	bash .ci/with-redis $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## run: the bot, configured from the environment (see README.md)
+run:
+	$(GO) run ./cmd/bot
