@@ -91,6 +91,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger defaults to a logger that discards.
 	Logger logrus.FieldLogger
+	// Schedule, if set, keeps wake-ups for expiry and crash recovery.
+	Schedule Schedule
+	// Auditor, if set, records every decision.
+	Auditor Auditor
 }
 
 // Service runs conversations.
@@ -148,6 +152,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
 	}
 	defer s.release(req.Thread)
+	s.wakeForRecovery(ctx, req.Thread)
 	stop := s.keepLease(ctx, req.Thread)
 	log.Info("run started")
 	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
@@ -201,6 +206,7 @@ func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.De
 	if err := s.claim(ctx, thread, *c, d); err != nil {
 		return err
 	}
+	s.audit(ctx, thread, *c, decisionFields(d))
 	decided := *c
 	decided.Decision = &d
 	s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &decided})
@@ -229,6 +235,7 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 			if err != nil {
 				return err
 			}
+			s.audit(ctx, thread, c, decisionFields(d))
 			decided := c
 			decided.Decision = &d
 			s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
@@ -292,6 +299,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		s.audit(ctx, thread, c, decisionFields(d))
 		expired := c
 		expired.Decision = &d
 		s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &expired})
@@ -314,6 +322,7 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 			return err
 		}
 		stop := s.keepLease(ctx, thread)
+		s.wakeForRecovery(ctx, thread)
 		worked, err := s.step(ctx, thread)
 		stop()
 		s.release(thread)
@@ -405,6 +414,29 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 // waits for a decision once, or again after a crash cut off its run
 // (outcome unknown); the earlier round's decision must not answer the
 // later one, so the key counts the call's attempts.
+// decisionFields describes a decision for the audit record.
+func decisionFields(d interrupt.Decision) map[string]string {
+	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
+	if len(d.Args) > 0 {
+		f["edited_args"] = string(d.Args)
+	}
+	if d.Reason != "" {
+		f["reason"] = d.Reason
+	}
+	return f
+}
+
+// wakeForRecovery asks for the thread to be looked at after its lease
+// would have run out, in case this process dies while working on it.
+func (s *Service) wakeForRecovery(ctx context.Context, thread string) {
+	if s.opts.Schedule == nil {
+		return
+	}
+	if err := s.opts.Schedule.Wake(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL)); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
+	}
+}
+
 func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts) }
 
 // withLease runs fn holding the thread's lease, then drives the thread in
@@ -418,6 +450,7 @@ func (s *Service) withLease(ctx context.Context, thread string, fn func(context.
 		return fmt.Errorf("%s: %w", thread, ErrBusy)
 	}
 	stop := s.keepLease(ctx, thread)
+	s.wakeForRecovery(ctx, thread)
 	err = fn(ctx)
 	stop()
 	s.release(thread)
@@ -476,6 +509,7 @@ func (s *Service) after(ctx context.Context, thread string, from int, res *graph
 		s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
 		return
 	}
+	s.scheduleNext(ctx, thread, res)
 	st := &res.State
 	for i := max(from, 0); i < len(st.Messages); i++ {
 		m := st.Messages[i]

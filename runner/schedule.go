@@ -1,0 +1,137 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+)
+
+// Schedule keeps, per thread, when the service must look at it again
+// without any request arriving: when its pending calls expire, or when a
+// run that is working should have finished (so that a run cut off by a
+// crash is recovered). It lives in the store, so it survives restarts and
+// every replica sees it.
+type Schedule interface {
+	// Wake sets when thread is to be looked at.
+	Wake(ctx context.Context, thread string, at time.Time) error
+	// Due returns up to n threads whose time has come.
+	Due(ctx context.Context, now time.Time, n int) ([]string, error)
+	// Forget removes thread from the schedule.
+	Forget(ctx context.Context, thread string) error
+}
+
+// Auditor keeps a record of every decision.
+type Auditor interface {
+	Audit(ctx context.Context, fields map[string]string) error
+}
+
+// Tick looks at one due thread: it recovers a run cut off by a crash,
+// expires calls whose time is up, and sets the thread's next wake-up.
+func (s *Service) Tick(ctx context.Context, thread string) error {
+	if s.opts.Schedule == nil {
+		return nil
+	}
+	res, err := s.graph.State(ctx, thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return s.opts.Schedule.Forget(ctx, thread)
+	}
+	if err != nil {
+		return err
+	}
+	switch res.Status() {
+	case graph.Running:
+		if err := s.Drive(ctx, thread); err != nil {
+			return err
+		}
+	case graph.Paused:
+		if _, err := s.ExpireDue(ctx, thread); err != nil {
+			return err
+		}
+	}
+	// Drive and ExpireDue have set the next wake-up if the thread still
+	// needs one; make sure a thread whose run is still working (in
+	// another process) is looked at again.
+	if res, err = s.graph.State(ctx, thread); err == nil {
+		s.scheduleNext(ctx, thread, res)
+	}
+	return nil
+}
+
+// RunSchedule ticks due threads every interval until ctx ends.
+func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
+	if s.opts.Schedule == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		due, err := s.opts.Schedule.Due(ctx, s.opts.Now(), 100)
+		if err != nil {
+			s.log.WithError(err).Warn("reading the schedule")
+			continue
+		}
+		for _, thread := range due {
+			if err := s.Tick(ctx, thread); err != nil {
+				s.log.WithField("thread", thread).WithError(err).Warn("scheduled check")
+			}
+		}
+	}
+}
+
+// scheduleNext sets when thread must be looked at again, given where its
+// run stands: at the earliest expiry of a pending call, a while after a
+// working run should have renewed its lease, or never.
+func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Result[agent.State]) {
+	if s.opts.Schedule == nil || res == nil {
+		return
+	}
+	var at time.Time
+	switch res.Status() {
+	case graph.Paused:
+		for _, c := range res.State.Waiting() {
+			if c.Status == agent.Pending && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
+				at = c.Expires
+			}
+		}
+	case graph.Running:
+		at = s.opts.Now().Add(2 * s.opts.LeaseTTL)
+	}
+	var err error
+	if at.IsZero() {
+		err = s.opts.Schedule.Forget(ctx, thread)
+	} else {
+		err = s.opts.Schedule.Wake(ctx, thread, at)
+	}
+	if err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
+	}
+}
+
+// audit records a decision.
+func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields map[string]string) {
+	if s.opts.Auditor == nil {
+		return
+	}
+	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(c.Args)}
+	for k, v := range fields {
+		rec[k] = v
+	}
+	if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")
+	}
+}
+
+// Audit records an event that is not a decision, such as a refused click.
+func (s *Service) Audit(ctx context.Context, thread string, c agent.Call, fields map[string]string) {
+	s.audit(ctx, thread, c, fields)
+}
