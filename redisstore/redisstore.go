@@ -42,6 +42,10 @@
 // shortens an expiry, and leaves alone one that is within a minute of the
 // new one: the saves of a running thread, seconds apart, then write no
 // expiry at all. The lease keeps its own, short expiry.
+//
+// Run Redis with maxmemory-policy noeviction (its default): every key here
+// has an expiry, so a volatile-* policy could evict one key of a thread and
+// leave the others inconsistent.
 package redisstore
 
 import (
@@ -64,8 +68,8 @@ var ErrEmptyThread = errors.New("empty thread name")
 const keepMargin = time.Hour
 
 // refreshSlack is how far a thread's expiry may have run down before a save
-// sets it again. It spares the saves of a running thread, seconds apart, a
-// write per key.
+// sets it again (a tenth of the expiry when that is less). It spares the
+// saves of a running thread, seconds apart, a write per key.
 const refreshSlack = time.Minute
 
 // Options configures a Store. The zero value is usable.
@@ -75,8 +79,8 @@ type Options struct {
 	// HistoryLimit is how many checkpoints per thread the history keeps.
 	// Default 50.
 	HistoryLimit int
-	// TTL is how long a thread is kept after its last write. Default 30
-	// days.
+	// TTL is how long a thread is kept after its last save, give or take
+	// a minute (see Expiry in the package doc). Default 30 days.
 	TTL time.Duration
 	// Now is the clock used to turn KeepUntil into an expiry. Default
 	// time.Now.
@@ -190,8 +194,9 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	}
 	ttl := s.expiry(cp.KeepUntil)
 	args := make([]any, 0, 7+len(cp.Journal))
+	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
-		ttl.Milliseconds(), (ttl - refreshSlack).Milliseconds())
+		ttl.Milliseconds(), refreshBelow.Milliseconds())
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}

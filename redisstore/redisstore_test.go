@@ -37,6 +37,37 @@ func TestStoreCluster(t *testing.T) {
 	graphtest.TestStore(t, func(t *testing.T) graph.Store {
 		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
 	})
+
+	// The calls beyond graph.Store, each touching several keys of a thread.
+	t.Run("ClaimsLeasesDelete", func(t *testing.T) {
+		ctx := t.Context()
+		store := redisstore.New(rdb, redisstore.Options{})
+		for i := range 10 { // threads spread over the three masters
+			thread := uniqueName(fmt.Sprintf("%s-%d", t.Name(), i))
+			mustSave(t, store, firstCheckpoint(thread, "hello"))
+			if _, won, err := store.Claim(ctx, thread, "call_1", []byte("approve")); err != nil || !won {
+				t.Fatalf("Claim(%q) = won %v, %v; want won", thread, won, err)
+			}
+			if claims, err := store.Claims(ctx, thread); err != nil || len(claims) != 1 {
+				t.Fatalf("Claims(%q) = %q, %v; want one claim", thread, claims, err)
+			}
+			if ok, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute); err != nil || !ok {
+				t.Fatalf("AcquireLease(%q) = %v, %v; want true", thread, ok, err)
+			}
+			if ok, err := store.RenewLease(ctx, thread, "runner-1", time.Minute); err != nil || !ok {
+				t.Fatalf("RenewLease(%q) = %v, %v; want true", thread, ok, err)
+			}
+			if err := store.ReleaseLease(ctx, thread, "runner-1"); err != nil {
+				t.Fatalf("ReleaseLease(%q) error = %v", thread, err)
+			}
+			if err := store.Delete(ctx, thread); err != nil {
+				t.Fatalf("Delete(%q) error = %v", thread, err)
+			}
+			if _, err := store.Load(ctx, thread); !errors.Is(err, graph.ErrNoCheckpoint) {
+				t.Errorf("Load(%q) after Delete: error = %v, want ErrNoCheckpoint", thread, err)
+			}
+		}
+	})
 }
 
 // TestStoreMiniredis runs the contract on the embedded Redis used when no
@@ -308,6 +339,15 @@ func TestExpiry(t *testing.T) {
 
 	// Saves leave the lease's own expiry alone.
 	checkTTL("the lease", []string{key("lease")}, 30*time.Second)
+
+	// A TTL shorter than the refresh slack still applies.
+	brief := redisstore.New(rdb, redisstore.Options{Prefix: prefix, TTL: 10 * time.Second})
+	short := firstCheckpoint(uniqueName(t.Name()), "hi")
+	mustSave(t, brief, short)
+	head := fmt.Sprintf("%s:{%s}:head", prefix, short.Thread)
+	if ttl, err := rdb.PTTL(ctx, head).Result(); err != nil || ttl <= 8*time.Second || ttl > 10*time.Second {
+		t.Errorf("PTTL %s with TTL 10s = %v, %v; want about 10s", head, ttl, err)
+	}
 }
 
 func TestDelete(t *testing.T) {

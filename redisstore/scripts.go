@@ -36,7 +36,7 @@ if redis.call('LPUSH', history, ARGV[4]) > limit then
   redis.call('LTRIM', history, 0, limit - 1)
 end
 
-if left < tonumber(ARGV[7]) then
+if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
   for _, key in ipairs(KEYS) do
     redis.call('PEXPIRE', key, ARGV[6])
   end
