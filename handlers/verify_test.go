@@ -27,17 +27,17 @@ const (
 var exampleTime = time.Unix(1531420618, 0)
 
 // clock returns a fixed clock.
-func clock(t time.Time) func() time.Time { return func() time.Time { return t } }
+func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // sign computes a v0 signature independently of the code under test.
-func sign(secret, ts string, body []byte) string {
+func signV0(secret, ts string, body []byte) string {
 	h := hmac.New(sha256.New, []byte(secret))
 	h.Write([]byte("v0:" + ts + ":"))
 	h.Write(body)
 	return "v0=" + hex.EncodeToString(h.Sum(nil))
 }
 
-func signedHeader(ts, sig string) http.Header {
+func signatureHeader(ts, sig string) http.Header {
 	h := http.Header{}
 	if ts != "" {
 		h.Set("X-Slack-Request-Timestamp", ts)
@@ -49,11 +49,11 @@ func signedHeader(ts, sig string) http.Header {
 }
 
 func TestVerifySlackExample(t *testing.T) {
-	if got := sign(exampleSecret, exampleTimestamp, []byte(exampleBody)); got != exampleSignature {
+	if got := signV0(exampleSecret, exampleTimestamp, []byte(exampleBody)); got != exampleSignature {
 		t.Fatalf("test helper sign = %s, want %s", got, exampleSignature)
 	}
-	v := handlers.NewVerifier(exampleSecret, clock(exampleTime))
-	if err := v.Verify(signedHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); err != nil {
+	v := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime))
+	if err := v.Verify(signatureHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); err != nil {
 		t.Fatalf("Verify(Slack's example) = %v, want nil", err)
 	}
 }
@@ -69,14 +69,14 @@ func TestVerify(t *testing.T) {
 		want    error
 	}{
 		{name: "valid", ts: exampleTimestamp, sig: exampleSignature, body: body},
-		{name: "5 minutes old", ts: at(-5 * time.Minute), sig: sign(exampleSecret, at(-5*time.Minute), body), body: body},
-		{name: "5 minutes 1 second old", ts: at(-5*time.Minute - time.Second), sig: sign(exampleSecret, at(-5*time.Minute-time.Second), body), body: body, want: handlers.ErrStaleRequest},
-		{name: "5 minutes ahead", ts: at(5 * time.Minute), sig: sign(exampleSecret, at(5*time.Minute), body), body: body},
-		{name: "5 minutes 1 second ahead", ts: at(5*time.Minute + time.Second), sig: sign(exampleSecret, at(5*time.Minute+time.Second), body), body: body, want: handlers.ErrStaleRequest},
-		{name: "a day old", ts: at(-24 * time.Hour), sig: sign(exampleSecret, at(-24*time.Hour), body), body: body, want: handlers.ErrStaleRequest},
-		{name: "absurd timestamp", ts: "-9223372036854775808", sig: sign(exampleSecret, "-9223372036854775808", body), body: body, want: handlers.ErrStaleRequest},
+		{name: "5 minutes old", ts: at(-5 * time.Minute), sig: signV0(exampleSecret, at(-5*time.Minute), body), body: body},
+		{name: "5 minutes 1 second old", ts: at(-5*time.Minute - time.Second), sig: signV0(exampleSecret, at(-5*time.Minute-time.Second), body), body: body, want: handlers.ErrStaleRequest},
+		{name: "5 minutes ahead", ts: at(5 * time.Minute), sig: signV0(exampleSecret, at(5*time.Minute), body), body: body},
+		{name: "5 minutes 1 second ahead", ts: at(5*time.Minute + time.Second), sig: signV0(exampleSecret, at(5*time.Minute+time.Second), body), body: body, want: handlers.ErrStaleRequest},
+		{name: "a day old", ts: at(-24 * time.Hour), sig: signV0(exampleSecret, at(-24*time.Hour), body), body: body, want: handlers.ErrStaleRequest},
+		{name: "absurd timestamp", ts: "-9223372036854775808", sig: signV0(exampleSecret, "-9223372036854775808", body), body: body, want: handlers.ErrStaleRequest},
 		{name: "wrong signature", ts: exampleTimestamp, sig: "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b504", body: body, want: handlers.ErrBadSignature},
-		{name: "other secret", ts: exampleTimestamp, sig: sign("another secret", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
+		{name: "other secret", ts: exampleTimestamp, sig: signV0("another secret", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
 		{name: "body changed", ts: exampleTimestamp, sig: exampleSignature, body: append(body[:len(body):len(body)], '&'), want: handlers.ErrBadSignature},
 		{name: "timestamp changed", ts: at(time.Second), sig: exampleSignature, body: body, want: handlers.ErrBadSignature},
 		{name: "other scheme", ts: exampleTimestamp, sig: "v1=" + strings.TrimPrefix(exampleSignature, "v0="), body: body, want: handlers.ErrBadSignature},
@@ -87,7 +87,7 @@ func TestVerify(t *testing.T) {
 		{name: "missing signature", ts: exampleTimestamp, body: body, want: handlers.ErrMissingSignature},
 		{name: "missing timestamp", sig: exampleSignature, body: body, want: handlers.ErrMissingSignature},
 		{name: "missing both", body: body, want: handlers.ErrMissingSignature},
-		{name: "no secret configured", secret: "-", ts: exampleTimestamp, sig: sign("", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
+		{name: "no secret configured", secret: "-", ts: exampleTimestamp, sig: signV0("", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,8 +95,8 @@ func TestVerify(t *testing.T) {
 			if tt.secret == "-" {
 				secret = ""
 			}
-			v := handlers.NewVerifier(secret, clock(exampleTime))
-			err := v.Verify(signedHeader(tt.ts, tt.sig), tt.body)
+			v := handlers.NewVerifier(secret, fixedClock(exampleTime))
+			err := v.Verify(signatureHeader(tt.ts, tt.sig), tt.body)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Fatalf("Verify() = %v, want %v", err, tt.want)
 			}
@@ -110,10 +110,10 @@ func TestVerify(t *testing.T) {
 func TestVerifyDefaultClock(t *testing.T) {
 	v := handlers.NewVerifier(exampleSecret, nil)
 	now := strconv.FormatInt(time.Now().Unix(), 10)
-	if err := v.Verify(signedHeader(now, sign(exampleSecret, now, nil)), nil); err != nil {
+	if err := v.Verify(signatureHeader(now, signV0(exampleSecret, now, nil)), nil); err != nil {
 		t.Fatalf("Verify(signed now) = %v, want nil", err)
 	}
-	if err := v.Verify(signedHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); !errors.Is(err, handlers.ErrStaleRequest) {
+	if err := v.Verify(signatureHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); !errors.Is(err, handlers.ErrStaleRequest) {
 		t.Fatalf("Verify(2018 example) = %v, want %v", err, handlers.ErrStaleRequest)
 	}
 }
@@ -129,27 +129,27 @@ func TestVerifyMiddleware(t *testing.T) {
 		wantNext bool
 	}{
 		{name: "valid", ts: exampleTimestamp, sig: exampleSignature, body: []byte(exampleBody), want: http.StatusOK, wantNext: true},
-		{name: "exactly 1 MiB", ts: exampleTimestamp, sig: sign(exampleSecret, exampleTimestamp, exact), body: exact, want: http.StatusOK, wantNext: true},
-		{name: "empty body", ts: exampleTimestamp, sig: sign(exampleSecret, exampleTimestamp, nil), want: http.StatusOK, wantNext: true},
-		{name: "over 1 MiB", ts: exampleTimestamp, sig: sign(exampleSecret, exampleTimestamp, large), body: large, want: http.StatusRequestEntityTooLarge},
+		{name: "exactly 1 MiB", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, exact), body: exact, want: http.StatusOK, wantNext: true},
+		{name: "empty body", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, nil), want: http.StatusOK, wantNext: true},
+		{name: "over 1 MiB", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, large), body: large, want: http.StatusRequestEntityTooLarge},
 		{name: "over 1 MiB unsigned", body: large, want: http.StatusRequestEntityTooLarge},
-		{name: "wrong signature", ts: exampleTimestamp, sig: sign("another secret", exampleTimestamp, []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
+		{name: "wrong signature", ts: exampleTimestamp, sig: signV0("another secret", exampleTimestamp, []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
 		{name: "missing signature", ts: exampleTimestamp, body: []byte(exampleBody), want: http.StatusUnauthorized},
-		{name: "stale", ts: "1531420000", sig: sign(exampleSecret, "1531420000", []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
+		{name: "stale", ts: "1531420000", sig: signV0(exampleSecret, "1531420000", []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var called bool
 			var gotBody []byte
 			var gotForm string
-			h := handlers.NewVerifier(exampleSecret, clock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			h := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
 				called, gotBody = true, body
 				if err := r.ParseForm(); err == nil {
 					gotForm = r.PostForm.Get("user_name")
 				}
 			})
 			req := httptest.NewRequest(http.MethodPost, "/slack/commands", bytes.NewReader(tt.body))
-			req.Header = signedHeader(tt.ts, tt.sig)
+			req.Header = signatureHeader(tt.ts, tt.sig)
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

@@ -1,0 +1,673 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/interrupt"
+)
+
+// The identifiers of the cards' buttons and the modals' fields, which the
+// interaction handlers dispatch on. The approval buttons' action IDs are a
+// public contract (DESIGN.md §5): tests outside the repository click them.
+const (
+	// Buttons of a pending call's card.
+	ActionApprove = "approve"
+	ActionEdit    = "edit"
+	ActionReject  = "reject"
+	// Buttons of a call whose outcome is unknown: Retry is an approval,
+	// Skip a rejection, Mark done a MarkDone decision.
+	ActionRetry    = "retry"
+	ActionMarkDone = "mark_done"
+	ActionSkip     = "skip"
+	// The button of a run that stopped with an error.
+	ActionRetryRun = "retry_run"
+
+	// The modals' callback IDs.
+	CallbackEdit   = "edit_call"
+	CallbackReject = "reject_call"
+
+	// The modals' input blocks and their plain_text_input action IDs:
+	// a submission's values are at View.State.Values[Block…][Input…].
+	BlockArgs   = "args"
+	InputArgs   = "args_input"
+	BlockReason = "reason"
+	InputReason = "reason_input"
+
+	// The actions blocks of the cards.
+	BlockCallActions = "call_actions"
+	BlockRunActions  = "run_actions"
+)
+
+// Limits of the modals' inputs.
+const (
+	// MaxArgsLen is the longest JSON the edit modal holds: Slack's limit
+	// for a plain_text_input. Longer arguments cannot be edited in Slack.
+	MaxArgsLen = 3000
+	// MaxReasonLen is the longest rejection reason the reject modal takes.
+	MaxReasonLen = 2000
+)
+
+// Slack's limits on Block Kit, in characters. Every text built here is
+// measured in UTF-16 code units, which is never less than its count of
+// Unicode characters, so a text within a limit is within it whichever way
+// Slack counts; escaped text (&amp; and the like) is measured escaped.
+const (
+	limitSectionText = 3000 // a section's text
+	limitFieldText   = 2000 // one of a section's fields
+	limitHeaderText  = 150  // a header's plain text
+	limitContextText = 3000 // one text element of a context block
+	limitBlocks      = 50   // blocks in one message
+)
+
+// What the cards use of those limits, with margins.
+const (
+	budgetHeader   = 140  // header text
+	budgetCode     = 2700 // a code block's content, without its fences
+	budgetDiff     = 1500 // the lines of an edit's diff
+	budgetDiffLine = 300  // one value in the diff
+	budgetReason   = 1200 // the model's reason, before quoting (at most doubles)
+	budgetDecision = 1000 // a rejection's reason on a settled card
+	budgetResult   = 500  // the first line of a tool's result
+	budgetError    = 2500 // the error on an error card
+	budgetName     = 100  // a user ID or tool name inside other text
+	budgetCardText = 300  // the notification text
+)
+
+// The outcome-unknown card's explanation.
+const unknownCallText = "⚠️ The bot stopped while this call was running, so it may or may not have taken effect. " +
+	"Check, then choose: *Retry* runs it again, *Mark done* records it as done without running it, " +
+	"*Skip* tells the model it was not run again."
+
+// ApprovalCard is the card of a call waiting for a person: for a pending
+// call, its tool, arguments, requester, the model's reason, its deadline
+// and the Approve, Edit and Reject buttons; for a call whose outcome is
+// unknown (the bot stopped while it ran), an explanation and the Retry,
+// Mark done and Skip buttons. Every button's value is ref, which must fit
+// Slack's 2000 characters for a button value. now is the clock the
+// deadline is shown relative to.
+func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []slack.Block {
+	if c.Status == agent.Unknown {
+		blocks := []slack.Block{
+			headerBlock("Outcome unknown: " + c.Tool),
+			sectionBlock(unknownCallText),
+		}
+		blocks = append(blocks, argsBlocks(c.RunArgs())...)
+		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
+		return append(blocks, slack.NewActionBlock(BlockCallActions,
+			buttonElement(ActionRetry, "Retry", ref, slack.StylePrimary),
+			buttonElement(ActionMarkDone, "Mark done", ref, slack.StyleDefault),
+			buttonElement(ActionSkip, "Skip", ref, slack.StyleDanger),
+		))
+	}
+	blocks := []slack.Block{headerBlock("Approval needed: " + c.Tool)}
+	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	blocks = append(blocks, requestBlocks(c, requester, now)...)
+	return append(blocks, slack.NewActionBlock(BlockCallActions,
+		buttonElement(ActionApprove, "Approve", ref, slack.StylePrimary),
+		buttonElement(ActionEdit, "Edit", ref, slack.StyleDefault),
+		buttonElement(ActionReject, "Reject", ref, slack.StyleDanger),
+	))
+}
+
+// SettledCard is a call's card once a decision was made or the call made
+// progress: the decision, the call's progress, what an edit changed, and
+// the arguments it runs with, without buttons. The decision's time is
+// c.Decision.At, or now if that is not set.
+func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
+	var lines []string
+	if l := decisionLine(c, now); l != "" {
+		lines = append(lines, l)
+	}
+	if l := progressLine(c); l != "" {
+		lines = append(lines, l)
+	}
+	blocks := []slack.Block{headerBlock("Tool call: " + c.Tool)}
+	if len(lines) > 0 {
+		blocks = append(blocks, sectionBlock(strings.Join(lines, "\n")))
+	}
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(c.Args, c.RunArgs()), budgetDiff+budgetDiffLine)))
+	}
+	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	return append(blocks, requestBlocks(c, requester, time.Time{})...)
+}
+
+// CardText is the plain notification text of a call's card, for the text
+// field of chat.postMessage and chat.update.
+func CardText(c agent.Call) string {
+	tool := c.Tool
+	if tool == "" {
+		tool = "a tool call"
+	}
+	var text string
+	switch c.Status {
+	case agent.Pending:
+		text = "Approval needed: " + tool
+	case agent.Unknown:
+		text = "Outcome unknown: " + tool
+	default:
+		text = tool + ": " + callStatusWord(c)
+	}
+	return clipText(slackEscape(text), budgetCardText)
+}
+
+// ErrorCard is the message of a run that stopped with an error, with a
+// Retry button whose value is ref.
+func ErrorCard(errText string, ref string) []slack.Block {
+	return []slack.Block{
+		sectionBlock("⚠️ The run stopped: " + clipText(slackEscape(oneLine(errText)), budgetError)),
+		slack.NewActionBlock(BlockRunActions, buttonElement(ActionRetryRun, "Retry", ref, slack.StylePrimary)),
+	}
+}
+
+// EditModal is the form that edits a pending call's arguments: one
+// multiline input (block BlockArgs, action InputArgs) holding the
+// arguments as pretty JSON; submitting it approves the call with the
+// edited arguments. ref is the modal's private metadata (at most 3000
+// characters).
+//
+// Slack's inputs hold at most MaxArgsLen characters. Arguments whose
+// pretty JSON is longer are offered compact; if even that is too long the
+// modal has no input and no submit button — it explains that the
+// arguments cannot be edited in Slack and only closes.
+func EditModal(c agent.Call, ref string) slack.ModalViewRequest {
+	view := slack.ModalViewRequest{
+		Type:            slack.VTModal,
+		Title:           plainText("Edit arguments"),
+		Close:           plainText("Cancel"),
+		CallbackID:      CallbackEdit,
+		PrivateMetadata: ref,
+	}
+	toolLine := contextBlock("Tool: " + codeSpan(c.Tool))
+	args, ok := editableArgs(c.RunArgs())
+	if !ok {
+		view.Close = plainText("Close")
+		view.Blocks.BlockSet = []slack.Block{
+			toolLine,
+			sectionBlock(fmt.Sprintf("The arguments are %s characters long, and a text field in Slack holds at most %s, so they cannot be edited here. "+
+				"Approve or reject the call as it stands, or reply in the thread to tell the agent what to change.",
+				withCommas(slackLen(string(indentJSON(c.RunArgs())))), withCommas(MaxArgsLen))),
+		}
+		return view
+	}
+	input := slack.NewPlainTextInputBlockElement(nil, InputArgs).
+		WithMultiline(true).
+		WithMaxLength(MaxArgsLen).
+		WithInitialValue(args)
+	input.FocusOnLoad = true
+	view.Submit = plainText("Approve")
+	view.Blocks.BlockSet = []slack.Block{
+		toolLine,
+		slack.NewInputBlock(BlockArgs, plainText("Arguments (JSON)"),
+			plainText("Submitting approves the call with these arguments. They must be valid JSON that fits the tool."), input),
+	}
+	return view
+}
+
+// RejectModal is the form that rejects a pending call: one optional
+// multiline input (block BlockReason, action InputReason) for the reason,
+// which the model is told. ref is the modal's private metadata.
+func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
+	input := slack.NewPlainTextInputBlockElement(plainText("What should the agent do instead?"), InputReason).
+		WithMultiline(true).
+		WithMaxLength(MaxReasonLen)
+	input.FocusOnLoad = true
+	view := slack.ModalViewRequest{
+		Type:            slack.VTModal,
+		Title:           plainText("Reject call"),
+		Submit:          plainText("Reject"),
+		Close:           plainText("Cancel"),
+		CallbackID:      CallbackReject,
+		PrivateMetadata: ref,
+	}
+	view.Blocks.BlockSet = []slack.Block{
+		contextBlock("Tool: " + codeSpan(c.Tool)),
+		slack.NewInputBlock(BlockReason, plainText("Reason"),
+			plainText("The call is not run. The model is told who rejected it and why, and may try something else."), input).
+			WithOptional(true),
+	}
+	return view
+}
+
+// argsBlocks shows arguments as pretty JSON in a code block, and says how
+// much of them was cut to fit.
+func argsBlocks(args json.RawMessage) []slack.Block {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return []slack.Block{sectionBlock("*Arguments*\n_none_")}
+	}
+	pretty := string(indentJSON(args))
+	code, shown := fitCode(pretty, budgetCode)
+	blocks := []slack.Block{sectionBlock("*Arguments*\n" + code)}
+	if total := utf8.RuneCountInString(pretty); shown < total {
+		blocks = append(blocks, contextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters.",
+			withCommas(shown), withCommas(total))))
+	}
+	return blocks
+}
+
+// requestBlocks says who asked for the call, until when it waits (if
+// expiresFrom is set: the deadline is shown relative to it) and what the
+// model said alongside it.
+func requestBlocks(c agent.Call, requester string, expiresFrom time.Time) []slack.Block {
+	fields := []*slack.TextBlockObject{mrkdwnText("*Requested by*\n" + userMention(requester))}
+	if !expiresFrom.IsZero() {
+		deadline := "no deadline"
+		if !c.Expires.IsZero() {
+			deadline = slackDate(c.Expires) + " (" + untilText(c.Expires.Sub(expiresFrom)) + ")"
+		}
+		fields = append(fields, mrkdwnText("*Expires*\n"+deadline))
+	}
+	blocks := []slack.Block{slack.NewSectionBlock(nil, fields, nil)}
+	if reason := strings.TrimSpace(c.Reason); reason != "" {
+		quoted := "> " + strings.ReplaceAll(clipText(slackEscape(reason), budgetReason), "\n", "\n> ")
+		blocks = append(blocks, sectionBlock("*Why the model asks*\n"+quoted))
+	}
+	return blocks
+}
+
+// decisionLine is the settled card's first line: who decided what, when.
+func decisionLine(c agent.Call, now time.Time) string {
+	d := c.Decision
+	if d == nil {
+		switch {
+		case c.Status == agent.Expired:
+			return "⌛ Expired — nobody decided in time"
+		case !c.NeedsApproval:
+			return "▶️ Runs without approval: the policy allows this tool"
+		}
+		return ""
+	}
+	at := d.At
+	if at.IsZero() {
+		at = now
+	}
+	by := userMention(d.By) + " at " + slackDate(at)
+	switch d.Kind {
+	case interrupt.Approve:
+		if earlierRuns(c) > 0 {
+			return "🔁 Retry approved by " + by
+		}
+		return "✅ Approved by " + by
+	case interrupt.Edit:
+		return "✏️ Edited and approved by " + by
+	case interrupt.Reject:
+		line := "🚫 Rejected by " + by
+		if c.Attempts > 0 {
+			line = "⏭️ Skipped by " + by
+		}
+		return line + reasonSuffix(d.Reason)
+	case interrupt.Respond:
+		return "💬 Rejected by " + by + " with a reply in the thread" + reasonSuffix(d.Reason)
+	case interrupt.MarkDone:
+		return "☑️ Marked done by " + by
+	case interrupt.Expire:
+		return "⌛ Expired — nobody decided in time"
+	}
+	return slackEscape(d.Kind.Past()) + " by " + by
+}
+
+// progressLine says how the call's run stands.
+func progressLine(c agent.Call) string {
+	switch c.Status {
+	case agent.Running:
+		return "⏳ Running…"
+	case agent.Done:
+		if c.Decision != nil && c.Decision.Kind == interrupt.MarkDone {
+			return "" // the decision line says it all
+		}
+		if l := resultLine(c); l != "" {
+			return "✔️ Done: " + l
+		}
+		return "✔️ Done"
+	case agent.Failed:
+		if l := resultLine(c); l != "" {
+			return "❌ Failed: " + l
+		}
+		return "❌ Failed"
+	}
+	return ""
+}
+
+// resultLine is the first line of a call's result that says something:
+// not the note the agent adds about edited arguments, nor its "Error: "
+// prefix.
+func resultLine(c agent.Call) string {
+	lines := strings.Split(c.Result, "\n")
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit && len(lines) > 1 && strings.HasPrefix(lines[0], "Note: ") {
+		lines = lines[1:]
+	}
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			l = strings.TrimPrefix(l, "Error: ")
+			return clipText(slackEscape(l), budgetResult)
+		}
+	}
+	return ""
+}
+
+// callStatusWord is a call's status for the notification text.
+func callStatusWord(c agent.Call) string {
+	switch c.Status {
+	case agent.Approved:
+		if earlierRuns(c) > 0 {
+			return "retry approved"
+		}
+		return "approved"
+	case agent.Edited:
+		return "edited and approved"
+	case agent.Rejected:
+		if c.Attempts > 0 {
+			return "skipped"
+		}
+		return "rejected"
+	case agent.Done:
+		if c.Decision != nil && c.Decision.Kind == interrupt.MarkDone {
+			return "marked done"
+		}
+	}
+	return c.Status.String()
+}
+
+// earlierRuns counts the times the call was started before its current
+// run (or before the run about to start): more than zero means the call
+// is being retried after its outcome was unknown.
+func earlierRuns(c agent.Call) int {
+	switch c.Status {
+	case agent.Running, agent.Done, agent.Failed:
+		return c.Attempts - 1
+	}
+	return c.Attempts
+}
+
+func reasonSuffix(reason string) string {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return ""
+	}
+	return ": " + clipText(slackEscape(oneLine(reason)), budgetDecision)
+}
+
+// argsDiff lists what an edit changed in the arguments' top-level keys,
+// one line per key in key order: "+ key: value" added, "- key" removed,
+// "~ key: old → new" changed. Arguments that are not both JSON objects
+// are compared whole.
+func argsDiff(before, after json.RawMessage) string {
+	var old, edited map[string]json.RawMessage
+	if json.Unmarshal(before, &old) != nil || json.Unmarshal(after, &edited) != nil || old == nil || edited == nil {
+		if canonicalJSON(before) == canonicalJSON(after) {
+			return "no changes"
+		}
+		return "~ " + clipText(canonicalJSON(before), budgetDiffLine) + " → " + clipText(canonicalJSON(after), budgetDiffLine)
+	}
+	keys := make([]string, 0, len(old)+len(edited))
+	for k := range old {
+		keys = append(keys, k)
+	}
+	for k := range edited {
+		if _, ok := old[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var lines []string
+	for _, k := range keys {
+		o, inOld := old[k]
+		e, inEdited := edited[k]
+		name := clipText(strconv.Quote(k), budgetName)
+		switch {
+		case !inOld:
+			lines = append(lines, "+ "+name+": "+clipText(canonicalJSON(e), budgetDiffLine))
+		case !inEdited:
+			lines = append(lines, "- "+name)
+		case canonicalJSON(o) != canonicalJSON(e):
+			lines = append(lines, "~ "+name+": "+clipText(canonicalJSON(o), budgetDiffLine)+" → "+clipText(canonicalJSON(e), budgetDiffLine))
+		}
+	}
+	if len(lines) == 0 {
+		return "no changes"
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		more := fmt.Sprintf("… and %d more", len(lines)-i)
+		if slackLen(b.String())+slackLen(l)+1 > budgetDiff-slackLen(more) {
+			b.WriteString(more)
+			break
+		}
+		b.WriteString(l + "\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// canonicalJSON is a JSON value in compact form with object keys sorted, so
+// that equal values compare equal; invalid JSON is returned as it is.
+func canonicalJSON(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// indentJSON indents JSON with two spaces; invalid JSON is returned as it
+// is.
+func indentJSON(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// editableArgs is the text the edit modal's input starts with: the pretty
+// JSON of args, or the compact JSON if only that fits; ok is false if
+// neither fits.
+func editableArgs(args json.RawMessage) (string, bool) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}", true
+	}
+	if pretty := strings.ToValidUTF8(string(indentJSON(args)), "\uFFFD"); slackLen(pretty) <= MaxArgsLen {
+		return pretty, true
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, args) == nil {
+		if compact := strings.ToValidUTF8(b.String(), "\uFFFD"); slackLen(compact) <= MaxArgsLen {
+			return compact, true
+		}
+	}
+	return "", false
+}
+
+// fitCode puts text in a mrkdwn code block of at most budget characters
+// of content, escaped for Slack, and cut with a final "…" line if it is
+// longer. shown is how many of the text's characters the block holds.
+func fitCode(text string, budget int) (code string, shown int) {
+	const cut = "\n…"
+	content, shown, complete := codeContent(text, budget)
+	if !complete {
+		content, shown, _ = codeContent(text, budget-slackLen(cut))
+		content += cut
+	}
+	return "```\n" + content + "\n```", shown
+}
+
+// codeContent escapes as much of text as fits in limit characters, for
+// the inside of a code block. A backtick next to another one gets a
+// zero-width space between them, so the text can never close the fence
+// early.
+func codeContent(text string, limit int) (content string, shown int, complete bool) {
+	var b strings.Builder
+	used, prevTick := 0, false
+	for _, r := range strings.ToValidUTF8(text, "\uFFFD") {
+		piece := slackEscape(string(r))
+		if r == '`' && prevTick {
+			piece = "\u200b`"
+		}
+		if used+slackLen(piece) > limit {
+			return b.String(), shown, false
+		}
+		b.WriteString(piece)
+		used += slackLen(piece)
+		prevTick = r == '`'
+		shown++
+	}
+	return b.String(), shown, true
+}
+
+// codeFence is fitCode without the count.
+func codeFence(text string, budget int) string {
+	code, _ := fitCode(text, budget)
+	return code
+}
+
+// codeSpan shows a short name as inline code; backticks in it would end
+// the span, so they are dropped.
+func codeSpan(name string) string {
+	name = clipText(slackEscape(strings.ReplaceAll(name, "`", "")), budgetName)
+	if name == "" {
+		return "_unnamed_"
+	}
+	return "`" + name + "`"
+}
+
+// userMention links a Slack user ID. Anything that is not one is shown as
+// text, so that a name cannot smuggle in a mention of @channel.
+func userMention(id string) string {
+	if id == "" {
+		return "_someone_"
+	}
+	for _, r := range id {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return clipText(slackEscape(id), budgetName)
+		}
+	}
+	if len(id) > budgetName {
+		return clipText(id, budgetName)
+	}
+	return "<@" + id + ">"
+}
+
+// slackDate shows a time in each reader's own time zone, with a UTC
+// fallback for clients that cannot.
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format("Jan 2, 2006 15:04 UTC"))
+}
+
+// untilText says how far away a deadline is.
+func untilText(d time.Duration) string {
+	d = d.Round(time.Minute)
+	switch {
+	case d <= 0:
+		return "due now"
+	case d < time.Hour:
+		return fmt.Sprintf("in %d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h, m := int(d.Hours()), int(d.Minutes())%60
+		if m == 0 {
+			return fmt.Sprintf("in %dh", h)
+		}
+		return fmt.Sprintf("in %dh %dm", h, m)
+	}
+	return fmt.Sprintf("in %d days", int(d.Hours()/24))
+}
+
+func headerBlock(text string) *slack.HeaderBlock {
+	return slack.NewHeaderBlock(plainText(clipText(oneLine(text), budgetHeader)))
+}
+
+func sectionBlock(text string) *slack.SectionBlock {
+	return slack.NewSectionBlock(mrkdwnText(text), nil, nil)
+}
+
+func contextBlock(text string) *slack.ContextBlock {
+	return slack.NewContextBlock("", mrkdwnText(text))
+}
+
+func buttonElement(actionID, text, value string, style slack.Style) *slack.ButtonBlockElement {
+	return slack.NewButtonBlockElement(actionID, value, plainText(text)).WithStyle(style)
+}
+
+func plainText(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, text, true, false)
+}
+
+// mrkdwnText is a verbatim mrkdwn text: Slack does not turn bare URLs, channel
+// names or "@here" into links and mentions; the mentions built here with
+// <@…> and <!date…> still work.
+func mrkdwnText(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, text, false, true)
+}
+
+// slackEscaper escapes the three characters Slack's text formatting gives
+// a meaning to.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// slackEscape makes text from the model, a tool or a person show as it is:
+// escaped, and with invalid UTF-8 replaced.
+func slackEscape(s string) string { return slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
+
+// oneLine puts text on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// clipText shortens s to at most max characters (UTF-16 code units), cutting
+// between characters and never inside an escape like &amp;, and ends it
+// with "…" if it was cut.
+func clipText(s string, max int) string {
+	if slackLen(s) <= max {
+		return s
+	}
+	n, end := 0, 0
+	for i, r := range s {
+		if n+utf16Len(r) > max-1 {
+			break
+		}
+		n += utf16Len(r)
+		end = i + utf8.RuneLen(r)
+	}
+	s = s[:end]
+	if amp := strings.LastIndexByte(s, '&'); amp >= 0 && !strings.Contains(s[amp:], ";") {
+		s = s[:amp]
+	}
+	return s + "…"
+}
+
+// slackLen is the length of s in UTF-16 code units.
+func slackLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16Len(r)
+	}
+	return n
+}
+
+func utf16Len(r rune) int {
+	if r >= 0x10000 {
+		return 2
+	}
+	return 1
+}
+
+// withCommas formats n with commas: 102400 → "102,400".
+func withCommas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
