@@ -19,7 +19,7 @@ const clusterMasters = 3
 // Cluster starts a Redis Cluster of three masters (no replicas) on loopback
 // ports, each node in a temporary directory, and returns a cluster client of
 // it. Everything is stopped and removed when the test ends. It needs
-// redis-server and redis-cli on PATH.
+// redis-server 7 or later (for cluster-port) and redis-cli on PATH.
 func Cluster(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	cli, err := exec.LookPath("redis-cli")
