@@ -1,0 +1,492 @@
+// Package slacktest is a fake of the Slack Web API for tests, and a signer
+// for requests that look as if Slack sent them.
+//
+// A Server answers the methods the bot uses — auth.test,
+// chat.postMessage, chat.update, chat.postEphemeral, views.open,
+// views.update, views.push, usergroups.users.list and conversations.info —
+// the way Slack does, takes form-encoded and JSON bodies alike, and
+// records every call for the test to inspect. Point slack-go at it with
+// slack.OptionAPIURL(srv.URL()), or a bot binary with SLACK_API_URL.
+// Failures are injected per method: rate limits (HTTP 429 with
+// Retry-After) and ok:false errors.
+//
+// The fake keeps only what tests look at: messages and their latest
+// content, opened views, user-group members. It checks that a token was
+// sent (and answers not_authed otherwise) but not which one, and it never
+// keeps or logs the token.
+//
+// It does not fake the Events API, Socket Mode or response_url posts.
+package slacktest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The identities the fake answers auth.test with, and the defaults of the
+// request builders.
+const (
+	TeamID    = "T0TEST"
+	TeamName  = "Countersign Test"
+	BotUserID = "U0BOT"
+	BotID     = "B0BOT"
+)
+
+// maxRequest is the largest request body the fake reads.
+const maxRequest = 10 << 20
+
+// Call is one request the fake received.
+type Call struct {
+	// Method is the Web API method, e.g. "chat.postMessage".
+	Method string
+	// Params are the request's form values or, for a JSON body, its
+	// top-level fields: strings as they are, other values as compact
+	// JSON. The token is not among them.
+	Params map[string]string
+	// Blocks are the message's blocks, or the view's for views.*.
+	Blocks json.RawMessage
+	// Text, Channel, ThreadTS and User are the parameters of those names
+	// (User is the recipient of an ephemeral message).
+	Text, Channel, ThreadTS, User string
+	// TS is the message's timestamp: the one assigned to a new message,
+	// the one named by chat.update.
+	TS string
+	// Time is when the fake received the call.
+	Time time.Time
+	// Token reports whether the request carried a token, in the
+	// Authorization header or the form. The token itself is not kept.
+	Token bool
+	// Error is the error code the fake answered with: "" when it answered
+	// ok, "ratelimited" for an HTTP 429.
+	Error string
+}
+
+// OK reports whether the fake answered the call with ok:true.
+func (c Call) OK() bool { return c.Error == "" }
+
+// Server is a fake Slack Web API on a local HTTP server. Its methods are
+// safe for concurrent use.
+type Server struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	calls    []Call
+	changed  chan struct{} // closed and replaced when a call arrives
+	seq      int           // the last message timestamp handed out
+	views    map[string]json.RawMessage
+	messages map[string]Call // by channel and ts: the latest content
+	groups   map[string][]string
+	limited  map[string]*rateLimit
+	failing  map[string]*failure
+}
+
+type rateLimit struct {
+	n     int
+	after time.Duration
+}
+
+type failure struct {
+	n    int
+	code string
+}
+
+// NewServer starts a fake Slack Web API, closed when the test ends.
+func NewServer(tb testing.TB) *Server {
+	s := &Server{
+		changed:  make(chan struct{}),
+		views:    map[string]json.RawMessage{},
+		messages: map[string]Call{},
+		groups:   map[string][]string{},
+		limited:  map[string]*rateLimit{},
+		failing:  map[string]*failure{},
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the base URL of the API, ending with "/": the value for
+// slack.OptionAPIURL and SLACK_API_URL.
+func (s *Server) URL() string { return s.srv.URL + "/api/" }
+
+// Calls returns every call received so far, in order, including those
+// the fake answered with an error.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallsTo returns the calls to one method, in order, including those the
+// fake answered with an error.
+func (s *Server) CallsTo(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.callsTo(method)
+}
+
+func (s *Server) callsTo(method string) []Call {
+	var out []Call
+	for _, c := range s.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// WaitFor waits until at least n calls to method arrived (counting those
+// answered with an error) and returns all of them, or fails the test
+// after timeout. Call it from the test's goroutine.
+func (s *Server) WaitFor(t testing.TB, method string, n int, timeout time.Duration) []Call {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		calls, changed := s.callsTo(method), s.changed
+		s.mu.Unlock()
+		if len(calls) >= n {
+			return calls
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("slacktest: %d calls to %s after %v, want %d; all calls: %s", len(calls), method, timeout, n, s.methods())
+			return nil
+		}
+	}
+}
+
+// methods lists the methods called so far, for failure messages.
+func (s *Server) methods() string {
+	var names []string
+	for _, c := range s.Calls() {
+		names = append(names, c.Method)
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+// Messages returns the messages posted with chat.postMessage in a thread
+// (thread_ts equal to threadTS; "" for a channel's top-level messages),
+// in order, as they were posted. Calls answered with an error are left
+// out.
+func (s *Server) Messages(channel, threadTS string) []Call {
+	var out []Call
+	for _, c := range s.CallsTo("chat.postMessage") {
+		if c.OK() && c.Channel == channel && c.ThreadTS == threadTS {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Message returns a message's latest content: its chat.postMessage call
+// with the text and blocks of the last chat.update applied.
+func (s *Server) Message(channel, ts string) (Call, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.messages[channel+"/"+ts]
+	return c, ok
+}
+
+// SetGroupMembers sets the users usergroups.users.list answers for a user
+// group. Other groups are answered with no_such_subteam.
+func (s *Server) SetGroupMembers(groupID string, users ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[groupID] = slices.Clone(users)
+}
+
+// RateLimitNext answers the next n calls to method with HTTP 429 and a
+// Retry-After of retryAfter, rounded up to whole seconds as Slack sends
+// it.
+func (s *Server) RateLimitNext(method string, n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limited[method] = &rateLimit{n: n, after: retryAfter}
+}
+
+// FailNext answers the next n calls to method with ok:false and the error
+// code errCode, e.g. "channel_not_found".
+func (s *Server) FailNext(method, errCode string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[method] = &failure{n: n, code: errCode}
+}
+
+// reply is what the fake answers: an HTTP status, headers and a JSON
+// body.
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+func okReply(fields map[string]any) reply {
+	body := map[string]any{"ok": true}
+	maps.Copy(body, fields)
+	return reply{status: http.StatusOK, body: body}
+}
+
+func errReply(code string) reply {
+	return reply{status: http.StatusOK, body: map[string]any{"ok": false, "error": code}}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	call := Call{Method: method, Time: time.Now()}
+	rep := s.answer(r, &call)
+	if ok, _ := rep.body["ok"].(bool); !ok {
+		call.Error, _ = rep.body["error"].(string)
+	}
+
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+
+	for k, v := range rep.header {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(rep.status)
+	_ = json.NewEncoder(w).Encode(rep.body)
+}
+
+// answer parses a request into call and decides the reply.
+func (s *Server) answer(r *http.Request, call *Call) reply {
+	params, token, code := parseParams(r)
+	call.Params, call.Token = params, token
+	call.Text, call.Channel, call.ThreadTS, call.User = params["text"], params["channel"], params["thread_ts"], params["user"]
+	call.TS = params["ts"]
+	call.Blocks = blocksOf(call.Method, params)
+	if code != "" {
+		return errReply(code)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rl := s.limited[call.Method]; rl != nil && rl.n > 0 {
+		rl.n--
+		secs := int(math.Ceil(rl.after.Seconds()))
+		return reply{
+			status: http.StatusTooManyRequests,
+			header: http.Header{"Retry-After": {strconv.Itoa(secs)}},
+			body:   map[string]any{"ok": false, "error": "ratelimited"},
+		}
+	}
+	if f := s.failing[call.Method]; f != nil && f.n > 0 {
+		f.n--
+		return errReply(f.code)
+	}
+	if !token {
+		return errReply("not_authed")
+	}
+	switch call.Method {
+	case "auth.test":
+		return okReply(map[string]any{
+			"url": "https://countersign-test.slack.com/", "team": TeamName, "user": "countersign",
+			"team_id": TeamID, "user_id": BotUserID, "bot_id": BotID,
+		})
+	case "chat.postMessage":
+		return s.postMessage(call)
+	case "chat.update":
+		return s.update(call)
+	case "chat.postEphemeral":
+		switch {
+		case call.Channel == "":
+			return errReply("channel_not_found")
+		case call.User == "":
+			return errReply("user_not_in_channel")
+		}
+		call.TS = s.nextTS()
+		return okReply(map[string]any{"message_ts": call.TS})
+	case "views.open", "views.push":
+		if params["trigger_id"] == "" {
+			return errReply("invalid_trigger_id")
+		}
+		return s.putView(call, "")
+	case "views.update":
+		id := params["view_id"]
+		if _, ok := s.views[id]; !ok && params["external_id"] == "" {
+			return errReply("not_found")
+		}
+		return s.putView(call, id)
+	case "usergroups.users.list":
+		users, ok := s.groups[params["usergroup"]]
+		if !ok {
+			return errReply("no_such_subteam")
+		}
+		return okReply(map[string]any{"users": slices.Clone(users)})
+	case "conversations.info":
+		if call.Channel == "" {
+			return errReply("channel_not_found")
+		}
+		return okReply(map[string]any{"channel": map[string]any{
+			"id": call.Channel, "name": strings.ToLower(call.Channel), "is_channel": true, "is_member": true,
+		}})
+	}
+	return errReply("unknown_method")
+}
+
+// postMessage posts a new message; s.mu is held.
+func (s *Server) postMessage(call *Call) reply {
+	switch {
+	case call.Channel == "":
+		return errReply("channel_not_found")
+	case call.Text == "" && len(call.Blocks) == 0 && call.Params["attachments"] == "":
+		return errReply("no_text")
+	}
+	call.TS = s.nextTS()
+	s.messages[call.Channel+"/"+call.TS] = *call
+	return okReply(map[string]any{"channel": call.Channel, "ts": call.TS, "message": messageJSON(*call)})
+}
+
+// update replaces a message's text and blocks; s.mu is held.
+func (s *Server) update(call *Call) reply {
+	key := call.Channel + "/" + call.TS
+	msg, ok := s.messages[key]
+	switch {
+	case call.Channel == "":
+		return errReply("channel_not_found")
+	case !ok:
+		return errReply("message_not_found")
+	case call.Text == "" && len(call.Blocks) == 0 && call.Params["attachments"] == "":
+		return errReply("no_text")
+	}
+	msg.Text, msg.Blocks = call.Text, call.Blocks
+	s.messages[key] = msg
+	return okReply(map[string]any{"channel": call.Channel, "ts": call.TS, "text": call.Text, "message": messageJSON(msg)})
+}
+
+// putView stores a view under id, or a new id if id is empty; s.mu is
+// held.
+func (s *Server) putView(call *Call, id string) reply {
+	var view map[string]any
+	if err := json.Unmarshal([]byte(call.Params["view"]), &view); err != nil || view == nil {
+		return errReply("invalid_arguments")
+	}
+	if id == "" {
+		id = fmt.Sprintf("V%08d", len(s.views)+1)
+	}
+	view["id"], view["team_id"], view["app_id"], view["bot_id"] = id, TeamID, "A0TEST", BotID
+	view["hash"] = fmt.Sprintf("%d.%s", len(s.calls)+1, id)
+	view["state"] = map[string]any{"values": map[string]any{}}
+	raw, _ := json.Marshal(view)
+	s.views[id] = raw
+	return okReply(map[string]any{"view": view})
+}
+
+// nextTS hands out message timestamps, unique and increasing like
+// Slack's: "1700000000.000100", "1700000000.000200"…; s.mu is held.
+func (s *Server) nextTS() string {
+	s.seq++
+	micros := int64(s.seq) * 100
+	return fmt.Sprintf("%d.%06d", 1_700_000_000+micros/1_000_000, micros%1_000_000)
+}
+
+// messageJSON is a message as Slack echoes it.
+func messageJSON(c Call) map[string]any {
+	m := map[string]any{
+		"type": "message", "text": c.Text, "user": BotUserID, "bot_id": BotID, "team": TeamID, "ts": c.TS,
+	}
+	if c.ThreadTS != "" {
+		m["thread_ts"] = c.ThreadTS
+	}
+	if len(c.Blocks) > 0 {
+		m["blocks"] = c.Blocks
+	}
+	return m
+}
+
+// parseParams reads a request's parameters from its query and its form or
+// JSON body. token reports whether a token came with it; code is the
+// error to answer a malformed request with.
+func parseParams(r *http.Request) (params map[string]string, token bool, code string) {
+	params = map[string]string{}
+	for k, v := range r.URL.Query() {
+		params[k] = v[0]
+	}
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && bearer != "" {
+		token = true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest))
+	if err != nil {
+		return params, token, "request_body_unreadable"
+	}
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch {
+	case len(body) == 0:
+	case mediaType == "application/json":
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return params, token, "invalid_json"
+		}
+		for k, raw := range fields {
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				params[k] = s
+			} else {
+				params[k] = compact(raw)
+			}
+		}
+	default:
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return params, token, "invalid_form_data"
+		}
+		for k, v := range form {
+			params[k] = v[0]
+		}
+	}
+	if params["token"] != "" {
+		token = true
+	}
+	delete(params, "token")
+	return params, token, ""
+}
+
+// blocksOf finds the blocks of a message or a view.
+func blocksOf(method string, params map[string]string) json.RawMessage {
+	raw := params["blocks"]
+	if strings.HasPrefix(method, "views.") {
+		var view struct{ Blocks json.RawMessage }
+		if json.Unmarshal([]byte(params["view"]), &view) == nil {
+			raw = string(view.Blocks)
+		}
+	}
+	if raw == "" || raw == "null" || !json.Valid([]byte(raw)) {
+		return nil
+	}
+	return json.RawMessage(compact([]byte(raw)))
+}
+
+// compact is JSON without insignificant space; invalid JSON is returned as
+// it is.
+func compact(raw []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
