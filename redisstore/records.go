@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The records below are not a thread's: each is a key of its own.
+//
+//	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
+//	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
+//	cs:wakeups      zset    thread → when to look at it again (unix ms)
+//	cs:audit        stream  one entry per decision or refused click, capped
+
+// auditCap bounds the audit stream (approximately, as XADD MAXLEN ~ does).
+const auditCap = 100_000
+
+// Dedup reports whether key is seen for the first time, and remembers it
+// for ttl: one SET NX.
+func (s *Store) Dedup(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	first, err := s.rdb.SetNX(ctx, s.prefix+":dedup:"+escape(key), "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("dedup %s: %w", key, err)
+	}
+	return first, nil
+}
+
+// PutRef stores value under ref for ttl.
+func (s *Store) PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.prefix+":ref:"+escape(ref), value, ttl).Err(); err != nil {
+		return fmt.Errorf("store reference: %w", err)
+	}
+	return nil
+}
+
+// Ref returns the value stored under ref, and whether there is one.
+func (s *Store) Ref(ctx context.Context, ref string) ([]byte, bool, error) {
+	v, err := s.rdb.Get(ctx, s.prefix+":ref:"+escape(ref)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("load reference: %w", err)
+	}
+	return v, true, nil
+}
+
+// Wake sets when thread is to be looked at again.
+func (s *Store) Wake(ctx context.Context, thread string, at time.Time) error {
+	if err := s.rdb.ZAdd(ctx, s.prefix+":wakeups", redis.Z{Score: float64(at.UnixMilli()), Member: thread}).Err(); err != nil {
+		return fmt.Errorf("schedule %s: %w", thread, err)
+	}
+	return nil
+}
+
+// Due returns up to n threads whose wake-up time is at or before now,
+// earliest first.
+func (s *Store) Due(ctx context.Context, now time.Time, n int) ([]string, error) {
+	threads, err := s.rdb.ZRangeByScore(ctx, s.prefix+":wakeups", &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(n),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("due threads: %w", err)
+	}
+	return threads, nil
+}
+
+// Forget removes thread from the wake-ups.
+func (s *Store) Forget(ctx context.Context, thread string) error {
+	if err := s.rdb.ZRem(ctx, s.prefix+":wakeups", thread).Err(); err != nil {
+		return fmt.Errorf("unschedule %s: %w", thread, err)
+	}
+	return nil
+}
+
+// Audit appends a record to the audit stream.
+func (s *Store) Audit(ctx context.Context, fields map[string]string) error {
+	values := make([]any, 0, 2*len(fields))
+	for k, v := range fields {
+		values = append(values, k, v)
+	}
+	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.prefix + ":audit", MaxLen: auditCap, Approx: true, Values: values}).Err()
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// AuditLog returns the newest n audit records, newest first.
+func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error) {
+	msgs, err := s.rdb.XRevRangeN(ctx, s.prefix+":audit", "+", "-", int64(n)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	out := make([]map[string]string, 0, len(msgs))
+	for _, m := range msgs {
+		rec := make(map[string]string, len(m.Values))
+		for k, v := range m.Values {
+			rec[k] = fmt.Sprint(v)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}

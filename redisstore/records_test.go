@@ -1,0 +1,93 @@
+package redisstore_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
+)
+
+func TestDedupSeesEachKeyOnce(t *testing.T) {
+	ctx := context.Background()
+	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
+	const n = 20
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	firsts := 0
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, err := s.Dedup(ctx, "event:Ev123", time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if first {
+				mu.Lock()
+				firsts++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firsts != 1 {
+		t.Errorf("%d of %d concurrent Dedup calls saw the key first, want 1", firsts, n)
+	}
+	if first, _ := s.Dedup(ctx, "event:Ev124", time.Minute); !first {
+		t.Error("Dedup(another key) = false, want true")
+	}
+}
+
+func TestRefs(t *testing.T) {
+	ctx := context.Background()
+	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
+	if _, ok, err := s.Ref(ctx, "nope"); ok || err != nil {
+		t.Errorf("Ref(unknown) = %v, %v; want false, nil", ok, err)
+	}
+	if err := s.PutRef(ctx, "abc", []byte(`{"thread":"T:C:1"}`), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	v, ok, err := s.Ref(ctx, "abc")
+	if !ok || err != nil || string(v) != `{"thread":"T:C:1"}` {
+		t.Errorf("Ref(abc) = %s, %v, %v", v, ok, err)
+	}
+}
+
+func TestWakeUps(t *testing.T) {
+	ctx := context.Background()
+	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for thread, at := range map[string]time.Time{"late": now.Add(time.Hour), "early": now.Add(-time.Hour), "now": now} {
+		if err := s.Wake(ctx, thread, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, err := s.Due(ctx, now, 10)
+	if err != nil || !slices.Equal(due, []string{"early", "now"}) {
+		t.Errorf("Due(now) = %v, %v; want [early now]", due, err)
+	}
+	// A later Wake moves the thread; Forget removes it.
+	_ = s.Wake(ctx, "early", now.Add(2*time.Hour))
+	_ = s.Forget(ctx, "now")
+	if due, _ := s.Due(ctx, now.Add(90*time.Minute), 10); !slices.Equal(due, []string{"late"}) {
+		t.Errorf("Due(+90m) = %v, want [late]", due)
+	}
+}
+
+func TestAudit(t *testing.T) {
+	ctx := context.Background()
+	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
+	for _, d := range []string{"approve", "reject"} {
+		if err := s.Audit(ctx, map[string]string{"decision": d, "by": "U1", "call": "0.1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := s.AuditLog(ctx, 10)
+	if err != nil || len(log) != 2 || log[0]["decision"] != "reject" || log[1]["by"] != "U1" {
+		t.Errorf("AuditLog() = %v, %v; want the two records, newest first", log, err)
+	}
+}
