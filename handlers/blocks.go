@@ -57,25 +57,20 @@ const (
 	MaxReasonLen = 2000
 )
 
-// Slack's limits on Block Kit, in characters. Every text built here is
-// measured in UTF-16 code units, which is never less than its count of
-// Unicode characters, so a text within a limit is within it whichever way
-// Slack counts; escaped text (&amp; and the like) is measured escaped.
+// How much of Slack's Block Kit limits each part of a card may use, in
+// characters, with margins. Slack allows 3000 characters in a section's
+// text or a context element, 2000 in a section field, 150 in a header and
+// 50 blocks in a message; no card has more than 8 blocks. Every text built
+// here is measured in UTF-16 code units, which is never less than its
+// count of Unicode characters, so a text within a limit is within it
+// whichever way Slack counts; escaped text (&amp; and the like) is
+// measured escaped. The tests check every card against Slack's limits.
 const (
-	limitSectionText = 3000 // a section's text
-	limitFieldText   = 2000 // one of a section's fields
-	limitHeaderText  = 150  // a header's plain text
-	limitContextText = 3000 // one text element of a context block
-	limitBlocks      = 50   // blocks in one message
-)
-
-// What the cards use of those limits, with margins.
-const (
-	budgetHeader   = 140  // header text
-	budgetCode     = 2700 // a code block's content, without its fences
-	budgetDiff     = 1500 // the lines of an edit's diff
+	budgetHeader   = 140  // header text (limit 150)
+	budgetCode     = 2700 // a code block's content, without its fences (section limit 3000)
+	budgetDiff     = 1500 // the lines of an edit's diff, in a code block
 	budgetDiffLine = 300  // one value in the diff
-	budgetReason   = 1200 // the model's reason, before quoting (at most doubles)
+	budgetReason   = 1200 // the model's reason, before quoting (which at most doubles it)
 	budgetDecision = 1000 // a rejection's reason on a settled card
 	budgetResult   = 500  // the first line of a tool's result
 	budgetError    = 2500 // the error on an error card
