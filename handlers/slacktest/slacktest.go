@@ -15,7 +15,10 @@
 // sent (and answers not_authed otherwise) but not which one, and it never
 // keeps or logs the token.
 //
-// It does not fake the Events API, Socket Mode or response_url posts.
+// The Server does not deliver events, run Socket Mode or accept
+// response_url posts. What Slack sends to the bot, the test sends itself:
+// SlashCommand, BlockActions, ViewSubmission and EventCallback build the
+// bodies, and a Signer signs them with the app's signing secret.
 package slacktest
 
 import (
