@@ -1,7 +1,7 @@
 // Command bot runs Countersign.
 //
-//	bot [serve]            serve Slack (the default; see README)
-//	bot chat [--thread ID] talk to the agent in the terminal
+//	bot [serve]            serve Slack (the default when SLACK_BOT_TOKEN is set)
+//	bot chat [--thread ID] talk to the agent in the terminal (the default otherwise)
 //
 // Configuration comes from the environment (README, "Configuration").
 // With nothing configured the bot uses an embedded Redis, whose data is
@@ -29,11 +29,18 @@ func main() {
 
 // run dispatches to a subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// Without Slack credentials there is nothing to serve; the terminal
+	// chat works on the embedded defaults.
 	cmd := "chat"
+	if getenv("SLACK_BOT_TOKEN") != "" {
+		cmd = "serve"
+	}
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
+	case "serve":
+		return serve(ctx, getenv, stderr)
 	case "chat":
 		return chat(ctx, args, getenv, stdin, stdout, stderr)
 	case "help", "-h", "--help":
@@ -45,9 +52,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 const usage = `usage:
-  bot chat [--thread ID]   talk to the agent in the terminal (the default)
+  bot serve                serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN
+                           (the default when SLACK_BOT_TOKEN is set)
+  bot chat [--thread ID]   talk to the agent in the terminal (the default otherwise)
 
-Environment: REDIS_URL, REDIS_CLUSTER, LLM_PROVIDER, LLM_MODEL, OPENAI_API_KEY,
+Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
+BOT_ADDR, REDIS_URL, REDIS_CLUSTER, LLM_PROVIDER, LLM_MODEL, OPENAI_API_KEY,
 OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY, LOG_LEVEL,
 LOG_FORMAT (see README).
 `

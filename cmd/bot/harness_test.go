@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/redisstore/redistest"
+)
+
+// The tests in this package run the real bot binary as a subprocess, as
+// an operator would, against a real Redis, the Slack Web API fake and a
+// model fake that speaks OpenAI's wire protocol. They talk to it only
+// through the contracts of DESIGN.md §5: environment variables, signed
+// HTTP requests, and the Web API calls it makes.
+
+// raceBuild is set when the tests run with -race; the binary is then
+// built with the race detector too.
+var raceBuild bool
+
+var botBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bot-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	botBinary = filepath.Join(dir, "bot")
+	args := []string{"build", "-o", botBinary}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the bot:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	signingSecret = "test-signing-secret"
+	botToken      = "xoxb-test-token"
+	requester     = "U0ALICE"
+	approver      = "U0BOB"
+)
+
+// harness is one bot process and the world around it.
+type harness struct {
+	t      *testing.T
+	slack  *slacktest.Server
+	model  *llmtest.OpenAIServer
+	redis  *redistest.Server
+	target *target
+	signer slacktest.Signer
+	addr   string
+	env    []string
+	bot    *exec.Cmd
+	logs   *syncBuffer
+}
+
+func newHarness(t *testing.T, policy string, replies ...llm.Message) *harness {
+	t.Helper()
+	h := &harness{
+		t:      t,
+		slack:  slacktest.NewServer(t),
+		model:  llmtest.NewOpenAIServer(t, replies...),
+		redis:  redistest.StartServer(t),
+		target: newTarget(t),
+		signer: slacktest.NewSigner(signingSecret),
+		addr:   freeAddr(t),
+		logs:   &syncBuffer{},
+	}
+	h.env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"SLACK_BOT_TOKEN=" + botToken,
+		"SLACK_SIGNING_SECRET=" + signingSecret,
+		"SLACK_API_URL=" + h.slack.URL(),
+		"REDIS_URL=redis://" + h.redis.Addr() + "/0",
+		"LLM_PROVIDER=openai",
+		"OPENAI_API_KEY=test-key",
+		"OPENAI_BASE_URL=" + h.model.URL(),
+		"BOT_ADDR=" + h.addr,
+		"LOG_FORMAT=json",
+		"LOG_LEVEL=debug",
+	}
+	if policy != "" {
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h.env = append(h.env, "BOT_POLICY="+path)
+	}
+	t.Cleanup(func() {
+		h.stop()
+		if t.Failed() {
+			t.Logf("bot logs:\n%s", h.logs.String())
+		}
+	})
+	h.start()
+	return h
+}
+
+// start runs the bot and waits until it answers /healthz.
+func (h *harness) start() {
+	h.t.Helper()
+	h.bot = exec.Command(botBinary)
+	h.bot.Env = h.env
+	h.bot.Stdout, h.bot.Stderr = h.logs, h.logs
+	if err := h.bot.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + h.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("the bot did not come up; logs:\n%s", h.logs.String())
+}
+
+// kill ends the bot with SIGKILL, as a crash would.
+func (h *harness) kill() {
+	h.t.Helper()
+	_ = h.bot.Process.Signal(syscall.SIGKILL)
+	_ = h.bot.Wait()
+	h.bot = nil
+}
+
+func (h *harness) stop() {
+	if h.bot == nil {
+		return
+	}
+	_ = h.bot.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = h.bot.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = h.bot.Process.Kill()
+		<-done
+	}
+	h.bot = nil
+}
+
+// send posts a signed request to the bot.
+func (h *harness) send(path, contentType string, body []byte, header http.Header) *http.Response {
+	h.t.Helper()
+	req := h.signer.Request(http.MethodPost, "http://"+h.addr+path, contentType, body, time.Now())
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// command sends "/agent text" from the requester, with form overrides.
+func (h *harness) command(text string, form url.Values, header http.Header) *http.Response {
+	h.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("text", text)
+	if form.Get("user_id") == "" {
+		form.Set("user_id", requester)
+	}
+	return h.send("/slack/commands", "application/x-www-form-urlencoded", slacktest.SlashCommand(form), header)
+}
+
+// click presses a button on a card.
+func (h *harness) click(card slacktest.Call, actionID, user string) *http.Response {
+	h.t.Helper()
+	body := slacktest.BlockActions(slacktest.Click{
+		User: user, Channel: card.Channel, MessageTS: card.TS, ThreadTS: card.ThreadTS,
+		ActionID: actionID, Value: buttonValue(h.t, card, actionID),
+	})
+	return h.send("/slack/interactions", "application/x-www-form-urlencoded", body, nil)
+}
+
+// submit submits a modal.
+func (h *harness) submit(s slacktest.Submission) *http.Response {
+	h.t.Helper()
+	return h.send("/slack/interactions", "application/x-www-form-urlencoded", slacktest.ViewSubmission(s), nil)
+}
+
+// event sends an Events API event.
+func (h *harness) event(eventID string, ev map[string]any) *http.Response {
+	h.t.Helper()
+	return h.send("/slack/events", "application/json", slacktest.EventCallback(eventID, ev), nil)
+}
+
+// root waits for the n-th root message ("<@U…> asked: …") and returns it.
+func (h *harness) root(n int) slacktest.Call {
+	h.t.Helper()
+	var roots []slacktest.Call
+	h.eventually(func() bool {
+		roots = nil
+		for _, c := range h.slack.CallsTo("chat.postMessage") {
+			if c.OK() && c.ThreadTS == "" && strings.Contains(c.Text, "asked:") {
+				roots = append(roots, c)
+			}
+		}
+		return len(roots) >= n
+	}, "root message %d", n)
+	return roots[n-1]
+}
+
+// cards waits until thread has at least n approval cards, and returns them.
+func (h *harness) cards(root slacktest.Call, n int) []slacktest.Call {
+	h.t.Helper()
+	var cards []slacktest.Call
+	h.eventually(func() bool {
+		cards = nil
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, "approve") || hasAction(c, "retry") {
+				cards = append(cards, c)
+			}
+		}
+		return len(cards) >= n
+	}, "%d approval cards", n)
+	return cards
+}
+
+// reply waits for a thread message whose text contains want.
+func (h *harness) reply(root slacktest.Call, want string) slacktest.Call {
+	h.t.Helper()
+	var found slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if strings.Contains(c.Text, want) {
+				found = c
+				return true
+			}
+		}
+		return false
+	}, "a reply containing %q", want)
+	return found
+}
+
+// card returns a card's latest content, after updates: its text and its
+// blocks' JSON with <, > and & as they are.
+func (h *harness) card(card slacktest.Call) string {
+	c, _ := h.slack.Message(card.Channel, card.TS)
+	var blocks any
+	_ = json.Unmarshal(c.Blocks, &blocks)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(blocks)
+	return c.Text + " " + b.String()
+}
+
+// ephemeral waits for an ephemeral message to user containing want.
+func (h *harness) ephemeral(user, want string) {
+	h.t.Helper()
+	h.eventually(func() bool {
+		for _, c := range h.slack.CallsTo("chat.postEphemeral") {
+			if c.User == user && strings.Contains(c.Text, want) {
+				return true
+			}
+		}
+		return false
+	}, "an ephemeral message to %s containing %q", user, want)
+}
+
+func (h *harness) eventually(cond func() bool, format string, args ...any) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for "+format, args...)
+}
+
+// buttonValue finds the value of the button with actionID on a card.
+func buttonValue(t *testing.T, card slacktest.Call, actionID string) string {
+	t.Helper()
+	var blocks []struct {
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal(card.Blocks, &blocks); err != nil {
+		t.Fatalf("card blocks: %v", err)
+	}
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if e.ActionID == actionID {
+				return e.Value
+			}
+		}
+	}
+	t.Fatalf("no %q button on the card: %s", actionID, card.Blocks)
+	return ""
+}
+
+func hasAction(c slacktest.Call, actionID string) bool {
+	return bytes.Contains(c.Blocks, []byte(`"action_id":"`+actionID+`"`))
+}
+
+// target is the server the agent's http_request calls reach; it counts
+// them.
+type target struct {
+	*httptest.Server
+	mu     sync.Mutex
+	hits   map[string]int
+	bodies map[string][]string
+}
+
+func newTarget(t *testing.T) *target {
+	tg := &target{hits: map[string]int{}, bodies: map[string][]string{}}
+	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Method + " " + r.URL.Path
+		tg.mu.Lock()
+		tg.hits[key]++
+		tg.bodies[key] = append(tg.bodies[key], string(body))
+		tg.mu.Unlock()
+		fmt.Fprintf(w, "ok %s", key)
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+func (tg *target) count(key string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.hits[key]
+}
+
+func (tg *target) bodiesOf(key string) []string {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return append([]string(nil), tg.bodies[key]...)
+}
+
+// call is a model tool call to http_request.
+func call(id, method, url, body string) llm.ToolCall {
+	args, _ := json.Marshal(map[string]string{"method": method, "url": url, "body": body})
+	if body == "" {
+		args, _ = json.Marshal(map[string]string{"method": method, "url": url})
+	}
+	return llm.ToolCall{ID: id, Name: "http_request", Arguments: string(args)}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer collects the bot's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

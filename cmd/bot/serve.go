@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+)
+
+// shutdownGrace bounds how long running steps get to finish and save on
+// SIGINT or SIGTERM.
+const shutdownGrace = 30 * time.Second
+
+// serve runs the Slack bot: HTTP ingress (or Socket Mode with
+// SLACK_APP_TOKEN), the health endpoints, and the schedule that expires
+// approvals and recovers cut-off runs.
+func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	log, err := newLogger(getenv, stderr, logrus.InfoLevel)
+	if err != nil {
+		return err
+	}
+	token, secret, appToken := getenv("SLACK_BOT_TOKEN"), getenv("SLACK_SIGNING_SECRET"), getenv("SLACK_APP_TOKEN")
+	if token == "" || (secret == "" && appToken == "") {
+		return errors.New("serving Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode)")
+	}
+	apiOpts := []slack.Option{}
+	if u := getenv("SLACK_API_URL"); u != "" {
+		apiOpts = append(apiOpts, slack.OptionAPIURL(u))
+	}
+	if appToken != "" {
+		apiOpts = append(apiOpts, slack.OptionAppLevelToken(appToken))
+	}
+	api := slack.New(token, apiOpts...)
+	auth, err := api.AuthTestContext(ctx)
+	if err != nil {
+		return fmt.Errorf("slack auth.test: %w", err)
+	}
+
+	model, err := llm.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	reg, policy, err := newRegistry(getenv)
+	if err != nil {
+		return err
+	}
+	rdb, redisDesc, closeRedis, err := connectRedis(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	store := redisstore.New(rdb, redisstore.Options{})
+
+	rep := handlers.NewReporter(api, store, nil, log)
+	var svc *runner.Service
+	a, err := agent.New(model, reg, store, agent.Options{
+		Logger: log,
+		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+	})
+	if err != nil {
+		return err
+	}
+	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store})
+	srv := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+
+	mode := "HTTP"
+	if appToken != "" {
+		mode = "Socket Mode"
+	}
+	addr := getenv("BOT_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:3000"
+	}
+	log.WithFields(logrus.Fields{"slack": mode, "redis": redisDesc, "model": model.Name(), "addr": addr, "bot_user": auth.UserID}).
+		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, redisDesc, model.Name())
+
+	mux := http.NewServeMux()
+	mux.Handle("/slack/", srv.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := store.Ping(ctx); err != nil {
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	errc := make(chan error, 2)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	go svc.RunSchedule(runCtx, 2*time.Second)
+	if appToken != "" {
+		go func() { errc <- srv.RunSocketMode(runCtx, socketmode.New(api)) }()
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	log.Info("shutting down: no new requests; letting running steps finish")
+	stopRun()
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutCtx)
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.WithError(err).Warn("shutdown grace ran out; unfinished runs resume from their last checkpoint")
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+// Package handlers is Countersign's Slack front end: HTTP ingress for
+// slash commands, events and interactions (and the same dispatch for
+// Socket Mode), request verification, the approval cards and modals, and
+// the Reporter that posts a conversation's progress into its Slack
+// thread.
+//
+// Every request is answered within Slack's three seconds: a handler
+// verifies and parses the request, does what must happen before the
+// answer (claiming a decision, opening a modal while the trigger is
+// fresh), and leaves the rest — running the agent — to background work
+// on a context that survives the request and that Shutdown waits for.
+//
+// A conversation's thread key is "<team>:<channel>:<root ts>"; the
+// Reporter finds where to post from it. Cards carry an opaque reference
+// in their buttons' values, which the server looks up; a reference grants
+// nothing by itself — every click is checked against the policy.
+//
+// The package does not run agents or keep state of its own: the runner
+// does the first, the store the second.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Store is what the handlers keep in Redis besides the runner's data.
+type Store interface {
+	// Dedup reports whether key is seen for the first time, and remembers
+	// it for ttl. Retried deliveries are recognised by it.
+	Dedup(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// PutRef and Ref keep the opaque references that buttons carry.
+	PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error
+	Ref(ctx context.Context, ref string) ([]byte, bool, error)
+	// Claim and Claims keep set-once records per thread: here, the ts of
+	// the card posted for each call.
+	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
+	Claims(ctx context.Context, thread string) (map[string][]byte, error)
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+}
+
+// ErrBadThread: a thread key is not "<team>:<channel>:<ts>".
+var ErrBadThread = errors.New("not a Slack thread key")
+
+// ThreadKey is the conversation key of a Slack thread.
+func ThreadKey(team, channel, ts string) string { return team + ":" + channel + ":" + ts }
+
+// ParseThread splits a thread key into team, channel and root ts.
+func ParseThread(thread string) (team, channel, ts string, err error) {
+	parts := strings.SplitN(thread, ":", 3)
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return "", "", "", fmt.Errorf("%w: %q", ErrBadThread, thread)
+	}
+	return parts[0], parts[1], parts[2], nil
+}

@@ -1,0 +1,180 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/runner"
+)
+
+// ref is what a button's opaque value stands for.
+type ref struct {
+	Thread string `json:"thread"`
+	// Call and Attempt name a card's call and its decision round; both
+	// are empty on a run's error card.
+	Call    string `json:"call,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// Reporter posts a conversation's progress into its Slack thread. It is
+// the runner.Reporter of the Slack front end.
+type Reporter struct {
+	api   *slack.Client
+	store Store
+	now   func() time.Time
+	log   logrus.FieldLogger
+}
+
+// NewReporter returns a Reporter posting through api.
+func NewReporter(api *slack.Client, store Store, now func() time.Time, log logrus.FieldLogger) *Reporter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Reporter{api: api, store: store, now: now, log: log}
+}
+
+// refTTL is how long a card's buttons stay usable beyond the call's
+// expiry (a late click is answered "no longer pending" either way).
+const refTTL = 30 * 24 * time.Hour
+
+// Report implements runner.Reporter.
+func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
+	_, channel, root, err := ParseThread(e.Thread)
+	if err != nil {
+		return err
+	}
+	requester := ""
+	if e.State != nil {
+		requester = e.State.Requester
+	}
+	switch e.Kind {
+	case runner.Answer:
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(e.Text, false))
+		return err
+	case runner.ApprovalNeeded:
+		c := *e.Call
+		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts})
+		if err != nil {
+			return err
+		}
+		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(ApprovalCard(c, requester, value, r.now())...))
+		if err != nil {
+			return err
+		}
+		_, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
+		return err
+	case runner.CallDecided:
+		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts, requester)
+	case runner.CallStarted:
+		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts-1, requester)
+	case runner.CallFinished:
+		c := *e.Call
+		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
+			return err
+		}
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
+		return err
+	case runner.RunFailed:
+		value, err := r.newRef(ctx, ref{Thread: e.Thread})
+		if err != nil {
+			return err
+		}
+		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
+			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(ErrorCard(e.Text, value)...))
+		return err
+	}
+	return nil
+}
+
+// updateCard redraws the card of c's decision round attempt, if it has
+// one (calls that needed no approval have none).
+func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c agent.Call, attempt int, requester string) error {
+	cards, err := r.store.Claims(ctx, thread)
+	if err != nil {
+		return err
+	}
+	ts, ok := cards[cardKey(c.Key, attempt)]
+	if !ok {
+		return nil
+	}
+	return r.retry(ctx, func() error {
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(SettledCard(c, requester, r.now())...))
+		return err
+	})
+}
+
+// post posts a message and returns its ts.
+func (r *Reporter) post(ctx context.Context, channel string, opts ...slack.MsgOption) (string, error) {
+	var ts string
+	err := r.retry(ctx, func() error {
+		var err error
+		_, ts, err = r.api.PostMessageContext(ctx, channel, opts...)
+		return err
+	})
+	return ts, err
+}
+
+// retry calls fn again while Slack answers 429, waiting as it says.
+func (r *Reporter) retry(ctx context.Context, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		var limited *slack.RateLimitedError
+		if !errors.As(err, &limited) || attempt >= 5 {
+			return err
+		}
+		wait := min(max(limited.RetryAfter, 100*time.Millisecond), 30*time.Second)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// newRef stores rf under a fresh random reference.
+func (r *Reporter) newRef(ctx context.Context, rf ref) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	value := hex.EncodeToString(b[:])
+	raw, _ := json.Marshal(rf)
+	if err := r.store.PutRef(ctx, value, raw, refTTL); err != nil {
+		return "", fmt.Errorf("store card reference: %w", err)
+	}
+	return value, nil
+}
+
+func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d", call, attempt) }
+
+// resultText is the thread reply that shows a call's result.
+func resultText(c agent.Call) string {
+	result := c.Result
+	const limit = 2500
+	if len(result) > limit {
+		cut := limit
+		for cut > 0 && !utf8Start(result[cut]) {
+			cut--
+		}
+		result = result[:cut] + fmt.Sprintf("\n… (%d more bytes)", len(c.Result)-cut)
+	}
+	icon := "✔️"
+	if c.Status == agent.Failed {
+		icon = "❌"
+	}
+	return fmt.Sprintf("%s `%s` result:\n```\n%s\n```", icon, c.Tool, strings.ReplaceAll(result, "```", "'''"))
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,121 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
+)
+
+// Options are the server's optional settings.
+type Options struct {
+	// Now is the clock (default time.Now); verification uses it too.
+	Now func() time.Time
+	// BotUserID is the bot's own Slack user ID (from auth.test), to
+	// recognise mentions of it and its own messages.
+	BotUserID string
+	// Logger defaults to a logger that discards.
+	Logger logrus.FieldLogger
+}
+
+// Server answers Slack. Create it with New; serve Handler.
+type Server struct {
+	api      *slack.Client
+	svc      *runner.Service
+	store    Store
+	policy   *tools.Policy
+	verifier *Verifier
+	groups   *groupCache
+	opts     Options
+	log      logrus.FieldLogger
+	work     sync.WaitGroup
+}
+
+// New returns a server. signingSecret verifies requests; policy says who
+// may approve what.
+func New(api *slack.Client, svc *runner.Service, store Store, policy *tools.Policy, signingSecret string, opts Options) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		l := logrus.New()
+		l.Out = discard{}
+		opts.Logger = l
+	}
+	return &Server{
+		api: api, svc: svc, store: store, policy: policy,
+		verifier: NewVerifier(signingSecret, opts.Now),
+		groups:   newGroupCache(api, 5*time.Minute, opts.Now),
+		opts:     opts,
+		log:      opts.Logger,
+	}
+}
+
+// Handler routes the Slack endpoints. Each verifies the request's
+// signature on the raw body before parsing anything.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /slack/commands", s.verifier.Middleware(s.command))
+	mux.Handle("POST /slack/events", s.verifier.Middleware(s.event))
+	mux.Handle("POST /slack/interactions", s.verifier.Middleware(s.interaction))
+	return mux
+}
+
+// background runs fn after the request is answered, on a context that
+// survives the request; Shutdown waits for it.
+func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
+	ctx = context.WithoutCancel(ctx)
+	s.work.Add(1)
+	go func() {
+		defer s.work.Done()
+		fn(ctx)
+	}()
+}
+
+// Shutdown waits for background work to finish, or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.work.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ephemeral tells user something only they see, in channel (and thread).
+func (s *Server) ephemeral(ctx context.Context, channel, threadTS, user, text string) {
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+	if threadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(threadTS))
+	}
+	if _, err := s.api.PostEphemeralContext(ctx, channel, user, opts...); err != nil {
+		s.log.WithFields(logrus.Fields{"channel": channel, "user": user}).WithError(err).Warn("posting an ephemeral message")
+	}
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Texts people see.
+const (
+	textTryAgain   = "Countersign can't reach its database right now, so nothing was done. Please try again in a minute."
+	textNotPending = "This request is no longer pending."
+	textBusy       = "I'm still working on this thread. Reply again once I've answered."
+	textFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
+)
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
