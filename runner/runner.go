@@ -82,8 +82,9 @@ func (e *AlreadyDecidedError) Error() string {
 
 // Options are the service's optional settings.
 type Options struct {
-	// LeaseTTL is how long a lease lasts without renewal (default 30s);
-	// a crashed process's threads can be recovered after it.
+	// LeaseTTL is how long a lease lasts without renewal (default 10s;
+	// it is renewed every third of that): a crashed process's threads are
+	// picked up by another soon after it lapses.
 	LeaseTTL time.Duration
 	// Owner names this process in leases (default random).
 	Owner string
@@ -111,7 +112,7 @@ type Service struct {
 // store and reports to rep.
 func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 30 * time.Second
+		opts.LeaseTTL = 10 * time.Second
 	}
 	if opts.Owner == "" {
 		var b [6]byte
@@ -314,12 +315,17 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 // Drive does whatever the thread's run can do now: apply claimed
 // decisions to a paused run and resume it, or recover a run cut off by a
 // crash. If another process holds the thread, Drive leaves the work to it
-// and returns nil.
+// and returns nil; should that process have died, the thread is looked at
+// again once its lease lapses.
 func (s *Service) Drive(ctx context.Context, thread string) error {
 	for {
 		held, err := s.acquire(ctx, thread)
-		if err != nil || !held {
+		if err != nil {
 			return err
+		}
+		if !held {
+			s.wake(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL))
+			return nil
 		}
 		stop := s.keepLease(ctx, thread)
 		s.wakeForRecovery(ctx, thread)
@@ -429,10 +435,15 @@ func decisionFields(d interrupt.Decision) map[string]string {
 // wakeForRecovery asks for the thread to be looked at after its lease
 // would have run out, in case this process dies while working on it.
 func (s *Service) wakeForRecovery(ctx context.Context, thread string) {
+	s.wake(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL))
+}
+
+// wake sets the thread's next wake-up, if the service keeps a schedule.
+func (s *Service) wake(ctx context.Context, thread string, at time.Time) {
 	if s.opts.Schedule == nil {
 		return
 	}
-	if err := s.opts.Schedule.Wake(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL)); err != nil {
+	if err := s.opts.Schedule.Wake(ctx, thread, at); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
 	}
 }

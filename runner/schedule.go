@@ -31,7 +31,8 @@ type Auditor interface {
 }
 
 // Tick looks at one due thread: it recovers a run cut off by a crash,
-// expires calls whose time is up, and sets the thread's next wake-up.
+// applies decisions a dead process claimed but did not apply, expires
+// calls whose time is up, and sets the thread's next wake-up.
 func (s *Service) Tick(ctx context.Context, thread string) error {
 	if s.opts.Schedule == nil {
 		return nil
@@ -50,6 +51,11 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 		}
 	case graph.Paused:
 		if _, err := s.ExpireDue(ctx, thread); err != nil {
+			return err
+		}
+		// Decisions claimed by a process that died before applying them
+		// wait here; Drive applies them.
+		if err := s.Drive(ctx, thread); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers/slacktest"
 
 	"github.com/countersign/countersign/llm/llmtest"
 )
@@ -39,5 +45,151 @@ func TestApproveFlow(t *testing.T) {
 	}
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+}
+
+func TestEditFlow(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy v2", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "edit", approver)
+	views := h.slack.WaitFor(t, "views.open", 1, 10*time.Second)
+	view := decodeView(t, views[0])
+	if view.CallbackID != "edit_call" || !strings.Contains(view.Input, `"v2"`) {
+		t.Fatalf("edit modal = %+v; want edit_call with the arguments", view)
+	}
+	edited := `{"method":"POST","url":"` + h.target.URL + `/deploy","body":"v3"}`
+
+	// Broken JSON and arguments against the schema are shown in the modal.
+	for _, bad := range []string{`{"method":`, `{"method":"POST"}`} {
+		resp := h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+			Values: map[string]map[string]string{"args": {"args_input": bad}}})
+		body := readAll(t, resp)
+		if !strings.Contains(body, `"response_action":"errors"`) || !strings.Contains(body, `"args"`) {
+			t.Errorf("submitting %s answered %s; want inline errors on the args input", bad, body)
+		}
+	}
+	resp := h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+		Values: map[string]map[string]string{"args": {"args_input": edited}}})
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
+		t.Fatalf("submitting the edit answered %d %q; want an empty 200 that closes the modal", resp.StatusCode, body)
+	}
+	h.reply(root, "Deployed.")
+	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 || got[0] != "v3" {
+		t.Errorf("deploy received %q, want the edited body once", got)
+	}
+	if got := h.card(card); !strings.Contains(got, "Edited and approved by <@"+approver+">") || !strings.Contains(got, "v3") {
+		t.Errorf("card after edit = %s; want who edited and what changed", got)
+	}
+}
+
+func TestRejectFlow(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Understood, I won't deploy."),
+	)
+	h.command("deploy v2", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "reject", approver)
+	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+	if view.CallbackID != "reject_call" {
+		t.Fatalf("reject modal = %+v", view)
+	}
+	resp := h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+		Values: map[string]map[string]string{"reason": {"reason_input": "freeze until Monday"}}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reject submission answered %d", resp.StatusCode)
+	}
+	h.reply(root, "Understood, I won't deploy.")
+	if n := h.target.count("POST /deploy"); n != 0 {
+		t.Errorf("a rejected call ran %d times", n)
+	}
+	last := h.model.Requests()[len(h.model.Requests())-1]
+	toolMsg := last.Messages[len(last.Messages)-1]
+	if toolMsg.Role != "tool" || toolMsg.Text() != "Rejected by <@"+approver+">: freeze until Monday" {
+		t.Errorf("the model was told %s %q; want the rejection and its reason", toolMsg.Role, toolMsg.Text())
+	}
+	if got := h.card(card); !strings.Contains(got, "Rejected by <@"+approver+">") || !strings.Contains(got, "freeze until Monday") {
+		t.Errorf("card after rejection = %s", got)
+	}
+}
+
+func TestTenConcurrentApprovals(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := h.click(card, "approve", fmt.Sprintf("U0CLICK%d", i))
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("click %d answered %d", i, resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	h.reply(root, "Deployed.")
+	if n := h.target.count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	approvals := 0
+	for _, c := range h.slack.CallsTo("chat.update") {
+		if c.TS == card.TS && strings.Contains(c.Text+string(c.Blocks), "Approved by") && !strings.Contains(string(c.Blocks), "Done") && !strings.Contains(string(c.Blocks), "Running") {
+			approvals++
+		}
+	}
+	if approvals != 1 {
+		t.Errorf("the card was updated with an approval %d times, want 1", approvals)
+	}
+	h.eventually(func() bool {
+		n := 0
+		for _, c := range h.slack.CallsTo("chat.postEphemeral") {
+			if strings.Contains(c.Text, "Already approved by <@U0CLICK") {
+				n++
+			}
+		}
+		return n == 9
+	}, "nine ephemeral 'Already approved by' answers")
+}
+
+func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Hello!"))
+	form := url.Values{"trigger_id": {"trigger.retried"}}
+	for i, retry := range []string{"", "1", "2"} {
+		header := http.Header{}
+		if retry != "" {
+			header.Set("X-Slack-Retry-Num", retry)
+			header.Set("X-Slack-Retry-Reason", "http_timeout")
+		}
+		if resp := h.command("say hello", form, header); resp.StatusCode != http.StatusOK {
+			t.Fatalf("delivery %d answered %d", i, resp.StatusCode)
+		}
+	}
+	root := h.root(1)
+	h.reply(root, "Hello!")
+	time.Sleep(300 * time.Millisecond) // give a second run the chance to show itself
+	roots := 0
+	for _, c := range h.slack.CallsTo("chat.postMessage") {
+		if strings.Contains(c.Text, "asked:") {
+			roots++
+		}
+	}
+	if roots != 1 || len(h.model.Requests()) != 1 {
+		t.Errorf("three deliveries made %d root messages and %d model calls, want 1 and 1", roots, len(h.model.Requests()))
 	}
 }

@@ -402,3 +402,43 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// openedView is what the tests read of a views.open call.
+type openedView struct {
+	CallbackID, PrivateMetadata string
+	// Input is the initial value of the modal's text input.
+	Input string
+}
+
+func decodeView(t *testing.T, c slacktest.Call) openedView {
+	t.Helper()
+	var v struct {
+		CallbackID      string `json:"callback_id"`
+		PrivateMetadata string `json:"private_metadata"`
+		Blocks          []struct {
+			Element struct {
+				InitialValue string `json:"initial_value"`
+			} `json:"element"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(c.Params["view"]), &v); err != nil {
+		t.Fatalf("views.open view: %v (%q)", err, c.Params["view"])
+	}
+	out := openedView{CallbackID: v.CallbackID, PrivateMetadata: v.PrivateMetadata}
+	for _, b := range v.Blocks {
+		if b.Element.InitialValue != "" {
+			out.Input = b.Element.InitialValue
+		}
+	}
+	return out
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// The bot dies (SIGKILL) after posting the card; a new process serves the
+// click from what Redis holds, and the run finishes once.
+func TestClickAfterACrash(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.kill()
+	h.start()
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	time.Sleep(300 * time.Millisecond)
+	if n := h.target.count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	finals := 0
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if c.Text == "Deployed." {
+			finals++
+		}
+	}
+	if finals != 1 {
+		t.Errorf("the answer was posted %d times, want 1", finals)
+	}
+}
+
+// Three parallel calls, decided in different orders, with the bot
+// restarted between decisions: each approved call runs once and the model
+// sees all three results.
+func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
+	orders := map[string][]int{"first to last": {0, 1, 2}, "last to first": {2, 1, 0}, "middle first": {1, 2, 0}}
+	for name, order := range orders {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, "")
+			h.model.Then(
+				llmtest.Reply("Three things.",
+					call("a", "POST", h.target.URL+"/a", ""),
+					call("b", "POST", h.target.URL+"/b", ""),
+					call("c", "POST", h.target.URL+"/c", "")),
+				llmtest.Reply("All done."),
+			)
+			h.command("do three things", nil, nil)
+			root := h.root(1)
+			cards := h.cards(root, 3)
+			// /b is rejected; /a and /c approved.
+			decide := func(i int) {
+				card := cards[i]
+				if i == 1 {
+					h.click(card, "reject", approver)
+					view := decodeView(t, lastView(t, h))
+					h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+						Values: map[string]map[string]string{"reason": {"reason_input": "not b"}}})
+				} else {
+					h.click(card, "approve", approver)
+				}
+				h.eventually(func() bool { return strings.Contains(h.card(card), "by <@"+approver+">") }, "card %d decided", i)
+			}
+			decide(order[0])
+			h.kill()
+			h.start()
+			decide(order[1])
+			decide(order[2])
+			h.reply(root, "All done.")
+			if a, b, c := h.target.count("POST /a"), h.target.count("POST /b"), h.target.count("POST /c"); a != 1 || b != 0 || c != 1 {
+				t.Errorf("executions a/b/c = %d/%d/%d, want 1/0/1", a, b, c)
+			}
+			last := h.model.Requests()[len(h.model.Requests())-1]
+			results := map[string]string{}
+			for _, m := range last.Messages {
+				if m.Role == "tool" {
+					results[m.ToolCallID] = m.Text()
+				}
+			}
+			if !strings.HasPrefix(results["a"], "HTTP 200") || results["b"] != "Rejected by <@"+approver+">: not b" || !strings.HasPrefix(results["c"], "HTTP 200") {
+				t.Errorf("the model saw results %q; want all three", results)
+			}
+		})
+	}
+}
+
+func lastView(t *testing.T, h *harness) slacktest.Call {
+	t.Helper()
+	n := len(h.slack.CallsTo("views.open"))
+	views := h.slack.WaitFor(t, "views.open", max(n, 1), 10*time.Second)
+	return views[len(views)-1]
+}
+
+// A reply in the thread after the answer is a new turn: the model gets the
+// earlier conversation and the answer lands in the same thread.
+func TestThreadReplyContinuesTheConversation(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("The capital of France is Paris."), llmtest.Reply("About 2.1 million people."))
+	h.command("what is the capital of France?", nil, nil)
+	root := h.root(1)
+	h.reply(root, "Paris")
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+		"text": "how many people live there?", "ts": "1800000000.000001", "thread_ts": root.TS})
+	h.reply(root, "About 2.1 million people.")
+	last := h.model.Requests()[1]
+	var roles []string
+	for _, m := range last.Messages {
+		roles = append(roles, m.Role+": "+m.Text())
+	}
+	want := []string{"user: what is the capital of France?", "assistant: The capital of France is Paris.", "user: how many people live there?"}
+	if len(roles) != 4 || strings.Join(roles[1:], "|") != strings.Join(want, "|") {
+		t.Errorf("the model's second request = %q; want the system prompt then %q", roles, want)
+	}
+	// The bot's own messages are not turns.
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "bot_id": slacktest.BotID, "user": slacktest.BotUserID,
+		"text": "About 2.1 million people.", "ts": "1800000000.000002", "thread_ts": root.TS})
+	h.event("", map[string]any{"type": "message", "subtype": "message_changed", "channel": root.Channel,
+		"ts": "1800000000.000003", "thread_ts": root.TS})
+	time.Sleep(300 * time.Millisecond)
+	if n := len(h.model.Requests()); n != 2 {
+		t.Errorf("the model was called %d times, want 2: the bot's own messages and edits are not turns", n)
+	}
+}
+
+// A pending approval nobody decides expires on its own: the card says so
+// and the model is told the call timed out.
+func TestUndecidedCallExpires(t *testing.T) {
+	h := newHarness(t, "tools:\n  http_request:\n    expires_after: 1s\n")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Nobody approved; I did not deploy."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.reply(root, "Nobody approved")
+	if got := h.card(card); !strings.Contains(got, "Expired") || strings.Contains(got, `"action_id"`) {
+		t.Errorf("card after expiry = %s; want Expired, no buttons", got)
+	}
+	last := h.model.Requests()[1]
+	if tool := last.Messages[len(last.Messages)-1]; !strings.Contains(tool.Text(), "expired") {
+		t.Errorf("the model was told %q; want that the call expired", tool.Text())
+	}
+	h.click(card, "approve", approver)
+	h.ephemeral(approver, "")
+	if n := h.target.count("POST /deploy"); n != 0 {
+		t.Errorf("an expired call ran %d times", n)
+	}
+}
