@@ -20,11 +20,13 @@ import (
 // minutes.
 const dedupTTL = time.Hour
 
+// helpText is mrkdwn, in which "<" and ">" are written as entities: Slack
+// reads a bare "<…>" as a link or mention.
 const helpText = "*Countersign* runs an AI agent for you, and asks before any risky action.\n" +
-	"• `/agent <request>` — start: I post your request and work in its thread.\n" +
+	"• `/agent &lt;request&gt;` — start: I post your request and work in its thread.\n" +
 	"• Each tool call that needs approval gets a card: *Approve*, *Edit* (change the arguments) or *Reject* (with a reason).\n" +
 	"• Reply in the thread to give feedback while a call waits, or to continue the conversation after I answer.\n" +
-	"• You can also mention me: `@Countersign <request>`."
+	"• You can also mention me: `@Countersign &lt;request&gt;`."
 
 // command handles /agent.
 func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {

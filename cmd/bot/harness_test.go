@@ -337,6 +337,8 @@ type target struct {
 	mu     sync.Mutex
 	hits   map[string]int
 	bodies map[string][]string
+	// delay, if set, is how long /slow takes to answer.
+	delay time.Duration
 }
 
 func newTarget(t *testing.T) *target {
@@ -347,7 +349,11 @@ func newTarget(t *testing.T) *target {
 		tg.mu.Lock()
 		tg.hits[key]++
 		tg.bodies[key] = append(tg.bodies[key], string(body))
+		delay := tg.delay
 		tg.mu.Unlock()
+		if r.URL.Path == "/slow" {
+			time.Sleep(delay)
+		}
 		fmt.Fprintf(w, "ok %s", key)
 	}))
 	t.Cleanup(tg.Close)

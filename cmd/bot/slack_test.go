@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+func TestHelp(t *testing.T) {
+	h := newHarness(t, "")
+	for _, text := range []string{"help", ""} {
+		var answer struct {
+			ResponseType string `json:"response_type"`
+			Text         string `json:"text"`
+		}
+		body := readAll(t, h.command(text, nil, nil))
+		if err := json.Unmarshal([]byte(body), &answer); err != nil {
+			t.Fatalf("/agent %q answered %s: %v", text, body, err)
+		}
+		if answer.ResponseType != "ephemeral" || !strings.Contains(answer.Text, "/agent &lt;request&gt;") {
+			t.Errorf("/agent %q answered %+v; want the usage, only to the asker, in mrkdwn", text, answer)
+		}
+	}
+	if n := len(h.slack.CallsTo("chat.postMessage")); n != 0 {
+		t.Errorf("help posted %d messages", n)
+	}
+}
+
+func TestMentionStartsARunInItsThread(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Hi Alice."))
+	ts := "1800000000.000100"
+	h.event("", map[string]any{"type": "app_mention", "channel": slacktest.ChannelID, "user": requester,
+		"text": "<@" + slacktest.BotUserID + "> say hi", "ts": ts})
+	h.reply(slacktest.Call{Channel: slacktest.ChannelID, TS: ts}, "Hi Alice.")
+	first := h.model.Requests()[0]
+	if got := first.Messages[len(first.Messages)-1].Text(); got != "say hi" {
+		t.Errorf("the model was asked %q, want the mention's text without the mention", got)
+	}
+}
+
+// The system prompt names the requester, the channel and the tools.
+func TestSystemPrompt(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("ok"))
+	h.command("hello", nil, nil)
+	h.reply(h.root(1), "ok")
+	req := h.model.Requests()[0]
+	system := req.Messages[0]
+	for _, want := range []string{"<@" + requester + ">", "<#" + slacktest.ChannelID + ">", "http_request"} {
+		if system.Role != "system" || !strings.Contains(system.Text(), want) {
+			t.Errorf("system prompt does not contain %q: %s", want, system.Text())
+		}
+	}
+	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "http_request" {
+		t.Errorf("tools offered = %+v, want http_request", req.Tools)
+	}
+}
+
+// Slack answering 429 delays a message; it does not lose it.
+func TestRateLimitedPostsAreRetried(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.slack.RateLimitNext("chat.postMessage", 2, time.Second)
+	h.slack.RateLimitNext("chat.update", 1, time.Second)
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	h.eventually(func() bool { return strings.Contains(h.card(card), "Approved by") }, "the card to show the approval")
+}
+
+// SIGTERM during a tool call: the bot stops taking requests, lets the
+// call finish and save, and exits; the next process finishes the run.
+func TestGracefulShutdown(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/slow", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.target.mu.Lock()
+	h.target.delay = 2 * time.Second
+	h.target.mu.Unlock()
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.eventually(func() bool { return h.target.count("POST /slow") == 1 }, "the call to start")
+	if err := h.bot.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// New requests are refused while it drains.
+	time.Sleep(200 * time.Millisecond)
+	if resp, err := http.Get("http://" + h.addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the bot still answers during shutdown")
+	}
+	if err := h.bot.Wait(); err != nil {
+		t.Errorf("bot exited with %v, want a clean exit", err)
+	}
+	h.bot = nil
+	h.reply(root, "Deployed.")
+	if n := h.target.count("POST /slow"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+	if !strings.Contains(h.logs.String(), "shutting down") {
+		t.Error("no shutdown line in the logs")
+	}
+}
