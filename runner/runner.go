@@ -96,6 +96,8 @@ type Options struct {
 	Schedule Schedule
 	// Auditor, if set, records every decision.
 	Auditor Auditor
+	// Observer, if set, is told what happens, for metrics.
+	Observer Observer
 }
 
 // Service runs conversations.
@@ -127,6 +129,9 @@ func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 		l.Out = discardWriter{}
 		opts.Logger = l
 	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
+	}
 	return &Service{agent: a, graph: a.Graph(), store: store, rep: rep, opts: opts, log: opts.Logger}
 }
 
@@ -156,6 +161,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	s.wakeForRecovery(ctx, req.Thread)
 	stop := s.keepLease(ctx, req.Thread)
 	log.Info("run started")
+	s.opts.Observer.RunStarted()
 	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
 	stop()
 	if errors.Is(err, graph.ErrThreadExists) {
@@ -190,9 +196,9 @@ func (s *Service) Call(ctx context.Context, thread, key string) (*agent.State, *
 // Decide records d as the decision on the call with key. It returns
 // quickly: the decision is claimed, the front end is told, and Drive (to
 // be called next, typically in the background) applies it and runs on.
-// A call that is not waiting, or that someone else decided first, gives
-// an *AlreadyDecidedError, agent.ErrUnknownCall or an *agent.DecidedError,
-// and nothing changes.
+// A call that someone else decided first gives an *AlreadyDecidedError
+// (whether or not it has run since); an unknown call agent.ErrUnknownCall,
+// a call that needed no decision an *agent.DecidedError. Nothing changes.
 func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.Decision) error {
 	if d.At.IsZero() {
 		d.At = s.opts.Now()
@@ -202,6 +208,12 @@ func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.De
 		return err
 	}
 	if err := s.agent.CheckDecision(st, key, d); err != nil {
+		// Whether the winner's decision is still being applied or the
+		// call has already run, the loser hears the same: who decided.
+		var settled *agent.DecidedError
+		if errors.As(err, &settled) && c.Decision != nil {
+			return &AlreadyDecidedError{Key: key, Decision: *c.Decision}
+		}
 		return err
 	}
 	if err := s.claim(ctx, thread, *c, d); err != nil {
@@ -251,6 +263,7 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 			if before.Status() != graph.Done {
 				return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
 			}
+			s.opts.Observer.RunStarted()
 			res, err := s.graph.Continue(ctx, thread, agent.UserTurn(text))
 			s.after(ctx, thread, len(before.State.Messages)+1, res, err)
 			return nil
@@ -272,6 +285,7 @@ func (s *Service) Retry(ctx context.Context, thread string) error {
 		if res.Status() != graph.Failed {
 			return fmt.Errorf("retry %s: %w (status %s)", thread, ErrNotFailed, res.Status())
 		}
+		s.opts.Observer.RunStarted()
 		out, err := s.graph.Resume(ctx, thread, nil)
 		s.after(ctx, thread, len(res.State.Messages), out, err)
 		return nil
@@ -350,6 +364,7 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 	switch res.Status() {
 	case graph.Running:
 		s.log.WithField("thread", thread).Warn("recovering a run cut off by a crash")
+		s.opts.Observer.RunStarted()
 		out, err := s.graph.Recover(ctx, thread)
 		s.after(ctx, thread, len(res.State.Messages), out, err)
 		return true, nil
@@ -358,6 +373,7 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		if err != nil || len(decisions) == 0 {
 			return false, err
 		}
+		s.opts.Observer.RunStarted()
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
 		if errors.Is(err, graph.ErrConflict) {
 			return true, nil // someone saved first; look again
@@ -407,6 +423,7 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	}
 	if won {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
+		s.opts.Observer.Decided(d.Kind)
 		return nil
 	}
 	var first interrupt.Decision
@@ -521,6 +538,7 @@ func (s *Service) after(ctx context.Context, thread string, from int, res *graph
 		return
 	}
 	s.scheduleNext(ctx, thread, res)
+	s.opts.Observer.RunStopped(res.Status())
 	st := &res.State
 	for i := max(from, 0); i < len(st.Messages); i++ {
 		m := st.Messages[i]
@@ -563,9 +581,18 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	kind := CallFinished
 	if c.Status == agent.Running {
 		kind = CallStarted
+	} else {
+		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 	}
 	s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
 }
+
+type noObserver struct{}
+
+func (noObserver) RunStarted()                           {}
+func (noObserver) RunStopped(graph.Status)               {}
+func (noObserver) Decided(interrupt.Kind)                {}
+func (noObserver) ToolFinished(string, agent.CallStatus) {}
 
 type discardWriter struct{}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
 )
 
 // Schedule keeps, per thread, when the service must look at it again
@@ -23,6 +24,19 @@ type Schedule interface {
 	Due(ctx context.Context, now time.Time, n int) ([]string, error)
 	// Forget removes thread from the schedule.
 	Forget(ctx context.Context, thread string) error
+}
+
+// Observer is told what the service does, for metrics. Its methods must
+// be cheap and safe for concurrent use.
+type Observer interface {
+	// RunStarted: a run of a thread began or resumed.
+	RunStarted()
+	// RunStopped: a run stopped paused, done or failed.
+	RunStopped(status graph.Status)
+	// Decided: a decision (or an expiry) was claimed.
+	Decided(kind interrupt.Kind)
+	// ToolFinished: a call ran, with this outcome (done or failed).
+	ToolFinished(tool string, status agent.CallStatus)
 }
 
 // Auditor keeps a record of every decision.
