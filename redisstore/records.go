@@ -15,6 +15,7 @@ import (
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
 //	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
+//	cs:waiting      hash    thread → how many of its calls wait for a person
 //	cs:audit        stream  one entry per decision or refused click, capped
 
 // auditCap bounds the audit stream (approximately, as XADD MAXLEN ~ does).
@@ -106,4 +107,36 @@ func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// SetWaiting records how many of thread's calls wait for a person; 0
+// forgets the thread.
+func (s *Store) SetWaiting(ctx context.Context, thread string, n int) error {
+	var err error
+	if n <= 0 {
+		err = s.rdb.HDel(ctx, s.prefix+":waiting", thread).Err()
+	} else {
+		err = s.rdb.HSet(ctx, s.prefix+":waiting", thread, n).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("record waiting calls of %s: %w", thread, err)
+	}
+	return nil
+}
+
+// WaitingTotal returns how many calls wait for a person, in all threads.
+func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
+	counts, err := s.rdb.HVals(ctx, s.prefix+":waiting").Result()
+	if err != nil {
+		return 0, fmt.Errorf("count waiting calls: %w", err)
+	}
+	total := 0
+	for _, c := range counts {
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return 0, fmt.Errorf("count waiting calls: %w", err)
+		}
+		total += n
+	}
+	return total, nil
 }

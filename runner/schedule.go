@@ -24,6 +24,9 @@ type Schedule interface {
 	Due(ctx context.Context, now time.Time, n int) ([]string, error)
 	// Forget removes thread from the schedule.
 	Forget(ctx context.Context, thread string) error
+	// SetWaiting records how many of the thread's calls wait for a
+	// person (0 forgets the thread), so that the total can be reported.
+	SetWaiting(ctx context.Context, thread string, n int) error
 }
 
 // Observer is told what the service does, for metrics. Its methods must
@@ -114,6 +117,13 @@ func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Result[agent.State]) {
 	if s.opts.Schedule == nil || res == nil {
 		return
+	}
+	waiting := 0
+	if res.Status() == graph.Paused {
+		waiting = len(res.State.Waiting())
+	}
+	if err := s.opts.Schedule.SetWaiting(ctx, thread, waiting); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("recording waiting calls")
 	}
 	var at time.Time
 	switch res.Status() {

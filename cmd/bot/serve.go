@@ -63,17 +63,18 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	defer closeRedis()
 	store := redisstore.New(rdb, redisstore.Options{})
+	metrics := handlers.NewMetrics(store.WaitingTotal)
 
 	rep := handlers.NewReporter(api, store, nil, log)
 	var svc *runner.Service
-	a, err := agent.New(model, reg, store, agent.Options{
+	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
 		Logger: log,
 		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
 	if err != nil {
 		return err
 	}
-	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store})
+	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store, Observer: metrics})
 	srv := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 
 	mode := "HTTP"
@@ -88,7 +89,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, redisDesc, model.Name())
 
 	mux := http.NewServeMux()
-	mux.Handle("/slack/", srv.Handler())
+	mux.Handle("/slack/", metrics.Instrument(srv.Handler()))
+	mux.Handle("GET /metrics", metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
