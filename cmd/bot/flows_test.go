@@ -193,3 +193,53 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 		t.Errorf("three deliveries made %d root messages and %d model calls, want 1 and 1", roots, len(h.model.Requests()))
 	}
 }
+
+// After an approve flow, /metrics shows it.
+func TestMetricsMoveAfterAFlow(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	if got := scrape(t, h, "countersign_pending_approvals"); got != "1" {
+		t.Errorf("pending approvals while the card waits = %s, want 1", got)
+	}
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	tests := []struct{ metric, want string }{
+		{`countersign_runs_total{event="started"}`, "2"},
+		{`countersign_runs_total{event="paused"}`, "1"},
+		{`countersign_runs_total{event="done"}`, "1"},
+		{`countersign_decisions_total{kind="approve"}`, "1"},
+		{`countersign_tool_executions_total{outcome="done",tool="http_request"}`, "1"},
+		{`countersign_slack_ack_seconds_count{endpoint="/slack/commands"}`, "1"},
+		{`countersign_slack_ack_seconds_count{endpoint="/slack/interactions"}`, "1"},
+		{`countersign_pending_approvals`, "0"},
+	}
+	for _, tt := range tests {
+		if got := scrape(t, h, tt.metric); got != tt.want {
+			t.Errorf("%s = %q, want %s", tt.metric, got, tt.want)
+		}
+	}
+	if got := scrape(t, h, "countersign_checkpoint_save_seconds_count"); got == "" || got == "0" {
+		t.Errorf("checkpoint saves counted: %q, want some", got)
+	}
+}
+
+// scrape returns the value of one sample of /metrics, or "".
+func scrape(t *testing.T, h *harness, sample string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(readAll(t, resp), "\n") {
+		if name, value, ok := strings.Cut(line, " "); ok && name == sample {
+			return value
+		}
+	}
+	return ""
+}
