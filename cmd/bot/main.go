@@ -2,6 +2,7 @@
 //
 //	bot [serve]            serve Slack (the default when SLACK_BOT_TOKEN is set)
 //	bot chat [--thread ID] talk to the agent in the terminal (the default otherwise)
+//	bot checkpoints …      list, show, fork and delete a thread's checkpoints
 //
 // Configuration comes from the environment (README, "Configuration").
 // With nothing configured the bot uses an embedded Redis, whose data is
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return serve(ctx, getenv, stderr)
 	case "chat":
 		return chat(ctx, args, getenv, stdin, stdout, stderr)
+	case "checkpoints":
+		return checkpoints(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -55,6 +58,8 @@ const usage = `usage:
   bot serve                serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN
                            (the default when SLACK_BOT_TOKEN is set)
   bot chat [--thread ID]   talk to the agent in the terminal (the default otherwise)
+  bot checkpoints list|show|fork|delete --thread ID [--json]
+                           inspect and manage a thread's checkpoints in Redis
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 BOT_ADDR, REDIS_URL, REDIS_CLUSTER, LLM_PROVIDER, LLM_MODEL, OPENAI_API_KEY,

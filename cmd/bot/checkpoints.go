@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/runner"
+)
+
+const checkpointsUsage = `usage:
+  bot checkpoints list   --thread ID [--json]                  a thread's history: status, step, waiting calls
+  bot checkpoints show   --thread ID [--checkpoint CP] [--json] one checkpoint (default the latest) with its state
+  bot checkpoints fork   --thread ID --checkpoint CP [--to NEW] copy a checkpoint into a new thread
+  bot checkpoints delete --thread ID                             remove a thread and everything kept for it
+
+Threads live in the Redis of REDIS_URL. A forked thread is driven like any
+other, e.g. with: bot chat --thread NEW
+`
+
+// checkpoints is the operator's view of the checkpoints in Redis.
+func checkpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, checkpointsUsage)
+		return errors.New("checkpoints: name a subcommand")
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("checkpoints "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	thread := fs.String("thread", "", "the thread")
+	cpID := fs.String("checkpoint", "", "a checkpoint ID from list")
+	to := fs.String("to", "", "the new thread of a fork (default <thread>/fork-<checkpoint>)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *thread == "" {
+		fmt.Fprint(stderr, checkpointsUsage)
+		return errors.New("checkpoints: --thread is required")
+	}
+	log, err := newLogger(getenv, stderr, logrus.WarnLevel)
+	if err != nil {
+		return err
+	}
+	quiet := runner.ReporterFunc(func(context.Context, runner.Event) error { return nil })
+	svc, err := newService(ctx, getenv, quiet, log)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	g := svc.runner.Agent().Graph()
+
+	switch sub {
+	case "list":
+		hist, err := g.History(ctx, *thread)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSONTo(stdout, hist)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
+		for _, cp := range hist {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", cp.ID, cp.Seq, cp.Step, cp.Status,
+				strings.Join(cp.Next, ","), waitingCalls(cp), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "show":
+		cp, messages, err := loadCheckpoint(ctx, svc, *thread, *cpID)
+		if err != nil {
+			return err
+		}
+		var st agent.State
+		if err := json.Unmarshal(cp.State, &st); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", cp.ID, err)
+		}
+		if *asJSON {
+			return writeJSONTo(stdout, map[string]any{"checkpoint": cp, "messages": messages})
+		}
+		fmt.Fprintf(stdout, "checkpoint %s of %s: seq %d, step %d, %s", cp.ID, cp.Thread, cp.Seq, cp.Step, cp.Status)
+		if len(cp.Next) > 0 {
+			fmt.Fprintf(stdout, ", next %s", strings.Join(cp.Next, ","))
+		}
+		fmt.Fprintf(stdout, "\ncreated %s, parent %s\n", cp.Created.UTC().Format(time.RFC3339), orNone(cp.Parent))
+		if cp.Error != "" {
+			fmt.Fprintf(stdout, "error: %s\n", cp.Error)
+		}
+		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", orNone(st.Requester), orNone(st.Channel), st.Turns)
+		for _, c := range st.Calls {
+			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, c.RunArgs())
+		}
+		fmt.Fprintf(stdout, "%d messages:\n", len(messages))
+		for _, m := range messages {
+			text := m.Content
+			for _, tc := range m.ToolCalls {
+				text += fmt.Sprintf(" [call %s %s]", tc.Name, tc.Arguments)
+			}
+			fmt.Fprintf(stdout, "  %-9s %s\n", m.Role, oneLine(text, 160))
+		}
+		return nil
+	case "fork":
+		if *cpID == "" {
+			return errors.New("checkpoints fork: --checkpoint is required")
+		}
+		if *to == "" {
+			*to = *thread + "/fork-" + *cpID
+		}
+		cp, err := g.Fork(ctx, *thread, *cpID, *to)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSONTo(stdout, cp)
+		}
+		fmt.Fprintf(stdout, "forked %s at %s (step %d, %s) into %s\n", *thread, *cpID, cp.Step, cp.Status, *to)
+		return nil
+	case "delete":
+		if _, err := g.State(ctx, *thread); err != nil {
+			return err
+		}
+		if err := svc.store.Delete(ctx, *thread); err != nil {
+			return err
+		}
+		if err := svc.store.Forget(ctx, *thread); err != nil {
+			return err
+		}
+		if err := svc.store.SetWaiting(ctx, *thread, 0); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted %s\n", *thread)
+		return nil
+	default:
+		fmt.Fprint(stderr, checkpointsUsage)
+		return fmt.Errorf("checkpoints: unknown subcommand %q", sub)
+	}
+}
+
+// loadCheckpoint returns a checkpoint of the thread (the latest if id is
+// "") with the conversation as of it.
+func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
+	hist, err := svc.store.History(ctx, thread)
+	if err != nil {
+		return nil, nil, err
+	}
+	i := 0
+	if id != "" {
+		i = slices.IndexFunc(hist, func(c *graph.Checkpoint) bool { return c.ID == id })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("checkpoint %s of %s: %w", id, thread, graph.ErrNoCheckpoint)
+		}
+	}
+	cp := hist[i]
+	entries, err := svc.store.Journal(ctx, thread, cp.JournalLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st agent.State
+	if err := st.UnmarshalJournal(entries); err != nil {
+		return nil, nil, err
+	}
+	return cp, st.Messages, nil
+}
+
+// waitingCalls lists a checkpoint's calls that wait for a person.
+func waitingCalls(cp *graph.Checkpoint) string {
+	var st agent.State
+	if err := json.Unmarshal(cp.State, &st); err != nil {
+		return "?"
+	}
+	var out []string
+	for _, c := range st.Waiting() {
+		out = append(out, c.Key+":"+c.Tool)
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
