@@ -43,7 +43,7 @@ func threeCalls(string) []llm.ToolCall {
 	}
 }
 
-func newFixture(t *testing.T, store graph.Store, model llm.Model, deployIdempotent bool) *fixture {
+func newFixture(t testing.TB, store graph.Store, model llm.Model, deployIdempotent bool) *fixture {
 	t.Helper()
 	f := &fixture{
 		lookup: &agenttest.Tool{ToolName: "lookup"},
