@@ -1,0 +1,157 @@
+package playground
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// The content types Slack sends with.
+const (
+	formType = "application/x-www-form-urlencoded"
+	jsonType = "application/json"
+)
+
+// botResponse is the bot's answer to a delivery.
+type botResponse struct {
+	status int
+	body   []byte
+}
+
+// deliver sends body to the bot's endpoint (commands, events or
+// interactions), signed with the signing secret the way Slack signs
+// (v0: HMAC-SHA256 of "v0:<unix time>:<body>").
+func (s *Simulator) deliver(ctx context.Context, endpoint, contentType string, body []byte) (botResponse, error) {
+	target := strings.TrimSuffix(s.opts.BotURL, "/") + "/slack/" + endpoint
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return botResponse{}, fmt.Errorf("deliver to %s: %w", endpoint, err)
+	}
+	at := strconv.FormatInt(s.opts.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(s.opts.SigningSecret))
+	mac.Write([]byte("v0:" + at + ":"))
+	mac.Write(body)
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
+	req.Header.Set("X-Slack-Request-Timestamp", at)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		return botResponse{}, fmt.Errorf("deliver to %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return botResponse{}, fmt.Errorf("read the answer to %s: %w", endpoint, err)
+	}
+	s.log.WithField("endpoint", endpoint).WithField("status", resp.StatusCode).Debug("delivered to the bot")
+	return botResponse{status: resp.StatusCode, body: respBody}, nil
+}
+
+// commandForm is the form Slack sends for a slash command.
+func (s *Simulator) commandForm(u User, command, text, triggerID string) []byte {
+	return []byte(url.Values{
+		"token":                 {"playground-verification-token"},
+		"team_id":               {s.opts.TeamID},
+		"team_domain":           {s.opts.ChannelName},
+		"channel_id":            {s.opts.ChannelID},
+		"channel_name":          {s.opts.ChannelName},
+		"user_id":               {u.ID},
+		"user_name":             {u.Name},
+		"command":               {command},
+		"text":                  {text},
+		"api_app_id":            {"A0PLAYGROUND"},
+		"is_enterprise_install": {"false"},
+		"trigger_id":            {triggerID},
+	}.Encode())
+}
+
+// eventBody is the Events API callback for one event.
+func (s *Simulator) eventBody(eventID string, event map[string]any) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"token":      "playground-verification-token",
+		"team_id":    s.opts.TeamID,
+		"api_app_id": "A0PLAYGROUND",
+		"type":       "event_callback",
+		"event_id":   eventID,
+		"event_time": s.opts.Now().Unix(),
+		"event":      event,
+		"authorizations": []any{map[string]any{
+			"team_id": s.opts.TeamID, "user_id": s.opts.BotUserID, "is_bot": true,
+		}},
+	})
+	return body
+}
+
+// interactionForm is the form Slack sends an interaction payload in.
+func interactionForm(payload map[string]any) []byte {
+	raw, _ := json.Marshal(payload)
+	return []byte(url.Values{"payload": {string(raw)}}.Encode())
+}
+
+// blockActions is the payload of a button click on m.
+func (s *Simulator) blockActions(u User, m Message, action map[string]any, triggerID string) []byte {
+	container := map[string]any{
+		"type": "message", "message_ts": m.TS, "channel_id": s.opts.ChannelID, "is_ephemeral": m.VisibleTo != "",
+	}
+	if m.ThreadTS != "" {
+		container["thread_ts"] = m.ThreadTS
+	}
+	return interactionForm(map[string]any{
+		"type":       "block_actions",
+		"token":      "playground-verification-token",
+		"api_app_id": "A0PLAYGROUND",
+		"team":       map[string]any{"id": s.opts.TeamID, "domain": s.opts.ChannelName},
+		"user":       s.userJSON(u),
+		"trigger_id": triggerID,
+		"container":  container,
+		"channel":    map[string]any{"id": s.opts.ChannelID, "name": s.opts.ChannelName},
+		"message":    s.messageJSON(m),
+		"state":      map[string]any{"values": map[string]any{}},
+		"actions":    []any{action},
+	})
+}
+
+// viewPayload is the payload of a view_submission or view_closed of v,
+// with the person's input values by block and action ID.
+func (s *Simulator) viewPayload(kind string, u User, v View, values map[string]map[string]string, triggerID string) []byte {
+	var view map[string]any
+	_ = json.Unmarshal(v.View, &view) // the simulator wrote it
+	state := map[string]any{}
+	for block, actions := range values {
+		vs := map[string]any{}
+		for action, value := range actions {
+			vs[action] = map[string]any{"type": "plain_text_input", "value": value}
+		}
+		state[block] = vs
+	}
+	view["state"] = map[string]any{"values": state}
+	payload := map[string]any{
+		"type":       kind,
+		"token":      "playground-verification-token",
+		"api_app_id": "A0PLAYGROUND",
+		"team":       map[string]any{"id": s.opts.TeamID, "domain": s.opts.ChannelName},
+		"user":       s.userJSON(u),
+		"view":       view,
+	}
+	if kind == "view_submission" {
+		payload["trigger_id"] = triggerID
+		payload["response_urls"] = []any{}
+	} else {
+		payload["is_cleared"] = false
+	}
+	return interactionForm(payload)
+}
+
+func (s *Simulator) userJSON(u User) map[string]any {
+	return map[string]any{"id": u.ID, "username": strings.ToLower(u.Name), "name": strings.ToLower(u.Name), "team_id": s.opts.TeamID}
+}
