@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	slacksim "github.com/countersign/countersign/handlers/playground"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+)
+
+// playground serves the bot with a simulated Slack: a web page on
+// BOT_ADDR that looks like a Slack channel, a Slack Web API for the bot's
+// client, and the real /slack/* handlers, which the simulator sends
+// signed requests to, as Slack would. Redis and the model come from the
+// environment as for serve (embedded Redis and the demo model when
+// nothing is set); Slack credentials are not used — the simulator is
+// Slack, with a signing secret and a token made up for the run.
+func playground(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	log, err := newLogger(getenv, stderr, logrus.InfoLevel)
+	if err != nil {
+		return err
+	}
+	model, err := llm.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	reg, policy, err := newRegistry(getenv)
+	if err != nil {
+		return err
+	}
+	addr := getenv("BOT_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:3000"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("playground: %w (set BOT_ADDR to another address, e.g. 127.0.0.1:3001)", err)
+	}
+	defer ln.Close()
+	base := loopbackURL(ln.Addr())
+	rdb, redisDesc, closeRedis, err := connectRedis(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	store := redisstore.New(rdb, redisstore.Options{})
+
+	secret, token := randomHex(32), "xoxb-playground-"+randomHex(12)
+	hint := ""
+	if _, demo := model.(*llm.Demo); demo {
+		hint = "ask it to fetch a URL to see an approval"
+	}
+	sim := slacksim.New(slacksim.Options{
+		BotURL: base, SigningSecret: secret, BotToken: token,
+		Model: model.Name(), Hint: hint, Logger: log.WithField("component", "slack-simulator"),
+	})
+	// The simulator's Web API answers first: the bot asks it who it is.
+	mux := http.NewServeMux()
+	mux.Handle("/api/", sim.APIHandler())
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv.RegisterOnShutdown(sim.Close)
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	defer httpSrv.Close()
+	api := slack.New(token, slack.OptionAPIURL(base+"/api/"))
+	auth, err := api.AuthTestContext(ctx)
+	if err != nil {
+		return fmt.Errorf("slack auth.test against the simulator: %w", err)
+	}
+
+	rep := handlers.NewReporter(api, store, nil, log)
+	var svc *runner.Service
+	a, err := agent.New(model, reg, store, agent.Options{
+		Logger: log,
+		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+	})
+	if err != nil {
+		return err
+	}
+	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store})
+	srv := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+
+	mux.Handle("/slack/", srv.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := store.Ping(ctx); err != nil {
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("/", sim.PageHandler())
+
+	page := base + "/"
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": redisDesc, "model": model.Name(), "addr": ln.Addr().String(), "url": page}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · open %s", redisDesc, model.Name(), page)
+	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go svc.RunSchedule(runCtx, 2*time.Second)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	log.Info("shutting down: letting running steps finish")
+	stopRun()
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// Running steps still post to the simulator, so the server stays up
+	// until they are done; the page's streams end first.
+	sim.Close()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.WithError(err).Warn("shutdown grace ran out; unfinished runs resume from their last checkpoint")
+	}
+	_ = httpSrv.Shutdown(shutCtx)
+	return nil
+}
+
+// loopbackURL is the http:// URL of a listening address, through loopback
+// when it listens on all interfaces.
+func loopbackURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
