@@ -73,6 +73,9 @@ func newWorld(t *testing.T) *world {
 	w.sim = playground.New(playground.Options{
 		BotURL: srv.URL, SigningSecret: secret, BotToken: token,
 		TeamID: "T" + strings.ToUpper(randomHex(5)), Model: "demo (offline)", Logger: log,
+		// More patient than Slack's 3 seconds: the race detector and
+		// the other packages' tests slow everything down.
+		Client: &http.Client{Timeout: 20 * time.Second},
 	})
 	api := slack.New(token, slack.OptionAPIURL(srv.URL+"/api/"))
 	var svc *runner.Service
