@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -21,6 +22,9 @@ type Options struct {
 	// BotUserID is the bot's own Slack user ID (from auth.test), to
 	// recognise mentions of it and its own messages.
 	BotUserID string
+	// MaxConcurrentWork bounds background jobs (runs, resumes) running at
+	// once; more wait their turn. Default 16 per CPU.
+	MaxConcurrentWork int
 	// Logger defaults to a logger that discards.
 	Logger logrus.FieldLogger
 }
@@ -36,6 +40,10 @@ type Server struct {
 	opts     Options
 	log      logrus.FieldLogger
 	work     sync.WaitGroup
+	// slots bounds the background jobs running at once, so that a burst
+	// of requests queues work instead of starving acknowledgements of
+	// CPU and Redis connections.
+	slots chan struct{}
 }
 
 // New returns a server. signingSecret verifies requests; policy says who
@@ -49,8 +57,12 @@ func New(api *slack.Client, svc *runner.Service, store Store, policy *tools.Poli
 		l.Out = discard{}
 		opts.Logger = l
 	}
+	if opts.MaxConcurrentWork <= 0 {
+		opts.MaxConcurrentWork = 16 * runtime.GOMAXPROCS(0)
+	}
 	return &Server{
-		api: api, svc: svc, store: store, policy: policy,
+		slots: make(chan struct{}, opts.MaxConcurrentWork),
+		api:   api, svc: svc, store: store, policy: policy,
 		verifier: NewVerifier(signingSecret, opts.Now),
 		groups:   newGroupCache(api, 5*time.Minute, opts.Now),
 		opts:     opts,
@@ -75,6 +87,8 @@ func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
 	s.work.Add(1)
 	go func() {
 		defer s.work.Done()
+		s.slots <- struct{}{}
+		defer func() { <-s.slots }()
 		fn(ctx)
 	}()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -41,6 +42,12 @@ func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Le
 	}
 	return log, nil
 }
+
+// redisPoolSize is the connection pool when REDIS_URL sets none
+// (?pool_size=): room for every background job the handlers run at once
+// (16 per CPU) and the requests being acknowledged beside them, which
+// must not wait for a connection.
+var redisPoolSize = 24 * runtime.GOMAXPROCS(0)
 
 // connectRedis connects to REDIS_URL (a cluster if REDIS_CLUSTER=true) or,
 // when it is unset, starts an embedded Redis. It returns the client, a
@@ -79,11 +86,17 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
 		}
+		if opts.PoolSize == 0 {
+			opts.PoolSize = redisPoolSize
+		}
 		rdb = redis.NewClusterClient(opts)
 	} else {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		if opts.PoolSize == 0 {
+			opts.PoolSize = redisPoolSize
 		}
 		rdb = redis.NewClient(opts)
 	}

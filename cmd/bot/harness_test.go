@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -67,7 +68,7 @@ const (
 
 // harness is one bot process and the world around it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	slack  *slacktest.Server
 	model  *llmtest.OpenAIServer
 	redis  *redistest.Server
@@ -79,7 +80,7 @@ type harness struct {
 	logs   *syncBuffer
 }
 
-func newHarness(t *testing.T, policy string, replies ...llm.Message) *harness {
+func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	t.Helper()
 	h := &harness{
 		t:      t,
@@ -304,7 +305,7 @@ func (h *harness) eventually(cond func() bool, format string, args ...any) {
 }
 
 // buttonValue finds the value of the button with actionID on a card.
-func buttonValue(t *testing.T, card slacktest.Call, actionID string) string {
+func buttonValue(t testing.TB, card slacktest.Call, actionID string) string {
 	t.Helper()
 	var blocks []struct {
 		Elements []struct {
@@ -341,7 +342,7 @@ type target struct {
 	delay time.Duration
 }
 
-func newTarget(t *testing.T) *target {
+func newTarget(t testing.TB) *target {
 	tg := &target{hits: map[string]int{}, bodies: map[string][]string{}}
 	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -381,7 +382,7 @@ func call(id, method, url, body string) llm.ToolCall {
 	return llm.ToolCall{ID: id, Name: "http_request", Arguments: string(args)}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -448,3 +449,9 @@ func readAll(t *testing.T, resp *http.Response) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// Flags of the load generator (BenchmarkSlackAck).
+var (
+	ackRate    = flag.Int("ack.rate", 200, "requests per second that BenchmarkSlackAck sends")
+	ackSeconds = flag.Int("ack.seconds", 10, "for how many seconds BenchmarkSlackAck sends")
+)
