@@ -45,7 +45,7 @@ func startPlayground(t *testing.T) *playgroundBot {
 	t.Helper()
 	addr := freeAddr(t)
 	b := &playgroundBot{url: "http://" + addr + "/", logs: &syncBuffer{}}
-	b.cmd = exec.Command(botBinary, "playground")
+	b.cmd = exec.Command(botBinary) // no arguments: what `go run ./cmd/bot` does
 	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BOT_ADDR=" + addr, "LOG_FORMAT=json"}
 	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
 	if err := b.cmd.Start(); err != nil {

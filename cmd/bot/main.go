@@ -1,7 +1,8 @@
 // Command bot runs Countersign.
 //
 //	bot [serve]            serve Slack (the default when SLACK_BOT_TOKEN is set)
-//	bot chat [--thread ID] talk to the agent in the terminal (the default otherwise)
+//	bot [playground]       a simulated Slack channel in the browser (the default otherwise)
+//	bot chat [--thread ID] talk to the agent in the terminal
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
 //
 // Configuration comes from the environment (README, "Configuration").
@@ -30,9 +31,9 @@ func main() {
 
 // run dispatches to a subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// Without Slack credentials there is nothing to serve; the terminal
-	// chat works on the embedded defaults.
-	cmd := "chat"
+	// Without Slack credentials, the playground: a simulated Slack channel
+	// in the browser, on the embedded defaults.
+	cmd := "playground"
 	if getenv("SLACK_BOT_TOKEN") != "" {
 		cmd = "serve"
 	}
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	switch cmd {
 	case "serve":
 		return serve(ctx, getenv, stderr)
+	case "playground":
+		return playground(ctx, getenv, stdout, stderr)
 	case "chat":
 		return chat(ctx, args, getenv, stdin, stdout, stderr)
 	case "checkpoints":
@@ -57,7 +60,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 const usage = `usage:
   bot serve                serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN
                            (the default when SLACK_BOT_TOKEN is set)
-  bot chat [--thread ID]   talk to the agent in the terminal (the default otherwise)
+  bot playground           a simulated Slack channel in the browser on BOT_ADDR
+                           (the default without SLACK_BOT_TOKEN)
+  bot chat [--thread ID]   talk to the agent in the terminal
   bot checkpoints list|show|fork|delete --thread ID [--json]
                            inspect and manage a thread's checkpoints in Redis
 
