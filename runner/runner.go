@@ -157,7 +157,6 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	if !held {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
 	}
-	defer s.release(req.Thread)
 	s.wakeForRecovery(ctx, req.Thread)
 	stop := s.keepLease(ctx, req.Thread)
 	log.Info("run started")
@@ -165,10 +164,13 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
 	stop()
 	if errors.Is(err, graph.ErrThreadExists) {
+		s.release(req.Thread)
 		return fmt.Errorf("start %s: %w", req.Thread, err)
 	}
 	s.after(ctx, req.Thread, 1, res, err)
-	return nil
+	s.release(req.Thread)
+	// A decision made while the cards were being posted was left to us.
+	return s.Drive(ctx, req.Thread)
 }
 
 // State returns the thread's latest checkpoint and conversation.

@@ -201,3 +201,33 @@ func TestModelFailureIsSavedAndRetried(t *testing.T) {
 		t.Errorf("Retry(done) = %v, want ErrNotFailed", err)
 	}
 }
+
+// A decision claimed while Start still holds the thread (between a card
+// being posted and the lease being let go) is applied at once, not when
+// the lease would have lapsed.
+func TestDecisionDuringStartIsNotStranded(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	var svc *runner.Service
+	rep := runner.ReporterFunc(func(ctx context.Context, e runner.Event) error {
+		// Decide the instant the card would be posted, from "another
+		// replica": the lease is still held by Start.
+		if e.Kind == runner.ApprovalNeeded && e.Call.Tool == "deploy" {
+			replica, _ := w.service(t, nil, time.Minute)
+			if err := replica.Decide(ctx, e.Thread, e.Call.Key, interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); err != nil {
+				t.Errorf("Decide() = %v", err)
+			}
+			if err := replica.Drive(ctx, e.Thread); err != nil {
+				t.Errorf("Drive() = %v", err)
+			}
+		}
+		return nil
+	})
+	svc, _ = w.service(t, rep, time.Minute)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times by the time Start returned, want 1", n)
+	}
+}
