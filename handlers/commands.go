@@ -64,7 +64,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 			s.ephemeral(ctx, channel, "", user, "I couldn't post in this channel ("+err.Error()+"). Invite me with `/invite @Countersign` and try again.")
 			return
 		}
-		s.start(ctx, ThreadKey(team, channel, ts), user, channel, text, log)
+		s.start(ctx, ThreadKey(team, channel, ts), user, channel, typedText(text), log)
 	})
 }
 

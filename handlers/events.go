@@ -81,7 +81,7 @@ func (s *Server) dispatchEvent(ctx context.Context, team string, ev messageEvent
 		root = ev.TS
 	}
 	thread := ThreadKey(team, ev.Channel, root)
-	text := strings.TrimSpace(mention.ReplaceAllString(ev.Text, ""))
+	text := typedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))
 	switch ev.Type {
 	case "app_mention":
 		s.background(ctx, func(ctx context.Context) {

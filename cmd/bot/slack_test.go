@@ -117,3 +117,26 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Error("no shutdown line in the logs")
 	}
 }
+
+// Slack escapes &, < and > and wraps links; the model gets what was typed.
+func TestTheModelGetsTheTextAsTyped(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("ok"), llmtest.Reply("ok again"))
+	h.command("fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2", nil, nil)
+	root := h.root(1)
+	if root.Text != "<@"+requester+"> asked: fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2" {
+		t.Errorf("root message = %q; want the request as Slack sent it (mrkdwn)", root.Text)
+	}
+	h.reply(root, "ok")
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+		"text": "and <https://example.org|example.org> &amp; more", "ts": "1800000000.000009", "thread_ts": root.TS})
+	h.reply(root, "ok again")
+	var asked []string
+	for _, r := range h.model.Requests() {
+		asked = append(asked, r.Messages[len(r.Messages)-1].Text())
+	}
+	want := []string{"fetch https://example.com/a?x=1&y=2 if 1 < 2", "and https://example.org & more"}
+	if strings.Join(asked, "|") != strings.Join(want, "|") {
+		t.Errorf("the model was asked %q, want %q", asked, want)
+	}
+}

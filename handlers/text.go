@@ -1,0 +1,33 @@
+package handlers
+
+import (
+	"regexp"
+	"strings"
+)
+
+// slackLink matches Slack's angle-bracket markup in message text: links
+// <https://x> and <https://x|label>, and channel references <#C1|name>.
+// User mentions (<@U1>) are left as they are: the model understands them
+// and writes them back.
+var slackLink = regexp.MustCompile(`<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>|<#([A-Z0-9]+)(?:\|([^>]*))?>`)
+
+// typedText turns the text of a Slack message or command into what the
+// person typed: links as their URL (with the label, when it differs),
+// channel references as #name, and &amp; &lt; &gt; unescaped — Slack
+// escapes those three characters in every text it sends.
+func typedText(s string) string {
+	s = slackLink.ReplaceAllStringFunc(s, func(m string) string {
+		p := slackLink.FindStringSubmatch(m)
+		switch {
+		case p[1] != "" && p[2] != "" && p[2] != p[1] && p[2] != strings.TrimPrefix(strings.TrimPrefix(p[1], "https://"), "http://"):
+			return p[2] + " (" + p[1] + ")"
+		case p[1] != "":
+			return p[1]
+		case p[4] != "":
+			return "#" + p[4]
+		default:
+			return "<#" + p[3] + ">"
+		}
+	})
+	return strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
+}
