@@ -165,11 +165,28 @@ func callURL(msgs []Message, id string) string {
 }
 
 func summarise(res Message, url string) string {
+	text := strings.TrimSpace(res.Content)
+	// A call a person edited before approving comes back with a note
+	// first: "Note: <@U1> edited the arguments …; the call ran with {…}."
+	edited := false
+	if note, rest, ok := strings.Cut(text, "\n"); ok && strings.HasPrefix(note, "Note:") {
+		if _, args, ok := strings.Cut(note, "the call ran with "); ok {
+			var a struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSuffix(args, ".")), &a) == nil && a.URL != "" {
+				url = a.URL
+			}
+			text, edited = strings.TrimSpace(rest), true
+		}
+	}
 	target := "the request"
 	if url != "" {
 		target = "the request to " + url
 	}
-	text := strings.TrimSpace(res.Content)
+	if edited {
+		target += " (with the arguments as edited)"
+	}
 	head := strings.ToLower(firstLine(text)) // failures say so up front; a body may say anything
 	switch {
 	case strings.HasPrefix(text, "Rejected by"):

@@ -175,3 +175,20 @@ func TestDemoNameAndContext(t *testing.T) {
 		t.Errorf("Generate() with a cancelled context error = %v, want context.Canceled", err)
 	}
 }
+
+func TestDemoSummarisesAnEditedCall(t *testing.T) {
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "fetch https://example.com/old"},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "demo-1", Name: "http_request", Arguments: `{"method":"GET","url":"https://example.com/old"}`}}},
+		{Role: llm.RoleTool, ToolCallID: "demo-1", Name: "http_request",
+			Content: "Note: <@U1> edited the arguments before approving; the call ran with {\"method\":\"GET\",\"url\":\"https://example.com/new\"}.\nHTTP 200 OK\n\nnew page"},
+	}
+	got, err := llm.NewDemo().Generate(context.Background(), msgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.Content, "https://example.com/new (with the arguments as edited) returned HTTP 200 OK") ||
+		strings.Contains(got.Content, "Note:") || strings.Contains(got.Content, "/old") {
+		t.Errorf("Generate() = %q; want the edited URL's result, without the note", got.Content)
+	}
+}
