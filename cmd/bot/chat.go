@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -45,7 +46,7 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return err
 	}
 	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
-	svc, err := newService(ctx, getenv, term, log)
+	svc, err := newService(ctx, getenv, log, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err
 	}

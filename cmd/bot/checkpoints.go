@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -55,7 +56,7 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	quiet := runner.ReporterFunc(func(context.Context, runner.Event) error { return nil })
-	svc, err := newService(ctx, getenv, quiet, log)
+	svc, err := newService(ctx, getenv, log, nil, func(*redisstore.Store) runner.Reporter { return quiet })
 	if err != nil {
 		return err
 	}

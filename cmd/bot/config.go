@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -135,22 +137,30 @@ func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, er
 	return reg, policy, nil
 }
 
-// service wires the model, tools, Redis and a reporter into a runner.
+// service is the bot without a front end: the model, the tools and
+// their policy, Redis, the agent, the runner and the metrics.
 type service struct {
-	runner *runner.Service
-	store  *redisstore.Store
-	rdb    redis.UniversalClient
-	model  llm.Model
-	redis  string
-	close  func()
+	runner  *runner.Service
+	store   *redisstore.Store
+	metrics *handlers.Metrics
+	model   llm.Model
+	policy  *tools.Policy
+	redis   string
+	close   func()
 }
 
-func newService(ctx context.Context, getenv func(string) string, rep runner.Reporter, log logrus.FieldLogger) (*service, error) {
-	model, err := llm.FromEnv(getenv)
-	if err != nil {
-		return nil, err
+// newService wires a service from the environment. model, if nil, comes
+// from the LLM_* variables; newReporter builds the front end's reporter
+// once the store exists.
+func newService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
+	newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
+	if model == nil {
+		var err error
+		if model, err = llm.FromEnv(getenv); err != nil {
+			return nil, err
+		}
 	}
-	reg, _, err := newRegistry(getenv)
+	reg, policy, err := newRegistry(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +169,9 @@ func newService(ctx context.Context, getenv func(string) string, rep runner.Repo
 		return nil, err
 	}
 	store := redisstore.New(rdb, redisstore.Options{})
+	metrics := handlers.NewMetrics(store.WaitingTotal)
 	var svc *runner.Service
-	a, err := agent.New(model, reg, store, agent.Options{
+	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
 		Logger: log,
 		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
@@ -168,6 +179,26 @@ func newService(ctx context.Context, getenv func(string) string, rep runner.Repo
 		closeRedis()
 		return nil, err
 	}
-	svc = runner.New(a, store, rep, runner.Options{Logger: log})
-	return &service{runner: svc, store: store, rdb: rdb, model: model, redis: desc, close: closeRedis}, nil
+	svc = runner.New(a, store, newReporter(store), runner.Options{
+		Logger: log, Schedule: store, Auditor: store, Observer: metrics,
+	})
+	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, redis: desc, close: closeRedis}, nil
+}
+
+// routes adds what every server of the bot serves: the Slack endpoints
+// (timed, for the acknowledgement histogram), health, readiness and
+// metrics.
+func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
+	mux.Handle("/slack/", s.metrics.Instrument(slack.Handler()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.store.Ping(ctx); err != nil {
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", s.metrics.Handler())
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
 	slacksim "github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
@@ -37,10 +36,6 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	reg, policy, err := newRegistry(getenv)
-	if err != nil {
-		return err
-	}
 	addr := getenv("BOT_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:3000"
@@ -51,12 +46,6 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	}
 	defer ln.Close()
 	base := loopbackURL(ln.Addr())
-	rdb, redisDesc, closeRedis, err := connectRedis(ctx, getenv, log)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	store := redisstore.New(rdb, redisstore.Options{})
 
 	secret, token := randomHex(32), "xoxb-playground-"+randomHex(12)
 	hint := ""
@@ -81,39 +70,25 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 		return fmt.Errorf("slack auth.test against the simulator: %w", err)
 	}
 
-	rep := handlers.NewReporter(api, store, nil, log)
-	var svc *runner.Service
-	a, err := agent.New(model, reg, store, agent.Options{
-		Logger: log,
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
+		return handlers.NewReporter(api, store, nil, log)
 	})
 	if err != nil {
 		return err
 	}
-	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store})
-	srv := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
-
-	mux.Handle("/slack/", srv.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+	defer svc.close()
+	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	svc.routes(mux, srv)
 	mux.Handle("/", sim.PageHandler())
 
 	page := base + "/"
-	log.WithFields(logrus.Fields{"slack": "playground", "redis": redisDesc, "model": model.Name(), "addr": ln.Addr().String(), "url": page}).
-		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · open %s", redisDesc, model.Name(), page)
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · open %s", svc.redis, model.Name(), page)
 	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	go svc.RunSchedule(runCtx, 2*time.Second)
+	go svc.runner.RunSchedule(runCtx, 2*time.Second)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:

@@ -13,9 +13,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
@@ -49,33 +47,14 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return fmt.Errorf("slack auth.test: %w", err)
 	}
 
-	model, err := llm.FromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	reg, policy, err := newRegistry(getenv)
-	if err != nil {
-		return err
-	}
-	rdb, redisDesc, closeRedis, err := connectRedis(ctx, getenv, log)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	store := redisstore.New(rdb, redisstore.Options{})
-	metrics := handlers.NewMetrics(store.WaitingTotal)
-
-	rep := handlers.NewReporter(api, store, nil, log)
-	var svc *runner.Service
-	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
-		Logger: log,
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+	svc, err := newService(ctx, getenv, log, nil, func(store *redisstore.Store) runner.Reporter {
+		return handlers.NewReporter(api, store, nil, log)
 	})
 	if err != nil {
 		return err
 	}
-	svc = runner.New(a, store, rep, runner.Options{Logger: log, Schedule: store, Auditor: store, Observer: metrics})
-	srv := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	defer svc.close()
+	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 
 	mode := "HTTP"
 	if appToken != "" {
@@ -85,22 +64,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if addr == "" {
 		addr = "127.0.0.1:3000"
 	}
-	log.WithFields(logrus.Fields{"slack": mode, "redis": redisDesc, "model": model.Name(), "addr": addr, "bot_user": auth.UserID}).
-		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, redisDesc, model.Name())
+	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr, "bot_user": auth.UserID}).
+		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, svc.redis, svc.model.Name())
 
 	mux := http.NewServeMux()
-	mux.Handle("/slack/", metrics.Instrument(srv.Handler()))
-	mux.Handle("GET /metrics", metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+	svc.routes(mux, srv)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -111,7 +79,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	defer stopRun()
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(ln) }()
-	go svc.RunSchedule(runCtx, 2*time.Second)
+	go svc.runner.RunSchedule(runCtx, 2*time.Second)
 	if appToken != "" {
 		go func() { errc <- srv.RunSocketMode(runCtx, socketmode.New(api)) }()
 	}
