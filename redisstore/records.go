@@ -59,6 +59,15 @@ func (s *Store) Wake(ctx context.Context, thread string, at time.Time) error {
 	return nil
 }
 
+// WakeBy makes sure thread is looked at no later than at: it adds the
+// wake-up, or moves an existing one earlier (ZADD LT), never later.
+func (s *Store) WakeBy(ctx context.Context, thread string, at time.Time) error {
+	if err := s.rdb.ZAddLT(ctx, s.prefix+":wakeups", redis.Z{Score: float64(at.UnixMilli()), Member: thread}).Err(); err != nil {
+		return fmt.Errorf("schedule %s: %w", thread, err)
+	}
+	return nil
+}
+
 // Due returns up to n threads whose wake-up time is at or before now,
 // earliest first.
 func (s *Store) Due(ctx context.Context, now time.Time, n int) ([]string, error) {

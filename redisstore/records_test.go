@@ -70,6 +70,17 @@ func TestWakeUps(t *testing.T) {
 	if err != nil || !slices.Equal(due, []string{"early", "now"}) {
 		t.Errorf("Due(now) = %v, %v; want [early now]", due, err)
 	}
+	// WakeBy moves a wake-up earlier, never later, and adds a missing one.
+	_ = s.WakeBy(ctx, "late", now.Add(3*time.Hour))
+	_ = s.WakeBy(ctx, "new", now.Add(3*time.Hour))
+	if due, _ := s.Due(ctx, now.Add(61*time.Minute), 10); !slices.Equal(due, []string{"early", "now", "late"}) {
+		t.Errorf("Due(+61m) after WakeBy(later) = %v, want [early now late]", due)
+	}
+	_ = s.WakeBy(ctx, "late", now.Add(-2*time.Hour))
+	if due, _ := s.Due(ctx, now.Add(-90*time.Minute), 10); !slices.Equal(due, []string{"late"}) {
+		t.Errorf("Due(-90m) after WakeBy(earlier) = %v, want [late]", due)
+	}
+	_ = s.Wake(ctx, "late", now.Add(time.Hour))
 	// A later Wake moves the thread; Forget removes it.
 	_ = s.Wake(ctx, "early", now.Add(2*time.Hour))
 	_ = s.Forget(ctx, "now")

@@ -340,7 +340,7 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 			return err
 		}
 		if !held {
-			s.wake(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL))
+			s.wakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL))
 			return nil
 		}
 		stop := s.keepLease(ctx, thread)
@@ -452,17 +452,19 @@ func decisionFields(d interrupt.Decision) map[string]string {
 }
 
 // wakeForRecovery asks for the thread to be looked at after its lease
-// would have run out, in case this process dies while working on it.
+// would have run out, in case this process dies while working on it —
+// or earlier, if an earlier wake-up (an expiry) is set already.
 func (s *Service) wakeForRecovery(ctx context.Context, thread string) {
-	s.wake(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL))
+	s.wakeBy(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL))
 }
 
-// wake sets the thread's next wake-up, if the service keeps a schedule.
-func (s *Service) wake(ctx context.Context, thread string, at time.Time) {
+// wakeBy makes sure the thread is looked at no later than at, if the
+// service keeps a schedule.
+func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
 	if s.opts.Schedule == nil {
 		return
 	}
-	if err := s.opts.Schedule.Wake(ctx, thread, at); err != nil {
+	if err := s.opts.Schedule.WakeBy(ctx, thread, at); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
 	}
 }

@@ -20,6 +20,9 @@ import (
 type Schedule interface {
 	// Wake sets when thread is to be looked at.
 	Wake(ctx context.Context, thread string, at time.Time) error
+	// WakeBy makes sure thread is looked at no later than at: it moves
+	// an existing wake-up earlier, never later.
+	WakeBy(ctx context.Context, thread string, at time.Time) error
 	// Due returns up to n threads whose time has come.
 	Due(ctx context.Context, now time.Time, n int) ([]string, error)
 	// Forget removes thread from the schedule.
