@@ -95,13 +95,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	policy := "tools:\n  http_request:\n    approvers: [U0BOSS, S0ADMINS]\n    self_approval: false\n"
 	h := newHarness(t, policy)
 	h.slack.SetGroupMembers("S0ADMINS", "U0ADMIN")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 
 	// A value the server never handed out.
 	body := slacktest.BlockActions(slacktest.Click{User: "U0BOSS", Channel: card.Channel, MessageTS: card.TS, ThreadTS: card.ThreadTS, ActionID: "approve", Value: "forged0000000000"})

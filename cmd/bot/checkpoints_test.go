@@ -16,13 +16,8 @@ import (
 // the fork resumes from that step.
 func TestCheckpointsCommand(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	h.click(h.cards(root, 1)[0], "approve", approver)
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 

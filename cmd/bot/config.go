@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
@@ -183,6 +184,24 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		Logger: log, Schedule: store, Auditor: store, Observer: metrics,
 	})
 	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, redis: desc, close: closeRedis}, nil
+}
+
+// newSlackBot wires a service that reports to Slack through api, and the
+// handlers that answer Slack's requests signed with secret.
+func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
+	api *slack.Client, secret string) (*service, *handlers.Server, error) {
+	auth, err := api.AuthTestContext(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
+	}
+	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
+		return handlers.NewReporter(api, store, nil, log)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	return svc, srv, nil
 }
 
 // routes adds what every server of the bot serves: the Slack endpoints

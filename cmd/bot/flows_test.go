@@ -50,13 +50,7 @@ func TestApproveFlow(t *testing.T) {
 
 func TestEditFlow(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy v2", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 	h.click(card, "edit", approver)
 	views := h.slack.WaitFor(t, "views.open", 1, 10*time.Second)
 	view := decodeView(t, views[0])
@@ -90,13 +84,7 @@ func TestEditFlow(t *testing.T) {
 
 func TestRejectFlow(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Understood, I won't deploy."),
-	)
-	h.command("deploy v2", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Understood, I won't deploy.")
 	h.click(card, "reject", approver)
 	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
 	if view.CallbackID != "reject_call" {
@@ -123,13 +111,7 @@ func TestRejectFlow(t *testing.T) {
 
 func TestTenConcurrentApprovals(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Add(1)
@@ -197,13 +179,7 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 // After an approve flow, /metrics shows it.
 func TestMetricsMoveAfterAFlow(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 	if got := scrape(t, h, "countersign_pending_approvals"); got != "1" {
 		t.Errorf("pending approvals while the card waits = %s, want 1", got)
 	}

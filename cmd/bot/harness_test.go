@@ -218,6 +218,20 @@ func (h *harness) event(eventID string, ev map[string]any) *http.Response {
 	return h.send("/slack/events", "application/json", slacktest.EventCallback(eventID, ev), nil)
 }
 
+// deployFlow scripts the model to ask for one call, POST /deploy, and to
+// answer with answer once it has the result; it sends "/agent deploy"
+// and returns the root message and the call's approval card.
+func (h *harness) deployFlow(answer string) (root, card slacktest.Call) {
+	h.t.Helper()
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply(answer),
+	)
+	h.command("deploy", nil, nil)
+	root = h.root(1)
+	return root, h.cards(root, 1)[0]
+}
+
 // root waits for the n-th root message ("<@U…> asked: …") and returns it.
 func (h *harness) root(n int) slacktest.Call {
 	h.t.Helper()

@@ -13,11 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/handlers"
 	slacksim "github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
-	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/runner"
 )
 
 // playground serves the bot with a simulated Slack: a web page on
@@ -65,19 +62,11 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	go func() { errc <- httpSrv.Serve(ln) }()
 	defer httpSrv.Close()
 	api := slack.New(token, slack.OptionAPIURL(base+"/api/"))
-	auth, err := api.AuthTestContext(ctx)
+	svc, srv, err := newSlackBot(ctx, getenv, log, model, api, secret)
 	if err != nil {
-		return fmt.Errorf("slack auth.test against the simulator: %w", err)
-	}
-
-	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
-		return handlers.NewReporter(api, store, nil, log)
-	})
-	if err != nil {
-		return err
+		return fmt.Errorf("playground: %w", err)
 	}
 	defer svc.close()
-	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 	svc.routes(mux, srv)
 	mux.Handle("/", sim.PageHandler())
 

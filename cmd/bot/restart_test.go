@@ -13,13 +13,7 @@ import (
 // click from what Redis holds, and the run finishes once.
 func TestClickAfterACrash(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 	h.kill()
 	h.start()
 	h.click(card, "approve", approver)
@@ -135,13 +129,7 @@ func TestThreadReplyContinuesTheConversation(t *testing.T) {
 // and the model is told the call timed out.
 func TestUndecidedCallExpires(t *testing.T) {
 	h := newHarness(t, "tools:\n  http_request:\n    expires_after: 1s\n")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Nobody approved; I did not deploy."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Nobody approved; I did not deploy.")
 	h.reply(root, "Nobody approved")
 	if got := h.card(card); !strings.Contains(got, "Expired") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after expiry = %s; want Expired, no buttons", got)

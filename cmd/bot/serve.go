@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,10 +11,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
-
-	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/runner"
 )
 
 // shutdownGrace bounds how long running steps get to finish and save on
@@ -42,19 +37,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		apiOpts = append(apiOpts, slack.OptionAppLevelToken(appToken))
 	}
 	api := slack.New(token, apiOpts...)
-	auth, err := api.AuthTestContext(ctx)
-	if err != nil {
-		return fmt.Errorf("slack auth.test: %w", err)
-	}
-
-	svc, err := newService(ctx, getenv, log, nil, func(store *redisstore.Store) runner.Reporter {
-		return handlers.NewReporter(api, store, nil, log)
-	})
+	svc, srv, err := newSlackBot(ctx, getenv, log, nil, api, secret)
 	if err != nil {
 		return err
 	}
 	defer svc.close()
-	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 
 	mode := "HTTP"
 	if appToken != "" {
@@ -64,7 +51,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if addr == "" {
 		addr = "127.0.0.1:3000"
 	}
-	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr, "bot_user": auth.UserID}).
+	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr}).
 		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, svc.redis, svc.model.Name())
 
 	mux := http.NewServeMux()

@@ -66,13 +66,7 @@ func TestSystemPrompt(t *testing.T) {
 // Slack answering 429 delays a message; it does not lose it.
 func TestRateLimitedPostsAreRetried(t *testing.T) {
 	h := newHarness(t, "")
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	root, card := h.deployFlow("Deployed.")
 	h.slack.RateLimitNext("chat.postMessage", 2, time.Second)
 	h.slack.RateLimitNext("chat.update", 1, time.Second)
 	h.click(card, "approve", approver)
