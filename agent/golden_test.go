@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // goldenFile is a paused thread as a store holds it: its latest checkpoint
 // and the whole journal.
 type goldenFile struct {
-	Checkpoint *graph.Checkpoint  `json:"checkpoint"`
+	Checkpoint *graph.Checkpoint `json:"checkpoint"`
 	Journal    []json.RawMessage `json:"journal"`
 }
 

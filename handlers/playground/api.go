@@ -3,12 +3,11 @@ package playground
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"maps"
-	"mime"
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/countersign/countersign/handlers/internal/webapi"
 )
 
 // maxAPIRequest is the largest Web API request body read.
@@ -44,7 +43,8 @@ func (s *Simulator) APIHandler() http.Handler {
 type params map[string]string
 
 func (s *Simulator) call(r *http.Request, method string) map[string]any {
-	p, token, code := parseParams(r)
+	raw, token, code := webapi.ParseRequest(r, maxAPIRequest)
+	p := params(raw)
 	switch {
 	case code != "":
 		return fail(code)
@@ -298,49 +298,4 @@ func (s *Simulator) newView(raw, user, id string) (*View, string) {
 	fields["state"] = map[string]any{"values": map[string]any{}}
 	v.View, _ = json.Marshal(fields)
 	return v, ""
-}
-
-// parseParams reads a call's arguments from the query and a form or JSON
-// body, and its token from the Authorization header or the form. code is
-// Slack's error for a malformed request.
-func parseParams(r *http.Request) (p params, token, code string) {
-	p = params{}
-	for k, v := range r.URL.Query() {
-		p[k] = v[0]
-	}
-	token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIRequest))
-	if err != nil {
-		return p, token, "request_body_unreadable"
-	}
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch {
-	case len(body) == 0:
-	case mediaType == "application/json":
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(body, &fields); err != nil {
-			return p, token, "invalid_json"
-		}
-		for k, raw := range fields {
-			var str string
-			if json.Unmarshal(raw, &str) == nil {
-				p[k] = str
-			} else {
-				p[k] = string(raw)
-			}
-		}
-	default:
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return p, token, "invalid_form_data"
-		}
-		for k, v := range form {
-			p[k] = v[0]
-		}
-	}
-	if t := p["token"]; t != "" && token == "" {
-		token = t
-	}
-	delete(p, "token")
-	return p, token, ""
 }

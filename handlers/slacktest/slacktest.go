@@ -25,19 +25,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
-	"mime"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/handlers/internal/webapi"
 )
 
 // The identities the fake answers auth.test with, and the defaults of the
@@ -278,8 +277,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // answer parses a request into call and decides the reply.
 func (s *Server) answer(r *http.Request, call *Call) reply {
-	params, token, code := parseParams(r)
-	call.Params, call.Token = params, token
+	params, token, code := webapi.ParseRequest(r, maxRequest)
+	call.Params, call.Token = params, token != ""
 	call.Text, call.Channel, call.ThreadTS, call.User = params["text"], params["channel"], params["thread_ts"], params["user"]
 	call.TS = params["ts"]
 	call.Blocks = blocksOf(call.Method, params)
@@ -302,7 +301,7 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 		f.n--
 		return errReply(f.code)
 	}
-	if !token {
+	if token == "" {
 		return errReply("not_authed")
 	}
 	switch call.Method {
@@ -420,53 +419,6 @@ func messageJSON(c Call) map[string]any {
 		m["blocks"] = c.Blocks
 	}
 	return m
-}
-
-// parseParams reads a request's parameters from its query and its form or
-// JSON body. token reports whether a token came with it; code is the
-// error to answer a malformed request with.
-func parseParams(r *http.Request) (params map[string]string, token bool, code string) {
-	params = map[string]string{}
-	for k, v := range r.URL.Query() {
-		params[k] = v[0]
-	}
-	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && bearer != "" {
-		token = true
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest))
-	if err != nil {
-		return params, token, "request_body_unreadable"
-	}
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch {
-	case len(body) == 0:
-	case mediaType == "application/json":
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(body, &fields); err != nil {
-			return params, token, "invalid_json"
-		}
-		for k, raw := range fields {
-			var s string
-			if json.Unmarshal(raw, &s) == nil {
-				params[k] = s
-			} else {
-				params[k] = compact(raw)
-			}
-		}
-	default:
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return params, token, "invalid_form_data"
-		}
-		for k, v := range form {
-			params[k] = v[0]
-		}
-	}
-	if params["token"] != "" {
-		token = true
-	}
-	delete(params, "token")
-	return params, token, ""
 }
 
 // blocksOf finds the blocks of a message or a view.
