@@ -149,7 +149,6 @@ type StartRequest struct {
 // finishes or pauses. It fails with graph.ErrThreadExists if the thread
 // has one already (a retried delivery).
 func (s *Service) Start(ctx context.Context, req StartRequest) error {
-	log := s.log.WithFields(logrus.Fields{"thread": req.Thread, "requester": req.Requester})
 	held, err := s.acquire(ctx, req.Thread)
 	if err != nil {
 		return err
@@ -159,15 +158,14 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	}
 	s.wakeForRecovery(ctx, req.Thread)
 	stop := s.keepLease(ctx, req.Thread)
-	log.Info("run started")
-	s.opts.Observer.RunStarted()
+	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
 	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
 	stop()
 	if errors.Is(err, graph.ErrThreadExists) {
 		s.release(req.Thread)
 		return fmt.Errorf("start %s: %w", req.Thread, err)
 	}
-	s.after(ctx, req.Thread, 1, res, err)
+	s.after(ctx, run, req.Thread, 1, res, err)
 	s.release(req.Thread)
 	// A decision made while the cards were being posted was left to us.
 	return s.Drive(ctx, req.Thread)
@@ -265,9 +263,9 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 			if before.Status() != graph.Done {
 				return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
 			}
-			s.opts.Observer.RunStarted()
+			run := s.begin(thread, "continue")
 			res, err := s.graph.Continue(ctx, thread, agent.UserTurn(text))
-			s.after(ctx, thread, len(before.State.Messages)+1, res, err)
+			s.after(ctx, run, thread, len(before.State.Messages)+1, res, err)
 			return nil
 		})
 	case graph.Failed:
@@ -287,9 +285,9 @@ func (s *Service) Retry(ctx context.Context, thread string) error {
 		if res.Status() != graph.Failed {
 			return fmt.Errorf("retry %s: %w (status %s)", thread, ErrNotFailed, res.Status())
 		}
-		s.opts.Observer.RunStarted()
+		run := s.begin(thread, "retry")
 		out, err := s.graph.Resume(ctx, thread, nil)
-		s.after(ctx, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, len(res.State.Messages), out, err)
 		return nil
 	})
 }
@@ -365,22 +363,23 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 	}
 	switch res.Status() {
 	case graph.Running:
-		s.log.WithField("thread", thread).Warn("recovering a run cut off by a crash")
-		s.opts.Observer.RunStarted()
+		run := s.begin(thread, "recover")
+		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
-		s.after(ctx, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, len(res.State.Messages), out, err)
 		return true, nil
 	case graph.Paused:
 		decisions, err := s.claimed(ctx, thread, &res.State)
 		if err != nil || len(decisions) == 0 {
 			return false, err
 		}
-		s.opts.Observer.RunStarted()
+		run := s.begin(thread, "resume")
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
 		if errors.Is(err, graph.ErrConflict) {
-			return true, nil // someone saved first; look again
+			run.Info("another process resumed the thread first")
+			return true, nil // look again
 		}
-		s.after(ctx, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, len(res.State.Messages), out, err)
 		return true, nil
 	default:
 		return false, nil
@@ -532,10 +531,21 @@ func (s *Service) keepLease(ctx context.Context, thread string) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
+// begin counts a run that starts or resumes and returns its logger,
+// with the thread and an ID of its own so that its lines can be told
+// from those of the thread's other runs.
+func (s *Service) begin(thread, how string) logrus.FieldLogger {
+	s.opts.Observer.RunStarted()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
+	log.WithField("how", how).Info("run started")
+	return log
+}
+
 // after reports what a run did: new answers from message index from on,
 // approval requests, or a failure.
-func (s *Service) after(ctx context.Context, thread string, from int, res *graph.Result[agent.State], err error) {
-	log := s.log.WithField("thread", thread)
+func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, from int, res *graph.Result[agent.State], err error) {
 	if res == nil {
 		log.WithError(err).Error("run could not be saved")
 		s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
@@ -564,12 +574,12 @@ func (s *Service) after(ctx context.Context, thread string, from int, res *graph
 				s.report(ctx, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
 			}
 		}
-		log.WithField("waiting", len(st.Waiting())).Info("run paused for approval")
+		log.WithFields(logrus.Fields{"waiting": len(st.Waiting()), "checkpoint": res.Checkpoint.ID}).Info("run paused for approval")
 	case graph.Failed:
-		log.WithError(err).Error("run failed")
+		log.WithError(err).WithField("checkpoint", res.Checkpoint.ID).Error("run failed")
 		s.report(ctx, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
 	case graph.Done:
-		log.Info("run finished")
+		log.WithField("checkpoint", res.Checkpoint.ID).Info("run finished")
 	}
 }
 

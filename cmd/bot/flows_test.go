@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -45,6 +46,42 @@ func TestApproveFlow(t *testing.T) {
 	}
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+	checkLogs(t, h.logs.String())
+}
+
+// checkLogs reads the bot's JSON log lines: runs and tool calls are
+// logged with their IDs as fields, and no token, key or secret appears.
+func checkLogs(t *testing.T, logs string) {
+	t.Helper()
+	for _, secret := range []string{botToken, signingSecret, "test-key"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs contain %q", secret)
+		}
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("log line is not JSON: %s", line)
+			continue
+		}
+		switch entry["msg"] {
+		case "run started", "run paused for approval", "run finished":
+			if entry["run"] == nil || entry["thread"] == nil {
+				t.Errorf("%q logged without run and thread fields: %s", entry["msg"], line)
+			}
+		case "tool call done":
+			if entry["call"] == nil || entry["tool"] == nil || entry["thread"] == nil {
+				t.Errorf("tool call logged without call, tool and thread fields: %s", line)
+			}
+		}
+		seen[fmt.Sprint(entry["msg"])] = true
+	}
+	for _, msg := range []string{"run started", "run paused for approval", "decision claimed", "tool call done", "run finished"} {
+		if !seen[msg] {
+			t.Errorf("no %q line in the logs", msg)
+		}
 	}
 }
 
