@@ -62,6 +62,50 @@ func child(mode string) int {
 			fmt.Println("ERROR", err)
 			return 1
 		}
+	case "card-then-die":
+		// Start the thread and die as the first card is about to be shown:
+		// the pause is saved, no card has been seen.
+		rep := runner.ReporterFunc(func(_ context.Context, e runner.Event) error {
+			if e.Kind == runner.ApprovalNeeded {
+				fmt.Println("CARD")
+				select {} // the parent kills us here
+			}
+			return nil
+		})
+		svc, _ := w.service(t, rep, 300*time.Millisecond)
+		if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+	case "show-cards":
+		// Drive the thread until the cards it owes have been shown.
+		var mu sync.Mutex
+		var cards []string
+		rep := runner.ReporterFunc(func(_ context.Context, e runner.Event) error {
+			if e.Kind == runner.ApprovalNeeded {
+				mu.Lock()
+				cards = append(cards, e.Call.Tool)
+				mu.Unlock()
+			}
+			return nil
+		})
+		svc, _ := w.service(t, rep, 300*time.Millisecond)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if err := svc.Drive(ctx, thread); err != nil {
+				fmt.Println("ERROR", err)
+				return 1
+			}
+			mu.Lock()
+			n := len(cards)
+			mu.Unlock()
+			if n >= 2 {
+				break
+			}
+		}
+		_ = svc.Drive(ctx, thread) // once more: nothing is shown twice
+		mu.Lock()
+		fmt.Println("CARDS", strings.Join(cards, ","))
+		mu.Unlock()
 	case "drive":
 		// Die (stop, and wait for SIGKILL) right after save number
 		// CHILD_KILL_AFTER, or finish the run and say how many saves
@@ -260,5 +304,25 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	}
 	if n := tg.count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1: a call cut off mid-way must not be re-run unasked", n)
+	}
+}
+
+// TestCardsSurviveACrash: the bot dies after saving a pause but before
+// showing its approval cards. The next process to drive the thread shows
+// them — a paused thread nobody can see would never be decided.
+func TestCardsSurviveACrash(t *testing.T) {
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	victim := startReplica(t, w, "card-then-die", "CHILD_THREAD=th")
+	if l := victim.line(t); l != "CARD" {
+		t.Fatalf("victim said %q, want CARD", l)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+	heir := startReplica(t, w, "show-cards", "CHILD_THREAD=th")
+	if l := heir.line(t); l != "CARDS deploy,delete" {
+		t.Errorf("heir said %q, want both cards shown, once each", l)
 	}
 }

@@ -165,7 +165,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 		s.release(req.Thread)
 		return fmt.Errorf("start %s: %w", req.Thread, err)
 	}
-	s.after(ctx, run, req.Thread, 1, res, err)
+	s.after(ctx, run, req.Thread, res, err)
 	s.release(req.Thread)
 	// A decision made while the cards were being posted was left to us.
 	return s.Drive(ctx, req.Thread)
@@ -222,7 +222,7 @@ func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.De
 	s.audit(ctx, thread, *c, decisionFields(d))
 	decided := *c
 	decided.Decision = &d
-	s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &decided})
+	_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &decided})
 	return nil
 }
 
@@ -251,7 +251,7 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 			s.audit(ctx, thread, c, decisionFields(d))
 			decided := c
 			decided.Decision = &d
-			s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
+			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
 		}
 		return s.Drive(ctx, thread)
 	case graph.Done:
@@ -265,7 +265,7 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 			}
 			run := s.begin(thread, "continue")
 			res, err := s.graph.Continue(ctx, thread, agent.UserTurn(text))
-			s.after(ctx, run, thread, len(before.State.Messages)+1, res, err)
+			s.after(ctx, run, thread, res, err)
 			return nil
 		})
 	case graph.Failed:
@@ -287,7 +287,7 @@ func (s *Service) Retry(ctx context.Context, thread string) error {
 		}
 		run := s.begin(thread, "retry")
 		out, err := s.graph.Resume(ctx, thread, nil)
-		s.after(ctx, run, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, out, err)
 		return nil
 	})
 }
@@ -317,7 +317,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		s.audit(ctx, thread, c, decisionFields(d))
 		expired := c
 		expired.Decision = &d
-		s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &expired})
+		_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &expired})
 		n++
 	}
 	if n == 0 {
@@ -366,12 +366,16 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		run := s.begin(thread, "recover")
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
-		s.after(ctx, run, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, out, err)
 		return true, nil
 	case graph.Paused:
 		decisions, err := s.claimed(ctx, thread, &res.State)
-		if err != nil || len(decisions) == 0 {
+		if err != nil {
 			return false, err
+		}
+		if len(decisions) == 0 {
+			s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
+			return false, nil
 		}
 		run := s.begin(thread, "resume")
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
@@ -379,9 +383,12 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 			run.Info("another process resumed the thread first")
 			return true, nil // look again
 		}
-		s.after(ctx, run, thread, len(res.State.Messages), out, err)
+		s.after(ctx, run, thread, out, err)
 		return true, nil
 	default:
+		// Nothing to run: make sure people have seen what the thread
+		// holds (a process may have died before showing it).
+		s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
 		return false, nil
 	}
 }
@@ -543,50 +550,90 @@ func (s *Service) begin(thread, how string) logrus.FieldLogger {
 	return log
 }
 
-// after reports what a run did: new answers from message index from on,
-// approval requests, or a failure.
-func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, from int, res *graph.Result[agent.State], err error) {
+// after logs where a run stopped, shows people what it produced, and
+// sets the thread's next wake-up.
+func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State], err error) {
 	if res == nil {
 		log.WithError(err).Error("run could not be saved")
-		s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
+		_ = s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
 		return
 	}
-	s.scheduleNext(ctx, thread, res)
 	s.opts.Observer.RunStopped(res.Status())
+	log = log.WithField("checkpoint", res.Checkpoint.ID)
+	switch res.Status() {
+	case graph.Paused:
+		log.WithField("waiting", len(res.State.Waiting())).Info("run paused for approval")
+	case graph.Failed:
+		log.WithError(err).Error("run failed")
+	case graph.Done:
+		log.Info("run finished")
+	}
+	delivered := s.deliver(ctx, log, thread, res)
+	s.scheduleNext(ctx, thread, res)
+	if !delivered {
+		// Slack (or whatever shows events) failed; try again shortly.
+		s.wakeBy(ctx, thread, s.opts.Now().Add(redeliverAfter))
+	}
+}
+
+// redeliverAfter is how soon undelivered answers and cards are tried
+// again.
+const redeliverAfter = 30 * time.Second
+
+// deliver shows people what the thread holds and they have not seen: the
+// agent's answers, a card for each call that waits, the error of a failed
+// run. Each is shown first and recorded (a set-once claim) after, so a
+// crash in between shows it twice rather than never; any later drive of
+// the thread — the schedule's recovery wake-up included — delivers what
+// is missing. It reports whether everything was delivered. The caller
+// holds the thread's lease.
+func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State]) bool {
+	seen, err := s.store.Claims(ctx, thread)
+	if err != nil {
+		log.WithError(err).Warn("reading what was delivered")
+		return false
+	}
+	ok := true
+	show := func(key string, e Event) {
+		if _, done := seen[key]; done {
+			return
+		}
+		if err := s.report(ctx, e); err != nil {
+			ok = false
+			return
+		}
+		if _, _, err := s.store.Claim(ctx, thread, key, []byte("1")); err != nil {
+			log.WithError(err).Warn("recording a delivery")
+			ok = false
+		}
+	}
 	st := &res.State
-	for i := max(from, 0); i < len(st.Messages); i++ {
-		m := st.Messages[i]
+	for i, m := range st.Messages {
 		if m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
-			s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: m.Content})
+			show(fmt.Sprintf("answered:%d", i), Event{Kind: Answer, Thread: thread, State: st, Text: m.Content})
 		}
 	}
 	switch res.Status() {
 	case graph.Paused:
+		// A pause can be reached again (one of several calls decided):
+		// each call's card is shown once per decision round.
 		for _, c := range st.Waiting() {
-			// A pause can be reached again (one of several calls decided):
-			// announce each call once.
-			_, first, err := s.store.Claim(ctx, thread, "announced:"+claimKey(c), []byte("1"))
-			if err != nil {
-				log.WithError(err).Warn("recording an announcement")
-			}
-			if first || err != nil {
-				c := c
-				s.report(ctx, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
-			}
+			c := c
+			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
 		}
-		log.WithFields(logrus.Fields{"waiting": len(st.Waiting()), "checkpoint": res.Checkpoint.ID}).Info("run paused for approval")
 	case graph.Failed:
-		log.WithError(err).WithField("checkpoint", res.Checkpoint.ID).Error("run failed")
-		s.report(ctx, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
-	case graph.Done:
-		log.WithField("checkpoint", res.Checkpoint.ID).Info("run finished")
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
 	}
+	return ok
 }
 
-func (s *Service) report(ctx context.Context, e Event) {
-	if err := s.rep.Report(ctx, e); err != nil {
+// report shows e; a failure is logged and returned.
+func (s *Service) report(ctx context.Context, e Event) error {
+	err := s.rep.Report(ctx, e)
+	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": e.Thread, "event": e.Kind.String()}).WithError(err).Warn("reporting")
 	}
+	return err
 }
 
 // OnCall is the agent's hook for call progress: pass it as
@@ -598,7 +645,7 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	} else {
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 	}
-	s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
+	_ = s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
 }
 
 type noObserver struct{}

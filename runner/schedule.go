@@ -50,9 +50,10 @@ type Auditor interface {
 	Audit(ctx context.Context, fields map[string]string) error
 }
 
-// Tick looks at one due thread: it recovers a run cut off by a crash,
-// applies decisions a dead process claimed but did not apply, expires
-// calls whose time is up, and sets the thread's next wake-up.
+// Tick looks at one due thread: it expires calls whose time is up,
+// recovers a run cut off by a crash, applies decisions and shows answers
+// and cards that a dead process left behind, and sets the thread's next
+// wake-up.
 func (s *Service) Tick(ctx context.Context, thread string) error {
 	if s.opts.Schedule == nil {
 		return nil
@@ -64,20 +65,16 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 	if err != nil {
 		return err
 	}
-	switch res.Status() {
-	case graph.Running:
-		if err := s.Drive(ctx, thread); err != nil {
-			return err
-		}
-	case graph.Paused:
+	if res.Status() == graph.Paused {
 		if _, err := s.ExpireDue(ctx, thread); err != nil {
 			return err
 		}
-		// Decisions claimed by a process that died before applying them
-		// wait here; Drive applies them.
-		if err := s.Drive(ctx, thread); err != nil {
-			return err
-		}
+	}
+	// Drive recovers a run cut off by a crash, applies decisions that a
+	// process claimed but died before applying, and shows people what a
+	// process died before showing.
+	if err := s.Drive(ctx, thread); err != nil {
+		return err
 	}
 	// Drive and ExpireDue have set the next wake-up if the thread still
 	// needs one; make sure a thread whose run is still working (in
