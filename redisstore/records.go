@@ -10,13 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The records below are not a thread's: each is a key of its own.
-//
-//	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
-//	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
-//	cs:wakeups      zset    thread → when to look at it again (unix ms)
-//	cs:waiting      hash    thread → how many of its calls wait for a person
-//	cs:audit        stream  one entry per decision or refused click, capped
+// The records below are not a thread's: each is a key of its own (see
+// the package doc for the layout).
 
 // auditCap bounds the audit stream (approximately, as XADD MAXLEN ~ does).
 const auditCap = 100_000

@@ -1,8 +1,10 @@
 // Package redisstore keeps Countersign's durable state in Redis: checkpoints
-// and their history (it implements graph.Store), decision claims and run
-// leases. It works with a single Redis server and with Redis Cluster, and
-// needs Redis 7 or later (or miniredis, the embedded in-process Redis).
-// It does not decide what to store or when; graph and runner do.
+// and their history (it implements graph.Store), decision claims, run
+// leases, the wake-up schedule, delivery dedup keys, card references and
+// the audit stream. It works with a single Redis server and with Redis
+// Cluster, and needs Redis 7 or later (or miniredis, the embedded
+// in-process Redis). It does not decide what to store or when; graph and
+// runner do.
 //
 // # Key layout
 //
@@ -19,6 +21,14 @@
 //
 // The head holds only what the compare-and-set checks, so a save neither
 // decodes nor stores the latest checkpoint twice.
+//
+// Beside the threads, a few records are keys of their own (records.go):
+//
+//	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
+//	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
+//	cs:wakeups      zset    thread → when to look at it again (unix ms)
+//	cs:waiting      hash    thread → how many of its calls wait for a person
+//	cs:audit        stream  one entry per decision or refused click, capped
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
 // are written as "%25", "%7B" and "%7D", so the hash tag is always exactly
