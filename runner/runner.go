@@ -23,6 +23,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +88,9 @@ type Options struct {
 	// it is renewed every third of that): a crashed process's threads are
 	// picked up by another soon after it lapses.
 	LeaseTTL time.Duration
+	// BusyWait is how long a reply or a retry waits for another run of
+	// the thread to let go before it is refused with ErrBusy (default 5s).
+	BusyWait time.Duration
 	// Owner names this process in leases (default random).
 	Owner string
 	// Now is the clock (default time.Now).
@@ -115,6 +120,9 @@ type Service struct {
 func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 10 * time.Second
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = 5 * time.Second
 	}
 	if opts.Owner == "" {
 		var b [6]byte
@@ -194,8 +202,10 @@ func (s *Service) Call(ctx context.Context, thread, key string) (*agent.State, *
 }
 
 // Decide records d as the decision on the call with key. It returns
-// quickly: the decision is claimed, the front end is told, and Drive (to
-// be called next, typically in the background) applies it and runs on.
+// quickly — one load and one claim, nothing shown to anyone — so a front
+// end can call it before acknowledging a click; Drive (to be called next,
+// typically in the background) reports the decision, applies it and runs
+// on.
 // A call that someone else decided first gives an *AlreadyDecidedError
 // (whether or not it has run since); an unknown call agent.ErrUnknownCall,
 // a call that needed no decision an *agent.DecidedError. Nothing changes.
@@ -220,9 +230,6 @@ func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.De
 		return err
 	}
 	s.audit(ctx, thread, *c, decisionFields(d))
-	decided := *c
-	decided.Decision = &d
-	_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &decided})
 	return nil
 }
 
@@ -249,9 +256,6 @@ func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
 				return err
 			}
 			s.audit(ctx, thread, c, decisionFields(d))
-			decided := c
-			decided.Decision = &d
-			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
 		}
 		return s.Drive(ctx, thread)
 	case graph.Done:
@@ -315,9 +319,6 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 			return n, err
 		}
 		s.audit(ctx, thread, c, decisionFields(d))
-		expired := c
-		expired.Decision = &d
-		_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &expired})
 		n++
 	}
 	if n == 0 {
@@ -376,6 +377,14 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		if len(decisions) == 0 {
 			s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
 			return false, nil
+		}
+		// People see each decision as it is applied: here, in the work
+		// after the click, not in the click's acknowledgement.
+		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+			c, _ := res.State.Call(key)
+			decided, d := *c, decisions[key]
+			decided.Decision = &d
+			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
 		}
 		run := s.begin(thread, "resume")
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
@@ -480,7 +489,17 @@ func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key,
 // withLease runs fn holding the thread's lease, then drives the thread in
 // case decisions arrived meanwhile. ErrBusy if another process holds it.
 func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context) error) error {
+	// The lease is often held for a moment only — the run that just
+	// answered is letting go — so wait a little before calling it busy.
 	held, err := s.acquire(ctx, thread)
+	for deadline := s.opts.Now().Add(s.opts.BusyWait); err == nil && !held && s.opts.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+		held, err = s.acquire(ctx, thread)
+	}
 	if err != nil {
 		return err
 	}

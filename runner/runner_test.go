@@ -231,3 +231,63 @@ func TestDecisionDuringStartIsNotStranded(t *testing.T) {
 		t.Errorf("deploy ran %d times by the time Start returned, want 1", n)
 	}
 }
+
+// Decide is what a front end calls before acknowledging a click: it must
+// not wait on the front end. Drive then reports the decision, once,
+// before the call runs.
+func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	var key string
+	for _, c := range res.State.Waiting() {
+		if c.Tool == "deploy" {
+			key = c.Key
+		}
+	}
+	before := len(rep.kinds())
+	if err := svc.Decide(ctx, "th", key, interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.kinds()[before:]; len(got) != 0 {
+		t.Errorf("Decide reported %v; it must leave showing to Drive", got)
+	}
+	if err := svc.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"call_decided deploy", "call_started deploy", "call_finished deploy"}
+	if got := rep.kinds()[before:]; !slices.Equal(got, want) {
+		t.Errorf("Drive reported %v, want %v", got, want)
+	}
+}
+
+// A reply that arrives while the run that just answered still holds the
+// thread waits for it instead of being refused.
+func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	svc, store := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another process holds the thread for a moment.
+	if ok, err := store.AcquireLease(ctx, "th", "other-process", time.Minute); !ok || err != nil {
+		t.Fatalf("AcquireLease() = %v, %v", ok, err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = store.ReleaseLease(ctx, "th", "other-process")
+	}()
+	if err := svc.Reply(ctx, "th", "U_ALICE", "chat: still there?"); err != nil {
+		t.Fatalf("Reply() = %v, want it to wait for the thread", err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if res.State.Answer() != "You said: chat: still there?" {
+		t.Errorf("answer = %q", res.State.Answer())
+	}
+}
