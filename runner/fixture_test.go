@@ -276,3 +276,19 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// waitingCall returns the thread's call to tool that waits for a person.
+func waitingCall(t *testing.T, svc *runner.Service, thread, tool string) agent.Call {
+	t.Helper()
+	res, err := svc.State(context.Background(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.State.Waiting() {
+		if c.Tool == tool {
+			return c
+		}
+	}
+	t.Fatalf("no %s call waits in %s", tool, thread)
+	return agent.Call{}
+}

@@ -208,13 +208,7 @@ func TestTwoProcessesDecideOneCall(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := svc.State(ctx, "th")
-	var key string
-	for _, c := range res.State.Waiting() {
-		if c.Tool == "deploy" {
-			key = c.Key
-		}
-	}
+	key := waitingCall(t, svc, "th", "deploy").Key
 	at := strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10)
 	a := startReplica(t, w, "decide", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_A", "CHILD_START_AT="+at)
 	b := startReplica(t, w, "decide", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_B", "CHILD_START_AT="+at)

@@ -71,13 +71,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := svc.State(ctx, "th")
-	var deploy agent.Call
-	for _, c := range res.State.Waiting() {
-		if c.Tool == "deploy" {
-			deploy = c
-		}
-	}
+	deploy := waitingCall(t, svc, "th", "deploy")
 
 	// Ten replicas, each a service of its own, click Approve at once.
 	const n = 10
@@ -121,7 +115,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 	if won != 1 || tg.count("POST /deploy") != 1 {
 		t.Errorf("%d decisions won and deploy ran %d times, want 1 and 1", won, tg.count("POST /deploy"))
 	}
-	res, _ = svc.State(ctx, "th")
+	res, _ := svc.State(ctx, "th")
 	if w := res.State.Waiting(); res.Status() != graph.Paused || len(w) != 1 || w[0].Tool != "delete" {
 		t.Errorf("after the race: %s, waiting %v; want paused on delete only", res.Status(), w)
 	}
@@ -243,13 +237,7 @@ func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := svc.State(ctx, "th")
-	var key string
-	for _, c := range res.State.Waiting() {
-		if c.Tool == "deploy" {
-			key = c.Key
-		}
-	}
+	key := waitingCall(t, svc, "th", "deploy").Key
 	before := len(rep.kinds())
 	if err := svc.Decide(ctx, "th", key, interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); err != nil {
 		t.Fatal(err)
