@@ -298,15 +298,9 @@ const troubleConnecting = "We had some trouble connecting. Try again?"
 // block ID and action ID. The bot's answer decides what happens to the
 // modal (see the package doc).
 func (s *Simulator) Submit(ctx context.Context, userID, viewID string, values map[string]map[string]string) error {
-	u, ok := s.user(userID)
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownUser, userID)
-	}
-	s.mu.Lock()
-	i := s.viewIndex(u.ID, viewID)
-	if i < 0 {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: view %s", ErrNotFound, viewID)
+	u, i, err := s.lockView(userID, viewID)
+	if err != nil {
+		return err
 	}
 	body := s.viewPayload("view_submission", u, *s.views[u.ID][i], values, s.newTrigger(u.ID))
 	s.mu.Unlock()
@@ -371,15 +365,9 @@ func (s *Simulator) Submit(ctx context.Context, userID, viewID string, values ma
 // CloseView is a person closing the modal viewID without submitting it.
 // The bot hears of it only if the view asked (notify_on_close).
 func (s *Simulator) CloseView(ctx context.Context, userID, viewID string) error {
-	u, ok := s.user(userID)
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownUser, userID)
-	}
-	s.mu.Lock()
-	i := s.viewIndex(u.ID, viewID)
-	if i < 0 {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: view %s", ErrNotFound, viewID)
+	u, i, err := s.lockView(userID, viewID)
+	if err != nil {
+		return err
 	}
 	v := *s.views[u.ID][i]
 	if v.fields.ClearOnClose {
@@ -408,6 +396,22 @@ func (s *Simulator) CloseView(ctx context.Context, userID, viewID string) error 
 }
 
 // viewIndex finds a view in user's stack; s.mu is held.
+// lockView finds the user's open view id and returns the user and the
+// view's index with s.mu held; on an error s.mu is not held.
+func (s *Simulator) lockView(userID, viewID string) (User, int, error) {
+	u, ok := s.user(userID)
+	if !ok {
+		return User{}, 0, fmt.Errorf("%w: %q", ErrUnknownUser, userID)
+	}
+	s.mu.Lock()
+	i := s.viewIndex(u.ID, viewID)
+	if i < 0 {
+		s.mu.Unlock()
+		return User{}, 0, fmt.Errorf("%w: view %s", ErrNotFound, viewID)
+	}
+	return u, i, nil
+}
+
 func (s *Simulator) viewIndex(user, id string) int {
 	for i, v := range s.views[user] {
 		if v.ID == id {
