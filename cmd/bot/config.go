@@ -154,7 +154,7 @@ type service struct {
 // from the LLM_* variables; newReporter builds the front end's reporter
 // once the store exists.
 func newService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
+	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
 	if model == nil {
 		var err error
 		if model, err = llm.FromEnv(getenv); err != nil {
@@ -181,7 +181,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	svc = runner.New(a, store, newReporter(store), runner.Options{
-		Logger: log, Schedule: store, Auditor: store, Observer: metrics,
+		Logger: log, Schedule: store, Auditor: store, Observer: metrics, Groups: groups,
 	})
 	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, redis: desc, close: closeRedis}, nil
 }
@@ -194,13 +194,13 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	if err != nil {
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
-	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
+	svc, err := newService(ctx, getenv, log, model, handlers.NewGroups(api, 0, nil), func(store *redisstore.Store) runner.Reporter {
 		return handlers.NewReporter(api, store, nil, log)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 	return svc, srv, nil
 }
 
