@@ -13,7 +13,9 @@
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the
 // Reporter finds where to post from it. Cards carry an opaque reference
 // in their buttons' values, which the server looks up; a reference grants
-// nothing by itself — every click is checked against the policy.
+// nothing by itself — every click goes to runner.Decide, which checks it
+// against the policy, the card's channel and the arguments' hash. The
+// handlers make no decision of their own.
 //
 // The package does not run agents or keep state of its own: the runner
 // does the first, the store the second.

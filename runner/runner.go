@@ -4,6 +4,14 @@
 // Slack handlers, the terminal chat, the playground) implements Reporter
 // to show what happens, and calls the Service when people act.
 //
+// Decide is the one door for people's decisions, whatever the front end:
+// it owns every rule about them (see Decide), so front ends only show the
+// typed errors it returns. An approval is bound to the hash of the exact
+// arguments the person was shown, and the agent runs a call only if what
+// it is about to run has that hash. A thread reply is feedback from
+// someone allowed to decide (it rejects the calls they may decide), or a
+// note for the model from anyone else.
+//
 // Decisions are claimed before they are applied. A claim is a set-once
 // record in the store, so when two people (or two replicas, or a click
 // and an expiry) decide one call at once, exactly one wins and the other

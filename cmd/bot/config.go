@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -143,7 +144,7 @@ func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, er
 type service struct {
 	runner  *runner.Service
 	store   *redisstore.Store
-	metrics *handlers.Metrics
+	metrics *metrics.Metrics
 	model   llm.Model
 	policy  *tools.Policy
 	redis   string
@@ -170,9 +171,9 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	store := redisstore.New(rdb, redisstore.Options{})
-	metrics := handlers.NewMetrics(store.WaitingTotal)
+	obs := metrics.New(store.WaitingTotal)
 	var svc *runner.Service
-	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
+	a, err := agent.New(model, reg, obs.InstrumentStore(store), agent.Options{
 		Logger: log,
 		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
@@ -181,9 +182,9 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	svc = runner.New(a, store, newReporter(store), runner.Options{
-		Logger: log, Schedule: store, Auditor: store, Observer: metrics, Groups: groups,
+		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
 	})
-	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, redis: desc, close: closeRedis}, nil
+	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, redis: desc, close: closeRedis}, nil
 }
 
 // newSlackBot wires a service that reports to Slack through api, and the
