@@ -43,6 +43,19 @@ type Store interface {
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
+
+	// Accept records a request under id before it is acknowledged, and
+	// schedules it to be driven again at due; false if id was recorded
+	// already (a repeated delivery). One round trip.
+	Accept(ctx context.Context, id string, record []byte, due time.Time, ttl time.Duration) (bool, error)
+	// UpdateIntake replaces an accepted request's record.
+	UpdateIntake(ctx context.Context, id string, record []byte) error
+	// Started says the request no longer needs driving.
+	Started(ctx context.Context, id string) error
+	// DueIntake takes up to n accepted requests whose time has come,
+	// putting each off until "until"; several processes may call it at
+	// once and each request goes to one of them.
+	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
 }
 
 // ErrBadThread: a thread key is not "<team>:<channel>:<ts>".

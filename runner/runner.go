@@ -361,6 +361,14 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	if err != nil {
 		return err
 	}
+	// The thread is woken before the claim is written: should this
+	// process die before applying the decision, another applies it
+	// within a lease, whatever the thread's next wake-up was.
+	if s.opts.Schedule != nil {
+		if err := s.opts.Schedule.WakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL)); err != nil {
+			return fmt.Errorf("claim decision on %s: %w", key, err)
+		}
+	}
 	winner, won, err := s.store.Claim(ctx, thread, claimKey(c), raw)
 	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
