@@ -189,10 +189,16 @@ func decodeLoad(res []any) (*graph.Checkpoint, error) {
 	return cp, nil
 }
 
+// ErrFenced: a save carried a fence (graph.WithFence) that the thread's
+// lease no longer holds — the process lost its lease. Nothing was
+// written. It matches graph.ErrConflict too.
+var ErrFenced = fmt.Errorf("%w: the thread's lease is no longer this process's", graph.ErrConflict)
+
 // Save makes cp the thread's latest checkpoint, appends its journal entries
 // and adds it to the history, in one round trip. It returns
 // graph.ErrConflict, having written nothing, unless the stored head has
-// Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries.
+// Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries; and
+// ErrFenced if ctx carries a fence that the thread's lease does not hold.
 func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if err := checkSave(cp); err != nil {
 		return err
@@ -206,16 +212,19 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
 	}
 	ttl := s.expiry(cp.KeepUntil)
-	args := make([]any, 0, 7+len(cp.Journal))
+	args := make([]any, 0, 8+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds())
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx))
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
-	saved, err := s.saveScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}, args...).Int()
+	saved, err := s.saveScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims, k.lease}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
+	}
+	if saved < 0 {
+		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, ErrFenced)
 	}
 	if saved == 0 {
 		return fmt.Errorf("save checkpoint %s seq %d with journal from %d: %w", cp.Thread, cp.Seq, cp.JournalFrom, graph.ErrConflict)
