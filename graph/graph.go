@@ -139,6 +139,25 @@ type Options struct {
 	// Defaults: time.Now and random hex.
 	Now   func() time.Time
 	NewID func() string
+	// MergeSaves promises that every node calls its SaveFunc before each
+	// of its side effects (a model call counts). The engine then saves
+	// only where durability needs it: when a run starts, continues,
+	// pauses, fails or ends, and when a node asks — and a node's request
+	// writes nothing if the state is as last saved. The checkpoint that
+	// would follow a step is kept in memory and written with the next
+	// save, so consecutive saves with no side effect between them become
+	// one. A crash re-runs, from the last save, only steps that had no
+	// side effect. Off by default: then every step is saved.
+	MergeSaves bool
+	// CacheThreads is how many threads' decoded states the graph keeps in
+	// memory after it saved or loaded them (default 1024; below 0: none).
+	// A cached thread is loaded with only what this process has not
+	// seen — from a store that implements TailLoader — and Continue and
+	// ResumeAt start from the cache without loading at all: their first
+	// save is a compare-and-set on the cached checkpoint, so another
+	// process's write is never missed (the run then fails with
+	// ErrConflict, nothing written, and the cache entry is dropped).
+	CacheThreads int
 }
 
 // Compile checks the graph and returns it ready to run with store.
@@ -188,6 +207,8 @@ func (b *Builder[S]) Compile(store Store, opts Options) (*Graph[S], error) {
 		after:  opts.InterruptAfter,
 		now:    opts.Now,
 		newID:  opts.NewID,
+		merge:  opts.MergeSaves,
+		cache:  newStateCache[S](opts.CacheThreads),
 	}
 	if g.now == nil {
 		g.now = time.Now

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,6 +44,8 @@ type Graph[S any] struct {
 	after  []string
 	now    func() time.Time
 	newID  func() string
+	merge  bool
+	cache  *stateCache[S]
 }
 
 // Result is where a run stopped: done, paused, or failed.
@@ -72,12 +75,9 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // Start begins a new thread with state init. It fails with ErrThreadExists
 // if the thread has a checkpoint already.
 func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConfig) (*Result[S], error) {
-	if _, err := g.store.Load(ctx, thread); err == nil {
-		return nil, fmt.Errorf("start %s: %w", thread, ErrThreadExists)
-	} else if !errors.Is(err, ErrNoCheckpoint) {
-		return nil, fmt.Errorf("start %s: %w", thread, err)
-	}
-	r := &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}}
+	// No load first: the first save is a compare-and-set on a thread
+	// without checkpoints, which refuses an existing thread.
+	r := &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, saved: &Checkpoint{Thread: thread}}
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", thread, err)
@@ -95,23 +95,50 @@ func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConf
 // done, after mod has changed its state (for a conversation: a new user
 // turn). It fails with ErrNotDone if the run has not finished.
 func (g *Graph[S]) Continue(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
-	r, err := g.load(ctx, thread, "")
+	r := g.fromCache(thread)
+	res, err := g.continueRun(ctx, r, thread, mod)
+	if r != nil && errors.Is(err, errStaleCache) {
+		// The cached state was not the latest: start again from the
+		// stored one. Nothing was written and no node ran.
+		res, err = g.continueRun(ctx, nil, thread, mod)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("continue %s: %w", thread, err)
 	}
+	return res, nil
+}
+
+// errStaleCache: a run started from the cache lost its first save's
+// compare-and-set before any node ran.
+var errStaleCache = fmt.Errorf("%w: the cached state was not the latest", ErrConflict)
+
+func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mod StateModifier[S]) (*Result[S], error) {
+	fromCache := r != nil
+	if r == nil {
+		var err error
+		if r, err = g.load(ctx, thread, ""); err != nil {
+			return nil, err
+		}
+	}
 	if r.cp.Status != Done {
-		return nil, fmt.Errorf("continue %s: %w (status %s)", thread, ErrNotDone, r.cp.Status)
+		if fromCache {
+			return nil, errStaleCache // a stale cache cannot say the run is not done
+		}
+		return nil, fmt.Errorf("%w (status %s)", ErrNotDone, r.cp.Status)
 	}
 	if err := mod(ctx, NodePath{Start}, &r.state); err != nil {
-		return nil, fmt.Errorf("continue %s: modify state: %w", thread, err)
+		return nil, fmt.Errorf("modify state: %w", err)
 	}
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
-		return nil, fmt.Errorf("continue %s: %w", thread, err)
+		return nil, err
 	}
 	err = r.save(ctx, Running, func(cp *Checkpoint) { cp.Step++; cp.Next = next })
+	if fromCache && errors.Is(err, ErrConflict) {
+		return nil, errStaleCache
+	}
 	if err != nil {
-		return nil, fmt.Errorf("continue %s: %w", thread, err)
+		return nil, err
 	}
 	return r.loop(ctx)
 }
@@ -128,9 +155,16 @@ func (g *Graph[S]) Resume(ctx context.Context, thread string, mod StateModifier[
 // be checkpointID, so an answer to an old pause cannot be applied to a
 // newer one; a stale checkpointID gives ErrConflict.
 func (g *Graph[S]) ResumeAt(ctx context.Context, thread, checkpointID string, mod StateModifier[S]) (*Result[S], error) {
-	r, err := g.load(ctx, thread, checkpointID)
-	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", thread, err)
+	// Asked to resume the very checkpoint that is cached, start from the
+	// cache: if another process has written since, the first save's
+	// compare-and-set fails before any side effect, which is the answer
+	// to a stale checkpointID anyway.
+	r := g.fromCache(thread)
+	if r == nil || checkpointID == "" || r.cp.ID != checkpointID {
+		var err error
+		if r, err = g.load(ctx, thread, checkpointID); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", thread, err)
+		}
 	}
 	if r.cp.Status != Paused && r.cp.Status != Failed {
 		return nil, fmt.Errorf("resume %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
@@ -153,8 +187,11 @@ func (g *Graph[S]) ResumeAt(ctx context.Context, thread, checkpointID string, mo
 			skip = append(skip, node)
 		}
 	}
-	err = r.save(ctx, Running, func(cp *Checkpoint) { cp.SkipBefore = skip })
+	// With merged saves, the modified state is written by the resumed
+	// node's save before its first side effect.
+	err := r.stage(ctx, Running, func(cp *Checkpoint) { cp.SkipBefore = skip })
 	if err != nil {
+		g.cache.drop(thread)
 		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
 	return r.loop(ctx)
@@ -225,19 +262,23 @@ func (g *Graph[S]) Fork(ctx context.Context, thread, checkpointID, newThread str
 // load reads the thread's head and decodes its state. A non-empty wantID
 // must match the head's ID.
 func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], error) {
-	cp, err := g.store.Load(ctx, thread)
+	r, ok, err := g.loadTail(ctx, thread)
+	if !ok {
+		var cp *Checkpoint
+		if cp, err = g.store.Load(ctx, thread); err == nil {
+			if err = upgrade(cp); err == nil {
+				r = &run[S]{g: g, thread: thread, cp: cp}
+				err = r.decode(cp)
+			}
+		}
+	}
 	if err != nil {
+		g.cache.drop(thread)
 		return nil, err
 	}
-	if err := upgrade(cp); err != nil {
-		return nil, err
-	}
-	if wantID != "" && cp.ID != wantID {
-		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, cp.ID)
-	}
-	r := &run[S]{g: g, thread: thread, cp: cp}
-	if err := r.decode(cp); err != nil {
-		return nil, err
+	g.cache.put(r.cp, &r.state)
+	if wantID != "" && r.cp.ID != wantID {
+		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}
 	return r, nil
 }
@@ -268,7 +309,13 @@ type run[S any] struct {
 	g      *Graph[S]
 	thread string
 	state  S
-	cp     *Checkpoint // the last checkpoint written or loaded
+	cp     *Checkpoint // the last checkpoint written or loaded, or staged
+	// staged: cp is not written yet (see Options.MergeSaves); it will
+	// be written with the next save, under cp's Seq.
+	staged bool
+	// saved is what the store holds: the last checkpoint written or
+	// loaded, with its state's JSON.
+	saved *Checkpoint
 }
 
 // loop runs steps until the run ends, pauses or fails.
@@ -280,7 +327,11 @@ func (r *run[S]) loop(ctx context.Context) (*Result[S], error) {
 			if len(next) == 0 {
 				status = Done
 			}
-			err := r.save(ctx, status, func(cp *Checkpoint) {
+			save := r.save
+			if status == Running {
+				save = r.stage // a step boundary: written with the next save
+			}
+			err := save(ctx, status, func(cp *Checkpoint) {
 				cp.Step++
 				cp.Next, cp.Queued, cp.SkipBefore = next, nil, nil
 			})
@@ -325,7 +376,7 @@ func (r *run[S]) runNode(ctx context.Context, node string) (err error) {
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	save := func(ctx context.Context) error { return r.save(ctx, Running, nil) }
+	save := func(ctx context.Context) error { return r.nodeSave(ctx) }
 	return r.g.nodes[node](ctx, &r.state, save)
 }
 
@@ -361,12 +412,16 @@ func (r *run[S]) fail(ctx context.Context, node string, cause error) (*Result[S]
 	if err != nil {
 		return nil, errors.Join(nodeErr, err)
 	}
-	if head.Seq != r.cp.Seq {
+	if head.Seq != r.saved.Seq {
+		r.g.cache.drop(r.thread)
 		return nil, errors.Join(nodeErr, fmt.Errorf("save failure: %w", ErrConflict))
 	}
 	if err := r.decode(head); err != nil {
 		return nil, errors.Join(nodeErr, err)
 	}
+	// With merged saves the failed node's input may be a step later than
+	// the head; the steps in between had no side effect, so resuming from
+	// the head re-runs them to the same point.
 	r.cp.Next, r.cp.Queued = head.Next, head.Queued
 	if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error = nodeErr.Error() }); err != nil {
 		return nil, errors.Join(nodeErr, err)
@@ -382,13 +437,66 @@ func (r *run[S]) result() *Result[S] {
 // not nil, adjusts the checkpoint before it is written. On success the
 // checkpoint becomes the run's current one.
 func (r *run[S]) save(ctx context.Context, status Status, edit func(*Checkpoint)) error {
+	cp := r.next(status, edit)
+	if err := r.encode(cp, r.saved.JournalLen); err != nil {
+		return err
+	}
+	if err := r.g.store.Save(ctx, cp); err != nil {
+		if errors.Is(err, ErrConflict) {
+			r.g.cache.drop(r.thread)
+		}
+		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
+	}
+	r.setSaved(cp)
+	r.g.cache.put(r.saved, &r.state)
+	return nil
+}
+
+// stage is save for a checkpoint that need not be written yet (see
+// Options.MergeSaves): it becomes the run's current one in memory and is
+// written with the next save. Without MergeSaves it saves.
+func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint)) error {
+	if !r.g.merge {
+		return r.save(ctx, status, edit)
+	}
+	r.cp = r.next(status, edit).Meta()
+	r.staged = true
+	return nil
+}
+
+// nodeSave is a node's SaveFunc. With merged saves it writes nothing when
+// the state is as last saved: what the run did since is routing, which a
+// resume from the saved checkpoint does again.
+func (r *run[S]) nodeSave(ctx context.Context) error {
+	if r.g.merge && r.saved.Seq > 0 {
+		state, err := json.Marshal(&r.state)
+		if err != nil {
+			return fmt.Errorf("encode state: %w", err)
+		}
+		n := 0
+		if j, ok := any(&r.state).(Journaled); ok {
+			n = j.JournalLen()
+		}
+		if n == r.saved.JournalLen && bytes.Equal(state, r.saved.State) {
+			return nil
+		}
+	}
+	return r.save(ctx, Running, nil)
+}
+
+// next returns the checkpoint that follows the run's current one.
+func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 	prev := r.cp
+	seq, parent := prev.Seq+1, prev.ID
+	if r.staged {
+		seq, parent = prev.Seq, prev.Parent
+	}
 	cp := &Checkpoint{
 		Version:    SchemaVersion,
 		Thread:     r.thread,
 		ID:         r.g.newID(),
-		Parent:     prev.ID,
-		Seq:        prev.Seq + 1,
+		Parent:     parent,
+		Seq:        seq,
 		Step:       prev.Step,
 		Status:     status,
 		Next:       slices.Clone(prev.Next),
@@ -396,19 +504,21 @@ func (r *run[S]) save(ctx context.Context, status Status, edit func(*Checkpoint)
 		Config:     prev.Config,
 		SkipBefore: slices.Clone(prev.SkipBefore),
 		Created:    r.g.now(),
-		JournalLen: prev.JournalLen,
+		JournalLen: r.saved.JournalLen,
 	}
 	if edit != nil {
 		edit(cp)
 	}
-	if err := r.encode(cp, prev.JournalLen); err != nil {
-		return err
-	}
-	if err := r.g.store.Save(ctx, cp); err != nil {
-		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
-	}
+	return cp
+}
+
+// setSaved records cp as what the store holds and the run's current
+// checkpoint.
+func (r *run[S]) setSaved(cp *Checkpoint) {
+	r.saved = cp.Meta()
 	r.cp = cp.Meta()
-	return nil
+	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
+	r.staged = false
 }
 
 // encode fills cp's State and the journal entries added since from.
@@ -448,7 +558,7 @@ func (r *run[S]) decode(cp *Checkpoint) error {
 		}
 	}
 	r.state = s
-	r.cp = cp.Meta()
+	r.setSaved(cp)
 	return nil
 }
 
