@@ -92,6 +92,10 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 		l.Out = discard{}
 		opts.Logger = l
 	}
+	// Every node saves before each of its side effects (the model node
+	// before the model call, the tools node before and after each call),
+	// so the engine may merge the saves between them.
+	opts.Graph.MergeSaves = true
 	a := &Agent{model: model, box: box, opts: opts, now: opts.Graph.Now, log: opts.Logger}
 	if a.now == nil {
 		a.now = time.Now
@@ -134,7 +138,7 @@ func afterModel(s *State) []string {
 
 // modelNode asks the model for the next turn and turns its tool calls into
 // Calls, each with the status policy gives it.
-func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error {
+func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) error {
 	if s.PassTurns >= a.opts.MaxTurns {
 		s.Messages = append(s.Messages, llm.Message{
 			Role:    llm.RoleAssistant,
@@ -149,6 +153,11 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	// What the model is asked is saved first (a no-op when it is as
+	// last saved), so a crash during the call loses no input.
+	if err := save(ctx); err != nil {
+		return err
+	}
 	reply, err := a.model.Generate(ctx, msgs, a.toolDefs())
 	if err != nil {
 		return fmt.Errorf("model %s: %w", a.model.Name(), err)
@@ -250,10 +259,19 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 			return err
 		}
 		a.execute(ctx, s, c)
+		ran := *c
+		if !runnable(s.Calls) && len(s.Waiting()) == 0 {
+			// The last call of the turn: hand the results to the model
+			// in the same save that records this one's outcome.
+			handOver(s)
+		}
 		if err := save(ctx); err != nil {
 			return err
 		}
-		a.notify(ctx, s, *c)
+		a.notify(ctx, s, ran)
+		if s.Calls == nil {
+			return nil
+		}
 	}
 	if waiting := s.Waiting(); len(waiting) > 0 {
 		payload, err := json.Marshal(waiting)
@@ -268,6 +286,23 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		}
 		return interrupt.New(interrupt.Info{Reason: ReasonApproval, Payload: payload, Deadline: deadline})
 	}
+	handOver(s)
+	return nil
+}
+
+// runnable reports whether a call is approved and not yet run.
+func runnable(calls []Call) bool {
+	for _, c := range calls {
+		if c.Status == Approved || c.Status == Edited {
+			return true
+		}
+	}
+	return false
+}
+
+// handOver adds the calls' results and the notes to the conversation, for
+// the model's next turn, and clears them.
+func handOver(s *State) {
 	for _, c := range s.Calls {
 		s.Messages = append(s.Messages, llm.Message{
 			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError,
@@ -280,7 +315,6 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		})
 	}
 	s.Calls, s.Notes = nil, nil
-	return nil
 }
 
 // execute runs one call and records its outcome in c.

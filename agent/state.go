@@ -218,3 +218,25 @@ func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
 	}
 	return nil
 }
+
+// ShareJournal makes s's messages from's, without copying them: messages
+// are never changed once added, and an append to s copies them first.
+// The graph engine uses it to keep a thread's decoded conversation
+// between runs.
+func (s *State) ShareJournal(from *State) {
+	s.Messages = from.Messages[:len(from.Messages):len(from.Messages)]
+}
+
+// AppendJournal decodes entries onto the end of the messages.
+func (s *State) AppendJournal(entries []json.RawMessage) error {
+	n := len(s.Messages)
+	msgs := make([]llm.Message, n+len(entries))
+	copy(msgs, s.Messages)
+	for i, e := range entries {
+		if err := json.Unmarshal(e, &msgs[n+i]); err != nil {
+			return fmt.Errorf("message %d: %w", n+i, err)
+		}
+	}
+	s.Messages = msgs
+	return nil
+}

@@ -12,7 +12,7 @@
 // hash tag, so all of them live in one slot and one Lua script can read and
 // write them together:
 //
-//	cs:{<thread>}:head     hash    seq, journal_len: the latest checkpoint's counters
+//	cs:{<thread>}:head     hash    seq, journal_len, id: the latest checkpoint's counters and ID
 //	cs:{<thread>}:journal  list    journal entries (JSON), append-only: entry i is item i
 //	cs:{<thread>}:history  list    checkpoint JSON without the journal, newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
@@ -124,6 +124,7 @@ type Store struct {
 	replicaWait  time.Duration
 
 	saveScript, loadScript, journalScript *redis.Script
+	loadTailScript                        *redis.Script
 	claimScript                           *redis.Script
 	acceptScript, dueIntakeScript         *redis.Script
 	renewScript, releaseScript            *redis.Script
@@ -154,6 +155,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
 		saveScript:      redis.NewScript(saveLua),
 		loadScript:      redis.NewScript(loadLua),
+		loadTailScript:  redis.NewScript(loadTailLua),
 		journalScript:   redis.NewScript(journalLua),
 		claimScript:     redis.NewScript(claimLua),
 		acceptScript:    redis.NewScript(acceptLua),
@@ -177,15 +179,16 @@ func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, err
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
-	cp, err := decodeLoad(res)
+	cp, err := decodeLoad(res, 0)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
 	return cp, nil
 }
 
-// decodeLoad reads the load script's reply: {checkpoint JSON, {entries}}.
-func decodeLoad(res []any) (*graph.Checkpoint, error) {
+// decodeLoad reads the load script's reply: {checkpoint JSON, {entries
+// from "from" on}}.
+func decodeLoad(res []any, from int) (*graph.Checkpoint, error) {
 	if len(res) != 2 {
 		return nil, fmt.Errorf("unexpected reply of %d items", len(res))
 	}
@@ -198,12 +201,42 @@ func decodeLoad(res []any) (*graph.Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(entries) != cp.JournalLen {
-		return nil, fmt.Errorf("journal has %d entries, checkpoint %s says %d", len(entries), cp.ID, cp.JournalLen)
+	if from+len(entries) != cp.JournalLen {
+		return nil, fmt.Errorf("journal has %d entries, checkpoint %s says %d", from+len(entries), cp.ID, cp.JournalLen)
 	}
+	cp.JournalFrom = from
 	cp.Journal, err = rawMessages(entries)
 	if err != nil {
 		return nil, err
+	}
+	return cp, nil
+}
+
+// LoadTail implements graph.TailLoader: it reads only what a reader that
+// saw checkpoint id (seq, a journal of from entries) has not seen, in one
+// round trip; nil and no error if that checkpoint is still the latest.
+func (s *Store) LoadTail(ctx context.Context, thread, id string, seq int64, from int) (*graph.Checkpoint, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	res, err := s.loadTailScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history}, id, seq, from).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	if len(res) != 3 {
+		return nil, fmt.Errorf("load checkpoint %s: unexpected reply of %d items", thread, len(res))
+	}
+	at, _ := res[2].(int64)
+	cp, err := decodeLoad(res[:2], int(at))
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
 	return cp, nil
 }
@@ -234,7 +267,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	args := make([]any, 0, 8+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx))
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
