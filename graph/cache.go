@@ -192,3 +192,16 @@ func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage
 	r.setSaved(cp)
 	return nil
 }
+
+// Cached returns the thread's latest state as this process last saved or
+// loaded it, without reading the store, and whether it has it. Another
+// process may have written since: use it only where something checks
+// that later (a save's compare-and-set, a claim that checks the head's
+// ID), or to guess what to read.
+func (g *Graph[S]) Cached(thread string) (*Result[S], bool) {
+	r := g.fromCache(thread)
+	if r == nil {
+		return nil, false
+	}
+	return r.result(), true
+}
