@@ -128,6 +128,8 @@ type Store struct {
 	claimScript                           *redis.Script
 	acceptScript, dueIntakeScript         *redis.Script
 	renewScript, releaseScript            *redis.Script
+	openScript, closeScript               *redis.Script
+	claimDecisionScript                   *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -162,6 +164,10 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		dueIntakeScript: redis.NewScript(dueIntakeLua),
 		renewScript:     redis.NewScript(renewLeaseLua),
 		releaseScript:   redis.NewScript(releaseLeaseLua),
+
+		openScript:          redis.NewScript(openLua),
+		closeScript:         redis.NewScript(closeLua),
+		claimDecisionScript: redis.NewScript(claimDecisionLua),
 	}
 }
 
