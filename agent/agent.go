@@ -1,7 +1,7 @@
 // Package agent is the ReAct graph that Countersign runs for a person: a
 // model node that asks the model for the next turn, and a tools node that
 // gives every tool call its own status, runs at once the calls that policy
-// lets through, and pauses (an interrupt with the pending calls as payload)
+// lets through, and pauses (an interrupt naming the pending calls)
 // until a person has decided every other call. Decisions come back as
 // state modifiers; approved calls run exactly once, each result saved
 // before the next call starts; rejected and expired calls are reported to
@@ -274,7 +274,13 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		}
 	}
 	if waiting := s.Waiting(); len(waiting) > 0 {
-		payload, err := json.Marshal(waiting)
+		// The payload names the waiting calls; their details are in
+		// the state, which the checkpoint stores beside it.
+		brief := make([]Call, len(waiting))
+		for i, c := range waiting {
+			brief[i] = Call{Key: c.Key, ID: c.ID, Tool: c.Tool, Status: c.Status, Expires: c.Expires}
+		}
+		payload, err := json.Marshal(brief)
 		if err != nil {
 			return err
 		}

@@ -105,6 +105,32 @@ type Call struct {
 	Attempts int `json:"attempts,omitempty"`
 }
 
+// MarshalJSON implements json.Marshaler: Hash is left out when it is the
+// hash of the tool and Args, which UnmarshalJSON computes again — a
+// paused thread then stores each hash once at most.
+func (c Call) MarshalJSON() ([]byte, error) {
+	type plain Call
+	p := plain(c)
+	if p.Hash != "" && len(p.Args) > 0 && p.Hash == tools.ArgsHash(p.Tool, p.Args) {
+		p.Hash = ""
+	}
+	return json.Marshal(p)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *Call) UnmarshalJSON(b []byte) error {
+	type plain Call
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.Hash == "" && len(p.Args) > 0 && p.NeedsApproval {
+		p.Hash = tools.ArgsHash(p.Tool, p.Args)
+	}
+	*c = Call(p)
+	return nil
+}
+
 // RunArgs are the arguments the call runs with: the edited ones if any.
 func (c *Call) RunArgs() json.RawMessage {
 	if len(c.EditedArgs) > 0 {

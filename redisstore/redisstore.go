@@ -14,7 +14,8 @@
 //
 //	cs:{<thread>}:head     hash    seq, journal_len, id: the latest checkpoint's counters and ID
 //	cs:{<thread>}:journal  list    journal entries (JSON), append-only: entry i is item i
-//	cs:{<thread>}:history  list    checkpoint JSON without the journal, newest first,
+//	cs:{<thread>}:history  list    checkpoint JSON without the journal (compressed, see
+//	                               compress.go), newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
 //	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions)
 //	cs:{<thread>}:lease    string  the owner of the thread's run lease
@@ -272,7 +273,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	ttl := s.expiry(cp.KeepUntil)
 	args := make([]any, 0, 8+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
-	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
+	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
 		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
@@ -421,9 +422,13 @@ func escape(name string) string {
 	return b.String()
 }
 
-func decodeCheckpoint(meta string) (*graph.Checkpoint, error) {
+func decodeCheckpoint(stored string) (*graph.Checkpoint, error) {
+	meta, err := expandMeta([]byte(stored))
+	if err != nil {
+		return nil, err
+	}
 	cp := new(graph.Checkpoint)
-	if err := json.Unmarshal([]byte(meta), cp); err != nil {
+	if err := json.Unmarshal(meta, cp); err != nil {
 		return nil, fmt.Errorf("decode checkpoint: %w", err)
 	}
 	return cp, nil
