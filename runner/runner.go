@@ -543,23 +543,31 @@ func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Co
 // process still holds the thread's lease, and fails with ErrLeaseLost if
 // not, so that the call is not sent.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
-	// A lease confirmed by a request sent less than a third of its
-	// duration ago cannot have lapsed: nobody else can hold it, so the
-	// round trip is spared. (Measured on this process's monotonic clock;
-	// Redis counts the lease from when it received the request, later.)
-	if ss := sessionOf(ctx, st.Thread); ss != nil && time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
-		return nil
+	// The run's session names the thread whose lease it holds (a forked
+	// thread's state still names the thread it was forked from).
+	thread := st.Thread
+	ss, _ := ctx.Value(sessionKey{}).(*session)
+	if ss != nil {
+		thread = ss.thread
+		// A lease confirmed by a request sent less than a third of its
+		// duration ago cannot have lapsed: nobody else can hold it, so
+		// the round trip is spared. (Measured on this process's
+		// monotonic clock; Redis counts the lease from when it received
+		// the request, later.)
+		if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
+			return nil
+		}
 	}
 	sent := time.Now()
-	ok, err := s.store.RenewLease(ctx, st.Thread, s.opts.Owner, s.opts.LeaseTTL)
+	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
 	}
 	if !ok {
-		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
 		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
 	}
-	if ss := sessionOf(ctx, st.Thread); ss != nil {
+	if ss != nil {
 		ss.confirm(sent)
 	}
 	return nil

@@ -121,15 +121,6 @@ func (ss *session) lastConfirmed() time.Time {
 
 type sessionKey struct{}
 
-// sessionOf returns the session a run's context belongs to, or nil.
-func sessionOf(ctx context.Context, thread string) *session {
-	ss, _ := ctx.Value(sessionKey{}).(*session)
-	if ss == nil || ss.thread != thread {
-		return nil
-	}
-	return ss
-}
-
 // neededKeys are the claims the service reads about a thread at res: the
 // decisions on and cards of its waiting calls, the answered count, and a
 // failed run's error card.
