@@ -217,7 +217,14 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 func TestMetricsMoveAfterAFlow(t *testing.T) {
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
-	if got := scrape(t, h, "countersign_pending_approvals"); got != "1" {
+	// The count is written as the run lets go of the thread, just after
+	// the card is posted.
+	got := scrape(t, h, "countersign_pending_approvals")
+	for deadline := time.Now().Add(5 * time.Second); got != "1" && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		got = scrape(t, h, "countersign_pending_approvals")
+	}
+	if got != "1" {
 		t.Errorf("pending approvals while the card waits = %s, want 1", got)
 	}
 	h.click(card, "approve", approver)
