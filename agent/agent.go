@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -74,6 +75,14 @@ type Agent struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	graph *graph.Graph[State]
+
+	// prompts keeps the system prompts rendered in the current minute
+	// (the prompt tells the time to the minute), by requester and
+	// channel, so a thread's turns render it once. (The tools offered
+	// rarely change; a change reaches the prompt within the minute.)
+	promptMu     sync.Mutex
+	promptMinute time.Time
+	prompts      map[[2]string]string
 }
 
 // New compiles the agent's graph over store.
@@ -146,9 +155,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		})
 		return nil
 	}
-	system, err := prompts.RenderSystem(prompts.System{
-		Requester: s.Requester, Channel: s.Channel, Tools: a.promptTools(), Now: a.now(),
-	})
+	system, err := a.systemPrompt(s.Requester, s.Channel)
 	if err != nil {
 		return err
 	}
@@ -394,6 +401,33 @@ func (a *Agent) toolDefs() []llm.ToolDef {
 		defs = append(defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return defs
+}
+
+// systemPrompt returns the system prompt for a conversation of requester
+// in channel, rendered once a minute at most.
+func (a *Agent) systemPrompt(requester, channel string) (string, error) {
+	now := a.now()
+	minute := now.Truncate(time.Minute)
+	key := [2]string{requester, channel}
+	a.promptMu.Lock()
+	if !minute.Equal(a.promptMinute) {
+		a.promptMinute, a.prompts = minute, map[[2]string]string{}
+	}
+	p, ok := a.prompts[key]
+	a.promptMu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := prompts.RenderSystem(prompts.System{Requester: requester, Channel: channel, Tools: a.promptTools(), Now: now})
+	if err != nil {
+		return "", err
+	}
+	a.promptMu.Lock()
+	if minute.Equal(a.promptMinute) {
+		a.prompts[key] = p
+	}
+	a.promptMu.Unlock()
+	return p, nil
 }
 
 func (a *Agent) promptTools() []prompts.Tool {
