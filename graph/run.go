@@ -437,8 +437,13 @@ func (r *run[S]) result() *Result[S] {
 // not nil, adjusts the checkpoint before it is written. On success the
 // checkpoint becomes the run's current one.
 func (r *run[S]) save(ctx context.Context, status Status, edit func(*Checkpoint)) error {
-	cp := r.next(status, edit)
-	if err := r.encode(cp, r.saved.JournalLen); err != nil {
+	return r.write(ctx, r.next(status, edit), nil)
+}
+
+// write encodes and stores cp; state, if not nil, is the state's JSON
+// already encoded.
+func (r *run[S]) write(ctx context.Context, cp *Checkpoint, state []byte) error {
+	if err := r.encode(cp, r.saved.JournalLen, state); err != nil {
 		return err
 	}
 	if err := r.g.store.Save(ctx, cp); err != nil {
@@ -468,20 +473,21 @@ func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint
 // the state is as last saved: what the run did since is routing, which a
 // resume from the saved checkpoint does again.
 func (r *run[S]) nodeSave(ctx context.Context) error {
-	if r.g.merge && r.saved.Seq > 0 {
-		state, err := json.Marshal(&r.state)
-		if err != nil {
-			return fmt.Errorf("encode state: %w", err)
-		}
-		n := 0
-		if j, ok := any(&r.state).(Journaled); ok {
-			n = j.JournalLen()
-		}
-		if n == r.saved.JournalLen && bytes.Equal(state, r.saved.State) {
-			return nil
-		}
+	if !r.g.merge || r.saved.Seq == 0 {
+		return r.save(ctx, Running, nil)
 	}
-	return r.save(ctx, Running, nil)
+	state, err := json.Marshal(&r.state)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	n := 0
+	if j, ok := any(&r.state).(Journaled); ok {
+		n = j.JournalLen()
+	}
+	if n == r.saved.JournalLen && bytes.Equal(state, r.saved.State) {
+		return nil
+	}
+	return r.write(ctx, r.next(Running, nil), state)
 }
 
 // next returns the checkpoint that follows the run's current one.
@@ -522,10 +528,12 @@ func (r *run[S]) setSaved(cp *Checkpoint) {
 }
 
 // encode fills cp's State and the journal entries added since from.
-func (r *run[S]) encode(cp *Checkpoint, from int) error {
-	state, err := json.Marshal(&r.state)
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
+func (r *run[S]) encode(cp *Checkpoint, from int, state []byte) error {
+	if state == nil {
+		var err error
+		if state, err = json.Marshal(&r.state); err != nil {
+			return fmt.Errorf("encode state: %w", err)
+		}
 	}
 	cp.State = state
 	cp.JournalFrom = from
