@@ -119,50 +119,67 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 }
 
 // ClaimDecision implements runner.Sessions: Claim with the thread's
-// wake-up written first and, when the claim is won, the audit record, in
-// one step; ErrStale, having written nothing, if the head is no longer
-// checkpoint expectHead.
-func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (winner []byte, won bool, err error) {
+// wake-up written first and, when the claim is won, the audit record and
+// (if asked) the lease, in one step; ErrStale, having written nothing, if
+// the head is no longer checkpoint c.ExpectHead.
+func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runner.Claimed, error) {
 	tk, err := s.keys(c.Thread)
 	if err != nil {
-		return nil, false, fmt.Errorf("claim %s: %w", c.Key, err)
+		return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 	}
-	keys := []string{tk.claims, tk.head}
+	keys := []string{tk.claims, tk.head, tk.lease}
 	cluster := s.isCluster()
 	if !cluster {
 		keys = append(keys, s.prefix+":wakeups", s.prefix+":audit")
 	} else if !c.WakeBy.IsZero() {
 		if err := s.WakeBy(ctx, c.Thread, c.WakeBy); err != nil {
-			return nil, false, fmt.Errorf("claim %s: %w", c.Key, err)
+			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
-	args := make([]any, 0, 8+2*len(c.Audit))
-	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), auditCap)
+	leaseMs := int64(0)
+	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
+		leaseMs = c.LeaseTTL.Milliseconds()
+	}
+	audit := 0
+	if !cluster {
+		audit = 2 * len(c.Audit)
+	}
+	args := make([]any, 0, 10+audit+len(c.Keys))
+	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), auditCap,
+		c.LeaseOwner, leaseMs, audit)
 	if !cluster {
 		for f, v := range c.Audit {
 			args = append(args, f, v)
 		}
 	}
+	for _, k := range c.Keys {
+		args = append(args, k)
+	}
 	res, err := s.runScript(ctx, s.claimDecisionScript, claimDecisionLua, keys, args...).Slice()
 	if err != nil {
-		return nil, false, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, err)
+		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, err)
 	}
 	switch {
 	case len(res) > 0 && res[0] == int64(-1):
-		return nil, false, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
-	case len(res) > 0 && res[0] == int64(1):
+		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
+	case len(res) == 4 && res[0] == int64(1):
+		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
+		if out.Leased {
+			out.Head, _ = res[2].(string)
+			out.Claims = claimValues(c.Keys, res[3])
+		}
 		if cluster && c.Audit != nil {
 			if err := s.Audit(ctx, c.Audit); err != nil {
-				return c.Value, true, err
+				return out, err
 			}
 		}
-		return c.Value, true, nil
+		return out, nil
 	case len(res) == 2:
 		if stored, ok := res[1].(string); ok {
-			return []byte(stored), false, nil
+			return runner.Claimed{Winner: []byte(stored)}, nil
 		}
 	}
-	return nil, false, fmt.Errorf("claim %s in %s: unexpected reply %v", c.Key, c.Thread, res)
+	return runner.Claimed{}, fmt.Errorf("claim %s in %s: unexpected reply %v", c.Key, c.Thread, res)
 }
 
 // ClaimValues implements runner.Sessions: the thread's claims of keys
@@ -275,17 +292,20 @@ return {}
 
 // claimDecisionLua claims a decision.
 //
-//	KEYS: claims, head[, wakeups, audit]
+//	KEYS: claims, head, lease[, wakeups, audit]
 //	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
-//	      wake-up (unix ms or ''), audit cap, then the audit record's
-//	      fields and values
+//	      wake-up (unix ms or ''), audit cap, lease owner or '', lease ms,
+//	      the number n of audit arguments, then n audit fields and
+//	      values, then the claim keys to read if the lease is taken
 //
 // It returns {-1} when the head is not the expected one (nothing
-// written), {1} when this call set the claim, else {0, the stored value}.
+// written), {0, the stored value} when the claim was someone else's, and
+// {1, 1 if it took the lease else 0, the head's ID, {the claims' values}}
+// when this call set the claim.
 const claimDecisionLua = `
 if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[4] then return {-1} end
-if KEYS[3] and ARGV[6] ~= '' then
-  redis.call('ZADD', KEYS[3], 'LT', ARGV[6], ARGV[5])
+if KEYS[4] and ARGV[6] ~= '' then
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[6], ARGV[5])
 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
@@ -294,8 +314,13 @@ local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
 if redis.call('PTTL', KEYS[1]) < ttl then
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-if KEYS[4] and #ARGV > 7 then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 8, #ARGV))
+local n = tonumber(ARGV[10])
+if KEYS[5] and n > 0 then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 11, 10 + n))
 end
-return {1}
+if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}} end
+if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}} end
+local vals = {}
+if #ARGV >= 11 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 11 + n, #ARGV)) end
+return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals}
 `

@@ -127,6 +127,11 @@ type Service struct {
 	rep   Reporter
 	opts  Options
 	log   logrus.FieldLogger
+
+	// opened holds sessions that a decision's claim began, by thread,
+	// for the drive that follows.
+	openedMu sync.Mutex
+	opened   map[string]*session
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
@@ -393,8 +398,27 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 		if s.opts.Auditor != nil {
 			audit = s.auditRecord(thread, c, decisionFields(d))
 		}
-		winner, won, err = sess.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
-			ExpectHead: expectHead, WakeBy: wake, Audit: audit})
+		// The claim also takes the lease, if it is free, for the drive
+		// that applies the decision; should that drive not come, the
+		// lease lapses and the wake-up written here carries it on.
+		var keys []string
+		if cached, ok := s.graph.Cached(thread); ok {
+			keys = neededKeys(cached)
+		}
+		sent := time.Now()
+		var got Claimed
+		got, err = sess.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
+			ExpectHead: expectHead, WakeBy: wake, Audit: audit,
+			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+		winner, won = got.Winner, got.Won
+		if err == nil && got.Leased {
+			ss := &session{thread: thread, head: got.Head, claims: got.Claims, asked: map[string]bool{}, answered: -1}
+			for _, k := range keys {
+				ss.asked[k] = true
+			}
+			ss.confirm(sent)
+			s.keepOpened(ss)
+		}
 	} else {
 		if !wake.IsZero() {
 			if err := s.opts.Schedule.WakeBy(ctx, thread, wake); err != nil {

@@ -34,7 +34,11 @@ type Sessions interface {
 	// is set) before the claim and the audit record (if any) with a
 	// claim it wins; it fails with ErrStale, writing nothing, if
 	// ExpectHead is set and the thread's head checkpoint is another.
-	ClaimDecision(ctx context.Context, c DecisionClaim) (winner []byte, won bool, err error)
+	// With LeaseOwner set, a claim it wins also takes the thread's lease
+	// for LeaseOwner if nobody holds it (OpenThread's part, for the
+	// drive that follows), and reads the head's ID and the claims of
+	// Keys.
+	ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error)
 	// ClaimValues returns the thread's claims of keys that are set.
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 }
@@ -72,6 +76,20 @@ type DecisionClaim struct {
 	ExpectHead  string
 	WakeBy      time.Time
 	Audit       map[string]string
+	LeaseOwner  string
+	LeaseTTL    time.Duration
+	Keys        []string
+}
+
+// Claimed is what ClaimDecision did: the claim's value and whether this
+// call set it; whether it took the lease, and then the head's ID and the
+// claims of Keys that are set.
+type Claimed struct {
+	Winner []byte
+	Won    bool
+	Leased bool
+	Head   string
+	Claims map[string][]byte
 }
 
 // ErrStale: a claim was checked against a state that is no longer the
@@ -142,6 +160,9 @@ func neededKeys(res *graph.Result[agent.State]) []string {
 // thread is looked at again should this process die (or, if it is held,
 // once the holder's lease would have lapsed).
 func (s *Service) open(ctx context.Context, thread string) (*session, bool, error) {
+	if ss := s.takeOpened(ctx, thread); ss != nil {
+		return ss, true, nil
+	}
 	now := s.opts.Now()
 	ss := &session{thread: thread, claims: map[string][]byte{}, asked: map[string]bool{}, answered: -1}
 	var wakeHeld, wakeBusy time.Time
@@ -331,4 +352,36 @@ func (s *Service) writeSchedule(ctx context.Context, thread string, at time.Time
 	if err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
 	}
+}
+
+// keepOpened keeps a session that a decision's claim opened, for the
+// drive that follows it in this process.
+func (s *Service) keepOpened(ss *session) {
+	s.openedMu.Lock()
+	defer s.openedMu.Unlock()
+	if s.opened == nil {
+		s.opened = map[string]*session{}
+	}
+	if old, ok := s.opened[ss.thread]; ok && old != ss {
+		return // one lease, one session: the first stays
+	}
+	s.opened[ss.thread] = ss
+}
+
+// takeOpened returns the session a claim opened on the thread, if its
+// lease was confirmed recently enough to be sure it still holds; an older
+// one is let go.
+func (s *Service) takeOpened(ctx context.Context, thread string) *session {
+	s.openedMu.Lock()
+	ss, ok := s.opened[thread]
+	delete(s.opened, thread)
+	s.openedMu.Unlock()
+	if !ok {
+		return nil
+	}
+	if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/2 {
+		return ss
+	}
+	s.release(thread)
+	return nil
 }
