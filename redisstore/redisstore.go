@@ -42,8 +42,19 @@
 // updates the head, pushes the checkpoint onto the history and trims it,
 // and refreshes the expiry of the thread's keys; a conflict writes nothing.
 // What a save sends is the checkpoint without its journal plus the new
-// entries, whatever the conversation's length. Load, Journal, History,
-// Claim, Claims and the lease calls are one round trip each.
+// entries, whatever the conversation's length. Load, LoadTail, Journal,
+// History, Claim, Claims and the lease calls are one round trip each.
+// LoadTail reads only what a reader that saw a given checkpoint has not
+// seen: nothing more than a few bytes when that is still the head.
+//
+// The runner begins and ends each holding of a thread in one round trip
+// (sessions.go): OpenThread takes the lease, moves the wake-up and reads
+// the head's ID and the claims asked for; CloseThread records deliveries,
+// sets the wake-up and the waiting count, releases the lease and reads
+// back the claims asked for; ClaimDecision writes the wake-up, the claim,
+// the audit record and, if asked, takes the lease. On a single server each
+// is one script; on Redis Cluster the keys outside the thread's slot
+// (wake-ups, waiting, audit) are written by commands of their own.
 //
 // # Expiry
 //
