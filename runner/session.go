@@ -362,7 +362,13 @@ func (s *Service) keepOpened(ss *session) {
 	if s.opened == nil {
 		s.opened = map[string]*session{}
 	}
-	if old, ok := s.opened[ss.thread]; ok && old != ss {
+	// Sessions whose drive never came have lost their lease by now.
+	for thread, old := range s.opened {
+		if time.Since(old.lastConfirmed()) > s.opts.LeaseTTL {
+			delete(s.opened, thread)
+		}
+	}
+	if _, ok := s.opened[ss.thread]; ok {
 		return // one lease, one session: the first stays
 	}
 	s.opened[ss.thread] = ss
