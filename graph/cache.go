@@ -56,7 +56,7 @@ type cached[S any] struct {
 
 func newStateCache[S any](limit int) *stateCache[S] {
 	if limit == 0 {
-		limit = 1024
+		limit = 256
 	}
 	if limit < 0 {
 		return nil

@@ -150,7 +150,9 @@ type Options struct {
 	// side effect. Off by default: then every step is saved.
 	MergeSaves bool
 	// CacheThreads is how many threads' decoded states the graph keeps in
-	// memory after it saved or loaded them (default 1024; below 0: none).
+	// memory after it saved or loaded them (default 256; below 0: none):
+	// enough for the threads a process is busy with, small enough that
+	// the garbage collector does not pay for a large idle heap.
 	// A cached thread is loaded with only what this process has not
 	// seen — from a store that implements TailLoader — and Continue and
 	// ResumeAt start from the cache without loading at all: their first

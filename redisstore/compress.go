@@ -33,34 +33,49 @@ const metaDictV1 = `"error":"config":{"interrupt_before":"skip_before":"queued":
 	`"status":"paused","next":["tools"],"next":["model"],"state":{"thread":"T0:C0:1700000000.000100",` +
 	`"requester":"U0","channel":"C0",`
 
-var (
-	// Written with klauspost/compress, which writes the same format as
-	// the standard library's DEFLATE (read with it below) in about half
-	// the time; a save compresses on the request's path.
-	flateWriters = sync.Pool{New: func() any {
-		w, err := kflate.NewWriterDict(nil, 5, []byte(metaDictV1))
-		if err != nil {
-			panic(err) // only for an invalid level
-		}
+// Written with klauspost/compress, which writes the same format as the
+// standard library's DEFLATE (read with it below) in about half the
+// time; a save compresses on the request's path. A writer holds large
+// tables, so idle ones are kept in a channel rather than a sync.Pool,
+// which would drop them at every garbage collection.
+var flateWriters = make(chan *kflate.Writer, 16)
+
+func getWriter() *kflate.Writer {
+	select {
+	case w := <-flateWriters:
 		return w
-	}}
-	flateReaders = sync.Pool{New: func() any {
-		return flate.NewReaderDict(bytes.NewReader(nil), []byte(metaDictV1))
-	}}
-)
+	default:
+	}
+	w, err := kflate.NewWriterDict(nil, 5, []byte(metaDictV1))
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return w
+}
+
+func putWriter(w *kflate.Writer) {
+	select {
+	case flateWriters <- w:
+	default:
+	}
+}
+
+var flateReaders = sync.Pool{New: func() any {
+	return flate.NewReaderDict(bytes.NewReader(nil), []byte(metaDictV1))
+}}
 
 // compressMeta returns the stored form of a checkpoint's JSON.
 func compressMeta(meta []byte) []byte {
 	var buf bytes.Buffer
 	buf.Grow(len(meta)/2 + 16)
 	buf.WriteByte(metaFlateV1)
-	w := flateWriters.Get().(*kflate.Writer)
+	w := getWriter()
 	w.Reset(&buf)
 	_, err := w.Write(meta)
 	if err == nil {
 		err = w.Close()
 	}
-	flateWriters.Put(w)
+	putWriter(w)
 	if err != nil || buf.Len() >= len(meta) {
 		return meta // writing to a buffer does not fail; never larger
 	}
