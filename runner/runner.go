@@ -481,7 +481,7 @@ func (s *Service) release(thread string) {
 // as soon as a renewal finds the lease gone — a process that stalled
 // past its lease stops instead of working on beside the next holder.
 func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.Context, stop func()) {
-	runCtx, cancelRun := context.WithCancelCause(graph.WithFence(ctx, s.opts.Owner))
+	runCtx, cancelRun := context.WithCancelCause(graph.WithFence(context.WithValue(ctx, runThreadKey{}, thread), s.opts.Owner))
 	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -506,17 +506,31 @@ func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.
 	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
 }
 
+// runThreadKey marks the context of a run with its thread, for the
+// agent's hooks: a forked thread's state still names the thread it was
+// forked from.
+type runThreadKey struct{}
+
+// runThread is the thread of the run ctx belongs to.
+func runThread(ctx context.Context, st *agent.State) string {
+	if t, ok := ctx.Value(runThreadKey{}).(string); ok {
+		return t
+	}
+	return st.Thread
+}
+
 // BeforeCall is the agent's hook before a call is sent: pass it as
 // agent.Options.BeforeCall. It confirms that this
 // process still holds the thread's lease, and fails with ErrLeaseLost if
 // not, so that the call is not sent.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
-	ok, err := s.store.RenewLease(ctx, st.Thread, s.opts.Owner, s.opts.LeaseTTL)
+	thread := runThread(ctx, st)
+	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
 	}
 	if !ok {
-		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
 		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
 	}
 	return nil
@@ -633,7 +647,7 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	} else {
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 	}
-	_ = s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
+	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
 }
 
 type noObserver struct{}

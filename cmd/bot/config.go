@@ -85,6 +85,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
 		return rdb, "embedded (in-process, data lost on exit)", closeAll, nil
 	}
+	// go-redis logs (reconnects, pool trouble) through the bot's logger,
+	// so that with LOG_FORMAT=json every line is JSON.
+	redis.SetLogger(redisLogger{log})
 	var rdb redis.UniversalClient
 	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
 		opts, err := redis.ParseClusterURL(raw)
@@ -142,6 +145,13 @@ func waitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 		}
 	}
 	return 0, nil
+}
+
+// redisLogger is go-redis's logger on logrus.
+type redisLogger struct{ log logrus.FieldLogger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.WithField("component", "redis").Warnf(format, v...)
 }
 
 // redactURL drops the password from a Redis URL, for logs.
