@@ -34,7 +34,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -44,8 +46,8 @@ const (
 	End   = "__end__"
 )
 
-// NodePath names a node, outermost first. The engine's graphs are flat, so
-// a path has one element; the type leaves room for subgraphs.
+// NodePath names a node, outermost first: a node of a subgraph has the
+// subgraph node's name, then its own path within the subgraph.
 type NodePath []string
 
 func (p NodePath) String() string {
@@ -77,11 +79,23 @@ type StateModifier[S any] func(ctx context.Context, path NodePath, s *S) error
 
 // Builder collects nodes and edges; Compile checks and freezes them.
 type Builder[S any] struct {
-	nodes  map[string]NodeFunc[S]
-	edges  map[string][]string
-	routes map[string]route[S]
-	order  []string
-	errs   []error
+	nodes     map[string]NodeFunc[S]
+	edges     map[string][]string
+	routes    map[string]route[S]
+	joins     []join
+	reducers  map[string]Reducer
+	subs      map[string]subgraph[S]
+	dependsOn func(*S) []string
+	order     []string
+	errs      []error
+}
+
+// join is a barrier edge: target runs once every source has finished
+// since target last ran.
+type join struct {
+	sources []string
+	target  string
+	key     string // how Checkpoint.Arrivals names it
 }
 
 type route[S any] struct {
@@ -92,9 +106,11 @@ type route[S any] struct {
 // New returns an empty builder for a graph over state S.
 func New[S any]() *Builder[S] {
 	return &Builder[S]{
-		nodes:  map[string]NodeFunc[S]{},
-		edges:  map[string][]string{},
-		routes: map[string]route[S]{},
+		nodes:    map[string]NodeFunc[S]{},
+		edges:    map[string][]string{},
+		routes:   map[string]route[S]{},
+		reducers: map[string]Reducer{},
+		subs:     map[string]subgraph[S]{},
 	}
 }
 
@@ -103,6 +119,8 @@ func (b *Builder[S]) AddNode(name string, fn NodeFunc[S]) *Builder[S] {
 	switch {
 	case name == "" || name == Start || name == End:
 		b.errs = append(b.errs, fmt.Errorf("node name %q is reserved", name))
+	case strings.ContainsAny(name, "/:"):
+		b.errs = append(b.errs, fmt.Errorf("node name %q has a / or a :, which paths and interrupt IDs use", name))
 	case b.nodes[name] != nil:
 		b.errs = append(b.errs, fmt.Errorf("node %q added twice", name))
 	case fn == nil:
@@ -117,6 +135,54 @@ func (b *Builder[S]) AddNode(name string, fn NodeFunc[S]) *Builder[S] {
 // AddEdge makes to follow from every time from finishes.
 func (b *Builder[S]) AddEdge(from, to string) *Builder[S] {
 	b.edges[from] = append(b.edges[from], to)
+	return b
+}
+
+// AddJoin adds a barrier edge: target runs once, in the step after the
+// last of sources finishes, when every source has finished since target
+// last ran. Which sources have arrived is saved in every checkpoint, so a
+// resume, a recovery or a fork between two arrivals still runs target
+// exactly once.
+func (b *Builder[S]) AddJoin(sources []string, target string) *Builder[S] {
+	srcs := addUnique(nil, sources...)
+	if len(srcs) < 2 {
+		b.errs = append(b.errs, fmt.Errorf("join into %q needs two sources or more", target))
+	}
+	key := strings.Join(srcs, "+") + ">" + target
+	b.joins = append(b.joins, join{sources: srcs, target: target, key: key})
+	return b
+}
+
+// AddReducer declares how to merge field (the Go name of a field of the
+// state struct) when several nodes of one step change it, e.g.
+// AddReducer("Messages", Append[llm.Message]()).
+func (b *Builder[S]) AddReducer(field string, r Reducer) *Builder[S] {
+	if _, dup := b.reducers[field]; dup {
+		b.errs = append(b.errs, fmt.Errorf("field %q has two reducers", field))
+	}
+	b.reducers[field] = r
+	return b
+}
+
+// AddSubgraph adds a node that runs a whole graph; see Nest.
+func (b *Builder[S]) AddSubgraph(name string, sub Subgraph[S]) *Builder[S] {
+	b.AddNode(name, func(context.Context, *S, SaveFunc) error {
+		return fmt.Errorf("subgraph node %s run as a plain node", name)
+	})
+	if sub != nil {
+		b.subs[name] = sub.subgraph()
+	} else {
+		b.errs = append(b.errs, fmt.Errorf("subgraph node %q has no graph", name))
+	}
+	return b
+}
+
+// ResumeDependsOn names, for a saved state, the parts (Options.Parts) its
+// resume depends on — for the agent, the tools of the calls still to run.
+// They are recorded in every checkpoint's fingerprint; a resume under a
+// graph where one of them changed is refused.
+func (b *Builder[S]) ResumeDependsOn(fn func(s *S) []string) *Builder[S] {
+	b.dependsOn = fn
 	return b
 }
 
@@ -135,6 +201,13 @@ type Options struct {
 	// before or after. Runs can add more with RunConfig.
 	InterruptBefore []string
 	InterruptAfter  []string
+	// Parts are named hashes of what the nodes depend on beyond the graph's
+	// shape, e.g. "tool:http_request" → a hash of the tool's schema. They
+	// go into the graph's fingerprint.
+	Parts map[string]string
+	// StateVersion is the version of the state's format; a checkpoint
+	// written under another version is not resumed or continued.
+	StateVersion int
 	// Now and NewID are the clock and the checkpoint ID source.
 	// Defaults: time.Now and random hex.
 	Now   func() time.Time
@@ -173,6 +246,28 @@ func (b *Builder[S]) Compile(store Store, opts Options) (*Graph[S], error) {
 			errs = append(errs, fmt.Errorf("interrupt at unknown node %q", n))
 		}
 	}
+	for _, j := range b.joins {
+		for _, n := range append(slices.Clone(j.sources), j.target) {
+			if b.nodes[n] == nil {
+				errs = append(errs, fmt.Errorf("join %s: unknown node %q", j.key, n))
+			}
+		}
+	}
+	if len(b.reducers) > 0 {
+		t := reflect.TypeFor[S]()
+		for name, r := range b.reducers {
+			f, ok := reflect.StructField{}, false
+			if t.Kind() == reflect.Struct {
+				f, ok = t.FieldByName(name)
+			}
+			switch {
+			case !ok || !f.IsExported() || len(f.Index) != 1:
+				errs = append(errs, fmt.Errorf("reducer for %q: the state has no such exported field", name))
+			case f.Type != r.typ:
+				errs = append(errs, fmt.Errorf("reducer for %q: the field is a %s, the reducer merges %s", name, f.Type, r.typ))
+			}
+		}
+	}
 	if store == nil {
 		errs = append(errs, fmt.Errorf("no store"))
 	}
@@ -180,15 +275,20 @@ func (b *Builder[S]) Compile(store Store, opts Options) (*Graph[S], error) {
 		return nil, fmt.Errorf("compile graph: %w", errors.Join(errs...))
 	}
 	g := &Graph[S]{
-		nodes:  b.nodes,
-		edges:  b.edges,
-		routes: b.routes,
-		store:  store,
-		before: opts.InterruptBefore,
-		after:  opts.InterruptAfter,
-		now:    opts.Now,
-		newID:  opts.NewID,
+		nodes:     b.nodes,
+		edges:     b.edges,
+		routes:    b.routes,
+		joins:     b.joins,
+		reducers:  b.reducers,
+		subs:      b.subs,
+		dependsOn: b.dependsOn,
+		store:     store,
+		before:    opts.InterruptBefore,
+		after:     opts.InterruptAfter,
+		now:       opts.Now,
+		newID:     opts.NewID,
 	}
+	g.fp = g.fingerprint(opts.Parts, opts.StateVersion)
 	if g.now == nil {
 		g.now = time.Now
 	}
