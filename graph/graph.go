@@ -1,19 +1,59 @@
 // Package graph is a small generic state-graph engine with durable pauses.
 //
-// A graph is a set of named nodes joined by static and conditional edges.
-// A run executes in supersteps: every node scheduled for a step runs (in
-// order, on the one shared state), each scheduling its successors for the
-// next step; the engine writes a checkpoint after every step, at every
-// pause and on every failure, so a run is never lost and can be resumed by
-// any process that can reach the store.
+// A graph is a set of named nodes joined by static, conditional and
+// barrier edges. A run executes in supersteps; the engine writes a
+// checkpoint after every step, at every pause and on every failure, so a
+// run is never lost and can be resumed by any process that can reach the
+// store.
+//
+// # Steps, concurrency and merging
+//
+// The nodes scheduled for a step run concurrently. A step of one node
+// works on the state itself. In a step of several nodes each node works on
+// its own copy of the state (a deep copy made through the state's JSON and
+// journal), and when all are done their changes are merged, field by
+// field of the state struct, in the order the step scheduled the nodes
+// (the order of Checkpoint.Next: the order in which finished nodes' edges
+// named them; it does not depend on which node finished first):
+//
+//   - a field no node changed keeps its value;
+//   - a field one node changed, or several changed to the same value,
+//     takes that value;
+//   - a field several nodes changed differently goes through its reducer
+//     (Builder.AddReducer; Append for a slice nodes append to, such as a
+//     conversation's messages);
+//   - without a reducer the step fails with a *MergeError naming the
+//     fields and the nodes.
+//
+// Each node's successors are routed on its own final state. A node
+// scheduled by several nodes of one step runs once in the next step.
+//
+// A node that finishes, pauses or saves mid-way in a step of several
+// nodes has its copy recorded in the checkpoint (Checkpoint.Writes): a
+// node that fails fails the step without losing the others' work, and
+// resuming re-runs only the nodes that have not finished.
+//
+// # Barriers
+//
+// Builder.AddJoin(sources, target) runs target once every source has
+// finished since target last ran, in the step after the last arrival.
+// Arrivals are saved in every checkpoint (Checkpoint.Arrivals), so a
+// pause, a crash or a fork between two arrivals still runs target exactly
+// once.
+//
+// # Pauses
 //
 // Pauses come in two kinds. Static interrupts pause before or after named
 // nodes; they are set when the graph is compiled or for a single run.
 // Dynamic interrupts come from inside a node, which returns an
-// interrupt.Error (or interrupt.ErrInterruptAndRerun). A paused thread is
-// resumed with a StateModifier that applies the answer to the saved state;
-// the modified state is saved before any node runs, and the paused node is
-// re-run with the state it had.
+// interrupt.Error (or interrupt.ErrInterruptAndRerun). Several nodes of one
+// step may pause together; each interrupt has a stable ID made of the step
+// and the node path. Resume answers them all; Answer answers one, and the
+// run pauses again on the others, under the same IDs, without re-running
+// their nodes. A resume's StateModifier gets the path of the node that
+// paused and the state that node paused with; the modified state is saved
+// before any node runs, and the paused node is re-run with the state it
+// had.
 //
 // What a node does to the state before it returns an interrupt is kept and
 // saved with the pause. What a node does before it fails (an error or a
@@ -22,8 +62,49 @@
 // effect calls its SaveFunc first, so that a crash during the side effect
 // leaves a checkpoint that says so.
 //
-// Routing is pure: edges look at the state and nothing else. Fan-in is by
-// step: a node scheduled by several nodes of one step runs once in the next.
+// # Subgraphs
+//
+// Nest makes a compiled graph (with its own state type and functions that
+// map the parent's state in and out) a node of another, added with
+// Builder.AddSubgraph. The subgraph's checkpoint is kept inside the
+// parent's (Checkpoint.Nested), one parent checkpoint per subgraph step, so
+// history, Fork and Recover cover both levels. A pause inside the subgraph
+// pauses the parent with the full NodePath ("doc/review");
+// ResumeNested hands the StateModifier that path and the subgraph's state.
+//
+// # Fingerprints and deploys
+//
+// Every checkpoint records a Fingerprint of what its resume depends on:
+// the graph's hash; the hashes of the nodes it would run first (the
+// step's nodes and the nodes that paused — a node's hash covers its name,
+// edges, barriers, static interrupts and, for a subgraph, the subgraph's
+// hash); the parts its state depends on (Options.Parts, named by
+// Builder.ResumeDependsOn, e.g. the schema of a pending tool call); and
+// Options.StateVersion. Resume and Recover under another graph follow
+// these rules:
+//
+//   - no fingerprint (a checkpoint older than fingerprints) or the same
+//     graph hash: resume;
+//   - otherwise resume if every recorded node and part is unchanged: new
+//     nodes, new parts (a new tool), and changes elsewhere in the graph
+//     do not matter;
+//   - a recorded node or part that changed or is gone, or another state
+//     version: nothing runs and nothing is saved; the call returns an
+//     *IncompatibleError listing the Changes. Restart then runs the
+//     thread from a node of the new graph, Stop ends it.
+//
+// Continue (a new pass on a finished run) only requires the same state
+// version.
+//
+// # Checkpoint schema
+//
+// Checkpoint JSON field names never change. SchemaVersion is raised when
+// the format changes; new fields are omitted when empty, and upgrade
+// turns every older version this code can read into the current one (a
+// version 1 checkpoint is a version 2 checkpoint without writes, arrivals,
+// nested runs or fingerprint).
+//
+// Routing is pure: edges look at the state and nothing else.
 //
 // The package does not know about models, tools or Slack; the agent
 // package builds the ReAct graph on it, and redisstore keeps its
