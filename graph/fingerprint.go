@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -190,4 +191,24 @@ func (g *Graph[S]) checkState(thread string, old *Fingerprint) error {
 		return &IncompatibleError{Thread: thread, Changes: []Change{{Kind: "state"}}}
 	}
 	return nil
+}
+
+// Check reports whether the thread's latest checkpoint can be resumed by
+// this graph: nil, or an *IncompatibleError.
+func (g *Graph[S]) Check(ctx context.Context, thread string) error {
+	cp, err := g.store.Load(ctx, thread)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", thread, err)
+	}
+	return g.Compatible(cp)
+}
+
+// Compatible applies the compatibility rules to a checkpoint of the
+// thread, as Resume and Recover would (a run that is done needs only the
+// same state version): nil, or an *IncompatibleError.
+func (g *Graph[S]) Compatible(cp *Checkpoint) error {
+	if cp.Status == Done {
+		return g.checkState(cp.Thread, cp.Fingerprint)
+	}
+	return g.checkCompatible(cp.Thread, cp)
 }

@@ -131,6 +131,8 @@ type world struct {
 	model  llm.Model
 	// afterSave, if set, is called after every checkpoint save.
 	afterSave func()
+	// policy, if set, replaces policyYAML: another version of the bot.
+	policy string
 }
 
 // hookedStore calls a function after every successful save.
@@ -161,7 +163,11 @@ func (w world) serviceAt(t testing.TB, rep runner.Reporter, now time.Time) (*run
 
 func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, now func() time.Time) (*runner.Service, *redisstore.Store) {
 	t.Helper()
-	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	policyText := policyYAML
+	if w.policy != "" {
+		policyText = w.policy
+	}
+	policy, err := tools.ParsePolicy([]byte(policyText))
 	if err != nil {
 		t.Fatal(err)
 	}
