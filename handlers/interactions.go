@@ -93,6 +93,8 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			answer = s.openModal(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
+		case ActionRestartRun, ActionCancelRun:
+			answer = s.changedRun(ctx, c, action.ActionID == ActionRestartRun)
 		}
 	}
 	w.WriteHeader(http.StatusOK)

@@ -80,3 +80,14 @@ func (s *Service) graphChanged(ctx context.Context, log logrus.FieldLogger, thre
 	}
 	return true
 }
+
+// Changed says, in words for people, why the running bot cannot resume the
+// thread's run as it was saved (one change an entry), or nothing if it can.
+func (s *Service) Changed(ctx context.Context, thread string) ([]string, error) {
+	err := s.graph.Check(ctx, thread)
+	var inc *graph.IncompatibleError
+	if errors.As(err, &inc) {
+		return agent.Incompatible(inc.Changes), nil
+	}
+	return nil, err
+}
