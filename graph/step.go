@@ -399,7 +399,7 @@ func (r *run[S]) answer(ctx context.Context, ids []string, mod *modifier, prefix
 	var nodes []string
 	inner := map[string][]string{}
 	for _, in := range chosen {
-		node := in.Path[0]
+		node := pathHead(in)
 		nodes = addUnique(nodes, node)
 		if len(in.Path) > 1 {
 			if _, id, ok := strings.Cut(in.ID, "/"); ok {
@@ -414,14 +414,14 @@ func (r *run[S]) answer(ctx context.Context, ids []string, mod *modifier, prefix
 		var reasons []string
 		var path NodePath
 		for _, in := range r.cp.Interrupts {
-			if in.Path[0] == node {
+			if pathHead(in) == node {
 				reasons = append(reasons, in.Reason)
 				if path == nil {
 					path = in.Path
 				}
 			}
 		}
-		r.cp.Interrupts = slices.DeleteFunc(slices.Clone(r.cp.Interrupts), func(in interrupt.Info) bool { return in.Path[0] == node })
+		r.cp.Interrupts = slices.DeleteFunc(slices.Clone(r.cp.Interrupts), func(in interrupt.Info) bool { return pathHead(in) == node })
 		switch {
 		case slices.Contains(reasons, reasonAfter+node):
 			if mod != nil {
@@ -482,7 +482,7 @@ func (r *run[S]) doneWrite(node string) bool {
 
 // waiting reports whether node waits on an interrupt.
 func (r *run[S]) waiting(node string) bool {
-	return slices.ContainsFunc(r.cp.Interrupts, func(in interrupt.Info) bool { return in.Path[0] == node })
+	return slices.ContainsFunc(r.cp.Interrupts, func(in interrupt.Info) bool { return pathHead(in) == node })
 }
 
 // branchState returns the state node works on in a step of several nodes:
@@ -684,4 +684,13 @@ func addUnique(list []string, items ...string) []string {
 
 func withoutEnd(nodes []string) []string {
 	return slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == End })
+}
+
+// pathHead is the node of this graph an interrupt belongs to ("" for a
+// malformed one without a path).
+func pathHead(in interrupt.Info) string {
+	if len(in.Path) == 0 {
+		return ""
+	}
+	return in.Path[0]
 }

@@ -180,3 +180,42 @@ func driveNested(ctx context.Context, g *graph.Graph[state], thread string) (*gr
 	}
 	return nil, errors.New("run did not finish")
 }
+
+// TestSubgraphBesideAnotherNode: the subgraph and a plain node run in one
+// step; the subgraph pauses, the other node's work is kept, and the
+// answer (by interrupt ID) merges both.
+func TestSubgraphBesideAnotherNode(t *testing.T) {
+	ctx := context.Background()
+	var log execLog
+	sub := graph.Nest(docGraph(t, &log),
+		func(*state) doc { return doc{Lines: []string{"in"}} },
+		func(s *state, d *doc) { s.Visits = append(s.Visits, d.Lines...) })
+	g, err := graph.New[state]().
+		AddSubgraph("doc", sub).
+		AddNode("side", func(_ context.Context, s *state, _ graph.SaveFunc) error {
+			s.Visits = append(s.Visits, "side")
+			log.add("side")
+			return nil
+		}).
+		AddEdge(graph.Start, "doc").AddEdge(graph.Start, "side").
+		AddReducer("Visits", graph.Append[string]()).
+		Compile(newStore(), graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Start(ctx, "t", state{}, graph.RunConfig{})
+	if err != nil || res.Status() != graph.Paused || len(res.Interrupts()) != 1 {
+		t.Fatalf("Start() = %v, %v; want paused on the review", res, err)
+	}
+	id := res.Interrupts()[0].ID
+	res, err = graph.ResumeNested(ctx, g, "t", review, id)
+	if err != nil {
+		t.Fatalf("ResumeNested(%s) = %v", id, err)
+	}
+	if want := []string{"in", "draft", "review", "publish", "side"}; res.Status() != graph.Done || !slices.Equal(res.State.Visits, want) {
+		t.Fatalf("after the answer: %s %v, want done %v", res.Status(), res.State.Visits, want)
+	}
+	if runs := log.take(); len(runs) != 4 {
+		t.Errorf("executions = %v, want each of the four once", runs)
+	}
+}
