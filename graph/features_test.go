@@ -374,3 +374,35 @@ func TestFailingBranchKeepsTheOthersWork(t *testing.T) {
 		t.Fatalf("Resume() = %v; visits %v, good ran %d; want %v, good once", err, res.State.Visits, c.get("good"), want)
 	}
 }
+
+// TestResumingAMergeConflictFailsAgain: every node of the step finished
+// but their changes conflict; resuming merges again (nothing re-runs) and
+// fails again, rather than pausing on nothing.
+func TestResumingAMergeConflictFailsAgain(t *testing.T) {
+	ctx := context.Background()
+	var c counter
+	set := func(name string, n int) graph.NodeFunc[state] {
+		return func(ctx context.Context, s *state, save graph.SaveFunc) error {
+			s.Tries = n
+			return c.visit(name)(ctx, s, save)
+		}
+	}
+	g, err := graph.New[state]().AddNode("x", set("x", 1)).AddNode("y", set("y", 2)).
+		AddEdge(graph.Start, "x").AddEdge(graph.Start, "y").
+		AddReducer("Visits", graph.Append[string]()).
+		Compile(newStore(), graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Start(ctx, "t", state{}, graph.RunConfig{}); err == nil {
+		t.Fatal("Start() = nil error, want the merge conflict")
+	}
+	res, err := g.Resume(ctx, "t", nil)
+	var merr *graph.MergeError
+	if !errors.As(err, &merr) || res.Status() != graph.Failed {
+		t.Fatalf("Resume() = %v, %v; want failed again on the conflict", res, err)
+	}
+	if c.get("x") != 1 || c.get("y") != 1 {
+		t.Errorf("x ran %d, y %d times; want once each", c.get("x"), c.get("y"))
+	}
+}

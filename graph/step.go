@@ -107,7 +107,7 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 			before = append(before, r.stamp(n, interrupt.Info{Reason: reasonBefore + n}))
 		}
 	}
-	if len(before) > 0 || len(runnable) == 0 {
+	if len(before) > 0 || (len(runnable) == 0 && len(r.cp.Interrupts) > 0) {
 		return r.pause(ctx, before)
 	}
 	states := make([]*S, len(runnable))
