@@ -48,7 +48,7 @@ func schemaHash(schema json.RawMessage) string {
 		b, _ = json.Marshal(v) // object keys come out sorted
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])[:16]
+	return hex.EncodeToString(sum[:])[:12]
 }
 
 // pendingTools names the tools of the calls that have yet to run or be

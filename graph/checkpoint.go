@@ -110,7 +110,7 @@ type Checkpoint struct {
 	// Fingerprint identifies the graph that wrote the checkpoint, for the
 	// compatibility check of a resume after a deploy. Checkpoints written
 	// before fingerprints existed have none and resume under any graph.
-	Fingerprint *Fingerprint `json:"fingerprint,omitempty"`
+	Fingerprint *Fingerprint `json:"fp,omitempty"`
 	// Interrupts are the pauses a Paused run waits on.
 	Interrupts []interrupt.Info `json:"interrupts,omitempty"`
 	// Error is a Failed run's error.

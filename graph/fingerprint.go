@@ -13,20 +13,21 @@ import (
 
 // Fingerprint identifies the graph a checkpoint was written by, in the
 // parts a resume depends on. See the package doc for the compatibility
-// rules.
+// rules. Every checkpoint of every thread carries one, so its JSON names
+// and hashes (12 hex digits of SHA-256) are short.
 type Fingerprint struct {
 	// Graph is a hash of the whole graph: every node's hash, the edges
 	// from Start, every part and the state version. Equal hashes mean the
 	// checkpoint resumes as it was written.
-	Graph string `json:"graph"`
+	Graph string `json:"g"`
 	// Nodes holds the hashes of the nodes the checkpoint's resume runs
 	// first: the step's nodes and the nodes that paused.
-	Nodes map[string]string `json:"nodes,omitempty"`
+	Nodes map[string]string `json:"n,omitempty"`
 	// Parts holds the parts (Options.Parts) the state depends on
 	// (Builder.ResumeDependsOn), e.g. the schemas of pending tool calls.
-	Parts map[string]string `json:"parts,omitempty"`
+	Parts map[string]string `json:"p,omitempty"`
 	// StateVersion is Options.StateVersion.
-	StateVersion int `json:"state_version,omitempty"`
+	StateVersion int `json:"sv,omitempty"`
 }
 
 // Change is one difference between the graph that wrote a checkpoint and
@@ -104,7 +105,7 @@ func (g *Graph[S]) fingerprint(parts map[string]string, stateVersion int) *Finge
 		if sub := g.subs[name]; sub != nil {
 			fmt.Fprintf(h, "subgraph %s\n", sub.fingerprint())
 		}
-		fp.Nodes[name] = hex.EncodeToString(h.Sum(nil))[:16]
+		fp.Nodes[name] = hex.EncodeToString(h.Sum(nil))[:12]
 	}
 	h := sha256.New()
 	for _, n := range slices.Sorted(maps.Keys(fp.Nodes)) {
@@ -118,7 +119,7 @@ func (g *Graph[S]) fingerprint(parts map[string]string, stateVersion int) *Finge
 		fmt.Fprintf(h, "part %q %q\n", p, parts[p])
 	}
 	fmt.Fprintf(h, "state %d\n", stateVersion)
-	fp.Graph = hex.EncodeToString(h.Sum(nil))[:16]
+	fp.Graph = hex.EncodeToString(h.Sum(nil))[:12]
 	return fp
 }
 
