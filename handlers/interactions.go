@@ -107,6 +107,8 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			answer = s.showArgs(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
+		case ActionRestartRun, ActionCancelRun:
+			answer = s.changedRun(ctx, c, action.ActionID == ActionRestartRun)
 		}
 	}
 	w.WriteHeader(http.StatusOK)
