@@ -301,15 +301,15 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		s.after(ctx, run, thread, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
+		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
+			return false, nil
+		}
 		decisions, err := s.claimed(ctx, thread, &res.State)
 		if err != nil {
 			return false, err
 		}
 		if len(decisions) == 0 {
 			s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
-			return false, nil
-		}
-		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
 			return false, nil
 		}
 		// People see each decision as it is applied: here, in the work
