@@ -86,13 +86,25 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Instrument times how long next takes to answer each request, which for
-// the Slack endpoints is the acknowledgement.
+// the Slack endpoints is the acknowledgement. The endpoint label is one
+// of a fixed set (see routeLabel), so that requests to made-up paths
+// cannot add series.
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		next.ServeHTTP(w, r)
-		m.ack.WithLabelValues(r.URL.Path).Observe(time.Since(start).Seconds())
+		m.ack.WithLabelValues(routeLabel(r.URL.Path)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// routeLabel is the endpoint label of a request path: the path of one of
+// the Slack endpoints, or "other" for any other path.
+func routeLabel(path string) string {
+	switch path {
+	case "/slack/commands", "/slack/events", "/slack/interactions":
+		return path
+	}
+	return "other"
 }
 
 // RunStarted implements runner.Observer.
