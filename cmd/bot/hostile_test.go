@@ -62,3 +62,29 @@ func TestHostileTextIsPostedEscaped(t *testing.T) {
 		t.Errorf("card = %s; want a live mention of the approver", got)
 	}
 }
+
+// Without a policy, a redirect to another host is not followed: the
+// model gets the 3xx and its Location, and the other host is not called.
+func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
+	h := newHarness(t, "")
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, h.target.URL+"/elsewhere", http.StatusFound)
+	}))
+	t.Cleanup(origin.Close)
+	h.model.Then(
+		llmtest.Reply("Fetching.", call("c1", "GET", origin.URL+"/start", "")),
+		llmtest.Reply("It redirects elsewhere."),
+	)
+	h.command("fetch the start page", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	h.reply(root, "It redirects elsewhere.")
+	if n := h.target.count("GET /elsewhere"); n != 0 {
+		t.Errorf("the redirect to another host was followed %d times", n)
+	}
+	last := h.model.Requests()[len(h.model.Requests())-1]
+	result := last.Messages[len(last.Messages)-1].Text()
+	if !strings.HasPrefix(result, "HTTP 302") || !strings.Contains(result, "Location: "+h.target.URL+"/elsewhere") {
+		t.Errorf("the model was told %q; want the 302 and its Location", result)
+	}
+}
