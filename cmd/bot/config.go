@@ -173,8 +173,9 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	metrics := handlers.NewMetrics(store.WaitingTotal)
 	var svc *runner.Service
 	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
-		Logger: log,
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		Logger:          log,
+		MaxCallsPerTurn: policy.CallsPerTurn(),
+		OnCall:          func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
 	if err != nil {
 		closeRedis()
