@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // The identifiers of the cards' buttons and the modals' fields, which the
@@ -96,7 +97,7 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 			headerBlock("Outcome unknown: " + c.Tool),
 			sectionBlock(unknownCallText),
 		}
-		blocks = append(blocks, argsBlocks(c.RunArgs())...)
+		blocks = append(blocks, argsBlocks(shownArgs(c))...)
 		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
 		return append(blocks, slack.NewActionBlock(BlockCallActions,
 			buttonElement(ActionRetry, "Retry", ref, slack.StylePrimary),
@@ -105,7 +106,7 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 		))
 	}
 	blocks := []slack.Block{headerBlock("Approval needed: " + c.Tool)}
-	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	blocks = append(blocks, argsBlocks(shownArgs(c))...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	return append(blocks, slack.NewActionBlock(BlockCallActions,
 		buttonElement(ActionApprove, "Approve", ref, slack.StylePrimary),
@@ -131,9 +132,9 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 		blocks = append(blocks, sectionBlock(strings.Join(lines, "\n")))
 	}
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
-		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(c.Args, c.RunArgs()), budgetDiff+budgetDiffLine)))
+		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), shownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
-	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	blocks = append(blocks, argsBlocks(shownArgs(c))...)
 	return append(blocks, requestBlocks(c, requester, time.Time{})...)
 }
 
@@ -233,6 +234,10 @@ func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
 	}
 	return view
 }
+
+// shownArgs are the arguments a call runs with, as people see them: with
+// credentials masked.
+func shownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
 
 // argsBlocks shows arguments as pretty JSON in a code block, and says how
 // much of them was cut to fit.
@@ -614,8 +619,11 @@ func mrkdwnText(text string) *slack.TextBlockObject {
 var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // slackEscape makes text from the model, a tool or a person show as it is:
-// escaped, and with invalid UTF-8 replaced.
-func slackEscape(s string) string { return slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
+// escaped, with invalid UTF-8 replaced, and with no code fence of its own
+// (see breakFences).
+func slackEscape(s string) string {
+	return breakFences(slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")))
+}
 
 // oneLine puts text on one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
