@@ -15,7 +15,25 @@ import "strings"
 // (*bold*, _italics_, `code`, ```blocks```) kept, and &, < and >
 // escaped, so that Slack shows them as the characters they are.
 func answerText(s string) string {
-	return balanceFences(slackEscape(s))
+	return balanceFences(slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")))
+}
+
+// breakFences puts a zero-width space between backticks that follow one
+// another, so that text shown inline cannot open or close a code block.
+func breakFences(s string) string {
+	if !strings.Contains(s, "``") {
+		return s
+	}
+	var b strings.Builder
+	prev := false
+	for _, r := range s {
+		if r == '`' && prev {
+			b.WriteString("\u200b")
+		}
+		b.WriteRune(r)
+		prev = r == '`'
+	}
+	return b.String()
 }
 
 // balanceFences closes a code block that text opens and does not close.
