@@ -6,7 +6,7 @@
 
 GO ?= go
 
-.PHONY: test bench run
+.PHONY: test bench run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests)
@@ -20,3 +20,35 @@ bench:
 ## run: the bot, configured from the environment (see README.md)
 run:
 	$(GO) run ./cmd/bot
+
+## lint: gofmt, go vet, go mod tidy and staticcheck; fails on any finding.
+## staticcheck is installed with go install when it is not on PATH.
+STATICCHECK_VERSION ?= v0.8.2
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	@command -v staticcheck >/dev/null || [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+
+## fuzz: each fuzz test for FUZZTIME (default 1m), one target at a time, as
+## go test allows one -fuzz target per package run. `make test` runs their
+## seed corpora.
+FUZZTIME ?= 1m
+FUZZ_TARGETS = \
+	./handlers:FuzzVerify \
+	./handlers:FuzzInteractionPayload \
+	./handlers:FuzzCards \
+	./handlers:FuzzAnswerText \
+	./handlers:FuzzDecisionPath \
+	./tools:FuzzCanonical \
+	./tools:FuzzParsePolicy \
+	./tools:FuzzAllowHostsDialled \
+	./tools:FuzzMaskSecrets
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		bash .ci/with-redis $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done

@@ -48,6 +48,10 @@ type Toolbox interface {
 type Options struct {
 	// MaxTurns caps the model turns between two user messages (default 20).
 	MaxTurns int
+	// MaxCallsPerTurn caps the tool calls of one model turn (default
+	// tools.DefaultMaxCallsPerTurn): the calls past it fail at once with
+	// an error result, so they neither run nor wait for anyone.
+	MaxCallsPerTurn int
 	// ToolTimeout caps one tool call (default 2 minutes).
 	ToolTimeout time.Duration
 	// DefaultExpiry applies to rules without expires_after (default 24h).
@@ -83,6 +87,9 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	}
 	if opts.ToolTimeout <= 0 {
 		opts.ToolTimeout = 2 * time.Minute
+	}
+	if opts.MaxCallsPerTurn <= 0 {
+		opts.MaxCallsPerTurn = tools.DefaultMaxCallsPerTurn
 	}
 	if opts.DefaultExpiry <= 0 {
 		opts.DefaultExpiry = 24 * time.Hour
@@ -163,7 +170,12 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	s.Messages = append(s.Messages, reply)
 	s.Calls = nil
 	for i, tc := range reply.ToolCalls {
-		s.Calls = append(s.Calls, a.newCall(fmt.Sprintf("%d.%d", s.Turns, i), tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
+		key := fmt.Sprintf("%d.%d", s.Turns, i)
+		if i >= a.opts.MaxCallsPerTurn {
+			s.Calls = append(s.Calls, tooManyCalls(key, tc, reply.Content, a.opts.MaxCallsPerTurn, len(reply.ToolCalls)))
+			continue
+		}
+		s.Calls = append(s.Calls, a.newCall(key, tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
 	}
 	s.Turns++
 	s.PassTurns++
@@ -214,6 +226,16 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 	}
 	c.Status, c.Expires = Pending, a.now().Add(expiry)
 	return c
+}
+
+// tooManyCalls is a call past the cap of one turn: it fails at once, with
+// no card, and the model is told why.
+func tooManyCalls(key string, tc llm.ToolCall, reason string, limit, asked int) Call {
+	return Call{
+		Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason, Status: Failed, IsError: true,
+		Result: fmt.Sprintf("Error: this call was not run: one turn may ask for at most %d tool calls, and this one asked for %d. "+
+			"Wait for the results of the first %d, then ask again for what is still needed.", limit, asked, limit),
+	}
 }
 
 // toolsNode runs every approved call, saving before and after each, then

@@ -65,7 +65,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 	}
 	switch e.Kind {
 	case runner.Answer:
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(e.Text, false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
 		return err
 	case runner.ApprovalNeeded:
 		c := *e.Call
@@ -182,7 +182,7 @@ func resultText(c agent.Call) string {
 	if c.Status == agent.Failed {
 		icon = "❌"
 	}
-	return fmt.Sprintf("%s `%s` result:\n```\n%s\n```", icon, c.Tool, strings.ReplaceAll(result, "```", "'''"))
+	return fmt.Sprintf("%s %s result:\n```\n%s\n```", icon, codeSpan(c.Tool), slackEscape(strings.ReplaceAll(result, "```", "'''")))
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

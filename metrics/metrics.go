@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/agent"
@@ -67,7 +68,7 @@ func New(pending func(ctx context.Context) (int, error)) *Metrics {
 		}),
 	}
 	m.reg.MustRegister(m.runs, m.decisions, m.tools, m.ack, m.saveTime, m.saveBytes,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "countersign_pending_approvals",
@@ -91,13 +92,25 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Instrument times how long next takes to answer each request, which for
-// the Slack endpoints is the acknowledgement.
+// the Slack endpoints is the acknowledgement. The endpoint label is one
+// of a fixed set (see routeLabel), so that requests to made-up paths
+// cannot add series.
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		next.ServeHTTP(w, r)
-		m.ack.WithLabelValues(r.URL.Path).Observe(time.Since(start).Seconds())
+		m.ack.WithLabelValues(routeLabel(r.URL.Path)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// routeLabel is the endpoint label of a request path: the path of one of
+// the Slack endpoints, or "other" for any other path.
+func routeLabel(path string) string {
+	switch path {
+	case "/slack/commands", "/slack/events", "/slack/interactions":
+		return path
+	}
+	return "other"
 }
 
 // RunStarted implements runner.Observer.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // Schedule keeps, per thread, when the service must look at it again
@@ -152,9 +154,12 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 	if s.opts.Auditor == nil {
 		return
 	}
-	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(c.Args)}
+	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(tools.MaskSecrets(c.Tool, c.Args))}
 	for k, v := range fields {
 		rec[k] = v
+	}
+	if edited, ok := rec["edited_args"]; ok {
+		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, json.RawMessage(edited)))
 	}
 	if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")

@@ -45,6 +45,9 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 // host with a default client.
 type HTTPOptions struct {
 	// AllowHosts are the only hosts the tool calls, redirects included.
+	// Without them the tool calls any host, but follows a redirect only
+	// on the same host: a redirect elsewhere is returned to the model
+	// (status and Location), which may ask for a new call.
 	// An entry "api.example.com" or "127.0.0.1" matches that host on any
 	// port; "api.example.com:8080" or "[::1]:8080" only on that port (a
 	// URL without a port has its scheme's, 80 or 443). Hosts match by
@@ -223,6 +226,10 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 			stopped = fmt.Sprintf("redirect to %s not followed: only http and https URLs are supported", next.URL.Redacted())
 		case !h.allowed(next.URL):
 			stopped = fmt.Sprintf("redirect to %s not followed: host %s is not allowed", next.URL.Redacted(), next.URL.Host)
+		case !h.restricted && !sameHost(u, next.URL):
+			// The person who approved the call saw only its URL: a
+			// redirect elsewhere is the model's to propose as a new call.
+			stopped = fmt.Sprintf("redirect to another host (%s) not followed: to call it, ask for a new http_request to that URL", next.URL.Host)
 		default:
 			return nil
 		}
@@ -255,6 +262,28 @@ func (h *HTTPRequest) allowed(u *url.URL) bool {
 		}
 	}
 	return false
+}
+
+// sameHost reports whether a redirect to next stays on the host of the
+// URL asked for: the same host name and port, or the move from http on
+// port 80 to https on port 443.
+func sameHost(asked, next *url.URL) bool {
+	if !strings.EqualFold(strings.TrimSuffix(asked.Hostname(), "."), strings.TrimSuffix(next.Hostname(), ".")) {
+		return false
+	}
+	from, to := effectivePort(asked), effectivePort(next)
+	return from == to || from == "80" && to == "443" && asked.Scheme == "http" && next.Scheme == "https"
+}
+
+// effectivePort is u's port, or its scheme's default.
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // result renders a response for the model:

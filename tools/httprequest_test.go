@@ -254,6 +254,41 @@ func TestHTTPRequestRedirects(t *testing.T) {
 		}
 	})
 
+	t.Run("without a policy, to another host is returned to the model", func(t *testing.T) {
+		before := targetHits.Load()
+		h := tools.NewHTTPRequest(tools.HTTPOptions{})
+		got, err := h.Call(t.Context(), args(t, "GET", origin.URL))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", origin.URL, err)
+		}
+		for _, want := range []string{"HTTP 302 Found\n", "Location: " + target.URL + "/landing\n", "not followed"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("Call(%s) = %q, want it to contain %q", origin.URL, got, want)
+			}
+		}
+		if targetHits.Load() != before {
+			t.Errorf("Call(%s) followed the redirect to another host", origin.URL)
+		}
+	})
+
+	t.Run("without a policy, on the same host is followed", func(t *testing.T) {
+		same, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", http.StatusMovedPermanently)
+				return
+			}
+			fmt.Fprint(w, "moved here")
+		})
+		h := tools.NewHTTPRequest(tools.HTTPOptions{})
+		got, err := h.Call(t.Context(), args(t, "GET", same.URL+"/old"))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", same.URL, err)
+		}
+		if !strings.HasPrefix(got, "HTTP 200 OK") || !strings.HasSuffix(got, "moved here") {
+			t.Errorf("Call(%s/old) = %q, want the page it redirects to", same.URL, got)
+		}
+	})
+
 	t.Run("loops stop", func(t *testing.T) {
 		loop, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/again", http.StatusFound)

@@ -223,9 +223,10 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	obs := metrics.New(store.WaitingTotal)
 	var svc *runner.Service
 	a, err := agent.New(model, reg, obs.InstrumentStore(store), agent.Options{
-		Logger:     log,
-		OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
+		Logger:          log,
+		MaxCallsPerTurn: policy.CallsPerTurn(),
+		OnCall:          func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		BeforeCall:      func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
 	})
 	if err != nil {
 		closeRedis()

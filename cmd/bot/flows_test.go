@@ -217,9 +217,9 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 func TestMetricsMoveAfterAFlow(t *testing.T) {
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
-	if got := scrape(t, h, "countersign_pending_approvals"); got != "1" {
-		t.Errorf("pending approvals while the card waits = %s, want 1", got)
-	}
+	// The card is shown first, then recorded as waiting: wait for the
+	// record rather than reading the gauge the moment the card appears.
+	h.eventually(func() bool { return scrape(t, h, "countersign_pending_approvals") == "1" }, "one pending approval in /metrics while the card waits")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	tests := []struct{ metric, want string }{
