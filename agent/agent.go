@@ -59,6 +59,9 @@ type Options struct {
 	// OnCall, if set, is told about a call each time its new status has
 	// been saved (running, then done or failed).
 	OnCall func(ctx context.Context, s *State, c Call)
+	// OnModel, if set, is told how long each model call took and how it
+	// ended, for metrics.
+	OnModel func(took time.Duration, err error)
 	// BeforeCall, if set, is asked right before a call is sent; an
 	// error stops the run there, the call unsent
 	// (it stays saved as running, and whoever carries the run on decides
@@ -157,7 +160,11 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	start := a.now()
 	reply, err := a.model.Generate(ctx, msgs, a.toolDefs())
+	if a.opts.OnModel != nil {
+		a.opts.OnModel(a.now().Sub(start), err)
+	}
 	if err != nil {
 		return fmt.Errorf("model %s: %w", a.model.Name(), err)
 	}
@@ -224,7 +231,7 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 	if expiry <= 0 {
 		expiry = a.opts.DefaultExpiry
 	}
-	c.Status, c.Expires = Pending, a.now().Add(expiry)
+	c.Status, c.Since, c.Expires = Pending, a.now(), a.now().Add(expiry)
 	return c
 }
 

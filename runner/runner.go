@@ -382,7 +382,11 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	}
 	if won {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
-		s.opts.Observer.Decided(d.Kind)
+		var waited time.Duration
+		if !c.Since.IsZero() && !d.At.IsZero() {
+			waited = d.At.Sub(c.Since)
+		}
+		s.opts.Observer.Decided(d.Kind, waited)
 		return nil
 	}
 	var first interrupt.Decision
@@ -543,7 +547,7 @@ func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call)
 // with the thread and an ID of its own so that its lines can be told
 // from those of the thread's other runs.
 func (s *Service) begin(thread, how string) logrus.FieldLogger {
-	s.opts.Observer.RunStarted()
+	s.opts.Observer.RunStarted(how != "start" && how != "continue")
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
@@ -658,9 +662,9 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 
 type noObserver struct{}
 
-func (noObserver) RunStarted()                           {}
+func (noObserver) RunStarted(bool)                       {}
 func (noObserver) RunStopped(graph.Status)               {}
-func (noObserver) Decided(interrupt.Kind)                {}
+func (noObserver) Decided(interrupt.Kind, time.Duration) {}
 func (noObserver) ToolFinished(string, agent.CallStatus) {}
 
 type discardWriter struct{}

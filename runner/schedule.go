@@ -37,12 +37,14 @@ type Schedule interface {
 // Observer is told what the service does, for metrics. Its methods must
 // be cheap and safe for concurrent use.
 type Observer interface {
-	// RunStarted: a run of a thread began or resumed.
-	RunStarted()
+	// RunStarted: a run of a thread began (a request, a new turn), or
+	// resumed (after a decision, a retry, a crash) when resumed is true.
+	RunStarted(resumed bool)
 	// RunStopped: a run stopped paused, done or failed.
 	RunStopped(status graph.Status)
-	// Decided: a decision (or an expiry) was claimed.
-	Decided(kind interrupt.Kind)
+	// Decided: a decision (or an expiry) was claimed, waited after the
+	// call asked for it (0 when unknown).
+	Decided(kind interrupt.Kind, waited time.Duration)
 	// ToolFinished: a call ran, with this outcome (done or failed).
 	ToolFinished(tool string, status agent.CallStatus)
 }

@@ -220,11 +220,17 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		log.WithField("replicas", replicas).Info("saves and claims wait for Redis replicas to acknowledge them")
 	}
 	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas})
-	obs := metrics.New(store.WaitingTotal)
+	ver, rev, gov := buildVersion()
+	var toolNames []string
+	for _, t := range reg.Tools() {
+		toolNames = append(toolNames, t.Name())
+	}
+	obs := metrics.New(store.WaitingTotal, metrics.Options{Version: ver, Revision: rev, GoVersion: gov, Tools: toolNames})
 	var svc *runner.Service
 	a, err := agent.New(model, reg, obs.InstrumentStore(store), agent.Options{
 		Logger:          log,
 		MaxCallsPerTurn: policy.CallsPerTurn(),
+		OnModel:         obs.ModelCalled,
 		OnCall:          func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 		BeforeCall:      func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
 	})
