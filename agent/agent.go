@@ -14,6 +14,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -271,10 +272,16 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
 	defer cancel()
 	start := a.now()
-	result, err := callTool(ctx, tool, c.RunArgs())
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: s.Requester, Channel: s.Channel}
+	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	}
+	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
+		c.Status = Unknown
+		log.WithError(err).Warn("tool call was cut off; its outcome is unknown")
+		return
 	}
 	if err != nil {
 		c.Status, c.IsError, c.Result = Failed, true, prefix+"Error: "+err.Error()
@@ -286,12 +293,15 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 }
 
 // callTool runs the tool, turning a panic into an error.
-func callTool(ctx context.Context, t tools.Tool, args json.RawMessage) (result string, err error) {
+func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("the tool crashed: %v", p)
 		}
 	}()
+	if it, ok := t.(tools.InfoTool); ok {
+		return it.CallWithInfo(ctx, info, args)
+	}
 	return t.Call(ctx, args)
 }
 

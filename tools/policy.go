@@ -169,6 +169,8 @@ type Policy struct {
 	// such tools are offered. When nil, only the tools in Tools are
 	// offered. A policy file leaves it nil.
 	Default *Rule
+	// MCPServers are the MCP servers whose tools are offered, by name.
+	MCPServers map[string]MCPServer
 }
 
 // DefaultPolicy is the policy when there is no policy file: every tool is
@@ -184,19 +186,23 @@ func (p *Policy) RuleFor(name string) (Rule, bool) {
 	if r, ok := p.Tools[name]; ok {
 		return r, true
 	}
+	if s, ok := p.mcpServerFor(name); ok {
+		return s.Rule, true
+	}
 	if p.Default != nil {
 		return *p.Default, true
 	}
 	return Rule{}, false
 }
 
-// LoadPolicy reads and parses the policy file at path.
+// LoadPolicy reads and parses the policy file at path; ${VAR} in its
+// mcp_servers: section comes from the process's environment.
 func LoadPolicy(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	p, err := ParsePolicy(data)
+	p, err := ParsePolicyEnv(data, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", path, err)
 	}
@@ -215,8 +221,15 @@ func LoadPolicy(path string) (*Policy, error) {
 //
 // Parsing is strict: an unknown key, a value of the wrong kind or an
 // invalid setting is an error that names the line. Settings left out take
-// their value from DefaultRule; see the package documentation.
+// their value from DefaultRule; see the package documentation. MCP servers
+// are listed beside tools: under mcp_servers: (see MCPServer); ${VAR} in
+// that section comes from the process's environment.
 func ParsePolicy(data []byte) (*Policy, error) {
+	return ParsePolicyEnv(data, os.Getenv)
+}
+
+// ParsePolicyEnv is ParsePolicy with ${VAR} taken from getenv.
+func ParsePolicyEnv(data []byte, getenv func(string) string) (*Policy, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -232,14 +245,21 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], resolve(root.Content[i+1])
-		if err := checkKey(key, seen, "", []string{"tools"}); err != nil {
+		if err := checkKey(key, seen, "", []string{"tools", "mcp_servers"}); err != nil {
 			return nil, err
 		}
-		if err := parseTools(val, p.Tools); err != nil {
+		var err error
+		if key.Value == "mcp_servers" {
+			p.MCPServers = map[string]MCPServer{}
+			err = parseMCPServers(val, getenv, p.MCPServers)
+		} else {
+			err = parseTools(val, p.Tools)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	if !seen["tools"] {
+	if !seen["tools"] && !seen["mcp_servers"] {
 		return nil, lineErrorf(root, "missing tools: section")
 	}
 	return p, nil

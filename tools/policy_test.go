@@ -86,7 +86,7 @@ func TestParsePolicyErrors(t *testing.T) {
 	}{
 		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
 			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
-		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools)`},
+		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, mcp_servers)`},
 		{"bad approval", "tools:\n  a:\n    approval: sometimes\n", `line 3: tool "a": approval: want "required" or "never", got "sometimes"`},
 		{"approval is case-sensitive", "tools:\n  a:\n    approval: Never\n", `want "required" or "never", got "Never"`},
 		{"bad duration", "tools:\n  a:\n    expires_after: soon\n", `line 3: tool "a": expires_after: "soon" is not a duration like 24h, 90m or 7d`},
