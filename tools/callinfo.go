@@ -81,3 +81,23 @@ type ElicitAnswer struct {
 type Elicitor interface {
 	Elicit(ctx context.Context, e Elicitation) (ElicitAnswer, error)
 }
+
+// Origin says where a tool comes from, for people: on the approval card
+// and in the list of tools.
+type Origin struct {
+	// Server is the name of the MCP server that provides the tool.
+	Server string
+	// Tool is the tool's name on that server.
+	Tool string
+	// Hints are the server's annotations of the tool, in words:
+	// "read-only", "idempotent", "destructive", "open world".
+	Hints []string
+	// Trusted says whether the policy lets the hints set defaults.
+	Trusted bool
+}
+
+// OriginTool is a Tool that comes from outside the bot.
+type OriginTool interface {
+	Tool
+	Origin() Origin
+}
