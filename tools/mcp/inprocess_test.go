@@ -144,8 +144,8 @@ tools:
 		idempotent    bool
 		hints         string
 	}{
-		{"trusted__read", false, true, "read-only"},          // readOnlyHint trusted: no approval, re-run after a crash
-		{"untrusted__read", true, false, "read-only"},        // the same hint, untrusted: only shown
+		{"trusted__read", false, true, "read-only"},              // readOnlyHint trusted: no approval, re-run after a crash
+		{"untrusted__read", true, false, "read-only"},            // the same hint, untrusted: only shown
 		{"trusted__write", true, true, "idempotent destructive"}, // an explicit rule wins; idempotentHint trusted
 		{"untrusted__write", true, false, "idempotent destructive"},
 		{"trusted__launch", false, false, ""}, // the tool's own rule
