@@ -183,9 +183,7 @@ func (m *Manager) Close() error {
 // those of the servers that are up, sorted by name. The first call
 // starts the servers and waits for them (Options.StartWait).
 func (m *Manager) Tools() []tools.Tool {
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartWait)
-	m.Wait(ctx)
-	cancel()
+	m.waitStarted()
 	down := map[string]bool{}
 	for _, s := range m.servers {
 		if s.status().State != Up {
@@ -202,15 +200,25 @@ func (m *Manager) Tools() []tools.Tool {
 	return out
 }
 
+// waitStarted starts the servers and waits for each to be tried once,
+// at most Options.StartWait; after that it returns at once.
+func (m *Manager) waitStarted() {
+	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartWait)
+	m.Wait(ctx)
+	cancel()
+}
+
 // Lookup returns a tool and its rule, whether its server is up or not (a
-// call to a server that is down fails with a clear error).
+// call to a server that is down fails with a clear error). Like Tools,
+// the first call waits for the servers to start.
 func (m *Manager) Lookup(name string) (tools.Tool, tools.Rule, bool) {
-	m.Start()
+	m.waitStarted()
 	return m.reg.Load().Lookup(name)
 }
 
 // Validate checks arguments against the tool's input schema.
 func (m *Manager) Validate(name string, args json.RawMessage) error {
+	m.waitStarted()
 	return m.reg.Load().Validate(name, args)
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -127,7 +128,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	case err == nil:
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
-	case errors.Is(err, sdk.ErrConnectionClosed), sess.closed():
+	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
 		return "", fmt.Errorf("MCP server %q: %v", t.srv.cfg.Name, err)
