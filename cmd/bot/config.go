@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/mcp"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -121,8 +122,10 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// newRegistry builds the tool registry from BOT_POLICY (or the defaults).
-func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, error) {
+// newToolbox builds the agent's tools from BOT_POLICY (or the defaults):
+// the built-in tools and those of the policy's MCP servers, which start
+// when the tools are first needed.
+func newToolbox(getenv func(string) string, log logrus.FieldLogger) (*mcp.Manager, *tools.Policy, error) {
 	policy := tools.DefaultPolicy()
 	if path := getenv("BOT_POLICY"); path != "" {
 		p, err := tools.LoadPolicy(path)
@@ -131,11 +134,11 @@ func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, er
 		}
 		policy = p
 	}
-	reg, err := tools.NewRegistry(policy, tools.Builtins(policy, nil)...)
+	box, err := mcp.New(policy, tools.Builtins(policy, nil), mcp.Options{Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	return reg, policy, nil
+	return box, policy, nil
 }
 
 // service is the bot without a front end: the model, the tools and
@@ -146,6 +149,7 @@ type service struct {
 	metrics *handlers.Metrics
 	model   llm.Model
 	policy  *tools.Policy
+	tools   *mcp.Manager
 	redis   string
 	close   func()
 }
@@ -161,29 +165,32 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 			return nil, err
 		}
 	}
-	reg, policy, err := newRegistry(getenv)
+	box, policy, err := newToolbox(getenv, log)
 	if err != nil {
 		return nil, err
 	}
 	rdb, desc, closeRedis, err := connectRedis(ctx, getenv, log)
 	if err != nil {
+		_ = box.Close()
 		return nil, err
 	}
 	store := redisstore.New(rdb, redisstore.Options{})
 	metrics := handlers.NewMetrics(store.WaitingTotal)
 	var svc *runner.Service
-	a, err := agent.New(model, reg, metrics.InstrumentStore(store), agent.Options{
+	a, err := agent.New(model, box, metrics.InstrumentStore(store), agent.Options{
 		Logger: log,
 		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
 	if err != nil {
 		closeRedis()
+		_ = box.Close()
 		return nil, err
 	}
 	svc = runner.New(a, store, newReporter(store), runner.Options{
 		Logger: log, Schedule: store, Auditor: store, Observer: metrics,
 	})
-	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, redis: desc, close: closeRedis}, nil
+	closeAll := func() { _ = box.Close(); closeRedis() }
+	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
 }
 
 // newSlackBot wires a service that reports to Slack through api, and the
@@ -217,7 +224,9 @@ func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		// A server that is down costs its tools, not readiness: its
+		// state is a detail below.
+		fmt.Fprint(w, "ready\n"+s.tools.Describe())
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 }

@@ -4,6 +4,7 @@
 //	bot [playground]       a simulated Slack channel in the browser (the default otherwise)
 //	bot chat [--thread ID] talk to the agent in the terminal
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
+//	bot tools              list the tools offered to the model and their rules
 //
 // Configuration comes from the environment (README, "Configuration").
 // With nothing configured the bot uses an embedded Redis, whose data is
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return chat(ctx, args, getenv, stdin, stdout, stderr)
 	case "checkpoints":
 		return checkpoints(ctx, args, getenv, stdout, stderr)
+	case "tools":
+		return toolsCmd(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -65,6 +68,8 @@ const usage = `usage:
   bot chat [--thread ID]   talk to the agent in the terminal
   bot checkpoints list|show|fork|delete --thread ID [--json]
                            inspect and manage a thread's checkpoints in Redis
+  bot tools                list every tool offered to the model (built-in and
+                           from BOT_POLICY's MCP servers) and its rule
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 BOT_ADDR, REDIS_URL, REDIS_CLUSTER, LLM_PROVIDER, LLM_MODEL, OPENAI_API_KEY,
