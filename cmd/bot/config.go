@@ -201,12 +201,15 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	if err != nil {
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
+	var rep *handlers.Reporter
 	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
-		return handlers.NewReporter(api, store, nil, log)
+		rep = handlers.NewReporter(api, store, nil, log)
+		return rep
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	rep.WithTools(svc.tools) // before anything runs
 	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
 	return svc, srv, nil
 }
