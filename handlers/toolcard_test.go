@@ -25,7 +25,9 @@ func (t originTool) Origin() tools.Origin                                { retur
 
 type lookupOne struct{ t tools.Tool }
 
-func (l lookupOne) Lookup(string) (tools.Tool, tools.Rule, bool) { return l.t, tools.DefaultRule(), l.t != nil }
+func (l lookupOne) Lookup(string) (tools.Tool, tools.Rule, bool) {
+	return l.t, tools.DefaultRule(), l.t != nil
+}
 
 func TestToolBlock(t *testing.T) {
 	tests := []struct {

@@ -210,7 +210,8 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	rep.WithTools(svc.tools) // before anything runs
-	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
+	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store})
 	return svc, srv, nil
 }
 
