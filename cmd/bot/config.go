@@ -178,8 +178,9 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	metrics := handlers.NewMetrics(store.WaitingTotal)
 	var svc *runner.Service
 	a, err := agent.New(model, box, metrics.InstrumentStore(store), agent.Options{
-		Logger: log,
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		Logger:      log,
+		ToolTimeout: box.ToolTimeout(2 * time.Minute),
+		OnCall:      func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
 	if err != nil {
 		closeRedis()

@@ -222,6 +222,17 @@ func (m *Manager) Validate(name string, args json.RawMessage) error {
 	return m.reg.Load().Validate(name, args)
 }
 
+// ToolTimeout is the longest of the servers' call timeouts, or fallback
+// if that is longer: what the agent should allow one call, so that a
+// server's own timeout is the one that ends its calls.
+func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
+	d := fallback
+	for _, s := range m.servers {
+		d = max(d, s.cfg.Timeout+5*time.Second)
+	}
+	return d
+}
+
 // Status reports every server, sorted by name.
 func (m *Manager) Status() []Status {
 	out := make([]Status, 0, len(m.servers))
