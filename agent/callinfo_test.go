@@ -1,0 +1,92 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/tools"
+)
+
+// infoTool records the CallInfo of each call, and may end a call with an
+// unknown outcome, as an MCP server that dies mid-call does.
+type infoTool struct {
+	idempotent bool
+	cutOff     bool
+	mu         sync.Mutex
+	infos      []tools.CallInfo
+}
+
+func (*infoTool) Name() string                      { return "remote" }
+func (*infoTool) Description() string               { return "a remote tool" }
+func (*infoTool) Schema() json.RawMessage           { return json.RawMessage(`{"type":"object"}`) }
+func (t *infoTool) Idempotent(json.RawMessage) bool { return t.idempotent }
+func (t *infoTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	return t.CallWithInfo(ctx, tools.CallInfo{}, args)
+}
+func (t *infoTool) CallWithInfo(_ context.Context, info tools.CallInfo, _ json.RawMessage) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.infos = append(t.infos, info)
+	if t.cutOff {
+		return "", fmt.Errorf("the server stopped during the call: %w", tools.ErrOutcomeUnknown)
+	}
+	return "ok", nil
+}
+
+func TestToolsThatNeedTheCall(t *testing.T) {
+	tests := []struct {
+		name       string
+		idempotent bool
+		cutOff     bool
+		want       agent.CallStatus
+	}{
+		{"done", false, false, agent.Done},
+		{"cut off, not idempotent: a person is asked", false, true, agent.Unknown},
+		{"cut off, idempotent: an error result", true, true, agent.Failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := &infoTool{idempotent: tt.idempotent, cutOff: tt.cutOff}
+			policy, err := tools.ParsePolicy([]byte("tools:\n  remote: {approval: never}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := tools.NewRegistry(policy, tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "remote", Arguments: `{}`}} }}
+			a, err := agent.New(model, reg, graph.NewMemoryStore(graph.MemoryOptions{}), agent.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Graph().Start(context.Background(), "T:C:1", agent.NewState("T:C:1", "U1", "C1", "go"), graph.RunConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tools.CallInfo{Thread: "T:C:1", Call: "0.0", Attempt: 1, Requester: "U1", Channel: "C1"}
+			if len(tool.infos) != 1 || tool.infos[0] != want {
+				t.Errorf("the tool was called with %+v, want once with %+v", tool.infos, want)
+			}
+			var got agent.CallStatus
+			if w := res.State.Waiting(); len(w) == 1 {
+				got = w[0].Status
+			} else if n := len(res.State.Messages); n >= 2 && res.State.Messages[n-2].Role == llm.RoleTool {
+				got = agent.Done
+				if res.State.Messages[n-2].IsError {
+					got = agent.Failed
+				}
+			}
+			if got != tt.want {
+				t.Errorf("call ended %s, want %s (status %s)", got, tt.want, res.Status())
+			}
+		})
+	}
+}
