@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,7 +118,7 @@ func (s *server) session() (*session, error) {
 	}
 	why := "it has not started yet"
 	if s.err != nil {
-		why = s.err.Error()
+		why = s.redact(s.err.Error())
 	}
 	return nil, fmt.Errorf("MCP server %q is %w (%s); its tools cannot be called until it is back", s.cfg.Name, ErrUnavailable, why)
 }
@@ -138,9 +139,28 @@ func (s *server) status() Status {
 	defer s.mu.Unlock()
 	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools)}
 	if s.err != nil && s.state != Up {
-		st.Err = s.err.Error()
+		st.Err = s.redact(s.err.Error())
 	}
 	return st
+}
+
+// redact hides the server's environment and header values in text that
+// came from it (its stderr, an error), for logs and /readyz.
+func (s *server) redact(text string) string {
+	var secrets []string
+	for _, m := range []map[string]string{s.cfg.Env, s.cfg.Headers} {
+		for _, v := range m {
+			secrets = append(secrets, v)
+			secrets = append(secrets, strings.Fields(v)...)
+		}
+	}
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		if len(v) >= 6 {
+			text = strings.ReplaceAll(text, v, "[redacted]")
+		}
+	}
+	return text
 }
 
 // run keeps the server connected until ctx ends, retrying with backoff.
@@ -150,6 +170,7 @@ func (s *server) run(ctx context.Context) {
 		start := time.Now()
 		err := s.connectAndServe(ctx)
 		if ctx.Err() != nil {
+			s.once()
 			return
 		}
 		if time.Since(start) > s.m.opts.MaxBackoff {
@@ -159,7 +180,8 @@ func (s *server) run(ctx context.Context) {
 		s.state, s.err, s.sess = Down, err, nil
 		s.mu.Unlock()
 		s.m.rebuild()
-		s.log.WithError(err).WithField("retry_in", backoff).Warn("MCP server is down; its tools are unavailable until it is back")
+		s.once()
+		s.log.WithField("error", s.redact(err.Error())).WithField("retry_in", backoff).Warn("MCP server is down; its tools are unavailable until it is back")
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -174,7 +196,6 @@ func (s *server) run(ctx context.Context) {
 // connectAndServe connects, lists the tools, and waits for the
 // connection to end.
 func (s *server) connectAndServe(ctx context.Context) (err error) {
-	defer s.once()
 	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
 		// No roots: a server's own configuration says what it may touch.
 		Capabilities:       &sdk.ClientCapabilities{},
