@@ -12,6 +12,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,7 +158,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	s.Messages = append(s.Messages, reply)
 	s.Calls = nil
 	for i, tc := range reply.ToolCalls {
-		s.Calls = append(s.Calls, a.newCall(fmt.Sprintf("%d.%d", s.Turns, i), tc, reply.Content))
+		s.Calls = append(s.Calls, a.newCall(fmt.Sprintf("%d.%d", s.Turns, i), tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
 	}
 	s.Turns++
 	s.PassTurns++
@@ -165,10 +166,13 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 }
 
 // newCall checks one tool call and gives it its first status. A call the
-// model got wrong (an unknown tool, broken JSON, arguments against the
-// schema) fails at once with an error result the model can act on.
-func (a *Agent) newCall(key string, tc llm.ToolCall, reason string) Call {
-	c := Call{Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason}
+// model got wrong (an unknown tool, broken or ambiguous JSON, arguments
+// against the schema, a call the policy forbids) fails at once with an
+// error result the model can act on, and no one is asked to approve it.
+// The arguments are kept in canonical form, which is what a card shows
+// and what the tool runs with.
+func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) Call {
+	c := Call{Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason, Requester: requester}
 	fail := func(format string, args ...any) Call {
 		c.Status, c.IsError = Failed, true
 		c.Result = "Error: " + fmt.Sprintf(format, args...)
@@ -185,10 +189,15 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason string) Call {
 	if !json.Valid([]byte(args)) {
 		return fail("the arguments are not valid JSON; send one JSON object that matches the tool's schema.")
 	}
-	c.Args = json.RawMessage(args)
+	canonical, err := tools.Canonical(json.RawMessage(args))
+	if err != nil {
+		return fail("%v; send one JSON object, each key once.", err)
+	}
+	c.Args = canonical
 	if err := a.box.Validate(tc.Name, c.Args); err != nil {
 		return fail("invalid arguments: %v", err)
 	}
+	c.Hash = tools.ArgsHash(c.Tool, c.Args)
 	c.NeedsApproval = rule.NeedsApproval()
 	if !c.NeedsApproval {
 		c.Status = Approved
@@ -257,7 +266,13 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError,
 		})
 	}
-	s.Calls = nil
+	for _, n := range s.Notes {
+		s.Messages = append(s.Messages, llm.Message{
+			Role:    llm.RoleUser,
+			Content: fmt.Sprintf("(%s wrote in the thread while the calls waited; they may not decide them:) %s", mention(n.By), n.Text),
+		})
+	}
+	s.Calls, s.Notes = nil, nil
 	return nil
 }
 
@@ -267,6 +282,14 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	tool, _, ok := a.box.Lookup(c.Tool)
 	if !ok {
 		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)
+		return
+	}
+	// What runs is what was approved: the hash of the arguments about to
+	// run must be the one the decision claimed.
+	if c.NeedsApproval && (c.Decision == nil || c.Decision.Hash != c.RunHash()) {
+		c.Status, c.IsError = Failed, true
+		c.Result = "Error: the call was not run: its arguments are not the ones that were approved."
+		log.Error("arguments do not match the approved hash; call not run")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)

@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/tools"
 )
 
 // Errors of applying decisions. A modifier that returns one of them
@@ -18,6 +19,9 @@ var (
 	ErrUnknownCall = errors.New("no such tool call")
 	// ErrNothingToApply: none of the given decisions or expiries applies.
 	ErrNothingToApply = errors.New("nothing to apply")
+	// ErrStaleDecision: the decision was made on other arguments than the
+	// call has now.
+	ErrStaleDecision = errors.New("the decision is about other arguments")
 )
 
 // DecidedError says a call is no longer waiting for a decision, and who
@@ -76,9 +80,18 @@ func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error 
 	}
 	switch {
 	case d.Kind == interrupt.Edit && c.Status == Pending:
-		if err := a.box.Validate(c.Tool, d.Args); err != nil {
+		args, err := tools.Canonical(d.Args)
+		if err != nil {
 			return err
 		}
+		if err := a.box.Validate(c.Tool, args); err != nil {
+			return err
+		}
+		if d.Hash != "" && d.Hash != tools.ArgsHash(c.Tool, args) {
+			return fmt.Errorf("%w: the edit's hash is not that of its arguments", ErrStaleDecision)
+		}
+	case d.Kind == interrupt.Approve && d.Hash != "" && d.Hash != c.RunHash():
+		return fmt.Errorf("%w: call %s has other arguments than the ones approved", ErrStaleDecision, key)
 	case d.Kind == interrupt.Edit, d.Kind == interrupt.MarkDone && c.Status != Unknown,
 		d.Kind == interrupt.Expire && c.Status != Pending:
 		return fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
@@ -86,15 +99,21 @@ func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error 
 	return nil
 }
 
-// apply records d on a waiting call. Respond is a rejection with the
-// person's text as the reason.
+// apply records d on a waiting call, which CheckDecision has accepted.
+// Respond is a rejection with the person's text as the reason. An
+// approval without a hash is bound to the arguments the call has now.
 func apply(c *Call, d interrupt.Decision) {
 	c.Decision = &d
 	switch d.Kind {
 	case interrupt.Approve:
 		c.Status = Approved
+		if d.Hash == "" {
+			c.Decision.Hash = c.RunHash()
+		}
 	case interrupt.Edit:
-		c.Status, c.EditedArgs = Edited, d.Args
+		args, _ := tools.Canonical(d.Args) // checked by CheckDecision
+		c.Status, c.EditedArgs = Edited, args
+		c.Decision.Args, c.Decision.Hash = args, tools.ArgsHash(c.Tool, args)
 	case interrupt.Reject, interrupt.Respond:
 		c.Status, c.IsError = Rejected, true
 		if c.Attempts > 0 {
@@ -139,15 +158,35 @@ func (a *Agent) Respond(d interrupt.Decision) graph.StateModifier[State] {
 	}
 }
 
-// UserTurn returns a state modifier that adds a person's message to a
-// finished conversation, for Graph.Continue.
-func UserTurn(text string) graph.StateModifier[State] {
+// UserTurn returns a state modifier that adds by's message to a finished
+// conversation, for Graph.Continue. by becomes the requester of the calls
+// the model makes in answer.
+func UserTurn(by, text string) graph.StateModifier[State] {
 	return func(_ context.Context, _ graph.NodePath, s *State) error {
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleUser, Content: text})
 		s.PassTurns = 0
+		s.TurnBy = by
 		return nil
 	}
 }
+
+// AddNote returns a state modifier that keeps n for the model, to be
+// handed over with the results of the calls that wait.
+func AddNote(n Note) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		s.Notes = append(s.Notes, n)
+		return nil
+	}
+}
+
+// Rule returns the policy rule of an offered tool.
+func (a *Agent) Rule(tool string) (tools.Rule, bool) {
+	_, r, ok := a.box.Lookup(tool)
+	return r, ok
+}
+
+// Tools returns the offered tools.
+func (a *Agent) Tools() []tools.Tool { return a.box.Tools() }
 
 // ValidateArgs checks edited arguments for a tool, for a form to show.
 func (a *Agent) ValidateArgs(tool string, args json.RawMessage) error {

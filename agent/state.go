@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/tools"
 )
 
 // CallStatus is where one tool call stands.
@@ -76,11 +77,18 @@ type Call struct {
 	// ID is the model's tool call ID, which the tool result answers.
 	ID   string `json:"id"`
 	Tool string `json:"tool"`
-	// Args are the arguments the model gave (valid JSON, or absent when
-	// they were not).
+	// Args are the arguments the model gave, in canonical form (see
+	// tools.Canonical), or absent when they were not valid.
 	Args json.RawMessage `json:"args,omitempty"`
-	// EditedArgs are the arguments a person replaced them with.
+	// EditedArgs are the arguments a person replaced them with, in
+	// canonical form.
 	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
+	// Hash is tools.ArgsHash of the tool and Args: what a card shows and
+	// an approval is bound to. An edit's hash is its Decision's.
+	Hash string `json:"hash,omitempty"`
+	// Requester is who asked for the turn that made the call: the person
+	// whose request a self-approval rule is about.
+	Requester string `json:"requester,omitempty"`
 	// Reason is what the model said alongside the call.
 	Reason string     `json:"reason,omitempty"`
 	Status CallStatus `json:"status"`
@@ -105,6 +113,28 @@ func (c *Call) RunArgs() json.RawMessage {
 	return c.Args
 }
 
+// RunHash is tools.ArgsHash of the call's tool and RunArgs: the hash a
+// decision to run it must carry.
+func (c *Call) RunHash() string { return tools.ArgsHash(c.Tool, c.RunArgs()) }
+
+// AskedBy is who asked for the call: its turn's requester, or for calls
+// saved before calls recorded one, the conversation's.
+func (c *Call) AskedBy(s *State) string {
+	if c.Requester != "" {
+		return c.Requester
+	}
+	return s.Requester
+}
+
+// Note is a message someone left in the thread while calls waited for a
+// decision they were not allowed to make. It reaches the model with the
+// calls' results.
+type Note struct {
+	By   string    `json:"by"`
+	Text string    `json:"text"`
+	At   time.Time `json:"at"`
+}
+
 // State is the agent's graph state: one conversation in one thread.
 type State struct {
 	// Thread, Requester and Channel say where the conversation happens
@@ -112,6 +142,14 @@ type State struct {
 	Thread    string `json:"thread,omitempty"`
 	Requester string `json:"requester,omitempty"`
 	Channel   string `json:"channel,omitempty"`
+	// Team is the workspace of Channel, where the front end has one.
+	Team string `json:"team,omitempty"`
+	// TurnBy is who wrote the latest user message: the requester of the
+	// calls the model makes in answer to it.
+	TurnBy string `json:"turn_by,omitempty"`
+	// Notes are messages to hand the model once the waiting calls are
+	// settled.
+	Notes []Note `json:"notes,omitempty"`
 	// Messages is the conversation, without the system prompt. It is the
 	// state's journal: checkpoints store each message once.
 	Messages []llm.Message `json:"-"`

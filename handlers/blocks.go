@@ -96,7 +96,7 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 			headerBlock("Outcome unknown: " + c.Tool),
 			sectionBlock(unknownCallText),
 		}
-		blocks = append(blocks, argsBlocks(c.RunArgs())...)
+		blocks = append(blocks, argsCardBlocks(c, ref)...)
 		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
 		return append(blocks, slack.NewActionBlock(BlockCallActions,
 			buttonElement(ActionRetry, "Retry", ref, slack.StylePrimary),
@@ -105,7 +105,7 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 		))
 	}
 	blocks := []slack.Block{headerBlock("Approval needed: " + c.Tool)}
-	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	blocks = append(blocks, argsCardBlocks(c, ref)...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	return append(blocks, slack.NewActionBlock(BlockCallActions,
 		buttonElement(ActionApprove, "Approve", ref, slack.StylePrimary),
@@ -133,7 +133,9 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(c.Args, c.RunArgs()), budgetDiff+budgetDiffLine)))
 	}
-	blocks = append(blocks, argsBlocks(c.RunArgs())...)
+	view, _ := argsView(c)
+	blocks = append(blocks, view...)
+	blocks = append(blocks, hashLine(c))
 	return append(blocks, requestBlocks(c, requester, time.Time{})...)
 }
 
@@ -234,20 +236,14 @@ func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
 	return view
 }
 
-// argsBlocks shows arguments as pretty JSON in a code block, and says how
-// much of them was cut to fit.
-func argsBlocks(args json.RawMessage) []slack.Block {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return []slack.Block{sectionBlock("*Arguments*\n_none_")}
+// argsCardBlocks shows a waiting call's arguments, the hash an approval
+// binds to, and a "Show all" button if the arguments were shortened.
+func argsCardBlocks(c agent.Call, ref string) []slack.Block {
+	blocks, clipped := argsView(c)
+	if clipped {
+		blocks = append(blocks, showAllBlock(ref))
 	}
-	pretty := string(indentJSON(args))
-	code, shown := fitCode(pretty, budgetCode)
-	blocks := []slack.Block{sectionBlock("*Arguments*\n" + code)}
-	if total := utf8.RuneCountInString(pretty); shown < total {
-		blocks = append(blocks, contextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters.",
-			withCommas(shown), withCommas(total))))
-	}
-	return blocks
+	return append(blocks, hashLine(c))
 }
 
 // requestBlocks says who asked for the call, until when it waits (if

@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // The -update flag rewrites the golden files in testdata/. Several test
@@ -405,11 +406,13 @@ func TestSettledCardDiff(t *testing.T) {
 }
 
 func TestApprovalCardContent(t *testing.T) {
-	got := blockTexts(t, handlers.ApprovalCard(pendingCall(), cardAsker, cardRef, cardNow))
+	c := pendingCall()
+	got := blockTexts(t, handlers.ApprovalCard(c, cardAsker, cardRef, cardNow))
 	for _, w := range []string{
 		"Approval needed: http_request",
 		"<@U0ASKER>",
-		`"url": "https://api.example.com/v1/deploys"`,
+		"POST https://api.example.com/v1/deploys",
+		"sha256:" + tools.ShortHash(c.RunHash()),
 		"You asked to deploy billing 2.4.1 &amp; to notify &lt;#ops&gt;",
 		fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|Mar 15, 2025 09:00 UTC> (in 24h)", cardNow.Add(24*time.Hour).Unix()),
 	} {
@@ -602,9 +605,10 @@ func TestCardLimits(t *testing.T) {
 					if c.Status.Waiting() {
 						blocks := handlers.ApprovalCard(c, requester, cardRef, cardNow)
 						checkMessage(t, blocks)
-						if got := blockTexts(t, blocks); !strings.Contains(got, "✂️") {
-							t.Errorf("ApprovalCard() does not say the arguments were cut")
+						if got := blockTexts(t, blocks); !strings.Contains(got, "Show all") {
+							t.Errorf("ApprovalCard() of shortened arguments offers no Show all")
 						}
+						checkModal(t, handlers.ArgsModal(c))
 					}
 					checkMessage(t, handlers.SettledCard(c, requester, cardNow))
 					checkText(t, "CardText", handlers.CardText(c), 3000, "mrkdwn")

@@ -12,7 +12,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -64,15 +63,15 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 			s.ephemeral(ctx, channel, "", user, "I couldn't post in this channel ("+err.Error()+"). Invite me with `/invite @Countersign` and try again.")
 			return
 		}
-		s.start(ctx, ThreadKey(team, channel, ts), user, channel, typedText(text), log)
+		s.start(ctx, team, ThreadKey(team, channel, ts), user, channel, typedText(text), log)
 	})
 }
 
 // start begins a conversation in thread.
-func (s *Server) start(ctx context.Context, thread, user, channel, text string, log logrus.FieldLogger) {
-	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: user, Channel: channel, Text: text})
+func (s *Server) start(ctx context.Context, team, thread, user, channel, text string, log logrus.FieldLogger) {
+	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: user, Team: team, Channel: channel, Text: text})
 	switch {
-	case errors.Is(err, graph.ErrThreadExists):
+	case errors.Is(err, runner.ErrThreadExists):
 		log.WithField("thread", thread).Info("conversation already started")
 	case err != nil:
 		log.WithField("thread", thread).WithError(err).Error("starting a conversation")

@@ -11,7 +11,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack/slackevents"
 
-	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -86,14 +85,14 @@ func (s *Server) dispatchEvent(ctx context.Context, team string, ev messageEvent
 	case "app_mention":
 		s.background(ctx, func(ctx context.Context) {
 			if s.owns(ctx, thread) {
-				s.reply(ctx, thread, ev, text, log)
+				s.reply(ctx, team, thread, ev, text, log)
 				return
 			}
 			if text == "" {
 				s.ephemeral(ctx, ev.Channel, root, ev.User, helpText)
 				return
 			}
-			s.start(ctx, thread, ev.User, ev.Channel, text, log)
+			s.start(ctx, team, thread, ev.User, ev.Channel, text, log)
 		})
 	case "message":
 		// Only replies in threads; a reply that mentions the bot comes
@@ -103,7 +102,7 @@ func (s *Server) dispatchEvent(ctx context.Context, team string, ev messageEvent
 		}
 		s.background(ctx, func(ctx context.Context) {
 			if s.owns(ctx, thread) {
-				s.reply(ctx, thread, ev, text, log)
+				s.reply(ctx, team, thread, ev, text, log)
 			}
 		})
 	}
@@ -120,16 +119,20 @@ func (s *Server) owns(ctx context.Context, thread string) bool {
 }
 
 // reply hands a thread reply to the runner and explains refusals.
-func (s *Server) reply(ctx context.Context, thread string, ev messageEvent, text string, log logrus.FieldLogger) {
+func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) {
 	_, _, root, _ := ParseThread(thread)
-	err := s.svc.Reply(ctx, thread, ev.User, text)
+	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text})
+	var refused *runner.RefusedError
 	switch {
 	case err == nil:
+	case errors.As(err, &refused):
+		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refused.Why+
+			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
 	case errors.Is(err, runner.ErrBusy):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, textBusy)
 	case errors.Is(err, runner.ErrFailed):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, textFailed)
-	case errors.Is(err, graph.ErrNoCheckpoint):
+	case errors.Is(err, runner.ErrNoThread):
 	default:
 		log.WithField("thread", thread).WithError(err).Error("handling a reply")
 		s.ephemeral(ctx, ev.Channel, root, ev.User, textTryAgain)

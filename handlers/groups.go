@@ -9,9 +9,11 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// groupCache answers "is this user in that user group" from
+// Groups answers "is this user in that user group" from
 // usergroups.users.list, remembering each group's members for a while.
-type groupCache struct {
+// It is the runner.Groups of the Slack front end, and safe for concurrent
+// use.
+type Groups struct {
 	api *slack.Client
 	ttl time.Duration
 	now func() time.Time
@@ -25,27 +27,33 @@ type cachedGroup struct {
 	fetched time.Time
 }
 
-func newGroupCache(api *slack.Client, ttl time.Duration, now func() time.Time) *groupCache {
-	return &groupCache{api: api, ttl: ttl, now: now, groups: map[string]cachedGroup{}}
+// NewGroups returns a group lookup through api that keeps each group's
+// members for ttl (default 5 minutes). now is the clock (default
+// time.Now).
+func NewGroups(api *slack.Client, ttl time.Duration, now func() time.Time) *Groups {
+	if ttl <= 0 {
+		ttl = 5 * time.Minute
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Groups{api: api, ttl: ttl, now: now, groups: map[string]cachedGroup{}}
 }
 
-// contains reports whether user is a member of group. Its signature is
-// the one tools.Rule.MayApprove takes; ctx comes from the closure.
-func (g *groupCache) contains(ctx context.Context) func(group, user string) (bool, error) {
-	return func(group, user string) (bool, error) {
-		g.mu.Lock()
-		c, ok := g.groups[group]
-		g.mu.Unlock()
-		if !ok || g.now().Sub(c.fetched) > g.ttl {
-			users, err := g.api.GetUserGroupMembersContext(ctx, group)
-			if err != nil {
-				return false, err
-			}
-			c = cachedGroup{users: users, fetched: g.now()}
-			g.mu.Lock()
-			g.groups[group] = c
-			g.mu.Unlock()
+// InGroup implements runner.Groups.
+func (g *Groups) InGroup(ctx context.Context, group, user string) (bool, error) {
+	g.mu.Lock()
+	c, ok := g.groups[group]
+	g.mu.Unlock()
+	if !ok || g.now().Sub(c.fetched) > g.ttl {
+		users, err := g.api.GetUserGroupMembersContext(ctx, group)
+		if err != nil {
+			return false, err
 		}
-		return slices.Contains(c.users, user), nil
+		c = cachedGroup{users: users, fetched: g.now()}
+		g.mu.Lock()
+		g.groups[group] = c
+		g.mu.Unlock()
 	}
+	return slices.Contains(c.users, user), nil
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
 )
 
 // interaction handles button clicks and modal submissions.
@@ -53,6 +54,15 @@ type click struct {
 func (c click) user() string    { return c.cb.User.ID }
 func (c click) channel() string { return c.cb.Channel.ID }
 
+// decision is the runner's decision of kind on the click's card, with
+// where and by whom it was made; the runner checks all of it.
+func (c click) decision(kind interrupt.Kind) runner.Decision {
+	return runner.Decision{
+		Thread: c.ref.Thread, Call: c.ref.Call, Round: c.ref.Attempt, Hash: c.ref.Hash,
+		Team: c.cb.Team.ID, Channel: c.cb.Channel.ID, By: c.user(), Kind: kind,
+	}
+}
+
 // blockAction handles a button on a card.
 func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) {
 	if len(cb.ActionCallback.BlockActions) == 0 {
@@ -88,13 +98,17 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	} else {
 		switch action.ActionID {
 		case ActionApprove, ActionRetry:
-			answer = s.decide(ctx, c, interrupt.Decision{Kind: interrupt.Approve, By: c.user()})
+			answer = s.decide(ctx, c, c.decision(interrupt.Approve))
 		case ActionMarkDone:
-			answer = s.decide(ctx, c, interrupt.Decision{Kind: interrupt.MarkDone, By: c.user()})
+			answer = s.decide(ctx, c, c.decision(interrupt.MarkDone))
 		case ActionSkip:
-			answer = s.decide(ctx, c, interrupt.Decision{Kind: interrupt.Reject, By: c.user()})
-		case ActionEdit, ActionReject:
-			answer = s.openModal(ctx, c)
+			answer = s.decide(ctx, c, c.decision(interrupt.Reject))
+		case ActionEdit:
+			answer = s.openModal(ctx, c, interrupt.Edit)
+		case ActionReject:
+			answer = s.openModal(ctx, c, interrupt.Reject)
+		case ActionShowArgs:
+			answer = s.showArgs(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
 		}
@@ -121,96 +135,58 @@ func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error)
 	return rf, true, nil
 }
 
-// pending returns the card's call if it still waits for this decision
-// round, or what to tell the person.
-func (s *Server) pending(ctx context.Context, c click) (*agent.State, *agent.Call, string) {
-	st, call, err := s.svc.Call(ctx, c.ref.Thread, c.ref.Call)
+// answer is what to tell a person whose decision the runner did not
+// record, or "" if it did.
+func answer(log logrus.FieldLogger, err error) string {
+	var lost *runner.AlreadyDecidedError
+	var refused *runner.RefusedError
+	var invalid *runner.InvalidArgsError
 	switch {
-	case errors.Is(err, agent.ErrUnknownCall):
-		return nil, nil, textNotPending
-	case err != nil:
-		c.log.WithError(err).Error("loading a call")
-		return nil, nil, textTryAgain
-	case call.Attempts != c.ref.Attempt || !call.Status.Waiting():
-		if call.Decision != nil && call.Attempts == c.ref.Attempt {
-			return nil, nil, alreadyText(*call.Decision)
-		}
-		return nil, nil, textNotPending
-	}
-	return st, call, ""
-}
-
-// authorize checks the policy; a refusal is audited.
-func (s *Server) authorize(ctx context.Context, c click, st *agent.State, call *agent.Call) string {
-	rule, _ := s.policy.RuleFor(call.Tool)
-	ok, why, err := rule.MayApprove(c.user(), st.Requester, s.groups.contains(ctx))
-	if err != nil {
-		c.log.WithError(err).Error("checking who may approve")
-		return "I couldn't check whether you may decide this call. Please try again."
-	}
-	if ok {
+	case err == nil:
 		return ""
+	case errors.As(err, &lost):
+		return alreadyText(lost.Decision)
+	case errors.As(err, &refused):
+		return "You can't decide this call: " + refused.Why + "."
+	case errors.As(err, &invalid):
+		return "These arguments don't fit the tool: " + invalid.Err.Error()
+	case errors.Is(err, runner.ErrNotPending):
+		return textNotPending
 	}
-	s.svc.Audit(ctx, c.ref.Thread, *call, map[string]string{"decision": "refused", "by": c.user(), "reason": why, "action": c.action.ActionID})
-	c.log.Info("click refused by policy")
-	return "You can't decide this call: " + why + "."
+	log.WithError(err).Error("recording a decision")
+	return textTryAgain
 }
 
-// decide applies d to the card's call and lets the run go on; it returns
-// what to tell the person, or "".
-func (s *Server) decide(ctx context.Context, c click, d interrupt.Decision) string {
-	st, call, msg := s.pending(ctx, c)
-	if msg != "" {
+// decide records d and drives the run in the background; it returns what
+// to tell the person, or "".
+func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
+	if msg := answer(c.log, s.svc.Decide(ctx, d)); msg != "" {
 		return msg
 	}
-	if msg := s.authorize(ctx, c, st, call); msg != "" {
-		return msg
-	}
-	if msg := s.claim(ctx, c, d); msg != "" {
-		return msg
-	}
+	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")
+	s.drive(ctx, d.Thread)
 	return ""
 }
 
-// claim records the decision and drives the run in the background.
-func (s *Server) claim(ctx context.Context, c click, d interrupt.Decision) string {
-	err := s.svc.Decide(ctx, c.ref.Thread, c.ref.Call, d)
-	var lost *runner.AlreadyDecidedError
-	var settled *agent.DecidedError
-	switch {
-	case errors.As(err, &lost):
-		return alreadyText(lost.Decision)
-	case errors.As(err, &settled), errors.Is(err, agent.ErrUnknownCall):
-		return textNotPending
-	case err != nil:
-		c.log.WithError(err).Error("recording a decision")
-		return textTryAgain
-	}
-	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")
-	thread := c.ref.Thread
+// drive lets the thread's run go on in the background.
+func (s *Server) drive(ctx context.Context, thread string) {
 	s.background(ctx, func(ctx context.Context) {
 		if err := s.svc.Drive(ctx, thread); err != nil {
 			s.log.WithField("thread", thread).WithError(err).Error("resuming after a decision")
 		}
 	})
-	return ""
 }
 
-// openModal opens the edit or reject modal while the trigger is fresh.
-func (s *Server) openModal(ctx context.Context, c click) string {
-	st, call, msg := s.pending(ctx, c)
-	if msg != "" {
-		return msg
-	}
-	if call.Status != agent.Pending {
-		return textNotPending
-	}
-	if msg := s.authorize(ctx, c, st, call); msg != "" {
+// openModal opens the edit or reject modal while the trigger is fresh,
+// if the person may make that decision.
+func (s *Server) openModal(ctx context.Context, c click, kind interrupt.Kind) string {
+	call, err := s.svc.Check(ctx, c.decision(kind))
+	if msg := answer(c.log, err); msg != "" {
 		return msg
 	}
 	value := c.action.Value
 	view := RejectModal(*call, value)
-	if c.action.ActionID == ActionEdit {
+	if kind == interrupt.Edit {
 		view = EditModal(*call, value)
 	}
 	if _, err := s.api.OpenViewContext(ctx, c.cb.TriggerID, view); err != nil {
@@ -220,52 +196,60 @@ func (s *Server) openModal(ctx context.Context, c click) string {
 	return ""
 }
 
+// showArgs opens a modal with every byte of the card's arguments.
+func (s *Server) showArgs(ctx context.Context, c click) string {
+	call, err := s.svc.Call(ctx, c.ref.Thread, c.ref.Call)
+	if msg := answer(c.log, err); msg != "" {
+		return msg
+	}
+	if _, err := s.api.OpenViewContext(ctx, c.cb.TriggerID, ArgsModal(*call)); err != nil {
+		c.log.WithError(err).Error("opening the arguments")
+		return "I couldn't open the arguments (" + err.Error() + "). Please try again."
+	}
+	return ""
+}
+
 // retryRun resumes a failed run from the error card.
 func (s *Server) retryRun(ctx context.Context, c click) string {
-	thread := c.ref.Thread
+	m := runner.Message{Thread: c.ref.Thread, Team: c.cb.Team.ID, Channel: c.channel(), By: c.user()}
 	s.background(ctx, func(ctx context.Context) {
-		err := s.svc.Retry(ctx, thread)
+		err := s.svc.Retry(ctx, m)
+		var refused *runner.RefusedError
 		switch {
-		case errors.Is(err, runner.ErrNotFailed):
+		case err == nil:
+		case errors.As(err, &refused):
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+refused.Why+".")
+		case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This run is no longer stopped; nothing to retry.")
 		case errors.Is(err, runner.ErrBusy):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textBusy)
-		case err != nil:
+		default:
 			c.log.WithError(err).Error("retrying a run")
 		}
 	})
 	return ""
 }
 
-// viewSubmission handles the edit and reject modals.
+// viewSubmission handles the edit and reject modals. A submission the
+// runner refuses gets its reason inline and changes nothing, so the
+// person can correct it and submit again. Slack may deliver one
+// submission twice: the second finds the decision claimed by the same
+// person with the same content, and only closes the modal.
 func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) {
 	ctx := r.Context()
 	log := s.log.WithFields(logrus.Fields{"user": cb.User.ID, "view": cb.View.CallbackID})
-	first, err := s.store.Dedup(ctx, "view:"+cb.View.ID+":"+cb.View.Hash, dedupTTL)
+	rf, ok, err := s.lookupRef(ctx, cb.View.PrivateMetadata)
 	if err != nil {
-		log.WithError(err).Error("dedup of a form")
+		log.WithError(err).Error("looking up a card reference")
 		writeErrors(w, cb, textTryAgain)
 		return
 	}
-	if !first {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	rf, ok, err := s.lookupRef(ctx, cb.View.PrivateMetadata)
-	if err != nil || !ok {
+	if !ok {
 		writeErrors(w, cb, textNotPending)
 		return
 	}
 	c := click{cb: cb, action: &slack.BlockAction{ActionID: cb.View.CallbackID, Value: cb.View.PrivateMetadata}, ref: rf, log: log.WithField("thread", rf.Thread)}
-	st, call, msg := s.pending(ctx, c)
-	if msg == "" {
-		msg = s.authorize(ctx, c, st, call)
-	}
-	if msg != "" {
-		writeErrors(w, cb, msg)
-		return
-	}
-	d := interrupt.Decision{By: cb.User.ID}
+	var d runner.Decision
 	switch cb.View.CallbackID {
 	case CallbackEdit:
 		args := strings.TrimSpace(inputValue(cb, BlockArgs, InputArgs))
@@ -273,22 +257,45 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 			writeErrors(w, cb, "That is not valid JSON. Check the brackets, quotes and commas.")
 			return
 		}
-		if err := s.svc.Agent().ValidateArgs(call.Tool, json.RawMessage(args)); err != nil {
-			writeErrors(w, cb, "These arguments don't fit the tool: "+err.Error())
-			return
-		}
-		d.Kind, d.Args = interrupt.Edit, json.RawMessage(args)
+		d = c.decision(interrupt.Edit)
+		d.Args = json.RawMessage(args)
 	case CallbackReject:
-		d.Kind, d.Reason = interrupt.Reject, strings.TrimSpace(inputValue(cb, BlockReason, InputReason))
+		d = c.decision(interrupt.Reject)
+		d.Reason = strings.TrimSpace(inputValue(cb, BlockReason, InputReason))
 	default:
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if msg := s.claim(ctx, c, d); msg != "" {
+	// A modal is opened from a card in a channel, but its submission
+	// carries no channel: it is the card's own.
+	_, d.Channel, _, _ = ParseThread(rf.Thread)
+	d.Team = cb.Team.ID
+	err = s.svc.Decide(ctx, d)
+	var lost *runner.AlreadyDecidedError
+	if errors.As(err, &lost) && sameSubmission(lost.Decision, d) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if msg := answer(c.log, err); msg != "" {
 		writeErrors(w, cb, msg)
 		return
 	}
+	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")
+	s.drive(ctx, d.Thread)
 	w.WriteHeader(http.StatusOK) // closes the modal
+}
+
+// sameSubmission reports whether the decision claimed first is d itself,
+// delivered again.
+func sameSubmission(first interrupt.Decision, d runner.Decision) bool {
+	if first.By != d.By || first.Kind != d.Kind {
+		return false
+	}
+	if d.Kind == interrupt.Edit {
+		args, err := tools.Canonical(d.Args)
+		return err == nil && bytes.Equal(args, first.Args)
+	}
+	return first.Reason == d.Reason
 }
 
 // writeErrors shows msg inline in the modal's one input.

@@ -24,6 +24,9 @@ type ref struct {
 	// are empty on a run's error card.
 	Call    string `json:"call,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Hash is the arguments' hash the card showed: a click decides those
+	// arguments or nothing.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Reporter posts a conversation's progress into its Slack thread. It is
@@ -57,6 +60,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 	requester := ""
 	if e.State != nil {
 		requester = e.State.Requester
+		if e.Call != nil {
+			requester = e.Call.AskedBy(e.State)
+		}
 	}
 	switch e.Kind {
 	case runner.Answer:
@@ -64,7 +70,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.ApprovalNeeded:
 		c := *e.Call
-		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts})
+		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
 		if err != nil {
 			return err
 		}

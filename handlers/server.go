@@ -12,7 +12,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
-	"github.com/countersign/countersign/tools"
 )
 
 // Options are the server's optional settings.
@@ -37,9 +36,7 @@ type Server struct {
 	api      *slack.Client
 	svc      *runner.Service
 	store    Store
-	policy   *tools.Policy
 	verifier *Verifier
-	groups   *groupCache
 	opts     Options
 	log      logrus.FieldLogger
 	work     sync.WaitGroup
@@ -49,9 +46,9 @@ type Server struct {
 	slots chan struct{}
 }
 
-// New returns a server. signingSecret verifies requests; policy says who
-// may approve what.
-func New(api *slack.Client, svc *runner.Service, store Store, policy *tools.Policy, signingSecret string, opts Options) *Server {
+// New returns a server. signingSecret verifies requests. Who may decide
+// what is the runner's to say, not the server's.
+func New(api *slack.Client, svc *runner.Service, store Store, signingSecret string, opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -65,9 +62,8 @@ func New(api *slack.Client, svc *runner.Service, store Store, policy *tools.Poli
 	}
 	return &Server{
 		slots: make(chan struct{}, opts.MaxConcurrentWork),
-		api:   api, svc: svc, store: store, policy: policy,
+		api:   api, svc: svc, store: store,
 		verifier: NewVerifier(signingSecret, opts.Now),
-		groups:   newGroupCache(api, 5*time.Minute, opts.Now),
 		opts:     opts,
 		log:      opts.Logger,
 	}

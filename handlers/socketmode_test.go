@@ -159,7 +159,7 @@ func TestSocketMode(t *testing.T) {
 	svc := runner.New(a, store, rep, runner.Options{})
 	logger := logrus.New()
 	logger.Out = testWriter{t}
-	srv := handlers.New(api, svc, store, tools.DefaultPolicy(), "", handlers.Options{BotUserID: slacktest.BotUserID, Logger: logger})
+	srv := handlers.New(api, svc, store, "", handlers.Options{BotUserID: slacktest.BotUserID, Logger: logger})
 	done := make(chan error, 1)
 	go func() { done <- srv.RunSocketMode(ctx, socketmode.New(api)) }()
 

@@ -91,6 +91,10 @@ type Decision struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// Reason is a Reject's reason or a Respond's text.
 	Reason string `json:"reason,omitempty"`
+	// Hash binds an Approve to the exact call the person was shown, and
+	// an Edit to the arguments they submitted: a hash of the tool and
+	// the arguments, which the call must still have when it runs.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Validate reports a decision that cannot be applied as it stands.

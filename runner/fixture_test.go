@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,15 +64,21 @@ func plan(base string) func(string) []llm.ToolCall {
 // script is how people decide the calls: approve deploy, reject delete. A
 // call whose outcome is unknown after a crash is retried, or marked done
 // if onUnknown says so.
-func script(c agent.Call, user string, onUnknown interrupt.Kind) interrupt.Decision {
+func script(thread string, c agent.Call, user string, onUnknown interrupt.Kind) runner.Decision {
+	d := decision(thread, c, interrupt.Approve, user)
 	switch {
 	case c.Status == agent.Unknown:
-		return interrupt.Decision{Kind: onUnknown, By: user}
+		d.Kind = onUnknown
 	case c.Tool == "delete":
-		return interrupt.Decision{Kind: interrupt.Reject, By: user, Reason: "not today"}
-	default:
-		return interrupt.Decision{Kind: interrupt.Approve, By: user}
+		d.Kind, d.Reason = interrupt.Reject, "not today"
 	}
+	return d
+}
+
+// decision is a decision of kind on c by user, as a card of c would send
+// it.
+func decision(thread string, c agent.Call, kind interrupt.Kind, user string) runner.Decision {
+	return runner.Decision{Thread: thread, Call: c.Key, Round: c.Attempts, Hash: c.RunHash(), By: user, Kind: kind}
 }
 
 // target is the HTTP server the tools call; it counts executions.
@@ -131,6 +138,21 @@ type world struct {
 	model  llm.Model
 	// afterSave, if set, is called after every checkpoint save.
 	afterSave func()
+	// policy, if set, replaces policyYAML.
+	policy string
+	// loads, if set, counts checkpoint loads.
+	loads *atomic.Int64
+}
+
+// countingStore counts loads.
+type countingStore struct {
+	graph.Store
+	loads *atomic.Int64
+}
+
+func (c countingStore) Load(ctx context.Context, thread string) (*graph.Checkpoint, error) {
+	c.loads.Add(1)
+	return c.Store.Load(ctx, thread)
 }
 
 // hookedStore calls a function after every successful save.
@@ -161,7 +183,11 @@ func (w world) serviceAt(t testing.TB, rep runner.Reporter, now time.Time) (*run
 
 func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, now func() time.Time) (*runner.Service, *redisstore.Store) {
 	t.Helper()
-	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	text := policyYAML
+	if w.policy != "" {
+		text = w.policy
+	}
+	policy, err := tools.ParsePolicy([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +208,9 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.afterSave != nil {
 		checkpoints = hookedStore{store, w.afterSave}
 	}
+	if w.loads != nil {
+		checkpoints = countingStore{checkpoints, w.loads}
+	}
 	var svc *runner.Service
 	a, err := agent.New(model, reg, checkpoints, agent.Options{
 		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
@@ -190,7 +219,7 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now})
+	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store})
 	return svc, store
 }
 
@@ -211,7 +240,7 @@ func finish(ctx context.Context, svc *runner.Service, thread, user string, onUnk
 			return nil, fmt.Errorf("run failed: %s", res.Checkpoint.Error)
 		case graph.Paused:
 			for _, c := range res.State.Waiting() {
-				err := svc.Decide(ctx, thread, c.Key, script(c, user, onUnknown))
+				err := svc.Decide(ctx, script(thread, c, user, onUnknown))
 				var lost *runner.AlreadyDecidedError
 				if err != nil && !errors.As(err, &lost) {
 					return nil, err

@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
@@ -47,7 +46,7 @@ func child(mode string) int {
 		svc, _ := w.service(t, nil, time.Second)
 		at, _ := strconv.ParseInt(os.Getenv("CHILD_START_AT"), 10, 64)
 		time.Sleep(time.Until(time.Unix(0, at))) // start together with the other replica
-		err := svc.Decide(ctx, thread, os.Getenv("CHILD_CALL"), interrupt.Decision{Kind: interrupt.Approve, By: user})
+		err := svc.Decide(ctx, runner.Decision{Thread: thread, Call: os.Getenv("CHILD_CALL"), Kind: interrupt.Approve, By: user})
 		var lost *runner.AlreadyDecidedError
 		switch {
 		case err == nil:
@@ -120,7 +119,7 @@ func child(mode string) int {
 			}
 		}
 		svc, _ := w.service(t, nil, 300*time.Millisecond)
-		if _, err := svc.State(ctx, thread); errors.Is(err, graph.ErrNoCheckpoint) {
+		if _, err := svc.State(ctx, thread); errors.Is(err, runner.ErrNoThread) {
 			if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
 				fmt.Println("ERROR", err)
 				return 1

@@ -103,6 +103,9 @@ type Options struct {
 	Auditor Auditor
 	// Observer, if set, is told what happens, for metrics.
 	Observer Observer
+	// Groups, if set, answers for approver lists that name user groups;
+	// without it a group approver matches nobody.
+	Groups Groups
 }
 
 // Service runs conversations.
@@ -149,13 +152,14 @@ type StartRequest struct {
 	// root message's ts).
 	Thread    string
 	Requester string
+	Team      string
 	Channel   string
 	Text      string
 }
 
 // Start begins a conversation in a new thread and runs it until it
-// finishes or pauses. It fails with graph.ErrThreadExists if the thread
-// has one already (a retried delivery).
+// finishes or pauses. It fails with ErrThreadExists if the thread has
+// one already (a retried delivery).
 func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	held, err := s.acquire(ctx, req.Thread)
 	if err != nil {
@@ -167,11 +171,13 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	s.wakeForRecovery(ctx, req.Thread)
 	stop := s.keepLease(ctx, req.Thread)
 	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
-	res, err := s.graph.Start(ctx, req.Thread, agent.NewState(req.Thread, req.Requester, req.Channel, req.Text), graph.RunConfig{})
+	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
+	init.Team = req.Team
+	res, err := s.graph.Start(ctx, req.Thread, init, graph.RunConfig{})
 	stop()
 	if errors.Is(err, graph.ErrThreadExists) {
 		s.release(req.Thread)
-		return fmt.Errorf("start %s: %w", req.Thread, err)
+		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
 	}
 	s.after(ctx, run, req.Thread, res, err)
 	s.release(req.Thread)
@@ -179,121 +185,34 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	return s.Drive(ctx, req.Thread)
 }
 
-// State returns the thread's latest checkpoint and conversation.
+// State returns the thread's latest checkpoint and conversation;
+// ErrNoThread if it has none.
 func (s *Service) State(ctx context.Context, thread string) (*graph.Result[agent.State], error) {
-	return s.graph.State(ctx, thread)
+	res, err := s.graph.State(ctx, thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return nil, fmt.Errorf("%s: %w", thread, ErrNoThread)
+	}
+	return res, err
 }
 
 // Agent returns the agent the service runs.
 func (s *Service) Agent() *agent.Agent { return s.agent }
 
-// Call returns the thread's current call with key, for a front end that
-// must check who may decide it.
-func (s *Service) Call(ctx context.Context, thread, key string) (*agent.State, *agent.Call, error) {
+// Call returns the thread's current call with key, to show it (a card's
+// "Show all"); ErrNotPending if there is none.
+func (s *Service) Call(ctx context.Context, thread, key string) (*agent.Call, error) {
 	res, err := s.graph.State(ctx, thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return nil, ErrNotPending
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c, ok := res.State.Call(key)
 	if !ok {
-		return &res.State, nil, fmt.Errorf("%w: %s", agent.ErrUnknownCall, key)
+		return nil, ErrNotPending
 	}
-	return &res.State, c, nil
-}
-
-// Decide records d as the decision on the call with key. It returns
-// quickly — one load and one claim, nothing shown to anyone — so a front
-// end can call it before acknowledging a click; Drive (to be called next,
-// typically in the background) reports the decision, applies it and runs
-// on.
-// A call that someone else decided first gives an *AlreadyDecidedError
-// (whether or not it has run since); an unknown call agent.ErrUnknownCall,
-// a call that needed no decision an *agent.DecidedError. Nothing changes.
-func (s *Service) Decide(ctx context.Context, thread, key string, d interrupt.Decision) error {
-	if d.At.IsZero() {
-		d.At = s.opts.Now()
-	}
-	st, c, err := s.Call(ctx, thread, key)
-	if err != nil {
-		return err
-	}
-	if err := s.agent.CheckDecision(st, key, d); err != nil {
-		// Whether the winner's decision is still being applied or the
-		// call has already run, the loser hears the same: who decided.
-		var settled *agent.DecidedError
-		if errors.As(err, &settled) && c.Decision != nil {
-			return &AlreadyDecidedError{Key: key, Decision: *c.Decision}
-		}
-		return err
-	}
-	if err := s.claim(ctx, thread, *c, d); err != nil {
-		return err
-	}
-	s.audit(ctx, thread, *c, decisionFields(d))
-	return nil
-}
-
-// Reply handles a person's message in the thread. While calls wait for a
-// decision it is feedback: each waiting call is rejected with the text as
-// the reason, and the run goes on. After a run has finished it is a new
-// turn of the conversation. It returns ErrBusy while a run is working and
-// ErrFailed if the last run failed.
-func (s *Service) Reply(ctx context.Context, thread, user, text string) error {
-	res, err := s.graph.State(ctx, thread)
-	if err != nil {
-		return err
-	}
-	switch res.Status() {
-	case graph.Paused:
-		d := interrupt.Decision{Kind: interrupt.Respond, By: user, At: s.opts.Now(), Reason: text}
-		for _, c := range res.State.Waiting() {
-			err := s.claim(ctx, thread, c, d)
-			var lost *AlreadyDecidedError
-			if errors.As(err, &lost) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			s.audit(ctx, thread, c, decisionFields(d))
-		}
-		return s.Drive(ctx, thread)
-	case graph.Done:
-		return s.withLease(ctx, thread, func(ctx context.Context) error {
-			before, err := s.graph.State(ctx, thread)
-			if err != nil {
-				return err
-			}
-			if before.Status() != graph.Done {
-				return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
-			}
-			run := s.begin(thread, "continue")
-			res, err := s.graph.Continue(ctx, thread, agent.UserTurn(text))
-			s.after(ctx, run, thread, res, err)
-			return nil
-		})
-	case graph.Failed:
-		return fmt.Errorf("reply to %s: %w", thread, ErrFailed)
-	default:
-		return fmt.Errorf("reply to %s: %w", thread, ErrBusy)
-	}
-}
-
-// Retry resumes a failed run from the step that failed.
-func (s *Service) Retry(ctx context.Context, thread string) error {
-	return s.withLease(ctx, thread, func(ctx context.Context) error {
-		res, err := s.graph.State(ctx, thread)
-		if err != nil {
-			return err
-		}
-		if res.Status() != graph.Failed {
-			return fmt.Errorf("retry %s: %w (status %s)", thread, ErrNotFailed, res.Status())
-		}
-		run := s.begin(thread, "retry")
-		out, err := s.graph.Resume(ctx, thread, nil)
-		s.after(ctx, run, thread, out, err)
-		return nil
-	})
+	return c, nil
 }
 
 // ExpireDue expires the thread's pending calls whose deadline has passed
@@ -450,13 +369,12 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	return &AlreadyDecidedError{Key: key, Decision: first}
 }
 
-// claimKey names the decision on a call in its current round. A call
-// waits for a decision once, or again after a crash cut off its run
-// (outcome unknown); the earlier round's decision must not answer the
-// later one, so the key counts the call's attempts.
 // decisionFields describes a decision for the audit record.
 func decisionFields(d interrupt.Decision) map[string]string {
 	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
+	if d.Hash != "" {
+		f["hash"] = d.Hash
+	}
 	if len(d.Args) > 0 {
 		f["edited_args"] = string(d.Args)
 	}
@@ -484,6 +402,10 @@ func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
 	}
 }
 
+// claimKey names the decision on a call in its current round. A call
+// waits for a decision once, or again after a crash cut off its run
+// (outcome unknown); the earlier round's decision must not answer the
+// later one, so the key counts the call's attempts.
 func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts) }
 
 // withLease runs fn holding the thread's lease, then drives the thread in

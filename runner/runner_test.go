@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
@@ -29,10 +28,10 @@ func TestFullConversation(t *testing.T) {
 	rep := &recorder{}
 	svc, _ := w.service(t, rep, time.Second)
 
-	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Channel: "C1", Text: "ship v2"}); err != nil {
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
 		t.Fatalf("Start() = %v", err)
 	}
-	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); !errors.Is(err, graph.ErrThreadExists) {
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); !errors.Is(err, runner.ErrThreadExists) {
 		t.Errorf("Start(again) = %v, want ErrThreadExists", err)
 	}
 	want := []string{"call_started lookup", "call_finished lookup", "approval_needed deploy", "approval_needed delete"}
@@ -52,7 +51,7 @@ func TestFullConversation(t *testing.T) {
 	}
 
 	// A reply after the run: a new turn that sees the conversation.
-	if err := svc.Reply(ctx, "th", "U_ALICE", "chat: thanks"); err != nil {
+	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: thanks"}); err != nil {
 		t.Fatalf("Reply() = %v", err)
 	}
 	res, err := svc.State(ctx, "th")
@@ -84,7 +83,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			errs[i] = replica.Decide(ctx, "th", deploy.Key, interrupt.Decision{Kind: interrupt.Approve, By: "U" + string(rune('A'+i))})
+			errs[i] = replica.Decide(ctx, decision("th", deploy, interrupt.Approve, "U"+string(rune('A'+i))))
 			if errs[i] == nil {
 				errs[i] = replica.Drive(ctx, "th")
 			}
@@ -101,7 +100,6 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 			won++
 			winner = "U" + string(rune('A'+i))
 		case errors.As(err, &lost):
-		case errors.As(err, new(*agent.DecidedError)):
 		default:
 			t.Errorf("Decide() = %v, want nil or an already-decided error", err)
 		}
@@ -128,7 +126,7 @@ func TestReplyWhilePausedIsFeedback(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Reply(ctx, "th", "U_ALICE", "wait, use staging"); err != nil {
+	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "wait, use staging"}); err != nil {
 		t.Fatalf("Reply() = %v", err)
 	}
 	res, _ := svc.State(ctx, "th")
@@ -160,8 +158,8 @@ func TestExpiry(t *testing.T) {
 	if res.Status() != graph.Done || strings.Count(res.State.Answer(), "expired before anyone decided") != 2 {
 		t.Errorf("after expiry: %s %q", res.Status(), res.State.Answer())
 	}
-	if err := svc.Decide(ctx, "th", "0.1", interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); !errors.Is(err, agent.ErrUnknownCall) {
-		t.Errorf("Decide(after expiry) = %v, want ErrUnknownCall (the calls are settled)", err)
+	if err := svc.Decide(ctx, runner.Decision{Thread: "th", Call: "0.1", Kind: interrupt.Approve, By: "U_BOB"}); !errors.Is(err, runner.ErrNotPending) {
+		t.Errorf("Decide(after expiry) = %v, want ErrNotPending (the calls are settled)", err)
 	}
 }
 
@@ -181,17 +179,17 @@ func TestModelFailureIsSavedAndRetried(t *testing.T) {
 	if res.Status() != graph.Failed || !slices.Contains(rep.kinds(), "run_failed") {
 		t.Fatalf("after the model failed: %s, events %v; want failed and reported", res.Status(), rep.kinds())
 	}
-	if err := svc.Reply(ctx, "th", "U_ALICE", "hello?"); !errors.Is(err, runner.ErrFailed) {
+	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "hello?"}); !errors.Is(err, runner.ErrFailed) {
 		t.Errorf("Reply(failed run) = %v, want ErrFailed", err)
 	}
-	if err := svc.Retry(ctx, "th"); err != nil {
+	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); err != nil {
 		t.Fatalf("Retry() = %v", err)
 	}
 	res, _ = svc.State(ctx, "th")
 	if res.Status() != graph.Done || res.State.Answer() != "back again" || len(res.State.Messages) != 2 {
 		t.Errorf("after Retry: %s %q (%d messages); want done, answered once", res.Status(), res.State.Answer(), len(res.State.Messages))
 	}
-	if err := svc.Retry(ctx, "th"); !errors.Is(err, runner.ErrNotFailed) {
+	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); !errors.Is(err, runner.ErrNotFailed) {
 		t.Errorf("Retry(done) = %v, want ErrNotFailed", err)
 	}
 }
@@ -208,7 +206,7 @@ func TestDecisionDuringStartIsNotStranded(t *testing.T) {
 		// replica": the lease is still held by Start.
 		if e.Kind == runner.ApprovalNeeded && e.Call.Tool == "deploy" {
 			replica, _ := w.service(t, nil, time.Minute)
-			if err := replica.Decide(ctx, e.Thread, e.Call.Key, interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); err != nil {
+			if err := replica.Decide(ctx, decision(e.Thread, *e.Call, interrupt.Approve, "U_BOB")); err != nil {
 				t.Errorf("Decide() = %v", err)
 			}
 			if err := replica.Drive(ctx, e.Thread); err != nil {
@@ -237,9 +235,9 @@ func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	key := waitingCall(t, svc, "th", "deploy").Key
+	deploy := waitingCall(t, svc, "th", "deploy")
 	before := len(rep.kinds())
-	if err := svc.Decide(ctx, "th", key, interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"}); err != nil {
+	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
 		t.Fatal(err)
 	}
 	if got := rep.kinds()[before:]; len(got) != 0 {
@@ -271,7 +269,7 @@ func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		_ = store.ReleaseLease(ctx, "th", "other-process")
 	}()
-	if err := svc.Reply(ctx, "th", "U_ALICE", "chat: still there?"); err != nil {
+	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: still there?"}); err != nil {
 		t.Fatalf("Reply() = %v, want it to wait for the thread", err)
 	}
 	res, _ := svc.State(ctx, "th")

@@ -123,7 +123,7 @@ func (h *HTTPRequest) Schema() json.RawMessage {
   "type": "object",
   "properties": {
     "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "description": "HTTP method"},
-    "url": {"type": "string", "description": "absolute http or https URL"},
+    "url": {"type": "string", "maxLength": 2048, "description": "absolute http or https URL"},
     "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "request headers"},
     "body": {"type": "string", "description": "request body"}
   },
@@ -148,6 +148,29 @@ func (h *HTTPRequest) Idempotent(args json.RawMessage) bool {
 	}
 	m := strings.ToUpper(a.Method)
 	return m == http.MethodGet || m == http.MethodHead
+}
+
+// Check implements Checker: a call to a host outside allow_hosts is
+// refused before anyone is asked to approve it.
+func (h *HTTPRequest) Check(args json.RawMessage) error {
+	var a httpArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("url %q has no host", a.URL)
+	}
+	if !h.allowed(u) {
+		return fmt.Errorf("host %s is not allowed (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
+	}
+	return nil
 }
 
 // Call implements Tool.

@@ -162,7 +162,13 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	if errors.As(err, &verr) {
 		return &ArgsError{Problems: r.schemaProblems(verr, inst)}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if c, ok := e.tool.(Checker); ok {
+		return c.Check(args)
+	}
+	return nil
 }
 
 // ArgsError reports arguments that are not valid JSON or do not match the

@@ -57,3 +57,11 @@ type Tool interface {
 	// failed call; the model is told of it.
 	Call(ctx context.Context, args json.RawMessage) (string, error)
 }
+
+// Checker is implemented by tools that can tell from the arguments alone
+// that a call would be refused when it runs — http_request to a host
+// outside allow_hosts. The registry checks it with the schema, so such a
+// call is an error to the model at once and never reaches a person.
+type Checker interface {
+	Check(args json.RawMessage) error
+}

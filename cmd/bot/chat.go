@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -46,7 +47,7 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return err
 	}
 	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
-	svc, err := newService(ctx, getenv, log, nil, func(*redisstore.Store) runner.Reporter { return term })
+	svc, err := newService(ctx, getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func (c *chatSession) loop(ctx context.Context) error {
 		}
 		res, err := c.svc.State(ctx, c.thread)
 		switch {
-		case errors.Is(err, graph.ErrNoCheckpoint):
+		case errors.Is(err, runner.ErrNoThread):
 			text, ok := c.term.ask("you> ")
 			if !ok {
 				return nil
@@ -97,14 +98,14 @@ func (c *chatSession) loop(ctx context.Context) error {
 		var quit bool
 		switch res.Status() {
 		case graph.Paused:
-			quit, err = c.decide(ctx, res.State.Waiting())
+			quit, err = c.decide(ctx, &res.State)
 		case graph.Done:
 			text, ok := c.term.ask("you> ")
 			if !ok {
 				return nil
 			}
 			if text != "" {
-				err = c.svc.Reply(ctx, c.thread, c.user, text)
+				err = c.svc.Reply(ctx, runner.Message{Thread: c.thread, By: c.user, Text: text})
 			}
 		case graph.Failed:
 			c.term.printf("The last run failed: %s\n", res.Checkpoint.Error)
@@ -113,7 +114,7 @@ func (c *chatSession) loop(ctx context.Context) error {
 				return nil
 			}
 			if answer == "r" {
-				err = c.svc.Retry(ctx, c.thread)
+				err = c.svc.Retry(ctx, runner.Message{Thread: c.thread, By: c.user})
 			}
 		case graph.Running:
 			err = c.svc.Drive(ctx, c.thread) // a run cut off earlier
@@ -128,23 +129,40 @@ func (c *chatSession) loop(ctx context.Context) error {
 	}
 }
 
-// decide asks about each waiting call, then lets the run go on.
-func (c *chatSession) decide(ctx context.Context, waiting []agent.Call) (quit bool, err error) {
-	for _, call := range waiting {
+// decide asks about each waiting call, then lets the run go on. Every
+// answer goes through the runner, which applies the policy as it does to
+// a click in Slack.
+func (c *chatSession) decide(ctx context.Context, st *agent.State) (quit bool, err error) {
+	for _, call := range st.Waiting() {
 		c.term.card(call)
-		d, ok := c.ask(call)
-		if !ok {
-			return true, nil
-		}
-		if err := c.svc.Decide(ctx, c.thread, call.Key, d); err != nil {
-			c.term.printf("error: %v\n", err)
+		for {
+			d, ok := c.ask(call)
+			// The terminal shows the thread itself: it decides where the
+			// thread is.
+			d.Team, d.Channel = st.Team, st.Channel
+			if !ok {
+				return true, nil
+			}
+			err := c.svc.Decide(ctx, d)
+			var invalid *runner.InvalidArgsError
+			var refused *runner.RefusedError
+			switch {
+			case errors.As(err, &invalid):
+				c.term.printf("Those arguments will not do: %v\n", invalid.Err)
+				continue
+			case errors.As(err, &refused):
+				c.term.printf("You can't decide this call: %s.\n", plainText(refused.Why))
+			case err != nil:
+				c.term.printf("error: %s\n", plainText(err.Error()))
+			}
+			break
 		}
 	}
 	return false, c.svc.Drive(ctx, c.thread)
 }
 
 // ask reads one decision on call.
-func (c *chatSession) ask(call agent.Call) (interrupt.Decision, bool) {
+func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
 	choices := "[a]pprove [e]dit [r]eject [q]uit> "
 	if call.Status == agent.Unknown {
 		choices = "[a] retry [m]ark done [r] skip [q]uit> "
@@ -152,9 +170,9 @@ func (c *chatSession) ask(call agent.Call) (interrupt.Decision, bool) {
 	for {
 		answer, ok := c.term.ask(choices)
 		if !ok || answer == "q" {
-			return interrupt.Decision{}, false
+			return runner.Decision{}, false
 		}
-		d := interrupt.Decision{By: c.user}
+		d := runner.Decision{Thread: c.thread, Call: call.Key, Round: call.Attempts, Hash: call.RunHash(), By: c.user}
 		switch answer {
 		case "a":
 			d.Kind = interrupt.Approve
@@ -164,17 +182,13 @@ func (c *chatSession) ask(call agent.Call) (interrupt.Decision, bool) {
 			d.Kind = interrupt.Reject
 			d.Reason, ok = c.term.ask("reason (optional)> ")
 			if !ok {
-				return interrupt.Decision{}, false
+				return runner.Decision{}, false
 			}
 		case "e":
 			d.Kind = interrupt.Edit
 			args, ok := c.term.ask("new arguments as one line of JSON> ")
 			if !ok {
-				return interrupt.Decision{}, false
-			}
-			if err := c.svc.Agent().ValidateArgs(call.Tool, json.RawMessage(args)); err != nil {
-				c.term.printf("Those arguments will not do: %v\n", err)
-				continue
+				return runner.Decision{}, false
 			}
 			d.Args = json.RawMessage(args)
 		default:
@@ -183,6 +197,13 @@ func (c *chatSession) ask(call agent.Call) (interrupt.Decision, bool) {
 		return d, true
 	}
 }
+
+// slackMention is a Slack mention, <@U123>, which the terminal shows as
+// @U123.
+var slackMention = regexp.MustCompile(`<@([A-Za-z0-9._-]+)>`)
+
+// plainText turns the Slack markup of the runner's words into text.
+func plainText(s string) string { return slackMention.ReplaceAllString(s, "@$1") }
 
 // terminal prints events and reads answers. It is the chat's
 // runner.Reporter.

@@ -56,7 +56,7 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	quiet := runner.ReporterFunc(func(context.Context, runner.Event) error { return nil })
-	svc, err := newService(ctx, getenv, log, nil, func(*redisstore.Store) runner.Reporter { return quiet })
+	svc, err := newService(ctx, getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return quiet })
 	if err != nil {
 		return err
 	}

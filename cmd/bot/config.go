@@ -158,7 +158,7 @@ type service struct {
 // from the LLM_* variables; newReporter builds the front end's reporter
 // once the store exists.
 func newService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
+	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
 	if model == nil {
 		var err error
 		if model, err = llm.FromEnv(getenv); err != nil {
@@ -188,7 +188,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	svc = runner.New(a, store, newReporter(store), runner.Options{
-		Logger: log, Schedule: store, Auditor: store, Observer: metrics,
+		Logger: log, Schedule: store, Auditor: store, Observer: metrics, Groups: groups,
 	})
 	closeAll := func() { _ = box.Close(); closeRedis() }
 	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
@@ -203,7 +203,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
 	var rep *handlers.Reporter
-	svc, err := newService(ctx, getenv, log, model, func(store *redisstore.Store) runner.Reporter {
+	svc, err := newService(ctx, getenv, log, model, handlers.NewGroups(api, 0, nil), func(store *redisstore.Store) runner.Reporter {
 		rep = handlers.NewReporter(api, store, nil, log)
 		return rep
 	})
@@ -212,7 +212,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	rep.WithTools(svc.tools) // before anything runs
 	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
-	srv := handlers.New(api, svc.runner, svc.store, svc.policy, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store})
+	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store})
 	return svc, srv, nil
 }
 

@@ -93,7 +93,7 @@ func newWorld(t *testing.T) *world {
 		runner.Options{Logger: log, Schedule: store, Auditor: store, LeaseTTL: time.Second})
 	schedCtx, stopSchedule := context.WithCancel(context.Background())
 	go svc.RunSchedule(schedCtx, 100*time.Millisecond)
-	bot := handlers.New(api, svc, store, policy, secret, handlers.Options{BotUserID: playground.DefaultBotUserID, Logger: log})
+	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: playground.DefaultBotUserID, Logger: log})
 	mux.Handle("/api/", w.sim.APIHandler())
 	mux.Handle("/slack/", bot.Handler())
 	mux.Handle("/", w.sim.PageHandler())

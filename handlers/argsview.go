@@ -1,0 +1,207 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/slack-go/slack"
+	"golang.org/x/net/idna"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/tools"
+)
+
+// The "Show all" button under a card whose arguments were shortened, and
+// its actions block.
+const (
+	ActionShowArgs   = "show_args"
+	BlockArgsActions = "args_actions"
+)
+
+// Budgets of the parts of http_request's arguments on a card.
+const (
+	budgetHeaderValue = 200  // one header's value
+	budgetBody        = 1200 // the body, in a code block
+	maxArgsModalCode  = 2900 // one code block of the "Show all" modal
+	maxArgsModalParts = 90   // code blocks in it (Slack allows 100 blocks)
+)
+
+// argsView shows what a call will run with. For http_request the method
+// and the whole URL are never shortened, and a host that is not plain
+// ASCII is shown as the punycode that is dialled, with its Unicode form
+// beside it; only header values and the body are shortened. Any other
+// tool's arguments are shown as pretty JSON. clipped reports whether
+// anything was shortened, in which case the card offers "Show all".
+func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
+	args := c.RunArgs()
+	if c.Tool == tools.HTTPRequestName {
+		if blocks, clipped, ok := httpArgsView(args); ok {
+			return blocks, clipped
+		}
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		return []slack.Block{sectionBlock("*Arguments*\n_none_")}, false
+	}
+	pretty := string(indentJSON(args))
+	code, shown := fitCode(pretty, budgetCode)
+	blocks = []slack.Block{sectionBlock("*Arguments*\n" + code)}
+	if total := len([]rune(pretty)); shown < total {
+		blocks = append(blocks, contextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
+			withCommas(shown), withCommas(total))))
+		return blocks, true
+	}
+	return blocks, false
+}
+
+// httpArgsView renders http_request's arguments; ok is false if they do
+// not decode as such.
+func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool) {
+	var a struct {
+		Method  string            `json:"method"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+		Body    *string           `json:"body"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return nil, false, false
+	}
+	shownURL, unicodeHost := dialledURL(a.URL)
+	blocks = wholeCode("*Request*", a.Method+" "+shownURL)
+	if unicodeHost != "" {
+		blocks = append(blocks, contextBlock("🌐 The host "+codeSpan(hostOf(shownURL))+" is written "+codeSpan(unicodeHost)+" in Unicode."))
+	}
+	if len(a.Headers) > 0 {
+		var lines []string
+		for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
+			value, more := clipCount(a.Headers[name], budgetHeaderValue)
+			clipped = clipped || more > 0
+			name, moreName := clipCount(name, budgetName)
+			clipped = clipped || moreName > 0
+			lines = append(lines, name+": "+value+moreText(more))
+		}
+		code, shown := fitCode(strings.Join(lines, "\n"), budgetCode)
+		clipped = clipped || shown < len([]rune(strings.Join(lines, "\n")))
+		blocks = append(blocks, sectionBlock("*Headers*\n"+code))
+	}
+	if a.Body != nil {
+		body, more := clipCount(*a.Body, budgetBody)
+		clipped = clipped || more > 0
+		code, _ := fitCode(body, budgetCode)
+		text := "*Body*\n" + code
+		if more > 0 {
+			text += "\n_" + strings.TrimPrefix(moreText(more), " ") + "_"
+		}
+		blocks = append(blocks, sectionBlock(text))
+	}
+	return blocks, clipped, true
+}
+
+// dialledURL is the URL as the tool will dial it: a Unicode host in its
+// punycode form. unicodeHost is the host's Unicode form when it differs
+// from what is shown.
+func dialledURL(raw string) (shown, unicodeHost string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return raw, ""
+	}
+	host := u.Hostname()
+	ascii, err := idna.Lookup.ToASCII(host)
+	if err != nil {
+		return raw, ""
+	}
+	uni, err := idna.Display.ToUnicode(ascii)
+	if err != nil || uni == ascii {
+		uni = ""
+	}
+	if ascii != host {
+		if port := u.Port(); port != "" {
+			u.Host = ascii + ":" + port
+		} else {
+			u.Host = ascii
+		}
+		return u.String(), uni
+	}
+	return raw, uni
+}
+
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Hostname()
+	}
+	return raw
+}
+
+// wholeCode shows text in full, in as many code blocks as it takes:
+// nothing of it is ever cut.
+func wholeCode(title, text string) []slack.Block {
+	var blocks []slack.Block
+	for rest := text; ; {
+		content, shown, complete := codeContent(rest, budgetCode)
+		blocks = append(blocks, sectionBlock(title+"\n```\n"+content+"\n```"))
+		if complete {
+			return blocks
+		}
+		rest = string([]rune(rest)[shown:])
+		title = "_(continued)_"
+	}
+}
+
+// clipCount shortens s to at most limit characters and says how many
+// more it had.
+func clipCount(s string, limit int) (string, int) {
+	r := []rune(s)
+	if len(r) <= limit {
+		return s, 0
+	}
+	return string(r[:limit]), len(r) - limit
+}
+
+func moreText(more int) string {
+	if more == 0 {
+		return ""
+	}
+	if more == 1 {
+		return " … 1 more character"
+	}
+	return " … " + withCommas(more) + " more characters"
+}
+
+// showAllBlock is the "Show all" button under shortened arguments.
+func showAllBlock(ref string) slack.Block {
+	return slack.NewActionBlock(BlockArgsActions, buttonElement(ActionShowArgs, "Show all", ref, slack.StyleDefault))
+}
+
+// hashLine shows the short form of the hash an approval is bound to.
+func hashLine(c agent.Call) slack.Block {
+	hash := c.RunHash()
+	return contextBlock("🔏 Arguments hash " + codeSpan("sha256:"+tools.ShortHash(hash)) + " — an approval runs exactly these arguments.")
+}
+
+// ArgsModal shows every byte of a call's arguments, in as many code
+// blocks as they take.
+func ArgsModal(c agent.Call) slack.ModalViewRequest {
+	view := slack.ModalViewRequest{
+		Type:  slack.VTModal,
+		Title: plainText("All arguments"),
+		Close: plainText("Close"),
+	}
+	text := string(indentJSON(c.RunArgs()))
+	blocks := []slack.Block{contextBlock("Tool " + codeSpan(c.Tool) + " · hash " + codeSpan("sha256:"+tools.ShortHash(c.RunHash())))}
+	for rest := text; len(blocks) <= maxArgsModalParts; {
+		content, shown, complete := codeContent(rest, maxArgsModalCode)
+		blocks = append(blocks, sectionBlock("```\n"+content+"\n```"))
+		if complete {
+			view.Blocks.BlockSet = blocks
+			return view
+		}
+		rest = string([]rune(rest)[shown:])
+	}
+	blocks = append(blocks, contextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one."))
+	view.Blocks.BlockSet = blocks
+	return view
+}

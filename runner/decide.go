@@ -1,0 +1,399 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
+)
+
+// Decision is a person's decision on one call, as a front end received
+// it: a click on a card, a submitted form, an answer at a prompt. Decide
+// is the only way to record one, and it owns every rule about it.
+type Decision struct {
+	// Thread and Call name the call; Round is its decision round as the
+	// card showed it (the call's Attempts then), so that a card of an
+	// earlier round cannot decide a later one.
+	Thread string
+	Call   string
+	Round  int
+	// Hash is the arguments' hash the card showed (tools.ArgsHash), if
+	// the front end shows one: a decision on other arguments than the
+	// call has is refused.
+	Hash string
+	// Team and Channel are where the person acted; they must be the
+	// thread's.
+	Team, Channel string
+	// By is who decided.
+	By string
+	// Kind is Approve, Edit or Reject on a pending call; Approve (retry),
+	// MarkDone or Reject (skip) on a call whose outcome is unknown.
+	Kind interrupt.Kind
+	// Args are an Edit's new arguments; Reason a Reject's reason.
+	Args   json.RawMessage
+	Reason string
+}
+
+// Errors of deciding. Front ends match them and tell the person; nothing
+// changed.
+var (
+	// ErrNotPending: the call does not wait for this decision — unknown,
+	// settled, of another round, or shown with other arguments.
+	ErrNotPending = errors.New("this request is no longer pending")
+	// ErrNoThread: the thread has no conversation.
+	ErrNoThread = errors.New("no conversation in this thread")
+	// ErrThreadExists: Start was asked of a thread that has one already
+	// (a retried delivery).
+	ErrThreadExists = errors.New("the thread has a conversation already")
+)
+
+// RefusedError says why a person may not make a decision. Front ends show
+// Why as it is; the refusal is audited.
+type RefusedError struct {
+	Why string
+	// Noted is set on a thread reply that decided nothing: the reply was
+	// kept as a note for the model.
+	Noted bool
+}
+
+func (e *RefusedError) Error() string { return "refused: " + e.Why }
+
+// InvalidArgsError is an Edit whose arguments the tool does not take.
+type InvalidArgsError struct{ Err error }
+
+func (e *InvalidArgsError) Error() string { return "invalid arguments: " + e.Err.Error() }
+func (e *InvalidArgsError) Unwrap() error { return e.Err }
+
+// Groups tells whether a user belongs to a user group, for approver lists
+// that name groups (Slack's S… IDs). It must be safe for concurrent use.
+type Groups interface {
+	InGroup(ctx context.Context, group, user string) (bool, error)
+}
+
+// Decide records d, if it may be made: the call must wait for a decision
+// in d's round, with the arguments d was shown; d must come from the
+// thread's own channel; the tool's rule must let d.By decide (approvers,
+// user groups, self_approval — the person who asked for the turn may
+// always reject their own request); an edit's arguments must be
+// unambiguous JSON that fits the tool's schema and policy. The decision
+// is then claimed atomically, bound to the hash of the arguments it
+// approves, and audited.
+//
+// It loads the thread once and shows nothing to anyone, so a front end
+// can call it before acknowledging a click; Drive (typically in the
+// background) applies the decision and runs on. Refusals are audited.
+// Errors: ErrNotPending, *RefusedError, *InvalidArgsError,
+// *AlreadyDecidedError (someone decided first), or a storage error.
+// Several processes may call Decide on one call at once: one wins.
+func (s *Service) Decide(ctx context.Context, d Decision) error {
+	_, c, id, err := s.check(ctx, d, false)
+	if err != nil {
+		return err
+	}
+	if err := s.claim(ctx, d.Thread, *c, id); err != nil {
+		return err
+	}
+	s.audit(ctx, d.Thread, *c, decisionFields(id))
+	return nil
+}
+
+// Check answers whether Decide(d) would be accepted now, without
+// recording anything — for a front end that opens a form first — and
+// returns the call. A refusal is audited.
+func (s *Service) Check(ctx context.Context, d Decision) (*agent.Call, error) {
+	_, c, _, err := s.check(ctx, d, true)
+	return c, err
+}
+
+// check applies every rule of Decide and returns the decision to claim.
+// A dry check of an Edit without arguments checks the call's own.
+func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State, *agent.Call, interrupt.Decision, error) {
+	id := interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}
+	res, err := s.graph.State(ctx, d.Thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return nil, nil, id, ErrNotPending
+	}
+	if err != nil {
+		return nil, nil, id, err
+	}
+	st := &res.State
+	c, ok := st.Call(d.Call)
+	switch {
+	case !ok:
+		return st, nil, id, ErrNotPending
+	case c.Attempts != d.Round || !c.Status.Waiting():
+		// Whether the winner's decision is still being applied or the
+		// call has run since, the loser hears who decided that round.
+		return st, c, id, s.decidedRound(ctx, d)
+	case d.Hash != "" && d.Hash != c.RunHash():
+		return st, c, id, ErrNotPending
+	}
+	if why := s.refusal(ctx, st, c, d); why != "" {
+		return st, c, id, s.refuse(ctx, d, c, why)
+	}
+	switch d.Kind {
+	case interrupt.Approve:
+		id.Hash = c.RunHash()
+	case interrupt.Edit:
+		if d.Args == nil && dry {
+			d.Args = c.RunArgs() // a form is about to open with them
+		}
+		args, err := tools.Canonical(d.Args)
+		if err == nil {
+			err = s.agent.ValidateArgs(c.Tool, args)
+		}
+		if err != nil {
+			return st, c, id, &InvalidArgsError{Err: err}
+		}
+		id.Args, id.Hash = args, tools.ArgsHash(c.Tool, args)
+	}
+	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
+		return st, c, id, s.refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
+	}
+	return st, c, id, nil
+}
+
+// refuse audits a refused decision and returns the refusal.
+func (s *Service) refuse(ctx context.Context, d Decision, c *agent.Call, why string) error {
+	s.audit(ctx, d.Thread, *c, map[string]string{"decision": "refused", "attempted": d.Kind.String(), "by": d.By, "reason": why})
+	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": c.Key, "by": d.By, "attempted": d.Kind.String()}).Info("decision refused")
+	return &RefusedError{Why: why}
+}
+
+// decidedRound returns an *AlreadyDecidedError naming the decision
+// claimed on d's call in d's round, or ErrNotPending if there is none.
+func (s *Service) decidedRound(ctx context.Context, d Decision) error {
+	all, err := s.store.Claims(ctx, d.Thread)
+	if err != nil {
+		return err
+	}
+	raw, ok := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round})]
+	var first interrupt.Decision
+	if !ok || json.Unmarshal(raw, &first) != nil {
+		return ErrNotPending
+	}
+	return &AlreadyDecidedError{Key: d.Call, Decision: first}
+}
+
+// refusal says why d.By may not make decision d on c, or "" if they may.
+func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) string {
+	if d.Channel != st.Channel || (st.Team != "" && d.Team != st.Team) {
+		return "this card belongs to another channel"
+	}
+	if d.By == "" {
+		return "the person deciding is unknown"
+	}
+	switch d.Kind {
+	case interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.MarkDone:
+	default:
+		return fmt.Sprintf("a person cannot %s a call", d.Kind)
+	}
+	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
+		return "" // withdrawing one's own request is always allowed
+	}
+	return s.mayDecide(ctx, st, c, d.By)
+}
+
+// mayDecide says why by may not decide c under its tool's rule, or "".
+func (s *Service) mayDecide(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+	rule, ok := s.agent.Rule(c.Tool)
+	if !ok {
+		return "the tool " + c.Tool + " is no longer offered"
+	}
+	ok, why, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking who may decide")
+		return "I couldn't check whether you may decide this call; please try again"
+	}
+	if !ok {
+		return why
+	}
+	return ""
+}
+
+func (s *Service) inGroup(ctx context.Context) func(group, user string) (bool, error) {
+	if s.opts.Groups == nil {
+		return nil
+	}
+	return func(group, user string) (bool, error) { return s.opts.Groups.InGroup(ctx, group, user) }
+}
+
+// Message is a person's message in a conversation's thread.
+type Message struct {
+	Thread        string
+	Team, Channel string
+	By            string
+	Text          string
+}
+
+// Reply handles a person's message in the thread. While calls wait for a
+// decision, it is feedback: each pending call its author may decide is
+// rejected with the text as the reason, and the run goes on. If they may
+// decide none of them, nothing is rejected: the text is kept as a note
+// for the model's next turn and Reply returns a *RefusedError with Noted
+// set. Calls whose outcome is unknown are settled only by their buttons.
+// After a run has finished the message is a new turn, whose calls the
+// author asked for. It returns ErrBusy while a run is working and
+// ErrFailed if the last run failed.
+func (s *Service) Reply(ctx context.Context, m Message) error {
+	res, err := s.graph.State(ctx, m.Thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrNoThread)
+	}
+	if err != nil {
+		return err
+	}
+	switch res.Status() {
+	case graph.Paused:
+		return s.feedback(ctx, m, res)
+	case graph.Done:
+		return s.withLease(ctx, m.Thread, func(ctx context.Context) error {
+			before, err := s.graph.State(ctx, m.Thread)
+			if err != nil {
+				return err
+			}
+			if before.Status() != graph.Done {
+				return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+			}
+			run := s.begin(m.Thread, "continue").WithField("requester", m.By)
+			res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
+			s.after(ctx, run, m.Thread, res, err)
+			return nil
+		})
+	case graph.Failed:
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrFailed)
+	default:
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+	}
+}
+
+// feedback applies a reply to a paused run.
+func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
+	d := interrupt.Decision{Kind: interrupt.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
+	st := &res.State
+	rejected, why := 0, ""
+	for _, c := range st.Waiting() {
+		if c.Status != agent.Pending {
+			why = "a call whose outcome is unknown is settled with its buttons"
+			continue
+		}
+		if m.By != c.AskedBy(st) {
+			if w := s.mayDecide(ctx, st, &c, m.By); w != "" {
+				why = w
+				continue
+			}
+		}
+		err := s.claim(ctx, m.Thread, c, d)
+		var lost *AlreadyDecidedError
+		if errors.As(err, &lost) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.audit(ctx, m.Thread, c, decisionFields(d))
+		rejected++
+	}
+	if rejected > 0 {
+		return s.Drive(ctx, m.Thread)
+	}
+	if why == "" {
+		why = "the calls were decided already"
+	}
+	note := agent.Note{By: m.By, Text: m.Text, At: d.At}
+	err := s.withLease(ctx, m.Thread, func(ctx context.Context) error {
+		cur, err := s.graph.State(ctx, m.Thread)
+		if err != nil {
+			return err
+		}
+		if cur.Status() != graph.Paused {
+			return fmt.Errorf("note in %s: %w", m.Thread, ErrBusy)
+		}
+		run := s.begin(m.Thread, "note")
+		out, err := s.graph.ResumeAt(ctx, m.Thread, cur.Checkpoint.ID, agent.AddNote(note))
+		s.after(ctx, run, m.Thread, out, err)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "noted", "by": m.By, "reason": why})
+	return &RefusedError{Why: why, Noted: true}
+}
+
+// Retry resumes a failed run from the step that failed. by must be the
+// person who asked for the turn, or someone the policy lets decide the
+// run's calls (for a run with none waiting: any offered tool's).
+func (s *Service) Retry(ctx context.Context, m Message) error {
+	res, err := s.graph.State(ctx, m.Thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return ErrNotPending
+	}
+	if err != nil {
+		return err
+	}
+	if res.Status() != graph.Failed {
+		return fmt.Errorf("retry %s: %w (status %s)", m.Thread, ErrNotFailed, res.Status())
+	}
+	st := &res.State
+	if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
+		return &RefusedError{Why: "this card belongs to another channel"}
+	}
+	if why := s.mayRetry(ctx, st, m.By); why != "" {
+		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": why})
+		return &RefusedError{Why: why}
+	}
+	return s.withLease(ctx, m.Thread, func(ctx context.Context) error {
+		res, err := s.graph.State(ctx, m.Thread)
+		if err != nil {
+			return err
+		}
+		if res.Status() != graph.Failed {
+			return fmt.Errorf("retry %s: %w (status %s)", m.Thread, ErrNotFailed, res.Status())
+		}
+		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "retry_run", "by": m.By, "at": s.opts.Now().UTC().Format(time.RFC3339Nano)})
+		run := s.begin(m.Thread, "retry").WithField("by", m.By)
+		out, err := s.graph.Resume(ctx, m.Thread, nil)
+		s.after(ctx, run, m.Thread, out, err)
+		return nil
+	})
+}
+
+// mayRetry says why by may not retry the failed run of st, or "".
+func (s *Service) mayRetry(ctx context.Context, st *agent.State, by string) string {
+	requester := st.TurnBy
+	if requester == "" {
+		requester = st.Requester
+	}
+	if by != "" && by == requester {
+		return ""
+	}
+	calls := st.Calls
+	if len(calls) == 0 {
+		for _, t := range s.agent.Tools() {
+			calls = append(calls, agent.Call{Tool: t.Name()})
+		}
+	}
+	gated := 0
+	for i := range calls {
+		if rule, ok := s.agent.Rule(calls[i].Tool); !ok || !rule.NeedsApproval() {
+			continue
+		}
+		gated++
+		if s.mayDecide(ctx, st, &calls[i], by) == "" {
+			return ""
+		}
+	}
+	if gated == 0 {
+		return ""
+	}
+	return "only the person who asked, or someone who may approve its calls, may retry this run"
+}

@@ -1,0 +1,192 @@
+package tools
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxArgsLen is the longest arguments a call may have, in bytes of their
+// canonical JSON: what a person approves must fit on the screen that
+// shows all of it (the card's "Show all" view).
+const MaxArgsLen = 200_000
+
+// maxArgsDepth bounds the nesting of arguments.
+const maxArgsDepth = 32
+
+// ErrAmbiguousArgs is the class of arguments that two JSON readers could
+// read differently — a duplicate key, data after the value, invalid
+// UTF-8 — and that are therefore never shown to a person for approval.
+var ErrAmbiguousArgs = errors.New("ambiguous arguments")
+
+// Canonical decodes args strictly and returns them in canonical form:
+// compact, object keys sorted, strings re-encoded, numbers as written.
+// It refuses (with an error wrapping ErrAmbiguousArgs) anything a tool
+// could read differently from what a card shows: duplicate object keys,
+// also when spelled with \u escapes; data after the value; invalid UTF-8
+// or lone surrogates in strings; nesting deeper than 32; more than
+// MaxArgsLen bytes. A person approves the canonical form, and the tool
+// runs with exactly those bytes.
+func Canonical(args json.RawMessage) (json.RawMessage, error) {
+	if !utf8.Valid(args) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrAmbiguousArgs)
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var out bytes.Buffer
+	if err := canonicalValue(dec, &out, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty or cut short", ErrAmbiguousArgs)
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: data after the JSON value", ErrAmbiguousArgs)
+	}
+	if out.Len() > MaxArgsLen {
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d a person can be shown", ErrAmbiguousArgs, out.Len(), MaxArgsLen)
+	}
+	return out.Bytes(), nil
+}
+
+func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return syntaxErr(err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= maxArgsDepth {
+			return fmt.Errorf("%w: nested deeper than %d", ErrAmbiguousArgs, maxArgsDepth)
+		}
+		if t == '[' {
+			return canonicalArray(dec, out, depth+1)
+		}
+		return canonicalObject(dec, out, depth+1)
+	case string:
+		return writeString(out, t)
+	case json.Number:
+		out.WriteString(t.String())
+	case bool:
+		if t {
+			out.WriteString("true")
+		} else {
+			out.WriteString("false")
+		}
+	case nil:
+		out.WriteString("null")
+	}
+	return nil
+}
+
+func canonicalArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	out.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if err := canonicalValue(dec, out, depth); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // ']'
+		return syntaxErr(err)
+	}
+	out.WriteByte(']')
+	return nil
+}
+
+func canonicalObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	type member struct {
+		key   string
+		value []byte
+	}
+	var members []member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxErr(err)
+		}
+		key := tok.(string) // the decoder only returns strings here
+		if strings.ContainsRune(key, utf8.RuneError) {
+			return fmt.Errorf("%w: key %q holds an invalid character", ErrAmbiguousArgs, key)
+		}
+		if seen[key] {
+			return fmt.Errorf("%w: key %q appears twice", ErrAmbiguousArgs, key)
+		}
+		seen[key] = true
+		var v bytes.Buffer
+		if err := canonicalValue(dec, &v, depth); err != nil {
+			return err
+		}
+		members = append(members, member{key, v.Bytes()})
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return syntaxErr(err)
+	}
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	out.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if err := writeString(out, m.key); err != nil {
+			return err
+		}
+		out.WriteByte(':')
+		out.Write(m.value)
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+// writeString writes s as a JSON string. Go's decoder turns a lone
+// surrogate escape (\ud800) into U+FFFD, which a reader in another
+// language would not: such strings are refused, as are the replacement
+// character's other sources.
+func writeString(out *bytes.Buffer, s string) error {
+	if strings.ContainsRune(s, utf8.RuneError) {
+		return fmt.Errorf("%w: a string holds an invalid character (U+FFFD or a lone surrogate)", ErrAmbiguousArgs)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	out.Truncate(out.Len() - 1) // Encode's newline
+	return nil
+}
+
+func syntaxErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrAmbiguousArgs, strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// ArgsHash is the hash an approval is bound to: SHA-256 over the tool's
+// name and its canonical arguments, in hex. A decision claims it, and a
+// call runs only if the hash of what it is about to run equals it.
+func ArgsHash(tool string, canonical json.RawMessage) string {
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ShortHash is the form of a hash a card shows: its first 12 hex digits.
+func ShortHash(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
