@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/mcp"
 )
@@ -95,15 +98,24 @@ func TestEverythingElicitation(t *testing.T) {
 }
 
 func TestEverythingKilledMidCall(t *testing.T) {
-	m := newManager(t, everythingPolicy(t, "    timeout: 2m\n"), mcp.Options{MinBackoff: 10 * time.Millisecond})
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	m := newManager(t, everythingPolicy(t, "    timeout: 2m\n"), mcp.Options{MinBackoff: 10 * time.Millisecond, Logger: log})
 	m.Tools()
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(t, m, "everything__trigger-long-running-operation", `{"duration":120,"steps":120}`)
 		errc <- err
 	}()
-	// Kill the server once it is in the call: its process, and npx's.
-	waitFor(t, "the server to run", func() bool { return len(descendants("server-everything")) > 0 })
+	// Kill the server once the call is sent: its process, and npx's.
+	waitFor(t, "the call to be sent", func() bool {
+		for _, e := range hook.AllEntries() {
+			if e.Message == "calling MCP tool" {
+				return len(descendants("server-everything")) > 0
+			}
+		}
+		return false
+	})
 	for _, pid := range descendants("server-everything") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}

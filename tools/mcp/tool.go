@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/tools"
 )
@@ -123,6 +124,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	if info.Thread != "" {
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
 	}
+	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
 	res, err := sess.cs.CallTool(ctx, params)
 	switch {
 	case err == nil:
