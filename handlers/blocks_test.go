@@ -787,3 +787,38 @@ func checkText(t *testing.T, where, s string, limit int, typ string) {
 		t.Errorf("%s: unescaped markup near %q", where, rest[max(0, i-20):min(len(rest), i+20)])
 	}
 }
+
+// TestCardNeverHidesTheRequest: however long or hostile the arguments,
+// the method and every character of the URL are on the card; a Unicode
+// host is shown as the punycode that is dialled, with its Unicode form.
+func TestCardNeverHidesTheRequest(t *testing.T) {
+	tests := []struct {
+		name, url string
+		want      []string
+	}{
+		{"long URL of escapes", "https://api.example.com/?q=" + strings.Repeat("&<>", 680), []string{strings.Repeat("&amp;&lt;&gt;", 680)}},
+		{"backticks and markup", "https://api.example.com/``` *b* <!here>", []string{"https://api.example.com/`\u200b`\u200b` *b* &lt;!here&gt;"}},
+		{"Unicode host", "https://пример.испытание/x", []string{"https://xn--e1afmkfd.xn--80akhbyknj4f/x", "пример.испытание"}},
+		{"homograph in punycode", "https://xn--pple-43d.com/login", []string{"https://xn--pple-43d.com/login", "аpple.com"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, _ := json.Marshal(map[string]any{"method": "DELETE", "url": tt.url, "body": strings.Repeat("x", 10_000),
+				"headers": map[string]string{"X-Long": strings.Repeat("y", 5000)}})
+			c := callWith(func(c *agent.Call) { c.Args = args })
+			blocks := handlers.ApprovalCard(c, cardAsker, cardRef, cardNow)
+			checkMessage(t, blocks)
+			got := strings.ReplaceAll(blockTexts(t, blocks), "\n```\n_(continued)_\n```\n", "")
+			for _, w := range append(tt.want, "DELETE", "Show all", "more characters") {
+				if !strings.Contains(got, w) {
+					t.Errorf("the card lacks %.100q:\n%.600s", w, got)
+				}
+			}
+			modal := handlers.ArgsModal(c)
+			checkModal(t, modal)
+			if all := blockTexts(t, modal); strings.Count(all, "x") < 10_000 || strings.Count(all, "y") < 5000 {
+				t.Errorf("Show all does not show every character of the body and headers")
+			}
+		})
+	}
+}

@@ -1,18 +1,12 @@
 package handlers
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"github.com/slack-go/slack"
-
-	"github.com/countersign/countersign/runner"
 )
 
 // dedupTTL is how long a delivery is remembered; Slack retries within
@@ -43,10 +37,13 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	// Slack retries a command it did not see answered in time; the
-	// trigger_id is the same on every delivery.
-	first, err := s.store.Dedup(r.Context(), "command:"+form.Get("trigger_id"), dedupTTL)
+	// trigger_id is the same on every delivery. The request is stored
+	// before it is answered, so that it outlives this process.
+	id := "command:" + form.Get("trigger_id")
+	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: typedText(text), Typed: text}
+	first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
-		log.WithError(err).Error("dedup of a slash command")
+		log.WithError(err).Error("accepting a slash command")
 		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": textTryAgain})
 		return
 	}
@@ -56,26 +53,5 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	s.background(r.Context(), func(ctx context.Context) {
-		_, ts, err := s.api.PostMessageContext(ctx, channel, slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", user, text), false))
-		if err != nil {
-			log.WithError(err).Warn("posting the request's root message")
-			s.ephemeral(ctx, channel, "", user, "I couldn't post in this channel ("+err.Error()+"). Invite me with `/invite @Countersign` and try again.")
-			return
-		}
-		s.start(ctx, team, ThreadKey(team, channel, ts), user, channel, typedText(text), log)
-	})
-}
-
-// start begins a conversation in thread.
-func (s *Server) start(ctx context.Context, team, thread, user, channel, text string, log logrus.FieldLogger) {
-	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: user, Team: team, Channel: channel, Text: text})
-	switch {
-	case errors.Is(err, runner.ErrThreadExists):
-		log.WithField("thread", thread).Info("conversation already started")
-	case err != nil:
-		log.WithField("thread", thread).WithError(err).Error("starting a conversation")
-		_, _, root, _ := ParseThread(thread)
-		s.ephemeral(ctx, channel, root, user, textTryAgain)
-	}
+	s.carryOn(r.Context(), id, rec)
 }

@@ -13,7 +13,9 @@
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the
 // Reporter finds where to post from it. Cards carry an opaque reference
 // in their buttons' values, which the server looks up; a reference grants
-// nothing by itself — every click is checked against the policy.
+// nothing by itself — every click goes to runner.Decide, which checks it
+// against the policy, the card's channel and the arguments' hash. The
+// handlers make no decision of their own.
 //
 // The package does not run agents or keep state of its own: the runner
 // does the first, the store the second.
@@ -41,6 +43,19 @@ type Store interface {
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
+
+	// Accept records a request under id before it is acknowledged, and
+	// schedules it to be driven again at due; false if id was recorded
+	// already (a repeated delivery). One round trip.
+	Accept(ctx context.Context, id string, record []byte, due time.Time, ttl time.Duration) (bool, error)
+	// UpdateIntake replaces an accepted request's record.
+	UpdateIntake(ctx context.Context, id string, record []byte) error
+	// Started says the request no longer needs driving.
+	Started(ctx context.Context, id string) error
+	// DueIntake takes up to n accepted requests whose time has come,
+	// putting each off until "until"; several processes may call it at
+	// once and each request goes to one of them.
+	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
 }
 
 // ErrBadThread: a thread key is not "<team>:<channel>:<ts>".

@@ -41,18 +41,25 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 		http.Error(w, "malformed event", http.StatusBadRequest)
 		return
 	}
-	first, err := s.store.Dedup(r.Context(), "event:"+envelope.EventID, dedupTTL)
+	rec, ok := s.request(envelope.TeamID, ev)
+	if !ok {
+		w.WriteHeader(http.StatusOK) // not a request: the bot's own message, an edit, a join…
+		return
+	}
+	// The request is stored before it is answered, so that it outlives
+	// this process; a repeated delivery finds it stored.
+	id := "event:" + envelope.EventID
+	first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
 		// Not acknowledging makes Slack deliver the event again later.
-		s.log.WithError(err).Error("dedup of an event")
+		s.log.WithError(err).Error("accepting an event")
 		http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	if !first {
-		return
+	if first {
+		s.carryOn(r.Context(), id, rec)
 	}
-	s.dispatchEvent(r.Context(), envelope.TeamID, ev)
 }
 
 // messageEvent holds the fields of app_mention and message events that
@@ -68,44 +75,32 @@ type messageEvent struct {
 	ThreadTS string `json:"thread_ts"`
 }
 
-// dispatchEvent acts on one event; shared by HTTP and Socket Mode.
-func (s *Server) dispatchEvent(ctx context.Context, team string, ev messageEvent) {
+// request turns an event into the request it makes, if it makes one: a
+// mention of the bot, or a reply in a thread.
+func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 	// The bot's own messages, edits, joins and the like are not requests.
-	if ev.BotID != "" || ev.Subtype != "" || ev.User == "" || ev.User == s.opts.BotUserID {
-		return
+	if ev.BotID != "" || ev.Subtype != "" || ev.User == "" || ev.User == s.opts.BotUserID || ev.Channel == "" || ev.TS == "" {
+		return intake{}, false
 	}
-	log := s.log.WithFields(logrus.Fields{"team": team, "channel": ev.Channel, "user": ev.User, "event": ev.Type})
-	root := ev.ThreadTS
-	if root == "" {
-		root = ev.TS
+	rec := intake{Team: team, Channel: ev.Channel, User: ev.User, TS: ev.TS, Root: ev.ThreadTS,
+		Text: typedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))}
+	if rec.Root == "" {
+		rec.Root = ev.TS
 	}
-	thread := ThreadKey(team, ev.Channel, root)
-	text := typedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))
 	switch ev.Type {
 	case "app_mention":
-		s.background(ctx, func(ctx context.Context) {
-			if s.owns(ctx, thread) {
-				s.reply(ctx, team, thread, ev, text, log)
-				return
-			}
-			if text == "" {
-				s.ephemeral(ctx, ev.Channel, root, ev.User, helpText)
-				return
-			}
-			s.start(ctx, team, thread, ev.User, ev.Channel, text, log)
-		})
+		rec.Kind = intakeMention
 	case "message":
 		// Only replies in threads; a reply that mentions the bot comes
 		// as app_mention too and is handled there.
 		if ev.ThreadTS == "" || ev.ThreadTS == ev.TS || (s.opts.BotUserID != "" && strings.Contains(ev.Text, "<@"+s.opts.BotUserID+">")) {
-			return
+			return intake{}, false
 		}
-		s.background(ctx, func(ctx context.Context) {
-			if s.owns(ctx, thread) {
-				s.reply(ctx, team, thread, ev, text, log)
-			}
-		})
+		rec.Kind = intakeReply
+	default:
+		return intake{}, false
 	}
+	return rec, true
 }
 
 // mention matches a user mention, such as the bot's at the start of an

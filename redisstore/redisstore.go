@@ -109,6 +109,7 @@ type Store struct {
 
 	saveScript, loadScript, journalScript *redis.Script
 	claimScript                           *redis.Script
+	acceptScript, dueIntakeScript         *redis.Script
 	renewScript, releaseScript            *redis.Script
 }
 
@@ -128,17 +129,19 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		opts.Now = time.Now
 	}
 	return &Store{
-		rdb:           rdb,
-		prefix:        escape(opts.Prefix),
-		historyLimit:  opts.HistoryLimit,
-		ttl:           opts.TTL,
-		now:           opts.Now,
-		saveScript:    redis.NewScript(saveLua),
-		loadScript:    redis.NewScript(loadLua),
-		journalScript: redis.NewScript(journalLua),
-		claimScript:   redis.NewScript(claimLua),
-		renewScript:   redis.NewScript(renewLeaseLua),
-		releaseScript: redis.NewScript(releaseLeaseLua),
+		rdb:             rdb,
+		prefix:          escape(opts.Prefix),
+		historyLimit:    opts.HistoryLimit,
+		ttl:             opts.TTL,
+		now:             opts.Now,
+		saveScript:      redis.NewScript(saveLua),
+		loadScript:      redis.NewScript(loadLua),
+		journalScript:   redis.NewScript(journalLua),
+		claimScript:     redis.NewScript(claimLua),
+		acceptScript:    redis.NewScript(acceptLua),
+		dueIntakeScript: redis.NewScript(dueIntakeLua),
+		renewScript:     redis.NewScript(renewLeaseLua),
+		releaseScript:   redis.NewScript(releaseLeaseLua),
 	}
 }
 

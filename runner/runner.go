@@ -4,6 +4,14 @@
 // Slack handlers, the terminal chat, the playground) implements Reporter
 // to show what happens, and calls the Service when people act.
 //
+// Decide is the one door for people's decisions, whatever the front end:
+// it owns every rule about them (see Decide), so front ends only show the
+// typed errors it returns. An approval is bound to the hash of the exact
+// arguments the person was shown, and the agent runs a call only if what
+// it is about to run has that hash. A thread reply is feedback from
+// someone allowed to decide (it rejects the calls they may decide), or a
+// note for the model from anyone else.
+//
 // Decisions are claimed before they are applied. A claim is a set-once
 // record in the store, so when two people (or two replicas, or a click
 // and an expiry) decide one call at once, exactly one wins and the other
@@ -352,6 +360,14 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return err
+	}
+	// The thread is woken before the claim is written: should this
+	// process die before applying the decision, another applies it
+	// within a lease, whatever the thread's next wake-up was.
+	if s.opts.Schedule != nil {
+		if err := s.opts.Schedule.WakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL)); err != nil {
+			return fmt.Errorf("claim decision on %s: %w", key, err)
+		}
 	}
 	winner, won, err := s.store.Claim(ctx, thread, claimKey(c), raw)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -146,7 +147,7 @@ func newToolbox(getenv func(string) string, log logrus.FieldLogger) (*mcp.Manage
 type service struct {
 	runner  *runner.Service
 	store   *redisstore.Store
-	metrics *handlers.Metrics
+	metrics *metrics.Metrics
 	model   llm.Model
 	policy  *tools.Policy
 	tools   *mcp.Manager
@@ -175,9 +176,9 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	store := redisstore.New(rdb, redisstore.Options{})
-	metrics := handlers.NewMetrics(store.WaitingTotal)
+	obs := metrics.New(store.WaitingTotal)
 	var svc *runner.Service
-	a, err := agent.New(model, box, metrics.InstrumentStore(store), agent.Options{
+	a, err := agent.New(model, box, obs.InstrumentStore(store), agent.Options{
 		Logger:      log,
 		ToolTimeout: box.ToolTimeout(2 * time.Minute),
 		OnCall:      func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
@@ -188,10 +189,10 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		return nil, err
 	}
 	svc = runner.New(a, store, newReporter(store), runner.Options{
-		Logger: log, Schedule: store, Auditor: store, Observer: metrics, Groups: groups,
+		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
 	})
 	closeAll := func() { _ = box.Close(); closeRedis() }
-	return &service{runner: svc, store: store, metrics: metrics, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
+	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
 }
 
 // newSlackBot wires a service that reports to Slack through api, and the

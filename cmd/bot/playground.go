@@ -78,6 +78,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go svc.runner.RunSchedule(runCtx, 2*time.Second)
+	go srv.RunIntake(runCtx, 2*time.Second)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:

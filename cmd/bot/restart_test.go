@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,36 @@ func TestUndecidedCallExpires(t *testing.T) {
 	h.ephemeral(approver, "")
 	if n := h.target.count("POST /deploy"); n != 0 {
 		t.Errorf("an expired call ran %d times", n)
+	}
+}
+
+// The bot acknowledges /agent and dies before the conversation has its
+// first checkpoint (here: Slack refused the root message for a moment).
+// Slack does not send an acknowledged command again, yet the conversation
+// arrives, once, carried on by the next process.
+func TestKilledAfterTheAck(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	h.slack.RateLimitNext("chat.postMessage", 1, time.Minute)
+	if resp := h.command("deploy", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the command was answered %d", resp.StatusCode)
+	}
+	// The bot tried to post the root message and was refused: the
+	// request is acknowledged and nothing of it is in the channel.
+	h.eventually(func() bool { return len(h.slack.CallsTo("chat.postMessage")) == 1 }, "the refused root message")
+	h.kill()
+	h.start()
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	roots := 0
+	for _, c := range h.slack.CallsTo("chat.postMessage") {
+		if c.OK() && c.ThreadTS == "" {
+			roots++
+		}
+	}
+	if roots != 1 || h.target.count("POST /deploy") != 1 {
+		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.count("POST /deploy"))
 	}
 }

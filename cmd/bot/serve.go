@@ -67,6 +67,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	go svc.runner.RunSchedule(runCtx, 2*time.Second)
+	go srv.RunIntake(runCtx, 2*time.Second)
 	if appToken != "" {
 		go func() { errc <- srv.RunSocketMode(runCtx, socketmode.New(api)) }()
 	}

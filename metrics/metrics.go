@@ -1,4 +1,9 @@
-package handlers
+// Package metrics holds Countersign's Prometheus metrics: a
+// runner.Observer that counts runs, decisions and tool executions, a
+// checkpoint store wrapper that times saves, and an HTTP middleware that
+// times Slack acknowledgements. It knows nothing of Slack or Redis
+// beyond the interfaces it wraps.
+package metrics
 
 import (
 	"context"
@@ -27,10 +32,10 @@ type Metrics struct {
 	saveBytes prometheus.Histogram
 }
 
-// NewMetrics registers the metrics. pending, if not nil, reports the
+// New registers the metrics. pending, if not nil, reports the
 // number of calls waiting for a person across all replicas; it is asked
 // at each scrape.
-func NewMetrics(pending func(ctx context.Context) (int, error)) *Metrics {
+func New(pending func(ctx context.Context) (int, error)) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{

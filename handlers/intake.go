@@ -1,0 +1,159 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/runner"
+)
+
+// A request is stored before it is acknowledged. Slack does not deliver
+// an acknowledged request again, so a process that dies right after
+// answering must not take the request with it: the intake record, written
+// in the same round trip that recognises repeated deliveries, lets any
+// process carry it on. The record goes from accepted (scheduled to be
+// driven again after intakeRetry) to started (its conversation has a
+// checkpoint, or its reply was handed to the runner); RunIntake drives
+// again whatever is still accepted when its time comes.
+
+// intakeRetry is how long an accepted request may take to start before
+// another process (or this one) drives it again.
+const intakeRetry = 15 * time.Second
+
+// Kinds of accepted requests.
+const (
+	intakeCommand = "command" // /agent: post the root message, then start
+	intakeMention = "mention" // @Countersign in a channel: start in its thread
+	intakeReply   = "reply"   // a message in a conversation's thread
+)
+
+// intake is an accepted request, as stored.
+type intake struct {
+	Kind    string `json:"kind"`
+	Team    string `json:"team"`
+	Channel string `json:"channel"`
+	User    string `json:"user"`
+	// Text is the request as the model is to read it.
+	Text string `json:"text"`
+	// Typed is what the person typed, for the root message.
+	Typed string `json:"typed,omitempty"`
+	// Root is the thread's root ts: the mention's or reply's thread, or
+	// the command's root message once it is posted.
+	Root string `json:"root,omitempty"`
+	// TS is the message's own ts (events).
+	TS string `json:"ts,omitempty"`
+}
+
+// accept stores rec under id and reports whether it is new. An error
+// means the request cannot be taken now.
+func (s *Server) accept(ctx context.Context, id string, rec intake) (bool, error) {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return false, err
+	}
+	return s.store.Accept(ctx, id, raw, s.opts.Now().Add(intakeRetry), dedupTTL)
+}
+
+// carryOn drives an accepted request on, in the background: it posts a
+// command's root message unless that was done, starts the conversation or
+// hands the reply to the runner, and records that the request started.
+// It is safe to run again for the same request.
+func (s *Server) carryOn(ctx context.Context, id string, rec intake) {
+	s.background(ctx, func(ctx context.Context) {
+		log := s.log.WithFields(logrus.Fields{"team": rec.Team, "channel": rec.Channel, "user": rec.User, "request": rec.Kind})
+		if s.carry(ctx, id, rec, log) {
+			if err := s.store.Started(ctx, id); err != nil {
+				log.WithError(err).Warn("recording that a request started")
+			}
+		}
+	})
+}
+
+// carry does the request's work and reports whether it is settled (done,
+// or failed for good); false leaves it to be driven again.
+func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
+	if rec.Kind == intakeCommand && rec.Root == "" {
+		_, ts, err := s.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, rec.Typed), false))
+		var limited *slack.RateLimitedError
+		if errors.As(err, &limited) {
+			log.WithError(err).Warn("posting the request's root message; trying again later")
+			return false
+		}
+		if err != nil {
+			log.WithError(err).Warn("posting the request's root message")
+			s.ephemeral(ctx, rec.Channel, "", rec.User, "I couldn't post in this channel ("+err.Error()+"). Invite me with `/invite @Countersign` and try again.")
+			return true
+		}
+		rec.Root = ts
+		if raw, err := json.Marshal(rec); err == nil {
+			if err := s.store.UpdateIntake(ctx, id, raw); err != nil {
+				log.WithError(err).Warn("recording the root message")
+			}
+		}
+	}
+	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
+	log = log.WithField("thread", thread)
+	if rec.Kind == intakeMention && s.owns(ctx, thread) {
+		rec.Kind = intakeReply // a mention in a conversation's thread
+	}
+	if rec.Kind == intakeMention && rec.Text == "" {
+		s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, helpText)
+		return true
+	}
+	if rec.Kind == intakeReply {
+		if !s.owns(ctx, thread) {
+			return true // a thread that is not a conversation
+		}
+		s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
+		return true
+	}
+	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, runner.ErrThreadExists):
+		log.Info("conversation already started")
+		return true
+	case errors.Is(err, runner.ErrBusy):
+		return false // another process is starting it
+	}
+	log.WithError(err).Error("starting a conversation")
+	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, textTryAgain)
+	return false
+}
+
+// RunIntake drives again, every interval until ctx ends, the accepted
+// requests whose time has come: those of a process that died between
+// acknowledging them and starting their conversation.
+func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := s.opts.Now()
+		due, err := s.store.DueIntake(ctx, now, now.Add(intakeRetry), 50)
+		if err != nil {
+			s.log.WithError(err).Warn("reading accepted requests")
+		}
+		for id, raw := range due {
+			var rec intake
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				s.log.WithError(err).WithField("request", id).Warn("an accepted request cannot be read; dropping it")
+				_ = s.store.Started(ctx, id)
+				continue
+			}
+			s.log.WithFields(logrus.Fields{"request": rec.Kind, "channel": rec.Channel}).Info("carrying on a request accepted earlier")
+			s.carryOn(ctx, id, rec)
+		}
+	}
+}
