@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -366,4 +367,37 @@ func TestToolTimeout(t *testing.T) {
 	if got := m.ToolTimeout(2 * time.Minute); got != 10*time.Minute+5*time.Second {
 		t.Errorf("ToolTimeout = %v, want the longest server timeout and a margin", got)
 	}
+}
+
+func TestHTTPServerReconnects(t *testing.T) {
+	p := newInProcess(t)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return p.srv }, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	m := newManager(t, "mcp_servers:\n  s:\n    url: http://"+addr+"/mcp\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if _, err := call(t, m, "s__launch", `{"text":"x"}`); err != nil {
+		t.Fatalf("call before the restart: %v", err)
+	}
+	// The server goes away, taking its sessions with it, and comes back.
+	_ = srv.Close()
+	waitFor(t, "the server to be seen down", func() bool {
+		_, err := call(t, m, "s__launch", `{"text":"x"}`)
+		return err != nil
+	})
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	srv = &http.Server{Handler: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return p.srv }, nil)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	waitFor(t, "calls to work again", func() bool {
+		got, err := call(t, m, "s__launch", `{"text":"x"}`)
+		return err == nil && got == "launched"
+	})
 }
