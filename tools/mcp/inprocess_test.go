@@ -379,15 +379,16 @@ func TestHTTPServerReconnects(t *testing.T) {
 	addr := ln.Addr().String()
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
-	m := newManager(t, "mcp_servers:\n  s:\n    url: http://"+addr+"/mcp\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	m := newManager(t, "mcp_servers:\n  s:\n    url: http://"+addr+"/mcp\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, HTTPRetries: -1})
 	if _, err := call(t, m, "s__launch", `{"text":"x"}`); err != nil {
 		t.Fatalf("call before the restart: %v", err)
 	}
 	// The server goes away, taking its sessions with it, and comes back.
 	_ = srv.Close()
+	// Meanwhile a call is refused before anyone is asked to approve it.
 	waitFor(t, "the server to be seen down", func() bool {
-		_, err := call(t, m, "s__launch", `{"text":"x"}`)
-		return err != nil
+		err := m.Validate("s__launch", json.RawMessage(`{"text":"x"}`))
+		return err != nil && strings.Contains(err.Error(), `MCP server "s" is unavailable`)
 	})
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
@@ -397,6 +398,9 @@ func TestHTTPServerReconnects(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	waitFor(t, "calls to work again", func() bool {
+		if m.Validate("s__launch", json.RawMessage(`{"text":"x"}`)) != nil {
+			return false
+		}
 		got, err := call(t, m, "s__launch", `{"text":"x"}`)
 		return err == nil && got == "launched"
 	})

@@ -64,6 +64,10 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// HTTPClient is used for HTTP servers (default http.DefaultClient).
 	HTTPClient *http.Client
+	// HTTPRetries is how often the SDK tries to resume an HTTP session
+	// whose stream broke before the session counts as lost and a new one
+	// is made (0: the SDK's default, 5; negative: none).
+	HTTPRetries int
 	// Elicitor asks people for input; see also SetElicitor.
 	Elicitor tools.Elicitor
 }

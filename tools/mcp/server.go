@@ -220,7 +220,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 			hc = http.DefaultClient
 		}
 		hc = &http.Client{Transport: headers{set: s.cfg.Headers, next: hc.Transport}, Timeout: hc.Timeout, Jar: hc.Jar}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
 	defer cancel()

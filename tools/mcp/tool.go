@@ -41,6 +41,7 @@ var (
 	_ tools.InfoTool     = (*tool)(nil)
 	_ tools.ReadOnlyTool = (*tool)(nil)
 	_ tools.OriginTool   = (*tool)(nil)
+	_ tools.Checker      = (*tool)(nil)
 )
 
 func newTool(srv *server, t *sdk.Tool) (*tool, error) {
@@ -97,6 +98,13 @@ func (t *tool) Origin() tools.Origin {
 		}
 	}
 	return o
+}
+
+// Check refuses a call while the server is down, so that the model is
+// told at once and nobody is asked to approve a call that cannot run.
+func (t *tool) Check(json.RawMessage) error {
+	_, err := t.srv.session()
+	return err
 }
 
 // Call runs the tool without a call to name: no idempotency key and no
