@@ -126,6 +126,9 @@ func TestEverythingKilledMidCall(t *testing.T) {
 	// The server comes back and its tools with it.
 	var got string
 	waitFor(t, "the server to answer again", func() bool {
+		if m.Validate("everything__echo", json.RawMessage(`{"message":"back"}`)) != nil {
+			return false // still down: refused before a card
+		}
 		got, err = call(t, m, "everything__echo", `{"message":"back"}`)
 		return err == nil
 	})
