@@ -9,8 +9,9 @@
 // first time the tools are needed in a process, not at start-up; when
 // it dies or the connection drops, it is restarted with backoff (1s,
 // doubling, up to a minute), and its tools are not offered meanwhile: a
-// call already decided gets an error result that says the server is
-// unavailable. The tool list is kept and listed again when the server
+// call to one of them is refused before any card (the tools are
+// tools.Checkers), and one already approved gets an error result; both
+// say that the server is unavailable and why. The tool list is kept and listed again when the server
 // says it changed (notifications/tools/list_changed). Close stops every
 // server.
 //
