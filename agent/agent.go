@@ -56,6 +56,11 @@ type Options struct {
 	// OnCall, if set, is told about a call each time its new status has
 	// been saved (running, then done or failed).
 	OnCall func(ctx context.Context, s *State, c Call)
+	// BeforeCall, if set, is asked right before a call is sent; an
+	// error stops the run there, the call unsent
+	// (it stays saved as running, and whoever carries the run on decides
+	// what to do with it).
+	BeforeCall func(ctx context.Context, s *State, c Call) error
 	// Graph holds the engine's options (clock, IDs, static interrupts).
 	Graph graph.Options
 	// Logger defaults to a logger that discards.
@@ -242,6 +247,9 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 			return err
 		}
 		a.notify(ctx, s, *c)
+		if err := a.beforeCall(ctx, s, *c); err != nil {
+			return err
+		}
 		a.execute(ctx, s, c)
 		if err := save(ctx); err != nil {
 			return err
@@ -326,6 +334,14 @@ func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.
 		return it.CallWithInfo(ctx, info, args)
 	}
 	return t.Call(ctx, args)
+}
+
+// beforeCall asks BeforeCall about a call.
+func (a *Agent) beforeCall(ctx context.Context, s *State, c Call) error {
+	if a.opts.BeforeCall == nil {
+		return nil
+	}
+	return a.opts.BeforeCall(ctx, s, c)
 }
 
 func (a *Agent) notify(ctx context.Context, s *State, c Call) {

@@ -15,7 +15,7 @@ func (s *Store) Claim(ctx context.Context, thread, key string, value []byte) (wi
 	if err != nil {
 		return nil, false, fmt.Errorf("claim %s: %w", key, err)
 	}
-	res, err := s.claimScript.Run(ctx, s.rdb, []string{k.claims, k.head}, key, value, s.ttl.Milliseconds()).Slice()
+	res, err := s.runScript(ctx, s.claimScript, claimLua, []string{k.claims, k.head}, key, value, s.ttl.Milliseconds()).Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("claim %s in %s: %w", key, thread, err)
 	}

@@ -2,10 +2,13 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -151,5 +154,39 @@ func TestIntake(t *testing.T) {
 	}
 	if again, _ := s.Accept(ctx, "command:t1", []byte(`{}`), now, time.Hour); again {
 		t.Error("a started request was accepted again")
+	}
+}
+
+// TestReplicasAcknowledgeWhatGatesASideEffect: with Replicas set, a save
+// and a claim return only once a replica has them — and fail, rather than
+// let a side effect go ahead, when no replica answers.
+func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
+	ctx := context.Background()
+	master := redistest.StartServer(t)
+	replica := redistest.StartReplica(t, master)
+	s := redisstore.New(redis.NewClient(&redis.Options{Addr: master.Addr()}),
+		redisstore.Options{Prefix: uniqueName("wait"), Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
+	if _, won, err := s.Claim(ctx, "th", "decision:0.0#0", []byte("approve")); err != nil || !won {
+		t.Fatalf("Claim() = %v, %v; want won", won, err)
+	}
+	replicaClient := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	keys, err := replicaClient.Keys(ctx, "*claims").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, k := range keys {
+		if ok, _ := replicaClient.HExists(ctx, k, "decision:0.0#0").Result(); ok {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Errorf("the claim is in %d of the replica's claim hashes the moment Claim returned (keys %v), want 1", found, keys)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	_, _, err = s.Claim(ctx, "th", "decision:0.1#0", []byte("approve"))
+	if !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Errorf("Claim() with the replica stalled = %v, want ErrNotReplicated", err)
 	}
 }

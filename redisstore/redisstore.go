@@ -60,6 +60,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,7 +97,21 @@ type Options struct {
 	// Now is the clock used to turn KeepUntil into an expiry. Default
 	// time.Now.
 	Now func() time.Time
+	// Replicas, if above 0, is how many replicas must acknowledge each
+	// save and each claim (Redis WAIT, on the connection that wrote it)
+	// before it returns; a write they do not acknowledge within
+	// ReplicaTimeout (default 2s) fails with ErrNotReplicated. Saves and
+	// claims gate side effects — a claimed decision, a call saved as
+	// running — so a failover of the thread's master cannot forget them.
+	Replicas int
+	// ReplicaTimeout bounds the wait for replicas.
+	ReplicaTimeout time.Duration
 }
+
+// ErrNotReplicated: a write was made but fewer replicas than
+// Options.Replicas acknowledged it in time. What depends on it must not
+// happen yet.
+var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 
 // Store keeps threads in Redis. It is safe for concurrent use by many
 // goroutines and processes.
@@ -106,6 +121,8 @@ type Store struct {
 	historyLimit int
 	ttl          time.Duration
 	now          func() time.Time
+	replicas     int
+	replicaWait  time.Duration
 
 	saveScript, loadScript, journalScript *redis.Script
 	claimScript                           *redis.Script
@@ -134,6 +151,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		historyLimit:    opts.HistoryLimit,
 		ttl:             opts.TTL,
 		now:             opts.Now,
+		replicas:        opts.Replicas,
+		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
 		saveScript:      redis.NewScript(saveLua),
 		loadScript:      redis.NewScript(loadLua),
 		journalScript:   redis.NewScript(journalLua),
@@ -190,10 +209,16 @@ func decodeLoad(res []any) (*graph.Checkpoint, error) {
 	return cp, nil
 }
 
+// ErrFenced: a save carried a fence (graph.WithFence) that the thread's
+// lease no longer holds — the process lost its lease. Nothing was
+// written. It matches graph.ErrConflict too.
+var ErrFenced = fmt.Errorf("%w: the thread's lease is no longer this process's", graph.ErrConflict)
+
 // Save makes cp the thread's latest checkpoint, appends its journal entries
 // and adds it to the history, in one round trip. It returns
 // graph.ErrConflict, having written nothing, unless the stored head has
-// Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries.
+// Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries; and
+// ErrFenced if ctx carries a fence that the thread's lease does not hold.
 func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if err := checkSave(cp); err != nil {
 		return err
@@ -207,16 +232,19 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
 	}
 	ttl := s.expiry(cp.KeepUntil)
-	args := make([]any, 0, 7+len(cp.Journal))
+	args := make([]any, 0, 8+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds())
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx))
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
-	saved, err := s.saveScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}, args...).Int()
+	saved, err := s.runScript(ctx, s.saveScript, saveLua, []string{k.head, k.journal, k.history, k.claims, k.lease}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
+	}
+	if saved < 0 {
+		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, ErrFenced)
 	}
 	if saved == 0 {
 		return fmt.Errorf("save checkpoint %s seq %d with journal from %d: %w", cp.Thread, cp.Seq, cp.JournalFrom, graph.ErrConflict)
@@ -374,4 +402,37 @@ func rawMessages(items []any) ([]json.RawMessage, error) {
 		out[i] = json.RawMessage(s)
 	}
 	return out, nil
+}
+
+// runScript runs a script that writes what a side effect depends on. With
+// Options.Replicas set, it is sent with a WAIT on the same connection in
+// one round trip, and fails with ErrNotReplicated unless enough replicas
+// acknowledged it.
+func (s *Store) runScript(ctx context.Context, script *redis.Script, src string, keys []string, args ...any) *redis.Cmd {
+	if s.replicas <= 0 {
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		master, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		node = master
+	}
+	var res, wait *redis.Cmd
+	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		res = p.Eval(ctx, src, keys, args...)
+		wait = p.Do(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
+		return nil
+	})
+	if err != nil && res.Err() == nil && wait.Err() != nil {
+		res.SetErr(wait.Err())
+	}
+	if n, _ := wait.Int64(); res.Err() == nil && n < int64(s.replicas) {
+		res.SetErr(fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait))
+	}
+	return res
 }

@@ -7,12 +7,14 @@ package redisstore
 
 // saveLua is Save's compare-and-set.
 //
-//	KEYS: head, journal, history, claims
+//	KEYS: head, journal, history, claims, lease
 //	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
-//	      expiry in ms, refresh below in ms, then the new journal entries
+//	      expiry in ms, refresh below in ms, fence, then the new journal
+//	      entries
 //
 // It returns 1 when it saved and 0, having written nothing, when the head's
-// seq is not seq-1 or the journal's length is not journal_from.
+// seq is not seq-1 or the journal's length is not journal_from; -1, having
+// written nothing, when a fence is given and the lease does not hold it.
 //
 // Expiries are set only when the head's has run down below "refresh
 // below" (or the thread is new): successive saves of a run, seconds apart,
@@ -21,12 +23,13 @@ package redisstore
 // value on Lua's stack, which holds a few thousand.
 const saveLua = `
 local head, journal, history, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
 local from = tonumber(ARGV[2])
 if (tonumber(redis.call('HGET', head, 'seq')) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
 if redis.call('LLEN', journal) ~= from then return 0 end
 local left = redis.call('PTTL', head)
 
-local first, batch = 8, 1000
+local first, batch = 9, 1000
 for i = first, #ARGV, batch do
   redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
 end
@@ -37,8 +40,8 @@ if redis.call('LPUSH', history, ARGV[4]) > limit then
 end
 
 if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
-  for _, key in ipairs(KEYS) do
-    redis.call('PEXPIRE', key, ARGV[6])
+  for i = 1, 4 do
+    redis.call('PEXPIRE', KEYS[i], ARGV[6])
   end
 elseif from == 0 and #ARGV >= first then
   redis.call('PEXPIRE', journal, left)

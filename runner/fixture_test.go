@@ -213,8 +213,9 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	}
 	var svc *runner.Service
 	a, err := agent.New(model, reg, checkpoints, agent.Options{
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		Graph:  graph.Options{Now: now},
+		OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
+		Graph:      graph.Options{Now: now},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -110,12 +111,20 @@ func child(mode string) int {
 		// CHILD_KILL_AFTER, or finish the run and say how many saves
 		// it took.
 		killAfter, _ := strconv.Atoi(os.Getenv("CHILD_KILL_AFTER"))
+		stallAfter, _ := strconv.Atoi(os.Getenv("CHILD_STALL_AFTER"))
 		saves := 0
 		w.afterSave = func() {
 			saves++
-			if saves == killAfter {
+			switch saves {
+			case killAfter:
 				fmt.Println("SAVED", saves)
 				select {} // the parent kills us here
+			case stallAfter:
+				// The parent stops us (SIGSTOP) here, lets our lease
+				// lapse and another replica take the thread, then lets
+				// us go on with a line on stdin.
+				fmt.Println("STALLED", saves)
+				_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 			}
 		}
 		svc, _ := w.service(t, nil, 300*time.Millisecond)
@@ -150,6 +159,7 @@ func (childTB) Fatalf(f string, a ...any) { fmt.Println("ERROR", fmt.Sprintf(f, 
 type replica struct {
 	cmd   *exec.Cmd
 	lines chan string
+	stdin io.WriteCloser
 }
 
 func startReplica(t *testing.T, w world, mode string, env ...string) *replica {
@@ -167,10 +177,14 @@ func startReplica(t *testing.T, w world, mode string, env ...string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{cmd: cmd, lines: make(chan string, 16)}
+	r := &replica{cmd: cmd, lines: make(chan string, 16), stdin: stdin}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -261,6 +275,54 @@ func TestKilledAtEverySave(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
+				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
+			}
+		})
+	}
+}
+
+// TestStalledPastItsLease stops a replica (SIGSTOP) right after each
+// checkpoint save in turn — between a decision's claim and the call, and
+// everywhere else — for longer than its lease, lets another replica take
+// the thread over and finish the run, then lets the stalled one go on.
+// It must notice it lost the thread and do nothing more: every approved
+// call runs exactly once, the rejected one never.
+func TestStalledPastItsLease(t *testing.T) {
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe-stall", "CHILD_USER=U_BOB")
+	var total int
+	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 10 {
+		t.Fatalf("uninterrupted run: %d saves (%v); want at least 10", total, err)
+	}
+	for k := 1; k <= total; k++ {
+		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
+			tg := newTarget(t)
+			w := w
+			w.base = tg.URL
+			thread := fmt.Sprintf("stall-%d", k)
+			victim := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB", fmt.Sprintf("CHILD_STALL_AFTER=%d", k))
+			if l := victim.line(t); l != fmt.Sprintf("STALLED %d", k) {
+				t.Fatalf("victim said %q, want STALLED %d", l, k)
+			}
+			if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			// The heir waits for the victim's lease to lapse, takes the
+			// thread over and finishes the run.
+			heir := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
+			if l := heir.line(t); !strings.HasPrefix(l, "DONE") {
+				t.Fatalf("heir said %q, want DONE", l)
+			}
+			if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(victim.stdin)
+			if l := victim.line(t); !strings.HasPrefix(l, "DONE") {
+				t.Errorf("victim said %q after it went on, want DONE (the run the heir finished)", l)
+			}
 			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
 			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
 				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)

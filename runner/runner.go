@@ -74,6 +74,9 @@ var (
 	ErrFailed = errors.New("the last run in this thread failed")
 	// ErrNotFailed: Retry was asked of a thread whose run has not failed.
 	ErrNotFailed = errors.New("the run has not failed")
+	// ErrLeaseLost: this process no longer holds the thread's lease
+	// (it stalled past it); another process carries the run on.
+	ErrLeaseLost = errors.New("lost the thread's lease")
 )
 
 // AlreadyDecidedError is the answer to a decision that lost: the call was
@@ -177,17 +180,18 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
 	}
 	s.wakeForRecovery(ctx, req.Thread)
-	stop := s.keepLease(ctx, req.Thread)
+	runCtx, stop := s.keepLease(ctx, req.Thread)
 	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
 	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
 	init.Team = req.Team
-	res, err := s.graph.Start(ctx, req.Thread, init, graph.RunConfig{})
-	stop()
+	res, err := s.graph.Start(runCtx, req.Thread, init, graph.RunConfig{})
 	if errors.Is(err, graph.ErrThreadExists) {
+		stop()
 		s.release(req.Thread)
 		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
 	}
-	s.after(ctx, run, req.Thread, res, err)
+	s.after(runCtx, run, req.Thread, res, err)
+	stop()
 	s.release(req.Thread)
 	// A decision made while the cards were being posted was left to us.
 	return s.Drive(ctx, req.Thread)
@@ -269,9 +273,9 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 			s.wakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL))
 			return nil
 		}
-		stop := s.keepLease(ctx, thread)
+		runCtx, stop := s.keepLease(ctx, thread)
 		s.wakeForRecovery(ctx, thread)
-		worked, err := s.step(ctx, thread)
+		worked, err := s.step(runCtx, thread)
 		stop()
 		s.release(thread)
 		if err != nil || !worked {
@@ -444,9 +448,9 @@ func (s *Service) withLease(ctx context.Context, thread string, fn func(context.
 	if !held {
 		return fmt.Errorf("%s: %w", thread, ErrBusy)
 	}
-	stop := s.keepLease(ctx, thread)
+	runCtx, stop := s.keepLease(ctx, thread)
 	s.wakeForRecovery(ctx, thread)
-	err = fn(ctx)
+	err = fn(runCtx)
 	stop()
 	s.release(thread)
 	if err != nil {
@@ -471,9 +475,14 @@ func (s *Service) release(thread string) {
 	}
 }
 
-// keepLease renews the thread's lease until the returned stop is called.
-func (s *Service) keepLease(ctx context.Context, thread string) (stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// keepLease renews the thread's lease until the returned stop is called,
+// and returns the context the run works in: its saves are fenced by the
+// lease (graph.WithFence), and it is cancelled, with cause ErrLeaseLost,
+// as soon as a renewal finds the lease gone — a process that stalled
+// past its lease stops instead of working on beside the next holder.
+func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.Context, stop func()) {
+	runCtx, cancelRun := context.WithCancelCause(graph.WithFence(context.WithValue(ctx, runThreadKey{}, thread), s.opts.Owner))
+	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -482,17 +491,49 @@ func (s *Service) keepLease(ctx context.Context, thread string) (stop func()) {
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-renewCtx.Done():
 				return
 			case <-t.C:
-				ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+				ok, err := s.store.RenewLease(renewCtx, thread, s.opts.Owner, s.opts.LeaseTTL)
 				if err == nil && !ok {
-					s.log.WithField("thread", thread).Warn("lost the thread's lease while running")
+					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
+					cancelRun(ErrLeaseLost)
+					return
 				}
 			}
 		}
 	}()
-	return func() { cancel(); wg.Wait() }
+	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
+}
+
+// runThreadKey marks the context of a run with its thread, for the
+// agent's hooks: a forked thread's state still names the thread it was
+// forked from.
+type runThreadKey struct{}
+
+// runThread is the thread of the run ctx belongs to.
+func runThread(ctx context.Context, st *agent.State) string {
+	if t, ok := ctx.Value(runThreadKey{}).(string); ok {
+		return t
+	}
+	return st.Thread
+}
+
+// BeforeCall is the agent's hook before a call is sent: pass it as
+// agent.Options.BeforeCall. It confirms that this
+// process still holds the thread's lease, and fails with ErrLeaseLost if
+// not, so that the call is not sent.
+func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
+	thread := runThread(ctx, st)
+	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	if err != nil {
+		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
+	}
+	if !ok {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
+		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
+	}
+	return nil
 }
 
 // begin counts a run that starts or resumes and returns its logger,
@@ -510,6 +551,10 @@ func (s *Service) begin(thread, how string) logrus.FieldLogger {
 // after logs where a run stopped, shows people what it produced, and
 // sets the thread's next wake-up.
 func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State], err error) {
+	if res == nil && (errors.Is(err, graph.ErrConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)) {
+		log.WithError(err).Warn("this process lost the thread; the process that holds it carries the run on")
+		return
+	}
 	if res == nil {
 		log.WithError(err).Error("run could not be saved")
 		_ = s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
@@ -602,7 +647,7 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	} else {
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 	}
-	_ = s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
+	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
 }
 
 type noObserver struct{}

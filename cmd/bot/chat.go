@@ -8,9 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -28,32 +29,38 @@ import (
 // every pending tool call is approved, edited or rejected at a prompt.
 // Quitting during a pause and starting again with --thread resumes it
 // (with a REDIS_URL; the embedded Redis forgets everything on exit).
-func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func chat(ctx context.Context, args []string, e env) error {
+	fs := flags("chat", "chat [--thread ID] [--user NAME] [--log FILE]", e)
 	thread := fs.String("thread", "", "resume this thread instead of starting a new one")
-	user := fs.String("user", "", "your name in the conversation (default $USER)")
-	if err := fs.Parse(args); err != nil {
+	user := fs.String("user", "", "who you are in the conversation, as the policy's approvers name people (default $USER)")
+	logPath := fs.String("log", filepath.Join(os.TempDir(), "countersign-chat.log"), "where the bot's log lines go, so that they stay out of the conversation")
+	if err := parse(fs, args, e); err != nil {
 		return err
 	}
 	if *user == "" {
-		*user = getenv("USER")
+		*user = e.getenv("USER")
 	}
 	if *user == "" {
 		*user = "you"
 	}
-	log, err := newLogger(getenv, stderr, logrus.WarnLevel)
+	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("chat log: %w", err)
+	}
+	defer logFile.Close()
+	log, err := newLogger(e.getenv, logFile, logrus.InfoLevel)
 	if err != nil {
 		return err
 	}
+	stdin, stdout := e.stdin, e.stdout
 	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
-	svc, err := newService(ctx, getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
+	svc, err := newService(ctx, e.getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err
 	}
 	defer svc.close()
 
-	term.printf("Countersign chat · model: %s · redis: %s\n", svc.model.Name(), svc.redis)
+	term.printf("Countersign chat · model: %s · redis: %s · log: %s\n", svc.model.Name(), svc.redis, *logPath)
 	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)
@@ -120,7 +127,7 @@ func (c *chatSession) loop(ctx context.Context) error {
 			err = c.svc.Drive(ctx, c.thread) // a run cut off earlier
 		}
 		if quit {
-			c.term.printf("Bye. Resume with: bot chat --thread %s\n", c.thread)
+			c.term.printf("Bye. Resume with: %s chat --thread %s\n", selfCommand(), c.thread)
 			return nil
 		}
 		if err != nil {
@@ -270,6 +277,16 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 		t.printf("✖ the run failed: %s\n", e.Text)
 	}
 	return nil
+}
+
+// selfCommand is how to run this program again: "go run ./cmd/bot" when
+// it was started by go run (whose binary is gone once it exits), else its
+// own name.
+func selfCommand() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/bot"
+	}
+	return filepath.Base(os.Args[0])
 }
 
 func randomHex(n int) string {

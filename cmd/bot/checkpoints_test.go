@@ -55,7 +55,7 @@ func TestCheckpointsCommand(t *testing.T) {
 		t.Errorf("resuming the fork printed:\n%s\ndeploy ran %d times in all, want 2", out, h.target.count("POST /deploy"))
 	}
 
-	h.cli(t, "", "checkpoints", "delete", "--thread", fork)
+	h.cli(t, "", "checkpoints", "delete", "--thread", fork, "--yes")
 	if _, err := h.run("", "checkpoints", "list", "--thread", fork); err == nil {
 		t.Error("list of a deleted thread succeeded")
 	}

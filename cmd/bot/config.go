@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
 		return rdb, "embedded (in-process, data lost on exit)", closeAll, nil
 	}
+	// go-redis logs (reconnects, pool trouble) through the bot's logger,
+	// so that with LOG_FORMAT=json every line is JSON.
+	redis.SetLogger(redisLogger{log})
 	var rdb redis.UniversalClient
 	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
 		opts, err := redis.ParseClusterURL(raw)
@@ -112,6 +116,43 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", redactURL(raw), err)
 	}
 	return rdb, redactURL(raw), func() { _ = rdb.Close() }, nil
+}
+
+// waitReplicas is how many Redis replicas must acknowledge the writes that
+// gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server
+// has a replica connected, else 0. (On a cluster, set it: masters are
+// not asked.)
+func waitReplicas(ctx context.Context, getenv func(string) string, rdb redis.UniversalClient) (int, error) {
+	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
+		}
+		return n, nil
+	}
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return 0, nil
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, nil // the embedded Redis, or a server that hides INFO
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			if n, _ := strconv.Atoi(v); n > 0 {
+				return 1, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// redisLogger is go-redis's logger on logrus.
+type redisLogger struct{ log logrus.FieldLogger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.WithField("component", "redis").Warnf(format, v...)
 }
 
 // redactURL drops the password from a Redis URL, for logs.
@@ -175,13 +216,22 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		_ = box.Close()
 		return nil, err
 	}
-	store := redisstore.New(rdb, redisstore.Options{})
+	replicas, err := waitReplicas(ctx, getenv, rdb)
+	if err != nil {
+		closeRedis()
+		return nil, err
+	}
+	if replicas > 0 {
+		log.WithField("replicas", replicas).Info("saves and claims wait for Redis replicas to acknowledge them")
+	}
+	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas})
 	obs := metrics.New(store.WaitingTotal)
 	var svc *runner.Service
 	a, err := agent.New(model, box, obs.InstrumentStore(store), agent.Options{
 		Logger:      log,
 		ToolTimeout: box.ToolTimeout(2 * time.Minute),
 		OnCall:      func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		BeforeCall:  func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
 	})
 	if err != nil {
 		closeRedis()

@@ -16,14 +16,19 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// toolsCmd lists every tool the bot would offer the model under
+// runTools lists every tool the bot would offer the model under
 // BOT_POLICY: its source (built-in or an MCP server), a summary of its
 // arguments, and its effective rule. It starts the policy's MCP servers to
 // ask for their tools, and reports those that are down.
-func toolsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("tools takes no arguments\n%s", usage)
+func runTools(ctx context.Context, args []string, e env) error {
+	fs := flags("tools", "tools", e)
+	if err := parse(fs, args, e); err != nil {
+		return err
 	}
+	return toolsCmd(ctx, e.getenv, e.stdout, e.stderr)
+}
+
+func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	// Servers that are down are reported below the list; their retries
 	// are not news here.
 	log, err := newLogger(getenv, stderr, logrus.ErrorLevel)

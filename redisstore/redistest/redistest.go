@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,4 +253,41 @@ func tail(path string) string {
 		b = b[len(b)-max:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// StartReplica starts a redis-server that replicates master, and waits
+// until the replication link is up.
+func StartReplica(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	s := startServer(tb, []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.port)})
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := rdb.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: the replica's link to its master is not up: %v %s", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Pause stops the server (SIGSTOP) until Resume: it keeps its connections
+// and answers nothing, as a stalled machine would.
+func (s *Server) Pause() {
+	s.tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.tb.Fatalf("redistest: pause redis-server: %v", err)
+	}
+}
+
+// Resume lets a paused server go on.
+func (s *Server) Resume() {
+	s.tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.tb.Fatalf("redistest: resume redis-server: %v", err)
+	}
 }
