@@ -115,7 +115,7 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	}
 	w.WriteHeader(http.StatusOK)
 	if answer != "" {
-		s.background(ctx, func(ctx context.Context) { s.ephemeral(ctx, c.channel(), threadTS(cb), c.user(), answer) })
+		s.background(ctx, func(ctx context.Context) { s.tell(ctx, c.channel(), threadTS(cb), c.user(), cb.ResponseURL, answer) })
 	}
 }
 

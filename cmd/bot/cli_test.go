@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -103,5 +104,26 @@ func TestThreadsAuditAndDelete(t *testing.T) {
 	out, err := h.run("", "checkpoints", "list", "--thread", thread)
 	if err == nil || strings.Count(out, "no thread") != 1 {
 		t.Errorf("list of a deleted thread: %v\n%s\nwant one clear error", err, out)
+	}
+}
+
+// The bot is not in the channel: it cannot post the request, and the
+// person who asked hears so through the command's response_url, with how
+// to invite it.
+func TestNotInTheChannelAnswersThroughResponseURL(t *testing.T) {
+	h := newHarness(t, "")
+	h.slack.FailNext("chat.postMessage", "not_in_channel", 1)
+	h.slack.FailNext("chat.postEphemeral", "not_in_channel", 1)
+	h.command("deploy", url.Values{"response_url": {h.slack.ResponseURL()}}, nil)
+	h.eventually(func() bool {
+		for _, c := range h.slack.CallsTo("response_url") {
+			if strings.Contains(c.Text, "/invite @Countersign") && c.Params["response_type"] == "ephemeral" {
+				return true
+			}
+		}
+		return false
+	}, "an ephemeral answer through response_url")
+	if n := len(h.model.Requests()); n != 0 {
+		t.Errorf("the model was asked %d times for a request that could not be posted", n)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -249,7 +250,35 @@ func errReply(code string) reply {
 	return reply{status: http.StatusOK, body: map[string]any{"ok": false, "error": code}}
 }
 
+// ResponseURL is a response_url for a slash command or a click, as Slack
+// sends them: a POST of a JSON message to it is recorded as a call with
+// Method "response_url".
+func (s *Server) ResponseURL() string { return s.srv.URL + "/response/" + uniqueTS() }
+
+// response records a message posted to a response_url.
+func (s *Server) response(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxRequest)).Decode(&msg); err != nil {
+		http.Error(w, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Method: "response_url", Time: time.Now(), Text: msg.Text,
+		Params: map[string]string{"response_type": msg.ResponseType, "url": r.URL.Path}})
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	_, _ = io.WriteString(w, "ok")
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/response/") && r.Method == http.MethodPost {
+		s.response(w, r)
+		return
+	}
 	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
 	if !ok {
 		http.NotFound(w, r)
