@@ -76,6 +76,10 @@ func newInProcess(t *testing.T) *inProcess {
 		})
 	p.srv.AddTool(&sdk.Tool{Name: "ask", Description: "Asks the user for a colour.", InputSchema: objectSchema},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			// Bounded: a session closing while the question is open waits
+			// for this handler.
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
 			res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{
 				Message: "Which colour?",
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
