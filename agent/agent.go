@@ -103,7 +103,8 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 		AddEdge(graph.Start, ModelNode).
 		AddConditionalEdge(ModelNode, afterModel, ToolsNode, graph.End).
 		AddEdge(ToolsNode, ModelNode).
-		Compile(store, opts.Graph)
+		ResumeDependsOn(pendingTools).
+		Compile(store, fingerprinted(opts.Graph, box))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

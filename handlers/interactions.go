@@ -111,6 +111,8 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			answer = s.showArgs(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
+		case ActionRestartRun, ActionCancelRun:
+			answer = s.changedRun(ctx, c, action.ActionID == ActionRestartRun)
 		}
 	}
 	w.WriteHeader(http.StatusOK)
@@ -160,7 +162,11 @@ func answer(log logrus.FieldLogger, err error) string {
 // decide records d and drives the run in the background; it returns what
 // to tell the person, or "".
 func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
-	if msg := answer(c.log, s.svc.Decide(ctx, d)); msg != "" {
+	err := s.svc.Decide(ctx, d)
+	if refused := (*runner.RefusedError)(nil); errors.As(err, &refused) && refused.Changed {
+		s.drive(ctx, d.Thread) // shows what changed
+	}
+	if msg := answer(c.log, err); msg != "" {
 		return msg
 	}
 	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")

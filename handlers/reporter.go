@@ -100,6 +100,8 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
 			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(ErrorCard(e.Text, value)...))
 		return err
+	case runner.GraphChanged:
+		return r.postGraphChanged(ctx, e, channel, root)
 	}
 	return nil
 }

@@ -138,7 +138,8 @@ type world struct {
 	model  llm.Model
 	// afterSave, if set, is called after every checkpoint save.
 	afterSave func()
-	// policy, if set, replaces policyYAML.
+	// policy, if set, replaces policyYAML: another policy, or another
+	// version of the bot.
 	policy string
 	// loads, if set, counts checkpoint loads.
 	loads *atomic.Int64

@@ -237,6 +237,18 @@ func TestTwoProcessesDecideOneCall(t *testing.T) {
 	}
 }
 
+// countSaves runs the thread uninterrupted in a replica and returns how
+// many checkpoint saves it takes.
+func countSaves(t *testing.T, w world, thread string) int {
+	t.Helper()
+	probe := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
+	var total int
+	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 10 {
+		t.Fatalf("uninterrupted run: %d saves (%v); want at least 10", total, err)
+	}
+	return total
+}
+
 // TestKilledAtEverySave kills a replica with SIGKILL right after each
 // checkpoint save in turn — every superstep boundary, and the saves
 // around each tool call — then lets another replica finish the run from
@@ -247,12 +259,7 @@ func TestKilledAtEverySave(t *testing.T) {
 	w.rdb = redis.NewClient(redistest.Options(t))
 
 	// An uninterrupted run says how many saves there are.
-	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe", "CHILD_USER=U_BOB")
-	var total int
-	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 10 {
-		t.Fatalf("uninterrupted run: %d saves (%v); want at least 10", total, err)
-	}
-
+	total := countSaves(t, w, "probe")
 	var mu sync.Mutex
 	for k := 1; k <= total; k++ {
 		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
@@ -292,11 +299,7 @@ func TestKilledAtEverySave(t *testing.T) {
 func TestStalledPastItsLease(t *testing.T) {
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
-	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe-stall", "CHILD_USER=U_BOB")
-	var total int
-	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 10 {
-		t.Fatalf("uninterrupted run: %d saves (%v); want at least 10", total, err)
-	}
+	total := countSaves(t, w, "probe-stall")
 	for k := 1; k <= total; k++ {
 		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
 			tg := newTarget(t)

@@ -299,8 +299,11 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
 		s.after(ctx, run, thread, out, err)
-		return true, nil
+		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
+		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
+			return false, nil
+		}
 		decisions, err := s.claimed(ctx, thread, &res.State)
 		if err != nil {
 			return false, err
@@ -324,7 +327,7 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 			return true, nil // look again
 		}
 		s.after(ctx, run, thread, out, err)
-		return true, nil
+		return !errors.Is(err, graph.ErrIncompatible), nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).
@@ -553,6 +556,9 @@ func (s *Service) begin(thread, how string) logrus.FieldLogger {
 func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State], err error) {
 	if res == nil && (errors.Is(err, graph.ErrConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)) {
 		log.WithError(err).Warn("this process lost the thread; the process that holds it carries the run on")
+		return
+	}
+	if res == nil && s.graphChanged(ctx, log, thread, err) {
 		return
 	}
 	if res == nil {

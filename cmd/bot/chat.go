@@ -102,6 +102,12 @@ func (c *chatSession) loop(ctx context.Context) error {
 		case err != nil:
 			return err
 		}
+		if changes, err := c.svc.Changed(ctx, c.thread); err == nil && len(changes) > 0 && res.Status() != graph.Done {
+			if !c.changed(ctx, &res.State, changes) {
+				return nil
+			}
+			continue
+		}
 		var quit bool
 		switch res.Status() {
 		case graph.Paused:
@@ -275,6 +281,8 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, first)
 	case runner.RunFailed:
 		t.printf("✖ the run failed: %s\n", e.Text)
+	case runner.GraphChanged:
+		t.printf("🔄 the bot was updated while this request waited: %s\n", strings.ReplaceAll(e.Text, "\n", "; "))
 	}
 	return nil
 }
