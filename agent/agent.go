@@ -97,14 +97,15 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	if a.now == nil {
 		a.now = time.Now
 	}
+	gopts := fingerprinted(opts.Graph, box)
 	g, err := graph.New[State]().
 		AddNode(ModelNode, a.modelNode).
 		AddNode(ToolsNode, a.toolsNode).
 		AddEdge(graph.Start, ModelNode).
 		AddConditionalEdge(ModelNode, afterModel, ToolsNode, graph.End).
 		AddEdge(ToolsNode, ModelNode).
-		ResumeDependsOn(pendingTools).
-		Compile(store, fingerprinted(opts.Graph, box))
+		ResumeDependsOn(pendingTools(gopts.Parts)).
+		Compile(store, gopts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

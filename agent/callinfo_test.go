@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -88,5 +89,50 @@ func TestToolsThatNeedTheCall(t *testing.T) {
 				t.Errorf("call ended %s, want %s (status %s)", got, tt.want, res.Status())
 			}
 		})
+	}
+}
+
+// dynamicBox is a toolbox some of whose tools come from outside the bot,
+// as tools/mcp's Manager is: only fixed ones are in the fingerprint.
+type dynamicBox struct {
+	*tools.Registry
+	fixed []tools.Tool
+}
+
+func (b dynamicBox) FixedTools() []tools.Tool { return b.fixed }
+
+func TestOutsideToolsAreNotInTheFingerprint(t *testing.T) {
+	ctx := context.Background()
+	store := graph.NewMemoryStore(graph.MemoryOptions{})
+	remote := &infoTool{}
+	newAgent := func(fixed ...tools.Tool) *agent.Agent {
+		t.Helper()
+		reg, err := tools.NewRegistry(nil, append([]tools.Tool{remote}, fixed...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "remote", Arguments: `{}`}} }}
+		a, err := agent.New(model, dynamicBox{reg, fixed}, store, agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	lookup := &agenttest.Tool{ToolName: "lookup"}
+	before := newAgent(lookup)
+	res, err := before.Graph().Start(ctx, "T:C:1", agent.NewState("T:C:1", "U1", "C1", "go"), graph.RunConfig{})
+	if err != nil || len(res.State.Waiting()) != 1 {
+		t.Fatalf("Start = %v, %d waiting; want a pause on the remote call", err, len(res.State.Waiting()))
+	}
+	key := res.State.Waiting()[0].Key
+	// A deploy adds a built-in tool: the graph changed, but not in what
+	// the paused call depends on, so the thread resumes.
+	after := newAgent(lookup, &agenttest.Tool{ToolName: "extra"})
+	res, err = after.Graph().Resume(ctx, "T:C:1", after.Decide(map[string]interrupt.Decision{key: {Kind: interrupt.Approve, By: "U2"}}))
+	if err != nil {
+		t.Fatalf("Resume after the deploy = %v, want the remote call to run", err)
+	}
+	if len(remote.infos) != 1 {
+		t.Errorf("the remote tool ran %d times, want once", len(remote.infos))
 	}
 }

@@ -409,3 +409,13 @@ func TestHTTPServerReconnects(t *testing.T) {
 		return err == nil && got == "launched"
 	})
 }
+
+func TestFixedToolsStartNothing(t *testing.T) {
+	m := newManager(t, "mcp_servers:\n  s:\n    url: http://127.0.0.1:1/mcp\ntools:\n  http_request: {}\n", mcp.Options{})
+	if got := toolNames(m.FixedTools()); strings.Join(got, " ") != "http_request" {
+		t.Errorf("FixedTools() = %v, want the built-ins", got)
+	}
+	if st := m.Status(); st[0].State != mcp.NotStarted {
+		t.Errorf("after FixedTools the server is %s, want not started", st[0].State)
+	}
+}

@@ -213,6 +213,19 @@ func (m *Manager) waitStarted() {
 	cancel()
 }
 
+// FixedTools returns the built-in tools offered, without starting or
+// waiting for any server: what the agent's graph fingerprint covers.
+// MCP tools change with their servers and are checked call by call.
+func (m *Manager) FixedTools() []tools.Tool {
+	var out []tools.Tool
+	for _, t := range m.reg.Load().Tools() {
+		if _, ok := t.(tools.OriginTool); !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Lookup returns a tool and its rule, whether its server is up or not (a
 // call to a server that is down fails with a clear error). Like Tools,
 // the first call waits for the servers to start.
