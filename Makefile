@@ -1,17 +1,18 @@
 # Common tasks. `make test` and `make bench` start a throwaway redis-server
 # on a free loopback port for the run and point REDIS_URL at it (see
 # .ci/with-redis); it is stopped afterwards, also when tests fail. `make
-# test` also needs Chromium for the playground's browser tests; like
-# redis-server, it is installed with apt-get when missing and run as root.
+# test` also needs Chromium for the playground's browser tests, and Node's
+# npx for the MCP tests (servers from npm); like redis-server, they are
+# installed with apt-get when missing and run as root.
 
 GO ?= go
 
 .PHONY: test bench run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
-## headless Chromium for the browser tests)
+## headless Chromium for the browser tests, and npx for the MCP tests)
 test:
-	bash .ci/with-redis --chromium $(GO) test -race ./...
+	bash .ci/with-redis --chromium --node $(GO) test -race ./...
 
 ## bench: all benchmarks (BenchmarkCheckpointSave in redisstore among them)
 bench:
@@ -37,15 +38,19 @@ lint:
 ## seed corpora.
 FUZZTIME ?= 1m
 FUZZ_TARGETS = \
+	./graph:FuzzNestedCheckpoint \
 	./handlers:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
+	./handlers:FuzzDecisionPath \
+	./handlers:FuzzElicitForm \
 	./handlers:FuzzCards \
 	./handlers:FuzzAnswerText \
-	./handlers:FuzzDecisionPath \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
+	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \
-	./tools:FuzzMaskSecrets
+	./tools:FuzzMaskSecrets \
+	./tools/mcp:FuzzToolName
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -106,14 +107,15 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	if a.now == nil {
 		a.now = time.Now
 	}
+	gopts := fingerprinted(opts.Graph, box)
 	g, err := graph.New[State]().
 		AddNode(ModelNode, a.modelNode).
 		AddNode(ToolsNode, a.toolsNode).
 		AddEdge(graph.Start, ModelNode).
 		AddConditionalEdge(ModelNode, afterModel, ToolsNode, graph.End).
 		AddEdge(ToolsNode, ModelNode).
-		ResumeDependsOn(pendingTools).
-		Compile(store, fingerprinted(opts.Graph, box))
+		ResumeDependsOn(pendingTools(gopts.Parts)).
+		Compile(store, gopts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -332,10 +334,16 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
 	defer cancel()
 	start := a.now()
-	result, err := callTool(ctx, tool, c.RunArgs())
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: s.Requester, Channel: s.Channel}
+	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	}
+	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
+		c.Status = Unknown
+		log.WithError(err).Warn("tool call was cut off; its outcome is unknown")
+		return
 	}
 	if err != nil {
 		c.Status, c.IsError, c.Result = Failed, true, prefix+"Error: "+err.Error()
@@ -347,12 +355,15 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 }
 
 // callTool runs the tool, turning a panic into an error.
-func callTool(ctx context.Context, t tools.Tool, args json.RawMessage) (result string, err error) {
+func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("the tool crashed: %v", p)
 		}
 	}()
+	if it, ok := t.(tools.InfoTool); ok {
+		return it.CallWithInfo(ctx, info, args)
+	}
 	return t.Call(ctx, args)
 }
 

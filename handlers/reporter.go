@@ -36,6 +36,7 @@ type Reporter struct {
 	store Store
 	now   func() time.Time
 	log   logrus.FieldLogger
+	tools ToolLookup // optional; see WithTools
 }
 
 // NewReporter returns a Reporter posting through api.
@@ -74,7 +75,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(ApprovalCard(c, requester, value, r.now())...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
 		if err != nil {
 			return err
 		}

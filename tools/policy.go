@@ -171,6 +171,8 @@ type Policy struct {
 	// such tools are offered. When nil, only the tools in Tools are
 	// offered. A policy file leaves it nil.
 	Default *Rule
+	// MCPServers are the MCP servers whose tools are offered, by name.
+	MCPServers map[string]MCPServer
 	// MaxCallsPerTurn caps the tool calls of one model turn; the calls
 	// past it get an error result and no card. Zero means
 	// DefaultMaxCallsPerTurn.
@@ -202,19 +204,23 @@ func (p *Policy) RuleFor(name string) (Rule, bool) {
 	if r, ok := p.Tools[name]; ok {
 		return r, true
 	}
+	if s, ok := p.mcpServerFor(name); ok {
+		return s.Rule, true
+	}
 	if p.Default != nil {
 		return *p.Default, true
 	}
 	return Rule{}, false
 }
 
-// LoadPolicy reads and parses the policy file at path.
+// LoadPolicy reads and parses the policy file at path; ${VAR} in its
+// mcp_servers: section comes from the process's environment.
 func LoadPolicy(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	p, err := ParsePolicy(data)
+	p, err := ParsePolicyEnv(data, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", path, err)
 	}
@@ -236,9 +242,17 @@ func LoadPolicy(path string) (*Policy, error) {
 // invalid setting is an error that names the line. It fails closed: an
 // empty list (approvers: [], an allow_hosts: with nothing after it) is an
 // error, not "anyone" or "any host"; those are said with the words anyone
-// and any. Settings left out take
-// their value from DefaultRule; see the package documentation.
+// and any. Settings left out take their value from DefaultRule; see the
+// package documentation. MCP servers are listed beside tools: under
+// mcp_servers: (see MCPServer); ${VAR} in that section comes from the
+// process's environment. max_calls_per_turn caps the calls of one model
+// turn (default 10).
 func ParsePolicy(data []byte) (*Policy, error) {
+	return ParsePolicyEnv(data, os.Getenv)
+}
+
+// ParsePolicyEnv is ParsePolicy with ${VAR} taken from getenv.
+func ParsePolicyEnv(data []byte, getenv func(string) string) (*Policy, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -254,13 +268,16 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], resolve(root.Content[i+1])
-		if err := checkKey(key, seen, "", []string{"tools", "max_calls_per_turn"}); err != nil {
+		if err := checkKey(key, seen, "", []string{"tools", "mcp_servers", "max_calls_per_turn"}); err != nil {
 			return nil, err
 		}
 		var err error
 		switch key.Value {
 		case "tools":
 			err = parseTools(val, p.Tools)
+		case "mcp_servers":
+			p.MCPServers = map[string]MCPServer{}
+			err = parseMCPServers(val, getenv, p.MCPServers)
 		case "max_calls_per_turn":
 			p.MaxCallsPerTurn, err = parseCallCap(val)
 		}
@@ -268,7 +285,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			return nil, err
 		}
 	}
-	if !seen["tools"] {
+	if !seen["tools"] && !seen["mcp_servers"] {
 		return nil, lineErrorf(root, "missing tools: section")
 	}
 	return p, nil

@@ -89,7 +89,7 @@ func TestParsePolicyErrors(t *testing.T) {
 	}{
 		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
 			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
-		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, max_calls_per_turn)`},
+		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, mcp_servers, max_calls_per_turn)`},
 		{"empty approvers", "tools:\n  a:\n    approvers: []\n", `line 3: tool "a": approvers: the list is empty; write approvers: anyone`},
 		{"approvers with nothing after it", "tools:\n  a:\n    approvers:\n", `line 3: tool "a": approvers: the list is empty`},
 		{"empty allow_hosts", "tools:\n  http_request:\n    allow_hosts: []\n", `line 3: tool "http_request": allow_hosts: the list is empty; to allow any host leave allow_hosts out or write allow_hosts: any`},
