@@ -297,7 +297,15 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	w := newWorld(t)
 	root, _ := w.request("/feedback")
 	w.mustUI("/ui/send", map[string]any{"user": teammate, "text": "not this one & not now", "thread_ts": root.TS})
-	reply := w.message(root.TS, "not this one")
+	// The card soon quotes the reply too: look for the teammate's message.
+	reply := w.eventually("the teammate's reply", func(st playground.State) (playground.Message, bool) {
+		for _, m := range st.Messages {
+			if m.ThreadTS == root.TS && m.User == teammate {
+				return m, true
+			}
+		}
+		return playground.Message{}, false
+	})
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
 	}
