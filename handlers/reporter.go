@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -89,6 +90,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		c := *e.Call
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
+		}
+		if c.Status == agent.Failed && c.NeedsApproval {
+			return nil // its card says why, once
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
 		return err
@@ -171,6 +175,13 @@ func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d",
 // resultText is the thread reply that shows a call's result.
 func resultText(c agent.Call) string {
 	result := c.Result
+	// The note telling the model that a person edited the arguments is
+	// for the model: people see the edit on the card.
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
+			result = rest
+		}
+	}
 	const limit = 2500
 	if len(result) > limit {
 		cut := limit

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -634,7 +635,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, thread st
 			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
 		}
 	case graph.Failed:
-		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
 	}
 	return ok
 }
@@ -670,3 +671,20 @@ func (noObserver) ToolFinished(string, agent.CallStatus) {}
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// failureText is a failed run's error for people: without the engine's
+// "node model: " prefix, and saying the model's name once.
+func failureText(err string) string {
+	_, rest, ok := strings.Cut(err, ": ")
+	if !ok || !strings.HasPrefix(err, "node ") {
+		return err
+	}
+	// "model NAME: … NAME: …" → "model NAME: …": the model's client
+	// names itself already.
+	if after, found := strings.CutPrefix(rest, "model "); found {
+		if name, tail, ok := strings.Cut(after, ": "); ok && strings.Contains(tail, name+": ") {
+			return "the model failed: " + strings.Replace(tail, name+": ", "", 1) + " (" + name + ")"
+		}
+	}
+	return rest
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -237,7 +238,7 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return "", requestError(u, err)
 	}
 	defer resp.Body.Close()
 	return h.result(u, resp, stopped), nil
@@ -416,4 +417,26 @@ func parseHostPattern(s string) (hostPattern, error) {
 		return bad()
 	}
 	return hostPattern{host: host, port: port}, nil
+}
+
+// requestError says in words why a request got no answer, instead of Go's
+// `Post "https://…": dial tcp 10.0.0.1:443: connect: connection refused`.
+func requestError(u *url.URL, err error) error {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s did not answer in time", u.Host)
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("the host %s was not found", u.Hostname())
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s refused the connection (nothing listens there)", u.Host)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return fmt.Errorf("could not connect to %s (%v)", u.Host, opErr.Err)
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return fmt.Errorf("%s %s: %w", uerr.Op, u.Host, uerr.Err)
+	}
+	return err
 }
