@@ -22,7 +22,7 @@ func TestClickAfterACrash(t *testing.T) {
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	h.waitStatus(root, "done")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	finals := 0
@@ -82,7 +82,7 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 			decide(order[1])
 			decide(order[2])
 			h.reply(root, "All done.")
-			if a, b, c := h.target.count("POST /a"), h.target.count("POST /b"), h.target.count("POST /c"); a != 1 || b != 0 || c != 1 {
+			if a, b, c := h.target.Count("POST /a"), h.target.Count("POST /b"), h.target.Count("POST /c"); a != 1 || b != 0 || c != 1 {
 				t.Errorf("executions a/b/c = %d/%d/%d, want 1/0/1", a, b, c)
 			}
 			last := h.model.Requests()[len(h.model.Requests())-1]
@@ -169,7 +169,7 @@ func TestUndecidedCallExpires(t *testing.T) {
 	}
 	h.click(card, "approve", approver)
 	h.ephemeral(approver, "")
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Errorf("an expired call ran %d times", n)
 	}
 }
@@ -200,7 +200,7 @@ func TestKilledAfterTheAck(t *testing.T) {
 			roots++
 		}
 	}
-	if roots != 1 || h.target.count("POST /deploy") != 1 {
-		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.count("POST /deploy"))
+	if roots != 1 || h.target.Count("POST /deploy") != 1 {
+		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.Count("POST /deploy"))
 	}
 }
