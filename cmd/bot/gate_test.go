@@ -277,6 +277,12 @@ func TestChatAppliesThePolicy(t *testing.T) {
 	if err != nil || !strings.Contains(resume, "Deployed.") || h.target.Count("POST /deploy") != 1 {
 		t.Errorf("bot chat as %s: %v\n%s\ndeploy ran %d times, want 1", carol, err, resume, h.target.Count("POST /deploy"))
 	}
+	// The terminal shows text: no Slack markup, no log lines.
+	for _, out := range []string{string(out), resume} {
+		if strings.Contains(out, "<@") || strings.Contains(out, "level=") || strings.Contains(out, `"level"`) {
+			t.Errorf("bot chat printed Slack markup or log lines:\n%s", out)
+		}
+	}
 }
 
 // The handlers never reach past the runner into the engine.
