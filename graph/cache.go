@@ -129,7 +129,7 @@ func (g *Graph[S]) fromCache(thread string) *run[S] {
 	if c == nil {
 		return nil
 	}
-	r := &run[S]{g: g, thread: thread}
+	r := g.topRun(thread)
 	if err := r.decodeFrom(c, c.cp, nil); err != nil {
 		g.cache.drop(thread)
 		return nil
@@ -153,7 +153,7 @@ func (g *Graph[S]) loadTail(ctx context.Context, thread string) (r *run[S], ok b
 		}
 		return nil, true, err
 	}
-	r = &run[S]{g: g, thread: thread}
+	r = g.topRun(thread)
 	if cp == nil { // unchanged
 		return r, true, r.decodeFrom(c, c.cp, nil)
 	}

@@ -10,7 +10,12 @@ import (
 
 // SchemaVersion is the checkpoint format this code writes. Load accepts
 // this version and every older one listed in upgrade.
-const SchemaVersion = 1
+//
+// Version 2 added Writes, Arrivals, Nested and Fingerprint, all omitted
+// when empty; a version 1 checkpoint is a version 2 checkpoint without
+// them (its Queued, written mid-step, is folded into the next step), so
+// upgrade only relabels it.
+const SchemaVersion = 2
 
 // Status is where a run stands at a checkpoint.
 type Status int
@@ -81,13 +86,31 @@ type Checkpoint struct {
 	Step int `json:"step"`
 	// Status is where the run stands.
 	Status Status `json:"status"`
-	// Next lists the nodes still to run in this step, in order. A node
-	// that paused, failed or saved mid-way is listed first.
+	// Next lists the nodes of the current step, in the order they were
+	// scheduled (which is the merge order). Nodes of the step that have
+	// already finished have a Done entry in Writes.
 	Next []string `json:"next,omitempty"`
-	// Queued lists the nodes that nodes already finished in this step have
-	// scheduled for the next step. Keeping them is what lets a fan-in
-	// resumed mid-step remember which branches have already arrived.
+	// Queued lists nodes scheduled for the next step by nodes that have
+	// finished. Checkpoints of schema 1 wrote it mid-step; this code only
+	// reads it and folds it into the next step.
 	Queued []string `json:"queued,omitempty"`
+	// Writes hold, for a step of several nodes, each node's own copy of
+	// the state: finished (Done, waiting to be merged at the end of the
+	// step) or in progress (the state it paused or saved with, which it
+	// re-runs from). A step of one node changes State in place and has no
+	// writes.
+	Writes []Write `json:"writes,omitempty"`
+	// Arrivals records, per barrier (see Builder.AddJoin), the sources that
+	// have finished since its target last ran.
+	Arrivals map[string][]string `json:"arrivals,omitempty"`
+	// Nested holds the checkpoint of each subgraph node that is part-way
+	// through its run, keyed by node name (see Builder.AddSubgraph). It is
+	// a whole checkpoint of the subgraph's own, journal included.
+	Nested map[string]json.RawMessage `json:"nested,omitempty"`
+	// Fingerprint identifies the graph that wrote the checkpoint, for the
+	// compatibility check of a resume after a deploy. Checkpoints written
+	// before fingerprints existed have none and resume under any graph.
+	Fingerprint *Fingerprint `json:"fp,omitempty"`
 	// Interrupts are the pauses a Paused run waits on.
 	Interrupts []interrupt.Info `json:"interrupts,omitempty"`
 	// Error is a Failed run's error.
@@ -115,6 +138,19 @@ type Checkpoint struct {
 	KeepUntil time.Time `json:"keep_until,omitzero"`
 }
 
+// Write is one node's copy of the state within a step of several nodes.
+type Write struct {
+	Node string `json:"node"`
+	// Done: the node finished and its changes wait for the merge at the
+	// end of the step. Otherwise the node paused or saved mid-way with
+	// this state, and runs again from it.
+	Done bool `json:"done,omitempty"`
+	// State is the state's JSON without the journal; Journal the entries
+	// the node appended beyond the checkpoint's JournalLen.
+	State   json.RawMessage   `json:"state"`
+	Journal []json.RawMessage `json:"journal,omitempty"`
+}
+
 // RunConfig holds per-run settings that are saved with the run.
 type RunConfig struct {
 	// InterruptBefore and InterruptAfter name nodes to pause before or
@@ -135,6 +171,9 @@ func (c *Checkpoint) Meta() *Checkpoint {
 func upgrade(cp *Checkpoint) error {
 	switch cp.Version {
 	case SchemaVersion:
+		return nil
+	case 1:
+		cp.Version = SchemaVersion
 		return nil
 	default:
 		return fmt.Errorf("%w: version %d", ErrSchema, cp.Version)

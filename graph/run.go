@@ -1,16 +1,13 @@
 package graph
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/interrupt"
@@ -36,16 +33,21 @@ type Journaled interface {
 // thread must not overlap (the store's compare-and-set makes the loser of
 // such a race fail with ErrConflict; callers keep a lease per thread).
 type Graph[S any] struct {
-	nodes  map[string]NodeFunc[S]
-	edges  map[string][]string
-	routes map[string]route[S]
-	store  Store
-	before []string
-	after  []string
-	now    func() time.Time
-	newID  func() string
-	merge  bool
-	cache  *stateCache[S]
+	nodes      map[string]NodeFunc[S]
+	edges      map[string][]string
+	routes     map[string]route[S]
+	joins      []join
+	reducers   map[string]Reducer
+	subs       map[string]subgraph[S]
+	dependsOn  func(*S) []string
+	fp         *Fingerprint
+	store      Store
+	before     []string
+	after      []string
+	now        func() time.Time
+	newID      func() string
+	mergeSaves bool
+	cache      *stateCache[S]
 }
 
 // Result is where a run stopped: done, paused, or failed.
@@ -77,7 +79,8 @@ func (e *NodeError) Unwrap() error { return e.Err }
 func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConfig) (*Result[S], error) {
 	// No load first: the first save is a compare-and-set on a thread
 	// without checkpoints, which refuses an existing thread.
-	r := &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, saved: &Checkpoint{Thread: thread}}
+	r := g.newRun(thread, init, cfg, g.store.Save)
+	r.top = true
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", thread, err)
@@ -91,9 +94,21 @@ func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConf
 	return r.loop(ctx)
 }
 
+// newRun returns a run of a new thread that persists with persist.
+func (g *Graph[S]) newRun(thread string, init S, cfg RunConfig, persist func(context.Context, *Checkpoint) error) *run[S] {
+	return &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, persist: persist, saved: &Checkpoint{Thread: thread}}
+}
+
+// topRun returns an empty run of a thread of g itself (not of a subgraph
+// node), which persists to the store and may use the cache.
+func (g *Graph[S]) topRun(thread string) *run[S] {
+	return &run[S]{g: g, thread: thread, persist: g.store.Save, top: true}
+}
+
 // Continue starts a new pass through the graph on a thread whose run is
 // done, after mod has changed its state (for a conversation: a new user
-// turn). It fails with ErrNotDone if the run has not finished.
+// turn). It fails with ErrNotDone if the run has not finished, and with an
+// *IncompatibleError if the state's format changed since it was saved.
 func (g *Graph[S]) Continue(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
 	r := g.fromCache(thread)
 	res, err := g.continueRun(ctx, r, thread, mod)
@@ -126,6 +141,9 @@ func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mo
 		}
 		return nil, fmt.Errorf("%w (status %s)", ErrNotDone, r.cp.Status)
 	}
+	if err := g.checkState(thread, r.cp.Fingerprint); err != nil {
+		return nil, err
+	}
 	if err := mod(ctx, NodePath{Start}, &r.state); err != nil {
 		return nil, fmt.Errorf("modify state: %w", err)
 	}
@@ -146,15 +164,53 @@ func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mo
 // Resume answers a paused (or failed) thread: mod changes the saved state,
 // the change is saved, and the run goes on from the node that paused or
 // failed. A thread that is not paused or failed gives ErrNotPaused; losing
-// a race with another writer gives ErrConflict. Either way nothing changes.
+// a race with another writer gives ErrConflict; a checkpoint written by an
+// incompatible graph gives an *IncompatibleError. Either way nothing
+// changes.
+//
+// Resume answers every interrupt the run waits on: mod is called once per
+// paused node, with its path and the state that node paused with (its own
+// copy in a step of several nodes). For a pause inside a subgraph, mod gets
+// the full path and this graph's state; ResumeNested gives it the
+// subgraph's state instead.
 func (g *Graph[S]) Resume(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
-	return g.ResumeAt(ctx, thread, "", mod)
+	return g.resume(ctx, thread, "", nil, topModifier(mod))
 }
 
 // ResumeAt is Resume that also requires the thread's latest checkpoint to
 // be checkpointID, so an answer to an old pause cannot be applied to a
 // newer one; a stale checkpointID gives ErrConflict.
 func (g *Graph[S]) ResumeAt(ctx context.Context, thread, checkpointID string, mod StateModifier[S]) (*Result[S], error) {
+	return g.resume(ctx, thread, checkpointID, nil, topModifier(mod))
+}
+
+// Answer answers one interrupt of a paused thread, by its ID: mod is
+// applied to the state of the node that paused there, that node runs again,
+// and the run's other interrupts stay as they are (their nodes do not run
+// again) until they are answered in turn. The run pauses again with the
+// interrupts still open, under the same IDs. An ID the run does not wait
+// on gives ErrNoInterrupt.
+func (g *Graph[S]) Answer(ctx context.Context, thread, interruptID string, mod StateModifier[S]) (*Result[S], error) {
+	return g.resume(ctx, thread, "", []string{interruptID}, topModifier(mod))
+}
+
+// ResumeNested answers the interrupts of a thread of g paused inside a
+// subgraph whose state is T: mod gets each pause's full path and the
+// subgraph's own state. interruptIDs names the interrupts to answer; none
+// means all. A pause whose innermost state is not a T gives an error and
+// changes nothing.
+func ResumeNested[S, T any](ctx context.Context, g *Graph[S], thread string, mod StateModifier[T], interruptIDs ...string) (*Result[S], error) {
+	m := &modifier{deep: true, fn: func(ctx context.Context, path NodePath, s any) error {
+		t, ok := s.(*T)
+		if !ok {
+			return fmt.Errorf("the state paused at %s is a %T, not a %T", path, s, t)
+		}
+		return mod(ctx, path, t)
+	}}
+	return g.resume(ctx, thread, "", interruptIDs, m)
+}
+
+func (g *Graph[S]) resume(ctx context.Context, thread, checkpointID string, ids []string, mod *modifier) (*Result[S], error) {
 	// Asked to resume the very checkpoint that is cached, start from the
 	// cache: if another process has written since, the first save's
 	// compare-and-set fails before any side effect, which is the answer
@@ -169,28 +225,19 @@ func (g *Graph[S]) ResumeAt(ctx context.Context, thread, checkpointID string, mo
 	if r.cp.Status != Paused && r.cp.Status != Failed {
 		return nil, fmt.Errorf("resume %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
 	}
-	var path NodePath
-	switch {
-	case len(r.cp.Interrupts) > 0:
-		path = r.cp.Interrupts[0].Path
-	case len(r.cp.Next) > 0:
-		path = NodePath{r.cp.Next[0]}
+	if err := g.checkCompatible(thread, r.cp); err != nil {
+		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
-	if mod != nil {
-		if err := mod(ctx, path, &r.state); err != nil {
-			return nil, fmt.Errorf("resume %s: modify state: %w", thread, err)
-		}
+	if err := r.answer(ctx, ids, mod, nil); err != nil {
+		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
-	skip := r.cp.SkipBefore
-	for _, in := range r.cp.Interrupts {
-		if node, ok := strings.CutPrefix(in.Reason, reasonBefore); ok {
-			skip = append(skip, node)
-		}
+	// With merged saves, a resumed step of one node writes the answer
+	// with the node's save before its first side effect.
+	save := r.save
+	if r.mergeable() {
+		save = r.stage
 	}
-	// With merged saves, the modified state is written by the resumed
-	// node's save before its first side effect.
-	err := r.stage(ctx, Running, func(cp *Checkpoint) { cp.SkipBefore = skip })
-	if err != nil {
+	if err := save(ctx, Running, nil); err != nil {
 		g.cache.drop(thread)
 		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
@@ -208,7 +255,74 @@ func (g *Graph[S]) Recover(ctx context.Context, thread string) (*Result[S], erro
 	if r.cp.Status != Running {
 		return nil, fmt.Errorf("recover %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
 	}
+	if err := g.checkCompatible(thread, r.cp); err != nil {
+		return nil, fmt.Errorf("recover %s: %w", thread, err)
+	}
 	return r.loop(ctx)
+}
+
+// Restart is the way out of an *IncompatibleError: it drops whatever the
+// thread's unfinished step holds (pauses, writes, subgraph runs, barrier
+// arrivals), lets mod adjust the state, and runs the graph as it is now
+// from node. The thread must be paused, failed or cut off (Running).
+func (g *Graph[S]) Restart(ctx context.Context, thread, node string, mod StateModifier[S]) (*Result[S], error) {
+	if g.nodes[node] == nil {
+		return nil, fmt.Errorf("restart %s at %q: unknown node", thread, node)
+	}
+	r, err := g.load(ctx, thread, "")
+	if err != nil {
+		return nil, fmt.Errorf("restart %s: %w", thread, err)
+	}
+	if r.cp.Status == Done {
+		return nil, fmt.Errorf("restart %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
+	}
+	if err := g.checkState(thread, r.cp.Fingerprint); err != nil {
+		return nil, fmt.Errorf("restart %s: %w", thread, err)
+	}
+	if mod != nil {
+		if err := mod(ctx, NodePath{node}, &r.state); err != nil {
+			return nil, fmt.Errorf("restart %s: modify state: %w", thread, err)
+		}
+	}
+	err = r.save(ctx, Running, func(cp *Checkpoint) {
+		cp.Step++
+		cp.Next, cp.Queued, cp.Writes, cp.Interrupts = []string{node}, nil, nil, nil
+		cp.Arrivals, cp.Nested, cp.SkipBefore = nil, nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restart %s: %w", thread, err)
+	}
+	return r.loop(ctx)
+}
+
+// Stop ends a paused, failed or cut-off run without running anything:
+// mod adjusts the state (e.g. to tell the conversation why), and the
+// thread is saved as done, so it can be continued later.
+func (g *Graph[S]) Stop(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
+	r, err := g.load(ctx, thread, "")
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", thread, err)
+	}
+	if r.cp.Status == Done {
+		return nil, fmt.Errorf("stop %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
+	}
+	if err := g.checkState(thread, r.cp.Fingerprint); err != nil {
+		return nil, fmt.Errorf("stop %s: %w", thread, err)
+	}
+	if mod != nil {
+		if err := mod(ctx, NodePath{End}, &r.state); err != nil {
+			return nil, fmt.Errorf("stop %s: modify state: %w", thread, err)
+		}
+	}
+	err = r.save(ctx, Done, func(cp *Checkpoint) {
+		cp.Step++
+		cp.Next, cp.Queued, cp.Writes, cp.Interrupts = nil, nil, nil, nil
+		cp.Arrivals, cp.Nested, cp.SkipBefore = nil, nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", thread, err)
+	}
+	return r.result(), nil
 }
 
 // State returns the thread's latest checkpoint and its state.
@@ -232,7 +346,9 @@ func (g *Graph[S]) History(ctx context.Context, thread string) ([]*Checkpoint, e
 // Fork copies checkpoint checkpointID of thread, with its state, into the
 // new thread newThread, where it becomes the first checkpoint. The fork is
 // driven like any thread: Resume if it is paused or failed, Recover if it
-// is running, Continue if it is done.
+// is running, Continue if it is done. A checkpoint taken inside a step of
+// several nodes or inside a subgraph forks with that progress: the fork
+// runs exactly what was left to run.
 func (g *Graph[S]) Fork(ctx context.Context, thread, checkpointID, newThread string) (*Checkpoint, error) {
 	hist, err := g.store.History(ctx, thread)
 	if err != nil {
@@ -267,7 +383,7 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 		var cp *Checkpoint
 		if cp, err = g.store.Load(ctx, thread); err == nil {
 			if err = upgrade(cp); err == nil {
-				r = &run[S]{g: g, thread: thread, cp: cp}
+				r = g.topRun(thread)
 				err = r.decode(cp)
 			}
 		}
@@ -281,306 +397,6 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}
 	return r, nil
-}
-
-// successors returns the nodes that follow node, given the state.
-func (g *Graph[S]) successors(node string, s *S) ([]string, error) {
-	next := slices.Clone(g.edges[node])
-	if r, ok := g.routes[node]; ok {
-		picked := r.fn(s)
-		for _, p := range picked {
-			if p != End && g.nodes[p] == nil {
-				return nil, fmt.Errorf("route from %q picked unknown node %q", node, p)
-			}
-		}
-		next = append(next, picked...)
-	}
-	return addUnique(nil, next...), nil
-}
-
-const (
-	reasonBefore = "before:"
-	reasonAfter  = "after:"
-)
-
-// run is one stretch of execution of a thread, from a checkpoint to the
-// next pause, failure or the end.
-type run[S any] struct {
-	g      *Graph[S]
-	thread string
-	state  S
-	cp     *Checkpoint // the last checkpoint written or loaded, or staged
-	// staged: cp is not written yet (see Options.MergeSaves); it will
-	// be written with the next save, under cp's Seq.
-	staged bool
-	// saved is what the store holds: the last checkpoint written or
-	// loaded, with its state's JSON.
-	saved *Checkpoint
-}
-
-// loop runs steps until the run ends, pauses or fails.
-func (r *run[S]) loop(ctx context.Context) (*Result[S], error) {
-	for {
-		if len(r.cp.Next) == 0 {
-			next := addUnique(nil, r.cp.Queued...)
-			status := Running
-			if len(next) == 0 {
-				status = Done
-			}
-			save := r.save
-			if status == Running {
-				save = r.stage // a step boundary: written with the next save
-			}
-			err := save(ctx, status, func(cp *Checkpoint) {
-				cp.Step++
-				cp.Next, cp.Queued, cp.SkipBefore = next, nil, nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			if status == Done {
-				return r.result(), nil
-			}
-			continue
-		}
-		node := r.cp.Next[0]
-		if r.pauses(node, reasonBefore) && !slices.Contains(r.cp.SkipBefore, node) {
-			return r.pause(ctx, interrupt.Info{Reason: reasonBefore + node}, node)
-		}
-		err := r.runNode(ctx, node)
-		if info, ok := interrupt.Extract(err); ok {
-			return r.pause(ctx, *info, node)
-		}
-		if err != nil {
-			return r.fail(ctx, node, err)
-		}
-		queued, err := r.g.successors(node, &r.state)
-		if err != nil {
-			return r.fail(ctx, node, err)
-		}
-		// The node is finished: drop it from Next and queue what follows,
-		// in memory; the next save records both together.
-		r.cp.Next = r.cp.Next[1:]
-		r.cp.Queued = addUnique(r.cp.Queued, withoutEnd(queued)...)
-		r.cp.SkipBefore = slices.DeleteFunc(slices.Clone(r.cp.SkipBefore), func(n string) bool { return n == node })
-		if r.pauses(node, reasonAfter) {
-			return r.pause(ctx, interrupt.Info{Reason: reasonAfter + node}, node)
-		}
-	}
-}
-
-// runNode runs one node, turning a panic into an error.
-func (r *run[S]) runNode(ctx context.Context, node string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	save := func(ctx context.Context) error { return r.nodeSave(ctx) }
-	return r.g.nodes[node](ctx, &r.state, save)
-}
-
-// pauses reports whether the graph or this run interrupts at node.
-func (r *run[S]) pauses(node, when string) bool {
-	if when == reasonBefore {
-		return slices.Contains(r.g.before, node) || slices.Contains(r.cp.Config.InterruptBefore, node)
-	}
-	return slices.Contains(r.g.after, node) || slices.Contains(r.cp.Config.InterruptAfter, node)
-}
-
-// pause saves a paused checkpoint for an interrupt at node. The ID is
-// made of the step and the node path, so reaching the same pause again —
-// a node that re-runs and interrupts once more — gives the same ID.
-func (r *run[S]) pause(ctx context.Context, info interrupt.Info, node string) (*Result[S], error) {
-	info.Path = NodePath{node}
-	info.ID = fmt.Sprintf("%d:%s", r.cp.Step, NodePath(info.Path))
-	err := r.save(ctx, Paused, func(cp *Checkpoint) {
-		cp.Interrupts = []interrupt.Info{info}
-		cp.KeepUntil = info.Deadline
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r.result(), nil
-}
-
-// fail saves a failed checkpoint holding the failed node's input: the
-// state as last saved, not what the node left of it.
-func (r *run[S]) fail(ctx context.Context, node string, cause error) (*Result[S], error) {
-	nodeErr := &NodeError{Node: node, Err: cause}
-	head, err := r.g.store.Load(ctx, r.thread)
-	if err != nil {
-		return nil, errors.Join(nodeErr, err)
-	}
-	if head.Seq != r.saved.Seq {
-		r.g.cache.drop(r.thread)
-		return nil, errors.Join(nodeErr, fmt.Errorf("save failure: %w", ErrConflict))
-	}
-	if err := r.decode(head); err != nil {
-		return nil, errors.Join(nodeErr, err)
-	}
-	// With merged saves the failed node's input may be a step later than
-	// the head; the steps in between had no side effect, so resuming from
-	// the head re-runs them to the same point.
-	r.cp.Next, r.cp.Queued = head.Next, head.Queued
-	if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error = nodeErr.Error() }); err != nil {
-		return nil, errors.Join(nodeErr, err)
-	}
-	return r.result(), nodeErr
-}
-
-func (r *run[S]) result() *Result[S] {
-	return &Result[S]{Checkpoint: r.cp.Meta(), State: r.state}
-}
-
-// save writes the current state as the thread's next checkpoint. edit, if
-// not nil, adjusts the checkpoint before it is written. On success the
-// checkpoint becomes the run's current one.
-func (r *run[S]) save(ctx context.Context, status Status, edit func(*Checkpoint)) error {
-	return r.write(ctx, r.next(status, edit), nil)
-}
-
-// write encodes and stores cp; state, if not nil, is the state's JSON
-// already encoded.
-func (r *run[S]) write(ctx context.Context, cp *Checkpoint, state []byte) error {
-	if err := r.encode(cp, r.saved.JournalLen, state); err != nil {
-		return err
-	}
-	if err := r.g.store.Save(ctx, cp); err != nil {
-		if errors.Is(err, ErrConflict) {
-			r.g.cache.drop(r.thread)
-		}
-		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
-	}
-	r.setSaved(cp)
-	r.g.cache.put(r.saved, &r.state)
-	return nil
-}
-
-// stage is save for a checkpoint that need not be written yet (see
-// Options.MergeSaves): it becomes the run's current one in memory and is
-// written with the next save. Without MergeSaves it saves.
-func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint)) error {
-	if !r.g.merge {
-		return r.save(ctx, status, edit)
-	}
-	r.cp = r.next(status, edit).Meta()
-	r.staged = true
-	return nil
-}
-
-// nodeSave is a node's SaveFunc. With merged saves it writes nothing when
-// the state is as last saved: what the run did since is routing, which a
-// resume from the saved checkpoint does again.
-func (r *run[S]) nodeSave(ctx context.Context) error {
-	if !r.g.merge || r.saved.Seq == 0 {
-		return r.save(ctx, Running, nil)
-	}
-	state, err := json.Marshal(&r.state)
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
-	}
-	n := 0
-	if j, ok := any(&r.state).(Journaled); ok {
-		n = j.JournalLen()
-	}
-	if n == r.saved.JournalLen && bytes.Equal(state, r.saved.State) {
-		return nil
-	}
-	return r.write(ctx, r.next(Running, nil), state)
-}
-
-// next returns the checkpoint that follows the run's current one.
-func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
-	prev := r.cp
-	seq, parent := prev.Seq+1, prev.ID
-	if r.staged {
-		seq, parent = prev.Seq, prev.Parent
-	}
-	cp := &Checkpoint{
-		Version:    SchemaVersion,
-		Thread:     r.thread,
-		ID:         r.g.newID(),
-		Parent:     parent,
-		Seq:        seq,
-		Step:       prev.Step,
-		Status:     status,
-		Next:       slices.Clone(prev.Next),
-		Queued:     slices.Clone(prev.Queued),
-		Config:     prev.Config,
-		SkipBefore: slices.Clone(prev.SkipBefore),
-		Created:    r.g.now(),
-		JournalLen: r.saved.JournalLen,
-	}
-	if edit != nil {
-		edit(cp)
-	}
-	return cp
-}
-
-// setSaved records cp as what the store holds and the run's current
-// checkpoint.
-func (r *run[S]) setSaved(cp *Checkpoint) {
-	r.saved = cp.Meta()
-	r.cp = cp.Meta()
-	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
-	r.staged = false
-}
-
-// encode fills cp's State and the journal entries added since from.
-func (r *run[S]) encode(cp *Checkpoint, from int, state []byte) error {
-	if state == nil {
-		var err error
-		if state, err = json.Marshal(&r.state); err != nil {
-			return fmt.Errorf("encode state: %w", err)
-		}
-	}
-	cp.State = state
-	cp.JournalFrom = from
-	if j, ok := any(&r.state).(Journaled); ok {
-		n := j.JournalLen()
-		if n < from {
-			return fmt.Errorf("encode state: journal shrank from %d to %d entries; it is append-only", from, n)
-		}
-		entries, err := j.MarshalJournal(from)
-		if err != nil {
-			return fmt.Errorf("encode journal: %w", err)
-		}
-		cp.JournalLen, cp.Journal = n, entries
-	}
-	return nil
-}
-
-// decode replaces the run's state with the one cp holds.
-func (r *run[S]) decode(cp *Checkpoint) error {
-	var s S
-	if err := json.Unmarshal(cp.State, &s); err != nil {
-		return fmt.Errorf("decode state of checkpoint %s: %w", cp.ID, err)
-	}
-	if j, ok := any(&s).(Journaled); ok {
-		if len(cp.Journal) != cp.JournalLen {
-			return fmt.Errorf("decode checkpoint %s: journal has %d of %d entries", cp.ID, len(cp.Journal), cp.JournalLen)
-		}
-		if err := j.UnmarshalJournal(cp.Journal); err != nil {
-			return fmt.Errorf("decode journal of checkpoint %s: %w", cp.ID, err)
-		}
-	}
-	r.state = s
-	r.setSaved(cp)
-	return nil
-}
-
-func addUnique(list []string, items ...string) []string {
-	for _, it := range items {
-		if !slices.Contains(list, it) {
-			list = append(list, it)
-		}
-	}
-	return list
-}
-
-func withoutEnd(nodes []string) []string {
-	return slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == End })
 }
 
 func randomID() string {

@@ -48,3 +48,6 @@ type Store interface {
 	// Journal returns the thread's first n journal entries.
 	Journal(ctx context.Context, thread string, n int) ([]json.RawMessage, error)
 }
+
+// ErrNoInterrupt: Answer named an interrupt the run does not wait on.
+var ErrNoInterrupt = errors.New("no such interrupt")

@@ -38,7 +38,7 @@ const (
 // tool's arguments are shown as pretty JSON. clipped reports whether
 // anything was shortened, in which case the card offers "Show all".
 func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
-	args := c.RunArgs()
+	args := shownArgs(c)
 	if c.Tool == tools.HTTPRequestName {
 		if blocks, clipped, ok := httpArgsView(args); ok {
 			return blocks, clipped
@@ -182,26 +182,37 @@ func hashLine(c agent.Call) slack.Block {
 	return contextBlock("🔏 Arguments hash " + codeSpan("sha256:"+tools.ShortHash(hash)) + " — an approval runs exactly these arguments.")
 }
 
-// ArgsModal shows every byte of a call's arguments, in as many code
-// blocks as they take.
+// ArgsModal shows every byte of a call's arguments (credentials masked),
+// in as many code blocks as they take: pretty JSON, or compact JSON where the pretty form
+// would not fit (tools.MaxArgsLen makes sure the compact one does).
 func ArgsModal(c agent.Call) slack.ModalViewRequest {
 	view := slack.ModalViewRequest{
 		Type:  slack.VTModal,
 		Title: plainText("All arguments"),
 		Close: plainText("Close"),
 	}
-	text := string(indentJSON(c.RunArgs()))
-	blocks := []slack.Block{contextBlock("Tool " + codeSpan(c.Tool) + " · hash " + codeSpan("sha256:"+tools.ShortHash(c.RunHash())))}
-	for rest := text; len(blocks) <= maxArgsModalParts; {
+	head := contextBlock("Tool " + codeSpan(c.Tool) + " · hash " + codeSpan("sha256:"+tools.ShortHash(c.RunHash())))
+	for _, text := range []string{string(indentJSON(shownArgs(c))), string(shownArgs(c))} {
+		if parts, ok := codeParts(text); ok {
+			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
+			return view
+		}
+	}
+	view.Blocks.BlockSet = []slack.Block{head, contextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one.")}
+	return view
+}
+
+// codeParts cuts text into code blocks, all of it, or reports that it
+// takes more than maxArgsModalParts.
+func codeParts(text string) ([]slack.Block, bool) {
+	var blocks []slack.Block
+	for rest := text; len(blocks) < maxArgsModalParts; {
 		content, shown, complete := codeContent(rest, maxArgsModalCode)
 		blocks = append(blocks, sectionBlock("```\n"+content+"\n```"))
 		if complete {
-			view.Blocks.BlockSet = blocks
-			return view
+			return blocks, true
 		}
 		rest = string([]rune(rest)[shown:])
 	}
-	blocks = append(blocks, contextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one."))
-	view.Blocks.BlockSet = blocks
-	return view
+	return nil, false
 }

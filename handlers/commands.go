@@ -40,7 +40,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 	// trigger_id is the same on every delivery. The request is stored
 	// before it is answered, so that it outlives this process.
 	id := "command:" + form.Get("trigger_id")
-	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: typedText(text), Typed: text}
+	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: typedText(text), Typed: text,
+		ResponseURL: form.Get("response_url")}
 	first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
 		log.WithError(err).Error("accepting a slash command")

@@ -48,6 +48,9 @@ type intake struct {
 	Root string `json:"root,omitempty"`
 	// TS is the message's own ts (events).
 	TS string `json:"ts,omitempty"`
+	// ResponseURL is a slash command's response_url: it reaches the
+	// person even where the bot cannot post.
+	ResponseURL string `json:"response_url,omitempty"`
 }
 
 // accept stores rec under id and reports whether it is new. An error
@@ -87,7 +90,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 		}
 		if err != nil {
 			log.WithError(err).Warn("posting the request's root message")
-			s.ephemeral(ctx, rec.Channel, "", rec.User, "I couldn't post in this channel ("+err.Error()+"). Invite me with `/invite @Countersign` and try again.")
+			s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, cantPostText(err))
 			return true
 		}
 		rec.Root = ts

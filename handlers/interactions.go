@@ -31,9 +31,13 @@ func (s *Server) interaction(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
-		s.blockAction(w, r, cb)
+		if !s.elicitAction(w, r, cb) {
+			s.blockAction(w, r, cb)
+		}
 	case slack.InteractionTypeViewSubmission:
-		s.viewSubmission(w, r, cb)
+		if !s.elicitSubmission(w, r, cb) {
+			s.viewSubmission(w, r, cb)
+		}
 	default:
 		w.WriteHeader(http.StatusOK)
 	}
@@ -107,11 +111,13 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			answer = s.showArgs(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
+		case ActionRestartRun, ActionCancelRun:
+			answer = s.changedRun(ctx, c, action.ActionID == ActionRestartRun)
 		}
 	}
 	w.WriteHeader(http.StatusOK)
 	if answer != "" {
-		s.background(ctx, func(ctx context.Context) { s.ephemeral(ctx, c.channel(), threadTS(cb), c.user(), answer) })
+		s.background(ctx, func(ctx context.Context) { s.tell(ctx, c.channel(), threadTS(cb), c.user(), cb.ResponseURL, answer) })
 	}
 }
 
@@ -156,7 +162,11 @@ func answer(log logrus.FieldLogger, err error) string {
 // decide records d and drives the run in the background; it returns what
 // to tell the person, or "".
 func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
-	if msg := answer(c.log, s.svc.Decide(ctx, d)); msg != "" {
+	err := s.svc.Decide(ctx, d)
+	if refused := (*runner.RefusedError)(nil); errors.As(err, &refused) && refused.Changed {
+		s.drive(ctx, d.Thread) // shows what changed
+	}
+	if msg := answer(c.log, err); msg != "" {
 		return msg
 	}
 	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")

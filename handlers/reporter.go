@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -36,6 +37,7 @@ type Reporter struct {
 	store Store
 	now   func() time.Time
 	log   logrus.FieldLogger
+	tools ToolLookup // optional; see WithTools
 }
 
 // NewReporter returns a Reporter posting through api.
@@ -65,7 +67,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 	}
 	switch e.Kind {
 	case runner.Answer:
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(e.Text, false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
 		return err
 	case runner.ApprovalNeeded:
 		c := *e.Call
@@ -74,7 +76,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(ApprovalCard(c, requester, value, r.now())...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
 		if err != nil {
 			return err
 		}
@@ -89,6 +91,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
 		}
+		if c.Status == agent.Failed && c.NeedsApproval {
+			return nil // its card says why, once
+		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
 		return err
 	case runner.RunFailed:
@@ -99,6 +104,8 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
 			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(ErrorCard(e.Text, value)...))
 		return err
+	case runner.GraphChanged:
+		return r.postGraphChanged(ctx, e, channel, root)
 	}
 	return nil
 }
@@ -168,6 +175,13 @@ func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d",
 // resultText is the thread reply that shows a call's result.
 func resultText(c agent.Call) string {
 	result := c.Result
+	// The note telling the model that a person edited the arguments is
+	// for the model: people see the edit on the card.
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
+			result = rest
+		}
+	}
 	const limit = 2500
 	if len(result) > limit {
 		cut := limit
@@ -180,7 +194,7 @@ func resultText(c agent.Call) string {
 	if c.Status == agent.Failed {
 		icon = "❌"
 	}
-	return fmt.Sprintf("%s `%s` result:\n```\n%s\n```", icon, c.Tool, strings.ReplaceAll(result, "```", "'''"))
+	return fmt.Sprintf("%s %s result:\n```\n%s\n```", icon, codeSpan(c.Tool), slackEscape(strings.ReplaceAll(result, "```", "'''")))
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

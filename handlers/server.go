@@ -1,9 +1,14 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sync"
 	"time"
@@ -26,6 +31,9 @@ type Options struct {
 	MaxConcurrentWork int
 	// Logger defaults to a logger that discards.
 	Logger logrus.FieldLogger
+	// Mailbox, if set, carries people's answers to tools' requests for
+	// input (see Elicitor) to the process whose call waits for them.
+	Mailbox Mailbox
 }
 
 // Server answers Slack. Create it with New; serve Handler.
@@ -51,7 +59,7 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	if opts.MaxConcurrentWork <= 0 {
@@ -103,13 +111,64 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ephemeral tells user something only they see, in channel (and thread).
 func (s *Server) ephemeral(ctx context.Context, channel, threadTS, user, text string) {
+	s.tell(ctx, channel, threadTS, user, "", text)
+}
+
+// tell is ephemeral with a fallback: where the bot cannot post (it is not
+// in the channel), the request's response_url still reaches the person.
+func (s *Server) tell(ctx context.Context, channel, threadTS, user, responseURL, text string) {
 	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
 	if threadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(threadTS))
 	}
-	if _, err := s.api.PostEphemeralContext(ctx, channel, user, opts...); err != nil {
-		s.log.WithFields(logrus.Fields{"channel": channel, "user": user}).WithError(err).Warn("posting an ephemeral message")
+	_, err := s.api.PostEphemeralContext(ctx, channel, user, opts...)
+	if err == nil {
+		return
 	}
+	log := s.log.WithFields(logrus.Fields{"channel": channel, "user": user})
+	if responseURL == "" {
+		log.WithError(err).Warn("posting an ephemeral message")
+		return
+	}
+	if rerr := respond(ctx, responseURL, text); rerr != nil {
+		log.WithError(errors.Join(err, rerr)).Warn("posting an ephemeral message, also through response_url")
+	}
+}
+
+// respond posts an ephemeral message to a response_url.
+func respond(ctx context.Context, responseURL, text string) error {
+	u, err := url.Parse(responseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("response_url %q is not an http(s) URL", responseURL)
+	}
+	body, _ := json.Marshal(map[string]string{"response_type": "ephemeral", "text": text})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("response_url answered %s", resp.Status)
+	}
+	return nil
+}
+
+// cantPostText tells a person why the bot could not post their request,
+// and what to do.
+func cantPostText(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
+		return "I'm not in this channel, so I can't work here yet. Invite me with `/invite @Countersign`, then send your request again."
+	}
+	return "I couldn't post in this channel (" + err.Error() + "). Invite me with `/invite @Countersign` and try again."
 }
 
 // writeJSON answers with v as JSON.
@@ -125,7 +184,3 @@ const (
 	textBusy       = "I'm still working on this thread. Reply again once I've answered."
 	textFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
 )
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

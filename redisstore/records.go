@@ -96,7 +96,8 @@ func (s *Store) Audit(ctx context.Context, fields map[string]string) error {
 	return nil
 }
 
-// AuditLog returns the newest n audit records, newest first.
+// AuditLog returns the newest n audit records, newest first, each with
+// its stream entry's "id" (its first part is the time in Unix ms).
 func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error) {
 	msgs, err := s.rdb.XRevRangeN(ctx, s.prefix+":audit", "+", "-", int64(n)).Result()
 	if err != nil {
@@ -104,10 +105,11 @@ func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error
 	}
 	out := make([]map[string]string, 0, len(msgs))
 	for _, m := range msgs {
-		rec := make(map[string]string, len(m.Values))
+		rec := make(map[string]string, len(m.Values)+1)
 		for k, v := range m.Values {
 			rec[k] = fmt.Sprint(v)
 		}
+		rec["id"] = m.ID
 		out = append(out, rec)
 	}
 	return out, nil

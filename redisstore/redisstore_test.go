@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/graph/graphtest"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/runner/runnertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -515,4 +516,11 @@ func nextCheckpoint(prev *graph.Checkpoint, texts ...string) *graph.Checkpoint {
 	cp.JournalFrom = prev.JournalLen
 	cp.JournalLen += prev.JournalLen
 	return cp
+}
+
+func TestRunnerStoreContract(t *testing.T) {
+	rdb := redistest.Client(t)
+	runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
+		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
+	})
 }

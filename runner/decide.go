@@ -62,6 +62,9 @@ type RefusedError struct {
 	// Noted is set on a thread reply that decided nothing: the reply was
 	// kept as a note for the model.
 	Noted bool
+	// Changed is set when the bot was updated and no longer offers the
+	// call's tool: Drive shows the thread what changed, with its choices.
+	Changed bool
 }
 
 func (e *RefusedError) Error() string { return "refused: " + e.Why }
@@ -146,13 +149,19 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 	c, ok := st.Call(d.Call)
 	switch {
 	case !ok:
-		return st, nil, id, ErrNotPending
+		// Settled and handed to the model since: the claim says who.
+		return st, nil, id, s.decidedRound(ctx, d)
 	case c.Attempts != d.Round || !c.Status.Waiting():
 		// Whether the winner's decision is still being applied or the
 		// call has run since, the loser hears who decided that round.
 		return st, c, id, s.decidedRound(ctx, d)
 	case d.Hash != "" && d.Hash != c.RunHash():
 		return st, c, id, ErrNotPending
+	}
+	if _, offered := s.agent.Rule(c.Tool); !offered {
+		err := s.refuse(ctx, d, c, "the bot was updated and no longer offers "+c.Tool+"; the thread says what changed")
+		err.(*RefusedError).Changed = true
+		return st, c, id, err
 	}
 	if why := s.refusal(ctx, st, c, d); why != "" {
 		return st, c, id, refuse(ctx, d, c, why)

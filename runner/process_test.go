@@ -232,9 +232,21 @@ func TestTwoProcessesDecideOneCall(t *testing.T) {
 	default:
 		t.Errorf("replicas said %v, want one WON and the other LOST naming the winner", got)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
+}
+
+// countSaves runs the thread uninterrupted in a replica and returns how
+// many checkpoint saves it takes.
+func countSaves(t *testing.T, w world, thread string) int {
+	t.Helper()
+	probe := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
+	var total int
+	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 6 {
+		t.Fatalf("uninterrupted run: %d saves (%v); want at least 6", total, err)
+	}
+	return total
 }
 
 // TestKilledAtEverySave kills a replica with SIGKILL right after each
@@ -247,12 +259,7 @@ func TestKilledAtEverySave(t *testing.T) {
 	w.rdb = redis.NewClient(redistest.Options(t))
 
 	// An uninterrupted run says how many saves there are.
-	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe", "CHILD_USER=U_BOB")
-	var total int
-	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 6 {
-		t.Fatalf("uninterrupted run: %d saves (%v); want at least 6", total, err)
-	}
-
+	total := countSaves(t, w, "probe")
 	var mu sync.Mutex
 	for k := 1; k <= total; k++ {
 		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
@@ -275,7 +282,7 @@ func TestKilledAtEverySave(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}
 			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
 				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 			}
@@ -292,11 +299,7 @@ func TestKilledAtEverySave(t *testing.T) {
 func TestStalledPastItsLease(t *testing.T) {
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
-	probe := startReplica(t, w, "drive", "CHILD_THREAD=probe-stall", "CHILD_USER=U_BOB")
-	var total int
-	if _, err := fmt.Sscanf(probe.line(t), "DONE %d ", &total); err != nil || total < 6 {
-		t.Fatalf("uninterrupted run: %d saves (%v); want at least 6", total, err)
-	}
+	total := countSaves(t, w, "probe-stall")
 	for k := 1; k <= total; k++ {
 		t.Run(fmt.Sprintf("after save %d of %d", k, total), func(t *testing.T) {
 			tg := newTarget(t)
@@ -323,7 +326,7 @@ func TestStalledPastItsLease(t *testing.T) {
 			if l := victim.line(t); !strings.HasPrefix(l, "DONE") {
 				t.Errorf("victim said %q after it went on, want DONE (the run the heir finished)", l)
 			}
-			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}
 			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
 				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 			}
@@ -338,10 +341,10 @@ func TestStalledPastItsLease(t *testing.T) {
 func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
-	tg.holdNext("POST /deploy")
+	tg.HoldNext("POST /deploy")
 	victim := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB")
 	select {
-	case <-tg.arrived:
+	case <-tg.Arrived:
 	case l := <-victim.lines:
 		t.Fatalf("the deploy call never arrived; the replica said %q", l)
 	case <-time.After(30 * time.Second):
@@ -357,7 +360,7 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	if !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "<@U_BOB> checked and marked it as done") {
 		t.Errorf("heir said %s, want DONE with the call marked done", l)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1: a call cut off mid-way must not be re-run unasked", n)
 	}
 }

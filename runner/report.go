@@ -24,6 +24,10 @@ const (
 	CallFinished
 	// RunFailed: the run stopped on an error (Text) and can be retried.
 	RunFailed
+	// GraphChanged: the bot was updated while the run waited, and the run
+	// cannot go on as it was; Text says what changed, one change a line.
+	// The way on is RestartChanged or CancelChanged.
+	GraphChanged
 )
 
 func (k EventKind) String() string {
@@ -40,6 +44,8 @@ func (k EventKind) String() string {
 		return "call_finished"
 	case RunFailed:
 		return "run_failed"
+	case GraphChanged:
+		return "graph_changed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }

@@ -31,9 +31,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +155,7 @@ func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discardWriter{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	if opts.Observer == nil {
@@ -321,8 +323,11 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
 		s.after(ctx, run, ss, out, err)
-		return true, nil
+		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
+		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
+			return false, nil
+		}
 		decisions, err := s.claimed(ss, &res.State)
 		if err != nil {
 			return false, err
@@ -347,7 +352,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			return true, nil // look again
 		}
 		s.after(ctx, run, ss, out, err)
-		return true, nil
+		return !errors.Is(err, graph.ErrIncompatible), nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).
@@ -435,7 +440,11 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	}
 	if won {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
-		s.opts.Observer.Decided(d.Kind)
+		var waited time.Duration
+		if !c.Since.IsZero() && !d.At.IsZero() {
+			waited = d.At.Sub(c.Since)
+		}
+		s.opts.Observer.Decided(d.Kind, waited)
 		return nil
 	}
 	var first interrupt.Decision
@@ -562,17 +571,24 @@ func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Co
 	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
 }
 
+// runThread is the thread of the run ctx belongs to, as its session
+// names it: a forked thread's state still names the thread it was forked
+// from.
+func runThread(ctx context.Context, st *agent.State) string {
+	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
+		return ss.thread
+	}
+	return st.Thread
+}
+
 // BeforeCall is the agent's hook before a call is sent: pass it as
 // agent.Options.BeforeCall. It confirms that this
 // process still holds the thread's lease, and fails with ErrLeaseLost if
 // not, so that the call is not sent.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
-	// The run's session names the thread whose lease it holds (a forked
-	// thread's state still names the thread it was forked from).
-	thread := st.Thread
+	thread := runThread(ctx, st)
 	ss, _ := ctx.Value(sessionKey{}).(*session)
 	if ss != nil {
-		thread = ss.thread
 		// A lease confirmed by a request sent less than a third of its
 		// duration ago cannot have lapsed: nobody else can hold it, so
 		// the round trip is spared. (Measured on this process's
@@ -601,7 +617,7 @@ func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call)
 // with the thread and an ID of its own so that its lines can be told
 // from those of the thread's other runs.
 func (s *Service) begin(thread, how string) logrus.FieldLogger {
-	s.opts.Observer.RunStarted()
+	s.opts.Observer.RunStarted(how != "start" && how != "continue")
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
@@ -616,6 +632,9 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	ss.res = res
 	if res == nil && (errors.Is(err, graph.ErrConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)) {
 		log.WithError(err).Warn("this process lost the thread; the process that holds it carries the run on")
+		return
+	}
+	if res == nil && s.graphChanged(ctx, log, thread, err) {
 		return
 	}
 	if res == nil {
@@ -701,7 +720,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
 		}
 	case graph.Failed:
-		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
 	}
 	return ok
 }
@@ -724,16 +743,29 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	} else {
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 	}
-	_ = s.report(ctx, Event{Kind: kind, Thread: st.Thread, State: st, Call: &c})
+	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
 }
 
 type noObserver struct{}
 
-func (noObserver) RunStarted()                           {}
+func (noObserver) RunStarted(bool)                       {}
 func (noObserver) RunStopped(graph.Status)               {}
-func (noObserver) Decided(interrupt.Kind)                {}
+func (noObserver) Decided(interrupt.Kind, time.Duration) {}
 func (noObserver) ToolFinished(string, agent.CallStatus) {}
 
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+// failureText is a failed run's error for people: without the engine's
+// "node model: " prefix, and saying the model's name once.
+func failureText(err string) string {
+	_, rest, ok := strings.Cut(err, ": ")
+	if !ok || !strings.HasPrefix(err, "node ") {
+		return err
+	}
+	// "model NAME: … NAME: …" → "model NAME: …": the model's client
+	// names itself already.
+	if after, found := strings.CutPrefix(rest, "model "); found {
+		if name, tail, ok := strings.Cut(after, ": "); ok && strings.Contains(tail, name+": ") {
+			return "the model failed: " + strings.Replace(tail, name+": ", "", 1) + " (" + name + ")"
+		}
+	}
+	return rest
+}

@@ -15,8 +15,9 @@ import (
 
 // MaxArgsLen is the longest arguments a call may have, in bytes of their
 // canonical JSON: what a person approves must fit on the screen that
-// shows all of it (the card's "Show all" view).
-const MaxArgsLen = 200_000
+// shows all of it (the card's "Show all" view holds about 260,000
+// characters, and escaping for Slack can make a byte five characters).
+const MaxArgsLen = 50_000
 
 // maxArgsDepth bounds the nesting of arguments.
 const maxArgsDepth = 32

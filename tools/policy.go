@@ -3,14 +3,10 @@ package tools
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Approval says whether a call to a tool waits for a person's decision.
@@ -69,15 +65,17 @@ type Rule struct {
 	// Approval says whether a call waits for a person.
 	Approval Approval
 	// Approvers are the Slack user IDs (U…, W…) and user-group IDs (S…)
-	// who may decide. Empty means anyone in the channel.
+	// who may decide. Empty means anyone in the channel, which a policy
+	// file says explicitly with "approvers: anyone".
 	Approvers []string
 	// SelfApproval allows the person who asked for the run to approve
 	// its calls.
 	SelfApproval bool
 	// ExpiresAfter is how long a pending call waits for a decision.
 	ExpiresAfter time.Duration
-	// AllowHosts are the hosts http_request may call; empty means any.
-	// See HTTPOptions for how entries match.
+	// AllowHosts are the hosts http_request may call; empty means any,
+	// which a policy file says by leaving the key out or with
+	// "allow_hosts: any". See HTTPOptions for how entries match.
 	AllowHosts []string
 }
 
@@ -169,6 +167,24 @@ type Policy struct {
 	// such tools are offered. When nil, only the tools in Tools are
 	// offered. A policy file leaves it nil.
 	Default *Rule
+	// MCPServers are the MCP servers whose tools are offered, by name.
+	MCPServers map[string]MCPServer
+	// MaxCallsPerTurn caps the tool calls of one model turn; the calls
+	// past it get an error result and no card. Zero means
+	// DefaultMaxCallsPerTurn.
+	MaxCallsPerTurn int
+}
+
+// DefaultMaxCallsPerTurn is the cap on the tool calls of one model turn
+// when the policy does not set max_calls_per_turn.
+const DefaultMaxCallsPerTurn = 10
+
+// CallsPerTurn is the cap on the tool calls of one model turn.
+func (p *Policy) CallsPerTurn() int {
+	if p == nil || p.MaxCallsPerTurn <= 0 {
+		return DefaultMaxCallsPerTurn
+	}
+	return p.MaxCallsPerTurn
 }
 
 // DefaultPolicy is the policy when there is no policy file: every tool is
@@ -184,259 +200,11 @@ func (p *Policy) RuleFor(name string) (Rule, bool) {
 	if r, ok := p.Tools[name]; ok {
 		return r, true
 	}
+	if s, ok := p.mcpServerFor(name); ok {
+		return s.Rule, true
+	}
 	if p.Default != nil {
 		return *p.Default, true
 	}
 	return Rule{}, false
-}
-
-// LoadPolicy reads and parses the policy file at path.
-func LoadPolicy(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
-	}
-	p, err := ParsePolicy(data)
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", path, err)
-	}
-	return p, nil
-}
-
-// ParsePolicy parses a policy file:
-//
-//	tools:
-//	  http_request:
-//	    approval: required        # required | never
-//	    approvers: [U012ABCDEF]   # user IDs (U…, W…) or user-group IDs (S…)
-//	    self_approval: false
-//	    expires_after: 24h        # a Go duration, or whole days: 7d
-//	    allow_hosts: [api.example.com, "127.0.0.1"]
-//
-// Parsing is strict: an unknown key, a value of the wrong kind or an
-// invalid setting is an error that names the line. Settings left out take
-// their value from DefaultRule; see the package documentation.
-func ParsePolicy(data []byte) (*Policy, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	if len(doc.Content) == 0 {
-		return nil, errors.New("policy is empty: want a tools: section")
-	}
-	root := resolve(doc.Content[0])
-	if root.Kind != yaml.MappingNode {
-		return nil, lineErrorf(root, "want a mapping with a tools: key")
-	}
-	p := &Policy{Tools: map[string]Rule{}}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		key, val := root.Content[i], resolve(root.Content[i+1])
-		if err := checkKey(key, seen, "", []string{"tools"}); err != nil {
-			return nil, err
-		}
-		if err := parseTools(val, p.Tools); err != nil {
-			return nil, err
-		}
-	}
-	if !seen["tools"] {
-		return nil, lineErrorf(root, "missing tools: section")
-	}
-	return p, nil
-}
-
-func parseTools(n *yaml.Node, out map[string]Rule) error {
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return lineErrorf(n, "tools: want a mapping of tool names to rules")
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], resolve(n.Content[i+1])
-		name := key.Value
-		if key.Kind != yaml.ScalarNode || name == "" {
-			return lineErrorf(key, "tools: want a tool name")
-		}
-		if _, dup := out[name]; dup {
-			return lineErrorf(key, "tool %q is listed twice", name)
-		}
-		r, err := parseRule(name, val)
-		if err != nil {
-			return err
-		}
-		out[name] = r
-	}
-	return nil
-}
-
-var ruleKeys = []string{"approval", "approvers", "self_approval", "expires_after", "allow_hosts"}
-
-func parseRule(tool string, n *yaml.Node) (Rule, error) {
-	r := DefaultRule()
-	if isNull(n) {
-		return r, nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return r, lineErrorf(n, "tool %q: want a mapping of settings", tool)
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], resolve(n.Content[i+1])
-		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), ruleKeys); err != nil {
-			return r, err
-		}
-		var err error
-		switch key.Value {
-		case "approval":
-			err = parseApproval(val, &r.Approval)
-		case "approvers":
-			r.Approvers, err = parseApprovers(val)
-		case "self_approval":
-			err = parseBool(val, &r.SelfApproval)
-		case "expires_after":
-			r.ExpiresAfter, err = parseExpiresAfter(val)
-		case "allow_hosts":
-			if tool != HTTPRequestName {
-				return r, lineErrorf(key, "allow_hosts applies only to %s, not to %q", HTTPRequestName, tool)
-			}
-			r.AllowHosts, err = parseAllowHosts(val)
-		}
-		if err != nil {
-			return r, lineErrorf(val, "tool %q: %s: %v", tool, key.Value, err)
-		}
-	}
-	return r, nil
-}
-
-func parseApproval(n *yaml.Node, a *Approval) error {
-	if n.Kind != yaml.ScalarNode || a.UnmarshalText([]byte(n.Value)) != nil {
-		return fmt.Errorf(`want "required" or "never", got %s`, describe(n))
-	}
-	return nil
-}
-
-func parseBool(n *yaml.Node, b *bool) error {
-	if n.Kind != yaml.ScalarNode || n.Decode(b) != nil {
-		return errors.New("want true or false")
-	}
-	return nil
-}
-
-func parseApprovers(n *yaml.Node) ([]string, error) {
-	ids, err := stringList(n)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		if !isUserID(id) && !isGroupID(id) {
-			return nil, fmt.Errorf("%q is not a Slack user ID (U…, W…) or user-group ID (S…)", id)
-		}
-	}
-	return ids, nil
-}
-
-func parseExpiresAfter(n *yaml.Node) (time.Duration, error) {
-	if n.Kind != yaml.ScalarNode {
-		return 0, errors.New("want a duration like 24h, 90m or 7d")
-	}
-	return parseDuration(n.Value)
-}
-
-// maxDays keeps a day count from overflowing time.Duration.
-const maxDays = 100_000
-
-// parseDuration accepts what time.ParseDuration accepts, and whole days
-// ("7d"). The duration must be positive.
-func parseDuration(s string) (time.Duration, error) {
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n > maxDays {
-			return 0, fmt.Errorf("%q is not a duration like 24h, 90m or 7d", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q is not a duration like 24h, 90m or 7d", s)
-		}
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive duration", s)
-	}
-	return d, nil
-}
-
-func parseAllowHosts(n *yaml.Node) ([]string, error) {
-	hosts, err := stringList(n)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range hosts {
-		if _, err := parseHostPattern(h); err != nil {
-			return nil, err
-		}
-	}
-	return hosts, nil
-}
-
-// stringList reads a YAML sequence of scalars.
-func stringList(n *yaml.Node) ([]string, error) {
-	if isNull(n) {
-		return nil, nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, errors.New("want a list, e.g. [a, b]")
-	}
-	out := make([]string, 0, len(n.Content))
-	for _, item := range n.Content {
-		item = resolve(item)
-		if item.Kind != yaml.ScalarNode || item.Value == "" {
-			return nil, errors.New("want a list of non-empty strings")
-		}
-		out = append(out, item.Value)
-	}
-	return out, nil
-}
-
-// checkKey reports an unknown or repeated key of a mapping.
-func checkKey(key *yaml.Node, seen map[string]bool, where string, known []string) error {
-	if key.Kind != yaml.ScalarNode || !slices.Contains(known, key.Value) {
-		return lineErrorf(key, "unknown key %q%s (known: %s)", key.Value, where, strings.Join(known, ", "))
-	}
-	if seen[key.Value] {
-		return lineErrorf(key, "key %q%s is repeated", key.Value, where)
-	}
-	seen[key.Value] = true
-	return nil
-}
-
-func lineErrorf(n *yaml.Node, format string, args ...any) error {
-	return fmt.Errorf("line %d: %s", n.Line, fmt.Sprintf(format, args...))
-}
-
-// resolve follows a YAML alias to the node it names.
-func resolve(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-// describe shows a value in an error message.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return "a value"
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }

@@ -8,9 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -28,32 +29,38 @@ import (
 // every pending tool call is approved, edited or rejected at a prompt.
 // Quitting during a pause and starting again with --thread resumes it
 // (with a REDIS_URL; the embedded Redis forgets everything on exit).
-func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func chat(ctx context.Context, args []string, e env) error {
+	fs := flags("chat", "chat [--thread ID] [--user NAME] [--log FILE]", e)
 	thread := fs.String("thread", "", "resume this thread instead of starting a new one")
-	user := fs.String("user", "", "your name in the conversation (default $USER)")
-	if err := fs.Parse(args); err != nil {
+	user := fs.String("user", "", "who you are in the conversation, as the policy's approvers name people (default $USER)")
+	logPath := fs.String("log", filepath.Join(os.TempDir(), "countersign-chat.log"), "where the bot's log lines go, so that they stay out of the conversation")
+	if err := parse(fs, args, e); err != nil {
 		return err
 	}
 	if *user == "" {
-		*user = getenv("USER")
+		*user = e.getenv("USER")
 	}
 	if *user == "" {
 		*user = "you"
 	}
-	log, err := newLogger(getenv, stderr, logrus.WarnLevel)
+	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("chat log: %w", err)
+	}
+	defer logFile.Close()
+	log, err := newLogger(e.getenv, logFile, logrus.InfoLevel)
 	if err != nil {
 		return err
 	}
+	stdin, stdout := e.stdin, e.stdout
 	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
-	svc, err := newService(ctx, getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
+	svc, err := newService(ctx, e.getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err
 	}
 	defer svc.close()
 
-	term.printf("Countersign chat · model: %s · redis: %s\n", svc.model.Name(), svc.redis)
+	term.printf("Countersign chat · model: %s · redis: %s · log: %s\n", svc.model.Name(), svc.redis, *logPath)
 	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)
@@ -95,6 +102,12 @@ func (c *chatSession) loop(ctx context.Context) error {
 		case err != nil:
 			return err
 		}
+		if changes, err := c.svc.Changed(ctx, c.thread); err == nil && len(changes) > 0 && res.Status() != graph.Done {
+			if !c.changed(ctx, &res.State, changes) {
+				return nil
+			}
+			continue
+		}
 		var quit bool
 		switch res.Status() {
 		case graph.Paused:
@@ -120,7 +133,7 @@ func (c *chatSession) loop(ctx context.Context) error {
 			err = c.svc.Drive(ctx, c.thread) // a run cut off earlier
 		}
 		if quit {
-			c.term.printf("Bye. Resume with: bot chat --thread %s\n", c.thread)
+			c.term.printf("Bye. Resume with: %s chat --thread %s\n", selfCommand(), c.thread)
 			return nil
 		}
 		if err != nil {
@@ -202,8 +215,16 @@ func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
 // @U123.
 var slackMention = regexp.MustCompile(`<@([A-Za-z0-9._-]+)>`)
 
-// plainText turns the Slack markup of the runner's words into text.
-func plainText(s string) string { return slackMention.ReplaceAllString(s, "@$1") }
+// plainText turns the Slack markup in the runner's and the model's words
+// into text: mentions become @U123, and a quote's "> " its text.
+func plainText(s string) string {
+	s = slackMention.ReplaceAllString(s, "@$1")
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "> ")
+	}
+	return strings.Join(lines, "\n")
+}
 
 // terminal prints events and reads answers. It is the chat's
 // runner.Reporter.
@@ -240,7 +261,7 @@ func (t *terminal) card(c agent.Call) {
 	}
 	t.printf("┌ %s: %s [%s]\n", title, c.Tool, c.Key)
 	if c.Reason != "" {
-		t.printf("│ reason: %s\n", c.Reason)
+		t.printf("│ reason: %s\n", plainText(c.Reason))
 	}
 	t.printf("│ arguments:\n│   %s\n", args.String())
 	if !c.Expires.IsZero() {
@@ -253,7 +274,7 @@ func (t *terminal) card(c agent.Call) {
 func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	switch e.Kind {
 	case runner.Answer:
-		t.printf("agent> %s\n", e.Text)
+		t.printf("agent> %s\n", plainText(e.Text))
 	case runner.CallDecided:
 		d := e.Call.Decision
 		if d.Kind == interrupt.Expire {
@@ -264,12 +285,28 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	case runner.CallStarted:
 		t.printf("… running %s [%s]\n", e.Call.Tool, e.Call.Key)
 	case runner.CallFinished:
-		first, _, _ := strings.Cut(e.Call.Result, "\n")
-		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, first)
+		result := e.Call.Result
+		if d := e.Call.Decision; d != nil && d.Kind == interrupt.Edit && strings.HasPrefix(result, "Note: ") {
+			_, result, _ = strings.Cut(result, "\n") // the model's note: the terminal showed the edit
+		}
+		first, _, _ := strings.Cut(result, "\n")
+		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, plainText(first))
 	case runner.RunFailed:
-		t.printf("✖ the run failed: %s\n", e.Text)
+		t.printf("✖ the run failed: %s\n", plainText(e.Text))
+	case runner.GraphChanged:
+		t.printf("🔄 the bot was updated while this request waited: %s\n", strings.ReplaceAll(e.Text, "\n", "; "))
 	}
 	return nil
+}
+
+// selfCommand is how to run this program again: "go run ./cmd/bot" when
+// it was started by go run (whose binary is gone once it exits), else its
+// own name.
+func selfCommand() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/bot"
+	}
+	return filepath.Base(os.Args[0])
 }
 
 func randomHex(n int) string {

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -19,58 +19,85 @@ import (
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
 )
 
-const checkpointsUsage = `usage:
-  bot checkpoints list   --thread ID [--json]                  a thread's history: status, step, waiting calls
+const checkpointsUsage = `usage: bot checkpoints list|show|fork|delete --thread ID [flags]
+
+  bot checkpoints list   --thread ID [--json]                   a thread's history: status, step, waiting calls
   bot checkpoints show   --thread ID [--checkpoint CP] [--json] one checkpoint (default the latest) with its state
   bot checkpoints fork   --thread ID --checkpoint CP [--to NEW] copy a checkpoint into a new thread
-  bot checkpoints delete --thread ID                             remove a thread and everything kept for it
+  bot checkpoints delete --thread ID [--yes]                    remove a thread and everything kept for it
 
-Threads live in the Redis of REDIS_URL. A forked thread is driven like any
-other, e.g. with: bot chat --thread NEW
+Threads live in the Redis of REDIS_URL ("bot threads list" names them). A
+forked thread is driven like any other, e.g. with: bot chat --thread NEW
 `
 
 // checkpoints is the operator's view of the checkpoints in Redis.
-func checkpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprint(stderr, checkpointsUsage)
-		return errors.New("checkpoints: name a subcommand")
+func checkpoints(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		fmt.Fprint(e.stdout, checkpointsUsage)
+		if len(args) == 0 {
+			return errors.New("checkpoints: name a subcommand: list, show, fork or delete")
+		}
+		return nil
 	}
 	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("checkpoints "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	thread := fs.String("thread", "", "the thread")
-	cpID := fs.String("checkpoint", "", "a checkpoint ID from list")
-	to := fs.String("to", "", "the new thread of a fork (default <thread>/fork-<checkpoint>)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	fs := flags("checkpoints "+sub, "checkpoints "+sub+" --thread ID [flags]", e)
+	thread := fs.String("thread", "", "the thread (bot threads list names them)")
+	var cpID, to *string
+	var asJSON, yes *bool
+	switch sub {
+	case "list":
+		asJSON = fs.Bool("json", false, "print JSON")
+	case "show":
+		cpID = fs.String("checkpoint", "", "a checkpoint ID from list (default the latest)")
+		asJSON = fs.Bool("json", false, "print JSON")
+	case "fork":
+		cpID = fs.String("checkpoint", "", "the checkpoint ID to fork, from list")
+		to = fs.String("to", "", "the new thread (default <thread>/fork-<checkpoint>)")
+		asJSON = fs.Bool("json", false, "print JSON")
+	case "delete":
+		yes = fs.Bool("yes", false, "delete without asking")
+	default:
+		fmt.Fprint(e.stderr, checkpointsUsage)
+		return fmt.Errorf("checkpoints: unknown subcommand %q", sub)
+	}
+	if err := parse(fs, args, e); err != nil {
 		return err
 	}
 	if *thread == "" {
-		fmt.Fprint(stderr, checkpointsUsage)
-		return errors.New("checkpoints: --thread is required")
+		return fmt.Errorf("checkpoints %s: --thread is required (bot threads list names the threads)", sub)
 	}
-	log, err := newLogger(getenv, stderr, logrus.WarnLevel)
+	if err := needRedis(e, "checkpoints"); err != nil {
+		return err
+	}
+	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
 	if err != nil {
 		return err
 	}
 	quiet := runner.ReporterFunc(func(context.Context, runner.Event) error { return nil })
-	svc, err := newService(ctx, getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return quiet })
+	svc, err := newService(ctx, e.getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return quiet })
 	if err != nil {
 		return err
 	}
 	defer svc.close()
-	g := svc.runner.Agent().Graph()
-
+	stdout := e.stdout
 	switch sub {
 	case "list":
-		hist, err := g.History(ctx, *thread)
+		hist, err := svc.store.History(ctx, *thread)
+		if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
+			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
+		}
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return writeJSONTo(stdout, hist)
+			masked, err := maskedJSON(hist)
+			if err != nil {
+				return err
+			}
+			return writeJSONTo(stdout, masked)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
@@ -89,7 +116,11 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 			return fmt.Errorf("checkpoint %s: %w", cp.ID, err)
 		}
 		if *asJSON {
-			return writeJSONTo(stdout, map[string]any{"checkpoint": cp, "messages": messages})
+			masked, err := maskedJSON(map[string]any{"checkpoint": cp, "messages": messages})
+			if err != nil {
+				return err
+			}
+			return writeJSONTo(stdout, masked)
 		}
 		fmt.Fprintf(stdout, "checkpoint %s of %s: seq %d, step %d, %s", cp.ID, cp.Thread, cp.Seq, cp.Step, cp.Status)
 		if len(cp.Next) > 0 {
@@ -101,18 +132,19 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 		}
 		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", orNone(st.Requester), orNone(st.Channel), st.Turns)
 		for _, c := range st.Calls {
-			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, c.RunArgs())
+			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, tools.MaskSecrets(c.Tool, c.RunArgs()))
 		}
 		fmt.Fprintf(stdout, "%d messages:\n", len(messages))
 		for _, m := range messages {
 			text := m.Content
 			for _, tc := range m.ToolCalls {
-				text += fmt.Sprintf(" [call %s %s]", tc.Name, tc.Arguments)
+				text += fmt.Sprintf(" [call %s %s]", tc.Name, tools.MaskSecretsText(tc.Name, tc.Arguments))
 			}
 			fmt.Fprintf(stdout, "  %-9s %s\n", m.Role, oneLine(text, 160))
 		}
 		return nil
 	case "fork":
+		g := svc.runner.Agent().Graph()
 		if *cpID == "" {
 			return errors.New("checkpoints fork: --checkpoint is required")
 		}
@@ -129,8 +161,20 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stdout, "forked %s at %s (step %d, %s) into %s\n", *thread, *cpID, cp.Step, cp.Status, *to)
 		return nil
 	case "delete":
-		if _, err := g.State(ctx, *thread); err != nil {
+		head, err := svc.store.Head(ctx, *thread)
+		if errors.Is(err, graph.ErrNoCheckpoint) {
+			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
+		}
+		if err != nil {
 			return err
+		}
+		if !*yes {
+			fmt.Fprintf(stdout, "Delete thread %s (%s, %d messages) and everything kept for it? This cannot be undone. [y/N] ", *thread, head.Status, head.JournalLen)
+			answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				fmt.Fprintln(stdout, "Nothing deleted.")
+				return nil
+			}
 		}
 		if err := svc.store.Delete(ctx, *thread); err != nil {
 			return err
@@ -143,10 +187,8 @@ func checkpoints(ctx context.Context, args []string, getenv func(string) string,
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", *thread)
 		return nil
-	default:
-		fmt.Fprint(stderr, checkpointsUsage)
-		return fmt.Errorf("checkpoints: unknown subcommand %q", sub)
 	}
+	return nil
 }
 
 // loadCheckpoint returns a checkpoint of the thread (the latest if id is
@@ -156,11 +198,14 @@ func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*grap
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(hist) == 0 {
+		return nil, nil, fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", thread)
+	}
 	i := 0
 	if id != "" {
 		i = slices.IndexFunc(hist, func(c *graph.Checkpoint) bool { return c.ID == id })
 		if i < 0 {
-			return nil, nil, fmt.Errorf("checkpoint %s of %s: %w", id, thread, graph.ErrNoCheckpoint)
+			return nil, nil, fmt.Errorf("thread %s has no checkpoint %s (bot checkpoints list --thread %s shows them)", thread, id, thread)
 		}
 	}
 	cp := hist[i]

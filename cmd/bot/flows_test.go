@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -34,14 +36,14 @@ func TestApproveFlow(t *testing.T) {
 			t.Errorf("card does not show %q: %s", want, h.card(card))
 		}
 	}
-	if h.target.count("POST /deploy") != 0 {
+	if h.target.Count("POST /deploy") != 0 {
 		t.Fatal("the call ran before anyone approved it")
 	}
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
 		t.Fatalf("approve answered %d", resp.StatusCode)
 	}
 	h.reply(root, "Deployed v2.")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
@@ -111,7 +113,7 @@ func TestEditFlow(t *testing.T) {
 		t.Fatalf("submitting the edit answered %d %q; want an empty 200 that closes the modal", resp.StatusCode, body)
 	}
 	h.reply(root, "Deployed.")
-	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 || got[0] != "v3" {
+	if got := h.target.Bodies("POST /deploy"); len(got) != 1 || got[0] != "v3" {
 		t.Errorf("deploy received %q, want the edited body once", got)
 	}
 	if got := h.card(card); !strings.Contains(got, "Edited and approved by <@"+approver+">") || !strings.Contains(got, "v3") {
@@ -133,7 +135,7 @@ func TestRejectFlow(t *testing.T) {
 		t.Fatalf("reject submission answered %d", resp.StatusCode)
 	}
 	h.reply(root, "Understood, I won't deploy.")
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Errorf("a rejected call ran %d times", n)
 	}
 	last := h.model.Requests()[len(h.model.Requests())-1]
@@ -162,7 +164,7 @@ func TestTenConcurrentApprovals(t *testing.T) {
 	}
 	wg.Wait()
 	h.reply(root, "Deployed.")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	approvals := 0
@@ -216,24 +218,35 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 // After an approve flow, /metrics shows it.
 func TestMetricsMoveAfterAFlow(t *testing.T) {
 	h := newHarness(t, "")
+	// Every series a dashboard sums is there from the start, at zero.
+	for _, sample := range []string{`countersign_runs_started_total`, `countersign_runs_stopped_total{status="failed"}`,
+		`countersign_decisions_total{kind="reject"}`, `countersign_tool_executions_total{outcome="failed",tool="http_request"}`,
+		`countersign_model_call_seconds_count{outcome="error"}`} {
+		if got := scrape(t, h, sample); got != "0" {
+			t.Errorf("before any request, %s = %q, want 0", sample, got)
+		}
+	}
+	resp, err := http.Get("http://" + h.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := readAll(t, resp); !regexp.MustCompile(`(?m)^countersign_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="devel"\} 1$`).MatchString(all) {
+		t.Errorf("no countersign_build_info 1 with the build's Go version and version devel in /metrics")
+	}
 	root, card := h.deployFlow("Deployed.")
-	// The count is written as the run lets go of the thread, just after
-	// the card is posted.
-	got := scrape(t, h, "countersign_pending_approvals")
-	for deadline := time.Now().Add(5 * time.Second); got != "1" && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		got = scrape(t, h, "countersign_pending_approvals")
-	}
-	if got != "1" {
-		t.Errorf("pending approvals while the card waits = %s, want 1", got)
-	}
+	// The card is shown first, then recorded as waiting: wait for the
+	// record rather than reading the gauge the moment the card appears.
+	h.eventually(func() bool { return scrape(t, h, "countersign_pending_approvals") == "1" }, "one pending approval in /metrics while the card waits")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	tests := []struct{ metric, want string }{
-		{`countersign_runs_total{event="started"}`, "2"},
-		{`countersign_runs_total{event="paused"}`, "1"},
-		{`countersign_runs_total{event="done"}`, "1"},
+		{`countersign_runs_started_total`, "1"},
+		{`countersign_runs_resumed_total`, "1"},
+		{`countersign_runs_stopped_total{status="paused"}`, "1"},
+		{`countersign_runs_stopped_total{status="done"}`, "1"},
 		{`countersign_decisions_total{kind="approve"}`, "1"},
+		{`countersign_approval_wait_seconds_count`, "1"},
+		{`countersign_model_call_seconds_count{outcome="ok"}`, "2"},
 		{`countersign_tool_executions_total{outcome="done",tool="http_request"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/commands"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/interactions"}`, "1"},

@@ -3,7 +3,11 @@
 //	bot [serve]            serve Slack (the default when SLACK_BOT_TOKEN is set)
 //	bot [playground]       a simulated Slack channel in the browser (the default otherwise)
 //	bot chat [--thread ID] talk to the agent in the terminal
+//	bot threads list       recent threads in Redis, their status and waiting calls
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
+//	bot audit              the audit trail of decisions
+//	bot tools              the tools offered to the model, their sources and rules
+//	bot version            the build's version
 //
 // Configuration comes from the environment (README, "Configuration").
 // With nothing configured the bot uses an embedded Redis, whose data is
@@ -12,6 +16,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,45 +35,139 @@ func main() {
 	}
 }
 
-// run dispatches to a subcommand.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// Without Slack credentials, the playground: a simulated Slack channel
-	// in the browser, on the embedded defaults.
-	cmd := "playground"
-	if getenv("SLACK_BOT_TOKEN") != "" {
-		cmd = "serve"
-	}
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "serve":
-		return serve(ctx, getenv, stderr)
-	case "playground":
-		return playground(ctx, getenv, stdout, stderr)
-	case "chat":
-		return chat(ctx, args, getenv, stdin, stdout, stderr)
-	case "checkpoints":
-		return checkpoints(ctx, args, getenv, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
-	}
+// command is one subcommand: what it does, in a line, and how to run it.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, env env) error
 }
 
-const usage = `usage:
-  bot serve                serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN
-                           (the default when SLACK_BOT_TOKEN is set)
-  bot playground           a simulated Slack channel in the browser on BOT_ADDR
-                           (the default without SLACK_BOT_TOKEN)
-  bot chat [--thread ID]   talk to the agent in the terminal
-  bot checkpoints list|show|fork|delete --thread ID [--json]
-                           inspect and manage a thread's checkpoints in Redis
+// env is what a subcommand reads and writes.
+type env struct {
+	getenv         func(string) string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// commands are the subcommands, in the order usage lists them.
+var commands = []struct {
+	name string
+	command
+}{
+	{"serve", command{"serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN (the default when SLACK_BOT_TOKEN is set)", runServe}},
+	{"playground", command{"a simulated Slack channel in the browser on BOT_ADDR (the default without SLACK_BOT_TOKEN)", runPlayground}},
+	{"chat", command{"talk to the agent in the terminal; --thread ID resumes a thread", runChat}},
+	{"threads", command{"list recent threads in Redis: status, waiting calls (needs REDIS_URL)", runThreads}},
+	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (needs REDIS_URL)", runCheckpoints}},
+	{"audit", command{"the audit trail of decisions, refusals and executions (needs REDIS_URL)", runAudit}},
+	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
+	{"version", command{"print the build's version", runVersion}},
+	{"help", command{"print this help", nil}},
+}
+
+// run dispatches to a subcommand.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	// Without Slack credentials, the playground: a simulated Slack channel
+	// in the browser, on the embedded defaults.
+	name := "playground"
+	if getenv("SLACK_BOT_TOKEN") != "" {
+		name = "serve"
+	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage())
+			return nil
+		case "-v", "-version", "--version":
+			return runVersion(ctx, nil, e)
+		}
+		if args[0] != "" && args[0][0] != '-' {
+			name, args = args[0], args[1:]
+		}
+	}
+	for _, c := range commands {
+		if c.name == name && c.run != nil {
+			err := c.run(ctx, args, e)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // the subcommand printed its usage
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("unknown command %q (bot help lists them)", name)
+}
+
+func usage() string {
+	s := "usage: bot [command] [flags]\n\ncommands:\n"
+	for _, c := range commands {
+		s += fmt.Sprintf("  %-12s %s\n", c.name, c.summary)
+	}
+	return s + `
+"bot COMMAND --help" shows a command's flags.
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
-BOT_ADDR, REDIS_URL, REDIS_CLUSTER, LLM_PROVIDER, LLM_MODEL, OPENAI_API_KEY,
-OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY, LOG_LEVEL,
-LOG_FORMAT (see README).
+BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
+OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
+LOG_LEVEL, LOG_FORMAT (see README.md).
 `
+}
+
+// flags returns a flag set for a subcommand whose usage line is synopsis.
+func flags(name, synopsis string, e env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bot %s\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses a subcommand's args. Help that is asked for goes to
+// stdout, and the command then ends without error (flag.ErrHelp).
+func parse(fs *flag.FlagSet, args []string, e env) error {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(e.stdout)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (bot %s --help lists the flags)", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+func runServe(ctx context.Context, args []string, e env) error {
+	if err := parse(flags("serve", "serve", e), args, e); err != nil {
+		return err
+	}
+	return serve(ctx, e.getenv, e.stderr)
+}
+
+func runPlayground(ctx context.Context, args []string, e env) error {
+	if err := parse(flags("playground", "playground", e), args, e); err != nil {
+		return err
+	}
+	return playground(ctx, e.getenv, e.stdout, e.stderr)
+}
+
+func runChat(ctx context.Context, args []string, e env) error {
+	return chat(ctx, args, e)
+}
+
+func runCheckpoints(ctx context.Context, args []string, e env) error {
+	return checkpoints(ctx, args, e)
+}
+
+// needRedis refuses to run an operator command on the embedded Redis,
+// which starts empty and would only say that nothing is there.
+func needRedis(e env, name string) error {
+	if e.getenv("REDIS_URL") == "" {
+		return fmt.Errorf("%s reads the bot's Redis, and REDIS_URL is not set (the embedded Redis starts empty). "+
+			"Point it at the Redis the bot uses, e.g. REDIS_URL=redis://localhost:6379/0 bot %s", name, name)
+	}
+	return nil
+}

@@ -105,8 +105,15 @@ func testRoundTrip(t *testing.T, s graph.Store) {
 			InterruptAfter:  []string{"model"},
 		},
 		SkipBefore: []string{"tools"},
-		State:      json.RawMessage(`{"pending":["call_1"],"turn":3,"note":"<a & b>"}`),
-		JournalLen: 2,
+		Writes: []graph.Write{
+			{Node: "bar", Done: true, State: json.RawMessage(`{"turn":4}`), Journal: []json.RawMessage{json.RawMessage(`{"role":"assistant","content":"bar"}`)}},
+			{Node: "baz", State: json.RawMessage(`{"turn":3}`)},
+		},
+		Arrivals:    map[string][]string{"baz+qux>quux": {"baz"}},
+		Nested:      map[string]json.RawMessage{"sub": json.RawMessage(`{"v":2,"status":"paused","journal":[{"n":1}]}`)},
+		Fingerprint: &graph.Fingerprint{Graph: "a1b2", Nodes: map[string]string{"tools": "c3"}, Parts: map[string]string{"tool:http_request": "d4"}, StateVersion: 1},
+		State:       json.RawMessage(`{"pending":["call_1"],"turn":3,"note":"<a & b>"}`),
+		JournalLen:  2,
 		Journal: []json.RawMessage{
 			json.RawMessage(`{"role":"user","content":"fetch the status page"}`),
 			json.RawMessage(`{"role":"assistant","tool_calls":[{"id":"call_1","name":"http_request","arguments":"{}"}]}`),

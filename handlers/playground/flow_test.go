@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/testtarget"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -127,7 +128,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func (w *world) ui(path string, body map[string]any) (int, string) {
 	w.t.Helper()
 	raw, _ := json.Marshal(body)
-	resp, err := http.Post(w.url+path, "application/json", bytes.NewReader(raw))
+	req, _ := http.NewRequest(http.MethodPost, w.url+path, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(playground.TokenHeader, w.sim.PageToken())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatalf("POST %s: %v", path, err)
 	}
@@ -223,12 +227,12 @@ func TestApproveThroughTheBot(t *testing.T) {
 	w := newWorld(t)
 	stream := w.events()
 	root, card := w.request("/approve")
-	if w.target.count("/approve") != 0 {
+	if w.target.Count("/approve") != 0 {
 		t.Fatal("the call ran before anyone approved it")
 	}
 	w.mustUI("/ui/click", map[string]any{"user": teammate, "ts": card.TS, "action_id": "approve"})
 	w.message(root.TS, "Done: the request to "+w.target.URL+"/approve returned HTTP 200 OK")
-	if n := w.target.count("/approve"); n != 1 {
+	if n := w.target.Count("/approve"); n != 1 {
 		t.Errorf("the call ran %d times, want 1", n)
 	}
 	settled := content(w.current(card.TS))
@@ -285,7 +289,7 @@ func TestEditModalShowsErrorsThenApproves(t *testing.T) {
 		return playground.Message{}, len(st.Views[you]) == 0
 	})
 	w.message(root.TS, "ok GET /edited")
-	if n, m := w.target.count("/edited"), w.target.count("/original"); n != 1 || m != 0 {
+	if n, m := w.target.Count("/edited"), w.target.Count("/original"); n != 1 || m != 0 {
 		t.Errorf("/edited ran %d times and /original %d times, want 1 and 0", n, m)
 	}
 }
@@ -294,12 +298,22 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	w := newWorld(t)
 	root, _ := w.request("/feedback")
 	w.mustUI("/ui/send", map[string]any{"user": teammate, "text": "not this one & not now", "thread_ts": root.TS})
-	reply := w.message(root.TS, "not this one")
+	// The card soon quotes the reply too: look for the teammate's message.
+	reply := w.eventually("the teammate's reply", func(st playground.State) (playground.Message, bool) {
+		for _, m := range st.Messages {
+			if m.ThreadTS == root.TS && m.User == teammate {
+				return m, true
+			}
+		}
+		return playground.Message{}, false
+	})
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
 	}
-	w.message(root.TS, "was not run. Rejected by <@"+teammate+">: not this one & not now")
-	if n := w.target.count("/feedback"); n != 0 {
+	// The model's answer quotes the result; as model text it is posted
+	// escaped, so the mention in it is not live.
+	w.message(root.TS, "was not run. Rejected by &lt;@"+teammate+"&gt;: not this one &amp; not now")
+	if n := w.target.Count("/feedback"); n != 0 {
 		t.Errorf("the call ran %d times after it was rejected", n)
 	}
 }
@@ -399,6 +413,7 @@ func TestPageAndItsGuards(t *testing.T) {
 	send := func(contentType, origin string) int {
 		req, _ := http.NewRequest(http.MethodPost, w.url+"/ui/send", strings.NewReader(`{"user":"U0YOU","text":"hi"}`))
 		req.Header.Set("Content-Type", contentType)
+		req.Header.Set(playground.TokenHeader, w.sim.PageToken())
 		if origin != "" {
 			req.Header.Set("Origin", origin)
 		}
@@ -462,7 +477,7 @@ type sse struct{ name, data string }
 func (w *world) events() *stream {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.url+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.url+"/events?token="+w.sim.PageToken(), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
@@ -528,31 +543,10 @@ func (w *world) view(user string, match func(playground.View) bool) playground.V
 	return playground.View{}
 }
 
-// target is the server the agent's http_request calls reach; it counts
-// the requests per path.
-type target struct {
-	*httptest.Server
-	mu   sync.Mutex
-	hits map[string]int
-}
+// target is the server the agent's http_request calls reach.
+type target = testtarget.Server
 
-func newTarget(t *testing.T) *target {
-	tg := &target{hits: map[string]int{}}
-	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tg.mu.Lock()
-		tg.hits[r.URL.Path]++
-		tg.mu.Unlock()
-		fmt.Fprintf(w, "ok %s %s", r.Method, r.URL.Path)
-	}))
-	t.Cleanup(tg.Close)
-	return tg
-}
-
-func (tg *target) count(path string) int {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return tg.hits[path]
-}
+func newTarget(t *testing.T) *target { return testtarget.New(t) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -161,6 +162,7 @@ type Simulator struct {
 	triggers map[string]trigger
 	subs     map[chan []byte]struct{}
 	closed   bool
+	token    string // the page token, see PageToken
 }
 
 // trigger is a trigger_id handed out with an interaction.
@@ -201,10 +203,11 @@ func New(opts Options) *Simulator {
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	return &Simulator{
+		token:    newPageToken(),
 		opts:     opts,
 		log:      opts.Logger,
 		byTS:     map[string]*Message{},
@@ -375,7 +378,3 @@ func randomID() string {
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	return hex.EncodeToString(b[:])
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -94,6 +95,13 @@ type Server struct {
 	groups   map[string][]string
 	limited  map[string]*rateLimit
 	failing  map[string]*failure
+	holds    map[string]*hold
+}
+
+// hold keeps a call to a method unanswered until released.
+type hold struct {
+	skip              int // calls to let through first
+	arrived, released chan struct{}
 }
 
 type rateLimit struct {
@@ -115,6 +123,7 @@ func NewServer(tb testing.TB) *Server {
 		groups:   map[string][]string{},
 		limited:  map[string]*rateLimit{},
 		failing:  map[string]*failure{},
+		holds:    map[string]*hold{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)
@@ -249,11 +258,68 @@ func errReply(code string) reply {
 	return reply{status: http.StatusOK, body: map[string]any{"ok": false, "error": code}}
 }
 
+// HoldNext lets skip calls to method through, then keeps the next one
+// unanswered until release is called (or the caller gives up): arrived is
+// closed when that call comes in. It is answered and recorded as usual
+// once released.
+func (s *Server) HoldNext(method string, skip int) (arrived <-chan struct{}, release func()) {
+	h := &hold{skip: skip, arrived: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	s.holds[method] = h
+	s.mu.Unlock()
+	var once sync.Once
+	return h.arrived, func() { once.Do(func() { close(h.released) }) }
+}
+
+// ResponseURL is a response_url for a slash command or a click, as Slack
+// sends them: a POST of a JSON message to it is recorded as a call with
+// Method "response_url".
+func (s *Server) ResponseURL() string { return s.srv.URL + "/response/" + uniqueTS() }
+
+// response records a message posted to a response_url.
+func (s *Server) response(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxRequest)).Decode(&msg); err != nil {
+		http.Error(w, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Method: "response_url", Time: time.Now(), Text: msg.Text,
+		Params: map[string]string{"response_type": msg.ResponseType, "url": r.URL.Path}})
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	_, _ = io.WriteString(w, "ok")
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/response/") && r.Method == http.MethodPost {
+		s.response(w, r)
+		return
+	}
 	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
 	if !ok {
 		http.NotFound(w, r)
 		return
+	}
+	s.mu.Lock()
+	h := s.holds[method]
+	if h != nil && h.skip > 0 {
+		h.skip, h = h.skip-1, nil
+	} else {
+		delete(s.holds, method)
+	}
+	s.mu.Unlock()
+	if h != nil {
+		close(h.arrived)
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	call := Call{Method: method, Time: time.Now()}
 	rep := s.answer(r, &call)

@@ -822,3 +822,23 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestShowAllShowsTheLongestArguments: the longest arguments a call may
+// have, made of characters Slack escapes, still fit the Show all window
+// whole.
+func TestShowAllShowsTheLongestArguments(t *testing.T) {
+	worst := `{"body":"` + strings.Repeat("&", tools.MaxArgsLen-20) + `"}`
+	nested := strings.Repeat("[", 31) + strings.Repeat("0,", tools.MaxArgsLen/2-40) + "0" + strings.Repeat("]", 31)
+	for name, args := range map[string]string{"escapes": worst, "deep and wide": nested} {
+		canonical, err := tools.Canonical([]byte(args))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c := callWith(func(c *agent.Call) { c.Tool, c.Args = "other", canonical })
+		modal := handlers.ArgsModal(c)
+		checkModal(t, modal)
+		if got := blockTexts(t, modal); strings.Contains(got, "longer than a Slack window holds") {
+			t.Errorf("%s: Show all cannot show the arguments", name)
+		}
+	}
+}

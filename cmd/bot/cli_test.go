@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// runBot runs the binary with env and stdin, and returns its output and
+// exit code.
+func runBot(t *testing.T, env []string, stdin string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, botBinary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("bot %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+// Help is help: it prints usage, exits 0 and listens on nothing.
+func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
+	addr := freeAddr(t)
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"playground", "-h"}, {"chat", "--help"},
+		{"checkpoints", "--help"}, {"checkpoints", "list", "--help"}, {"threads", "--help"}, {"threads", "list", "-h"}, {"audit", "--help"},
+	} {
+		out, code := runBot(t, []string{"BOT_ADDR=" + addr}, "", args...)
+		if code != 0 || !strings.Contains(out, "usage: bot") {
+			t.Errorf("bot %v exited %d with:\n%s\nwant usage and 0", args, code, out)
+		}
+		if strings.Contains(out, "-checkpoint") && args[0] == "checkpoints" && args[1] == "list" {
+			t.Errorf("bot checkpoints list --help lists another subcommand's flag:\n%s", out)
+		}
+		if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			conn.Close()
+			t.Errorf("bot %v left something listening on %s", args, addr)
+		}
+	}
+	if out, code := runBot(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "countersign ") {
+		t.Errorf("bot version = %q (exit %d)", out, code)
+	}
+	if out, code := runBot(t, nil, "", "frobnicate"); code == 0 || !strings.Contains(out, "bot help") {
+		t.Errorf("bot frobnicate = %q (exit %d); want an error that points at bot help", out, code)
+	}
+}
+
+// Operator commands refuse the embedded Redis, which is always empty.
+func TestOperatorCommandsNeedRedisURL(t *testing.T) {
+	for _, args := range [][]string{{"threads", "list"}, {"checkpoints", "list", "--thread", "x"}, {"audit"}} {
+		out, code := runBot(t, nil, "", args...)
+		if code == 0 || !strings.Contains(out, "REDIS_URL") || strings.Count(out, "REDIS_URL is not set") != 1 {
+			t.Errorf("bot %v without REDIS_URL = %q (exit %d); want one clear refusal", args, out, code)
+		}
+	}
+}
+
+// threads list finds a conversation, audit shows its decision, and
+// delete asks first.
+func TestThreadsAuditAndDelete(t *testing.T) {
+	h := newHarness(t, "")
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+
+	var rows []threadRow
+	if err := json.Unmarshal([]byte(h.cli(t, "", "threads", "list", "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Thread != thread || rows[0].Status.String() != "done" {
+		t.Errorf("threads list = %+v; want the one done thread %s", rows, thread)
+	}
+	audit := h.cli(t, "", "audit", "--thread", thread)
+	if !strings.Contains(audit, `decision="approve"`) || !strings.Contains(audit, `by="`+approver+`"`) || !strings.Contains(audit, "hash=") {
+		t.Errorf("audit of the thread:\n%s\nwant the approval by %s with its hash", audit, approver)
+	}
+	if out := h.cli(t, "", "audit", "--since", "1ms", "--thread", thread); !strings.Contains(out, "No audit records match") {
+		t.Errorf("audit --since 1ms:\n%s\nwant nothing", out)
+	}
+	if out := h.cli(t, "n\n", "checkpoints", "delete", "--thread", thread); !strings.Contains(out, "Nothing deleted") {
+		t.Errorf("delete answered no:\n%s", out)
+	}
+	if _, err := h.run("", "checkpoints", "list", "--thread", thread); err != nil {
+		t.Errorf("the thread is gone after delete was refused: %v", err)
+	}
+	h.cli(t, "y\n", "checkpoints", "delete", "--thread", thread)
+	out, err := h.run("", "checkpoints", "list", "--thread", thread)
+	if err == nil || strings.Count(out, "no thread") != 1 {
+		t.Errorf("list of a deleted thread: %v\n%s\nwant one clear error", err, out)
+	}
+}
+
+// The bot is not in the channel: it cannot post the request, and the
+// person who asked hears so through the command's response_url, with how
+// to invite it.
+func TestNotInTheChannelAnswersThroughResponseURL(t *testing.T) {
+	h := newHarness(t, "")
+	h.slack.FailNext("chat.postMessage", "not_in_channel", 1)
+	h.slack.FailNext("chat.postEphemeral", "not_in_channel", 1)
+	h.command("deploy", url.Values{"response_url": {h.slack.ResponseURL()}}, nil)
+	h.eventually(func() bool {
+		for _, c := range h.slack.CallsTo("response_url") {
+			if strings.Contains(c.Text, "/invite @Countersign") && c.Params["response_type"] == "ephemeral" {
+				return true
+			}
+		}
+		return false
+	}, "an ephemeral answer through response_url")
+	if n := len(h.model.Requests()); n != 0 {
+		t.Errorf("the model was asked %d times for a request that could not be posted", n)
+	}
+}
+
+// A failure is said once, in words: a failed approved call on its card
+// (not again as a result reply), a model that is down on the error card
+// with its name once.
+func TestOneMessagePerFailure(t *testing.T) {
+	h := newHarness(t, "")
+	closed := freeAddr(t) // nothing listens there
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", "http://"+closed+"/deploy", "v2")), llmtest.Reply("It did not work."))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.reply(root, "It did not work.")
+	h.eventually(func() bool { return strings.Contains(h.card(card), "refused the connection") }, "the card to say the call failed")
+	n := 0
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		latest, _ := h.slack.Message(c.Channel, c.TS)
+		n += strings.Count(latest.Text+string(latest.Blocks), "refused the connection")
+	}
+	if n != 1 {
+		t.Errorf("the failure is said %d times in the thread, want once (on the card)", n)
+	}
+
+	h.model.FailNext(4, http.StatusServiceUnavailable)
+	h.command("hello", nil, nil)
+	root2 := h.root(2)
+	var errCard slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.slack.Messages(root2.Channel, root2.TS) {
+			if hasAction(c, "retry_run") {
+				errCard = c
+				return true
+			}
+		}
+		return false
+	}, "an error card")
+	if text := string(errCard.Blocks); strings.Count(text, "gpt-4o-mini") != 1 || strings.Contains(text, "node model") {
+		t.Errorf("error card = %s; want the model named once and no engine words", text)
+	}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/redisstore"
+)
+
+// operatorStore opens the Redis of REDIS_URL for an operator command.
+func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, func(), error) {
+	if err := needRedis(e, name); err != nil {
+		return nil, nil, err
+	}
+	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, _, closeRedis, err := connectRedis(ctx, e.getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return redisstore.New(rdb, redisstore.Options{}), closeRedis, nil
+}
+
+// threadRow is one line of "bot threads list".
+type threadRow struct {
+	Thread   string       `json:"thread"`
+	Status   graph.Status `json:"status"`
+	Updated  time.Time    `json:"updated"`
+	Messages int          `json:"messages"`
+	Waiting  []string     `json:"waiting,omitempty"`
+	Error    string       `json:"error,omitempty"`
+}
+
+func runThreads(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 || args[0] != "list" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(e.stdout, "usage: bot threads list [--limit N] [--json]\n")
+			return nil
+		}
+		return fmt.Errorf("threads: the subcommand is list (usage: bot threads list [--limit N] [--json])")
+	}
+	fs := flags("threads list", "threads list [--limit N] [--json]", e)
+	limit := fs.Int("limit", 20, "how many threads, most recently updated first (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args[1:], e); err != nil {
+		return err
+	}
+	store, closeStore, err := operatorStore(ctx, e, "threads list")
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	names, err := store.Threads(ctx)
+	if err != nil {
+		return err
+	}
+	rows := make([]threadRow, 0, len(names))
+	for _, name := range names {
+		cp, err := store.Head(ctx, name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		row := threadRow{Thread: name, Status: cp.Status, Updated: cp.Created, Messages: cp.JournalLen, Error: cp.Error}
+		var st agent.State
+		if json.Unmarshal(cp.State, &st) == nil {
+			for _, c := range st.Waiting() {
+				row.Waiting = append(row.Waiting, c.Key+":"+c.Tool)
+			}
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b threadRow) int {
+		return cmp.Or(b.Updated.Compare(a.Updated), strings.Compare(a.Thread, b.Thread))
+	})
+	if *limit > 0 && len(rows) > *limit {
+		rows = rows[:*limit]
+	}
+	if *asJSON {
+		return writeJSONTo(e.stdout, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.stdout, "No threads in this Redis.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "THREAD\tSTATUS\tUPDATED\tMESSAGES\tWAITING")
+	for _, r := range rows {
+		waiting := strings.Join(r.Waiting, ",")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Thread, r.Status, r.Updated.UTC().Format(time.RFC3339), r.Messages, orNone(waiting))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,111 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/runner"
+)
+
+// withoutDeploy is the next version of the bot: the deploy tool is gone.
+const withoutDeploy = `
+tools:
+  lookup: {approval: never}
+  delete: {approval: required}
+`
+
+// A thread paused on deploy and delete; the bot is updated and deploy is
+// no longer offered. Approving deploy runs nothing: the thread gets one
+// card saying what changed, and Restart or Cancel take it on.
+func TestUpdateOverAPausedThread(t *testing.T) {
+	for _, how := range []string{"restart", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			w, tg := newWorld(t)
+			old, _ := w.service(t, nil, time.Second)
+			if err := old.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Channel: "C1", Text: "ship v2"}); err != nil {
+				t.Fatal(err)
+			}
+			deploy := waitingCall(t, old, "th", "deploy")
+
+			// Bob approves under the old version; the new one drives.
+			approve := decision("th", deploy, interrupt.Approve, "U_BOB")
+			approve.Channel = "C1"
+			if err := old.Decide(ctx, approve); err != nil {
+				t.Fatalf("Decide() = %v", err)
+			}
+			w.policy = withoutDeploy
+			rep := &recorder{}
+			svc, _ := w.service(t, rep, time.Second)
+			// The old version's claim took the thread's lease for a
+			// drive of its own, which never came (it was replaced): the
+			// new version drives once that lease has lapsed.
+			for deadline := time.Now().Add(10 * time.Second); len(rep.kinds()) == 0; {
+				if err := svc.Drive(ctx, "th"); err != nil {
+					t.Fatalf("Drive() = %v", err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the new version never drove the thread")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := svc.Drive(ctx, "th"); err != nil { // driven twice: one card
+				t.Fatalf("Drive() = %v", err)
+			}
+			var changed []runner.Event
+			for _, e := range rep.events {
+				if e.Kind == runner.GraphChanged {
+					changed = append(changed, e)
+				}
+			}
+			if len(changed) != 1 || changed[0].Text != "the tool deploy is no longer available" {
+				t.Fatalf("events = %v (changed %+v), want one graph_changed card naming deploy", rep.kinds(), changed)
+			}
+			if got := rep.kinds(); len(got) != 1 {
+				t.Errorf("events = %v, want only the card: the approval was not applied", got)
+			}
+			if n := tg.Count("POST /deploy"); n != 0 {
+				t.Fatalf("deploy ran %d times under the new version", n)
+			}
+
+			// Someone else, or a click from another channel, changes
+			// nothing.
+			bob := runner.Message{Thread: "th", Channel: "C1", By: "U_BOB"}
+			var refused *runner.RefusedError
+			if err := svc.CancelChanged(ctx, runner.Message{Thread: "th", Channel: "C2", By: "U_BOB"}); !errors.As(err, &refused) {
+				t.Errorf("CancelChanged(from another channel) = %v, want a refusal", err)
+			}
+			var want string
+			var err error
+			if how == "restart" {
+				err = svc.RestartChanged(ctx, bob)
+				want = "deploy → Not run: the bot was updated"
+			} else {
+				err = svc.CancelChanged(ctx, bob)
+				want = "Cancelled by <@U_BOB>"
+			}
+			if err != nil {
+				t.Fatalf("%s = %v", how, err)
+			}
+			res, err := svc.State(ctx, "th")
+			if err != nil || res.Status() != graph.Done || !strings.Contains(res.State.Answer(), want) {
+				t.Fatalf("after %s: %v, answer %q; want done, answer containing %q", how, err, res.State.Answer(), want)
+			}
+			answers := rep.answers()
+			if len(answers) != 1 || !strings.Contains(answers[0], want) {
+				t.Errorf("answers shown = %q, want one containing %q", answers, want)
+			}
+			if tg.Count("POST /deploy") != 0 || tg.Count("POST /delete") != 0 {
+				t.Errorf("deploy ran %d, delete %d times; want neither", tg.Count("POST /deploy"), tg.Count("POST /delete"))
+			}
+			if err := svc.RestartChanged(ctx, bob); !errors.Is(err, runner.ErrNotChanged) {
+				t.Errorf("RestartChanged(again) = %v, want ErrNotChanged", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryStore keeps claims, leases, the schedule and the audit trail in
+// memory, for tests and single-process use: it implements Store, Schedule
+// and Auditor. It is safe for concurrent use within one process; nothing
+// survives the process. Leases expire by the clock given to it.
+type MemoryStore struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	claims  map[string]map[string][]byte
+	leases  map[string]memLease
+	wakeups map[string]time.Time
+	waiting map[string]int
+	audit   []map[string]string
+}
+
+type memLease struct {
+	owner   string
+	expires time.Time
+}
+
+// NewMemoryStore returns an empty store; now is its clock (default
+// time.Now).
+func NewMemoryStore(now func() time.Time) *MemoryStore {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryStore{
+		now: now, claims: map[string]map[string][]byte{}, leases: map[string]memLease{},
+		wakeups: map[string]time.Time{}, waiting: map[string]int{},
+	}
+}
+
+// Claim implements Claims.
+func (m *MemoryStore) Claim(_ context.Context, thread, key string, value []byte) ([]byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.claims[thread]
+	if c == nil {
+		c = map[string][]byte{}
+		m.claims[thread] = c
+	}
+	if v, ok := c[key]; ok {
+		return slices.Clone(v), false, nil
+	}
+	c[key] = slices.Clone(value)
+	return slices.Clone(value), true, nil
+}
+
+// Claims implements Claims.
+func (m *MemoryStore) Claims(_ context.Context, thread string) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]byte, len(m.claims[thread]))
+	for k, v := range m.claims[thread] {
+		out[k] = slices.Clone(v)
+	}
+	return out, nil
+}
+
+// AcquireLease implements Leases.
+func (m *MemoryStore) AcquireLease(_ context.Context, thread, owner string, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[thread]; ok && m.now().Before(l.expires) {
+		return false, nil
+	}
+	m.leases[thread] = memLease{owner: owner, expires: m.now().Add(ttl)}
+	return true, nil
+}
+
+// RenewLease implements Leases.
+func (m *MemoryStore) RenewLease(_ context.Context, thread, owner string, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[thread]
+	if !ok || l.owner != owner || !m.now().Before(l.expires) {
+		return false, nil
+	}
+	m.leases[thread] = memLease{owner: owner, expires: m.now().Add(ttl)}
+	return true, nil
+}
+
+// ReleaseLease implements Leases.
+func (m *MemoryStore) ReleaseLease(_ context.Context, thread, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[thread]; ok && l.owner == owner {
+		delete(m.leases, thread)
+	}
+	return nil
+}
+
+// Wake implements Schedule.
+func (m *MemoryStore) Wake(_ context.Context, thread string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wakeups[thread] = at
+	return nil
+}
+
+// WakeBy implements Schedule.
+func (m *MemoryStore) WakeBy(_ context.Context, thread string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.wakeups[thread]; !ok || at.Before(cur) {
+		m.wakeups[thread] = at
+	}
+	return nil
+}
+
+// Due implements Schedule.
+func (m *MemoryStore) Due(_ context.Context, now time.Time, n int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var due []string
+	for thread, at := range m.wakeups {
+		if !at.After(now) {
+			due = append(due, thread)
+		}
+	}
+	slices.SortFunc(due, func(a, b string) int { return m.wakeups[a].Compare(m.wakeups[b]) })
+	if len(due) > n {
+		due = due[:n]
+	}
+	return due, nil
+}
+
+// Forget implements Schedule.
+func (m *MemoryStore) Forget(_ context.Context, thread string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.wakeups, thread)
+	return nil
+}
+
+// SetWaiting implements Schedule.
+func (m *MemoryStore) SetWaiting(_ context.Context, thread string, n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n <= 0 {
+		delete(m.waiting, thread)
+	} else {
+		m.waiting[thread] = n
+	}
+	return nil
+}
+
+// Audit implements Auditor.
+func (m *MemoryStore) Audit(_ context.Context, fields map[string]string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := make(map[string]string, len(fields))
+	for k, v := range fields {
+		rec[k] = v
+	}
+	m.audit = append(m.audit, rec)
+	return nil
+}
+
+// AuditLog returns the newest n audit records, newest first.
+func (m *MemoryStore) AuditLog(_ context.Context, n int) ([]map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []map[string]string
+	for i := len(m.audit) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, m.audit[i])
+	}
+	return out, nil
+}
