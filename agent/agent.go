@@ -60,6 +60,9 @@ type Options struct {
 	// (it stays saved as running, and whoever carries the run on decides
 	// what to do with it).
 	BeforeCall func(ctx context.Context, s *State, c Call) error
+	// OnStream, if set, is told about the model's reply while it is
+	// written (see Stream); the reply is saved only when complete.
+	OnStream func(ctx context.Context, s *State, st Stream)
 	// Graph holds the engine's options (clock, IDs, static interrupts).
 	Graph graph.Options
 	// Logger defaults to a logger that discards.
@@ -150,7 +153,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
-	reply, err := a.model.Generate(ctx, msgs, a.toolDefs())
+	reply, err := a.generate(ctx, s, msgs)
 	if err != nil {
 		return fmt.Errorf("model %s: %w", a.model.Name(), err)
 	}
