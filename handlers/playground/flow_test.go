@@ -298,7 +298,8 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
 	}
-	w.message(root.TS, "was not run. Rejected by <@"+teammate+">: not this one & not now")
+	// The model's answer repeats the reason; model text is shown escaped.
+	w.message(root.TS, "was not run. Rejected by &lt;@"+teammate+"&gt;: not this one &amp; not now")
 	if n := w.target.count("/feedback"); n != 0 {
 		t.Errorf("the call ran %d times after it was rejected", n)
 	}
