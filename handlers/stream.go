@@ -72,7 +72,15 @@ func (r *Reporter) SetStreaming(o StreamOptions) {
 }
 
 // interruptedNote ends a message whose answer was cut off.
-const interruptedNote = " … (interrupted; the answer continues below)"
+const interruptedNote = "… (interrupted; the answer continues below)"
+
+// noteAfter is the note to add to shown: after a space.
+func noteAfter(shown string) string {
+	if shown == "" || strings.HasSuffix(shown, " ") || strings.HasSuffix(shown, "\n") {
+		return interruptedNote
+	}
+	return " " + interruptedNote
+}
 
 // thinkingStatus is the assistant thread's status while the model works.
 const thinkingStatus = "is thinking…"
@@ -389,18 +397,19 @@ func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
 func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
 	log := r.logger().WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
 	done := false
+	note := noteAfter(rec.Shown)
 	if rec.Native {
-		_, _, err := r.api.StopStreamContext(ctx, rec.Channel, rec.TS, slack.MsgOptionMarkdownText(interruptedNote))
+		_, _, err := r.api.StopStreamContext(ctx, rec.Channel, rec.TS, slack.MsgOptionMarkdownText(note))
 		done = err == nil
 	}
 	if !done {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, rec.Channel, rec.TS, slack.MsgOptionText(rec.Shown+interruptedNote, false))
+		_, _, _, err := r.api.UpdateMessageContext(ctx, rec.Channel, rec.TS, slack.MsgOptionText(rec.Shown+note, false))
 		if err != nil {
 			log.WithError(err).Warn("finishing an interrupted answer")
 			return
 		}
 	}
-	rec.Shown, rec.Done, rec.Native = rec.Shown+interruptedNote, true, false
+	rec.Shown, rec.Done, rec.Native = rec.Shown+note, true, false
 	r.saveRecord(ctx, key, rec)
 	log.Info("finished an answer cut off mid-stream")
 }

@@ -222,16 +222,23 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas})
 	obs := metrics.New(store.WaitingTotal)
 	var svc *runner.Service
+	rep := newReporter(store)
+	onStream, err := streaming(getenv, rep, &svc)
+	if err != nil {
+		closeRedis()
+		return nil, err
+	}
 	a, err := agent.New(model, reg, obs.InstrumentStore(store), agent.Options{
 		Logger:     log,
 		OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
+		OnStream:   onStream,
 	})
 	if err != nil {
 		closeRedis()
 		return nil, err
 	}
-	svc = runner.New(a, store, newReporter(store), runner.Options{
+	svc = runner.New(a, store, rep, runner.Options{
 		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
 	})
 	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, redis: desc, close: closeRedis}, nil
