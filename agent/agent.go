@@ -5,7 +5,8 @@
 // until a person has decided every other call. Decisions come back as
 // state modifiers; approved calls run exactly once, each result saved
 // before the next call starts; rejected and expired calls are reported to
-// the model, which carries on.
+// the model, which carries on. The model node can stream its reply
+// (Options.OnStream) and saves only the complete reply; see stream.go.
 //
 // The package builds on graph and knows nothing of Slack or Redis; the
 // runner package maps threads to runs and applies people's decisions.

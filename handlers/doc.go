@@ -17,6 +17,10 @@
 // against the policy, the card's channel and the arguments' hash. The
 // handlers make no decision of their own.
 //
+// Answers are shown as the model writes them: one message that grows
+// (Slack's streaming methods, or chat.update) and that the final answer
+// finishes; see stream.go.
+//
 // The package does not run agents or keep state of its own: the runner
 // does the first, the store the second.
 package handlers
