@@ -1,17 +1,18 @@
 # Common tasks. `make test` and `make bench` start a throwaway redis-server
 # on a free loopback port for the run and point REDIS_URL at it (see
 # .ci/with-redis); it is stopped afterwards, also when tests fail. `make
-# test` also needs Chromium for the playground's browser tests; like
-# redis-server, it is installed with apt-get when missing and run as root.
+# test` also needs Chromium for the playground's browser tests, and Node's
+# npx for the MCP tests (servers from npm); like redis-server, they are
+# installed with apt-get when missing and run as root.
 
 GO ?= go
 
-.PHONY: test bench run
+.PHONY: test bench run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
-## headless Chromium for the browser tests)
+## headless Chromium for the browser tests, and npx for the MCP tests)
 test:
-	bash .ci/with-redis --chromium $(GO) test -race ./...
+	bash .ci/with-redis --chromium --node $(GO) test -race ./...
 
 ## bench: all benchmarks (BenchmarkCheckpointSave in redisstore among them)
 bench:
@@ -20,3 +21,39 @@ bench:
 ## run: the bot, configured from the environment (see README.md)
 run:
 	$(GO) run ./cmd/bot
+
+## lint: gofmt, go vet, go mod tidy and staticcheck; fails on any finding.
+## staticcheck is installed with go install when it is not on PATH.
+STATICCHECK_VERSION ?= v0.8.2
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	@command -v staticcheck >/dev/null || [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+
+## fuzz: each fuzz test for FUZZTIME (default 1m), one target at a time, as
+## go test allows one -fuzz target per package run. `make test` runs their
+## seed corpora.
+FUZZTIME ?= 1m
+FUZZ_TARGETS = \
+	./graph:FuzzNestedCheckpoint \
+	./handlers:FuzzVerify \
+	./handlers:FuzzInteractionPayload \
+	./handlers:FuzzDecisionPath \
+	./handlers:FuzzElicitForm \
+	./handlers:FuzzCards \
+	./handlers:FuzzAnswerText \
+	./tools:FuzzCanonical \
+	./tools:FuzzParsePolicy \
+	./tools:FuzzParseMCPServers \
+	./tools:FuzzAllowHostsDialled \
+	./tools:FuzzMaskSecrets \
+	./tools/mcp:FuzzToolName
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		bash .ci/with-redis $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done

@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type Toolbox interface {
 type Options struct {
 	// MaxTurns caps the model turns between two user messages (default 20).
 	MaxTurns int
+	// MaxCallsPerTurn caps the tool calls of one model turn (default
+	// tools.DefaultMaxCallsPerTurn): the calls past it fail at once with
+	// an error result, so they neither run nor wait for anyone.
+	MaxCallsPerTurn int
 	// ToolTimeout caps one tool call (default 2 minutes).
 	ToolTimeout time.Duration
 	// DefaultExpiry applies to rules without expires_after (default 24h).
@@ -56,6 +61,9 @@ type Options struct {
 	// OnCall, if set, is told about a call each time its new status has
 	// been saved (running, then done or failed).
 	OnCall func(ctx context.Context, s *State, c Call)
+	// OnModel, if set, is told how long each model call took and how it
+	// ended, for metrics.
+	OnModel func(took time.Duration, err error)
 	// BeforeCall, if set, is asked right before a call is sent; an
 	// error stops the run there, the call unsent
 	// (it stays saved as running, and whoever carries the run on decides
@@ -88,6 +96,9 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	if opts.ToolTimeout <= 0 {
 		opts.ToolTimeout = 2 * time.Minute
 	}
+	if opts.MaxCallsPerTurn <= 0 {
+		opts.MaxCallsPerTurn = tools.DefaultMaxCallsPerTurn
+	}
 	if opts.DefaultExpiry <= 0 {
 		opts.DefaultExpiry = 24 * time.Hour
 	}
@@ -100,14 +111,15 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	if a.now == nil {
 		a.now = time.Now
 	}
+	gopts := fingerprinted(opts.Graph, box)
 	g, err := graph.New[State]().
 		AddNode(ModelNode, a.modelNode).
 		AddNode(ToolsNode, a.toolsNode).
 		AddEdge(graph.Start, ModelNode).
 		AddConditionalEdge(ModelNode, afterModel, ToolsNode, graph.End).
 		AddEdge(ToolsNode, ModelNode).
-		ResumeDependsOn(pendingTools).
-		Compile(store, fingerprinted(opts.Graph, box))
+		ResumeDependsOn(pendingTools(gopts.Parts)).
+		Compile(store, gopts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -154,7 +166,11 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	start := a.now()
 	reply, err := a.generate(ctx, s, msgs)
+	if a.opts.OnModel != nil {
+		a.opts.OnModel(a.now().Sub(start), err)
+	}
 	if err != nil {
 		return fmt.Errorf("model %s: %w", a.model.Name(), err)
 	}
@@ -167,7 +183,12 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	s.Messages = append(s.Messages, reply)
 	s.Calls = nil
 	for i, tc := range reply.ToolCalls {
-		s.Calls = append(s.Calls, a.newCall(fmt.Sprintf("%d.%d", s.Turns, i), tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
+		key := fmt.Sprintf("%d.%d", s.Turns, i)
+		if i >= a.opts.MaxCallsPerTurn {
+			s.Calls = append(s.Calls, tooManyCalls(key, tc, reply.Content, a.opts.MaxCallsPerTurn, len(reply.ToolCalls)))
+			continue
+		}
+		s.Calls = append(s.Calls, a.newCall(key, tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
 	}
 	s.Turns++
 	s.PassTurns++
@@ -216,8 +237,18 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 	if expiry <= 0 {
 		expiry = a.opts.DefaultExpiry
 	}
-	c.Status, c.Expires = Pending, a.now().Add(expiry)
+	c.Status, c.Since, c.Expires = Pending, a.now(), a.now().Add(expiry)
 	return c
+}
+
+// tooManyCalls is a call past the cap of one turn: it fails at once, with
+// no card, and the model is told why.
+func tooManyCalls(key string, tc llm.ToolCall, reason string, limit, asked int) Call {
+	return Call{
+		Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason, Status: Failed, IsError: true,
+		Result: fmt.Sprintf("Error: this call was not run: one turn may ask for at most %d tool calls, and this one asked for %d. "+
+			"Wait for the results of the first %d, then ask again for what is still needed.", limit, asked, limit),
+	}
 }
 
 // toolsNode runs every approved call, saving before and after each, then
@@ -307,10 +338,16 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
 	defer cancel()
 	start := a.now()
-	result, err := callTool(ctx, tool, c.RunArgs())
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: s.Requester, Channel: s.Channel}
+	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	}
+	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
+		c.Status = Unknown
+		log.WithError(err).Warn("tool call was cut off; its outcome is unknown")
+		return
 	}
 	if err != nil {
 		c.Status, c.IsError, c.Result = Failed, true, prefix+"Error: "+err.Error()
@@ -322,12 +359,15 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 }
 
 // callTool runs the tool, turning a panic into an error.
-func callTool(ctx context.Context, t tools.Tool, args json.RawMessage) (result string, err error) {
+func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("the tool crashed: %v", p)
 		}
 	}()
+	if it, ok := t.(tools.InfoTool); ok {
+		return it.CallWithInfo(ctx, info, args)
+	}
 	return t.Call(ctx, args)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/tools"
 )
 
 // StateVersion is the version of State's format, recorded in every
@@ -21,6 +22,15 @@ const StateVersion = 1
 // toolPart names a tool among the graph's fingerprint parts.
 func toolPart(name string) string { return "tool:" + name }
 
+// fixedToolbox is a Toolbox some of whose tools come and go with servers
+// outside the bot (MCP servers, tools/mcp). Only its fixed tools are part
+// of the fingerprint: the others are not known when the graph is compiled,
+// change when their server says so, and are checked when a call is made
+// (a tool that is gone or a server that is down is an error to the model).
+type fixedToolbox interface {
+	FixedTools() []tools.Tool
+}
+
 // fingerprinted adds to opts what a resume of the agent's graph depends on
 // besides its shape: every tool's name and a hash of its schema, and the
 // state's version.
@@ -29,7 +39,11 @@ func fingerprinted(opts graph.Options, box Toolbox) graph.Options {
 	if parts == nil {
 		parts = map[string]string{}
 	}
-	for _, t := range box.Tools() {
+	ts := box.Tools
+	if f, ok := box.(fixedToolbox); ok {
+		ts = f.FixedTools
+	}
+	for _, t := range ts() {
 		parts[toolPart(t.Name())] = schemaHash(t.Schema())
 	}
 	opts.Parts = parts
@@ -52,15 +66,19 @@ func schemaHash(schema json.RawMessage) string {
 }
 
 // pendingTools names the tools of the calls that have yet to run or be
-// reported: a resume depends on their schemas.
-func pendingTools(s *State) []string {
-	var out []string
-	for _, c := range s.Calls {
-		if !c.Status.Settled() {
-			out = append(out, toolPart(c.Tool))
+// reported: a resume depends on their schemas. Only tools among the
+// fingerprint's parts count; the others (an MCP server's, see
+// fixedToolbox) are checked when the call is made.
+func pendingTools(parts map[string]string) func(s *State) []string {
+	return func(s *State) []string {
+		var out []string
+		for _, c := range s.Calls {
+			if _, fixed := parts[toolPart(c.Tool)]; fixed && !c.Status.Settled() {
+				out = append(out, toolPart(c.Tool))
+			}
 		}
+		return out
 	}
-	return out
 }
 
 // Incompatible tells how a thread's checkpoint differs from the graph

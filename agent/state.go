@@ -94,6 +94,8 @@ type Call struct {
 	Status CallStatus `json:"status"`
 	// NeedsApproval is the policy's verdict when the call was made.
 	NeedsApproval bool `json:"needs_approval,omitempty"`
+	// Since is when the call began to wait for a person.
+	Since time.Time `json:"since,omitzero"`
 	// Expires is when a pending call expires.
 	Expires time.Time `json:"expires,omitzero"`
 	// Decision is the person's decision, if one was made.

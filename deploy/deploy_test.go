@@ -41,6 +41,9 @@ var envVars = []string{
 	"BOT_ADDR", "BOT_POLICY", "LOG_LEVEL", "LOG_FORMAT",
 }
 
+// composeVars are the variables compose.yaml itself reads from .env.
+var composeVars = []string{"REDIS_PASSWORD", "VERSION"}
+
 // ---- helpers -------------------------------------------------------------------
 
 // doc is one YAML document, decoded into maps, slices and scalars.
@@ -1002,7 +1005,9 @@ func TestCompose(t *testing.T) {
 		{f, "services.redis.command has --maxmemory-policy noeviction", strings.Contains(redisCmd, "--maxmemory-policy noeviction"), true},
 		{f, "services.redis.healthcheck runs redis-cli ping", strings.Contains(strings.Join(strs(dig(redis, "healthcheck.test")), " "), "redis-cli ping"), true},
 		{f, "services.redis.restart", str(dig(redis, "restart")), "unless-stopped"},
-		{f, "services.bot.environment.REDIS_URL", str(dig(bot, "environment.REDIS_URL")), "redis://redis:6379/0"},
+		{f, "services.bot.environment.REDIS_URL", str(dig(bot, "environment.REDIS_URL")), "redis://:${REDIS_PASSWORD:-}@redis:6379/0"},
+		{f, "services.redis.command has --requirepass ${REDIS_PASSWORD:-}", strings.Contains(redisCmd, "--requirepass ${REDIS_PASSWORD:-}"), true},
+		{f, "services.redis.image is a pinned release", regexp.MustCompile(`^redis:7\.\d+\.\d+`).MatchString(str(dig(redis, "image"))), true},
 		{f, "services.bot.depends_on.redis.condition", str(dig(bot, "depends_on.redis.condition")), "service_healthy"},
 		{f, "services.bot.restart", str(dig(bot, "restart")), "unless-stopped"},
 		{f, "services.bot.env_file", str(dig(bot, "env_file")), ".env"},
@@ -1182,7 +1187,7 @@ func TestDockerfile(t *testing.T) {
 			build = in.args
 		}
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w"`, "./cmd/bot"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w `, "-X main.version=${VERSION}", "./cmd/bot"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("%s: the go build RUN %q lacks %s", f, build, want)
 		}
@@ -1349,8 +1354,8 @@ func TestEnvExample(t *testing.T) {
 		}
 	}
 	for k := range commented {
-		if !slices.Contains(envVars, k) {
-			t.Errorf(".env.example: %s (commented out) is not a variable the bot reads", k)
+		if !slices.Contains(envVars, k) && !slices.Contains(composeVars, k) {
+			t.Errorf(".env.example: %s (commented out) is not a variable the bot or compose.yaml reads", k)
 		}
 	}
 	for _, k := range envVars {
@@ -1381,5 +1386,36 @@ func TestEnvExample(t *testing.T) {
 		if !slices.Contains(envVars, k) {
 			t.Errorf("cmd/bot/main.go lists %s in its usage text: add it to envVars here and to .env.example", k)
 		}
+	}
+}
+
+// ---- Prometheus ------------------------------------------------------------------
+
+// The scrape example scrapes /metrics, and its Kubernetes job keeps the
+// pods and the port that deploy/k8s/deployment.yaml names.
+func TestPrometheusScrapeExample(t *testing.T) {
+	const f = "prometheus.yaml"
+	doc := loadDoc(t, f)
+	jobs := list(dig(doc, "scrape_configs"))
+	if len(jobs) != 2 {
+		t.Fatalf("%s: %d scrape jobs, want the static and the Kubernetes one", f, len(jobs))
+	}
+	for _, j := range jobs {
+		if p := str(dig(j, "metrics_path")); p != "/metrics" {
+			t.Errorf("%s: job %s scrapes %q, want /metrics", f, str(dig(j, "job_name")), p)
+		}
+	}
+	relabel := fmt.Sprint(dig(jobs[1], "relabel_configs"))
+	dep, err := os.ReadFile(filepath.Join("k8s", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"app.kubernetes.io/name: countersign", "name: http"} {
+		if !strings.Contains(string(dep), want) {
+			t.Errorf("k8s/deployment.yaml lacks %q, which %s relies on", want, f)
+		}
+	}
+	if !strings.Contains(relabel, "regex:countersign") || !strings.Contains(relabel, "regex:http") {
+		t.Errorf("%s: the Kubernetes job keeps %s; want the countersign pods' http port", f, relabel)
 	}
 }

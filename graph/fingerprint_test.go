@@ -141,8 +141,7 @@ func TestCheckpointsWithoutFingerprintResume(t *testing.T) {
 	store := newStore()
 	var c counter
 	g := approvalGraph(t, store, &c)
-	res, err := g.Start(ctx, "t", state{}, graph.RunConfig{})
-	if err != nil {
+	if _, err := g.Start(ctx, "t", state{}, graph.RunConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	// The same pause as a checkpoint written before fingerprints existed.
@@ -152,7 +151,7 @@ func TestCheckpointsWithoutFingerprintResume(t *testing.T) {
 	if err := store.Save(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = g.Resume(ctx, "old", approve); err != nil || res.Status() != graph.Done {
+	if res, err := g.Resume(ctx, "old", approve); err != nil || res.Status() != graph.Done {
 		t.Fatalf("Resume(old checkpoint) = %v, %v; want done", res, err)
 	}
 }

@@ -38,7 +38,7 @@ const (
 // tool's arguments are shown as pretty JSON. clipped reports whether
 // anything was shortened, in which case the card offers "Show all".
 func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
-	args := c.RunArgs()
+	args := shownArgs(c)
 	if c.Tool == tools.HTTPRequestName {
 		if blocks, clipped, ok := httpArgsView(args); ok {
 			return blocks, clipped
@@ -182,8 +182,8 @@ func hashLine(c agent.Call) slack.Block {
 	return contextBlock("🔏 Arguments hash " + codeSpan("sha256:"+tools.ShortHash(hash)) + " — an approval runs exactly these arguments.")
 }
 
-// ArgsModal shows every byte of a call's arguments, in as many code
-// blocks as they take: pretty JSON, or compact JSON where the pretty form
+// ArgsModal shows every byte of a call's arguments (credentials masked),
+// in as many code blocks as they take: pretty JSON, or compact JSON where the pretty form
 // would not fit (tools.MaxArgsLen makes sure the compact one does).
 func ArgsModal(c agent.Call) slack.ModalViewRequest {
 	view := slack.ModalViewRequest{
@@ -192,7 +192,7 @@ func ArgsModal(c agent.Call) slack.ModalViewRequest {
 		Close: plainText("Close"),
 	}
 	head := contextBlock("Tool " + codeSpan(c.Tool) + " · hash " + codeSpan("sha256:"+tools.ShortHash(c.RunHash())))
-	for _, text := range []string{string(indentJSON(c.RunArgs())), string(c.RunArgs())} {
+	for _, text := range []string{string(indentJSON(shownArgs(c))), string(shownArgs(c))} {
 		if parts, ok := codeParts(text); ok {
 			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
 			return view

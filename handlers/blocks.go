@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // The identifiers of the cards' buttons and the modals' fields, which the
@@ -131,7 +132,7 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 		blocks = append(blocks, sectionBlock(strings.Join(lines, "\n")))
 	}
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
-		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(c.Args, c.RunArgs()), budgetDiff+budgetDiffLine)))
+		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), shownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
 	view, _ := argsView(c)
 	blocks = append(blocks, view...)
@@ -235,6 +236,10 @@ func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
 	}
 	return view
 }
+
+// shownArgs are the arguments a call runs with, as people see them: with
+// credentials masked.
+func shownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
 
 // argsCardBlocks shows a waiting call's arguments, the hash an approval
 // binds to, and a "Show all" button if the arguments were shortened.
@@ -610,8 +615,11 @@ func mrkdwnText(text string) *slack.TextBlockObject {
 var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // slackEscape makes text from the model, a tool or a person show as it is:
-// escaped, and with invalid UTF-8 replaced.
-func slackEscape(s string) string { return slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
+// escaped, with invalid UTF-8 replaced, and with no code fence of its own
+// (see breakFences).
+func slackEscape(s string) string {
+	return breakFences(slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")))
+}
 
 // oneLine puts text on one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -21,6 +21,11 @@
 // (Slack's streaming methods, or chat.update) and that the final answer
 // finishes; see stream.go.
 //
+// A tool's request for input during a call (elicit.go) is not a decision
+// on a call and does not go through the runner: the Elicitor posts it in
+// the thread, only the person who asked for the run may answer it, and
+// the answer reaches the waiting call through the store's mailbox.
+//
 // The package does not run agents or keep state of its own: the runner
 // does the first, the store the second.
 package handlers

@@ -31,9 +31,13 @@ func (s *Server) interaction(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
-		s.blockAction(w, r, cb)
+		if !s.elicitAction(w, r, cb) {
+			s.blockAction(w, r, cb)
+		}
 	case slack.InteractionTypeViewSubmission:
-		s.viewSubmission(w, r, cb)
+		if !s.elicitSubmission(w, r, cb) {
+			s.viewSubmission(w, r, cb)
+		}
 	default:
 		w.WriteHeader(http.StatusOK)
 	}

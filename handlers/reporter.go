@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -36,6 +37,7 @@ type Reporter struct {
 	store Store
 	now   func() time.Time
 	log   logrus.FieldLogger
+	tools ToolLookup // optional; see WithTools
 	// streams are the answers being streamed (see stream.go).
 	streams streams
 }
@@ -82,7 +84,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(ApprovalCard(c, requester, value, r.now())...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
 		if err != nil {
 			return err
 		}
@@ -96,6 +98,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		c := *e.Call
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
+		}
+		if c.Status == agent.Failed && c.NeedsApproval {
+			return nil // its card says why, once
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
 		return err
@@ -179,6 +184,13 @@ func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d",
 // resultText is the thread reply that shows a call's result.
 func resultText(c agent.Call) string {
 	result := c.Result
+	// The note telling the model that a person edited the arguments is
+	// for the model: people see the edit on the card.
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
+			result = rest
+		}
+	}
 	const limit = 2500
 	if len(result) > limit {
 		cut := limit
@@ -191,7 +203,7 @@ func resultText(c agent.Call) string {
 	if c.Status == agent.Failed {
 		icon = "❌"
 	}
-	return fmt.Sprintf("%s `%s` result:\n```\n%s\n```", icon, c.Tool, strings.ReplaceAll(result, "```", "'''"))
+	return fmt.Sprintf("%s %s result:\n```\n%s\n```", icon, codeSpan(c.Tool), slackEscape(strings.ReplaceAll(result, "```", "'''")))
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

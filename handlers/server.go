@@ -31,6 +31,9 @@ type Options struct {
 	MaxConcurrentWork int
 	// Logger defaults to a logger that discards.
 	Logger logrus.FieldLogger
+	// Mailbox, if set, carries people's answers to tools' requests for
+	// input (see Elicitor) to the process whose call waits for them.
+	Mailbox Mailbox
 }
 
 // Server answers Slack. Create it with New; serve Handler.

@@ -33,7 +33,8 @@ import (
 // (the text that arrived meanwhile is shown when the interval is up),
 // and the final answer is shown at once: the runner's Answer event
 // finishes the streamed message with the final text instead of posting
-// the answer again. The text is escaped exactly like a final answer's.
+// the answer again. The text is escaped exactly like a final answer's
+// (answerText).
 //
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process
@@ -85,9 +86,18 @@ func noteAfter(shown string) string {
 // thinkingStatus is the assistant thread's status while the model works.
 const thinkingStatus = "is thinking…"
 
-// shownAnswer is an answer's text as the thread shows it: model text,
-// escaped, while it grows and when it is final.
-func shownAnswer(s string) string { return slackEscape(s) }
+// shownAnswer is an answer's text as the thread shows it: escaped like
+// every final answer (answerText), while it grows and when it is final.
+// A message that grows with the streaming methods can only be appended
+// to, so while it grows its code fences are left open (a closing fence
+// added now would be in the way of the text that follows); the final
+// text closes them.
+func shownAnswer(native bool, s string) string {
+	if native {
+		return slackEscape(s)
+	}
+	return answerText(s)
+}
 
 // streams are the answers this process is streaming. Safe for concurrent
 // use.
@@ -235,9 +245,9 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		r.finishInterrupted(ctx, la.key, old)
 	}
 	la.started = true
-	shown := shownAnswer(e.Text)
-	rec := streamRecord{Channel: channel, Shown: shown}
+	rec := streamRecord{Channel: channel}
 	if !r.streams.noNative.Load() {
+		shown := shownAnswer(true, e.Text)
 		requester := ""
 		if e.State != nil {
 			requester = cmp.Or(e.State.TurnBy, e.State.Requester)
@@ -247,7 +257,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		var slackErr slack.SlackErrorResponse
 		switch {
 		case err == nil:
-			rec.TS, rec.Native = ts, true
+			rec.TS, rec.Native, rec.Shown = ts, true, shown
 		case errors.As(err, &slackErr):
 			// The workspace (or the app's scopes) has no streaming
 			// messages: post and update from now on.
@@ -258,12 +268,13 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		}
 	}
 	if rec.TS == "" {
+		shown := shownAnswer(false, e.Text)
 		_, ts, err := r.api.PostMessageContext(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(shown, false))
 		if err != nil {
 			la.broken = true
 			return err
 		}
-		rec.TS = ts
+		rec.TS, rec.Shown = ts, shown
 	}
 	la.rec, la.want, la.last = rec, e.Text, r.now()
 	r.saveRecord(ctx, la.key, la.rec)
@@ -273,7 +284,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 // flush shows la.want if it is not shown yet; la.mu is held. A failure
 // is left for the next change (or the final answer) to catch up.
 func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
-	shown := shownAnswer(la.want)
+	shown := shownAnswer(la.rec.Native, la.want)
 	if shown == la.rec.Shown {
 		return nil
 	}
@@ -286,6 +297,7 @@ func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
 		// grows, so end it and redraw the message.
 		_, _, _ = r.api.StopStreamContext(ctx, la.rec.Channel, la.rec.TS)
 		la.rec.Native = false
+		shown = shownAnswer(false, la.want)
 		fallthrough
 	default:
 		_, _, _, err = r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
@@ -307,7 +319,7 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 		la.timer.Stop()
 		la.timer = nil
 	}
-	shown := shownAnswer(final)
+	shown := answerText(final)
 	err := r.retry(ctx, func() error {
 		if la.rec.Native {
 			var opts []slack.MsgOption
@@ -357,7 +369,7 @@ func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root str
 			return r.finish(ctx, la, e.Text, hash)
 		}
 	}
-	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(shownAnswer(e.Text), false))
+	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
 	return err
 }
 

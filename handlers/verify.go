@@ -72,35 +72,48 @@ func NewVerifier(signingSecret string, now func() time.Time) *Verifier {
 // ErrStaleRequest; it never contains the signature, the body or the
 // secret.
 func (v *Verifier) Verify(header http.Header, body []byte) error {
-	ts := header.Get(headerTimestamp)
-	sig := header.Get(headerSignature)
-	if ts == "" || sig == "" {
-		return ErrMissingSignature
+	ts, sig, err := v.CheckHeader(header)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(sig, v.mac(ts, body)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// CheckHeader checks what can be checked of a request's signature before
+// its body is read: both headers are present, the timestamp is a number
+// within MaxClockSkew of now, and the signature is of scheme v0 in hex.
+// It returns the timestamp and the raw signature for Verify. The errors
+// are those of Verify.
+func (v *Verifier) CheckHeader(header http.Header) (ts string, sig []byte, err error) {
+	ts = header.Get(headerTimestamp)
+	rawSig := header.Get(headerSignature)
+	if ts == "" || rawSig == "" {
+		return "", nil, ErrMissingSignature
 	}
 	if len(v.secret) == 0 {
-		return fmt.Errorf("no signing secret configured: %w", ErrBadSignature)
+		return "", nil, fmt.Errorf("no signing secret configured: %w", ErrBadSignature)
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("timestamp is not a number: %w", ErrBadSignature)
+		return "", nil, fmt.Errorf("timestamp is not a number: %w", ErrBadSignature)
 	}
 	// Compare in seconds: converting an absurd timestamp to a
 	// time.Duration could overflow.
 	if skew := v.now().Unix() - unix; skew > int64(MaxClockSkew/time.Second) || skew < -int64(MaxClockSkew/time.Second) {
-		return fmt.Errorf("timestamp is %ds away from now: %w", skew, ErrStaleRequest)
+		return "", nil, fmt.Errorf("timestamp is %ds away from now: %w", skew, ErrStaleRequest)
 	}
-	hexSig, ok := strings.CutPrefix(sig, signatureScheme+"=")
+	hexSig, ok := strings.CutPrefix(rawSig, signatureScheme+"=")
 	if !ok {
-		return fmt.Errorf("signature is not of scheme %s: %w", signatureScheme, ErrBadSignature)
+		return "", nil, fmt.Errorf("signature is not of scheme %s: %w", signatureScheme, ErrBadSignature)
 	}
-	got, err := hex.DecodeString(hexSig)
+	sig, err = hex.DecodeString(hexSig)
 	if err != nil {
-		return fmt.Errorf("signature is not hex: %w", ErrBadSignature)
+		return "", nil, fmt.Errorf("signature is not hex: %w", ErrBadSignature)
 	}
-	if !hmac.Equal(got, v.mac(ts, body)) {
-		return ErrBadSignature
-	}
-	return nil
+	return ts, sig, nil
 }
 
 // mac computes the raw v0 signature of a timestamp and body.
@@ -129,15 +142,25 @@ func ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // Middleware reads and verifies each request before handing it to next
-// with its raw body. A body over MaxBody is answered 413, one that cannot
-// be read 400, and a request that fails verification 401; next is not
-// called for any of them. r.Body is replaced with a reader over the same
+// with its raw body. A request whose signature headers are missing, stale
+// or malformed is answered 401 before its body is read, so that unsigned
+// traffic costs no memory and cannot hold a connection open by sending
+// its body slowly. A body over MaxBody is answered 413, one that cannot
+// be read 400, and a body that does not match the signature 401; next is
+// not called for any of them. r.Body is replaced with a reader over the same
 // bytes, so that next may still call r.ParseForm.
 //
 // Nothing is logged here: a log line about a bad request must not carry
 // its body, its signature or the secret, and the server logs the status.
 func (v *Verifier) Middleware(next func(w http.ResponseWriter, r *http.Request, body []byte)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := v.CheckHeader(r.Header); err != nil {
+			// The unread body is not drained: the connection is closed
+			// after this answer.
+			w.Header().Set("Connection", "close")
+			http.Error(w, "invalid request signature", http.StatusUnauthorized)
+			return
+		}
 		body, err := ReadBody(w, r)
 		switch {
 		case errors.Is(err, ErrTooLarge):

@@ -132,7 +132,7 @@ func TestVerifyMiddleware(t *testing.T) {
 		{name: "exactly 1 MiB", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, exact), body: exact, want: http.StatusOK, wantNext: true},
 		{name: "empty body", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, nil), want: http.StatusOK, wantNext: true},
 		{name: "over 1 MiB", ts: exampleTimestamp, sig: signV0(exampleSecret, exampleTimestamp, large), body: large, want: http.StatusRequestEntityTooLarge},
-		{name: "over 1 MiB unsigned", body: large, want: http.StatusRequestEntityTooLarge},
+		{name: "over 1 MiB unsigned", body: large, want: http.StatusUnauthorized},
 		{name: "wrong signature", ts: exampleTimestamp, sig: signV0("another secret", exampleTimestamp, []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
 		{name: "missing signature", ts: exampleTimestamp, body: []byte(exampleBody), want: http.StatusUnauthorized},
 		{name: "stale", ts: "1531420000", sig: signV0(exampleSecret, "1531420000", []byte(exampleBody)), body: []byte(exampleBody), want: http.StatusUnauthorized},
@@ -170,6 +170,46 @@ func TestVerifyMiddleware(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A request without valid signature headers is refused before its body
+// is read: the body here blocks forever if anyone reads it.
+func TestVerifyMiddlewareRefusesBeforeReading(t *testing.T) {
+	tests := []struct {
+		name    string
+		ts, sig string
+	}{
+		{"no headers", "", ""},
+		{"no signature", exampleTimestamp, ""},
+		{"no timestamp", "", exampleSignature},
+		{"stale", "1531420000", exampleSignature},
+		{"timestamp not a number", "yesterday", exampleSignature},
+		{"not v0", exampleTimestamp, "v1=00"},
+		{"not hex", exampleTimestamp, "v0=zz"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
+				t.Error("next was called")
+			})
+			body := blockingReader{t: t}
+			req := httptest.NewRequest(http.MethodPost, "/slack/commands", body)
+			req.Header = signatureHeader(tt.ts, tt.sig)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("status = %d, want %d", rec.Code, http.StatusUnauthorized)
+			}
+		})
+	}
+}
+
+// blockingReader is a request body that must not be read.
+type blockingReader struct{ t *testing.T }
+
+func (b blockingReader) Read([]byte) (int, error) {
+	b.t.Error("the body was read")
+	return 0, errors.New("not readable")
 }
 
 func TestReadBody(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/agent"
@@ -20,36 +21,68 @@ import (
 
 // Metrics are the bot's Prometheus metrics. It implements
 // runner.Observer; Instrument wraps the Slack handler to time
-// acknowledgements, and InstrumentStore the checkpoint store to time
-// saves.
+// acknowledgements, InstrumentStore the checkpoint store to time saves,
+// and ModelCalled times model calls. Every series a dashboard sums exists
+// from the start, at zero. It is safe for concurrent use.
 type Metrics struct {
 	reg       *prometheus.Registry
-	runs      *prometheus.CounterVec
+	started   prometheus.Counter
+	resumed   prometheus.Counter
+	finished  *prometheus.CounterVec
 	decisions *prometheus.CounterVec
+	wait      prometheus.Histogram
 	tools     *prometheus.CounterVec
+	model     *prometheus.HistogramVec
 	ack       *prometheus.HistogramVec
 	saveTime  prometheus.Histogram
 	saveBytes prometheus.Histogram
 }
 
+// Options describe what the metrics are about.
+type Options struct {
+	// Version, Revision and GoVersion label countersign_build_info.
+	Version, Revision, GoVersion string
+	// Tools are the offered tools, whose execution series exist from the
+	// start.
+	Tools []string
+}
+
 // New registers the metrics. pending, if not nil, reports the
 // number of calls waiting for a person across all replicas; it is asked
 // at each scrape.
-func New(pending func(ctx context.Context) (int, error)) *Metrics {
+func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_runs_total",
-			Help: "Agent runs by event: started (a run began or resumed), paused, done, failed.",
-		}, []string{"event"}),
+		started: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "countersign_runs_started_total",
+			Help: "Agent runs begun: a request or a new turn in a thread.",
+		}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "countersign_runs_resumed_total",
+			Help: "Agent runs resumed: after decisions, a retry, a crash, a note.",
+		}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_runs_stopped_total",
+			Help: "Agent runs that stopped, by status: paused (for approval), done, failed.",
+		}, []string{"status"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_decisions_total",
 			Help: "Decisions on tool calls by kind (approve, edit, reject, respond, mark_done, expire).",
 		}, []string{"kind"}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "countersign_approval_wait_seconds",
+			Help:    "How long a tool call waited for a person's decision, from its card to the decision.",
+			Buckets: []float64{5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 7 * 86400},
+		}),
 		tools: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_tool_executions_total",
 			Help: "Tool executions by tool and outcome (done, failed).",
 		}, []string{"tool", "outcome"}),
+		model: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "countersign_model_call_seconds",
+			Help:    "Time of one model call (retries included), by outcome: ok or error.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 40, 80},
+		}, []string{"outcome"}),
 		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "countersign_slack_ack_seconds",
 			Help:    "Time to acknowledge a Slack request, by endpoint.",
@@ -66,8 +99,30 @@ func New(pending func(ctx context.Context) (int, error)) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(256, 2, 12),
 		}),
 	}
-	m.reg.MustRegister(m.runs, m.decisions, m.tools, m.ack, m.saveTime, m.saveBytes,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "countersign_build_info",
+		Help:        "The running build: always 1, labelled with its version.",
+		ConstLabels: prometheus.Labels{"version": opts.Version, "revision": opts.Revision, "goversion": opts.GoVersion},
+	})
+	info.Set(1)
+	m.reg.MustRegister(m.started, m.resumed, m.finished, m.decisions, m.wait, m.tools, m.model, m.ack, m.saveTime, m.saveBytes, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every label value a dashboard sums over, at zero from the start.
+	for _, s := range []graph.Status{graph.Paused, graph.Done, graph.Failed} {
+		m.finished.WithLabelValues(s.String())
+	}
+	for _, k := range []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire} {
+		m.decisions.WithLabelValues(k.String())
+	}
+	for _, t := range opts.Tools {
+		m.tools.WithLabelValues(t, agent.Done.String())
+		m.tools.WithLabelValues(t, agent.Failed.String())
+	}
+	for _, r := range []string{"/slack/commands", "/slack/events", "/slack/interactions", "other"} {
+		m.ack.WithLabelValues(r)
+	}
+	m.model.WithLabelValues("ok")
+	m.model.WithLabelValues("error")
 	if pending != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "countersign_pending_approvals",
@@ -91,23 +146,55 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Instrument times how long next takes to answer each request, which for
-// the Slack endpoints is the acknowledgement.
+// the Slack endpoints is the acknowledgement. The endpoint label is one
+// of a fixed set (see routeLabel), so that requests to made-up paths
+// cannot add series.
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		next.ServeHTTP(w, r)
-		m.ack.WithLabelValues(r.URL.Path).Observe(time.Since(start).Seconds())
+		m.ack.WithLabelValues(routeLabel(r.URL.Path)).Observe(time.Since(start).Seconds())
 	})
 }
 
+// routeLabel is the endpoint label of a request path: the path of one of
+// the Slack endpoints, or "other" for any other path.
+func routeLabel(path string) string {
+	switch path {
+	case "/slack/commands", "/slack/events", "/slack/interactions":
+		return path
+	}
+	return "other"
+}
+
 // RunStarted implements runner.Observer.
-func (m *Metrics) RunStarted() { m.runs.WithLabelValues("started").Inc() }
+func (m *Metrics) RunStarted(resumed bool) {
+	if resumed {
+		m.resumed.Inc()
+	} else {
+		m.started.Inc()
+	}
+}
 
 // RunStopped implements runner.Observer.
-func (m *Metrics) RunStopped(s graph.Status) { m.runs.WithLabelValues(s.String()).Inc() }
+func (m *Metrics) RunStopped(s graph.Status) { m.finished.WithLabelValues(s.String()).Inc() }
 
 // Decided implements runner.Observer.
-func (m *Metrics) Decided(k interrupt.Kind) { m.decisions.WithLabelValues(k.String()).Inc() }
+func (m *Metrics) Decided(k interrupt.Kind, waited time.Duration) {
+	m.decisions.WithLabelValues(k.String()).Inc()
+	if waited > 0 {
+		m.wait.Observe(waited.Seconds())
+	}
+}
+
+// ModelCalled is the agent's OnModel hook: it times a model call.
+func (m *Metrics) ModelCalled(took time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.model.WithLabelValues(outcome).Observe(took.Seconds())
+}
 
 // ToolFinished implements runner.Observer.
 func (m *Metrics) ToolFinished(tool string, s agent.CallStatus) {

@@ -29,6 +29,7 @@
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	cs:waiting      hash    thread → how many of its calls wait for a person
 //	cs:audit        stream  one entry per decision or refused click, capped
+//	cs:mailbox:<b>  list    an answer on its way to the process waiting for it (mailbox.go); expires
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
 // are written as "%25", "%7B" and "%7D", so the hash tag is always exactly

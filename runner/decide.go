@@ -131,7 +131,8 @@ func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State
 	c, ok := st.Call(d.Call)
 	switch {
 	case !ok:
-		return st, nil, id, ErrNotPending
+		// Settled and handed to the model since: the claim says who.
+		return st, nil, id, s.decidedRound(ctx, d)
 	case c.Attempts != d.Round || !c.Status.Waiting():
 		// Whether the winner's decision is still being applied or the
 		// call has run since, the loser hears who decided that round.

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -382,7 +383,11 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	}
 	if won {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
-		s.opts.Observer.Decided(d.Kind)
+		var waited time.Duration
+		if !c.Since.IsZero() && !d.At.IsZero() {
+			waited = d.At.Sub(c.Since)
+		}
+		s.opts.Observer.Decided(d.Kind, waited)
 		return nil
 	}
 	var first interrupt.Decision
@@ -543,7 +548,7 @@ func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call)
 // with the thread and an ID of its own so that its lines can be told
 // from those of the thread's other runs.
 func (s *Service) begin(thread, how string) logrus.FieldLogger {
-	s.opts.Observer.RunStarted()
+	s.opts.Observer.RunStarted(how != "start" && how != "continue")
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
@@ -630,7 +635,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, thread st
 			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
 		}
 	case graph.Failed:
-		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: res.Checkpoint.Error})
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
 	}
 	return ok
 }
@@ -658,11 +663,28 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 
 type noObserver struct{}
 
-func (noObserver) RunStarted()                           {}
+func (noObserver) RunStarted(bool)                       {}
 func (noObserver) RunStopped(graph.Status)               {}
-func (noObserver) Decided(interrupt.Kind)                {}
+func (noObserver) Decided(interrupt.Kind, time.Duration) {}
 func (noObserver) ToolFinished(string, agent.CallStatus) {}
 
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// failureText is a failed run's error for people: without the engine's
+// "node model: " prefix, and saying the model's name once.
+func failureText(err string) string {
+	_, rest, ok := strings.Cut(err, ": ")
+	if !ok || !strings.HasPrefix(err, "node ") {
+		return err
+	}
+	// "model NAME: … NAME: …" → "model NAME: …": the model's client
+	// names itself already.
+	if after, found := strings.CutPrefix(rest, "model "); found {
+		if name, tail, ok := strings.Cut(after, ": "); ok && strings.Contains(tail, name+": ") {
+			return "the model failed: " + strings.Replace(tail, name+": ", "", 1) + " (" + name + ")"
+		}
+	}
+	return rest
+}

@@ -158,8 +158,9 @@ func TestExpiry(t *testing.T) {
 	if res.Status() != graph.Done || strings.Count(res.State.Answer(), "expired before anyone decided") != 2 {
 		t.Errorf("after expiry: %s %q", res.Status(), res.State.Answer())
 	}
-	if err := svc.Decide(ctx, runner.Decision{Thread: "th", Call: "0.1", Kind: interrupt.Approve, By: "U_BOB"}); !errors.Is(err, runner.ErrNotPending) {
-		t.Errorf("Decide(after expiry) = %v, want ErrNotPending (the calls are settled)", err)
+	var lost *runner.AlreadyDecidedError
+	if err := svc.Decide(ctx, runner.Decision{Thread: "th", Call: "0.1", Kind: interrupt.Approve, By: "U_BOB"}); !errors.As(err, &lost) || lost.Decision.Kind != interrupt.Expire {
+		t.Errorf("Decide(after expiry) = %v, want that the call expired (it is settled)", err)
 	}
 }
 

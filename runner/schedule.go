@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // Schedule keeps, per thread, when the service must look at it again
@@ -35,12 +37,14 @@ type Schedule interface {
 // Observer is told what the service does, for metrics. Its methods must
 // be cheap and safe for concurrent use.
 type Observer interface {
-	// RunStarted: a run of a thread began or resumed.
-	RunStarted()
+	// RunStarted: a run of a thread began (a request, a new turn), or
+	// resumed (after a decision, a retry, a crash) when resumed is true.
+	RunStarted(resumed bool)
 	// RunStopped: a run stopped paused, done or failed.
 	RunStopped(status graph.Status)
-	// Decided: a decision (or an expiry) was claimed.
-	Decided(kind interrupt.Kind)
+	// Decided: a decision (or an expiry) was claimed, waited after the
+	// call asked for it (0 when unknown).
+	Decided(kind interrupt.Kind, waited time.Duration)
 	// ToolFinished: a call ran, with this outcome (done or failed).
 	ToolFinished(tool string, status agent.CallStatus)
 }
@@ -152,9 +156,12 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 	if s.opts.Auditor == nil {
 		return
 	}
-	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(c.Args)}
+	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(tools.MaskSecrets(c.Tool, c.Args))}
 	for k, v := range fields {
 		rec[k] = v
+	}
+	if edited, ok := rec["edited_args"]; ok {
+		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, json.RawMessage(edited)))
 	}
 	if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")

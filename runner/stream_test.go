@@ -82,7 +82,7 @@ func TestStreamEndsBeforeCalls(t *testing.T) {
 	ctx := context.Background()
 	tg := newTarget(t)
 	srv := llmtest.NewOpenAIServer(t,
-		llmtest.Reply("Looking it up.", llmtest.Call("c1", "lookup", mustJSON(map[string]string{"method": "GET", "url": tg.URL + "/lookup"}))),
+		llmtest.Reply("Looking it up.", llmtest.Call("c1", "lookup", `{"method":"GET","url":"`+tg.URL+`/lookup"}`)),
 		llmtest.Reply("Found it."))
 	rep := &recorder{}
 	svc := streamingService(t, srv, rep)

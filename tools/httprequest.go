@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -45,6 +46,9 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 // host with a default client.
 type HTTPOptions struct {
 	// AllowHosts are the only hosts the tool calls, redirects included.
+	// Without them the tool calls any host, but follows a redirect only
+	// on the same host: a redirect elsewhere is returned to the model
+	// (status and Location), which may ask for a new call.
 	// An entry "api.example.com" or "127.0.0.1" matches that host on any
 	// port; "api.example.com:8080" or "[::1]:8080" only on that port (a
 	// URL without a port has its scheme's, 80 or 443). Hosts match by
@@ -223,6 +227,10 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 			stopped = fmt.Sprintf("redirect to %s not followed: only http and https URLs are supported", next.URL.Redacted())
 		case !h.allowed(next.URL):
 			stopped = fmt.Sprintf("redirect to %s not followed: host %s is not allowed", next.URL.Redacted(), next.URL.Host)
+		case !h.restricted && !sameHost(u, next.URL):
+			// The person who approved the call saw only its URL: a
+			// redirect elsewhere is the model's to propose as a new call.
+			stopped = fmt.Sprintf("redirect to another host (%s) not followed: to call it, ask for a new http_request to that URL", next.URL.Host)
 		default:
 			return nil
 		}
@@ -230,7 +238,7 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return "", requestError(u, err)
 	}
 	defer resp.Body.Close()
 	return h.result(u, resp, stopped), nil
@@ -255,6 +263,28 @@ func (h *HTTPRequest) allowed(u *url.URL) bool {
 		}
 	}
 	return false
+}
+
+// sameHost reports whether a redirect to next stays on the host of the
+// URL asked for: the same host name and port, or the move from http on
+// port 80 to https on port 443.
+func sameHost(asked, next *url.URL) bool {
+	if !strings.EqualFold(strings.TrimSuffix(asked.Hostname(), "."), strings.TrimSuffix(next.Hostname(), ".")) {
+		return false
+	}
+	from, to := effectivePort(asked), effectivePort(next)
+	return from == to || from == "80" && to == "443" && asked.Scheme == "http" && next.Scheme == "https"
+}
+
+// effectivePort is u's port, or its scheme's default.
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // result renders a response for the model:
@@ -387,4 +417,26 @@ func parseHostPattern(s string) (hostPattern, error) {
 		return bad()
 	}
 	return hostPattern{host: host, port: port}, nil
+}
+
+// requestError says in words why a request got no answer, instead of Go's
+// `Post "https://…": dial tcp 10.0.0.1:443: connect: connection refused`.
+func requestError(u *url.URL, err error) error {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s did not answer in time", u.Host)
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("the host %s was not found", u.Hostname())
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s refused the connection (nothing listens there)", u.Host)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return fmt.Errorf("could not connect to %s (%v)", u.Host, opErr.Err)
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return fmt.Errorf("%s %s: %w", uerr.Op, u.Host, uerr.Err)
+	}
+	return err
 }

@@ -254,6 +254,41 @@ func TestHTTPRequestRedirects(t *testing.T) {
 		}
 	})
 
+	t.Run("without a policy, to another host is returned to the model", func(t *testing.T) {
+		before := targetHits.Load()
+		h := tools.NewHTTPRequest(tools.HTTPOptions{})
+		got, err := h.Call(t.Context(), args(t, "GET", origin.URL))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", origin.URL, err)
+		}
+		for _, want := range []string{"HTTP 302 Found\n", "Location: " + target.URL + "/landing\n", "not followed"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("Call(%s) = %q, want it to contain %q", origin.URL, got, want)
+			}
+		}
+		if targetHits.Load() != before {
+			t.Errorf("Call(%s) followed the redirect to another host", origin.URL)
+		}
+	})
+
+	t.Run("without a policy, on the same host is followed", func(t *testing.T) {
+		same, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", http.StatusMovedPermanently)
+				return
+			}
+			fmt.Fprint(w, "moved here")
+		})
+		h := tools.NewHTTPRequest(tools.HTTPOptions{})
+		got, err := h.Call(t.Context(), args(t, "GET", same.URL+"/old"))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", same.URL, err)
+		}
+		if !strings.HasPrefix(got, "HTTP 200 OK") || !strings.HasSuffix(got, "moved here") {
+			t.Errorf("Call(%s/old) = %q, want the page it redirects to", same.URL, got)
+		}
+	})
+
 	t.Run("loops stop", func(t *testing.T) {
 		loop, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/again", http.StatusFound)
@@ -342,8 +377,8 @@ func TestHTTPRequestErrors(t *testing.T) {
 		{"bad method", `{"method":"BREW","url":"http://127.0.0.1/"}`, `method "BREW": want one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS`},
 		{"not http", `{"method":"GET","url":"file:///etc/passwd"}`, "only http and https URLs are supported"},
 		{"no host", `{"method":"GET","url":"http:///x"}`, "has no host"},
-		{"connection refused", `{"method":"GET","url":"` + closed.URL + `"}`, "connect"},
-		{"timeout", `{"method":"GET","url":"` + slow.URL + `"}`, "context deadline exceeded"},
+		{"connection refused", `{"method":"GET","url":"` + closed.URL + `"}`, "refused the connection (nothing listens there)"},
+		{"timeout", `{"method":"GET","url":"` + slow.URL + `"}`, "did not answer in time"},
 	}
 	h := tools.NewHTTPRequest(tools.HTTPOptions{Timeout: 100 * time.Millisecond})
 	for _, tt := range tests {

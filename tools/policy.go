@@ -69,15 +69,17 @@ type Rule struct {
 	// Approval says whether a call waits for a person.
 	Approval Approval
 	// Approvers are the Slack user IDs (U…, W…) and user-group IDs (S…)
-	// who may decide. Empty means anyone in the channel.
+	// who may decide. Empty means anyone in the channel, which a policy
+	// file says explicitly with "approvers: anyone".
 	Approvers []string
 	// SelfApproval allows the person who asked for the run to approve
 	// its calls.
 	SelfApproval bool
 	// ExpiresAfter is how long a pending call waits for a decision.
 	ExpiresAfter time.Duration
-	// AllowHosts are the hosts http_request may call; empty means any.
-	// See HTTPOptions for how entries match.
+	// AllowHosts are the hosts http_request may call; empty means any,
+	// which a policy file says by leaving the key out or with
+	// "allow_hosts: any". See HTTPOptions for how entries match.
 	AllowHosts []string
 }
 
@@ -169,6 +171,24 @@ type Policy struct {
 	// such tools are offered. When nil, only the tools in Tools are
 	// offered. A policy file leaves it nil.
 	Default *Rule
+	// MCPServers are the MCP servers whose tools are offered, by name.
+	MCPServers map[string]MCPServer
+	// MaxCallsPerTurn caps the tool calls of one model turn; the calls
+	// past it get an error result and no card. Zero means
+	// DefaultMaxCallsPerTurn.
+	MaxCallsPerTurn int
+}
+
+// DefaultMaxCallsPerTurn is the cap on the tool calls of one model turn
+// when the policy does not set max_calls_per_turn.
+const DefaultMaxCallsPerTurn = 10
+
+// CallsPerTurn is the cap on the tool calls of one model turn.
+func (p *Policy) CallsPerTurn() int {
+	if p == nil || p.MaxCallsPerTurn <= 0 {
+		return DefaultMaxCallsPerTurn
+	}
+	return p.MaxCallsPerTurn
 }
 
 // DefaultPolicy is the policy when there is no policy file: every tool is
@@ -184,19 +204,23 @@ func (p *Policy) RuleFor(name string) (Rule, bool) {
 	if r, ok := p.Tools[name]; ok {
 		return r, true
 	}
+	if s, ok := p.mcpServerFor(name); ok {
+		return s.Rule, true
+	}
 	if p.Default != nil {
 		return *p.Default, true
 	}
 	return Rule{}, false
 }
 
-// LoadPolicy reads and parses the policy file at path.
+// LoadPolicy reads and parses the policy file at path; ${VAR} in its
+// mcp_servers: section comes from the process's environment.
 func LoadPolicy(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	p, err := ParsePolicy(data)
+	p, err := ParsePolicyEnv(data, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", path, err)
 	}
@@ -205,18 +229,30 @@ func LoadPolicy(path string) (*Policy, error) {
 
 // ParsePolicy parses a policy file:
 //
+//	max_calls_per_turn: 10        # tool calls of one model turn (default 10)
 //	tools:
 //	  http_request:
 //	    approval: required        # required | never
-//	    approvers: [U012ABCDEF]   # user IDs (U…, W…) or user-group IDs (S…)
+//	    approvers: [U012ABCDEF]   # user IDs (U…, W…) or user-group IDs (S…), or anyone
 //	    self_approval: false
 //	    expires_after: 24h        # a Go duration, or whole days: 7d
-//	    allow_hosts: [api.example.com, "127.0.0.1"]
+//	    allow_hosts: [api.example.com, "127.0.0.1"]   # or any (the same as leaving it out)
 //
 // Parsing is strict: an unknown key, a value of the wrong kind or an
-// invalid setting is an error that names the line. Settings left out take
-// their value from DefaultRule; see the package documentation.
+// invalid setting is an error that names the line. It fails closed: an
+// empty list (approvers: [], an allow_hosts: with nothing after it) is an
+// error, not "anyone" or "any host"; those are said with the words anyone
+// and any. Settings left out take their value from DefaultRule; see the
+// package documentation. MCP servers are listed beside tools: under
+// mcp_servers: (see MCPServer); ${VAR} in that section comes from the
+// process's environment. max_calls_per_turn caps the calls of one model
+// turn (default 10).
 func ParsePolicy(data []byte) (*Policy, error) {
+	return ParsePolicyEnv(data, os.Getenv)
+}
+
+// ParsePolicyEnv is ParsePolicy with ${VAR} taken from getenv.
+func ParsePolicyEnv(data []byte, getenv func(string) string) (*Policy, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -232,14 +268,24 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], resolve(root.Content[i+1])
-		if err := checkKey(key, seen, "", []string{"tools"}); err != nil {
+		if err := checkKey(key, seen, "", []string{"tools", "mcp_servers", "max_calls_per_turn"}); err != nil {
 			return nil, err
 		}
-		if err := parseTools(val, p.Tools); err != nil {
+		var err error
+		switch key.Value {
+		case "tools":
+			err = parseTools(val, p.Tools)
+		case "mcp_servers":
+			p.MCPServers = map[string]MCPServer{}
+			err = parseMCPServers(val, getenv, p.MCPServers)
+		case "max_calls_per_turn":
+			p.MaxCallsPerTurn, err = parseCallCap(val)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	if !seen["tools"] {
+	if !seen["tools"] && !seen["mcp_servers"] {
 		return nil, lineErrorf(root, "missing tools: section")
 	}
 	return p, nil
@@ -323,10 +369,34 @@ func parseBool(n *yaml.Node, b *bool) error {
 	return nil
 }
 
+// maxCallCap bounds max_calls_per_turn: a turn with more calls than
+// this is not one a person can review.
+const maxCallCap = 100
+
+func parseCallCap(n *yaml.Node) (int, error) {
+	var v int
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil || v < 1 || v > maxCallCap {
+		return 0, lineErrorf(n, "max_calls_per_turn: want a whole number from 1 to %d, got %s", maxCallCap, describe(n))
+	}
+	return v, nil
+}
+
+// Anyone is the approvers: value that lets anyone in the channel decide.
+const Anyone = "anyone"
+
+// AnyHost is the allow_hosts: value that lets http_request call any host.
+const AnyHost = "any"
+
 func parseApprovers(n *yaml.Node) ([]string, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Value == Anyone {
+		return nil, nil
+	}
 	ids, err := stringList(n)
 	if err != nil {
 		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("the list is empty; write approvers: anyone to let anyone in the channel decide, or list user or group IDs")
 	}
 	for _, id := range ids {
 		if !isUserID(id) && !isGroupID(id) {
@@ -369,9 +439,15 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 func parseAllowHosts(n *yaml.Node) ([]string, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Value == AnyHost {
+		return nil, nil
+	}
 	hosts, err := stringList(n)
 	if err != nil {
 		return nil, err
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("the list is empty; to allow any host leave allow_hosts out or write allow_hosts: any, or list the hosts")
 	}
 	for _, h := range hosts {
 		if _, err := parseHostPattern(h); err != nil {

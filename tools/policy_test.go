@@ -61,6 +61,9 @@ func TestParsePolicy(t *testing.T) {
 			"a": {Approval: tools.ApprovalRequired, SelfApproval: true, ExpiresAfter: 90 * time.Minute},
 		}},
 		{"no tools offered", "tools: {}\n", map[string]tools.Rule{}},
+		{"anyone and any host, said explicitly", "tools:\n  http_request:\n    approvers: anyone\n    allow_hosts: any\n", map[string]tools.Rule{
+			"http_request": defaults,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +89,16 @@ func TestParsePolicyErrors(t *testing.T) {
 	}{
 		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
 			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
-		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools)`},
+		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, mcp_servers, max_calls_per_turn)`},
+		{"empty approvers", "tools:\n  a:\n    approvers: []\n", `line 3: tool "a": approvers: the list is empty; write approvers: anyone`},
+		{"approvers with nothing after it", "tools:\n  a:\n    approvers:\n", `line 3: tool "a": approvers: the list is empty`},
+		{"empty allow_hosts", "tools:\n  http_request:\n    allow_hosts: []\n", `line 3: tool "http_request": allow_hosts: the list is empty; to allow any host leave allow_hosts out or write allow_hosts: any`},
+		{"allow_hosts with nothing after it", "tools:\n  http_request:\n    allow_hosts:\n", `line 3: tool "http_request": allow_hosts: the list is empty`},
+		{"anyone in a list", "tools:\n  a:\n    approvers: [anyone]\n", `"anyone" is not a Slack user ID`},
+		{"quoted anyone is a name", "tools:\n  a:\n    approvers: Anyone\n", `approvers: want a list`},
+		{"call cap zero", "max_calls_per_turn: 0\ntools: {}\n", `line 1: max_calls_per_turn: want a whole number from 1 to 100, got "0"`},
+		{"call cap not a number", "max_calls_per_turn: many\ntools: {}\n", `line 1: max_calls_per_turn: want a whole number`},
+		{"call cap too large", "max_calls_per_turn: 1000\ntools: {}\n", `max_calls_per_turn: want a whole number from 1 to 100`},
 		{"bad approval", "tools:\n  a:\n    approval: sometimes\n", `line 3: tool "a": approval: want "required" or "never", got "sometimes"`},
 		{"approval is case-sensitive", "tools:\n  a:\n    approval: Never\n", `want "required" or "never", got "Never"`},
 		{"bad duration", "tools:\n  a:\n    expires_after: soon\n", `line 3: tool "a": expires_after: "soon" is not a duration like 24h, 90m or 7d`},
@@ -115,6 +127,82 @@ func TestParsePolicyErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// approvers: anyone is the anyone-may-approve rule.
+func TestApproversAnyone(t *testing.T) {
+	p, err := tools.ParsePolicy([]byte("tools:\n  a:\n    approvers: anyone\n    self_approval: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := p.RuleFor("a")
+	for _, who := range []string{"U0BOB", "W0CAROL"} {
+		if ok, why, err := r.MayApprove(who, "U0ALICE", nil); !ok || err != nil {
+			t.Errorf("MayApprove(%s) = %v, %q, %v; want anyone may approve", who, ok, why, err)
+		}
+	}
+	if ok, _, _ := r.MayApprove("U0ALICE", "U0ALICE", nil); ok {
+		t.Error("MayApprove(requester) = true with self_approval: false")
+	}
+}
+
+func TestMaxCallsPerTurn(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want int
+	}{
+		{"tools: {}\n", tools.DefaultMaxCallsPerTurn},
+		{"max_calls_per_turn: 3\ntools: {}\n", 3},
+	}
+	for _, tt := range tests {
+		p, err := tools.ParsePolicy([]byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.CallsPerTurn(); got != tt.want {
+			t.Errorf("ParsePolicy(%q).CallsPerTurn() = %d, want %d", tt.yaml, got, tt.want)
+		}
+	}
+	if got := tools.DefaultPolicy().CallsPerTurn(); got != 10 {
+		t.Errorf("DefaultPolicy().CallsPerTurn() = %d, want 10", got)
+	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{
+		designPolicy,
+		"tools: {}\n",
+		"max_calls_per_turn: 3\ntools:\n  a:\n    approvers: anyone\n",
+		"tools:\n  http_request:\n    allow_hosts: any\n",
+		"tools:\n  a:\n    approvers: []\n",
+		"tools:\n  a: &x {approval: never}\n  b: *x\n",
+		"tools: [\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := tools.ParsePolicy(data)
+		if err != nil {
+			if !strings.Contains(err.Error(), "line ") && !strings.Contains(err.Error(), "yaml") && !strings.Contains(err.Error(), "policy is empty") {
+				t.Errorf("ParsePolicy(%q) error %q names no line", data, err)
+			}
+			return
+		}
+		if p.Default != nil {
+			t.Errorf("ParsePolicy(%q).Default is set: a file offers only the tools it lists", data)
+		}
+		if n := p.CallsPerTurn(); n < 1 || n > 100 {
+			t.Errorf("ParsePolicy(%q).CallsPerTurn() = %d", data, n)
+		}
+		for name, r := range p.Tools {
+			if r.ExpiresAfter <= 0 {
+				t.Errorf("ParsePolicy(%q): tool %q expires after %v", data, name, r.ExpiresAfter)
+			}
+			if r.Approvers != nil && len(r.Approvers) == 0 || r.AllowHosts != nil && len(r.AllowHosts) == 0 {
+				t.Errorf("ParsePolicy(%q): tool %q has an empty list, which would mean anyone", data, name)
+			}
+		}
+	})
 }
 
 func TestLoadPolicy(t *testing.T) {

@@ -61,6 +61,9 @@ func NewRegistry(p *Policy, ts ...Tool) (*Registry, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Tools)) {
 		if _, ok := byName[name]; !ok {
+			if _, mcp := p.mcpServerFor(name); mcp {
+				continue // an MCP server's tools are known once it answers
+			}
 			return nil, fmt.Errorf("policy lists tool %q, which does not exist (tools: %s)",
 				name, strings.Join(slices.Sorted(maps.Keys(byName)), ", "))
 		}
@@ -84,6 +87,11 @@ func NewRegistry(p *Policy, ts ...Tool) (*Registry, error) {
 		rule, ok := p.RuleFor(name)
 		if !ok {
 			continue
+		}
+		if _, explicit := p.Tools[name]; !explicit {
+			if ro, ok := t.(ReadOnlyTool); ok && ro.ReadOnly() {
+				rule.Approval = ApprovalNever
+			}
 		}
 		r.entries[name] = entry{tool: t, rule: rule, schema: schema}
 		r.tools = append(r.tools, t)

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
 )
 
 const checkpointsUsage = `usage: bot checkpoints list|show|fork|delete --thread ID [flags]
@@ -92,7 +93,11 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		if *asJSON {
-			return writeJSONTo(stdout, hist)
+			masked, err := maskedJSON(hist)
+			if err != nil {
+				return err
+			}
+			return writeJSONTo(stdout, masked)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
@@ -111,7 +116,11 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("checkpoint %s: %w", cp.ID, err)
 		}
 		if *asJSON {
-			return writeJSONTo(stdout, map[string]any{"checkpoint": cp, "messages": messages})
+			masked, err := maskedJSON(map[string]any{"checkpoint": cp, "messages": messages})
+			if err != nil {
+				return err
+			}
+			return writeJSONTo(stdout, masked)
 		}
 		fmt.Fprintf(stdout, "checkpoint %s of %s: seq %d, step %d, %s", cp.ID, cp.Thread, cp.Seq, cp.Step, cp.Status)
 		if len(cp.Next) > 0 {
@@ -123,13 +132,13 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		}
 		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", orNone(st.Requester), orNone(st.Channel), st.Turns)
 		for _, c := range st.Calls {
-			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, c.RunArgs())
+			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, tools.MaskSecrets(c.Tool, c.RunArgs()))
 		}
 		fmt.Fprintf(stdout, "%d messages:\n", len(messages))
 		for _, m := range messages {
 			text := m.Content
 			for _, tc := range m.ToolCalls {
-				text += fmt.Sprintf(" [call %s %s]", tc.Name, tc.Arguments)
+				text += fmt.Sprintf(" [call %s %s]", tc.Name, tools.MaskSecretsText(tc.Name, tc.Arguments))
 			}
 			fmt.Fprintf(stdout, "  %-9s %s\n", m.Role, oneLine(text, 160))
 		}

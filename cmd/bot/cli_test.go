@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/llm/llmtest"
 )
 
 // runBot runs the binary with env and stdin, and returns its output and
@@ -125,5 +127,45 @@ func TestNotInTheChannelAnswersThroughResponseURL(t *testing.T) {
 	}, "an ephemeral answer through response_url")
 	if n := len(h.model.Requests()); n != 0 {
 		t.Errorf("the model was asked %d times for a request that could not be posted", n)
+	}
+}
+
+// A failure is said once, in words: a failed approved call on its card
+// (not again as a result reply), a model that is down on the error card
+// with its name once.
+func TestOneMessagePerFailure(t *testing.T) {
+	h := newHarness(t, "")
+	closed := freeAddr(t) // nothing listens there
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", "http://"+closed+"/deploy", "v2")), llmtest.Reply("It did not work."))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.reply(root, "It did not work.")
+	h.eventually(func() bool { return strings.Contains(h.card(card), "refused the connection") }, "the card to say the call failed")
+	n := 0
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		latest, _ := h.slack.Message(c.Channel, c.TS)
+		n += strings.Count(latest.Text+string(latest.Blocks), "refused the connection")
+	}
+	if n != 1 {
+		t.Errorf("the failure is said %d times in the thread, want once (on the card)", n)
+	}
+
+	h.model.FailNext(4, http.StatusServiceUnavailable)
+	h.command("hello", nil, nil)
+	root2 := h.root(2)
+	var errCard slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.slack.Messages(root2.Channel, root2.TS) {
+			if hasAction(c, "retry_run") {
+				errCard = c
+				return true
+			}
+		}
+		return false
+	}, "an error card")
+	if text := string(errCard.Blocks); strings.Count(text, "gpt-4o-mini") != 1 || strings.Contains(text, "node model") {
+		t.Errorf("error card = %s; want the model named once and no engine words", text)
 	}
 }

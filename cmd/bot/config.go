@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/mcp"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -163,8 +164,10 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// newRegistry builds the tool registry from BOT_POLICY (or the defaults).
-func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, error) {
+// newToolbox builds the agent's tools from BOT_POLICY (or the defaults):
+// the built-in tools and those of the policy's MCP servers, which start
+// when the tools are first needed.
+func newToolbox(getenv func(string) string, log logrus.FieldLogger) (*mcp.Manager, *tools.Policy, error) {
 	policy := tools.DefaultPolicy()
 	if path := getenv("BOT_POLICY"); path != "" {
 		p, err := tools.LoadPolicy(path)
@@ -173,11 +176,11 @@ func newRegistry(getenv func(string) string) (*tools.Registry, *tools.Policy, er
 		}
 		policy = p
 	}
-	reg, err := tools.NewRegistry(policy, tools.Builtins(policy, nil)...)
+	box, err := mcp.New(policy, tools.Builtins(policy, nil), mcp.Options{Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	return reg, policy, nil
+	return box, policy, nil
 }
 
 // service is the bot without a front end: the model, the tools and
@@ -188,6 +191,7 @@ type service struct {
 	metrics *metrics.Metrics
 	model   llm.Model
 	policy  *tools.Policy
+	tools   *mcp.Manager
 	redis   string
 	close   func()
 }
@@ -203,12 +207,13 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 			return nil, err
 		}
 	}
-	reg, policy, err := newRegistry(getenv)
+	box, policy, err := newToolbox(getenv, log)
 	if err != nil {
 		return nil, err
 	}
 	rdb, desc, closeRedis, err := connectRedis(ctx, getenv, log)
 	if err != nil {
+		_ = box.Close()
 		return nil, err
 	}
 	replicas, err := waitReplicas(ctx, getenv, rdb)
@@ -220,28 +225,40 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		log.WithField("replicas", replicas).Info("saves and claims wait for Redis replicas to acknowledge them")
 	}
 	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas})
-	obs := metrics.New(store.WaitingTotal)
+	ver, rev, gov := buildVersion()
+	var toolNames []string
+	for _, t := range box.FixedTools() { // MCP servers' tools come and go
+
+		toolNames = append(toolNames, t.Name())
+	}
+	obs := metrics.New(store.WaitingTotal, metrics.Options{Version: ver, Revision: rev, GoVersion: gov, Tools: toolNames})
 	var svc *runner.Service
 	rep := newReporter(store)
 	onStream, err := streaming(getenv, rep, &svc)
 	if err != nil {
 		closeRedis()
+		_ = box.Close()
 		return nil, err
 	}
-	a, err := agent.New(model, reg, obs.InstrumentStore(store), agent.Options{
-		Logger:     log,
-		OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
-		OnStream:   onStream,
+	a, err := agent.New(model, box, obs.InstrumentStore(store), agent.Options{
+		Logger:          log,
+		MaxCallsPerTurn: policy.CallsPerTurn(),
+		ToolTimeout:     box.ToolTimeout(2 * time.Minute),
+		OnModel:         obs.ModelCalled,
+		OnCall:          func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		BeforeCall:      func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
+		OnStream:        onStream,
 	})
 	if err != nil {
 		closeRedis()
+		_ = box.Close()
 		return nil, err
 	}
 	svc = runner.New(a, store, rep, runner.Options{
 		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
 	})
-	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, redis: desc, close: closeRedis}, nil
+	closeAll := func() { _ = box.Close(); closeRedis() }
+	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
 }
 
 // newSlackBot wires a service that reports to Slack through api, and the
@@ -252,13 +269,17 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	if err != nil {
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
+	var rep *handlers.Reporter
 	svc, err := newService(ctx, getenv, log, model, handlers.NewGroups(api, 0, nil), func(store *redisstore.Store) runner.Reporter {
-		return handlers.NewReporter(api, store, nil, log)
+		rep = handlers.NewReporter(api, store, nil, log)
+		return rep
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log})
+	rep.WithTools(svc.tools) // before anything runs
+	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
+	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store})
 	return svc, srv, nil
 }
 
@@ -275,7 +296,9 @@ func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		// A server that is down costs its tools, not readiness: its
+		// state is a detail below.
+		fmt.Fprint(w, "ready\n"+s.tools.Describe())
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 }

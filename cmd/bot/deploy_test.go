@@ -86,7 +86,7 @@ func TestDeployOverPausedThreads(t *testing.T) {
 
 	h.click(cards[1], "approve", approver)
 	h.click(h.changedCard(roots[1]), "cancel_run", approver)
-	h.reply(roots[1], "Cancelled by <@"+approver+">")
+	h.reply(roots[1], "Cancelled by &lt;@"+approver+"&gt;") // answers are posted escaped
 
 	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 {
 		t.Errorf("deploy bodies = %q, want only c's", got)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -216,17 +218,35 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 // After an approve flow, /metrics shows it.
 func TestMetricsMoveAfterAFlow(t *testing.T) {
 	h := newHarness(t, "")
-	root, card := h.deployFlow("Deployed.")
-	if got := scrape(t, h, "countersign_pending_approvals"); got != "1" {
-		t.Errorf("pending approvals while the card waits = %s, want 1", got)
+	// Every series a dashboard sums is there from the start, at zero.
+	for _, sample := range []string{`countersign_runs_started_total`, `countersign_runs_stopped_total{status="failed"}`,
+		`countersign_decisions_total{kind="reject"}`, `countersign_tool_executions_total{outcome="failed",tool="http_request"}`,
+		`countersign_model_call_seconds_count{outcome="error"}`} {
+		if got := scrape(t, h, sample); got != "0" {
+			t.Errorf("before any request, %s = %q, want 0", sample, got)
+		}
 	}
+	resp, err := http.Get("http://" + h.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := readAll(t, resp); !regexp.MustCompile(`(?m)^countersign_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="devel"\} 1$`).MatchString(all) {
+		t.Errorf("no countersign_build_info 1 with the build's Go version and version devel in /metrics")
+	}
+	root, card := h.deployFlow("Deployed.")
+	// The card is shown first, then recorded as waiting: wait for the
+	// record rather than reading the gauge the moment the card appears.
+	h.eventually(func() bool { return scrape(t, h, "countersign_pending_approvals") == "1" }, "one pending approval in /metrics while the card waits")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	tests := []struct{ metric, want string }{
-		{`countersign_runs_total{event="started"}`, "2"},
-		{`countersign_runs_total{event="paused"}`, "1"},
-		{`countersign_runs_total{event="done"}`, "1"},
+		{`countersign_runs_started_total`, "1"},
+		{`countersign_runs_resumed_total`, "1"},
+		{`countersign_runs_stopped_total{status="paused"}`, "1"},
+		{`countersign_runs_stopped_total{status="done"}`, "1"},
 		{`countersign_decisions_total{kind="approve"}`, "1"},
+		{`countersign_approval_wait_seconds_count`, "1"},
+		{`countersign_model_call_seconds_count{outcome="ok"}`, "2"},
 		{`countersign_tool_executions_total{outcome="done",tool="http_request"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/commands"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/interactions"}`, "1"},

@@ -253,6 +253,12 @@ func TestCorrectedEditWithTheSameViewHash(t *testing.T) {
 	if bodies := h.target.bodiesOf("POST /deploy"); len(bodies) != 1 || bodies[0] != "v3" {
 		t.Errorf("deploy ran with %q, want the edited body once", bodies)
 	}
+	// The note that tells the model about the edit is not shown to people:
+	// the card shows the edit.
+	result := h.reply(root, "result:")
+	if strings.Contains(result.Text, "Note:") || strings.Contains(result.Text, "edited the arguments") {
+		t.Errorf("the result reply shows the model's note: %q", result.Text)
+	}
 }
 
 // bot chat decides through the same door as Slack: pointed at a policy

@@ -6,6 +6,7 @@
 //	bot threads list       recent threads in Redis, their status and waiting calls
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
 //	bot audit              the audit trail of decisions
+//	bot tools              the tools offered to the model, their sources and rules
 //	bot version            the build's version
 //
 // Configuration comes from the environment (README, "Configuration").
@@ -58,6 +59,7 @@ var commands = []struct {
 	{"threads", command{"list recent threads in Redis: status, waiting calls (needs REDIS_URL)", runThreads}},
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (needs REDIS_URL)", runCheckpoints}},
 	{"audit", command{"the audit trail of decisions, refusals and executions (needs REDIS_URL)", runAudit}},
+	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
 }

@@ -56,7 +56,9 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	// The simulator's Web API answers first: the bot asks it who it is.
 	mux := http.NewServeMux()
 	mux.Handle("/api/", sim.APIHandler())
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No read or write timeout: the page's event stream stays open, and a
+	// read deadline would end it.
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
 	httpSrv.RegisterOnShutdown(sim.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()

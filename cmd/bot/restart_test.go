@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
 )
@@ -19,7 +21,7 @@ func TestClickAfterACrash(t *testing.T) {
 	h.start()
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
-	time.Sleep(300 * time.Millisecond)
+	h.waitStatus(root, "done")
 	if n := h.target.count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
@@ -66,6 +68,15 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 				h.eventually(func() bool { return strings.Contains(h.card(card), "by <@"+approver+">") }, "card %d decided", i)
 			}
 			decide(order[0])
+			// Kill in the state the test means: the decided call settled
+			// (an approved one has run: its card says Done) and the run
+			// paused again for the other two. Killed while the call is
+			// still running, the bot would rightly withhold it behind an
+			// outcome-unknown card.
+			if order[0] != 1 {
+				h.eventually(func() bool { return strings.Contains(h.card(cards[order[0]]), "✔️ Done") }, "call %d done", order[0])
+			}
+			h.waitStatus(root, "paused")
 			h.kill()
 			h.start()
 			decide(order[1])
@@ -86,6 +97,23 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitStatus waits until the newest checkpoint of root's thread has
+// status, as `bot checkpoints list` reports it.
+func (h *harness) waitStatus(root slacktest.Call, status string) {
+	h.t.Helper()
+	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	h.eventually(func() bool {
+		out, err := h.run("", "checkpoints", "list", "--thread", thread, "--json")
+		var hist []struct {
+			Status string `json:"status"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &hist) != nil || len(hist) == 0 {
+			return false
+		}
+		return hist[0].Status == status
+	}, "thread %s to be %s", thread, status)
 }
 
 func lastView(t *testing.T, h *harness) slacktest.Call {

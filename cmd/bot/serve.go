@@ -17,6 +17,28 @@ import (
 // SIGINT or SIGTERM.
 const shutdownGrace = 30 * time.Second
 
+// The HTTP server's timeouts. Slack sends small bodies and waits at most
+// 3 s for an answer, so a request that takes longer to arrive is not
+// Slack's, and holding its connection would only cost memory.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// newHTTPServer is the server of serve, with timeouts for every phase of
+// a request, so that slow or idle clients cannot hold connections.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+	}
+}
+
 // serve runs the Slack bot: HTTP ingress (or Socket Mode with
 // SLACK_APP_TOKEN), the health endpoints, and the schedule that expires
 // approvals and recovers cut-off runs.
@@ -60,7 +82,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := newHTTPServer(mux)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

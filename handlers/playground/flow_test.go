@@ -127,7 +127,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func (w *world) ui(path string, body map[string]any) (int, string) {
 	w.t.Helper()
 	raw, _ := json.Marshal(body)
-	resp, err := http.Post(w.url+path, "application/json", bytes.NewReader(raw))
+	req, _ := http.NewRequest(http.MethodPost, w.url+path, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(playground.TokenHeader, w.sim.PageToken())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatalf("POST %s: %v", path, err)
 	}
@@ -294,11 +297,20 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	w := newWorld(t)
 	root, _ := w.request("/feedback")
 	w.mustUI("/ui/send", map[string]any{"user": teammate, "text": "not this one & not now", "thread_ts": root.TS})
-	reply := w.message(root.TS, "not this one")
+	// The card soon quotes the reply too: look for the teammate's message.
+	reply := w.eventually("the teammate's reply", func(st playground.State) (playground.Message, bool) {
+		for _, m := range st.Messages {
+			if m.ThreadTS == root.TS && m.User == teammate {
+				return m, true
+			}
+		}
+		return playground.Message{}, false
+	})
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
 	}
-	// The model's answer repeats the reason; model text is shown escaped.
+	// The model's answer quotes the result; as model text it is posted
+	// escaped, so the mention in it is not live.
 	w.message(root.TS, "was not run. Rejected by &lt;@"+teammate+"&gt;: not this one &amp; not now")
 	if n := w.target.count("/feedback"); n != 0 {
 		t.Errorf("the call ran %d times after it was rejected", n)
@@ -400,6 +412,7 @@ func TestPageAndItsGuards(t *testing.T) {
 	send := func(contentType, origin string) int {
 		req, _ := http.NewRequest(http.MethodPost, w.url+"/ui/send", strings.NewReader(`{"user":"U0YOU","text":"hi"}`))
 		req.Header.Set("Content-Type", contentType)
+		req.Header.Set(playground.TokenHeader, w.sim.PageToken())
 		if origin != "" {
 			req.Header.Set("Origin", origin)
 		}
@@ -463,7 +476,7 @@ type sse struct{ name, data string }
 func (w *world) events() *stream {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.url+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.url+"/events?token="+w.sim.PageToken(), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()

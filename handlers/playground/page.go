@@ -35,13 +35,19 @@ const ssePing = 20 * time.Second
 //	POST /ui/close    {"user", "view_id"}: CloseView
 //
 // The POST endpoints take JSON from the page's own origin only, and
-// answer {"ok": true} or {"ok": false, "error": "…"}.
+// answer {"ok": true} or {"ok": false, "error": "…"}. Every request must
+// name a loopback Host (see IsLoopbackHost), and every one but the page
+// and its static files must carry the page's token (see PageToken);
+// others are answered 403.
 func (s *Simulator) PageHandler() http.Handler {
 	assets, _ := fs.Sub(static, "static") // the directory is embedded
 	mux := http.NewServeMux()
+	index, _ := fs.ReadFile(assets, "index.html") // embedded
+	page := s.pageWithToken(index)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w)
-		http.ServeFileFS(w, r, assets, "index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page)
 	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w)
@@ -61,7 +67,7 @@ func (s *Simulator) PageHandler() http.Handler {
 	mux.Handle("POST /ui/close", s.ui(func(ctx context.Context, r uiRequest) error {
 		return s.CloseView(ctx, r.User, r.ViewID)
 	}))
-	return mux
+	return s.guard(mux)
 }
 
 // securityHeaders keep the page to its own script and styles: the bot's

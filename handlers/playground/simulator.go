@@ -165,6 +165,7 @@ type Simulator struct {
 	triggers map[string]trigger
 	subs     map[chan []byte]struct{}
 	closed   bool
+	token    string // the page token, see PageToken
 }
 
 // trigger is a trigger_id handed out with an interaction.
@@ -209,6 +210,7 @@ func New(opts Options) *Simulator {
 		opts.Logger = l
 	}
 	return &Simulator{
+		token:    newPageToken(),
 		opts:     opts,
 		log:      opts.Logger,
 		byTS:     map[string]*Message{},

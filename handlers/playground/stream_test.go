@@ -68,7 +68,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	})
 
 	// The page's event stream.
-	resp, err := http.Get(srv.URL + "/events")
+	resp, err := http.Get(srv.URL + "/events?token=" + sim.PageToken())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +94,13 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	}()
 
 	body, _ := json.Marshal(map[string]any{"user": you, "text": "/agent hello"})
-	if r, err := http.Post(srv.URL+"/ui/send", "application/json", strings.NewReader(string(body))); err != nil {
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/send", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(playground.TokenHeader, sim.PageToken())
+	if r, err := http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
-	} else {
-		r.Body.Close()
+	} else if r.Body.Close(); r.StatusCode != http.StatusOK {
+		t.Fatalf("POST /ui/send = %d", r.StatusCode)
 	}
 
 	want, _ := llm.NewDemo().Generate(context.Background(), []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, nil)

@@ -34,11 +34,15 @@
     toast.timer = setTimeout(() => { t.hidden = true; }, 6000);
   }
 
+  // The token the server put in the page; every request to /ui/ and
+  // /events carries it.
+  const pageToken = (document.querySelector('meta[name="playground-token"]') || {}).content || '';
+
   async function post(path, body) {
     try {
       const res = await fetch(path, {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
+        headers: { 'Content-Type': 'application/json', 'X-Playground-Token': pageToken },
         body: JSON.stringify(body),
       });
       const data = await res.json().catch(() => ({ ok: false, error: 'HTTP ' + res.status }));
@@ -569,7 +573,7 @@
   }
 
   function connect() {
-    const es = new EventSource('events');
+    const es = new EventSource('events?token=' + encodeURIComponent(pageToken));
     const banner = $('connection');
     es.addEventListener('snapshot', (e) => {
       const s = JSON.parse(e.data);

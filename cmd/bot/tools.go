@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// runTools lists every tool the bot would offer the model under
+// BOT_POLICY: its source (built-in or an MCP server), a summary of its
+// arguments, and its effective rule. It starts the policy's MCP servers to
+// ask for their tools, and reports those that are down.
+func runTools(ctx context.Context, args []string, e env) error {
+	fs := flags("tools", "tools", e)
+	if err := parse(fs, args, e); err != nil {
+		return err
+	}
+	return toolsCmd(ctx, e.getenv, e.stdout, e.stderr)
+}
+
+func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	// Servers that are down are reported below the list; their retries
+	// are not news here.
+	log, err := newLogger(getenv, stderr, logrus.ErrorLevel)
+	if err != nil {
+		return err
+	}
+	box, _, err := newToolbox(getenv, log)
+	if err != nil {
+		return err
+	}
+	defer box.Close()
+	box.Wait(ctx)
+
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOOL\tSOURCE\tARGUMENTS\tRULE")
+	for _, t := range box.Tools() {
+		_, rule, _ := box.Lookup(t.Name())
+		source := "built-in"
+		if ot, ok := t.(tools.OriginTool); ok {
+			o := ot.Origin()
+			source = "mcp " + o.Server + ": " + o.Tool
+			if len(o.Hints) > 0 {
+				trust := "untrusted"
+				if o.Trusted {
+					trust = "trusted"
+				}
+				source += " (" + strings.Join(o.Hints, ", ") + "; " + trust + ")"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name(), source, schemaSummary(t.Schema()), ruleSummary(rule))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, st := range box.Status() {
+		if st.Err != "" {
+			fmt.Fprintf(stdout, "\nMCP server %s is %s, its tools are not listed: %s\n", st.Name, st.State, st.Err)
+		}
+	}
+	return nil
+}
+
+// schemaSummary shows an object schema's properties, required ones
+// first: "url* method* body headers".
+func schemaSummary(schema json.RawMessage) string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return "?"
+	}
+	if len(s.Properties) == 0 {
+		return "-"
+	}
+	var req, opt []string
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+		if slices.Contains(s.Required, name) {
+			req = append(req, name+"*")
+		} else {
+			opt = append(opt, name)
+		}
+	}
+	out := strings.Join(append(req, opt...), " ")
+	if len(out) > 60 {
+		out = out[:57] + "..."
+	}
+	return out
+}
+
+// ruleSummary shows a rule in the policy file's words.
+func ruleSummary(r tools.Rule) string {
+	if !r.NeedsApproval() {
+		return "approval: never"
+	}
+	parts := []string{"approval: required"}
+	if len(r.Approvers) > 0 {
+		parts = append(parts, "approvers: "+strings.Join(r.Approvers, ","))
+	} else {
+		parts = append(parts, "approvers: anyone")
+	}
+	if !r.SelfApproval {
+		parts = append(parts, "self_approval: false")
+	}
+	parts = append(parts, "expires_after: "+shortDuration(r.ExpiresAfter))
+	if len(r.AllowHosts) > 0 {
+		parts = append(parts, "allow_hosts: "+strings.Join(r.AllowHosts, ","))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shortDuration writes 24h rather than 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

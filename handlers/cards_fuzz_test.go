@@ -1,0 +1,43 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/interrupt"
+)
+
+// FuzzCards renders every card and modal of a call made of fuzzed text
+// and checks each against Slack's Block Kit limits (checkMessage,
+// checkModal): lengths, block counts, balanced code fences, and no markup
+// but the bot's own mentions and dates.
+func FuzzCards(f *testing.F) {
+	f.Add("http_request", `{"method":"GET","url":"https://x"}`, "Because <!here>", "HTTP 200\n<@U1>", "U0ALICE", uint8(0))
+	f.Add("t`o`o`l", "```<!channel>", "``` 🙂 &amp;", "Error: \xff\xfe", "<!channel>", uint8(3))
+	f.Add(strings.Repeat("日本", 200), `{"headers":{"Authorization":"Bearer x"}}`, strings.Repeat("> quote\n", 300), strings.Repeat("&", 4000), "W0BOB", uint8(5))
+	f.Fuzz(func(t *testing.T, tool, args, reason, result, requester string, kind uint8) {
+		c := agent.Call{
+			Key: "0.0", ID: "c1", Tool: tool, Args: json.RawMessage(args), Reason: reason,
+			Status: agent.Pending, NeedsApproval: true, Expires: cardNow.Add(time.Hour),
+		}
+		checkMessage(t, handlers.ApprovalCard(c, requester, cardRef, cardNow))
+		checkModal(t, handlers.EditModal(c, cardRef))
+		checkModal(t, handlers.RejectModal(c, cardRef))
+		kinds := []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire}
+		k := kinds[int(kind)%len(kinds)]
+		c.Decision = &interrupt.Decision{Kind: k, By: requester, Reason: reason, At: cardNow}
+		c.Status, c.Attempts, c.Result = agent.Done, 1, result
+		if k == interrupt.Edit {
+			c.EditedArgs = json.RawMessage(result)
+		}
+		checkMessage(t, handlers.SettledCard(c, requester, cardNow))
+		c.Status = agent.Failed
+		checkMessage(t, handlers.SettledCard(c, requester, cardNow))
+		checkText(t, "CardText", handlers.CardText(c), 3000, "mrkdwn")
+		checkMessage(t, handlers.ErrorCard(result, cardRef))
+	})
+}

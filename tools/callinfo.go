@@ -1,0 +1,103 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// CallInfo says which call of which run a tool is running, for tools that
+// need to know: an idempotency key for a server that deduplicates, and a
+// person to ask when the tool needs more input.
+type CallInfo struct {
+	// Thread is the conversation's key.
+	Thread string
+	// Call is the call's key within the thread.
+	Call string
+	// Attempt counts the times this call was started, from 1.
+	Attempt int
+	// Requester is the person who asked for the run.
+	Requester string
+	// Channel is where the conversation takes place.
+	Channel string
+}
+
+// InfoTool is a Tool that wants to know which call it runs. The agent
+// calls CallWithInfo instead of Call for such a tool.
+type InfoTool interface {
+	Tool
+	CallWithInfo(ctx context.Context, info CallInfo, args json.RawMessage) (string, error)
+}
+
+// ReadOnlyTool is a Tool that may say it only reads. A read-only tool
+// that has no rule of its own in the policy runs without approval.
+type ReadOnlyTool interface {
+	Tool
+	ReadOnly() bool
+}
+
+// ErrOutcomeUnknown wraps the error of a call that was cut off after it
+// reached the system it acts on (a server that died mid-call): it may or
+// may not have had its effect. The agent asks a person what happened,
+// unless the tool is idempotent for the call's arguments.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// Elicitation is a tool's request for input from the person who asked for
+// the run, while a call runs.
+type Elicitation struct {
+	// Call is the call that asks.
+	Call CallInfo
+	// Tool is the name of the tool that asks, as the model calls it.
+	Tool string
+	// Message says what is asked.
+	Message string
+	// Schema is the JSON schema of the answer: an object of flat
+	// properties (string, number, integer, boolean, enum).
+	Schema json.RawMessage
+}
+
+// ElicitAction is how a person answered an Elicitation.
+type ElicitAction string
+
+// The answers to an Elicitation.
+const (
+	ElicitAccept  ElicitAction = "accept"
+	ElicitDecline ElicitAction = "decline"
+	ElicitCancel  ElicitAction = "cancel"
+)
+
+// ElicitAnswer is a person's answer to an Elicitation.
+type ElicitAnswer struct {
+	Action ElicitAction `json:"action"`
+	// Content is the accepted answer, matching the schema.
+	Content map[string]any `json:"content,omitempty"`
+	// By is who answered.
+	By string `json:"by,omitempty"`
+}
+
+// Elicitor asks the person behind a call for input and waits for the
+// answer until ctx ends. Implementations are front ends (Slack) and must
+// be safe for concurrent use.
+type Elicitor interface {
+	Elicit(ctx context.Context, e Elicitation) (ElicitAnswer, error)
+}
+
+// Origin says where a tool comes from, for people: on the approval card
+// and in the list of tools.
+type Origin struct {
+	// Server is the name of the MCP server that provides the tool.
+	Server string
+	// Tool is the tool's name on that server.
+	Tool string
+	// Hints are the server's annotations of the tool, in words:
+	// "read-only", "idempotent", "destructive", "open world".
+	Hints []string
+	// Trusted says whether the policy lets the hints set defaults.
+	Trusted bool
+}
+
+// OriginTool is a Tool that comes from outside the bot.
+type OriginTool interface {
+	Tool
+	Origin() Origin
+}

@@ -1,0 +1,336 @@
+// Package mcp offers the tools of MCP servers to the agent, behind the
+// same approvals as the built-in tools. The servers are those of the
+// policy file's mcp_servers: section (tools.MCPServer); the client is the
+// official Go SDK.
+//
+// A Manager is the agent's toolbox: the built-in tools and the tools of
+// every server that answers, each server's tools named <server>__<tool>
+// (see ToolName). A server is started (stdio) or connected to (HTTP) the
+// first time the tools are needed in a process, not at start-up; when
+// it dies or the connection drops, it is restarted with backoff (1s,
+// doubling, up to a minute), and its tools are not offered meanwhile: a
+// call to one of them is refused before any card (the tools are
+// tools.Checkers), and one already approved gets an error result; both
+// say that the server is unavailable and why. The tool list is kept and listed again when the server
+// says it changed (notifications/tools/list_changed). Close stops every
+// server.
+//
+// Every call carries an idempotency key in its request's _meta
+// (IdempotencyKeyMeta), the same for one attempt of one call. A call
+// whose server dies during it gives tools.ErrOutcomeUnknown, so that the
+// agent asks a person what happened unless the tool is idempotent; only
+// a server with trust_annotations: true can say a tool is (readOnlyHint
+// or idempotentHint).
+//
+// A server's request for input during a call (elicitation/create, form
+// mode) goes to the Elicitor, which asks the person who asked for the
+// run; no answer within the call's timeout cancels it. The request is
+// attributed to the one call of that server in flight in this process;
+// when several are, it is cancelled rather than shown to someone who
+// may not be the right person. URL-mode requests are declined.
+//
+// The package does not decide approvals or run calls by itself: the agent
+// does, through the Manager.
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// Options are a Manager's optional settings.
+type Options struct {
+	// Logger defaults to a logger that discards.
+	Logger logrus.FieldLogger
+	// StartWait bounds how long the first request for the tool list
+	// waits for the servers to answer (default 60s). Servers that have
+	// not answered by then are left out until they do.
+	StartWait time.Duration
+	// ConnectTimeout bounds one connection attempt, the first listing of
+	// tools included (default 60s: npx may have to download a server).
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between two connection
+	// attempts (default 1s and 1m).
+	MinBackoff, MaxBackoff time.Duration
+	// HTTPClient is used for HTTP servers (default http.DefaultClient).
+	HTTPClient *http.Client
+	// HTTPRetries is how often the SDK tries to resume an HTTP session
+	// whose stream broke before the session counts as lost and a new one
+	// is made (0: the SDK's default, 5; negative: none).
+	HTTPRetries int
+	// Elicitor asks people for input; see also SetElicitor.
+	Elicitor tools.Elicitor
+}
+
+// Manager is the agent's toolbox: built-in tools and MCP servers' tools.
+// It is safe for concurrent use.
+type Manager struct {
+	policy   *tools.Policy
+	builtins []tools.Tool
+	servers  []*server
+	opts     Options
+	log      logrus.FieldLogger
+
+	reg  atomic.Pointer[tools.Registry]
+	elic atomic.Pointer[tools.Elicitor]
+
+	startOnce sync.Once
+	rebuildMu sync.Mutex
+	ctx       context.Context // ends at Close; the servers' lifetime
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// New returns a Manager for the policy's MCP servers beside builtins. It
+// starts nothing: servers start when the tools are first needed. It
+// fails for what tools.NewRegistry refuses in the policy and builtins.
+func New(policy *tools.Policy, builtins []tools.Tool, opts Options) (*Manager, error) {
+	if policy == nil {
+		policy = tools.DefaultPolicy()
+	}
+	if opts.Logger == nil {
+		l := logrus.New()
+		l.Out = discard{}
+		opts.Logger = l
+	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = 60 * time.Second
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 60 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = time.Second
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(time.Minute, opts.MinBackoff)
+	}
+	reg, err := tools.NewRegistry(policy, builtins...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{policy: policy, builtins: builtins, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel}
+	m.reg.Store(reg)
+	if opts.Elicitor != nil {
+		m.SetElicitor(opts.Elicitor)
+	}
+	names := make([]string, 0, len(policy.MCPServers))
+	for name := range policy.MCPServers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m.servers = append(m.servers, newServer(policy.MCPServers[name], m))
+	}
+	return m, nil
+}
+
+// SetElicitor sets who asks people for input, for front ends that are
+// built after the Manager.
+func (m *Manager) SetElicitor(e tools.Elicitor) { m.elic.Store(&e) }
+
+func (m *Manager) elicitor() tools.Elicitor {
+	if e := m.elic.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Start starts every server in the background, if not done already.
+func (m *Manager) Start() {
+	m.startOnce.Do(func() {
+		for _, s := range m.servers {
+			s.mu.Lock()
+			s.state = Starting
+			s.mu.Unlock()
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				s.run(m.ctx)
+			}()
+		}
+	})
+}
+
+// Wait starts the servers and waits until each has been tried once, or
+// ctx ends.
+func (m *Manager) Wait(ctx context.Context) {
+	m.Start()
+	for _, s := range m.servers {
+		select {
+		case <-s.firstTry:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Close stops every server and waits for them.
+func (m *Manager) Close() error {
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+// Tools returns the tools offered to the model: the built-in ones and
+// those of the servers that are up, sorted by name. The first call
+// starts the servers and waits for them (Options.StartWait).
+func (m *Manager) Tools() []tools.Tool {
+	m.waitStarted()
+	down := map[string]bool{}
+	for _, s := range m.servers {
+		if s.status().State != Up {
+			down[s.cfg.Name] = true
+		}
+	}
+	var out []tools.Tool
+	for _, t := range m.reg.Load().Tools() {
+		if ot, ok := t.(tools.OriginTool); ok && down[ot.Origin().Server] {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// waitStarted starts the servers and waits for each to be tried once,
+// at most Options.StartWait; after that it returns at once.
+func (m *Manager) waitStarted() {
+	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartWait)
+	m.Wait(ctx)
+	cancel()
+}
+
+// FixedTools returns the built-in tools offered, without starting or
+// waiting for any server: what the agent's graph fingerprint covers.
+// MCP tools change with their servers and are checked call by call.
+func (m *Manager) FixedTools() []tools.Tool {
+	var out []tools.Tool
+	for _, t := range m.reg.Load().Tools() {
+		if _, ok := t.(tools.OriginTool); !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Lookup returns a tool and its rule, whether its server is up or not (a
+// call to a server that is down fails with a clear error). Like Tools,
+// the first call waits for the servers to start.
+func (m *Manager) Lookup(name string) (tools.Tool, tools.Rule, bool) {
+	m.waitStarted()
+	return m.reg.Load().Lookup(name)
+}
+
+// Validate checks arguments against the tool's input schema.
+func (m *Manager) Validate(name string, args json.RawMessage) error {
+	m.waitStarted()
+	return m.reg.Load().Validate(name, args)
+}
+
+// ToolTimeout is the longest of the servers' call timeouts, or fallback
+// if that is longer: what the agent should allow one call, so that a
+// server's own timeout is the one that ends its calls.
+func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
+	d := fallback
+	for _, s := range m.servers {
+		d = max(d, s.cfg.Timeout+5*time.Second)
+	}
+	return d
+}
+
+// Status reports every server, sorted by name.
+func (m *Manager) Status() []Status {
+	out := make([]Status, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, s.status())
+	}
+	return out
+}
+
+// Describe writes one line per server for /readyz: "mcp NAME: up (N
+// tools)" or "mcp NAME: down: why".
+func (m *Manager) Describe() string {
+	var sb strings.Builder
+	for _, st := range m.Status() {
+		fmt.Fprintf(&sb, "mcp %s: %s", st.Name, st.State)
+		if st.State == Up {
+			fmt.Fprintf(&sb, " (%d tools)", st.Tools)
+		}
+		if st.Err != "" {
+			fmt.Fprintf(&sb, ": %s", st.Err)
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// rebuild makes a new registry of the built-ins and every server's last
+// tool list.
+func (m *Manager) rebuild() {
+	m.rebuildMu.Lock()
+	defer m.rebuildMu.Unlock()
+	all := slices.Clone(m.builtins)
+	have := map[string]bool{}
+	for _, s := range m.servers {
+		s.mu.Lock()
+		for _, t := range s.tools {
+			all = append(all, t)
+			have[t.name] = true
+		}
+		s.mu.Unlock()
+	}
+	reg, err := tools.NewRegistry(m.policy, all...)
+	if err != nil {
+		m.log.WithError(err).Error("MCP tools: keeping the previous tool list")
+		return
+	}
+	m.reg.Store(reg)
+	for name := range m.policy.Tools {
+		srv, _, isMCP := strings.Cut(name, tools.MCPToolSeparator)
+		if !isMCP || have[name] {
+			continue
+		}
+		for _, s := range m.servers {
+			if s.cfg.Name == srv && s.status().State == Up {
+				m.log.WithField("tool", name).Warn("the policy has a rule for a tool its MCP server does not offer")
+			}
+		}
+	}
+}
+
+// goRefresh lists a server's tools again after it said they changed.
+func (m *Manager) goRefresh(s *server) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		sess, err := s.session()
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.ConnectTimeout)
+		defer cancel()
+		if err := s.refresh(ctx, sess); err != nil {
+			s.log.WithError(err).Warn("MCP server said its tools changed, but listing them failed")
+			return
+		}
+		m.rebuild()
+		s.log.Info("MCP server's tools changed; listed again")
+	}()
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,228 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/mcp"
+)
+
+// npx finds npx, which runs the MCP servers published on npm. The tests
+// that need it fail rather than skip without it: `make test` installs
+// Node when it is missing and fetches the servers once (.ci/with-redis).
+func npx(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("npx")
+	if err != nil {
+		t.Fatalf("npx not found (%v): these tests run MCP servers from npm with Node's npx; "+
+			"install Node (apt-get install nodejs npm) or run them through `make test`", err)
+	}
+	return path
+}
+
+func everythingPolicy(t *testing.T, extra string) string {
+	return fmt.Sprintf("mcp_servers:\n  everything:\n    command: [%s, -y, \"@modelcontextprotocol/server-everything\"]\n%s", npx(t), extra)
+}
+
+func call(t *testing.T, m *mcp.Manager, name, args string) (string, error) {
+	t.Helper()
+	tool, _, ok := m.Lookup(name)
+	if !ok {
+		t.Fatalf("Lookup(%q): not offered; tools: %v", name, toolNames(m.Tools()))
+	}
+	if err := m.Validate(name, json.RawMessage(args)); err != nil {
+		t.Fatalf("Validate(%s, %s) = %v", name, args, err)
+	}
+	info := tools.CallInfo{Thread: "T1:C1:1.0", Call: "0.0", Attempt: 1, Requester: "U1", Channel: "C1"}
+	return tool.(tools.InfoTool).CallWithInfo(context.Background(), info, json.RawMessage(args))
+}
+
+func TestEverythingServer(t *testing.T) {
+	m := newManager(t, everythingPolicy(t, ""), mcp.Options{})
+	names := strings.Join(toolNames(m.Tools()), " ")
+	for _, want := range []string{"everything__echo", "everything__get-sum", "everything__get-structured-content", "everything__trigger-elicitation-request"} {
+		if !strings.Contains(names, want) {
+			t.Errorf("Tools() = %s, want %s among them", names, want)
+		}
+	}
+	tests := []struct {
+		tool, args string
+		want       []string
+	}{
+		{"everything__echo", `{"message":"hello"}`, []string{"Echo: hello"}},
+		{"everything__get-sum", `{"a":2,"b":3}`, []string{"5"}},
+		{"everything__get-structured-content", `{"location":"Chicago"}`, []string{`"temperature"`}},
+		{"everything__get-tiny-image", `{}`, []string{"[image image/png, "}},
+	}
+	for _, tt := range tests {
+		got, err := call(t, m, tt.tool, tt.args)
+		if err != nil {
+			t.Errorf("%s(%s) = %v", tt.tool, tt.args, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s(%s) = %q, want %q in it", tt.tool, tt.args, got, w)
+			}
+		}
+	}
+	if err := m.Validate("everything__get-sum", json.RawMessage(`{"a":"two"}`)); err == nil || !strings.Contains(err.Error(), "a: must be number") {
+		t.Errorf("Validate(get-sum, a string) = %v, want a schema error", err)
+	}
+}
+
+func TestEverythingElicitation(t *testing.T) {
+	el := &fakeElicitor{answer: tools.ElicitAnswer{Action: tools.ElicitAccept, Content: map[string]any{"name": "Ada Lovelace", "check": true}}}
+	m := newManager(t, everythingPolicy(t, ""), mcp.Options{Elicitor: el})
+	got, err := call(t, m, "everything__trigger-elicitation-request", `{}`)
+	if err != nil || !strings.Contains(got, "Name: Ada Lovelace") || !strings.Contains(got, "Agreed to terms: true") {
+		t.Fatalf("trigger-elicitation-request = %q, %v; want the answer in the result", got, err)
+	}
+	if len(el.got) != 1 || el.got[0].Call.Requester != "U1" || !strings.Contains(string(el.got[0].Schema), `"firstLine"`) {
+		t.Errorf("elicitations = %+v, want one to the requester with the server's schema", el.got)
+	}
+}
+
+func TestEverythingKilledMidCall(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	m := newManager(t, everythingPolicy(t, "    timeout: 2m\n"), mcp.Options{MinBackoff: 10 * time.Millisecond, Logger: log})
+	m.Tools()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, m, "everything__trigger-long-running-operation", `{"duration":120,"steps":120}`)
+		errc <- err
+	}()
+	// Kill the server once the call is sent: its process, and npx's.
+	waitFor(t, "the call to be sent", func() bool {
+		for _, e := range hook.AllEntries() {
+			if e.Message == "calling MCP tool" {
+				return len(descendants("server-everything")) > 0
+			}
+		}
+		return false
+	})
+	for _, pid := range descendants("server-everything") {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	err := <-errc
+	if !errors.Is(err, tools.ErrOutcomeUnknown) {
+		t.Fatalf("call cut off by the server's death = %v, want an unknown outcome", err)
+	}
+	// The server comes back and its tools with it.
+	var got string
+	waitFor(t, "the server to answer again", func() bool {
+		if m.Validate("everything__echo", json.RawMessage(`{"message":"back"}`)) != nil {
+			return false // still down: refused before a card
+		}
+		got, err = call(t, m, "everything__echo", `{"message":"back"}`)
+		return err == nil
+	})
+	if got != "Echo: back" {
+		t.Errorf("echo after the restart = %q", got)
+	}
+}
+
+func TestServerThatDoesNotStart(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %v", err)
+	}
+	m := newManager(t, "mcp_servers:\n  broken:\n    command: ["+node+", -e, \"console.error('no config: set API_TOKEN'); process.exit(3)\"]\n",
+		mcp.Options{MinBackoff: time.Hour})
+	if got := toolNames(m.Tools()); len(got) != 0 {
+		t.Errorf("Tools() = %v, want none", got)
+	}
+	if d := m.Describe(); !strings.Contains(d, "mcp broken: down: ") || !strings.Contains(d, "no config: set API_TOKEN") {
+		t.Errorf("Describe() = %q, want the server down with its last words", d)
+	}
+}
+
+func TestFilesystemServer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("buy milk\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, fmt.Sprintf("mcp_servers:\n  fs:\n    command: [%s, -y, \"@modelcontextprotocol/server-filesystem\", %q]\n", npx(t), dir), mcp.Options{})
+	got, err := call(t, m, "fs__read_text_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "notes.txt")))
+	if err != nil || !strings.Contains(got, "buy milk") {
+		t.Errorf("read_text_file = %q, %v", got, err)
+	}
+	_, err = call(t, m, "fs__read_text_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "missing.txt")))
+	if err == nil || !strings.Contains(err.Error(), "ENOENT") || errors.Is(err, tools.ErrOutcomeUnknown) {
+		t.Errorf("read_text_file(missing) = %v, want the server's isError text as an error", err)
+	}
+	if _, err := call(t, m, "fs__write_file", fmt.Sprintf(`{"path":%q,"content":"x"}`, filepath.Join(dir, "new.txt"))); err != nil {
+		t.Errorf("write_file = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "x" {
+		t.Errorf("new.txt = %q, want the file written", b)
+	}
+}
+
+// descendants returns the processes below this one whose command line
+// contains s.
+func descendants(s string) []int {
+	parent := map[int]int{}
+	cmdline := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		parent[pid], _ = strconv.Atoi(fields[1])
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmdline[pid] = string(b)
+	}
+	self := os.Getpid()
+	var out []int
+	for pid, cmd := range cmdline {
+		if !strings.Contains(cmd, s) {
+			continue
+		}
+		for p := parent[pid]; p > 1; p = parent[p] {
+			if p == self {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func TestServerWordsAreRedacted(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %v", err)
+	}
+	m := newManager(t, "mcp_servers:\n  leaky:\n    command: ["+node+", -e, \"console.error('bad token ' + process.env.API_TOKEN); process.exit(3)\"]\n    env: {API_TOKEN: \"${TOKEN}\"}\n",
+		mcp.Options{MinBackoff: time.Hour})
+	m.Tools()
+	if d := m.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "bad token [redacted]") {
+		t.Errorf("Describe() = %q, want the server's words without its token", d)
+	}
+}

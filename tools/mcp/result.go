@@ -1,0 +1,92 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// resultText turns a tool's result into text for the model: text content
+// as it is, structured content as JSON, and anything else (images, audio,
+// resources) summarised by type and size, since the model is only
+// handed text.
+func resultText(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		parts = append(parts, contentText(c))
+	}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("[structured content that is not JSON: %v]", err))
+		} else if s := string(b); !contains(parts, s) {
+			// A server that follows the spec also sends the structured
+			// content as text; say it once.
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no content)"
+	}
+	return strings.Join(parts, "\n")
+}
+
+func contains(parts []string, s string) bool {
+	for _, p := range parts {
+		if strings.TrimSpace(p) == s {
+			return true
+		}
+		var a, b any
+		if json.Unmarshal([]byte(p), &a) == nil && json.Unmarshal([]byte(s), &b) == nil {
+			x, _ := json.Marshal(a)
+			y, _ := json.Marshal(b)
+			if string(x) == string(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func contentText(c sdk.Content) string {
+	switch c := c.(type) {
+	case *sdk.TextContent:
+		return c.Text
+	case *sdk.ImageContent:
+		return fmt.Sprintf("[image %s, %s]", c.MIMEType, size(len(c.Data)))
+	case *sdk.AudioContent:
+		return fmt.Sprintf("[audio %s, %s]", c.MIMEType, size(len(c.Data)))
+	case *sdk.ResourceLink:
+		return fmt.Sprintf("[resource link %s %q]", c.URI, c.Name)
+	case *sdk.EmbeddedResource:
+		if c.Resource == nil {
+			return "[embedded resource]"
+		}
+		if c.Resource.Text != "" {
+			return fmt.Sprintf("[resource %s, %s]\n%s", c.Resource.URI, mimeOr(c.Resource.MIMEType, "text"), c.Resource.Text)
+		}
+		return fmt.Sprintf("[resource %s, %s, %s]", c.Resource.URI, mimeOr(c.Resource.MIMEType, "binary"), size(len(c.Resource.Blob)))
+	case nil:
+		return "[empty content]"
+	}
+	return fmt.Sprintf("[%T content]", c)
+}
+
+func mimeOr(mime, alt string) string {
+	if mime == "" {
+		return alt
+	}
+	return mime
+}
+
+func size(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

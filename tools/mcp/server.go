@@ -1,0 +1,397 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// State is how a server is doing in this process.
+type State int
+
+// The states of a server.
+const (
+	// NotStarted: nothing has needed the server yet.
+	NotStarted State = iota
+	// Starting: the first connection is being made.
+	Starting
+	// Up: connected; its tools are offered.
+	Up
+	// Down: the connection failed or ended; it is retried with backoff.
+	Down
+)
+
+func (s State) String() string {
+	switch s {
+	case NotStarted:
+		return "not started"
+	case Starting:
+		return "starting"
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Status is what /readyz and `bot tools` show of one server.
+type Status struct {
+	Name  string
+	State State
+	// Tools counts the tools the server offered when last listed.
+	Tools int
+	// Err says why the server is down. It never holds the server's
+	// environment or headers.
+	Err string
+}
+
+// server is one configured MCP server: its connection, kept up by run,
+// and its last tool list.
+type server struct {
+	cfg tools.MCPServer
+	m   *Manager
+	log logrus.FieldLogger
+
+	firstTry chan struct{} // closed after the first connection attempt
+
+	mu       sync.Mutex
+	state    State
+	err      error
+	sess     *session
+	tools    []*tool // last listed; kept while down, so calls get a clear error
+	inflight map[*inflight]struct{}
+}
+
+// session is one connection to the server.
+type session struct {
+	cs   *sdk.ClientSession
+	done chan struct{} // closed when the connection ends
+}
+
+func (s *session) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// inflight is a call being made, for elicitation to find whom to ask.
+type inflight struct {
+	info     tools.CallInfo
+	tool     string
+	deadline time.Time
+}
+
+func newServer(cfg tools.MCPServer, m *Manager) *server {
+	return &server{
+		cfg: cfg, m: m, log: m.log.WithField("mcp_server", cfg.Name),
+		firstTry: make(chan struct{}), inflight: map[*inflight]struct{}{},
+	}
+}
+
+// ErrUnavailable is wrapped by the error of a call to a server that is
+// not connected.
+var ErrUnavailable = errors.New("unavailable")
+
+func (s *server) session() (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil && !s.sess.closed() {
+		return s.sess, nil
+	}
+	why := "it has not started yet"
+	if s.err != nil {
+		why = s.redact(s.err.Error())
+	}
+	return nil, fmt.Errorf("MCP server %q is %w (%s); its tools cannot be called until it is back", s.cfg.Name, ErrUnavailable, why)
+}
+
+func (s *server) track(c *inflight) func() {
+	s.mu.Lock()
+	s.inflight[c] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.inflight, c)
+		s.mu.Unlock()
+	}
+}
+
+func (s *server) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools)}
+	if s.err != nil && s.state != Up {
+		st.Err = s.redact(s.err.Error())
+	}
+	return st
+}
+
+// redact hides the server's environment and header values in text that
+// came from it (its stderr, an error), for logs and /readyz.
+func (s *server) redact(text string) string {
+	var secrets []string
+	for _, m := range []map[string]string{s.cfg.Env, s.cfg.Headers} {
+		for _, v := range m {
+			secrets = append(secrets, v)
+			secrets = append(secrets, strings.Fields(v)...)
+		}
+	}
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		if len(v) >= 6 {
+			text = strings.ReplaceAll(text, v, "[redacted]")
+		}
+	}
+	return text
+}
+
+// run keeps the server connected until ctx ends, retrying with backoff.
+func (s *server) run(ctx context.Context) {
+	backoff := s.m.opts.MinBackoff
+	for {
+		start := time.Now()
+		err := s.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			s.once()
+			return
+		}
+		if time.Since(start) > s.m.opts.MaxBackoff {
+			backoff = s.m.opts.MinBackoff // it was up a good while: retry soon
+		}
+		s.mu.Lock()
+		s.state, s.err, s.sess = Down, err, nil
+		s.mu.Unlock()
+		s.m.rebuild()
+		s.once()
+		s.log.WithField("error", s.redact(err.Error())).WithField("retry_in", backoff).Warn("MCP server is down; its tools are unavailable until it is back")
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, s.m.opts.MaxBackoff)
+	}
+}
+
+// connectAndServe connects, lists the tools, and waits for the
+// connection to end.
+func (s *server) connectAndServe(ctx context.Context) (err error) {
+	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
+		// No roots: a server's own configuration says what it may touch.
+		Capabilities:       &sdk.ClientCapabilities{},
+		ElicitationHandler: s.elicit,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			s.m.goRefresh(s)
+		},
+	})
+	var stderr tailBuffer
+	var transport sdk.Transport
+	if len(s.cfg.Command) > 0 {
+		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range s.cfg.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = &stderr
+		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	} else {
+		hc := s.m.opts.HTTPClient
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		hc = &http.Client{Transport: headers{set: s.cfg.Headers, next: hc.Transport}, Timeout: hc.Timeout, Jar: hc.Jar}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
+	defer cancel()
+	cs, err := client.Connect(connectCtx, transport, nil)
+	if err != nil {
+		return startError(err, &stderr)
+	}
+	sess := &session{cs: cs, done: make(chan struct{})}
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cs.Close()
+		case <-sess.done:
+		}
+	}()
+	defer func() { _ = cs.Close() }()
+	if err := s.refresh(connectCtx, sess); err != nil {
+		return startError(err, &stderr)
+	}
+	s.mu.Lock()
+	s.state, s.err, s.sess = Up, nil, sess
+	s.mu.Unlock()
+	s.m.rebuild()
+	s.log.WithField("tools", len(s.tools)).Info("MCP server connected")
+	s.once()
+	waitErr := cs.Wait()
+	close(sess.done)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if waitErr == nil {
+		waitErr = errors.New("the connection closed")
+	}
+	return startError(fmt.Errorf("connection lost: %w", waitErr), &stderr)
+}
+
+// once marks the first connection attempt as over.
+func (s *server) once() {
+	select {
+	case <-s.firstTry:
+	default:
+		close(s.firstTry)
+	}
+}
+
+// refresh lists the server's tools again.
+func (s *server) refresh(ctx context.Context, sess *session) error {
+	var list []*tool
+	seen := map[string]string{}
+	for t, err := range sess.cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		mt, err := newTool(s, t)
+		if err == nil {
+			err = checkSchema(mt)
+		}
+		if err != nil {
+			s.log.WithError(err).WithField("tool", t.Name).Warn("MCP tool left out")
+			continue
+		}
+		if other, dup := seen[mt.name]; dup {
+			s.log.WithFields(logrus.Fields{"tool": t.Name, "other": other, "name": mt.name}).Warn("MCP tool left out: its name clashes with another's")
+			continue
+		}
+		seen[mt.name] = t.Name
+		list = append(list, mt)
+	}
+	s.mu.Lock()
+	s.tools = list
+	s.mu.Unlock()
+	return nil
+}
+
+// checkSchema compiles a tool's schema on its own, so that one tool with
+// a schema the validator refuses does not take the others down with it.
+func checkSchema(t *tool) error {
+	_, err := tools.NewRegistry(tools.DefaultPolicy(), t)
+	return err
+}
+
+// elicit asks the person behind the call for input. A server's request
+// carries no reference to the call it is made for; with one call of the
+// server in flight in this process, it is that call's; with several, it
+// cannot be told whose it is, and it is cancelled.
+func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	s.mu.Lock()
+	var calls []*inflight
+	for c := range s.inflight {
+		calls = append(calls, c)
+	}
+	s.mu.Unlock()
+	el := s.m.elicitor()
+	switch {
+	case req.Params.Mode == "url":
+		s.log.Info("elicitation by URL is not supported; declined")
+		return &sdk.ElicitResult{Action: string(tools.ElicitDecline)}, nil
+	case len(calls) != 1 || calls[0].info.Thread == "":
+		s.log.WithField("calls", len(calls)).Warn("elicitation request without one call to attribute it to; cancelled")
+		return &sdk.ElicitResult{Action: string(tools.ElicitCancel)}, nil
+	case el == nil:
+		s.log.Warn("elicitation request, but no front end can ask people; cancelled")
+		return &sdk.ElicitResult{Action: string(tools.ElicitCancel)}, nil
+	}
+	c := calls[0]
+	schema, err := json.Marshal(req.Params.RequestedSchema)
+	if err != nil || req.Params.RequestedSchema == nil {
+		schema = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	defer cancel()
+	ans, err := el.Elicit(ctx, tools.Elicitation{Call: c.info, Tool: c.tool, Message: req.Params.Message, Schema: schema})
+	if err != nil {
+		s.log.WithError(err).WithFields(logrus.Fields{"thread": c.info.Thread, "call": c.info.Call}).Info("elicitation got no answer; cancelled")
+		return &sdk.ElicitResult{Action: string(tools.ElicitCancel)}, nil
+	}
+	return &sdk.ElicitResult{Action: string(ans.Action), Content: ans.Content}, nil
+}
+
+// startError adds the last line the server wrote to stderr, which
+// usually says why it did not start.
+func startError(err error, stderr *tailBuffer) error {
+	if line := stderr.lastLine(); line != "" {
+		return fmt.Errorf("%w (stderr: %s)", err, line)
+	}
+	return err
+}
+
+// tailBuffer keeps the end of what a server writes to stderr.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2048
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > tailSize {
+		b.buf = b.buf[len(b.buf)-tailSize:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) lastLine() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := bytes.Split(bytes.TrimSpace(b.buf), []byte("\n"))
+	line := strings.TrimSpace(string(lines[len(lines)-1]))
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	return line
+}
+
+// headers adds the configured headers to every request.
+type headers struct {
+	set  map[string]string
+	next http.RoundTripper
+}
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.set {
+		r.Header.Set(k, v)
+	}
+	next := h.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}

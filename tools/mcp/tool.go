@@ -1,0 +1,151 @@
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// IdempotencyKeyMeta is the key in a tools/call request's _meta that
+// carries the call's idempotency key: the same for every request of one
+// attempt of one call, different for the next attempt, so a server that
+// honours it runs each attempt once.
+const IdempotencyKeyMeta = "countersign/idempotency-key"
+
+// IdempotencyKey is the key of one attempt of one call of a thread.
+func IdempotencyKey(info tools.CallInfo) string {
+	sum := sha256.Sum256([]byte(info.Thread + "\x00" + info.Call + "\x00" + strconv.Itoa(info.Attempt)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// tool is one tool of an MCP server, as the model sees it. It is safe
+// for concurrent use.
+type tool struct {
+	srv    *server
+	name   string // <server>__<tool>, as offered
+	remote *sdk.Tool
+	schema json.RawMessage
+}
+
+var (
+	_ tools.InfoTool     = (*tool)(nil)
+	_ tools.ReadOnlyTool = (*tool)(nil)
+	_ tools.OriginTool   = (*tool)(nil)
+	_ tools.Checker      = (*tool)(nil)
+)
+
+func newTool(srv *server, t *sdk.Tool) (*tool, error) {
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if t.InputSchema == nil {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema}, nil
+}
+
+func (t *tool) Name() string { return t.name }
+
+func (t *tool) Description() string {
+	if t.remote.Description != "" {
+		return t.remote.Description
+	}
+	if a := t.remote.Annotations; a != nil && a.Title != "" {
+		return a.Title
+	}
+	return t.remote.Title
+}
+
+func (t *tool) Schema() json.RawMessage { return t.schema }
+
+// Idempotent: only a trusted server's word counts.
+func (t *tool) Idempotent(json.RawMessage) bool {
+	a := t.remote.Annotations
+	return t.srv.cfg.TrustAnnotations && a != nil && (a.IdempotentHint || a.ReadOnlyHint)
+}
+
+// ReadOnly: only a trusted server's word counts.
+func (t *tool) ReadOnly() bool {
+	a := t.remote.Annotations
+	return t.srv.cfg.TrustAnnotations && a != nil && a.ReadOnlyHint
+}
+
+func (t *tool) Origin() tools.Origin {
+	o := tools.Origin{Server: t.srv.cfg.Name, Tool: t.remote.Name, Trusted: t.srv.cfg.TrustAnnotations}
+	if a := t.remote.Annotations; a != nil {
+		if a.ReadOnlyHint {
+			o.Hints = append(o.Hints, "read-only")
+		}
+		if a.IdempotentHint {
+			o.Hints = append(o.Hints, "idempotent")
+		}
+		if a.DestructiveHint != nil && *a.DestructiveHint && !a.ReadOnlyHint {
+			o.Hints = append(o.Hints, "destructive")
+		}
+		if a.OpenWorldHint != nil && *a.OpenWorldHint {
+			o.Hints = append(o.Hints, "open world")
+		}
+	}
+	return o
+}
+
+// Check refuses a call while the server is down, so that the model is
+// told at once and nobody is asked to approve a call that cannot run.
+func (t *tool) Check(json.RawMessage) error {
+	_, err := t.srv.session()
+	return err
+}
+
+// Call runs the tool without a call to name: no idempotency key and no
+// one to ask for input.
+func (t *tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	return t.CallWithInfo(ctx, tools.CallInfo{}, args)
+}
+
+// CallWithInfo calls the tool on its server, within the server's timeout.
+// An isError result, a timeout and a transport failure are errors for
+// the model; a server that dies during the call gives an error wrapping
+// tools.ErrOutcomeUnknown.
+func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, error) {
+	sess, err := t.srv.session()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.srv.cfg.Timeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	done := t.srv.track(&inflight{info: info, tool: t.name, deadline: deadline})
+	defer done()
+
+	params := &sdk.CallToolParams{Name: t.remote.Name, Arguments: args}
+	if info.Thread != "" {
+		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
+	}
+	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
+	res, err := sess.cs.CallTool(ctx, params)
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
+	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
+		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
+	default:
+		return "", fmt.Errorf("MCP server %q: %v", t.srv.cfg.Name, err)
+	}
+	text := resultText(res)
+	if res.IsError {
+		return "", errors.New(text)
+	}
+	return text, nil
+}

@@ -1,0 +1,236 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultMCPTimeout caps one call to an MCP server's tool when the policy
+// does not say.
+const DefaultMCPTimeout = 60 * time.Second
+
+// MCPServer is one entry of the policy file's mcp_servers: section: how to
+// reach an MCP server, and the default rule of its tools.
+//
+//	mcp_servers:
+//	  everything:                  # the name: [a-z0-9_-]+, without "__"
+//	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
+//	    env: {API_TOKEN: "${EVERYTHING_TOKEN}"}
+//	    timeout: 30s               # per call; default 60s
+//	    trust_annotations: false   # default false
+//	    approval: required         # the keys of a tool's rule
+//	  tickets:
+//	    url: https://mcp.example.com/mcp
+//	    headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
+//
+// Exactly one of command (a stdio server, started by the bot) and url (a
+// streamable HTTP server) is set. ${VAR} in command, env, url and headers
+// is replaced with the bot's environment variable VAR; a variable that is
+// not set is an error, unless written ${VAR:-default}.
+//
+// A server's tools are offered as <server>__<tool>. The rule of such a tool
+// is its own entry under tools:, else the server's Rule. With
+// trust_annotations: true, a tool the server marks readOnlyHint needs no
+// approval unless it has its own entry, and readOnlyHint or
+// idempotentHint lets a call cut off by a crash run again.
+type MCPServer struct {
+	// Name is the key in mcp_servers:.
+	Name string
+	// Command is the program and arguments of a stdio server.
+	Command []string
+	// Env is added to the stdio server's environment (values expanded).
+	Env map[string]string
+	// URL is the endpoint of a streamable HTTP server.
+	URL string
+	// Headers are sent with every HTTP request (values expanded). They
+	// may hold secrets: never log them.
+	Headers map[string]string
+	// Timeout caps one tool call.
+	Timeout time.Duration
+	// TrustAnnotations lets the server's tool annotations set defaults.
+	TrustAnnotations bool
+	// Rule is the rule of the server's tools that have no entry of their
+	// own under tools:.
+	Rule Rule
+}
+
+// MCPToolSeparator joins a server's name and its tool's name.
+const MCPToolSeparator = "__"
+
+var mcpServerNamePattern = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// mcpServerFor returns the MCP server whose tools' names start with
+// name's prefix, if any.
+func (p *Policy) mcpServerFor(name string) (MCPServer, bool) {
+	server, _, ok := strings.Cut(name, MCPToolSeparator)
+	if !ok {
+		return MCPServer{}, false
+	}
+	s, ok := p.MCPServers[server]
+	return s, ok
+}
+
+var mcpServerKeys = append([]string{"command", "env", "url", "headers", "timeout", "trust_annotations"},
+	slices.DeleteFunc(slices.Clone(ruleKeys), func(k string) bool { return k == "allow_hosts" })...)
+
+func parseMCPServers(n *yaml.Node, getenv func(string) string, out map[string]MCPServer) error {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return lineErrorf(n, "mcp_servers: want a mapping of server names to settings")
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], resolve(n.Content[i+1])
+		name := key.Value
+		if key.Kind != yaml.ScalarNode || !mcpServerNamePattern.MatchString(name) || strings.Contains(name, MCPToolSeparator) {
+			return lineErrorf(key, "mcp_servers: %q is not a server name: want 1 to 32 of a-z, 0-9, _ and -, without __", name)
+		}
+		if _, dup := out[name]; dup {
+			return lineErrorf(key, "MCP server %q is listed twice", name)
+		}
+		s, err := parseMCPServer(name, val, getenv)
+		if err != nil {
+			return err
+		}
+		out[name] = s
+	}
+	return nil
+}
+
+func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPServer, error) {
+	s := MCPServer{Name: name, Timeout: DefaultMCPTimeout, Rule: DefaultRule()}
+	if n.Kind != yaml.MappingNode {
+		return s, lineErrorf(n, "MCP server %q: want a mapping with command: or url:", name)
+	}
+	where := fmt.Sprintf(" in MCP server %q", name)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], resolve(n.Content[i+1])
+		if err := checkKey(key, seen, where, mcpServerKeys); err != nil {
+			return s, err
+		}
+		var err error
+		switch key.Value {
+		case "command":
+			var cmd []string
+			if cmd, err = stringList(val); err == nil {
+				if len(cmd) == 0 {
+					err = errors.New("want a program and its arguments, e.g. [npx, -y, some-server]")
+				}
+				for _, arg := range cmd {
+					var x string
+					if x, err = expandEnv(arg, getenv); err != nil {
+						break
+					}
+					s.Command = append(s.Command, x)
+				}
+			}
+		case "env":
+			s.Env, err = expandedMap(val, getenv)
+		case "url":
+			s.URL, err = parseMCPURL(val, getenv)
+		case "headers":
+			s.Headers, err = expandedMap(val, getenv)
+		case "timeout":
+			s.Timeout, err = parseExpiresAfter(val)
+		case "trust_annotations":
+			err = parseBool(val, &s.TrustAnnotations)
+		case "approval":
+			err = parseApproval(val, &s.Rule.Approval)
+		case "approvers":
+			s.Rule.Approvers, err = parseApprovers(val)
+		case "self_approval":
+			err = parseBool(val, &s.Rule.SelfApproval)
+		case "expires_after":
+			s.Rule.ExpiresAfter, err = parseExpiresAfter(val)
+		}
+		if err != nil {
+			return s, lineErrorf(val, "MCP server %q: %s: %v", name, key.Value, err)
+		}
+	}
+	switch {
+	case seen["command"] == seen["url"]:
+		return s, lineErrorf(n, "MCP server %q: want exactly one of command: (stdio) and url: (streamable HTTP)", name)
+	case seen["env"] && !seen["command"]:
+		return s, lineErrorf(n, "MCP server %q: env: applies only to a command: server", name)
+	case seen["headers"] && !seen["url"]:
+		return s, lineErrorf(n, "MCP server %q: headers: applies only to a url: server", name)
+	}
+	return s, nil
+}
+
+func parseMCPURL(n *yaml.Node, getenv func(string) string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", errors.New("want an http:// or https:// URL")
+	}
+	raw, err := expandEnv(n.Value, getenv)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("want an http:// or https:// URL")
+	}
+	return raw, nil
+}
+
+// expandedMap reads a mapping of names to strings, expanding ${VAR}.
+func expandedMap(n *yaml.Node, getenv func(string) string) (map[string]string, error) {
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, errors.New("want a mapping, e.g. {NAME: value}")
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.Value == "" || v.Kind != yaml.ScalarNode {
+			return nil, errors.New("want a mapping of names to strings")
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, fmt.Errorf("%q is repeated", k.Value)
+		}
+		x, err := expandEnv(v.Value, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k.Value, err)
+		}
+		out[k.Value] = x
+	}
+	return out, nil
+}
+
+var envRefPattern = regexp.MustCompile(`\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\})`)
+
+// expandEnv replaces ${VAR} and ${VAR:-default} in s. A ${VAR} whose
+// variable is unset or empty is an error: a missing token would otherwise
+// reach a server as an empty string. "$$" stays as it is.
+func expandEnv(s string, getenv func(string) string) (string, error) {
+	var missing []string
+	out := envRefPattern.ReplaceAllStringFunc(s, func(ref string) string {
+		m := envRefPattern.FindStringSubmatch(ref)
+		if m[1] == "$" {
+			return "$"
+		}
+		if v := getenv(m[2]); v != "" {
+			return v
+		}
+		if m[3] != "" {
+			return m[4]
+		}
+		missing = append(missing, m[2])
+		return ""
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set (write ${%s:-} to allow an empty value)", missing[0], missing[0])
+	}
+	return out, nil
+}

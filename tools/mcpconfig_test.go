@@ -1,0 +1,140 @@
+package tools_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// issuePolicy is the example of the MCP issue.
+const issuePolicy = `mcp_servers:
+  everything:                       # a name of your choice: [a-z0-9_-]+
+    command: [npx, -y, "@modelcontextprotocol/server-everything"]   # stdio
+    env: {API_TOKEN: "${EVERYTHING_TOKEN}"}                          # ${VAR} from the bot's environment
+    timeout: 30s                    # per call; default 60s
+    trust_annotations: false        # default false, see 4
+    approval: required              # the default rule for this server's tools: the same keys as a tool's rule
+    approvers: [S0123ABCD]
+    expires_after: 4h
+  tickets:
+    url: https://mcp.example.com/mcp                                  # streamable HTTP
+    headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
+    approval: required
+tools:
+  everything__echo: {approval: never}    # a rule for one tool overrides its server's
+`
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestParsePolicyMCPServers(t *testing.T) {
+	p, err := tools.ParsePolicyEnv([]byte(issuePolicy), env("EVERYTHING_TOKEN", "tok-1", "TICKETS_TOKEN", "tok-2"))
+	if err != nil {
+		t.Fatalf("ParsePolicyEnv(issue example) = %v", err)
+	}
+	rule := tools.DefaultRule()
+	rule.Approvers, rule.ExpiresAfter = []string{"S0123ABCD"}, 4*time.Hour
+	want := map[string]tools.MCPServer{
+		"everything": {
+			Name:    "everything",
+			Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"},
+			Env:     map[string]string{"API_TOKEN": "tok-1"},
+			Timeout: 30 * time.Second,
+			Rule:    rule,
+		},
+		"tickets": {
+			Name:    "tickets",
+			URL:     "https://mcp.example.com/mcp",
+			Headers: map[string]string{"Authorization": "Bearer tok-2"},
+			Timeout: tools.DefaultMCPTimeout,
+			Rule:    tools.DefaultRule(),
+		},
+	}
+	if !reflect.DeepEqual(p.MCPServers, want) {
+		t.Errorf("MCPServers = %+v\nwant %+v", p.MCPServers, want)
+	}
+	tests := []struct {
+		tool string
+		want tools.Rule
+		ok   bool
+	}{
+		{"everything__echo", func() tools.Rule { r := tools.DefaultRule(); r.Approval = tools.ApprovalNever; return r }(), true},
+		{"everything__add", rule, true},
+		{"tickets__create", tools.DefaultRule(), true},
+		{"other__x", tools.Rule{}, false},
+		{"http_request", tools.Rule{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := p.RuleFor(tt.tool)
+		if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("RuleFor(%q) = %+v, %v; want %+v, %v", tt.tool, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParsePolicyMCPServerErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "mcp_servers:\n  a:\n    command: [x]\n    comand: [y]\n", `line 4: unknown key "comand" in MCP server "a"`},
+		{"bad name", "mcp_servers:\n  A_B:\n    command: [x]\n", `line 2: mcp_servers: "A_B" is not a server name`},
+		{"double underscore", "mcp_servers:\n  a__b:\n    command: [x]\n", `line 2: mcp_servers: "a__b" is not a server name`},
+		{"neither command nor url", "mcp_servers:\n  a:\n    timeout: 5s\n", `line 3: MCP server "a": want exactly one of command:`},
+		{"both", "mcp_servers:\n  a:\n    command: [x]\n    url: http://h/mcp\n", `want exactly one of`},
+		{"env on url", "mcp_servers:\n  a:\n    url: http://h/mcp\n    env: {A: b}\n", `env: applies only to a command: server`},
+		{"empty command", "mcp_servers:\n  a:\n    command: []\n", `line 3: MCP server "a": command: want a program`},
+		{"bad url", "mcp_servers:\n  a:\n    url: ftp://h/x\n", `line 3: MCP server "a": url: want an http:// or https:// URL`},
+		{"unset variable", "mcp_servers:\n  a:\n    command: [x]\n    env: {T: \"${NOPE}\"}\n", `line 4: MCP server "a": env: T: environment variable NOPE is not set`},
+		{"allow_hosts", "mcp_servers:\n  a:\n    command: [x]\n    allow_hosts: [h]\n", `unknown key "allow_hosts"`},
+		{"bad approval", "mcp_servers:\n  a:\n    command: [x]\n    approval: maybe\n", `line 4: MCP server "a": approval:`},
+		{"bad timeout", "mcp_servers:\n  a:\n    command: [x]\n    timeout: soon\n", `line 4: MCP server "a": timeout:`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tools.ParsePolicyEnv([]byte(tt.yaml), env())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParsePolicyEnv(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExpandEnvDefaults(t *testing.T) {
+	y := "mcp_servers:\n  a:\n    command: [x, \"${DIR:-/tmp}\", \"$${NOT}\"]\n    env: {EMPTY: \"${E:-}\", SET: \"a${V}b\"}\n"
+	p, err := tools.ParsePolicyEnv([]byte(y), env("V", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.MCPServers["a"]
+	if want := []string{"x", "/tmp", "${NOT}"}; !reflect.DeepEqual(s.Command, want) {
+		t.Errorf("Command = %q, want %q", s.Command, want)
+	}
+	if want := map[string]string{"EMPTY": "", "SET": "a1b"}; !reflect.DeepEqual(s.Env, want) {
+		t.Errorf("Env = %q, want %q", s.Env, want)
+	}
+}
+
+func FuzzParseMCPServers(f *testing.F) {
+	f.Add(issuePolicy)
+	f.Add(designPolicy)
+	f.Add("mcp_servers:\n  a:\n    url: http://h/${X:-y}\n")
+	f.Fuzz(func(t *testing.T, y string) {
+		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", "t", "TICKETS_TOKEN", "t"))
+		if err != nil {
+			return
+		}
+		for name, s := range p.MCPServers {
+			if (len(s.Command) > 0) == (s.URL != "") {
+				t.Errorf("server %q: command %q and url %q", name, s.Command, s.URL)
+			}
+		}
+	})
+}
