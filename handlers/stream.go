@@ -354,7 +354,7 @@ func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root str
 		la.mu.Lock()
 		defer la.mu.Unlock()
 		if la.started && !la.broken && !la.closed {
-			return r.finish(ctx, la, e.Text, hash)
+			return r.finishOrPost(ctx, la, e, hash, channel, root)
 		}
 	}
 	if rec, ok := r.loadRecord(ctx, key); ok {
@@ -366,11 +366,29 @@ func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root str
 			// Streamed by a process that died before it showed the
 			// saved answer.
 			la := &liveAnswer{key: key, rec: rec, started: true}
-			return r.finish(ctx, la, e.Text, hash)
+			return r.finishOrPost(ctx, la, e, hash, channel, root)
 		}
 	}
 	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
 	return err
+}
+
+// finishOrPost finishes the streamed message with the answer; if Slack
+// refuses (the message is gone or can no longer be changed), the answer
+// is posted as a message of its own, so that it is shown all the same.
+func (r *Reporter) finishOrPost(ctx context.Context, la *liveAnswer, e runner.Event, hash, channel, root string) error {
+	err := r.finish(ctx, la, e.Text, hash)
+	var refused slack.SlackErrorResponse
+	if !errors.As(err, &refused) {
+		return err
+	}
+	r.logger().WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
+	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false)); err != nil {
+		return err
+	}
+	la.rec.Done, la.rec.Final = true, hash
+	r.saveRecord(ctx, la.key, la.rec)
+	return nil
 }
 
 // streamEnded finishes the streamed text of a reply that asks for tool

@@ -243,3 +243,18 @@ func TestThinkingStatus(t *testing.T) {
 	w.slack.FailNext("assistant.threads.setStatus", "not_allowed_token_type", 1)
 	report(t, r, runner.Event{Kind: runner.Thinking, Thread: thread("D0ALICE")})
 }
+
+// TestStreamedMessageGone: a streamed message Slack no longer lets the
+// bot change gets the answer posted below it, once.
+func TestStreamedMessageGone(t *testing.T) {
+	w := newStreamWorld(t)
+	r := w.process(handlers.StreamOptions{Interval: time.Hour, UpdateOnly: true})
+	grow(t, r, 1, "Half of it")
+	w.slack.FailNext("chat.update", "message_not_found", 1)
+	report(t, r, runner.Event{Kind: runner.Answer, Message: 1, Text: "Half of it, and the rest."})
+	report(t, w.process(handlers.StreamOptions{}), runner.Event{Kind: runner.Answer, Message: 1, Text: "Half of it, and the rest."})
+	got := w.texts()
+	if len(got) != 2 || got[1] != "Half of it, and the rest." {
+		t.Errorf("thread = %q, want the answer posted once below the message it could not finish", got)
+	}
+}
