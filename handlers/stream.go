@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,12 +467,8 @@ func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord)
 func (r *Reporter) logger() logrus.FieldLogger {
 	if r.log == nil {
 		l := logrus.New()
-		l.Out = discardWriter{}
+		l.Out = io.Discard
 		return l
 	}
 	return r.log
 }
-
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

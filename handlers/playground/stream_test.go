@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,7 +37,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := logrus.New()
-	log.Out = discardLogs{}
+	log.Out = io.Discard
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -152,7 +153,3 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 		t.Errorf("the thread shows the answer %d times, want once", answers)
 	}
 }
-
-type discardLogs struct{}
-
-func (discardLogs) Write(p []byte) (int, error) { return len(p), nil }
