@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -104,7 +105,7 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	a := &Agent{model: model, box: box, opts: opts, now: opts.Graph.Now, log: opts.Logger}
@@ -417,7 +418,3 @@ func mention(who string) string {
 	}
 	return "<@" + who + ">"
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ var _ tools.Elicitor = (*Elicitor)(nil)
 func NewElicitor(api *slack.Client, store Store, mail Mailbox, log logrus.FieldLogger) *Elicitor {
 	if log == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		log = l
 	}
 	return &Elicitor{rep: NewReporter(api, store, nil, log), mail: mail, log: log}

@@ -59,7 +59,7 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	if opts.MaxConcurrentWork <= 0 {
@@ -184,7 +184,3 @@ const (
 	textBusy       = "I'm still working on this thread. Reply again once I've answered."
 	textFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
 )
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

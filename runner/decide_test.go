@@ -137,10 +137,10 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 	if err := svc.Drive(ctx, "th"); err != nil {
 		t.Fatal(err)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
-	if n := tg.count("POST /delete"); n != 0 {
+	if n := tg.Count("POST /delete"); n != 0 {
 		t.Errorf("delete ran %d times, want 0", n)
 	}
 }
@@ -178,7 +178,7 @@ func TestReplyCannotApproveOnesOwnRequest(t *testing.T) {
 	if err := svc.Drive(ctx, "th"); err != nil {
 		t.Fatal(err)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 }
@@ -212,7 +212,7 @@ func TestOutsidersReplyRejectsNothing(t *testing.T) {
 	if err := svc.Drive(ctx, "th"); err != nil {
 		t.Fatal(err)
 	}
-	if got := []int{tg.count("POST /deploy"), tg.count("POST /delete")}; got[0] != 1 || got[1] != 1 {
+	if got := []int{tg.Count("POST /deploy"), tg.Count("POST /delete")}; got[0] != 1 || got[1] != 1 {
 		t.Errorf("deploy and delete ran %v times, want once each", got)
 	}
 	res, err = svc.State(ctx, "th")

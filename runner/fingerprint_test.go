@@ -59,7 +59,7 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 			if got := rep.kinds(); len(got) != 1 {
 				t.Errorf("events = %v, want only the card: the approval was not applied", got)
 			}
-			if n := tg.count("POST /deploy"); n != 0 {
+			if n := tg.Count("POST /deploy"); n != 0 {
 				t.Fatalf("deploy ran %d times under the new version", n)
 			}
 
@@ -90,8 +90,8 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 			if len(answers) != 1 || !strings.Contains(answers[0], want) {
 				t.Errorf("answers shown = %q, want one containing %q", answers, want)
 			}
-			if tg.count("POST /deploy") != 0 || tg.count("POST /delete") != 0 {
-				t.Errorf("deploy ran %d, delete %d times; want neither", tg.count("POST /deploy"), tg.count("POST /delete"))
+			if tg.Count("POST /deploy") != 0 || tg.Count("POST /delete") != 0 {
+				t.Errorf("deploy ran %d, delete %d times; want neither", tg.Count("POST /deploy"), tg.Count("POST /delete"))
 			}
 			if err := svc.RestartChanged(ctx, bob); !errors.Is(err, runner.ErrNotChanged) {
 				t.Errorf("RestartChanged(again) = %v, want ErrNotChanged", err)

@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"github.com/countersign/countersign/internal/testtarget"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,53 +79,9 @@ func decision(thread string, c agent.Call, kind interrupt.Kind, user string) run
 }
 
 // target is the HTTP server the tools call; it counts executions.
-type target struct {
-	*httptest.Server
-	mu   sync.Mutex
-	hits map[string]int
-	// hold, if set, is a request ("POST /deploy") that the server counts
-	// and then never answers, after closing arrived.
-	hold    string
-	arrived chan struct{}
-}
+type target = testtarget.Server
 
-func newTarget(t *testing.T) *target {
-	tg := &target{hits: map[string]int{}, arrived: make(chan struct{})}
-	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Method + " " + r.URL.Path
-		tg.mu.Lock()
-		tg.hits[key]++
-		hold := key == tg.hold
-		if hold {
-			tg.hold = ""
-		}
-		tg.mu.Unlock()
-		if hold {
-			// Read the whole request, so the server notices when the
-			// client dies, then never answer.
-			_, _ = io.Copy(io.Discard, r.Body)
-			close(tg.arrived)
-			<-r.Context().Done()
-			return
-		}
-		fmt.Fprintf(w, "ok %s", r.URL.Path)
-	}))
-	t.Cleanup(tg.Close)
-	return tg
-}
-
-// holdNext makes the server hold the next request to key unanswered.
-func (tg *target) holdNext(key string) {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	tg.hold = key
-}
-
-func (tg *target) count(key string) int {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return tg.hits[key]
-}
+func newTarget(t *testing.T) *target { return testtarget.New(t) }
 
 // world holds what every service instance of a test shares.
 type world struct {

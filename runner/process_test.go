@@ -232,7 +232,7 @@ func TestTwoProcessesDecideOneCall(t *testing.T) {
 	default:
 		t.Errorf("replicas said %v, want one WON and the other LOST naming the winner", got)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 }
@@ -282,7 +282,7 @@ func TestKilledAtEverySave(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}
 			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
 				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 			}
@@ -326,7 +326,7 @@ func TestStalledPastItsLease(t *testing.T) {
 			if l := victim.line(t); !strings.HasPrefix(l, "DONE") {
 				t.Errorf("victim said %q after it went on, want DONE (the run the heir finished)", l)
 			}
-			got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}
+			got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}
 			if got[0] != 1 || got[1] != 1 || got[2] != 0 {
 				t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 			}
@@ -341,10 +341,10 @@ func TestStalledPastItsLease(t *testing.T) {
 func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
-	tg.holdNext("POST /deploy")
+	tg.HoldNext("POST /deploy")
 	victim := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB")
 	select {
-	case <-tg.arrived:
+	case <-tg.Arrived:
 	case l := <-victim.lines:
 		t.Fatalf("the deploy call never arrived; the replica said %q", l)
 	case <-time.After(30 * time.Second):
@@ -360,7 +360,7 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	if !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "<@U_BOB> checked and marked it as done") {
 		t.Errorf("heir said %s, want DONE with the call marked done", l)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1: a call cut off mid-way must not be re-run unasked", n)
 	}
 }

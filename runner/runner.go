@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -149,7 +150,7 @@ func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discardWriter{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	if opts.Observer == nil {
@@ -667,10 +668,6 @@ func (noObserver) RunStarted(bool)                       {}
 func (noObserver) RunStopped(graph.Status)               {}
 func (noObserver) Decided(interrupt.Kind, time.Duration) {}
 func (noObserver) ToolFinished(string, agent.CallStatus) {}
-
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // failureText is a failed run's error for people: without the engine's
 // "node model: " prefix, and saying the model's name once.

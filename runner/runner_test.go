@@ -41,7 +41,7 @@ func TestFullConversation(t *testing.T) {
 	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := []int{tg.count("GET /lookup"), tg.count("POST /deploy"), tg.count("POST /delete")}; !slices.Equal(got, []int{1, 1, 0}) {
+	if got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}; !slices.Equal(got, []int{1, 1, 0}) {
 		t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 	}
 	answers := rep.answers()
@@ -110,8 +110,8 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 			t.Errorf("loser told %q decided, but %q won", lost.Decision.By, winner)
 		}
 	}
-	if won != 1 || tg.count("POST /deploy") != 1 {
-		t.Errorf("%d decisions won and deploy ran %d times, want 1 and 1", won, tg.count("POST /deploy"))
+	if won != 1 || tg.Count("POST /deploy") != 1 {
+		t.Errorf("%d decisions won and deploy ran %d times, want 1 and 1", won, tg.Count("POST /deploy"))
 	}
 	res, _ := svc.State(ctx, "th")
 	if w := res.State.Waiting(); res.Status() != graph.Paused || len(w) != 1 || w[0].Tool != "delete" {
@@ -133,7 +133,7 @@ func TestReplyWhilePausedIsFeedback(t *testing.T) {
 	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "deploy → Rejected by <@U_ALICE>: wait, use staging") {
 		t.Errorf("after feedback: %s %q; want done with the feedback as the reason", res.Status(), res.State.Answer())
 	}
-	if tg.count("POST /deploy")+tg.count("POST /delete") != 0 {
+	if tg.Count("POST /deploy")+tg.Count("POST /delete") != 0 {
 		t.Error("calls answered with feedback ran")
 	}
 }
@@ -220,7 +220,7 @@ func TestDecisionDuringStartIsNotStranded(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := tg.count("POST /deploy"); n != 1 {
+	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times by the time Start returned, want 1", n)
 	}
 }

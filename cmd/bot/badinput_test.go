@@ -110,7 +110,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	h.click(card, "edit", "U0RANDOM")
 	h.ephemeral("U0RANDOM", "You can't decide this call")
 	time.Sleep(200 * time.Millisecond)
-	if n := h.target.count("POST /deploy"); n != 0 || !strings.Contains(h.card(card), `"action_id":"approve"`) || len(h.slack.CallsTo("views.open")) != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 || !strings.Contains(h.card(card), `"action_id":"approve"`) || len(h.slack.CallsTo("views.open")) != 0 {
 		t.Fatalf("refused clicks changed something: %d runs, card %s", n, h.card(card))
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
@@ -132,7 +132,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	// A member of the approvers' user group may approve.
 	h.click(card, "approve", "U0ADMIN")
 	h.reply(root, "Deployed.")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times after the group member approved, want 1", n)
 	}
 	audit, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()

@@ -324,7 +324,7 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 	if got := p.threadText(); !strings.Contains(got, "Edited and approved by @You") {
 		t.Errorf("the card does not say who edited it:\n%s", got)
 	}
-	if n, m := target.count("GET /edited"), target.count("GET /original"); n != 1 || m != 0 {
+	if n, m := target.Count("GET /edited"), target.Count("GET /original"); n != 1 || m != 0 {
 		t.Errorf("GET /edited ran %d times and GET /original %d times, want 1 and 0", n, m)
 	}
 
@@ -346,7 +346,7 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 			t.Errorf("the thread does not show %q:\n%s", want, got)
 		}
 	}
-	if n := target.count("GET /rejected"); n != 0 {
+	if n := target.Count("GET /rejected"); n != 0 {
 		t.Errorf("the rejected call ran %d times", n)
 	}
 	screenshot(t, p.tab, "rejected")

@@ -215,8 +215,16 @@ func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
 // @U123.
 var slackMention = regexp.MustCompile(`<@([A-Za-z0-9._-]+)>`)
 
-// plainText turns the Slack markup of the runner's words into text.
-func plainText(s string) string { return slackMention.ReplaceAllString(s, "@$1") }
+// plainText turns the Slack markup in the runner's and the model's words
+// into text: mentions become @U123, and a quote's "> " its text.
+func plainText(s string) string {
+	s = slackMention.ReplaceAllString(s, "@$1")
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "> ")
+	}
+	return strings.Join(lines, "\n")
+}
 
 // terminal prints events and reads answers. It is the chat's
 // runner.Reporter.
@@ -253,7 +261,7 @@ func (t *terminal) card(c agent.Call) {
 	}
 	t.printf("┌ %s: %s [%s]\n", title, c.Tool, c.Key)
 	if c.Reason != "" {
-		t.printf("│ reason: %s\n", c.Reason)
+		t.printf("│ reason: %s\n", plainText(c.Reason))
 	}
 	t.printf("│ arguments:\n│   %s\n", args.String())
 	if !c.Expires.IsZero() {
@@ -266,7 +274,7 @@ func (t *terminal) card(c agent.Call) {
 func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	switch e.Kind {
 	case runner.Answer:
-		t.printf("agent> %s\n", e.Text)
+		t.printf("agent> %s\n", plainText(e.Text))
 	case runner.CallDecided:
 		d := e.Call.Decision
 		if d.Kind == interrupt.Expire {
@@ -277,10 +285,14 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	case runner.CallStarted:
 		t.printf("… running %s [%s]\n", e.Call.Tool, e.Call.Key)
 	case runner.CallFinished:
-		first, _, _ := strings.Cut(e.Call.Result, "\n")
-		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, first)
+		result := e.Call.Result
+		if d := e.Call.Decision; d != nil && d.Kind == interrupt.Edit && strings.HasPrefix(result, "Note: ") {
+			_, result, _ = strings.Cut(result, "\n") // the model's note: the terminal showed the edit
+		}
+		first, _, _ := strings.Cut(result, "\n")
+		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, plainText(first))
 	case runner.RunFailed:
-		t.printf("✖ the run failed: %s\n", e.Text)
+		t.printf("✖ the run failed: %s\n", plainText(e.Text))
 	case runner.GraphChanged:
 		t.printf("🔄 the bot was updated while this request waited: %s\n", strings.ReplaceAll(e.Text, "\n", "; "))
 	}

@@ -51,8 +51,8 @@ func TestCheckpointsCommand(t *testing.T) {
 	// there (the original thread is untouched).
 	h.model.Then(llmtest.Reply("Deployed again."))
 	out := h.cli(t, "a\n", "chat", "--thread", fork, "--user", approver)
-	if !strings.Contains(out, "Deployed again.") || h.target.count("POST /deploy") != 2 {
-		t.Errorf("resuming the fork printed:\n%s\ndeploy ran %d times in all, want 2", out, h.target.count("POST /deploy"))
+	if !strings.Contains(out, "Deployed again.") || h.target.Count("POST /deploy") != 2 {
+		t.Errorf("resuming the fork printed:\n%s\ndeploy ran %d times in all, want 2", out, h.target.Count("POST /deploy"))
 	}
 
 	h.cli(t, "", "checkpoints", "delete", "--thread", fork, "--yes")

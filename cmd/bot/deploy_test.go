@@ -63,7 +63,7 @@ func TestDeployOverPausedThreads(t *testing.T) {
 	h.model.Then(llmtest.Reply("C is out."))
 	h.click(cards[2], "approve", approver)
 	h.reply(roots[2], "C is out.")
-	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 || got[0] != "c" {
+	if got := h.target.Bodies("POST /deploy"); len(got) != 1 || got[0] != "c" {
 		t.Fatalf("deploy bodies after the compatible deploy = %q, want [c]", got)
 	}
 
@@ -88,7 +88,7 @@ func TestDeployOverPausedThreads(t *testing.T) {
 	h.click(h.changedCard(roots[1]), "cancel_run", approver)
 	h.reply(roots[1], "Cancelled by &lt;@"+approver+"&gt;") // answers are posted escaped
 
-	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 {
+	if got := h.target.Bodies("POST /deploy"); len(got) != 1 {
 		t.Errorf("deploy bodies = %q, want only c's", got)
 	}
 }

@@ -36,14 +36,14 @@ func TestApproveFlow(t *testing.T) {
 			t.Errorf("card does not show %q: %s", want, h.card(card))
 		}
 	}
-	if h.target.count("POST /deploy") != 0 {
+	if h.target.Count("POST /deploy") != 0 {
 		t.Fatal("the call ran before anyone approved it")
 	}
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
 		t.Fatalf("approve answered %d", resp.StatusCode)
 	}
 	h.reply(root, "Deployed v2.")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
@@ -113,7 +113,7 @@ func TestEditFlow(t *testing.T) {
 		t.Fatalf("submitting the edit answered %d %q; want an empty 200 that closes the modal", resp.StatusCode, body)
 	}
 	h.reply(root, "Deployed.")
-	if got := h.target.bodiesOf("POST /deploy"); len(got) != 1 || got[0] != "v3" {
+	if got := h.target.Bodies("POST /deploy"); len(got) != 1 || got[0] != "v3" {
 		t.Errorf("deploy received %q, want the edited body once", got)
 	}
 	if got := h.card(card); !strings.Contains(got, "Edited and approved by <@"+approver+">") || !strings.Contains(got, "v3") {
@@ -135,7 +135,7 @@ func TestRejectFlow(t *testing.T) {
 		t.Fatalf("reject submission answered %d", resp.StatusCode)
 	}
 	h.reply(root, "Understood, I won't deploy.")
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Errorf("a rejected call ran %d times", n)
 	}
 	last := h.model.Requests()[len(h.model.Requests())-1]
@@ -164,7 +164,7 @@ func TestTenConcurrentApprovals(t *testing.T) {
 	}
 	wg.Wait()
 	h.reply(root, "Deployed.")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	approvals := 0

@@ -52,7 +52,7 @@ func TestDuplicateKeyArgumentsNeverReachACard(t *testing.T) {
 			t.Errorf("a card was posted for ambiguous arguments: %s", c.Blocks)
 		}
 	}
-	if n, m := h.target.count("GET /shown"), h.target.count("DELETE /hidden"); n+m != 0 {
+	if n, m := h.target.Count("GET /shown"), h.target.Count("DELETE /hidden"); n+m != 0 {
 		t.Errorf("GET /shown ran %d times, DELETE /hidden %d times; want neither", n, m)
 	}
 	reqs := h.model.Requests()
@@ -111,7 +111,7 @@ func TestCardShowsWhatRuns(t *testing.T) {
 	}
 	h.click(card, "approve", approver)
 	h.reply(root, "Posted.")
-	if bodies := h.target.bodiesOf("POST /deploy"); len(bodies) != 1 || bodies[0] != long {
+	if bodies := h.target.Bodies("POST /deploy"); len(bodies) != 1 || bodies[0] != long {
 		t.Errorf("POST /deploy ran with %d bodies, want the approved one once", len(bodies))
 	}
 }
@@ -133,12 +133,12 @@ func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
 	}
 	h.click(second, "approve", approver)
 	h.ephemeral(approver, "may not approve it yourself")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Fatalf("deploy ran %d times after a self-approval, want 1", n)
 	}
 	h.click(second, "approve", carol)
 	h.reply(root, "Deployed again.")
-	if n := h.target.count("POST /deploy"); n != 2 {
+	if n := h.target.Count("POST /deploy"); n != 2 {
 		t.Errorf("deploy ran %d times, want 2", n)
 	}
 }
@@ -148,7 +148,7 @@ func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
 // and Skip clicks are refused like an Approve would be.
 func TestOutsiderCannotRejectByReplying(t *testing.T) {
 	h := newHarness(t, gatePolicy)
-	h.target.delay = 20 * time.Second // the bot is killed long before it answers
+	h.target.HoldNext("POST /slow") // the bot is killed while it waits for the answer
 	h.model.Then(
 		llmtest.Reply("Two things.", call("c1", "POST", h.target.URL+"/slow", "v2"), call("c2", "POST", h.target.URL+"/deploy", "v2")),
 		llmtest.Reply("Both settled."),
@@ -158,11 +158,8 @@ func TestOutsiderCannotRejectByReplying(t *testing.T) {
 	cards := h.cards(root, 2)
 	// The slow call is approved, and the bot dies while it runs.
 	h.click(cards[0], "approve", approver)
-	h.eventually(func() bool { return h.target.count("POST /slow") == 1 }, "the slow call to arrive")
+	<-h.target.Arrived
 	h.kill()
-	h.target.mu.Lock()
-	h.target.delay = 0
-	h.target.mu.Unlock()
 	h.start()
 	// The new process takes the thread over once the dead one's recovery
 	// wake-up is due (two leases).
@@ -203,7 +200,7 @@ func TestOutsiderCannotRejectByReplying(t *testing.T) {
 	h.click(unknown, "mark_done", approver)
 	h.click(cards[1], "approve", carol)
 	h.reply(root, "Both settled.")
-	if n, m := h.target.count("POST /slow"), h.target.count("POST /deploy"); n != 1 || m != 1 {
+	if n, m := h.target.Count("POST /slow"), h.target.Count("POST /deploy"); n != 1 || m != 1 {
 		t.Errorf("slow ran %d times and deploy %d; want once each", n, m)
 	}
 	if got := lastModelInput(h); !strings.Contains(got, "reject everything") || !strings.Contains(got, mallory) {
@@ -220,7 +217,7 @@ func TestClickFromAnotherChannelIsRefused(t *testing.T) {
 		ActionID: "approve", Value: buttonValue(t, card, "approve")})
 	h.send("/slack/interactions", "application/x-www-form-urlencoded", body, nil)
 	h.ephemeral(approver, "belongs to another channel")
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Fatalf("deploy ran %d times from another channel's click", n)
 	}
 	h.click(card, "approve", approver)
@@ -250,7 +247,7 @@ func TestCorrectedEditWithTheSameViewHash(t *testing.T) {
 		t.Errorf("a repeated delivery of the edit answered %s; want the modal closed", body)
 	}
 	h.reply(root, "Deployed.")
-	if bodies := h.target.bodiesOf("POST /deploy"); len(bodies) != 1 || bodies[0] != "v3" {
+	if bodies := h.target.Bodies("POST /deploy"); len(bodies) != 1 || bodies[0] != "v3" {
 		t.Errorf("deploy ran with %q, want the edited body once", bodies)
 	}
 	// The note that tells the model about the edit is not shown to people:
@@ -273,12 +270,18 @@ func TestChatAppliesThePolicy(t *testing.T) {
 	if !strings.Contains(string(out), "You can't decide this call") || strings.Contains(string(out), "<@") {
 		t.Errorf("bot chat as %s printed:\n%s\nwant a refusal in plain text", mallory, out)
 	}
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Fatalf("deploy ran %d times on an outsider's approval", n)
 	}
 	resume, err := h.run("a\n", "chat", "--user", carol, "--thread", "chat-gate")
-	if err != nil || !strings.Contains(resume, "Deployed.") || h.target.count("POST /deploy") != 1 {
-		t.Errorf("bot chat as %s: %v\n%s\ndeploy ran %d times, want 1", carol, err, resume, h.target.count("POST /deploy"))
+	if err != nil || !strings.Contains(resume, "Deployed.") || h.target.Count("POST /deploy") != 1 {
+		t.Errorf("bot chat as %s: %v\n%s\ndeploy ran %d times, want 1", carol, err, resume, h.target.Count("POST /deploy"))
+	}
+	// The terminal shows text: no Slack markup, no log lines.
+	for _, out := range []string{string(out), resume} {
+		if strings.Contains(out, "<@") || strings.Contains(out, "level=") || strings.Contains(out, `"level"`) {
+			t.Errorf("bot chat printed Slack markup or log lines:\n%s", out)
+		}
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/countersign/countersign/internal/testtarget"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -345,47 +345,10 @@ func hasAction(c slacktest.Call, actionID string) bool {
 	return bytes.Contains(c.Blocks, []byte(`"action_id":"`+actionID+`"`))
 }
 
-// target is the server the agent's http_request calls reach; it counts
-// them.
-type target struct {
-	*httptest.Server
-	mu     sync.Mutex
-	hits   map[string]int
-	bodies map[string][]string
-	// delay, if set, is how long /slow takes to answer.
-	delay time.Duration
-}
+// target is the server the agent's http_request calls reach.
+type target = testtarget.Server
 
-func newTarget(t testing.TB) *target {
-	tg := &target{hits: map[string]int{}, bodies: map[string][]string{}}
-	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		key := r.Method + " " + r.URL.Path
-		tg.mu.Lock()
-		tg.hits[key]++
-		tg.bodies[key] = append(tg.bodies[key], string(body))
-		delay := tg.delay
-		tg.mu.Unlock()
-		if r.URL.Path == "/slow" {
-			time.Sleep(delay)
-		}
-		fmt.Fprintf(w, "ok %s", key)
-	}))
-	t.Cleanup(tg.Close)
-	return tg
-}
-
-func (tg *target) count(key string) int {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return tg.hits[key]
-}
-
-func (tg *target) bodiesOf(key string) []string {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return append([]string(nil), tg.bodies[key]...)
-}
+func newTarget(t testing.TB) *target { return testtarget.New(t) }
 
 // call is a model tool call to http_request.
 func call(id, method, url, body string) llm.ToolCall {

@@ -87,7 +87,7 @@ func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
 	root := h.root(1)
 	h.click(h.cards(root, 1)[0], "approve", approver)
 	h.reply(root, "It redirects elsewhere.")
-	if n := h.target.count("GET /elsewhere"); n != 0 {
+	if n := h.target.Count("GET /elsewhere"); n != 0 {
 		t.Errorf("the redirect to another host was followed %d times", n)
 	}
 	last := h.model.Requests()[len(h.model.Requests())-1]
@@ -190,9 +190,7 @@ func TestOneTurnPostsAtMostTheCapOfCards(t *testing.T) {
 	if capped != 2 {
 		t.Errorf("the model saw %d results about the cap, want 2", capped)
 	}
-	h.target.mu.Lock()
-	defer h.target.mu.Unlock()
-	if n := len(h.target.hits); n != 0 {
-		t.Errorf("calls ran: %v, want none", h.target.hits)
+	if n := h.target.Total(); n != 0 {
+		t.Errorf("%d calls ran, want none", n)
 	}
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +25,7 @@ func TestClickAfterACrash(t *testing.T) {
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
 	h.waitStatus(root, "done")
-	if n := h.target.count("POST /deploy"); n != 1 {
+	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 	finals := 0
@@ -82,7 +85,7 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 			decide(order[1])
 			decide(order[2])
 			h.reply(root, "All done.")
-			if a, b, c := h.target.count("POST /a"), h.target.count("POST /b"), h.target.count("POST /c"); a != 1 || b != 0 || c != 1 {
+			if a, b, c := h.target.Count("POST /a"), h.target.Count("POST /b"), h.target.Count("POST /c"); a != 1 || b != 0 || c != 1 {
 				t.Errorf("executions a/b/c = %d/%d/%d, want 1/0/1", a, b, c)
 			}
 			last := h.model.Requests()[len(h.model.Requests())-1]
@@ -169,7 +172,7 @@ func TestUndecidedCallExpires(t *testing.T) {
 	}
 	h.click(card, "approve", approver)
 	h.ephemeral(approver, "")
-	if n := h.target.count("POST /deploy"); n != 0 {
+	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Errorf("an expired call ran %d times", n)
 	}
 }
@@ -200,7 +203,88 @@ func TestKilledAfterTheAck(t *testing.T) {
 			roots++
 		}
 	}
-	if roots != 1 || h.target.count("POST /deploy") != 1 {
-		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.count("POST /deploy"))
+	if roots != 1 || h.target.Count("POST /deploy") != 1 {
+		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.Count("POST /deploy"))
+	}
+}
+
+// replica starts another bot process on the same Redis, Slack and model,
+// and returns its address.
+func (h *harness) replica() string {
+	h.t.Helper()
+	addr := freeAddr(h.t)
+	cmd := exec.Command(botBinary)
+	cmd.Env = append(slices.Clone(h.env), "BOT_ADDR="+addr) // the last value wins
+	cmd.Stdout, cmd.Stderr = h.logs, h.logs
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	h.eventually(func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, "the second replica to come up")
+	return addr
+}
+
+// The replica running an approved call stalls (SIGSTOP) after saving the
+// call as running and before sending it — here, while Slack is slow to
+// update the card — for longer than its lease. Another replica takes the
+// thread over: the call's outcome is unknown, a person retries it, it
+// runs. Then the stalled replica goes on: it must notice it lost the
+// thread and not send the call. The call runs once.
+func TestStalledPastTheLease(t *testing.T) {
+	h := newHarness(t, "")
+	other := h.replica()
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	// The first card update shows the decision; the second, "running",
+	// comes after the call is saved as running and before it is sent.
+	arrived, release := h.slack.HoldNext("chat.update", 1)
+	defer release()
+	h.click(card, "approve", approver)
+	<-arrived
+	if err := h.bot.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The other replica picks the thread up once the lease lapses.
+	var retry slacktest.Call
+	deadline := time.Now().Add(60 * time.Second)
+	for retry.TS == "" && time.Now().Before(deadline) {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, "retry") {
+				retry = c
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if retry.TS == "" {
+		t.Fatal("no outcome-unknown card from the other replica")
+	}
+	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: retry.Channel, MessageTS: retry.TS, ThreadTS: retry.ThreadTS,
+		ActionID: "retry", Value: buttonValue(t, retry, "retry")})
+	req := h.signer.Request(http.MethodPost, "http://"+other+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	h.reply(root, "Deployed.")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Fatalf("deploy ran %d times after the retry, want 1", n)
+	}
+	// The stalled replica goes on.
+	if err := h.bot.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	h.eventually(func() bool { return strings.Contains(h.logs.String(), "lost the thread's lease") }, "the stalled replica to give the call up")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
 	}
 }

@@ -82,14 +82,12 @@ func TestGracefulShutdown(t *testing.T) {
 		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/slow", "v2")),
 		llmtest.Reply("Deployed."),
 	)
-	h.target.mu.Lock()
-	h.target.delay = 2 * time.Second
-	h.target.mu.Unlock()
+	h.target.Delay("/slow", 2*time.Second)
 	h.command("deploy", nil, nil)
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
 	h.click(card, "approve", approver)
-	h.eventually(func() bool { return h.target.count("POST /slow") == 1 }, "the call to start")
+	h.eventually(func() bool { return h.target.Count("POST /slow") == 1 }, "the call to start")
 	if err := h.bot.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +102,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	h.bot = nil
 	h.reply(root, "Deployed.")
-	if n := h.target.count("POST /slow"); n != 1 {
+	if n := h.target.Count("POST /slow"); n != 1 {
 		t.Errorf("the call ran %d times, want 1", n)
 	}
 	if !strings.Contains(h.logs.String(), "shutting down") {

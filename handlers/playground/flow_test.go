@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/testtarget"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -226,12 +227,12 @@ func TestApproveThroughTheBot(t *testing.T) {
 	w := newWorld(t)
 	stream := w.events()
 	root, card := w.request("/approve")
-	if w.target.count("/approve") != 0 {
+	if w.target.Count("/approve") != 0 {
 		t.Fatal("the call ran before anyone approved it")
 	}
 	w.mustUI("/ui/click", map[string]any{"user": teammate, "ts": card.TS, "action_id": "approve"})
 	w.message(root.TS, "Done: the request to "+w.target.URL+"/approve returned HTTP 200 OK")
-	if n := w.target.count("/approve"); n != 1 {
+	if n := w.target.Count("/approve"); n != 1 {
 		t.Errorf("the call ran %d times, want 1", n)
 	}
 	settled := content(w.current(card.TS))
@@ -288,7 +289,7 @@ func TestEditModalShowsErrorsThenApproves(t *testing.T) {
 		return playground.Message{}, len(st.Views[you]) == 0
 	})
 	w.message(root.TS, "ok GET /edited")
-	if n, m := w.target.count("/edited"), w.target.count("/original"); n != 1 || m != 0 {
+	if n, m := w.target.Count("/edited"), w.target.Count("/original"); n != 1 || m != 0 {
 		t.Errorf("/edited ran %d times and /original %d times, want 1 and 0", n, m)
 	}
 }
@@ -312,7 +313,7 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	// The model's answer quotes the result; as model text it is posted
 	// escaped, so the mention in it is not live.
 	w.message(root.TS, "was not run. Rejected by &lt;@"+teammate+"&gt;: not this one &amp; not now")
-	if n := w.target.count("/feedback"); n != 0 {
+	if n := w.target.Count("/feedback"); n != 0 {
 		t.Errorf("the call ran %d times after it was rejected", n)
 	}
 }
@@ -542,31 +543,10 @@ func (w *world) view(user string, match func(playground.View) bool) playground.V
 	return playground.View{}
 }
 
-// target is the server the agent's http_request calls reach; it counts
-// the requests per path.
-type target struct {
-	*httptest.Server
-	mu   sync.Mutex
-	hits map[string]int
-}
+// target is the server the agent's http_request calls reach.
+type target = testtarget.Server
 
-func newTarget(t *testing.T) *target {
-	tg := &target{hits: map[string]int{}}
-	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tg.mu.Lock()
-		tg.hits[r.URL.Path]++
-		tg.mu.Unlock()
-		fmt.Fprintf(w, "ok %s %s", r.Method, r.URL.Path)
-	}))
-	t.Cleanup(tg.Close)
-	return tg
-}
-
-func (tg *target) count(path string) int {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return tg.hits[path]
-}
+func newTarget(t *testing.T) *target { return testtarget.New(t) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -298,12 +298,15 @@ const troubleConnecting = "We had some trouble connecting. Try again?"
 // block ID and action ID. The bot's answer decides what happens to the
 // modal (see the package doc).
 func (s *Simulator) Submit(ctx context.Context, userID, viewID string, values map[string]map[string]string) error {
-	u, i, err := s.lockView(userID, viewID)
+	var u User
+	var body []byte
+	err := s.inView(userID, viewID, func(user User, i int) {
+		u = user
+		body = s.viewPayload("view_submission", u, *s.views[u.ID][i], values, s.newTrigger(u.ID))
+	})
 	if err != nil {
 		return err
 	}
-	body := s.viewPayload("view_submission", u, *s.views[u.ID][i], values, s.newTrigger(u.ID))
-	s.mu.Unlock()
 
 	resp, err := s.deliver(ctx, "interactions", formType, body)
 	if err != nil && ctx.Err() != nil {
@@ -315,7 +318,7 @@ func (s *Simulator) Submit(ctx context.Context, userID, viewID string, values ma
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.publishViews(u.ID)
-	i = s.viewIndex(u.ID, viewID)
+	i := s.viewIndex(u.ID, viewID)
 	if i < 0 {
 		return nil // closed meanwhile
 	}
@@ -365,22 +368,22 @@ func (s *Simulator) Submit(ctx context.Context, userID, viewID string, values ma
 // CloseView is a person closing the modal viewID without submitting it.
 // The bot hears of it only if the view asked (notify_on_close).
 func (s *Simulator) CloseView(ctx context.Context, userID, viewID string) error {
-	u, i, err := s.lockView(userID, viewID)
+	var body []byte
+	err := s.inView(userID, viewID, func(u User, i int) {
+		v := *s.views[u.ID][i]
+		if v.fields.ClearOnClose {
+			delete(s.views, u.ID)
+		} else {
+			s.views[u.ID] = append(s.views[u.ID][:i:i], s.views[u.ID][i+1:]...)
+		}
+		s.publishViews(u.ID)
+		if v.fields.NotifyOnClose {
+			body = s.viewPayload("view_closed", u, v, nil, "")
+		}
+	})
 	if err != nil {
 		return err
 	}
-	v := *s.views[u.ID][i]
-	if v.fields.ClearOnClose {
-		delete(s.views, u.ID)
-	} else {
-		s.views[u.ID] = append(s.views[u.ID][:i:i], s.views[u.ID][i+1:]...)
-	}
-	s.publishViews(u.ID)
-	var body []byte
-	if v.fields.NotifyOnClose {
-		body = s.viewPayload("view_closed", u, v, nil, "")
-	}
-	s.mu.Unlock()
 
 	if body == nil {
 		return nil
@@ -395,23 +398,24 @@ func (s *Simulator) CloseView(ctx context.Context, userID, viewID string) error 
 	return nil
 }
 
-// viewIndex finds a view in user's stack; s.mu is held.
-// lockView finds the user's open view id and returns the user and the
-// view's index with s.mu held; on an error s.mu is not held.
-func (s *Simulator) lockView(userID, viewID string) (User, int, error) {
+// inView runs fn, with s.mu held, on the user's open view viewID at index
+// i of their stack.
+func (s *Simulator) inView(userID, viewID string, fn func(u User, i int)) error {
 	u, ok := s.user(userID)
 	if !ok {
-		return User{}, 0, fmt.Errorf("%w: %q", ErrUnknownUser, userID)
+		return fmt.Errorf("%w: %q", ErrUnknownUser, userID)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	i := s.viewIndex(u.ID, viewID)
 	if i < 0 {
-		s.mu.Unlock()
-		return User{}, 0, fmt.Errorf("%w: view %s", ErrNotFound, viewID)
+		return fmt.Errorf("%w: view %s", ErrNotFound, viewID)
 	}
-	return u, i, nil
+	fn(u, i)
+	return nil
 }
 
+// viewIndex finds a view in user's stack; s.mu is held.
 func (s *Simulator) viewIndex(user, id string) int {
 	for i, v := range s.views[user] {
 		if v.ID == id {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -206,7 +207,7 @@ func New(opts Options) *Simulator {
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
-		l.Out = discard{}
+		l.Out = io.Discard
 		opts.Logger = l
 	}
 	return &Simulator{
@@ -381,7 +382,3 @@ func randomID() string {
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	return hex.EncodeToString(b[:])
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -5,8 +5,9 @@
 // chat.postMessage, chat.update, chat.postEphemeral, views.open,
 // views.update, views.push, usergroups.users.list, conversations.info,
 // the streaming methods chat.startStream, chat.appendStream and
-// chat.stopStream, and assistant.threads.setStatus — the way Slack does, takes form-encoded and JSON bodies alike, and
-// records every call for the test to inspect. Point slack-go at it with
+// chat.stopStream, and assistant.threads.setStatus — the way Slack does,
+// takes form-encoded and JSON bodies alike, and records every call for
+// the test to inspect. Point slack-go at it with
 // slack.OptionAPIURL(srv.URL()), or a bot binary with SLACK_API_URL.
 // Failures are injected per method: rate limits (HTTP 429 with
 // Retry-After) and ok:false errors.
@@ -87,16 +88,24 @@ func (c Call) OK() bool { return c.Error == "" }
 type Server struct {
 	srv *httptest.Server
 
-	mu        sync.Mutex
-	calls     []Call
-	changed   chan struct{} // closed and replaced when a call arrives
-	seq       int           // the last message timestamp handed out
-	views     map[string]json.RawMessage
-	messages  map[string]Call // by channel and ts: the latest content
+	mu       sync.Mutex
+	calls    []Call
+	changed  chan struct{} // closed and replaced when a call arrives
+	seq      int           // the last message timestamp handed out
+	views    map[string]json.RawMessage
+	messages map[string]Call // by channel and ts: the latest content
+	groups   map[string][]string
+	limited  map[string]*rateLimit
+	failing  map[string]*failure
+	holds    map[string]*hold
+
 	streaming map[string]bool // by channel and ts: streams not stopped
-	groups    map[string][]string
-	limited   map[string]*rateLimit
-	failing   map[string]*failure
+}
+
+// hold keeps a call to a method unanswered until released.
+type hold struct {
+	skip              int // calls to let through first
+	arrived, released chan struct{}
 }
 
 type rateLimit struct {
@@ -112,13 +121,15 @@ type failure struct {
 // NewServer starts a fake Slack Web API, closed when the test ends.
 func NewServer(tb testing.TB) *Server {
 	s := &Server{
-		changed:   make(chan struct{}),
-		views:     map[string]json.RawMessage{},
-		messages:  map[string]Call{},
+		changed:  make(chan struct{}),
+		views:    map[string]json.RawMessage{},
+		messages: map[string]Call{},
+		groups:   map[string][]string{},
+		limited:  map[string]*rateLimit{},
+		failing:  map[string]*failure{},
+		holds:    map[string]*hold{},
+
 		streaming: map[string]bool{},
-		groups:    map[string][]string{},
-		limited:   map[string]*rateLimit{},
-		failing:   map[string]*failure{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)
@@ -257,6 +268,19 @@ func errReply(code string) reply {
 	return reply{status: http.StatusOK, body: map[string]any{"ok": false, "error": code}}
 }
 
+// HoldNext lets skip calls to method through, then keeps the next one
+// unanswered until release is called (or the caller gives up): arrived is
+// closed when that call comes in. It is answered and recorded as usual
+// once released.
+func (s *Server) HoldNext(method string, skip int) (arrived <-chan struct{}, release func()) {
+	h := &hold{skip: skip, arrived: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	s.holds[method] = h
+	s.mu.Unlock()
+	var once sync.Once
+	return h.arrived, func() { once.Do(func() { close(h.released) }) }
+}
+
 // ResponseURL is a response_url for a slash command or a click, as Slack
 // sends them: a POST of a JSON message to it is recorded as a call with
 // Method "response_url".
@@ -290,6 +314,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		http.NotFound(w, r)
 		return
+	}
+	s.mu.Lock()
+	h := s.holds[method]
+	if h != nil && h.skip > 0 {
+		h.skip, h = h.skip-1, nil
+	} else {
+		delete(s.holds, method)
+	}
+	s.mu.Unlock()
+	if h != nil {
+		close(h.arrived)
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	call := Call{Method: method, Time: time.Now()}
 	rep := s.answer(r, &call)
