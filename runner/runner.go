@@ -624,7 +624,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, thread st
 	st := &res.State
 	for i, m := range st.Messages {
 		if m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
-			show(fmt.Sprintf("answered:%d", i), Event{Kind: Answer, Thread: thread, State: st, Text: m.Content})
+			show(fmt.Sprintf("answered:%d", i), Event{Kind: Answer, Thread: thread, State: st, Text: m.Content, Message: i})
 		}
 	}
 	switch res.Status() {
