@@ -11,10 +11,10 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 const streamRoot = "1700000000.000001"

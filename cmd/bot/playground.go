@@ -13,8 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	slacksim "github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/slacksim"
 )
 
 // playground serves the bot with a simulated Slack: a web page on

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 const streamedAnswer = "The weather in Oslo is sunny today, with a light wind from the west."

@@ -1,4 +1,4 @@
-package playground
+package slacksim
 
 // Streaming messages, as Slack answers them: chat.startStream posts a
 // bot reply in a thread with markdown_text as its first text,

@@ -1,4 +1,4 @@
-package playground_test
+package slacksim_test
 
 import (
 	"bufio"
@@ -16,11 +16,11 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -41,7 +41,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	sim := playground.New(playground.Options{
+	sim := slacksim.New(slacksim.Options{
 		BotURL: srv.URL, SigningSecret: secret, BotToken: token,
 		TeamID: "T" + strings.ToUpper(randomHex(5)), Logger: log,
 		Client: &http.Client{Timeout: 20 * time.Second},
@@ -57,7 +57,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc = runner.New(a, store, rep, runner.Options{Schedule: store, Auditor: store})
-	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: playground.DefaultBotUserID})
+	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: slacksim.DefaultBotUserID})
 	mux.Handle("/api/", sim.APIHandler())
 	mux.Handle("/slack/", bot.Handler())
 	mux.Handle("/", sim.PageHandler())
@@ -74,7 +74,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	events := make(chan playground.Message, 1000)
+	events := make(chan slacksim.Message, 1000)
 	go func() {
 		defer close(events)
 		sc := bufio.NewScanner(resp.Body)
@@ -86,7 +86,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 				event = e
 			}
 			if d, ok := strings.CutPrefix(line, "data: "); ok && event == "message" {
-				var m playground.Message
+				var m slacksim.Message
 				if json.Unmarshal([]byte(d), &m) == nil {
 					events <- m
 				}
@@ -97,7 +97,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"user": you, "text": "/agent hello"})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/send", strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(playground.TokenHeader, sim.PageToken())
+	req.Header.Set(slacksim.TokenHeader, sim.PageToken())
 	if r, err := http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	} else if r.Body.Close(); r.StatusCode != http.StatusOK {
@@ -114,7 +114,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 			if !ok {
 				t.Fatal("the page's event stream ended")
 			}
-			if m.ThreadTS == "" || m.User != playground.DefaultBotUserID || strings.Contains(m.Text, "asked:") {
+			if m.ThreadTS == "" || m.User != slacksim.DefaultBotUserID || strings.Contains(m.Text, "asked:") {
 				continue
 			}
 			if answerTS == "" {
@@ -145,7 +145,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	}
 	var answers int
 	for _, m := range sim.State().Messages {
-		if m.ThreadTS != "" && m.User == playground.DefaultBotUserID && m.Text == want.Content {
+		if m.ThreadTS != "" && m.User == slacksim.DefaultBotUserID && m.Text == want.Content {
 			answers++
 		}
 	}

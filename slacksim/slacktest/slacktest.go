@@ -39,7 +39,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/internal/webapi"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // The identities the fake answers auth.test with, and the defaults of the
@@ -353,7 +353,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // answer parses a request into call and decides the reply.
 func (s *Server) answer(r *http.Request, call *Call) reply {
-	params, token, code := webapi.ParseRequest(r, maxRequest)
+	params, token, code := wire.ParseRequest(r, maxRequest)
 	call.Params, call.Token = params, token != ""
 	call.Text, call.Channel, call.ThreadTS, call.User = params["text"], params["channel"], params["thread_ts"], params["user"]
 	call.TS = params["ts"]

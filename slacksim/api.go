@@ -1,4 +1,4 @@
-package playground
+package slacksim
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/countersign/countersign/handlers/internal/webapi"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // maxAPIRequest is the largest Web API request body read.
@@ -44,7 +44,7 @@ func (s *Simulator) APIHandler() http.Handler {
 type params map[string]string
 
 func (s *Simulator) call(r *http.Request, method string) map[string]any {
-	raw, token, code := webapi.ParseRequest(r, maxAPIRequest)
+	raw, token, code := wire.ParseRequest(r, maxAPIRequest)
 	p := params(raw)
 	switch {
 	case code != "":
