@@ -5,7 +5,8 @@
 // until a person has decided every other call. Decisions come back as
 // state modifiers; approved calls run exactly once, each result saved
 // before the next call starts; rejected and expired calls are reported to
-// the model, which carries on.
+// the model, which carries on. The model node can stream its reply
+// (Options.OnStream) and saves only the complete reply; see stream.go.
 //
 // The package builds on graph and knows nothing of Slack or Redis; the
 // runner package maps threads to runs and applies people's decisions.
@@ -70,6 +71,9 @@ type Options struct {
 	// (it stays saved as running, and whoever carries the run on decides
 	// what to do with it).
 	BeforeCall func(ctx context.Context, s *State, c Call) error
+	// OnStream, if set, is told about the model's reply while it is
+	// written (see Stream); the reply is saved only when complete.
+	OnStream func(ctx context.Context, s *State, st Stream)
 	// Graph holds the engine's options (clock, IDs, static interrupts).
 	Graph graph.Options
 	// Logger defaults to a logger that discards.
@@ -180,7 +184,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		return err
 	}
 	start := a.now()
-	reply, err := a.model.Generate(ctx, msgs, a.toolDefs())
+	reply, err := a.generate(ctx, s, msgs)
 	if a.opts.OnModel != nil {
 		a.opts.OnModel(a.now().Sub(start), err)
 	}

@@ -762,6 +762,12 @@ var scopeFor = map[string]string{
 	"GetUsersInfoContext":        "users:read",
 	"GetPermalinkContext":        "",
 	"AddReactionContext":         "reactions:write",
+	// Streamed answers; assistant.threads.setStatus takes chat:write
+	// (or the older assistant:write).
+	"StartStreamContext":               "chat:write",
+	"AppendStreamContext":              "chat:write",
+	"StopStreamContext":                "chat:write",
+	"SetAssistantThreadsStatusContext": "chat:write",
 }
 
 // eventScope is the scope each bot event needs.

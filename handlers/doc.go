@@ -17,6 +17,10 @@
 // against the policy, the card's channel and the arguments' hash. The
 // handlers make no decision of their own.
 //
+// Answers are shown as the model writes them: one message that grows
+// (Slack's streaming methods, or chat.update) and that the final answer
+// finishes; see stream.go.
+//
 // A tool's request for input during a call (elicit.go) is not a decision
 // on a call and does not go through the runner: the Elicitor posts it in
 // the thread, only the person who asked for the run may answer it, and

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // Fast tests of the three Slack endpoints, in process: signed requests

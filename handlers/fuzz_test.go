@@ -15,11 +15,11 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/tools"
 )
 

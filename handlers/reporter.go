@@ -38,6 +38,8 @@ type Reporter struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	tools ToolLookup // optional; see WithTools
+	// streams are the answers being streamed (see stream.go).
+	streams streams
 }
 
 // NewReporter returns a Reporter posting through api.
@@ -54,7 +56,7 @@ const refTTL = 30 * 24 * time.Hour
 
 // Report implements runner.Reporter.
 func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
-	_, channel, root, err := ParseThread(e.Thread)
+	team, channel, root, err := ParseThread(e.Thread)
 	if err != nil {
 		return err
 	}
@@ -67,8 +69,14 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 	}
 	switch e.Kind {
 	case runner.Answer:
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
-		return err
+		return r.answer(ctx, e, channel, root)
+	case runner.Thinking:
+		r.thinking(ctx, channel, root)
+		return nil
+	case runner.AnswerDelta:
+		return r.answerDelta(ctx, e, team, channel, root)
+	case runner.StreamEnded:
+		return r.streamEnded(ctx, e)
 	case runner.ApprovalNeeded:
 		c := *e.Call
 		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
@@ -97,6 +105,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
 		return err
 	case runner.RunFailed:
+		r.interruptStreams(ctx, e.Thread)
 		value, err := r.newRef(ctx, ref{Thread: e.Thread})
 		if err != nil {
 			return err

@@ -127,6 +127,10 @@ func (a *Anthropic) Name() string { return a.name }
 // Errors wrap a *StatusError for HTTP failures and the network error for
 // transport failures; see IsTransient.
 func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
+	return a.generate(ctx, msgs, tools)
+}
+
+func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDef, extra ...llms.CallOption) (Message, error) {
 	req, err := toAnthropic(msgs)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
@@ -135,7 +139,7 @@ func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDe
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
-	callOpts := []llms.CallOption{llms.WithMaxTokens(a.maxTokens)}
+	callOpts := append([]llms.CallOption{llms.WithMaxTokens(a.maxTokens)}, extra...)
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}

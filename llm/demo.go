@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // DemoToolName is the tool the demo model knows how to call.
@@ -25,7 +26,13 @@ const DemoToolName = "http_request"
 //     plain acknowledgement, without trying again.
 //   - Anything else gets a short explanation of the demo and of how to
 //     configure a real model.
-type Demo struct{}
+//
+// GenerateStream shows a reply word by word, Pause apart.
+type Demo struct {
+	// Pause is the wait between two streamed words: DemoWordPause when
+	// zero, none when negative.
+	Pause time.Duration
+}
 
 // NewDemo returns the demo model.
 func NewDemo() *Demo { return &Demo{} }

@@ -26,6 +26,11 @@
 //     returns a *StatusError for non-200 answers and keeps network errors
 //     intact, so IsTransient and Retry can tell a 503 from a 400.
 //
+// Models that can show a reply while it is written implement Streamer
+// (OpenAI and Anthropic through langchaingo's streaming callback over
+// server-sent events, the demo word by word); Stream uses it when it is
+// there and falls back to Generate.
+//
 // Which model runs is chosen by FromEnv (LLM_PROVIDER and friends); Retry
 // adds backoff and ErrUnavailable; Demo works offline.
 //

@@ -91,6 +91,10 @@ func (o *OpenAI) Name() string { return o.name }
 // Errors wrap a *StatusError for HTTP failures and the network error for
 // transport failures; see IsTransient.
 func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
+	return o.generate(ctx, msgs, tools)
+}
+
+func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, extra ...llms.CallOption) (Message, error) {
 	req, err := toOpenAI(msgs)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
@@ -99,7 +103,7 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
-	var callOpts []llms.CallOption
+	callOpts := extra
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}

@@ -69,8 +69,14 @@ type retrying struct {
 func (r *retrying) Name() string { return r.model.Name() }
 
 func (r *retrying) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
+	return r.generate(ctx, func() (Message, error) { return r.model.Generate(ctx, msgs, tools) })
+}
+
+// generate calls try until it succeeds, fails for good or runs out of
+// attempts.
+func (r *retrying) generate(ctx context.Context, try func() (Message, error)) (Message, error) {
 	for attempt := 1; ; attempt++ {
-		reply, err := r.model.Generate(ctx, msgs, tools)
+		reply, err := try()
 		switch {
 		case err == nil:
 			return reply, nil

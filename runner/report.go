@@ -28,6 +28,15 @@ const (
 	// cannot go on as it was; Text says what changed, one change a line.
 	// The way on is RestartChanged or CancelChanged.
 	GraphChanged
+	// Thinking: the model has been asked for its next turn.
+	Thinking
+	// AnswerDelta: the model is writing the reply that will be message
+	// Message; Text is its text so far. The Answer event of that message
+	// follows once it is saved (see OnStream).
+	AnswerDelta
+	// StreamEnded: the streamed reply at Message is complete and asks for
+	// tool calls, so no Answer follows; Text is all of its text.
+	StreamEnded
 )
 
 func (k EventKind) String() string {
@@ -46,6 +55,12 @@ func (k EventKind) String() string {
 		return "run_failed"
 	case GraphChanged:
 		return "graph_changed"
+	case Thinking:
+		return "thinking"
+	case AnswerDelta:
+		return "answer_delta"
+	case StreamEnded:
+		return "stream_ended"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -59,6 +74,9 @@ type Event struct {
 	State *agent.State
 	Call  *agent.Call
 	Text  string
+	// Message is, for Answer and the streaming events, the answer's
+	// position in the conversation (State.Messages).
+	Message int
 }
 
 // Reporter shows events to people. Report is called from the goroutine

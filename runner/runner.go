@@ -697,7 +697,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 	}
 	answered := len(st.Messages)
 	for _, i := range unshown {
-		if err := s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content}); err != nil {
+		if err := s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content, Message: i}); err != nil {
 			answered, ok = i, false
 			break
 		}

@@ -336,7 +336,8 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 	p.setInput("input-reason-reason_input", "not today")
 	p.click(inModal, "Reject")
 	p.do("waiting for the modal to close", chromedp.WaitNotPresent(inModal))
-	p.waitText(inThread, "was not run")
+	// The answer streams in word by word: wait for its end.
+	p.waitText(inThread, "Rejected by <@U0TEAMMATE>: not today")
 	got := p.threadText()
 	// The card names the teammate with a live mention; the model's answer
 	// quotes the result, and model text is shown as typed, never live.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // An operator lists a Slack flow's checkpoints, forks the paused one, and

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // runBot runs the binary with env and stdin, and returns its output and

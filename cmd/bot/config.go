@@ -233,6 +233,13 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	}
 	obs := metrics.New(store.WaitingTotal, metrics.Options{Version: ver, Revision: rev, GoVersion: gov, Tools: toolNames})
 	var svc *runner.Service
+	rep := newReporter(store)
+	onStream, err := streaming(getenv, rep, &svc)
+	if err != nil {
+		closeRedis()
+		_ = box.Close()
+		return nil, err
+	}
 	a, err := agent.New(model, box, obs.InstrumentStore(store), agent.Options{
 		Logger:          log,
 		MaxCallsPerTurn: policy.CallsPerTurn(),
@@ -240,13 +247,14 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		OnModel:         obs.ModelCalled,
 		OnCall:          func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 		BeforeCall:      func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
+		OnStream:        onStream,
 	})
 	if err != nil {
 		closeRedis()
 		_ = box.Close()
 		return nil, err
 	}
-	svc = runner.New(a, store, newReporter(store), runner.Options{
+	svc = runner.New(a, store, rep, runner.Options{
 		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
 	})
 	closeAll := func() { _ = box.Close(); closeRedis() }

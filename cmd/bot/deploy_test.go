@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // redeploy stops the bot and starts it again with another policy file, as

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 
 	"github.com/countersign/countersign/llm/llmtest"
 )

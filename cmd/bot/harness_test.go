@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // The tests in this package run the real bot binary as a subprocess, as

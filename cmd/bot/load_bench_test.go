@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // BenchmarkSlackAck is the load generator for the acknowledgement target

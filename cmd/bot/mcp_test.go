@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // everythingPolicy lists @modelcontextprotocol/server-everything, run

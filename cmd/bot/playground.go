@@ -13,8 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	slacksim "github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/slacksim"
 )
 
 // playground serves the bot with a simulated Slack: a web page on
@@ -64,7 +64,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	go func() { errc <- httpSrv.Serve(ln) }()
 	defer httpSrv.Close()
 	api := slack.New(token, slack.OptionAPIURL(base+"/api/"))
-	svc, srv, err := newSlackBot(ctx, getenv, log, model, api, secret)
+	svc, srv, err := newSlackBot(ctx, playgroundEnv(getenv), log, model, api, secret)
 	if err != nil {
 		return fmt.Errorf("playground: %w", err)
 	}
@@ -114,4 +114,16 @@ func loopbackURL(addr net.Addr) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// playgroundEnv is the environment with the playground's defaults: the
+// simulator has no rate limits, so a streamed answer is redrawn every
+// 100ms unless SLACK_STREAM_INTERVAL says otherwise.
+func playgroundEnv(getenv func(string) string) func(string) string {
+	return func(key string) string {
+		if v := getenv(key); v != "" || key != "SLACK_STREAM_INTERVAL" {
+			return v
+		}
+		return "100ms"
+	}
 }

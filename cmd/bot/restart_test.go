@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // The bot dies (SIGKILL) after posting the card; a new process serves the

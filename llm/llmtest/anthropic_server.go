@@ -14,7 +14,9 @@ import (
 )
 
 // AnthropicServer is a local server that speaks Anthropic's Messages API
-// (POST /v1/messages, non-streaming; /messages is accepted too). It
+// (POST /v1/messages; /messages is accepted too): a JSON reply, or
+// server-sent events (message_start, content_block_start,
+// content_block_delta, ...) when the request asks for "stream": true. It
 // answers from a script of replies and records every request. Before
 // answering, it checks a request the way the real API does where
 // converters go wrong, and answers HTTP 400 with Anthropic's error JSON
@@ -31,8 +33,7 @@ import (
 //     tool_result blocks in the immediately following user message, or a
 //     tool_result answers no tool_use of the message before it, or comes
 //     after other content in its message;
-//   - a tool has no valid name or no object input_schema; or the request
-//     asks for streaming.
+//   - a tool has no valid name or no object input_schema.
 type AnthropicServer struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -196,6 +197,10 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Status = http.StatusOK
 	s.record(rec)
+	if req.stream {
+		s.streamAnthropic(w, n, req.model, anthropicResponse(n, req.model, reply))
+		return
+	}
 	writeJSON(w, http.StatusOK, anthropicResponse(n, req.model, reply))
 }
 
@@ -249,8 +254,6 @@ func validateAnthropic(req *anthropicRequest) *problem {
 		return badf("", "model: Field required")
 	case req.maxTokens <= 0:
 		return badf("", "max_tokens: Field required")
-	case req.stream:
-		return badf("", "llmtest: streaming is not supported by this fake")
 	case len(req.messages) == 0:
 		return badf("", "messages: at least one message is required")
 	}

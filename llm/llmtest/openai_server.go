@@ -15,9 +15,10 @@ import (
 )
 
 // OpenAIServer is a local server that speaks OpenAI's chat completions
-// API (POST /v1/chat/completions, non-streaming; /chat/completions is
-// accepted too). It answers from a script of replies and records every
-// request. Before answering, it checks a request the way the real API
+// API (POST /v1/chat/completions; /chat/completions is accepted too): a
+// JSON reply, or server-sent chat.completion.chunk events when the request
+// asks for "stream": true. It answers from a script of replies and
+// records every request. Before answering, it checks a request the way the real API
 // does where converters go wrong, and answers HTTP 400 with OpenAI's error
 // JSON when:
 //
@@ -31,7 +32,7 @@ import (
 //   - a tool message does not answer a pending call of the assistant
 //     message before it;
 //   - a tool is not {"type":"function"} with a valid name and an object
-//     schema; or the request asks for streaming.
+//     schema.
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
@@ -183,6 +184,10 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Status = http.StatusOK
 	s.record(rec)
+	if req.Stream {
+		s.streamOpenAI(w, n, req.Model, openAIResponse(n, req.Model, reply), req.StreamOptions.IncludeUsage)
+		return
+	}
 	writeJSON(w, http.StatusOK, openAIResponse(n, req.Model, reply))
 }
 
@@ -191,6 +196,10 @@ type openAIWireRequest struct {
 	Messages []OpenAIMessage `json:"messages"`
 	Tools    []OpenAITool    `json:"tools"`
 	Stream   bool            `json:"stream"`
+	// StreamOptions asks for a last chunk with the usage.
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -198,9 +207,6 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 func validateOpenAI(req *openAIWireRequest) *problem {
 	if req.Model == "" {
 		return badf("model", "Missing required parameter: 'model'.")
-	}
-	if req.Stream {
-		return badf("stream", "llmtest: streaming is not supported by this fake")
 	}
 	if len(req.Messages) == 0 {
 		return badf("messages", "[] is too short - 'messages'")

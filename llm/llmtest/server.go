@@ -28,6 +28,7 @@ type script struct {
 	mu    sync.Mutex
 	steps []step
 	count int // requests seen, for IDs and messages
+	hook  ChunkHook
 }
 
 func (s *script) push(replies ...llm.Message) {

@@ -78,7 +78,6 @@ func TestOpenAIServerValidates(t *testing.T) {
 		{"user without content", oaRequest(`{"role":"user"}`), "content"},
 		{"no messages", `{"model":"m","messages":[]}`, "too short"},
 		{"no model", `{"messages":[` + oaUser + `]}`, "'model'"},
-		{"streaming", `{"model":"m","stream":true,"messages":[` + oaUser + `]}`, "streaming"},
 		{"bad tool name", `{"model":"m","tools":[{"type":"function","function":{"name":"a b"}}],"messages":[` + oaUser + `]}`, "pattern"},
 		{"null schema", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":[]}}],"messages":[` + oaUser + `]}`, "schema"},
 		{"not JSON", `{`, "could not parse"},

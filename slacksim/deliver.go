@@ -1,17 +1,14 @@
-package playground
+package slacksim
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -36,14 +33,9 @@ func (s *Simulator) deliver(ctx context.Context, endpoint, contentType string, b
 	if err != nil {
 		return botResponse{}, fmt.Errorf("deliver to %s: %w", endpoint, err)
 	}
-	at := strconv.FormatInt(s.opts.Now().Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(s.opts.SigningSecret))
-	mac.Write([]byte("v0:" + at + ":"))
-	mac.Write(body)
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
-	req.Header.Set("X-Slack-Request-Timestamp", at)
-	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	wire.Sign(req, []byte(s.opts.SigningSecret), body, s.opts.Now())
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
 		return botResponse{}, fmt.Errorf("deliver to %s: %w", endpoint, err)

@@ -1,11 +1,11 @@
-package webapi_test
+package wire_test
 
 import (
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/handlers/internal/webapi"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -29,7 +29,7 @@ func TestParseRequest(t *testing.T) {
 		if tt.auth != "" {
 			r.Header.Set("Authorization", tt.auth)
 		}
-		params, token, code := webapi.ParseRequest(r, 1<<20)
+		params, token, code := wire.ParseRequest(r, 1<<20)
 		if code != tt.wantCode || token != tt.wantToken || len(params) != len(tt.want) {
 			t.Errorf("ParseRequest(%s) = %v, %q, %q; want %v, %q, %q", tt.name, params, token, code, tt.want, tt.wantToken, tt.wantCode)
 			continue

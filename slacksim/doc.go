@@ -1,4 +1,4 @@
-// Package playground is a Slack simulator for trying Countersign in a
+// Package slacksim is a Slack simulator for trying Countersign in a
 // browser, with no Slack workspace: a web page that looks and behaves like
 // one Slack channel, and the Slack side of the conversation behind it.
 //
@@ -53,4 +53,4 @@
 // reaches the page can act as any of the playground's users. They accept
 // only JSON from the page's own origin, so that another web site cannot
 // drive them from a visitor's browser. Serve the playground on loopback.
-package playground
+package slacksim

@@ -1,4 +1,4 @@
-package playground_test
+package slacksim_test
 
 import (
 	"bufio"
@@ -22,11 +22,11 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/playground"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -45,7 +45,7 @@ const (
 type world struct {
 	t      *testing.T
 	url    string
-	sim    *playground.Simulator
+	sim    *slacksim.Simulator
 	target *target
 	logs   *bytes.Buffer
 	logMu  *sync.Mutex
@@ -71,7 +71,7 @@ func newWorld(t *testing.T) *world {
 	w.url = srv.URL
 	// A team of its own keeps this test's threads apart from other tests
 	// that share the Redis.
-	w.sim = playground.New(playground.Options{
+	w.sim = slacksim.New(slacksim.Options{
 		BotURL: srv.URL, SigningSecret: secret, BotToken: token,
 		TeamID: "T" + strings.ToUpper(randomHex(5)), Model: "demo (offline)", Logger: log,
 		// More patient than Slack's 3 seconds: the race detector and
@@ -94,7 +94,7 @@ func newWorld(t *testing.T) *world {
 		runner.Options{Logger: log, Schedule: store, Auditor: store, LeaseTTL: time.Second})
 	schedCtx, stopSchedule := context.WithCancel(context.Background())
 	go svc.RunSchedule(schedCtx, 100*time.Millisecond)
-	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: playground.DefaultBotUserID, Logger: log})
+	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: slacksim.DefaultBotUserID, Logger: log})
 	mux.Handle("/api/", w.sim.APIHandler())
 	mux.Handle("/slack/", bot.Handler())
 	mux.Handle("/", w.sim.PageHandler())
@@ -130,7 +130,7 @@ func (w *world) ui(path string, body map[string]any) (int, string) {
 	raw, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, w.url+path, bytes.NewReader(raw))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(playground.TokenHeader, w.sim.PageToken())
+	req.Header.Set(slacksim.TokenHeader, w.sim.PageToken())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatalf("POST %s: %v", path, err)
@@ -155,7 +155,7 @@ func (w *world) mustUI(path string, body map[string]any) {
 }
 
 // eventually waits for cond to find a message, and returns it.
-func (w *world) eventually(what string, find func(st playground.State) (playground.Message, bool)) playground.Message {
+func (w *world) eventually(what string, find func(st slacksim.State) (slacksim.Message, bool)) slacksim.Message {
 	w.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -165,37 +165,37 @@ func (w *world) eventually(what string, find func(st playground.State) (playgrou
 		time.Sleep(10 * time.Millisecond)
 	}
 	w.t.Fatalf("timed out waiting for %s; messages:\n%s", what, dump(w.sim.State()))
-	return playground.Message{}
+	return slacksim.Message{}
 }
 
 // message waits for a message in thread (root ts, or "" for the channel)
 // whose text or blocks contain want.
-func (w *world) message(thread, want string) playground.Message {
+func (w *world) message(thread, want string) slacksim.Message {
 	w.t.Helper()
-	return w.eventually(fmt.Sprintf("%q in thread %q", want, thread), func(st playground.State) (playground.Message, bool) {
+	return w.eventually(fmt.Sprintf("%q in thread %q", want, thread), func(st slacksim.State) (slacksim.Message, bool) {
 		for _, m := range st.Messages {
 			if m.ThreadTS == thread && strings.Contains(content(m), want) {
 				return m, true
 			}
 		}
-		return playground.Message{}, false
+		return slacksim.Message{}, false
 	})
 }
 
 // current returns a message's latest content.
-func (w *world) current(ts string) playground.Message {
+func (w *world) current(ts string) slacksim.Message {
 	for _, m := range w.sim.State().Messages {
 		if m.TS == ts {
 			return m
 		}
 	}
 	w.t.Fatalf("no message %s", ts)
-	return playground.Message{}
+	return slacksim.Message{}
 }
 
 // request sends "/agent fetch <target><path>" as you, and returns the root
 // message and the approval card.
-func (w *world) request(path string) (root, card playground.Message) {
+func (w *world) request(path string) (root, card slacksim.Message) {
 	w.t.Helper()
 	w.mustUI("/ui/send", map[string]any{"user": you, "text": "/agent fetch " + w.target.URL + path})
 	root = w.message("", "<@"+you+"> asked: fetch "+w.target.URL+path)
@@ -205,7 +205,7 @@ func (w *world) request(path string) (root, card playground.Message) {
 
 // content is a message's text and its blocks' JSON, with <, > and & as
 // they are.
-func content(m playground.Message) string {
+func content(m slacksim.Message) string {
 	var blocks any
 	_ = json.Unmarshal(m.Blocks, &blocks)
 	var b bytes.Buffer
@@ -215,7 +215,7 @@ func content(m playground.Message) string {
 	return m.Text + " " + b.String()
 }
 
-func dump(st playground.State) string {
+func dump(st slacksim.State) string {
 	var b strings.Builder
 	for _, m := range st.Messages {
 		fmt.Fprintf(&b, "  %s thread=%q user=%s to=%q text=%q blocks=%d bytes\n", m.TS, m.ThreadTS, m.User, m.VisibleTo, m.Text, len(m.Blocks))
@@ -253,7 +253,7 @@ func TestApproveThroughTheBot(t *testing.T) {
 	sawCard, sawUpdate := false, false
 	for !sawUpdate {
 		ev := stream.next(t)
-		var m playground.Message
+		var m slacksim.Message
 		if ev.name != "message" || json.Unmarshal([]byte(ev.data), &m) != nil || m.TS != card.TS {
 			continue
 		}
@@ -266,7 +266,7 @@ func TestEditModalShowsErrorsThenApproves(t *testing.T) {
 	w := newWorld(t)
 	root, card := w.request("/original")
 	w.mustUI("/ui/click", map[string]any{"user": you, "ts": card.TS, "action_id": "edit"})
-	view := w.view(you, func(v playground.View) bool { return true })
+	view := w.view(you, func(v slacksim.View) bool { return true })
 	if !bytes.Contains(view.View, []byte(`"callback_id":"edit_call"`)) {
 		t.Fatalf("the modal opened is not the edit modal: %s", view.View)
 	}
@@ -279,14 +279,14 @@ func TestEditModalShowsErrorsThenApproves(t *testing.T) {
 			"values": map[string]any{handlers.BlockArgs: map[string]string{handlers.InputArgs: args}}})
 	}
 	submit(`{"method": "GET", "url": `)
-	shown := w.view(you, func(v playground.View) bool { return v.Errors[handlers.BlockArgs] != "" })
+	shown := w.view(you, func(v slacksim.View) bool { return v.Errors[handlers.BlockArgs] != "" })
 	if !strings.Contains(shown.Errors[handlers.BlockArgs], "not valid JSON") || shown.Hash == view.Hash {
 		t.Errorf("after invalid JSON the modal shows %q with hash %s (was %s); want the JSON error and a new hash",
 			shown.Errors[handlers.BlockArgs], shown.Hash, view.Hash)
 	}
 	submit(fmt.Sprintf(`{"method": "GET", "url": %q}`, w.target.URL+"/edited"))
-	w.eventually("the modal to close", func(st playground.State) (playground.Message, bool) {
-		return playground.Message{}, len(st.Views[you]) == 0
+	w.eventually("the modal to close", func(st slacksim.State) (slacksim.Message, bool) {
+		return slacksim.Message{}, len(st.Views[you]) == 0
 	})
 	w.message(root.TS, "ok GET /edited")
 	if n, m := w.target.Count("/edited"), w.target.Count("/original"); n != 1 || m != 0 {
@@ -299,13 +299,13 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	root, _ := w.request("/feedback")
 	w.mustUI("/ui/send", map[string]any{"user": teammate, "text": "not this one & not now", "thread_ts": root.TS})
 	// The card soon quotes the reply too: look for the teammate's message.
-	reply := w.eventually("the teammate's reply", func(st playground.State) (playground.Message, bool) {
+	reply := w.eventually("the teammate's reply", func(st slacksim.State) (slacksim.Message, bool) {
 		for _, m := range st.Messages {
 			if m.ThreadTS == root.TS && m.User == teammate {
 				return m, true
 			}
 		}
-		return playground.Message{}, false
+		return slacksim.Message{}, false
 	})
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
@@ -321,7 +321,7 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 func TestMentionStartsAConversation(t *testing.T) {
 	w := newWorld(t)
 	w.mustUI("/ui/send", map[string]any{"user": you, "text": "@Countersign fetch " + w.target.URL + "/mention"})
-	asked := w.message("", "<@"+playground.DefaultBotUserID+"> fetch <"+w.target.URL+"/mention>")
+	asked := w.message("", "<@"+slacksim.DefaultBotUserID+"> fetch <"+w.target.URL+"/mention>")
 	if asked.User != you {
 		t.Errorf("the mention is shown as %s's, want yours", asked.User)
 	}
@@ -334,12 +334,12 @@ func TestSlashCommandAnswers(t *testing.T) {
 	w := newWorld(t)
 	w.mustUI("/ui/send", map[string]any{"user": you, "text": "/agent help"})
 	help := w.message("", "runs an AI agent for you")
-	if help.VisibleTo != you || help.User != playground.DefaultBotUserID {
+	if help.VisibleTo != you || help.User != slacksim.DefaultBotUserID {
 		t.Errorf("the help is from %s to %q, want from the bot to you only", help.User, help.VisibleTo)
 	}
 	w.mustUI("/ui/send", map[string]any{"user": teammate, "text": "/deploy now"})
 	refused := w.message("", "/deploy is not a valid command")
-	if refused.VisibleTo != teammate || refused.User != playground.SlackbotID {
+	if refused.VisibleTo != teammate || refused.User != slacksim.SlackbotID {
 		t.Errorf("the refusal is from %s to %q, want from Slackbot to the teammate only", refused.User, refused.VisibleTo)
 	}
 
@@ -373,7 +373,7 @@ func TestBotFailuresAreShownAsSlackShowsThem(t *testing.T) {
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))
 	defer broken.Close()
-	sim := playground.New(playground.Options{BotURL: broken.URL, SigningSecret: "s"})
+	sim := slacksim.New(slacksim.Options{BotURL: broken.URL, SigningSecret: "s"})
 	ctx := context.Background()
 	if err := sim.Send(ctx, you, "/agent fetch https://example.com", ""); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -413,7 +413,7 @@ func TestPageAndItsGuards(t *testing.T) {
 	send := func(contentType, origin string) int {
 		req, _ := http.NewRequest(http.MethodPost, w.url+"/ui/send", strings.NewReader(`{"user":"U0YOU","text":"hi"}`))
 		req.Header.Set("Content-Type", contentType)
-		req.Header.Set(playground.TokenHeader, w.sim.PageToken())
+		req.Header.Set(slacksim.TokenHeader, w.sim.PageToken())
 		if origin != "" {
 			req.Header.Set("Origin", origin)
 		}
@@ -440,7 +440,7 @@ func TestPageAndItsGuards(t *testing.T) {
 }
 
 func TestEventsStreamEndsOnClose(t *testing.T) {
-	sim := playground.New(playground.Options{BotURL: "http://127.0.0.1:1", SigningSecret: "s", BotToken: "xoxb-t"})
+	sim := slacksim.New(slacksim.Options{BotURL: "http://127.0.0.1:1", SigningSecret: "s", BotToken: "xoxb-t"})
 	mux := http.NewServeMux()
 	mux.Handle("/api/", sim.APIHandler())
 	mux.Handle("/", sim.PageHandler())
@@ -452,11 +452,11 @@ func TestEventsStreamEndsOnClose(t *testing.T) {
 		t.Fatalf("first event %q, want snapshot", ev.name)
 	}
 	api := slack.New("xoxb-t", slack.OptionAPIURL(srv.URL+"/api/"))
-	if _, _, err := api.PostMessage(playground.DefaultChannelID, slack.MsgOptionText("hello *there*", false)); err != nil {
+	if _, _, err := api.PostMessage(slacksim.DefaultChannelID, slack.MsgOptionText("hello *there*", false)); err != nil {
 		t.Fatal(err)
 	}
 	ev := stream.next(t)
-	var m playground.Message
+	var m slacksim.Message
 	if err := json.Unmarshal([]byte(ev.data), &m); ev.name != "message" || err != nil || m.Text != "hello *there*" {
 		t.Errorf("event %q %s, want the message", ev.name, ev.data)
 	}
@@ -529,7 +529,7 @@ func (s *stream) next(t *testing.T) sse {
 }
 
 // view waits for a modal of user's that matches.
-func (w *world) view(user string, match func(playground.View) bool) playground.View {
+func (w *world) view(user string, match func(slacksim.View) bool) slacksim.View {
 	w.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -540,7 +540,7 @@ func (w *world) view(user string, match func(playground.View) bool) playground.V
 		time.Sleep(10 * time.Millisecond)
 	}
 	w.t.Fatalf("timed out waiting for a modal of %s's; views: %+v", user, w.sim.State().Views)
-	return playground.View{}
+	return slacksim.View{}
 }
 
 // target is the server the agent's http_request calls reach.

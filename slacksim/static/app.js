@@ -322,7 +322,7 @@
 
   function renderMessage(m, inThread) {
     const p = person(m.user);
-    const row = el('div', 'msg' + (m.visible_to ? ' ephemeral' : ''));
+    const row = el('div', 'msg' + (m.visible_to ? ' ephemeral' : '') + (m.streaming ? ' streaming' : ''));
     row.dataset.ts = m.ts;
     const avatar = el('div', 'avatar', p.name.slice(0, 1).toUpperCase());
     avatar.style.background = p.color;

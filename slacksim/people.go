@@ -1,10 +1,11 @@
-package playground
+package slacksim
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 	"regexp"
 	"strings"
 )
@@ -207,10 +208,7 @@ func (s *Simulator) userIDByName(name string) string {
 	return ""
 }
 
-// slackEscaper escapes the characters Slack gives a meaning to.
-var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-
-func slackEscape(s string) string { return slackEscaper.Replace(s) }
+func slackEscape(s string) string { return wire.Escape(s) }
 
 // Click is a person pressing a button (action actionID, in block blockID
 // if it is not empty) on the message ts.

@@ -3,11 +3,8 @@ package slacktest
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -26,17 +23,13 @@ func NewSigner(secret string) Signer { return Signer{secret: []byte(secret)} }
 // Signature is the X-Slack-Signature of a body sent at a time: "v0=" and
 // the hex HMAC-SHA256 of "v0:<unix time>:<body>".
 func (s Signer) Signature(at time.Time, body []byte) string {
-	h := hmac.New(sha256.New, s.secret)
-	h.Write([]byte("v0:" + strconv.FormatInt(at.Unix(), 10) + ":"))
-	h.Write(body)
-	return "v0=" + hex.EncodeToString(h.Sum(nil))
+	return wire.Signature(s.secret, at, body)
 }
 
 // Sign sets the X-Slack-Request-Timestamp and X-Slack-Signature headers of
 // req for body, as sent at a time.
 func (s Signer) Sign(req *http.Request, body []byte, at time.Time) {
-	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set("X-Slack-Signature", s.Signature(at, body))
+	wire.Sign(req, s.secret, body, at)
 }
 
 // Request builds a signed request with body, as sent at a time. It is a

@@ -1,7 +1,9 @@
-// Package webapi reads Slack Web API requests the way Slack does, for the
-// two stand-ins for Slack's side: the playground's simulator and the test
-// fake. It does not answer requests; each stand-in does that itself.
-package webapi
+// Package wire is what the two stand-ins for Slack's side — the
+// playground's simulator and the test fake — share: reading Web API
+// requests the way Slack does, signing what they send the bot, and
+// escaping text as Slack does. It does not answer requests; each stand-in
+// does that itself.
+package wire
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-package playground_test
+package slacksim_test
 
 import (
 	"testing"
 
-	"github.com/countersign/countersign/handlers/playground"
+	"github.com/countersign/countersign/slacksim"
 )
 
 func TestIsLoopbackHost(t *testing.T) {
@@ -27,7 +27,7 @@ func TestIsLoopbackHost(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		if got := playground.IsLoopbackHost(tt.host); got != tt.want {
+		if got := slacksim.IsLoopbackHost(tt.host); got != tt.want {
 			t.Errorf("IsLoopbackHost(%q) = %v, want %v", tt.host, got, tt.want)
 		}
 	}

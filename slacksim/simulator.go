@@ -1,4 +1,4 @@
-package playground
+package slacksim
 
 import (
 	"crypto/rand"
@@ -91,8 +91,12 @@ type Message struct {
 	// VisibleTo is the one person who sees an ephemeral message; "" for
 	// a message everyone sees.
 	VisibleTo string `json:"visible_to,omitempty"`
-	// Updated counts the chat.update calls on the message.
+	// Updated counts the chat.update calls on the message (and the
+	// chat.appendStream and chat.stopStream calls on a streamed one).
 	Updated int `json:"updated,omitempty"`
+	// Streaming: the message was started with chat.startStream and its
+	// stream has not been stopped.
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // View is an open modal.

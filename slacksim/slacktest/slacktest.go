@@ -3,9 +3,11 @@
 //
 // A Server answers the methods the bot uses — auth.test,
 // chat.postMessage, chat.update, chat.postEphemeral, views.open,
-// views.update, views.push, usergroups.users.list and conversations.info —
-// the way Slack does, takes form-encoded and JSON bodies alike, and
-// records every call for the test to inspect. Point slack-go at it with
+// views.update, views.push, usergroups.users.list, conversations.info,
+// the streaming methods chat.startStream, chat.appendStream and
+// chat.stopStream, and assistant.threads.setStatus — the way Slack does,
+// takes form-encoded and JSON bodies alike, and records every call for
+// the test to inspect. Point slack-go at it with
 // slack.OptionAPIURL(srv.URL()), or a bot binary with SLACK_API_URL.
 // Failures are injected per method: rate limits (HTTP 429 with
 // Retry-After) and ok:false errors.
@@ -37,7 +39,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/internal/webapi"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // The identities the fake answers auth.test with, and the defaults of the
@@ -96,6 +98,8 @@ type Server struct {
 	limited  map[string]*rateLimit
 	failing  map[string]*failure
 	holds    map[string]*hold
+
+	streaming map[string]bool // by channel and ts: streams not stopped
 }
 
 // hold keeps a call to a method unanswered until released.
@@ -124,6 +128,8 @@ func NewServer(tb testing.TB) *Server {
 		limited:  map[string]*rateLimit{},
 		failing:  map[string]*failure{},
 		holds:    map[string]*hold{},
+
+		streaming: map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)
@@ -194,12 +200,16 @@ func (s *Server) methods() string {
 
 // Messages returns the messages posted with chat.postMessage in a thread
 // (thread_ts equal to threadTS; "" for a channel's top-level messages),
-// in order, as they were posted. Calls answered with an error are left
-// out.
+// in order, as they were posted, and the messages streamed there with
+// chat.startStream, with the text streamed so far. Calls answered with
+// an error are left out.
 func (s *Server) Messages(channel, threadTS string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []Call
-	for _, c := range s.CallsTo("chat.postMessage") {
-		if c.OK() && c.Channel == channel && c.ThreadTS == threadTS {
+	for _, c := range s.calls {
+		if isPosted(c) && c.Channel == channel && c.ThreadTS == threadTS {
+			c.Text = s.streamedText(c)
 			out = append(out, c)
 		}
 	}
@@ -343,7 +353,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // answer parses a request into call and decides the reply.
 func (s *Server) answer(r *http.Request, call *Call) reply {
-	params, token, code := webapi.ParseRequest(r, maxRequest)
+	params, token, code := wire.ParseRequest(r, maxRequest)
 	call.Params, call.Token = params, token != ""
 	call.Text, call.Channel, call.ThreadTS, call.User = params["text"], params["channel"], params["thread_ts"], params["user"]
 	call.TS = params["ts"]
@@ -414,6 +424,9 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 			"id": call.Channel, "name": strings.ToLower(call.Channel), "is_channel": true, "is_member": true,
 		}})
 	}
+	if rep, ok := s.answerStream(call); ok {
+		return rep
+	}
 	return errReply("unknown_method")
 }
 
@@ -439,6 +452,8 @@ func (s *Server) update(call *Call) reply {
 		return errReply("channel_not_found")
 	case !ok:
 		return errReply("message_not_found")
+	case s.streaming[key]:
+		return errReply("cant_update_message")
 	case call.Text == "" && len(call.Blocks) == 0 && call.Params["attachments"] == "":
 		return errReply("no_text")
 	}

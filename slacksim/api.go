@@ -1,4 +1,4 @@
-package playground
+package slacksim
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/countersign/countersign/handlers/internal/webapi"
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // maxAPIRequest is the largest Web API request body read.
@@ -16,9 +16,10 @@ const maxAPIRequest = 4 << 20
 // APIHandler is the Slack Web API the bot calls: mount it at /api/ and
 // give the bot's Slack client that URL (SLACK_API_URL). It answers
 // auth.test, chat.postMessage, chat.update, chat.postEphemeral,
-// views.open, views.update, views.push, usergroups.users.list and
-// conversations.info, with form or JSON bodies, as Slack does; other
-// methods get unknown_method.
+// chat.startStream, chat.appendStream, chat.stopStream (see stream.go),
+// assistant.threads.setStatus, views.open, views.update, views.push,
+// usergroups.users.list and conversations.info, with form or JSON bodies,
+// as Slack does; other methods get unknown_method.
 func (s *Simulator) APIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := strings.LastIndex(r.URL.Path, "/api/")
@@ -43,7 +44,7 @@ func (s *Simulator) APIHandler() http.Handler {
 type params map[string]string
 
 func (s *Simulator) call(r *http.Request, method string) map[string]any {
-	raw, token, code := webapi.ParseRequest(r, maxAPIRequest)
+	raw, token, code := wire.ParseRequest(r, maxAPIRequest)
 	p := params(raw)
 	switch {
 	case code != "":
@@ -66,6 +67,12 @@ func (s *Simulator) call(r *http.Request, method string) map[string]any {
 		return s.postMessage(p)
 	case "chat.update":
 		return s.update(p)
+	case "chat.startStream":
+		return s.startStream(p)
+	case "chat.appendStream", "chat.stopStream":
+		return s.appendStream(p, method == "chat.stopStream")
+	case "assistant.threads.setStatus":
+		return ok(nil)
 	case "chat.postEphemeral":
 		return s.postEphemeral(p)
 	case "views.open", "views.push":
@@ -146,7 +153,7 @@ func (s *Simulator) update(p params) map[string]any {
 	switch {
 	case !found || m.VisibleTo != "":
 		return fail("message_not_found")
-	case m.BotID != s.opts.BotID:
+	case m.BotID != s.opts.BotID, m.Streaming:
 		return fail("cant_update_message")
 	}
 	next, code := s.messageFrom(p)

@@ -17,7 +17,7 @@ import (
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 const token = "xoxb-test-token-1234"

@@ -1,0 +1,474 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/runner"
+)
+
+// Streamed answers. While the model writes an answer, the thread shows it
+// growing in one message:
+//
+//   - With Slack's streaming methods (chat.startStream, chat.appendStream,
+//     chat.stopStream) where the workspace has them. The first answer
+//     tries them; if Slack refuses, this process uses the fallback from
+//     then on.
+//   - Else the message is posted with chat.postMessage and redrawn with
+//     chat.update.
+//
+// Either way the message changes at most once per StreamOptions.Interval
+// (the text that arrived meanwhile is shown when the interval is up),
+// and the final answer is shown at once: the runner's Answer event
+// finishes the streamed message with the final text instead of posting
+// the answer again. The text is escaped exactly like a final answer's
+// (answerText).
+//
+// Each streamed message is recorded in the store (its channel, ts and the
+// text shown so far), so that a message left half-written by a process
+// that died is found by whichever process carries the run on: when the
+// answer streams again, the old message is finished with a note
+// ("… (interrupted; the answer continues below)") and the answer grows in
+// a new one below it; when the answer was already complete (the process
+// died after saving it, before showing it), the old message gets the
+// final text. A run that fails mid-stream finishes its message with the
+// same note. A reply that asks for tool calls keeps the text it streamed.
+//
+// In an assistant thread (a direct message with the app) the bot also
+// shows "is thinking…" while the model works, through
+// assistant.threads.setStatus; a failure there is ignored.
+
+// StreamOptions configure how answers are shown while they are written.
+type StreamOptions struct {
+	// Interval is the least time between two changes of a growing
+	// answer (default 1s). Slack rate-limits message updates.
+	Interval time.Duration
+	// UpdateOnly: do not try Slack's streaming methods; post the answer
+	// and update it.
+	UpdateOnly bool
+}
+
+// SetStreaming sets how answers are shown while they are written. Call
+// it before the Reporter is used.
+func (r *Reporter) SetStreaming(o StreamOptions) {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	r.streams.opts = o
+	if o.UpdateOnly {
+		r.streams.noNative.Store(true)
+	}
+}
+
+// interruptedNote ends a message whose answer was cut off.
+const interruptedNote = "… (interrupted; the answer continues below)"
+
+// noteAfter is the note to add to shown: after a space.
+func noteAfter(shown string) string {
+	if shown == "" || strings.HasSuffix(shown, " ") || strings.HasSuffix(shown, "\n") {
+		return interruptedNote
+	}
+	return " " + interruptedNote
+}
+
+// thinkingStatus is the assistant thread's status while the model works.
+const thinkingStatus = "is thinking…"
+
+// shownAnswer is an answer's text as the thread shows it: escaped like
+// every final answer (answerText), while it grows and when it is final.
+// A message that grows with the streaming methods can only be appended
+// to, so while it grows its code fences are left open (a closing fence
+// added now would be in the way of the text that follows); the final
+// text closes them.
+func shownAnswer(native bool, s string) string {
+	if native {
+		return slackEscape(s)
+	}
+	return answerText(s)
+}
+
+// streams are the answers this process is streaming. Safe for concurrent
+// use.
+type streams struct {
+	opts     StreamOptions
+	noNative atomic.Bool // Slack refused chat.startStream
+
+	mu   sync.Mutex
+	live map[string]*liveAnswer // by record key
+}
+
+func (s *streams) interval() time.Duration {
+	if s.opts.Interval <= 0 {
+		return time.Second
+	}
+	return s.opts.Interval
+}
+
+// get returns the live answer under key, creating it if need be.
+func (s *streams) get(key string) *liveAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == nil {
+		s.live = map[string]*liveAnswer{}
+	}
+	la := s.live[key]
+	if la == nil {
+		la = &liveAnswer{key: key}
+		s.live[key] = la
+	}
+	return la
+}
+
+// take removes and returns the live answer under key, or nil.
+func (s *streams) take(key string) *liveAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	la := s.live[key]
+	delete(s.live, key)
+	return la
+}
+
+// takeThread removes and returns the live answers of a thread.
+func (s *streams) takeThread(thread string) []*liveAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*liveAnswer
+	prefix := streamKey(thread, 0)
+	prefix = prefix[:strings.LastIndexByte(prefix, '#')+1]
+	for k, la := range s.live {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, la)
+			delete(s.live, k)
+		}
+	}
+	return out
+}
+
+// streamRecord is what the store keeps of a streamed message. Its JSON
+// names differ from a button reference's, so that a button value naming
+// a record decodes to an empty reference.
+type streamRecord struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+	Native  bool   `json:"native,omitempty"`
+	// Shown is the text the message shows, as sent.
+	Shown string `json:"shown"`
+	// Done: the message is finished; Final is the hash of the answer it
+	// was finished with ("" when it was cut off).
+	Done  bool   `json:"done,omitempty"`
+	Final string `json:"final,omitempty"`
+}
+
+// liveAnswer is one answer being streamed by this process.
+type liveAnswer struct {
+	key string
+
+	mu      sync.Mutex
+	rec     streamRecord
+	started bool // the message exists (or could not be posted: broken)
+	broken  bool
+	want    string // the text to show next
+	last    time.Time
+	timer   *time.Timer
+	closed  bool
+}
+
+// streamKey is the store key of the record of message m of a thread.
+func streamKey(thread string, m int) string {
+	return "answer-stream:" + thread + "#" + strconv.Itoa(m)
+}
+
+func answerHash(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:8])
+}
+
+// thinking shows "is thinking…" in an assistant thread.
+func (r *Reporter) thinking(ctx context.Context, channel, root string) {
+	if !strings.HasPrefix(channel, "D") {
+		return
+	}
+	err := r.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: channel, ThreadTS: root, Status: thinkingStatus,
+	})
+	if err != nil {
+		r.logger().WithError(err).Debug("assistant thread status not set")
+	}
+}
+
+// answerDelta shows the growing text of an answer.
+func (r *Reporter) answerDelta(ctx context.Context, e runner.Event, team, channel, root string) error {
+	la := r.streams.get(streamKey(e.Thread, e.Message))
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if la.closed || la.broken {
+		return nil
+	}
+	if !la.started {
+		return r.startAnswer(ctx, la, e, team, channel, root)
+	}
+	la.want = e.Text
+	wait := r.streams.interval() - r.now().Sub(la.last)
+	if wait <= 0 {
+		return r.flush(ctx, la)
+	}
+	if la.timer == nil {
+		bg := context.WithoutCancel(ctx)
+		la.timer = time.AfterFunc(wait, func() {
+			la.mu.Lock()
+			defer la.mu.Unlock()
+			la.timer = nil
+			if !la.closed {
+				_ = r.flush(bg, la)
+			}
+		})
+	}
+	return nil
+}
+
+// startAnswer posts the message an answer grows in, after finishing one
+// an earlier process left half-written; la.mu is held.
+func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Event, team, channel, root string) error {
+	if old, ok := r.loadRecord(ctx, la.key); ok && !old.Done {
+		r.finishInterrupted(ctx, la.key, old)
+	}
+	la.started = true
+	rec := streamRecord{Channel: channel}
+	if !r.streams.noNative.Load() {
+		shown := shownAnswer(true, e.Text)
+		requester := ""
+		if e.State != nil {
+			requester = cmp.Or(e.State.TurnBy, e.State.Requester)
+		}
+		_, ts, err := r.api.StartStreamContext(ctx, channel, slack.MsgOptionTS(root),
+			slack.MsgOptionMarkdownText(shown), slack.MsgOptionRecipientTeamID(team), slack.MsgOptionRecipientUserID(requester))
+		var slackErr slack.SlackErrorResponse
+		switch {
+		case err == nil:
+			rec.TS, rec.Native, rec.Shown = ts, true, shown
+		case errors.As(err, &slackErr):
+			// The workspace (or the app's scopes) has no streaming
+			// messages: post and update from now on.
+			r.streams.noNative.Store(true)
+			r.logger().WithField("error", slackErr.Err).Info("Slack refused chat.startStream; answers stream with chat.update")
+		default:
+			r.logger().WithError(err).Debug("chat.startStream failed; this answer streams with chat.update")
+		}
+	}
+	if rec.TS == "" {
+		shown := shownAnswer(false, e.Text)
+		_, ts, err := r.api.PostMessageContext(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(shown, false))
+		if err != nil {
+			la.broken = true
+			return err
+		}
+		rec.TS, rec.Shown = ts, shown
+	}
+	la.rec, la.want, la.last = rec, e.Text, r.now()
+	r.saveRecord(ctx, la.key, la.rec)
+	return nil
+}
+
+// flush shows la.want if it is not shown yet; la.mu is held. A failure
+// is left for the next change (or the final answer) to catch up.
+func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
+	shown := shownAnswer(la.rec.Native, la.want)
+	if shown == la.rec.Shown {
+		return nil
+	}
+	var err error
+	switch {
+	case la.rec.Native && strings.HasPrefix(shown, la.rec.Shown):
+		_, _, err = r.api.AppendStreamContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionMarkdownText(shown[len(la.rec.Shown):]))
+	case la.rec.Native:
+		// The text started over (a retried model call): a stream only
+		// grows, so end it and redraw the message.
+		_, _, _ = r.api.StopStreamContext(ctx, la.rec.Channel, la.rec.TS)
+		la.rec.Native = false
+		shown = shownAnswer(false, la.want)
+		fallthrough
+	default:
+		_, _, _, err = r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
+	}
+	la.last = r.now()
+	if err != nil {
+		r.logger().WithError(err).Debug("streamed answer not updated")
+		return err
+	}
+	la.rec.Shown = shown
+	r.saveRecord(ctx, la.key, la.rec)
+	return nil
+}
+
+// finish gives a streamed message its final text; la.mu is held.
+func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, hash string) error {
+	la.closed = true
+	if la.timer != nil {
+		la.timer.Stop()
+		la.timer = nil
+	}
+	shown := answerText(final)
+	err := r.retry(ctx, func() error {
+		if la.rec.Native {
+			var opts []slack.MsgOption
+			if rest, ok := strings.CutPrefix(shown, la.rec.Shown); ok && rest != "" {
+				opts = append(opts, slack.MsgOptionMarkdownText(rest))
+			}
+			_, _, err := r.api.StopStreamContext(ctx, la.rec.Channel, la.rec.TS, opts...)
+			if err == nil && strings.HasPrefix(shown, la.rec.Shown) {
+				return nil
+			}
+			// The stream ended already (Slack ends idle streams) or
+			// shows other text: redraw the message.
+			la.rec.Native = false
+		}
+		_, _, _, err := r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	la.rec.Shown, la.rec.Done, la.rec.Final = shown, true, hash
+	r.saveRecord(ctx, la.key, la.rec)
+	return nil
+}
+
+// answer shows a saved answer: it finishes the message the answer
+// streamed in, if there is one, or posts it.
+func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root string) error {
+	key := streamKey(e.Thread, e.Message)
+	hash := answerHash(e.Text)
+	if la := r.streams.take(key); la != nil {
+		la.mu.Lock()
+		defer la.mu.Unlock()
+		if la.started && !la.broken && !la.closed {
+			return r.finishOrPost(ctx, la, e, hash, channel, root)
+		}
+	}
+	if rec, ok := r.loadRecord(ctx, key); ok {
+		switch {
+		case rec.Done && rec.Final == hash:
+			// Shown already: a delivery repeated after a crash.
+			return nil
+		case !rec.Done:
+			// Streamed by a process that died before it showed the
+			// saved answer.
+			la := &liveAnswer{key: key, rec: rec, started: true}
+			return r.finishOrPost(ctx, la, e, hash, channel, root)
+		}
+	}
+	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
+	return err
+}
+
+// finishOrPost finishes the streamed message with the answer; if Slack
+// refuses (the message is gone or can no longer be changed), the answer
+// is posted as a message of its own, so that it is shown all the same.
+func (r *Reporter) finishOrPost(ctx context.Context, la *liveAnswer, e runner.Event, hash, channel, root string) error {
+	err := r.finish(ctx, la, e.Text, hash)
+	var refused slack.SlackErrorResponse
+	if !errors.As(err, &refused) {
+		return err
+	}
+	r.logger().WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
+	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false)); err != nil {
+		return err
+	}
+	la.rec.Done, la.rec.Final = true, hash
+	r.saveRecord(ctx, la.key, la.rec)
+	return nil
+}
+
+// streamEnded finishes the streamed text of a reply that asks for tool
+// calls.
+func (r *Reporter) streamEnded(ctx context.Context, e runner.Event) error {
+	la := r.streams.take(streamKey(e.Thread, e.Message))
+	if la == nil {
+		return nil
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if !la.started || la.broken || la.closed {
+		return nil
+	}
+	return r.finish(ctx, la, e.Text, answerHash(e.Text))
+}
+
+// interruptStreams finishes with a note the answers of a thread that
+// were cut off by a failed run.
+func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
+	for _, la := range r.streams.takeThread(thread) {
+		la.mu.Lock()
+		if la.started && !la.broken && !la.closed {
+			la.closed = true
+			if la.timer != nil {
+				la.timer.Stop()
+			}
+			r.finishInterrupted(ctx, la.key, la.rec)
+		}
+		la.mu.Unlock()
+	}
+}
+
+// finishInterrupted ends a cut-off message with the interrupted note and
+// records it as done.
+func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
+	log := r.logger().WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
+	done := false
+	note := noteAfter(rec.Shown)
+	if rec.Native {
+		_, _, err := r.api.StopStreamContext(ctx, rec.Channel, rec.TS, slack.MsgOptionMarkdownText(note))
+		done = err == nil
+	}
+	if !done {
+		_, _, _, err := r.api.UpdateMessageContext(ctx, rec.Channel, rec.TS, slack.MsgOptionText(rec.Shown+note, false))
+		if err != nil {
+			log.WithError(err).Warn("finishing an interrupted answer")
+			return
+		}
+	}
+	rec.Shown, rec.Done, rec.Native = rec.Shown+note, true, false
+	r.saveRecord(ctx, key, rec)
+	log.Info("finished an answer cut off mid-stream")
+}
+
+func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bool) {
+	raw, ok, err := r.store.Ref(ctx, key)
+	if err != nil || !ok {
+		return streamRecord{}, false
+	}
+	var rec streamRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.TS == "" {
+		return streamRecord{}, false
+	}
+	return rec, true
+}
+
+func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) {
+	raw, _ := json.Marshal(rec)
+	if err := r.store.PutRef(ctx, key, raw, refTTL); err != nil {
+		r.logger().WithError(err).Warn("recording a streamed answer")
+	}
+}
+
+func (r *Reporter) logger() logrus.FieldLogger {
+	if r.log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		return l
+	}
+	return r.log
+}
