@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers/slacktest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 var (
