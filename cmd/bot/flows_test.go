@@ -49,6 +49,8 @@ func TestApproveFlow(t *testing.T) {
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
 	}
+	// The answer is posted before the run logs that it finished.
+	h.eventually(func() bool { return strings.Contains(h.logs.String(), `"msg":"run finished"`) }, "the run to log that it finished")
 	checkLogs(t, h.logs.String())
 }
 
