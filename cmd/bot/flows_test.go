@@ -235,6 +235,7 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 	if all := readAll(t, resp); !regexp.MustCompile(`(?m)^countersign_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="devel"\} 1$`).MatchString(all) {
 		t.Errorf("no countersign_build_info 1 with the build's Go version and version devel in /metrics")
 	}
+	h.model.ReportUsage(120, 30)
 	root, card := h.deployFlow("Deployed.")
 	// The card is shown first, then recorded as waiting: wait for the
 	// record rather than reading the gauge the moment the card appears.
@@ -249,6 +250,8 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 		{`countersign_decisions_total{kind="approve"}`, "1"},
 		{`countersign_approval_wait_seconds_count`, "1"},
 		{`countersign_model_call_seconds_count{outcome="ok"}`, "2"},
+		{`countersign_model_tokens_total{kind="input"}`, "240"},
+		{`countersign_model_tokens_total{kind="output"}`, "60"},
 		{`countersign_tool_executions_total{outcome="done",tool="http_request"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/commands"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/interactions"}`, "1"},
