@@ -63,9 +63,10 @@ type Options struct {
 	// OnCall, if set, is told about a call each time its new status has
 	// been saved (running, then done or failed).
 	OnCall func(ctx context.Context, s *State, c Call)
-	// OnModel, if set, is told how long each model call took and how it
-	// ended, for metrics.
-	OnModel func(took time.Duration, err error)
+	// OnModel, if set, is told how long each model call took, what it
+	// cost (nil when the provider did not say) and how it ended, for
+	// metrics.
+	OnModel func(took time.Duration, usage *llm.Usage, err error)
 	// BeforeCall, if set, is asked right before a call is sent; an
 	// error stops the run there, the call unsent
 	// (it stays saved as running, and whoever carries the run on decides
@@ -186,7 +187,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) er
 	start := a.now()
 	reply, err := a.generate(ctx, s, msgs)
 	if a.opts.OnModel != nil {
-		a.opts.OnModel(a.now().Sub(start), err)
+		a.opts.OnModel(a.now().Sub(start), reply.Usage, err)
 	}
 	if err != nil {
 		return fmt.Errorf("model %s: %w", a.model.Name(), err)

@@ -255,6 +255,9 @@ func fromAnthropic(resp *llms.ContentResponse, position int) Message {
 	var text strings.Builder
 	for _, c := range resp.Choices {
 		text.WriteString(c.Content)
+		if u := usageFrom(c.GenerationInfo); u != nil {
+			reply.Usage = u
+		}
 		for _, tc := range c.ToolCalls {
 			if tc.FunctionCall == nil {
 				continue

@@ -69,6 +69,33 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Usage is what a model's reply cost, when the provider said; it is
+	// for metrics and never stored.
+	Usage *Usage `json:"-"`
+}
+
+// Usage counts the tokens of one model call.
+type Usage struct {
+	Input, Output int
+}
+
+// usageFrom reads the token counts langchaingo's clients put in a
+// choice's GenerationInfo (OpenAI: PromptTokens and CompletionTokens;
+// Anthropic: InputTokens and OutputTokens); nil when there are none.
+func usageFrom(info map[string]any) *Usage {
+	n := func(keys ...string) int {
+		for _, k := range keys {
+			if v, ok := info[k].(int); ok && v > 0 {
+				return v
+			}
+		}
+		return 0
+	}
+	u := Usage{Input: n("PromptTokens", "InputTokens"), Output: n("CompletionTokens", "OutputTokens")}
+	if u.Input == 0 && u.Output == 0 {
+		return nil
+	}
+	return &u
 }
 
 // ToolCall is one call a model asked for.

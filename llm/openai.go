@@ -169,6 +169,7 @@ func fromOpenAI(resp *llms.ContentResponse, position int) Message {
 	}
 	c := resp.Choices[0]
 	reply.Content = c.Content
+	reply.Usage = usageFrom(c.GenerationInfo)
 	for i, tc := range c.ToolCalls {
 		if tc.FunctionCall == nil {
 			continue

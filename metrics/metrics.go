@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
 )
 
 // Metrics are the bot's Prometheus metrics. It implements
@@ -33,6 +34,7 @@ type Metrics struct {
 	wait      prometheus.Histogram
 	tools     *prometheus.CounterVec
 	model     *prometheus.HistogramVec
+	tokens    *prometheus.CounterVec
 	ack       *prometheus.HistogramVec
 	saveTime  prometheus.Histogram
 	saveBytes prometheus.Histogram
@@ -83,6 +85,10 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 			Help:    "Time of one model call (retries included), by outcome: ok or error.",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 40, 80},
 		}, []string{"outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_model_tokens_total",
+			Help: "Tokens the model provider reported, by kind: input (the prompt) or output (the reply).",
+		}, []string{"kind"}),
 		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "countersign_slack_ack_seconds",
 			Help:    "Time to acknowledge a Slack request, by endpoint.",
@@ -105,7 +111,7 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 		ConstLabels: prometheus.Labels{"version": opts.Version, "revision": opts.Revision, "goversion": opts.GoVersion},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.started, m.resumed, m.finished, m.decisions, m.wait, m.tools, m.model, m.ack, m.saveTime, m.saveBytes, info,
+	m.reg.MustRegister(m.started, m.resumed, m.finished, m.decisions, m.wait, m.tools, m.model, m.tokens, m.ack, m.saveTime, m.saveBytes, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every label value a dashboard sums over, at zero from the start.
 	for _, s := range []graph.Status{graph.Paused, graph.Done, graph.Failed} {
@@ -123,6 +129,8 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 	}
 	m.model.WithLabelValues("ok")
 	m.model.WithLabelValues("error")
+	m.tokens.WithLabelValues("input")
+	m.tokens.WithLabelValues("output")
 	if pending != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "countersign_pending_approvals",
@@ -187,13 +195,18 @@ func (m *Metrics) Decided(k interrupt.Kind, waited time.Duration) {
 	}
 }
 
-// ModelCalled is the agent's OnModel hook: it times a model call.
-func (m *Metrics) ModelCalled(took time.Duration, err error) {
+// ModelCalled is the agent's OnModel hook: it times a model call and
+// counts its tokens.
+func (m *Metrics) ModelCalled(took time.Duration, usage *llm.Usage, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
 	m.model.WithLabelValues(outcome).Observe(took.Seconds())
+	if usage != nil {
+		m.tokens.WithLabelValues("input").Add(float64(usage.Input))
+		m.tokens.WithLabelValues("output").Add(float64(usage.Output))
+	}
 }
 
 // ToolFinished implements runner.Observer.

@@ -49,6 +49,8 @@ func TestApproveFlow(t *testing.T) {
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
 	}
+	// The answer is posted before the run logs that it finished.
+	h.eventually(func() bool { return strings.Contains(h.logs.String(), `"msg":"run finished"`) }, "the run to log that it finished")
 	checkLogs(t, h.logs.String())
 }
 
@@ -233,6 +235,7 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 	if all := readAll(t, resp); !regexp.MustCompile(`(?m)^countersign_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="devel"\} 1$`).MatchString(all) {
 		t.Errorf("no countersign_build_info 1 with the build's Go version and version devel in /metrics")
 	}
+	h.model.ReportUsage(120, 30)
 	root, card := h.deployFlow("Deployed.")
 	// The card is shown first, then recorded as waiting: wait for the
 	// record rather than reading the gauge the moment the card appears.
@@ -247,6 +250,8 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 		{`countersign_decisions_total{kind="approve"}`, "1"},
 		{`countersign_approval_wait_seconds_count`, "1"},
 		{`countersign_model_call_seconds_count{outcome="ok"}`, "2"},
+		{`countersign_model_tokens_total{kind="input"}`, "240"},
+		{`countersign_model_tokens_total{kind="output"}`, "60"},
 		{`countersign_tool_executions_total{outcome="done",tool="http_request"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/commands"}`, "1"},
 		{`countersign_slack_ack_seconds_count{endpoint="/slack/interactions"}`, "1"},

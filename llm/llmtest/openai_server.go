@@ -39,6 +39,14 @@ type OpenAIServer struct {
 
 	mu       sync.Mutex
 	requests []OpenAIRequest
+	usage    [2]int // prompt and completion tokens each reply reports
+}
+
+// ReportUsage makes every reply report these token counts (0 by default).
+func (s *OpenAIServer) ReportUsage(prompt, completion int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = [2]int{prompt, completion}
 }
 
 // OpenAIRequest is one request the server received.
@@ -184,11 +192,16 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Status = http.StatusOK
 	s.record(rec)
+	s.mu.Lock()
+	usage := map[string]int{"prompt_tokens": s.usage[0], "completion_tokens": s.usage[1], "total_tokens": s.usage[0] + s.usage[1]}
+	s.mu.Unlock()
+	resp := openAIResponse(n, req.Model, reply)
+	resp["usage"] = usage
 	if req.Stream {
-		s.streamOpenAI(w, n, req.Model, openAIResponse(n, req.Model, reply), req.StreamOptions.IncludeUsage)
+		s.streamOpenAI(w, n, req.Model, resp, req.StreamOptions.IncludeUsage)
 		return
 	}
-	writeJSON(w, http.StatusOK, openAIResponse(n, req.Model, reply))
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type openAIWireRequest struct {

@@ -139,7 +139,7 @@ func (s *OpenAIServer) streamOpenAI(w http.ResponseWriter, n int, model string, 
 	if usage {
 		out.event("", map[string]any{
 			"id": fmt.Sprintf("chatcmpl-llmtest-%d", n), "object": "chat.completion.chunk", "created": 1700000000, "model": model,
-			"choices": []any{}, "usage": map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+			"choices": []any{}, "usage": resp["usage"],
 		})
 	}
 	out.done()
