@@ -1,7 +1,7 @@
 // Package agent is the ReAct graph that Countersign runs for a person: a
 // model node that asks the model for the next turn, and a tools node that
 // gives every tool call its own status, runs at once the calls that policy
-// lets through, and pauses (an interrupt with the pending calls as payload)
+// lets through, and pauses (an interrupt naming the pending calls)
 // until a person has decided every other call. Decisions come back as
 // state modifiers; approved calls run exactly once, each result saved
 // before the next call starts; rejected and expired calls are reported to
@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -88,6 +89,14 @@ type Agent struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	graph *graph.Graph[State]
+
+	// prompts keeps the system prompts rendered in the current minute
+	// (the prompt tells the time to the minute), by requester and
+	// channel, so a thread's turns render it once. (The tools offered
+	// rarely change; a change reaches the prompt within the minute.)
+	promptMu     sync.Mutex
+	promptMinute time.Time
+	prompts      map[[2]string]string
 }
 
 // New compiles the agent's graph over store.
@@ -109,6 +118,10 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 		l.Out = io.Discard
 		opts.Logger = l
 	}
+	// Every node saves before each of its side effects (the model node
+	// before the model call, the tools node before and after each call),
+	// so the engine may merge the saves between them.
+	opts.Graph.MergeSaves = true
 	a := &Agent{model: model, box: box, opts: opts, now: opts.Graph.Now, log: opts.Logger}
 	if a.now == nil {
 		a.now = time.Now
@@ -153,7 +166,7 @@ func afterModel(s *State) []string {
 
 // modelNode asks the model for the next turn and turns its tool calls into
 // Calls, each with the status policy gives it.
-func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error {
+func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) error {
 	if s.PassTurns >= a.opts.MaxTurns {
 		s.Messages = append(s.Messages, llm.Message{
 			Role:    llm.RoleAssistant,
@@ -161,13 +174,16 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		})
 		return nil
 	}
-	system, err := prompts.RenderSystem(prompts.System{
-		Requester: s.Requester, Channel: s.Channel, Tools: a.promptTools(), Now: a.now(),
-	})
+	system, err := a.systemPrompt(s.Requester, s.Channel)
 	if err != nil {
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	// What the model is asked is saved first (a no-op when it is as
+	// last saved), so a crash during the call loses no input.
+	if err := save(ctx); err != nil {
+		return err
+	}
 	start := a.now()
 	reply, err := a.generate(ctx, s, msgs)
 	if a.opts.OnModel != nil {
@@ -288,13 +304,28 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 			return err
 		}
 		a.execute(ctx, s, c)
+		ran := *c
+		if !runnable(s.Calls) && len(s.Waiting()) == 0 {
+			// The last call of the turn: hand the results to the model
+			// in the same save that records this one's outcome.
+			handOver(s)
+		}
 		if err := save(ctx); err != nil {
 			return err
 		}
-		a.notify(ctx, s, *c)
+		a.notify(ctx, s, ran)
+		if s.Calls == nil {
+			return nil
+		}
 	}
 	if waiting := s.Waiting(); len(waiting) > 0 {
-		payload, err := json.Marshal(waiting)
+		// The payload names the waiting calls; their details are in
+		// the state, which the checkpoint stores beside it.
+		brief := make([]Call, len(waiting))
+		for i, c := range waiting {
+			brief[i] = Call{Key: c.Key, ID: c.ID, Tool: c.Tool, Status: c.Status, Expires: c.Expires}
+		}
+		payload, err := json.Marshal(brief)
 		if err != nil {
 			return err
 		}
@@ -306,6 +337,23 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		}
 		return interrupt.New(interrupt.Info{Reason: ReasonApproval, Payload: payload, Deadline: deadline})
 	}
+	handOver(s)
+	return nil
+}
+
+// runnable reports whether a call is approved and not yet run.
+func runnable(calls []Call) bool {
+	for _, c := range calls {
+		if c.Status == Approved || c.Status == Edited {
+			return true
+		}
+	}
+	return false
+}
+
+// handOver adds the calls' results and the notes to the conversation, for
+// the model's next turn, and clears them.
+func handOver(s *State) {
 	for _, c := range s.Calls {
 		s.Messages = append(s.Messages, llm.Message{
 			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError,
@@ -318,7 +366,6 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		})
 	}
 	s.Calls, s.Notes = nil, nil
-	return nil
 }
 
 // execute runs one call and records its outcome in c.
@@ -401,6 +448,33 @@ func (a *Agent) toolDefs() []llm.ToolDef {
 		defs = append(defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return defs
+}
+
+// systemPrompt returns the system prompt for a conversation of requester
+// in channel, rendered once a minute at most.
+func (a *Agent) systemPrompt(requester, channel string) (string, error) {
+	now := a.now()
+	minute := now.Truncate(time.Minute)
+	key := [2]string{requester, channel}
+	a.promptMu.Lock()
+	if !minute.Equal(a.promptMinute) {
+		a.promptMinute, a.prompts = minute, map[[2]string]string{}
+	}
+	p, ok := a.prompts[key]
+	a.promptMu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := prompts.RenderSystem(prompts.System{Requester: requester, Channel: channel, Tools: a.promptTools(), Now: now})
+	if err != nil {
+		return "", err
+	}
+	a.promptMu.Lock()
+	if minute.Equal(a.promptMinute) {
+		a.prompts[key] = p
+	}
+	a.promptMu.Unlock()
+	return p, nil
 }
 
 func (a *Agent) promptTools() []prompts.Tool {

@@ -19,10 +19,10 @@ import (
 // 10,000 threads paused on approvals, written by the real engine: a
 // request, the model's turn with three calls (one already run), two calls
 // pending, and the history of checkpoints that led there. It reports the
-// server's memory for them (target: 10,000 paused threads in ≤ 100 MB):
+// server's memory for them (target: 10,000 paused threads in ≤ 25 MB):
 //
 //	MB/10k-paused  used_memory growth per 10,000 paused threads
-//	x-target       that over 100 MB (≤ 1 meets the target)
+//	x-target       that over 25 MB (≤ 1 meets the target)
 //	bytes/thread   used_memory growth per thread
 func BenchmarkPausedThreadsMemory(b *testing.B) {
 	const threads = 10_000
@@ -46,7 +46,7 @@ func BenchmarkPausedThreadsMemory(b *testing.B) {
 		}
 		grown := usedMemory(b, rdb) - before
 		b.ReportMetric(float64(grown)/1e6*10_000/threads, "MB/10k-paused")
-		b.ReportMetric(float64(grown)/1e6*10_000/threads/100, "x-target")
+		b.ReportMetric(float64(grown)/1e6*10_000/threads/25, "x-target")
 		b.ReportMetric(float64(grown)/threads, "bytes/thread")
 	}
 }

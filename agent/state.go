@@ -107,6 +107,32 @@ type Call struct {
 	Attempts int `json:"attempts,omitempty"`
 }
 
+// MarshalJSON implements json.Marshaler: Hash is left out when it is the
+// hash of the tool and Args, which UnmarshalJSON computes again — a
+// paused thread then stores each hash once at most.
+func (c Call) MarshalJSON() ([]byte, error) {
+	type plain Call
+	p := plain(c)
+	if p.Hash != "" && len(p.Args) > 0 && p.Hash == tools.ArgsHash(p.Tool, p.Args) {
+		p.Hash = ""
+	}
+	return json.Marshal(p)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *Call) UnmarshalJSON(b []byte) error {
+	type plain Call
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.Hash == "" && len(p.Args) > 0 && p.NeedsApproval {
+		p.Hash = tools.ArgsHash(p.Tool, p.Args)
+	}
+	*c = Call(p)
+	return nil
+}
+
 // RunArgs are the arguments the call runs with: the edited ones if any.
 func (c *Call) RunArgs() json.RawMessage {
 	if len(c.EditedArgs) > 0 {
@@ -218,5 +244,27 @@ func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 	}
+	return nil
+}
+
+// ShareJournal makes s's messages from's, without copying them: messages
+// are never changed once added, and an append to s copies them first.
+// The graph engine uses it to keep a thread's decoded conversation
+// between runs.
+func (s *State) ShareJournal(from *State) {
+	s.Messages = from.Messages[:len(from.Messages):len(from.Messages)]
+}
+
+// AppendJournal decodes entries onto the end of the messages.
+func (s *State) AppendJournal(entries []json.RawMessage) error {
+	n := len(s.Messages)
+	msgs := make([]llm.Message, n+len(entries))
+	copy(msgs, s.Messages)
+	for i, e := range entries {
+		if err := json.Unmarshal(e, &msgs[n+i]); err != nil {
+			return fmt.Errorf("message %d: %w", n+i, err)
+		}
+	}
+	s.Messages = msgs
 	return nil
 }

@@ -96,6 +96,21 @@
 // Continue (a new pass on a finished run) only requires the same state
 // version.
 //
+// # Merged saves
+//
+// With Options.MergeSaves (a promise that every node saves before each of
+// its side effects) the engine writes fewer checkpoints, but only where
+// that is clearly safe: in a step of one plain node, run on the state
+// itself. There a node's save writes nothing if the state is as last
+// written, and the checkpoint that ends the step is kept in memory and
+// written with the next save; a resume that re-runs such a step writes
+// the answer with the node's first save. Steps of several nodes and
+// subgraph nodes (whose saves carry their own runs' checkpoints) are
+// saved as without MergeSaves, and a subgraph's own run never merges. A
+// failure in a step whose start was not written yet goes back to the
+// last checkpoint written: the steps in between had no side effect, so a
+// resume runs them again to the same point.
+//
 // # Checkpoint schema
 //
 // Checkpoint JSON field names never change. SchemaVersion is raised when
@@ -293,6 +308,27 @@ type Options struct {
 	// Defaults: time.Now and random hex.
 	Now   func() time.Time
 	NewID func() string
+	// MergeSaves promises that every node calls its SaveFunc before each
+	// of its side effects (a model call counts). The engine then saves
+	// only where durability needs it: when a run starts, continues,
+	// pauses, fails or ends, and when a node asks — and a node's request
+	// writes nothing if the state is as last saved. The checkpoint that
+	// would follow a step is kept in memory and written with the next
+	// save, so consecutive saves with no side effect between them become
+	// one. A crash re-runs, from the last save, only steps that had no
+	// side effect. Off by default: then every step is saved.
+	MergeSaves bool
+	// CacheThreads is how many threads' decoded states the graph keeps in
+	// memory after it saved or loaded them (default 256; below 0: none):
+	// enough for the threads a process is busy with, small enough that
+	// the garbage collector does not pay for a large idle heap.
+	// A cached thread is loaded with only what this process has not
+	// seen — from a store that implements TailLoader — and Continue and
+	// ResumeAt start from the cache without loading at all: their first
+	// save is a compare-and-set on the cached checkpoint, so another
+	// process's write is never missed (the run then fails with
+	// ErrConflict, nothing written, and the cache entry is dropped).
+	CacheThreads int
 }
 
 // Compile checks the graph and returns it ready to run with store.
@@ -356,18 +392,20 @@ func (b *Builder[S]) Compile(store Store, opts Options) (*Graph[S], error) {
 		return nil, fmt.Errorf("compile graph: %w", errors.Join(errs...))
 	}
 	g := &Graph[S]{
-		nodes:     b.nodes,
-		edges:     b.edges,
-		routes:    b.routes,
-		joins:     b.joins,
-		reducers:  b.reducers,
-		subs:      b.subs,
-		dependsOn: b.dependsOn,
-		store:     store,
-		before:    opts.InterruptBefore,
-		after:     opts.InterruptAfter,
-		now:       opts.Now,
-		newID:     opts.NewID,
+		nodes:      b.nodes,
+		edges:      b.edges,
+		routes:     b.routes,
+		joins:      b.joins,
+		reducers:   b.reducers,
+		subs:       b.subs,
+		dependsOn:  b.dependsOn,
+		store:      store,
+		before:     opts.InterruptBefore,
+		after:      opts.InterruptAfter,
+		now:        opts.Now,
+		newID:      opts.NewID,
+		mergeSaves: opts.MergeSaves,
+		cache:      newStateCache[S](opts.CacheThreads),
 	}
 	g.fp = g.fingerprint(opts.Parts, opts.StateVersion)
 	if g.now == nil {

@@ -33,19 +33,21 @@ type Journaled interface {
 // thread must not overlap (the store's compare-and-set makes the loser of
 // such a race fail with ErrConflict; callers keep a lease per thread).
 type Graph[S any] struct {
-	nodes     map[string]NodeFunc[S]
-	edges     map[string][]string
-	routes    map[string]route[S]
-	joins     []join
-	reducers  map[string]Reducer
-	subs      map[string]subgraph[S]
-	dependsOn func(*S) []string
-	fp        *Fingerprint
-	store     Store
-	before    []string
-	after     []string
-	now       func() time.Time
-	newID     func() string
+	nodes      map[string]NodeFunc[S]
+	edges      map[string][]string
+	routes     map[string]route[S]
+	joins      []join
+	reducers   map[string]Reducer
+	subs       map[string]subgraph[S]
+	dependsOn  func(*S) []string
+	fp         *Fingerprint
+	store      Store
+	before     []string
+	after      []string
+	now        func() time.Time
+	newID      func() string
+	mergeSaves bool
+	cache      *stateCache[S]
 }
 
 // Result is where a run stopped: done, paused, or failed.
@@ -75,12 +77,10 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // Start begins a new thread with state init. It fails with ErrThreadExists
 // if the thread has a checkpoint already.
 func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConfig) (*Result[S], error) {
-	if _, err := g.store.Load(ctx, thread); err == nil {
-		return nil, fmt.Errorf("start %s: %w", thread, ErrThreadExists)
-	} else if !errors.Is(err, ErrNoCheckpoint) {
-		return nil, fmt.Errorf("start %s: %w", thread, err)
-	}
+	// No load first: the first save is a compare-and-set on a thread
+	// without checkpoints, which refuses an existing thread.
 	r := g.newRun(thread, init, cfg, g.store.Save)
+	r.top = true
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", thread, err)
@@ -96,7 +96,13 @@ func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConf
 
 // newRun returns a run of a new thread that persists with persist.
 func (g *Graph[S]) newRun(thread string, init S, cfg RunConfig, persist func(context.Context, *Checkpoint) error) *run[S] {
-	return &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, persist: persist}
+	return &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, persist: persist, saved: &Checkpoint{Thread: thread}}
+}
+
+// topRun returns an empty run of a thread of g itself (not of a subgraph
+// node), which persists to the store and may use the cache.
+func (g *Graph[S]) topRun(thread string) *run[S] {
+	return &run[S]{g: g, thread: thread, persist: g.store.Save, top: true}
 }
 
 // Continue starts a new pass through the graph on a thread whose run is
@@ -104,26 +110,53 @@ func (g *Graph[S]) newRun(thread string, init S, cfg RunConfig, persist func(con
 // turn). It fails with ErrNotDone if the run has not finished, and with an
 // *IncompatibleError if the state's format changed since it was saved.
 func (g *Graph[S]) Continue(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
-	r, err := g.load(ctx, thread, "")
+	r := g.fromCache(thread)
+	res, err := g.continueRun(ctx, r, thread, mod)
+	if r != nil && errors.Is(err, errStaleCache) {
+		// The cached state was not the latest: start again from the
+		// stored one. Nothing was written and no node ran.
+		res, err = g.continueRun(ctx, nil, thread, mod)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("continue %s: %w", thread, err)
 	}
+	return res, nil
+}
+
+// errStaleCache: a run started from the cache lost its first save's
+// compare-and-set before any node ran.
+var errStaleCache = fmt.Errorf("%w: the cached state was not the latest", ErrConflict)
+
+func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mod StateModifier[S]) (*Result[S], error) {
+	fromCache := r != nil
+	if r == nil {
+		var err error
+		if r, err = g.load(ctx, thread, ""); err != nil {
+			return nil, err
+		}
+	}
 	if r.cp.Status != Done {
-		return nil, fmt.Errorf("continue %s: %w (status %s)", thread, ErrNotDone, r.cp.Status)
+		if fromCache {
+			return nil, errStaleCache // a stale cache cannot say the run is not done
+		}
+		return nil, fmt.Errorf("%w (status %s)", ErrNotDone, r.cp.Status)
 	}
 	if err := g.checkState(thread, r.cp.Fingerprint); err != nil {
-		return nil, fmt.Errorf("continue %s: %w", thread, err)
+		return nil, err
 	}
 	if err := mod(ctx, NodePath{Start}, &r.state); err != nil {
-		return nil, fmt.Errorf("continue %s: modify state: %w", thread, err)
+		return nil, fmt.Errorf("modify state: %w", err)
 	}
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
-		return nil, fmt.Errorf("continue %s: %w", thread, err)
+		return nil, err
 	}
 	err = r.save(ctx, Running, func(cp *Checkpoint) { cp.Step++; cp.Next = next })
+	if fromCache && errors.Is(err, ErrConflict) {
+		return nil, errStaleCache
+	}
 	if err != nil {
-		return nil, fmt.Errorf("continue %s: %w", thread, err)
+		return nil, err
 	}
 	return r.loop(ctx)
 }
@@ -178,9 +211,16 @@ func ResumeNested[S, T any](ctx context.Context, g *Graph[S], thread string, mod
 }
 
 func (g *Graph[S]) resume(ctx context.Context, thread, checkpointID string, ids []string, mod *modifier) (*Result[S], error) {
-	r, err := g.load(ctx, thread, checkpointID)
-	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", thread, err)
+	// Asked to resume the very checkpoint that is cached, start from the
+	// cache: if another process has written since, the first save's
+	// compare-and-set fails before any side effect, which is the answer
+	// to a stale checkpointID anyway.
+	r := g.fromCache(thread)
+	if r == nil || checkpointID == "" || r.cp.ID != checkpointID {
+		var err error
+		if r, err = g.load(ctx, thread, checkpointID); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", thread, err)
+		}
 	}
 	if r.cp.Status != Paused && r.cp.Status != Failed {
 		return nil, fmt.Errorf("resume %s: %w (status %s)", thread, ErrNotPaused, r.cp.Status)
@@ -191,7 +231,14 @@ func (g *Graph[S]) resume(ctx context.Context, thread, checkpointID string, ids 
 	if err := r.answer(ctx, ids, mod, nil); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
-	if err := r.save(ctx, Running, nil); err != nil {
+	// With merged saves, a resumed step of one node writes the answer
+	// with the node's save before its first side effect.
+	save := r.save
+	if r.mergeable() {
+		save = r.stage
+	}
+	if err := save(ctx, Running, nil); err != nil {
+		g.cache.drop(thread)
 		return nil, fmt.Errorf("resume %s: %w", thread, err)
 	}
 	return r.loop(ctx)
@@ -331,19 +378,23 @@ func (g *Graph[S]) Fork(ctx context.Context, thread, checkpointID, newThread str
 // load reads the thread's head and decodes its state. A non-empty wantID
 // must match the head's ID.
 func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], error) {
-	cp, err := g.store.Load(ctx, thread)
+	r, ok, err := g.loadTail(ctx, thread)
+	if !ok {
+		var cp *Checkpoint
+		if cp, err = g.store.Load(ctx, thread); err == nil {
+			if err = upgrade(cp); err == nil {
+				r = g.topRun(thread)
+				err = r.decode(cp)
+			}
+		}
+	}
 	if err != nil {
+		g.cache.drop(thread)
 		return nil, err
 	}
-	if err := upgrade(cp); err != nil {
-		return nil, err
-	}
-	if wantID != "" && cp.ID != wantID {
-		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, cp.ID)
-	}
-	r := &run[S]{g: g, thread: thread, cp: cp, persist: g.store.Save}
-	if err := r.decode(cp); err != nil {
-		return nil, err
+	g.cache.put(r.cp, &r.state)
+	if wantID != "" && r.cp.ID != wantID {
+		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}
 	return r, nil
 }

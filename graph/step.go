@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,8 +46,32 @@ type run[S any] struct {
 	// run, the parent's save.
 	persist func(context.Context, *Checkpoint) error
 
+	// top: the run is of a thread of g itself, not of a subgraph node;
+	// only such a run merges saves and uses the cache.
+	top bool
+
 	mu sync.Mutex  // serialises saves by the nodes of one step
-	cp *Checkpoint // the last checkpoint written or loaded
+	cp *Checkpoint // the last checkpoint written or loaded, or staged
+	// staged: cp is not written yet (see Options.MergeSaves); it will be
+	// written with the next save, under cp's Seq.
+	staged bool
+	// saved is what the store holds: the last checkpoint written or
+	// loaded, with its state's JSON.
+	saved *Checkpoint
+}
+
+// merges reports whether the run may merge the saves of node (see
+// Options.MergeSaves): only in a step of that one node alone, run on
+// the state itself, and not for a subgraph node, whose saves carry its
+// own run's checkpoints.
+func (r *run[S]) merges(node string) bool {
+	return r.top && r.g.mergeSaves && r.g.subs[node] == nil
+}
+
+// mergeable reports whether the step the run is about to take is one
+// whose saves may be merged.
+func (r *run[S]) mergeable() bool {
+	return len(r.cp.Next) == 1 && len(r.cp.Writes) == 0 && len(r.cp.Interrupts) == 0 && r.merges(r.cp.Next[0])
 }
 
 // loop runs steps until the run ends, pauses or fails.
@@ -76,7 +101,11 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	if r.pauses(node, reasonBefore) && !slices.Contains(r.cp.SkipBefore, node) {
 		return r.pause(ctx, []interrupt.Info{r.stamp(node, interrupt.Info{Reason: reasonBefore + node})})
 	}
-	err := r.runNode(ctx, node, &r.state, func(ctx context.Context) error { return r.save(ctx, Running, nil) })
+	save := func(ctx context.Context) error { return r.save(ctx, Running, nil) }
+	if r.merges(node) {
+		save = r.nodeSave
+	}
+	err := r.runNode(ctx, node, &r.state, save)
 	if infos, ok := r.interrupts(node, err); ok {
 		return r.pause(ctx, infos)
 	}
@@ -239,7 +268,11 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 	case len(next) == 0:
 		status = Done
 	}
-	err := r.save(ctx, status, func(cp *Checkpoint) {
+	save := r.save
+	if status == Running && len(order) == 1 && states[order[0]] == &r.state && r.merges(order[0]) {
+		save = r.stage // a step boundary: written with the next save
+	}
+	err := save(ctx, status, func(cp *Checkpoint) {
 		cp.Step++
 		cp.Next, cp.Queued, cp.Writes, cp.SkipBefore = next, nil, nil, nil
 		cp.Arrivals, cp.Interrupts = arrivals, after
@@ -349,20 +382,26 @@ func (r *run[S]) failInPlace(ctx context.Context, node string, cause error) (*Re
 	return r.result(), nodeErr
 }
 
-// restore puts the state back to what the last checkpoint holds.
+// restore puts the state back to what the last checkpoint written holds.
+// With merged saves that may be a step earlier than the run's current
+// checkpoint: the run goes back to it, as the steps in between had no
+// side effect, so a resume from it runs them again to the same point.
 func (r *run[S]) restore() error {
+	if r.staged {
+		r.setSaved(r.saved)
+	}
 	var entries []json.RawMessage
 	if j, ok := any(&r.state).(Journaled); ok {
 		all, err := j.MarshalJournal(0)
 		if err != nil {
 			return fmt.Errorf("encode journal: %w", err)
 		}
-		if len(all) < r.cp.JournalLen {
-			return fmt.Errorf("journal shrank from %d to %d entries; it is append-only", r.cp.JournalLen, len(all))
+		if len(all) < r.saved.JournalLen {
+			return fmt.Errorf("journal shrank from %d to %d entries; it is append-only", r.saved.JournalLen, len(all))
 		}
-		entries = all[:r.cp.JournalLen]
+		entries = all[:r.saved.JournalLen]
 	}
-	s, err := decodeState[S](r.cp.State, entries)
+	s, err := decodeState[S](r.saved.State, entries)
 	if err != nil {
 		return err
 	}
@@ -566,13 +605,22 @@ func (r *run[S]) save(ctx context.Context, status Status, edit func(*Checkpoint)
 }
 
 func (r *run[S]) saveLocked(ctx context.Context, status Status, edit func(*Checkpoint)) error {
+	return r.writeLocked(ctx, r.next(status, edit), nil)
+}
+
+// next returns the checkpoint that follows the run's current one.
+func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 	prev := r.cp
+	seq, parent := prev.Seq+1, prev.ID
+	if r.staged {
+		seq, parent = prev.Seq, prev.Parent
+	}
 	cp := &Checkpoint{
 		Version:    SchemaVersion,
 		Thread:     r.thread,
 		ID:         r.g.newID(),
-		Parent:     prev.ID,
-		Seq:        prev.Seq + 1,
+		Parent:     parent,
+		Seq:        seq,
 		Step:       prev.Step,
 		Status:     status,
 		Next:       slices.Clone(prev.Next),
@@ -584,7 +632,7 @@ func (r *run[S]) saveLocked(ctx context.Context, status Status, edit func(*Check
 		Config:     prev.Config,
 		SkipBefore: slices.Clone(prev.SkipBefore),
 		Created:    r.g.now(),
-		JournalLen: prev.JournalLen,
+		JournalLen: r.saved.JournalLen,
 	}
 	if edit != nil {
 		edit(cp)
@@ -597,22 +645,85 @@ func (r *run[S]) saveLocked(ctx context.Context, status Status, edit func(*Check
 			cp.KeepUntil = in.Deadline
 		}
 	}
-	if err := r.encode(cp, prev.JournalLen); err != nil {
+	return cp
+}
+
+// writeLocked encodes and persists cp; state, if not nil, is the state's
+// JSON already encoded. On success cp becomes what the store holds and
+// the run's current checkpoint. The caller holds r.mu or runs alone.
+func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) error {
+	if err := r.encode(cp, r.saved.JournalLen, state); err != nil {
 		return err
 	}
 	cp.Fingerprint = r.g.stamp(cp, &r.state)
 	if err := r.persist(ctx, cp); err != nil {
+		if r.top && errors.Is(err, ErrConflict) {
+			r.g.cache.drop(r.thread)
+		}
 		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
 	}
-	r.cp = cp.Meta()
+	r.setSaved(cp)
+	if r.top {
+		r.g.cache.put(r.saved, &r.state)
+	}
 	return nil
 }
 
-// encode fills cp's State and the journal entries added since from.
-func (r *run[S]) encode(cp *Checkpoint, from int) error {
+// stage is save for a checkpoint that need not be written yet (see
+// Options.MergeSaves): it becomes the run's current one in memory and is
+// written with the next save. Without MergeSaves it saves.
+func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint)) error {
+	if !r.top || !r.g.mergeSaves {
+		return r.save(ctx, status, edit)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cp = r.next(status, edit).Meta()
+	r.cp.Fingerprint = r.g.stamp(r.cp, &r.state)
+	r.staged = true
+	return nil
+}
+
+// nodeSave is the SaveFunc of a node whose saves merge. It writes nothing
+// when the state is as last saved: what the run did since is routing,
+// which a resume from the saved checkpoint does again.
+func (r *run[S]) nodeSave(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.saved.Seq == 0 {
+		return r.saveLocked(ctx, Running, nil)
+	}
 	state, err := json.Marshal(&r.state)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
+	}
+	n := 0
+	if j, ok := any(&r.state).(Journaled); ok {
+		n = j.JournalLen()
+	}
+	if n == r.saved.JournalLen && bytes.Equal(state, r.saved.State) {
+		return nil
+	}
+	return r.writeLocked(ctx, r.next(Running, nil), state)
+}
+
+// setSaved records cp as what the store holds and the run's current
+// checkpoint.
+func (r *run[S]) setSaved(cp *Checkpoint) {
+	r.saved = cp.Meta()
+	r.cp = cp.Meta()
+	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
+	r.cp.Writes, r.cp.Interrupts = slices.Clone(cp.Writes), slices.Clone(cp.Interrupts)
+	r.staged = false
+}
+
+// encode fills cp's State and the journal entries added since from.
+func (r *run[S]) encode(cp *Checkpoint, from int, state []byte) error {
+	if state == nil {
+		var err error
+		if state, err = json.Marshal(&r.state); err != nil {
+			return fmt.Errorf("encode state: %w", err)
+		}
 	}
 	cp.State = state
 	cp.JournalFrom = from
@@ -640,7 +751,7 @@ func (r *run[S]) decode(cp *Checkpoint) error {
 		return fmt.Errorf("decode checkpoint %s: %w", cp.ID, err)
 	}
 	r.state = s
-	r.cp = cp.Meta()
+	r.setSaved(cp)
 	return nil
 }
 

@@ -12,9 +12,10 @@
 // hash tag, so all of them live in one slot and one Lua script can read and
 // write them together:
 //
-//	cs:{<thread>}:head     hash    seq, journal_len: the latest checkpoint's counters
+//	cs:{<thread>}:head     hash    seq, journal_len, id: the latest checkpoint's counters and ID
 //	cs:{<thread>}:journal  list    journal entries (JSON), append-only: entry i is item i
-//	cs:{<thread>}:history  list    checkpoint JSON without the journal, newest first,
+//	cs:{<thread>}:history  list    checkpoint JSON without the journal (compressed, see
+//	                               compress.go), newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
 //	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions)
 //	cs:{<thread>}:lease    string  the owner of the thread's run lease
@@ -42,8 +43,19 @@
 // updates the head, pushes the checkpoint onto the history and trims it,
 // and refreshes the expiry of the thread's keys; a conflict writes nothing.
 // What a save sends is the checkpoint without its journal plus the new
-// entries, whatever the conversation's length. Load, Journal, History,
-// Claim, Claims and the lease calls are one round trip each.
+// entries, whatever the conversation's length. Load, LoadTail, Journal,
+// History, Claim, Claims and the lease calls are one round trip each.
+// LoadTail reads only what a reader that saw a given checkpoint has not
+// seen: nothing more than a few bytes when that is still the head.
+//
+// The runner begins and ends each holding of a thread in one round trip
+// (sessions.go): OpenThread takes the lease, moves the wake-up and reads
+// the head's ID and the claims asked for; CloseThread records deliveries,
+// sets the wake-up and the waiting count, releases the lease and reads
+// back the claims asked for; ClaimDecision writes the wake-up, the claim,
+// the audit record and, if asked, takes the lease. On a single server each
+// is one script; on Redis Cluster the keys outside the thread's slot
+// (wake-ups, waiting, audit) are written by commands of their own.
 //
 // # Expiry
 //
@@ -125,9 +137,12 @@ type Store struct {
 	replicaWait  time.Duration
 
 	saveScript, loadScript, journalScript *redis.Script
+	loadTailScript                        *redis.Script
 	claimScript                           *redis.Script
 	acceptScript, dueIntakeScript         *redis.Script
 	renewScript, releaseScript            *redis.Script
+	openScript, closeScript               *redis.Script
+	claimDecisionScript                   *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -155,12 +170,17 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
 		saveScript:      redis.NewScript(saveLua),
 		loadScript:      redis.NewScript(loadLua),
+		loadTailScript:  redis.NewScript(loadTailLua),
 		journalScript:   redis.NewScript(journalLua),
 		claimScript:     redis.NewScript(claimLua),
 		acceptScript:    redis.NewScript(acceptLua),
 		dueIntakeScript: redis.NewScript(dueIntakeLua),
 		renewScript:     redis.NewScript(renewLeaseLua),
 		releaseScript:   redis.NewScript(releaseLeaseLua),
+
+		openScript:          redis.NewScript(openLua),
+		closeScript:         redis.NewScript(closeLua),
+		claimDecisionScript: redis.NewScript(claimDecisionLua),
 	}
 }
 
@@ -178,15 +198,16 @@ func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, err
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
-	cp, err := decodeLoad(res)
+	cp, err := decodeLoad(res, 0)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
 	return cp, nil
 }
 
-// decodeLoad reads the load script's reply: {checkpoint JSON, {entries}}.
-func decodeLoad(res []any) (*graph.Checkpoint, error) {
+// decodeLoad reads the load script's reply: {checkpoint JSON, {entries
+// from "from" on}}.
+func decodeLoad(res []any, from int) (*graph.Checkpoint, error) {
 	if len(res) != 2 {
 		return nil, fmt.Errorf("unexpected reply of %d items", len(res))
 	}
@@ -199,12 +220,42 @@ func decodeLoad(res []any) (*graph.Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(entries) != cp.JournalLen {
-		return nil, fmt.Errorf("journal has %d entries, checkpoint %s says %d", len(entries), cp.ID, cp.JournalLen)
+	if from+len(entries) != cp.JournalLen {
+		return nil, fmt.Errorf("journal has %d entries, checkpoint %s says %d", from+len(entries), cp.ID, cp.JournalLen)
 	}
+	cp.JournalFrom = from
 	cp.Journal, err = rawMessages(entries)
 	if err != nil {
 		return nil, err
+	}
+	return cp, nil
+}
+
+// LoadTail implements graph.TailLoader: it reads only what a reader that
+// saw checkpoint id (seq, a journal of from entries) has not seen, in one
+// round trip; nil and no error if that checkpoint is still the latest.
+func (s *Store) LoadTail(ctx context.Context, thread, id string, seq int64, from int) (*graph.Checkpoint, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	res, err := s.loadTailScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history}, id, seq, from).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	if len(res) != 3 {
+		return nil, fmt.Errorf("load checkpoint %s: unexpected reply of %d items", thread, len(res))
+	}
+	at, _ := res[2].(int64)
+	cp, err := decodeLoad(res[:2], int(at))
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
 	return cp, nil
 }
@@ -234,8 +285,8 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	ttl := s.expiry(cp.KeepUntil)
 	args := make([]any, 0, 8+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
-	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, meta, s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx))
+	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
@@ -383,9 +434,13 @@ func escape(name string) string {
 	return b.String()
 }
 
-func decodeCheckpoint(meta string) (*graph.Checkpoint, error) {
+func decodeCheckpoint(stored string) (*graph.Checkpoint, error) {
+	meta, err := expandMeta([]byte(stored))
+	if err != nil {
+		return nil, err
+	}
 	cp := new(graph.Checkpoint)
-	if err := json.Unmarshal([]byte(meta), cp); err != nil {
+	if err := json.Unmarshal(meta, cp); err != nil {
 		return nil, fmt.Errorf("decode checkpoint: %w", err)
 	}
 	return cp, nil

@@ -9,12 +9,13 @@ package redisstore
 //
 //	KEYS: head, journal, history, claims, lease
 //	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
-//	      expiry in ms, refresh below in ms, fence, then the new journal
-//	      entries
+//	      expiry in ms, refresh below in ms, fence, checkpoint ID, parent
+//	      ID, then the new journal entries
 //
 // It returns 1 when it saved and 0, having written nothing, when the head's
-// seq is not seq-1 or the journal's length is not journal_from; -1, having
-// written nothing, when a fence is given and the lease does not hold it.
+// seq is not seq-1, its ID (when it has one) not the parent's, or the
+// journal's length is not journal_from; -1, having written nothing, when a
+// fence is given and the lease does not hold it.
 //
 // Expiries are set only when the head's has run down below "refresh
 // below" (or the thread is new): successive saves of a run, seconds apart,
@@ -25,15 +26,17 @@ const saveLua = `
 local head, journal, history, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
 local from = tonumber(ARGV[2])
-if (tonumber(redis.call('HGET', head, 'seq')) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+local h = redis.call('HMGET', head, 'seq', 'id')
+if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+if h[2] and h[2] ~= ARGV[10] then return 0 end
 if redis.call('LLEN', journal) ~= from then return 0 end
 local left = redis.call('PTTL', head)
 
-local first, batch = 9, 1000
+local first, batch = 11, 1000
 for i = first, #ARGV, batch do
   redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
 end
-redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3])
+redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3], 'id', ARGV[9])
 local limit = tonumber(ARGV[5])
 if redis.call('LPUSH', history, ARGV[4]) > limit then
   redis.call('LTRIM', history, 0, limit - 1)
@@ -63,6 +66,26 @@ local cp = redis.call('LINDEX', KEYS[3], 0)
 n = tonumber(n)
 if n == 0 then return {cp, {}} end
 return {cp, redis.call('LRANGE', KEYS[2], 0, n - 1)}
+`
+
+// loadTailLua is loadLua for a reader that saw checkpoint id, with seq and
+// a journal of from entries: it reads what the reader has not seen.
+//
+//	KEYS: head, journal, history
+//	ARGV: id, seq, from
+//
+// It returns nil when the thread has no head; {} when the head is still
+// that checkpoint; else {checkpoint JSON, {entries from "from" on}, from},
+// or all entries and 0 when the journal is shorter than from.
+const loadTailLua = `
+local h = redis.call('HMGET', KEYS[1], 'seq', 'journal_len', 'id')
+if not h[2] then return false end
+local n, from = tonumber(h[2]), tonumber(ARGV[3])
+if h[3] == ARGV[1] and tonumber(h[1]) == tonumber(ARGV[2]) and n == from then return {} end
+if from > n then from = 0 end
+local cp = redis.call('LINDEX', KEYS[3], 0)
+if n == from then return {cp, {}, from} end
+return {cp, redis.call('LRANGE', KEYS[2], from, n - 1), from}
 `
 
 // journalLua reads the first n journal entries.

@@ -97,15 +97,23 @@ type Groups interface {
 // *AlreadyDecidedError (someone decided first), or a storage error.
 // Several processes may call Decide on one call at once: one wins.
 func (s *Service) Decide(ctx context.Context, d Decision) error {
+	// The state this process last saw is checked first, without a load;
+	// the claim then checks, in the same step, that it is still the
+	// thread's latest. Otherwise the stored state is checked.
+	if cached, ok := s.graph.Cached(d.Thread); ok {
+		_, c, id, err := s.checkAt(ctx, d, cached, false, false)
+		if err == nil {
+			err = s.claim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
+			if !errors.Is(err, ErrStale) {
+				return err
+			}
+		}
+	}
 	_, c, id, err := s.check(ctx, d, false)
 	if err != nil {
 		return err
 	}
-	if err := s.claim(ctx, d.Thread, *c, id); err != nil {
-		return err
-	}
-	s.audit(ctx, d.Thread, *c, decisionFields(id))
-	return nil
+	return s.claim(ctx, d.Thread, *c, id, "")
 }
 
 // Check answers whether Decide(d) would be accepted now, without
@@ -119,13 +127,23 @@ func (s *Service) Check(ctx context.Context, d Decision) (*agent.Call, error) {
 // check applies every rule of Decide and returns the decision to claim.
 // A dry check of an Edit without arguments checks the call's own.
 func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State, *agent.Call, interrupt.Decision, error) {
-	id := interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}
 	res, err := s.graph.State(ctx, d.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
-		return nil, nil, id, ErrNotPending
+		return nil, nil, interrupt.Decision{}, ErrNotPending
 	}
 	if err != nil {
-		return nil, nil, id, err
+		return nil, nil, interrupt.Decision{}, err
+	}
+	return s.checkAt(ctx, d, res, dry, true)
+}
+
+// checkAt is check against the thread at res; a refusal is audited only
+// if audit is set.
+func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[agent.State], dry, audit bool) (*agent.State, *agent.Call, interrupt.Decision, error) {
+	id := interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}
+	refuse := s.refuse
+	if !audit {
+		refuse = func(context.Context, Decision, *agent.Call, string) error { return errors.New("refused") }
 	}
 	st := &res.State
 	c, ok := st.Call(d.Call)
@@ -146,7 +164,7 @@ func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State
 		return st, c, id, err
 	}
 	if why := s.refusal(ctx, st, c, d); why != "" {
-		return st, c, id, s.refuse(ctx, d, c, why)
+		return st, c, id, refuse(ctx, d, c, why)
 	}
 	switch d.Kind {
 	case interrupt.Approve:
@@ -165,7 +183,7 @@ func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State
 		id.Args, id.Hash = args, tools.ArgsHash(c.Tool, args)
 	}
 	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
-		return st, c, id, s.refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
+		return st, c, id, refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
 	}
 	return st, c, id, nil
 }
@@ -253,6 +271,14 @@ type Message struct {
 // author asked for. It returns ErrBusy while a run is working and
 // ErrFailed if the last run failed.
 func (s *Service) Reply(ctx context.Context, m Message) error {
+	// The state this process last saw says which way to go; a new turn
+	// checks it again (Continue's compare-and-set), and a stale guess is
+	// retried with the stored state.
+	if cached, ok := s.graph.Cached(m.Thread); ok && cached.Status() == graph.Done {
+		if err := s.reply(ctx, m, cached); !errors.Is(err, errStaleGuess) {
+			return err
+		}
+	}
 	res, err := s.graph.State(ctx, m.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
 		return fmt.Errorf("reply to %s: %w", m.Thread, ErrNoThread)
@@ -260,21 +286,28 @@ func (s *Service) Reply(ctx context.Context, m Message) error {
 	if err != nil {
 		return err
 	}
+	err = s.reply(ctx, m, res)
+	if errors.Is(err, errStaleGuess) {
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+	}
+	return err
+}
+
+// errStaleGuess: the run was not done after all.
+var errStaleGuess = errors.New("the run is not done")
+
+func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
 	switch res.Status() {
 	case graph.Paused:
 		return s.feedback(ctx, m, res)
 	case graph.Done:
-		return s.withLease(ctx, m.Thread, func(ctx context.Context) error {
-			before, err := s.graph.State(ctx, m.Thread)
-			if err != nil {
-				return err
-			}
-			if before.Status() != graph.Done {
-				return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
-			}
+		return s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
 			run := s.begin(m.Thread, "continue").WithField("requester", m.By)
 			res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
-			s.after(ctx, run, m.Thread, res, err)
+			if errors.Is(err, graph.ErrNotDone) {
+				return errStaleGuess
+			}
+			s.after(ctx, run, ss, res, err)
 			return nil
 		})
 	case graph.Failed:
@@ -300,7 +333,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 				continue
 			}
 		}
-		err := s.claim(ctx, m.Thread, c, d)
+		err := s.claim(ctx, m.Thread, c, d, "")
 		var lost *AlreadyDecidedError
 		if errors.As(err, &lost) {
 			continue
@@ -308,7 +341,6 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 		if err != nil {
 			return err
 		}
-		s.audit(ctx, m.Thread, c, decisionFields(d))
 		rejected++
 	}
 	if rejected > 0 {
@@ -318,7 +350,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 		why = "the calls were decided already"
 	}
 	note := agent.Note{By: m.By, Text: m.Text, At: d.At}
-	err := s.withLease(ctx, m.Thread, func(ctx context.Context) error {
+	err := s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
 		cur, err := s.graph.State(ctx, m.Thread)
 		if err != nil {
 			return err
@@ -328,7 +360,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 		}
 		run := s.begin(m.Thread, "note")
 		out, err := s.graph.ResumeAt(ctx, m.Thread, cur.Checkpoint.ID, agent.AddNote(note))
-		s.after(ctx, run, m.Thread, out, err)
+		s.after(ctx, run, ss, out, err)
 		return nil
 	})
 	if err != nil {
@@ -360,7 +392,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": why})
 		return &RefusedError{Why: why}
 	}
-	return s.withLease(ctx, m.Thread, func(ctx context.Context) error {
+	return s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
 		res, err := s.graph.State(ctx, m.Thread)
 		if err != nil {
 			return err
@@ -371,7 +403,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "retry_run", "by": m.By, "at": s.opts.Now().UTC().Format(time.RFC3339Nano)})
 		run := s.begin(m.Thread, "retry").WithField("by", m.By)
 		out, err := s.graph.Resume(ctx, m.Thread, nil)
-		s.after(ctx, run, m.Thread, out, err)
+		s.after(ctx, run, ss, out, err)
 		return nil
 	})
 }

@@ -270,7 +270,8 @@ func (failingModel) Generate(context.Context, []llm.Message, []llm.ToolDef) (llm
 	return llm.Message{}, errors.New("provider down")
 }
 
-// TestOneLoadPerDecision: a click costs one load of the conversation.
+// TestOneLoadPerDecision: a click costs at most one load of the
+// conversation (none when this process has the thread's latest state).
 func TestOneLoadPerDecision(t *testing.T) {
 	ctx := context.Background()
 	w, _ := policyWorld(t)
@@ -284,8 +285,8 @@ func TestOneLoadPerDecision(t *testing.T) {
 	} {
 		before := w.loads.Load()
 		_ = svc.Decide(ctx, d)
-		if n := w.loads.Load() - before; n != 1 {
-			t.Errorf("Decide(%s by %s) loaded the conversation %d times, want 1", d.Kind, d.By, n)
+		if n := w.loads.Load() - before; n > 1 {
+			t.Errorf("Decide(%s by %s) loaded the conversation %d times, want at most 1", d.Kind, d.By, n)
 		}
 	}
 }

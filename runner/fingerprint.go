@@ -37,7 +37,7 @@ func (s *Service) CancelChanged(ctx context.Context, m Message) error {
 
 func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(context.Context, string) (*graph.Result[agent.State], error)) error {
 	thread := m.Thread
-	return s.withLease(ctx, thread, func(ctx context.Context) error {
+	return s.withLease(ctx, thread, func(ctx context.Context, ss *session) error {
 		err := s.graph.Check(ctx, thread)
 		if err == nil {
 			return fmt.Errorf("%s %s: %w", how, thread, ErrNotChanged)
@@ -63,7 +63,7 @@ func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(
 		s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": how + "_after_update", "by": m.By})
 		run := s.begin(thread, how+" after an update").WithField("by", m.By)
 		res, err = fn(ctx, thread)
-		s.after(ctx, run, thread, res, err)
+		s.after(ctx, run, ss, res, err)
 		return nil
 	})
 }

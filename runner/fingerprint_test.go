@@ -42,10 +42,20 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 			w.policy = withoutDeploy
 			rep := &recorder{}
 			svc, _ := w.service(t, rep, time.Second)
-			for range 2 { // driven twice: one card
+			// The old version's claim took the thread's lease for a
+			// drive of its own, which never came (it was replaced): the
+			// new version drives once that lease has lapsed.
+			for deadline := time.Now().Add(10 * time.Second); len(rep.kinds()) == 0; {
 				if err := svc.Drive(ctx, "th"); err != nil {
 					t.Fatalf("Drive() = %v", err)
 				}
+				if time.Now().After(deadline) {
+					t.Fatal("the new version never drove the thread")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := svc.Drive(ctx, "th"); err != nil { // driven twice: one card
+				t.Fatalf("Drive() = %v", err)
 			}
 			var changed []runner.Event
 			for _, e := range rep.events {

@@ -34,6 +34,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,7 +44,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
-	"github.com/countersign/countersign/llm"
 )
 
 // Claims is a set-once record per thread and key.
@@ -129,6 +129,11 @@ type Service struct {
 	rep   Reporter
 	opts  Options
 	log   logrus.FieldLogger
+
+	// opened holds sessions that a decision's claim began, by thread,
+	// for the drive that follows.
+	openedMu sync.Mutex
+	opened   map[string]*session
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
@@ -174,27 +179,29 @@ type StartRequest struct {
 // finishes or pauses. It fails with ErrThreadExists if the thread has
 // one already (a retried delivery).
 func (s *Service) Start(ctx context.Context, req StartRequest) error {
-	held, err := s.acquire(ctx, req.Thread)
+	ss, held, err := s.open(ctx, req.Thread)
 	if err != nil {
 		return err
 	}
 	if !held {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
 	}
-	s.wakeForRecovery(ctx, req.Thread)
-	runCtx, stop := s.keepLease(ctx, req.Thread)
+	runCtx, stop := s.keepLease(ctx, ss)
 	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
 	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
 	init.Team = req.Team
 	res, err := s.graph.Start(runCtx, req.Thread, init, graph.RunConfig{})
+	ss.asked[answeredKey] = true // a new thread: nothing was delivered
 	if errors.Is(err, graph.ErrThreadExists) {
 		stop()
-		s.release(req.Thread)
+		s.close(ss)
 		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
 	}
-	s.after(runCtx, run, req.Thread, res, err)
+	s.after(runCtx, run, ss, res, err)
 	stop()
-	s.release(req.Thread)
+	if !s.decidedMeanwhile(ss, s.close(ss)) {
+		return nil
+	}
 	// A decision made while the cards were being posted was left to us.
 	return s.Drive(ctx, req.Thread)
 }
@@ -243,7 +250,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		if c.Status != agent.Pending || c.Expires.IsZero() || now.Before(c.Expires) {
 			continue
 		}
-		err := s.claim(ctx, thread, c, d)
+		err := s.claim(ctx, thread, c, d, "")
 		var lost *AlreadyDecidedError
 		if errors.As(err, &lost) {
 			continue
@@ -251,7 +258,6 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		s.audit(ctx, thread, c, decisionFields(d))
 		n++
 	}
 	if n == 0 {
@@ -267,31 +273,47 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 // again once its lease lapses.
 func (s *Service) Drive(ctx context.Context, thread string) error {
 	for {
-		held, err := s.acquire(ctx, thread)
+		ss, held, err := s.open(ctx, thread)
 		if err != nil {
 			return err
 		}
 		if !held {
-			s.wakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL))
 			return nil
 		}
-		runCtx, stop := s.keepLease(ctx, thread)
-		s.wakeForRecovery(ctx, thread)
-		worked, err := s.step(runCtx, thread)
+		runCtx, stop := s.keepLease(ctx, ss)
+		worked, err := s.step(runCtx, ss)
 		stop()
-		s.release(thread)
+		claims := s.close(ss)
 		if err != nil || !worked {
 			return err
 		}
 		// Work was done. Claims made while we held the lease were left
-		// to us; look again now that the lease is free.
+		// to us: go on if there are any.
+		if ss.res != nil && !s.decidedMeanwhile(ss, claims) {
+			return nil
+		}
 	}
+}
+
+// decidedMeanwhile reports whether claims (read as the session let go)
+// hold a decision on a call that waits at the session's last result.
+func (s *Service) decidedMeanwhile(ss *session, claims map[string][]byte) bool {
+	if ss.res == nil || ss.res.Status() != graph.Paused {
+		return ss.res == nil
+	}
+	for _, c := range ss.res.State.Waiting() {
+		if _, ok := claims[claimKey(c)]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // step does one piece of work on a thread whose lease is held, and
 // reports whether there was any.
-func (s *Service) step(ctx context.Context, thread string) (bool, error) {
-	res, err := s.graph.State(ctx, thread)
+func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
+	thread := ss.thread
+	res, err := s.stateIn(ctx, ss)
 	if err != nil {
 		return false, err
 	}
@@ -300,18 +322,18 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		run := s.begin(thread, "recover")
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
-		s.after(ctx, run, thread, out, err)
+		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
 		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
 			return false, nil
 		}
-		decisions, err := s.claimed(ctx, thread, &res.State)
+		decisions, err := s.claimed(ss, &res.State)
 		if err != nil {
 			return false, err
 		}
 		if len(decisions) == 0 {
-			s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
+			s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
 			return false, nil
 		}
 		// People see each decision as it is applied: here, in the work
@@ -326,27 +348,24 @@ func (s *Service) step(ctx context.Context, thread string) (bool, error) {
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
 		if errors.Is(err, graph.ErrConflict) {
 			run.Info("another process resumed the thread first")
+			ss.res = nil
 			return true, nil // look again
 		}
-		s.after(ctx, run, thread, out, err)
+		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).
-		s.deliver(ctx, s.log.WithField("thread", thread), thread, res)
+		s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
 		return false, nil
 	}
 }
 
 // claimed returns the claimed decisions for calls that still wait.
-func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (map[string]interrupt.Decision, error) {
-	all, err := s.store.Claims(ctx, thread)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) claimed(ss *session, st *agent.State) (map[string]interrupt.Decision, error) {
 	out := map[string]interrupt.Decision{}
 	for _, c := range st.Waiting() {
-		raw, ok := all[claimKey(c)]
+		raw, ok := ss.claims[claimKey(c)]
 		if !ok {
 			continue
 		}
@@ -355,7 +374,7 @@ func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (
 			return nil, fmt.Errorf("claim on %s: %w", c.Key, err)
 		}
 		if err := s.agent.CheckDecision(st, c.Key, d); err != nil {
-			s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("claimed decision does not apply; ignoring it")
+			s.log.WithFields(logrus.Fields{"thread": ss.thread, "call": c.Key}).WithError(err).Warn("claimed decision does not apply; ignoring it")
 			continue
 		}
 		out[c.Key] = d
@@ -364,7 +383,7 @@ func (s *Service) claimed(ctx context.Context, thread string, st *agent.State) (
 }
 
 // claim records d as the decision on call c, or returns who won.
-func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision) error {
+func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision, expectHead string) error {
 	key := c.Key
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -373,12 +392,49 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	// The thread is woken before the claim is written: should this
 	// process die before applying the decision, another applies it
 	// within a lease, whatever the thread's next wake-up was.
+	var wake time.Time
 	if s.opts.Schedule != nil {
-		if err := s.opts.Schedule.WakeBy(ctx, thread, s.opts.Now().Add(s.opts.LeaseTTL)); err != nil {
-			return fmt.Errorf("claim decision on %s: %w", key, err)
+		wake = s.opts.Now().Add(s.opts.LeaseTTL)
+	}
+	var winner []byte
+	var won bool
+	if sess, ok := s.store.(Sessions); ok {
+		var audit map[string]string
+		if s.opts.Auditor != nil {
+			audit = s.auditRecord(thread, c, decisionFields(d))
+		}
+		// The claim also takes the lease, if it is free, for the drive
+		// that applies the decision; should that drive not come, the
+		// lease lapses and the wake-up written here carries it on.
+		var keys []string
+		if cached, ok := s.graph.Cached(thread); ok {
+			keys = neededKeys(cached)
+		}
+		sent := time.Now()
+		var got Claimed
+		got, err = sess.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
+			ExpectHead: expectHead, WakeBy: wake, Audit: audit,
+			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+		winner, won = got.Winner, got.Won
+		if err == nil && got.Leased {
+			ss := &session{thread: thread, head: got.Head, claims: got.Claims, asked: map[string]bool{}, answered: -1}
+			for _, k := range keys {
+				ss.asked[k] = true
+			}
+			ss.confirm(sent)
+			s.keepOpened(ss)
+		}
+	} else {
+		if !wake.IsZero() {
+			if err := s.opts.Schedule.WakeBy(ctx, thread, wake); err != nil {
+				return fmt.Errorf("claim decision on %s: %w", key, err)
+			}
+		}
+		winner, won, err = s.store.Claim(ctx, thread, claimKey(c), raw)
+		if err == nil && won {
+			s.audit(ctx, thread, c, decisionFields(d))
 		}
 	}
-	winner, won, err := s.store.Claim(ctx, thread, claimKey(c), raw)
 	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
 	}
@@ -413,13 +469,6 @@ func decisionFields(d interrupt.Decision) map[string]string {
 	return f
 }
 
-// wakeForRecovery asks for the thread to be looked at after its lease
-// would have run out, in case this process dies while working on it —
-// or earlier, if an earlier wake-up (an expiry) is set already.
-func (s *Service) wakeForRecovery(ctx context.Context, thread string) {
-	s.wakeBy(ctx, thread, s.opts.Now().Add(2*s.opts.LeaseTTL))
-}
-
 // wakeBy makes sure the thread is looked at no later than at, if the
 // service keeps a schedule.
 func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
@@ -439,17 +488,17 @@ func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key,
 
 // withLease runs fn holding the thread's lease, then drives the thread in
 // case decisions arrived meanwhile. ErrBusy if another process holds it.
-func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context) error) error {
+func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context, *session) error) error {
 	// The lease is often held for a moment only — the run that just
 	// answered is letting go — so wait a little before calling it busy.
-	held, err := s.acquire(ctx, thread)
+	ss, held, err := s.open(ctx, thread)
 	for deadline := s.opts.Now().Add(s.opts.BusyWait); err == nil && !held && s.opts.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(25 * time.Millisecond):
 		}
-		held, err = s.acquire(ctx, thread)
+		ss, held, err = s.open(ctx, thread)
 	}
 	if err != nil {
 		return err
@@ -457,13 +506,15 @@ func (s *Service) withLease(ctx context.Context, thread string, fn func(context.
 	if !held {
 		return fmt.Errorf("%s: %w", thread, ErrBusy)
 	}
-	runCtx, stop := s.keepLease(ctx, thread)
-	s.wakeForRecovery(ctx, thread)
-	err = fn(runCtx)
+	runCtx, stop := s.keepLease(ctx, ss)
+	err = fn(runCtx, ss)
 	stop()
-	s.release(thread)
+	claims := s.close(ss)
 	if err != nil {
 		return err
+	}
+	if !s.decidedMeanwhile(ss, claims) {
+		return nil
 	}
 	return s.Drive(ctx, thread)
 }
@@ -489,8 +540,9 @@ func (s *Service) release(thread string) {
 // lease (graph.WithFence), and it is cancelled, with cause ErrLeaseLost,
 // as soon as a renewal finds the lease gone — a process that stalled
 // past its lease stops instead of working on beside the next holder.
-func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.Context, stop func()) {
-	runCtx, cancelRun := context.WithCancelCause(graph.WithFence(context.WithValue(ctx, runThreadKey{}, thread), s.opts.Owner))
+func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
+	thread := ss.thread
+	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, s.opts.Owner), sessionKey{}, ss))
 	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -503,11 +555,15 @@ func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.
 			case <-renewCtx.Done():
 				return
 			case <-t.C:
+				sent := time.Now()
 				ok, err := s.store.RenewLease(renewCtx, thread, s.opts.Owner, s.opts.LeaseTTL)
 				if err == nil && !ok {
 					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
 					cancelRun(ErrLeaseLost)
 					return
+				}
+				if err == nil {
+					ss.confirm(sent)
 				}
 			}
 		}
@@ -515,15 +571,12 @@ func (s *Service) keepLease(ctx context.Context, thread string) (runCtx context.
 	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
 }
 
-// runThreadKey marks the context of a run with its thread, for the
-// agent's hooks: a forked thread's state still names the thread it was
-// forked from.
-type runThreadKey struct{}
-
-// runThread is the thread of the run ctx belongs to.
+// runThread is the thread of the run ctx belongs to, as its session
+// names it: a forked thread's state still names the thread it was forked
+// from.
 func runThread(ctx context.Context, st *agent.State) string {
-	if t, ok := ctx.Value(runThreadKey{}).(string); ok {
-		return t
+	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
+		return ss.thread
 	}
 	return st.Thread
 }
@@ -534,6 +587,18 @@ func runThread(ctx context.Context, st *agent.State) string {
 // not, so that the call is not sent.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
 	thread := runThread(ctx, st)
+	ss, _ := ctx.Value(sessionKey{}).(*session)
+	if ss != nil {
+		// A lease confirmed by a request sent less than a third of its
+		// duration ago cannot have lapsed: nobody else can hold it, so
+		// the round trip is spared. (Measured on this process's
+		// monotonic clock; Redis counts the lease from when it received
+		// the request, later.)
+		if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
+			return nil
+		}
+	}
+	sent := time.Now()
 	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
@@ -541,6 +606,9 @@ func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call)
 	if !ok {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
 		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
+	}
+	if ss != nil {
+		ss.confirm(sent)
 	}
 	return nil
 }
@@ -559,7 +627,9 @@ func (s *Service) begin(thread, how string) logrus.FieldLogger {
 
 // after logs where a run stopped, shows people what it produced, and
 // sets the thread's next wake-up.
-func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State], err error) {
+func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session, res *graph.Result[agent.State], err error) {
+	thread := ss.thread
+	ss.res = res
 	if res == nil && (errors.Is(err, graph.ErrConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)) {
 		log.WithError(err).Warn("this process lost the thread; the process that holds it carries the run on")
 		return
@@ -582,12 +652,16 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, thread stri
 	case graph.Done:
 		log.Info("run finished")
 	}
-	delivered := s.deliver(ctx, log, thread, res)
-	s.scheduleNext(ctx, thread, res)
-	if !delivered {
+	// What to deliver is judged by the claims read when the session
+	// began: records of deliveries are written only under the lease, and
+	// the calls this run made wait in a round of their own, which nobody
+	// can have been shown yet.
+	if !s.deliver(ctx, log, ss, res) {
 		// Slack (or whatever shows events) failed; try again shortly.
-		s.wakeBy(ctx, thread, s.opts.Now().Add(redeliverAfter))
+		ss.redeliver = true
 	}
+	ss.schedule = true
+	ss.wake, ss.waiting = s.planNext(res)
 }
 
 // redeliverAfter is how soon undelivered answers and cards are tried
@@ -601,31 +675,41 @@ const redeliverAfter = 30 * time.Second
 // the thread — the schedule's recovery wake-up included — delivers what
 // is missing. It reports whether everything was delivered. The caller
 // holds the thread's lease.
-func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, thread string, res *graph.Result[agent.State]) bool {
-	seen, err := s.store.Claims(ctx, thread)
-	if err != nil {
-		log.WithError(err).Warn("reading what was delivered")
-		return false
-	}
+func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *session, res *graph.Result[agent.State]) bool {
+	thread := ss.thread
 	ok := true
 	show := func(key string, e Event) {
-		if _, done := seen[key]; done {
+		if _, done := ss.claims[key]; done {
 			return
 		}
 		if err := s.report(ctx, e); err != nil {
 			ok = false
 			return
 		}
-		if _, _, err := s.store.Claim(ctx, thread, key, []byte("1")); err != nil {
-			log.WithError(err).Warn("recording a delivery")
-			ok = false
-		}
+		ss.claims[key] = []byte("1")
+		ss.record = append(ss.record, key)
 	}
 	st := &res.State
-	for i, m := range st.Messages {
-		if m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
-			show(fmt.Sprintf("answered:%d", i), Event{Kind: Answer, Thread: thread, State: st, Text: m.Content, Message: i})
+	unshown, err := s.unshownAnswers(ctx, ss, st)
+	if err != nil {
+		log.WithError(err).Warn("reading what was delivered")
+		return false
+	}
+	answered := len(st.Messages)
+	for _, i := range unshown {
+		if err := s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content, Message: i}); err != nil {
+			answered, ok = i, false
+			break
 		}
+		if _, isSessions := s.store.(Sessions); !isSessions {
+			key := fmt.Sprintf("answered:%d", i) // recorded one by one
+			ss.claims[key] = []byte("1")
+			ss.record = append(ss.record, key)
+		}
+	}
+	if _, isSessions := s.store.(Sessions); isSessions {
+		ss.answered = max(ss.answered, answered)
+		ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
 	}
 	switch res.Status() {
 	case graph.Paused:

@@ -122,16 +122,17 @@ func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Re
 	if s.opts.Schedule == nil || res == nil {
 		return
 	}
-	waiting := 0
-	if res.Status() == graph.Paused {
-		waiting = len(res.State.Waiting())
-	}
-	if err := s.opts.Schedule.SetWaiting(ctx, thread, waiting); err != nil {
-		s.log.WithField("thread", thread).WithError(err).Warn("recording waiting calls")
-	}
-	var at time.Time
+	at, waiting := s.planNext(res)
+	s.writeSchedule(ctx, thread, at, waiting)
+}
+
+// planNext says when the thread must be looked at again (zero: never)
+// and how many of its calls wait for a person, given where its run
+// stands.
+func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waiting int) {
 	switch res.Status() {
 	case graph.Paused:
+		waiting = len(res.State.Waiting())
 		for _, c := range res.State.Waiting() {
 			if c.Status == agent.Pending && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
 				at = c.Expires
@@ -140,15 +141,7 @@ func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Re
 	case graph.Running:
 		at = s.opts.Now().Add(2 * s.opts.LeaseTTL)
 	}
-	var err error
-	if at.IsZero() {
-		err = s.opts.Schedule.Forget(ctx, thread)
-	} else {
-		err = s.opts.Schedule.Wake(ctx, thread, at)
-	}
-	if err != nil {
-		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
-	}
+	return at, waiting
 }
 
 // audit records a decision.
@@ -156,6 +149,14 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 	if s.opts.Auditor == nil {
 		return
 	}
+	if err := s.opts.Auditor.Audit(ctx, s.auditRecord(thread, c, fields)); err != nil {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")
+	}
+}
+
+// auditRecord is the audit record of an event about call c, secrets in
+// its arguments masked.
+func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
 	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(tools.MaskSecrets(c.Tool, c.Args))}
 	for k, v := range fields {
 		rec[k] = v
@@ -163,9 +164,7 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 	if edited, ok := rec["edited_args"]; ok {
 		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, json.RawMessage(edited)))
 	}
-	if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
-		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")
-	}
+	return rec
 }
 
 // Audit records an event that is not a decision, such as a refused click.

@@ -1,0 +1,81 @@
+// Command cyclebench measures Countersign's approval cycle against a Redis
+// server and prints one SUMMARY line per measurement, in the format of
+// the CloudWeGo Eino comparison program, so that a script can set the two
+// side by side (.ci/perf-vs-eino):
+//
+//	cyclebench -redis redis://127.0.0.1:6379/0 -cycles 2000 -history 100
+//
+// It measures through the agent and the store alone (impl=agent) and
+// through runner.Service (impl=runner): a "cycles" phase of turn-1 cycles
+// on new threads, and a "hist" phase that grows conversations to
+// -history turns and reports turns 1, 10, 50 and -history. Bytes are
+// counted on the client's connection (in_B: written to Redis, out_B:
+// read from it), round trips (rt) by a go-redis hook. Its keys live under
+// a prefix of their own and are deleted afterwards. See the cyclebench
+// package for the workload.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/internal/cyclebench"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cyclebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cyclebench", flag.ContinueOnError)
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
+	cycles := fs.Int("cycles", 2000, "measured turn-1 cycles, each on a new thread")
+	warmup := fs.Int("warmup", 200, "warm-up cycles before measuring")
+	history := fs.Int("history", 100, "turns of the history-growth phase")
+	reps := fs.Int("reps", 50, "conversations grown in the history phase (cycles measured per mark)")
+	impls := fs.String("impl", "agent,runner", "what to measure: agent, runner, or both")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	opts, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return err
+	}
+	m := new(cyclebench.Meter)
+	m.Instrument(opts)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	rdb.AddHook(m)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", opts.Addr, err)
+	}
+	fmt.Printf("countersign cyclebench | %s %s/%s GOMAXPROCS=%d | redis %s\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), opts.Addr)
+	plan := cyclebench.Plan{Warmup: *warmup, Cycles: *cycles, History: *history, Reps: *reps}
+	for _, impl := range strings.Split(*impls, ",") {
+		impl := cyclebench.Impl(strings.TrimSpace(impl))
+		if impl != cyclebench.Agent && impl != cyclebench.Runner {
+			return fmt.Errorf("unknown -impl %q", impl)
+		}
+		prefix := fmt.Sprintf("cyclebench:%d", time.Now().UnixNano())
+		err := cyclebench.Run(ctx, impl, rdb, m, prefix, plan, func(r cyclebench.Result) {
+			fmt.Printf("  %-6s %-6s turn %3d: %8.0f cycles/s  p50 %7.3f ms  p99 %7.3f ms  %5.2f round trips  %7.0f B written  %7.0f B read\n",
+				r.Impl, r.Phase, r.Hist, r.CPS, float64(r.P50)/1e6, float64(r.P99)/1e6, r.RoundTrips, r.Written, r.Read)
+			fmt.Println(r.Summary())
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package cyclebench_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/internal/cyclebench"
+	"github.com/countersign/countersign/redisstore/redistest"
+)
+
+// meteredClient returns a client of the test Redis that m meters.
+func meteredClient(tb testing.TB, m *cyclebench.Meter) *redis.Client {
+	tb.Helper()
+	opts := redistest.Options(tb)
+	m.Instrument(opts)
+	rdb := redis.NewClient(opts)
+	rdb.AddHook(m)
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// BenchmarkCycle measures the approval cycle (see the package doc) at
+// turns 1, 10, 50 and 100 of a conversation, through the agent and the
+// store alone and through runner.Service. One op is one cycle at that
+// turn (to a tenth more: each grown conversation serves a few). Metrics,
+// per cycle:
+//
+//	cycles/s        cycles per second of measured time
+//	p50-ms, p99-ms  cycle latency
+//	round-trips     Redis round trips (a command or a pipeline is one)
+//	B-written       bytes written to Redis
+//	B-read          bytes read from Redis
+//
+// Timings depend on the machine; round trips and bytes do not. The
+// side-by-side comparison with CloudWeGo Eino is .ci/perf-vs-eino.
+func BenchmarkCycle(b *testing.B) {
+	for _, impl := range []cyclebench.Impl{cyclebench.Agent, cyclebench.Runner} {
+		for _, turn := range cyclebench.Marks(100) {
+			b.Run(fmt.Sprintf("%s/turn=%d", impl, turn), func(b *testing.B) {
+				benchmarkCycle(b, impl, turn)
+			})
+		}
+	}
+}
+
+func benchmarkCycle(b *testing.B, impl cyclebench.Impl, turn int) {
+	ctx := context.Background()
+	m := new(cyclebench.Meter)
+	rdb := meteredClient(b, m)
+	prefix := "bench-cycle-" + randomName()
+	b.Cleanup(func() { _ = cyclebench.Cleanup(ctx, rdb, prefix) })
+	c, err := cyclebench.New(impl, rdb, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Threads that have had turn-1 cycles, ready for measured ones; each
+	// serves turns turn to turn+turn/10, and a new set is grown when they
+	// are used up, outside the measured time.
+	uses := max(1, turn/10)
+	var ready []string
+	grown := 0
+	grow := func() {
+		b.StopTimer()
+		defer b.StartTimer()
+		for range 8 {
+			thread := fmt.Sprintf("t%d", grown)
+			grown++
+			for range turn - 1 {
+				if _, err := c.Cycle(ctx, thread); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range uses {
+				ready = append(ready, thread)
+			}
+		}
+	}
+	var samples []cyclebench.Sample
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if len(ready) == 0 {
+			grow()
+		}
+		thread := ready[0]
+		ready = ready[1:]
+		s, got, err := c.Measure(ctx, m, thread)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got < turn || got > turn+uses {
+			b.Fatalf("measured turn %d, want %d to %d", got, turn, turn+uses)
+		}
+		samples = append(samples, s)
+	}
+	b.StopTimer()
+	st := cyclebench.Summarize(samples)
+	b.ReportMetric(st.CPS, "cycles/s")
+	b.ReportMetric(float64(st.P50)/1e6, "p50-ms")
+	b.ReportMetric(float64(st.P99)/1e6, "p99-ms")
+	b.ReportMetric(st.RoundTrips, "round-trips")
+	b.ReportMetric(st.Written, "B-written")
+	b.ReportMetric(st.Read, "B-read")
+}
+
+func randomName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

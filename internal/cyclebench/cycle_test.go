@@ -1,0 +1,58 @@
+package cyclebench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/countersign/countersign/internal/cyclebench"
+)
+
+// TestCycleCosts holds the approval cycle to its Redis budget, which a
+// hook counts exactly whatever the machine's load: at most 6 round trips
+// through the agent and the store, at most 10 through runner.Service,
+// and reads that do not grow with the conversation (turn 30 reads at
+// most 3× what turn 1 does) — while every cycle still ends with the
+// answer to its own turn.
+func TestCycleCosts(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		impl      cyclebench.Impl
+		maxTrips  int64
+		lastTurns int
+	}{
+		{cyclebench.Agent, 6, 30},
+		{cyclebench.Runner, 10, 30},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.impl), func(t *testing.T) {
+			m := new(cyclebench.Meter)
+			rdb := meteredClient(t, m)
+			prefix := "test-cycle-" + randomName()
+			t.Cleanup(func() { _ = cyclebench.Cleanup(ctx, rdb, prefix) })
+			c, err := cyclebench.New(tt.impl, rdb, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A first thread warms the scripts' cache in Redis.
+			if _, err := c.Cycle(ctx, "warm"); err != nil {
+				t.Fatal(err)
+			}
+			var first cyclebench.Sample
+			for turn := 1; turn <= tt.lastTurns; turn++ {
+				s, _, err := c.Measure(ctx, m, "thread")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.RoundTrips > tt.maxTrips {
+					t.Errorf("turn %d: %d round trips, want at most %d", turn, s.RoundTrips, tt.maxTrips)
+				}
+				if turn == 1 {
+					first = s
+				}
+				if turn == tt.lastTurns && s.Read > 3*first.Read {
+					t.Errorf("turn %d read %d bytes, turn 1 %d: want at most 3×", turn, s.Read, first.Read)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package cyclebench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Plan says what to measure.
+type Plan struct {
+	// Warmup cycles (turn 1, new threads) run before measuring.
+	Warmup int
+	// Cycles is how many turn-1 cycles on new threads the "cycles" phase
+	// measures; 0 skips the phase.
+	Cycles int
+	// History is the last turn of the "hist" phase, which grows Reps
+	// conversations turn by turn and measures the cycles at turns 1, 10,
+	// 50 and History; 0 skips the phase.
+	History int
+	// Reps is how many conversations the "hist" phase grows.
+	Reps int
+}
+
+// Result is the stats of one phase at one turn.
+type Result struct {
+	Impl  Impl
+	Phase string
+	Hist  int
+	Stats
+}
+
+// Summary is the result's line in the Eino comparison program's format.
+func (r Result) Summary() string { return r.Stats.Summary(r.Impl, r.Phase, r.Hist) }
+
+// Marks are the turns the "hist" phase reports, up to history.
+func Marks(history int) []int {
+	marks := []int{1, 10, 50, history}
+	slices.Sort(marks)
+	marks = slices.Compact(marks)
+	return slices.DeleteFunc(marks, func(k int) bool { return k < 1 || k > history })
+}
+
+// Run measures impl as plan says, with its data under prefix in rdb (a
+// client that m meters), and calls report with each result as it is
+// ready. It deletes its keys afterwards.
+func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix string, plan Plan, report func(Result)) (err error) {
+	c, err := New(impl, rdb, prefix)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := Cleanup(context.WithoutCancel(ctx), rdb, prefix); err == nil {
+			err = cerr
+		}
+	}()
+	for i := range plan.Warmup {
+		if _, err := c.Cycle(ctx, fmt.Sprintf("warm/%d", i)); err != nil {
+			return err
+		}
+	}
+	if plan.Cycles > 0 {
+		samples := make([]Sample, 0, plan.Cycles)
+		for i := range plan.Cycles {
+			s, _, err := c.Measure(ctx, m, fmt.Sprintf("cycle/%d", i))
+			if err != nil {
+				return err
+			}
+			samples = append(samples, s)
+		}
+		report(Result{Impl: impl, Phase: "cycles", Hist: 1, Stats: Summarize(samples)})
+	}
+	if plan.History > 0 {
+		marks := Marks(plan.History)
+		at := map[int][]Sample{}
+		for turn := 1; turn <= plan.History; turn++ {
+			measured := slices.Contains(marks, turn)
+			for j := range max(plan.Reps, 1) {
+				thread := fmt.Sprintf("hist/%d", j)
+				if !measured {
+					if _, err := c.Cycle(ctx, thread); err != nil {
+						return err
+					}
+					continue
+				}
+				s, _, err := c.Measure(ctx, m, thread)
+				if err != nil {
+					return err
+				}
+				at[turn] = append(at[turn], s)
+			}
+			if measured {
+				report(Result{Impl: impl, Phase: "hist", Hist: turn, Stats: Summarize(at[turn])})
+			}
+		}
+	}
+	return nil
+}
+
+// Cleanup deletes every key under prefix.
+func Cleanup(ctx context.Context, rdb *redis.Client, prefix string) error {
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		return rdb.Unlink(ctx, batch...).Err()
+	}
+	return nil
+}

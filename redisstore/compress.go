@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"bytes"
+	"compress/flate"
+	"fmt"
+	"io"
+	"sync"
+
+	kflate "github.com/klauspost/compress/flate"
+)
+
+// Checkpoints in the history are stored compressed: a paused thread keeps
+// several, each holding its state's JSON, and they are most of what a
+// thread costs in Redis memory. A stored checkpoint is either plain JSON
+// (it starts with "{": written before compression, and still read) or
+// the byte metaFlateV1 followed by the JSON compressed with DEFLATE and
+// the preset dictionary metaDictV1. The dictionary must never change:
+// a new one gets a new marker.
+const metaFlateV1 = 0x01
+
+// metaDictV1 holds fragments that checkpoints repeat: the graph's and the
+// agent's JSON field names and common values, most frequent last.
+const metaDictV1 = `"error":"config":{"interrupt_before":"skip_before":"queued":` +
+	`"edited_args":"decision":{"kind":"by":"at":"is_error":true,"notes":[{"text":"turn_by":"team":` +
+	`"keep_until":"deadline":"payload":[{"interrupts":[{"id":"path":["tools"],"reason":"approval",` +
+	`"status":"failed","status":"rejected","status":"approved","status":"running","status":"done",` +
+	`"needs_approval":true,"expires":"2026-11-22T11:00:00Z","attempts":1},{"result":"` +
+	`{"key":"0.0","id":"call_0_0","tool":"http_request","args":{"method":"GET","url":"https://` +
+	`"requester":"U0","reason":"","status":"pending","calls":[` +
+	`"turns":1,"pass_turns":1},"journal_len":2,"created":"2026-11-22T10:00:00Z"}` +
+	`{"v":1,"thread":"T0:C0:1700000000.000100","id":"","parent":"","seq":1,"step":1,` +
+	`"status":"paused","next":["tools"],"next":["model"],"state":{"thread":"T0:C0:1700000000.000100",` +
+	`"requester":"U0","channel":"C0",`
+
+// Written with klauspost/compress, which writes the same format as the
+// standard library's DEFLATE (read with it below) in about half the
+// time; a save compresses on the request's path. A writer holds large
+// tables, so idle ones are kept in a channel rather than a sync.Pool,
+// which would drop them at every garbage collection.
+var flateWriters = make(chan *kflate.Writer, 16)
+
+func getWriter() *kflate.Writer {
+	select {
+	case w := <-flateWriters:
+		return w
+	default:
+	}
+	w, err := kflate.NewWriterDict(nil, 5, []byte(metaDictV1))
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return w
+}
+
+func putWriter(w *kflate.Writer) {
+	select {
+	case flateWriters <- w:
+	default:
+	}
+}
+
+var flateReaders = sync.Pool{New: func() any {
+	return flate.NewReaderDict(bytes.NewReader(nil), []byte(metaDictV1))
+}}
+
+// compressMeta returns the stored form of a checkpoint's JSON.
+func compressMeta(meta []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(meta)/2 + 16)
+	buf.WriteByte(metaFlateV1)
+	w := getWriter()
+	w.Reset(&buf)
+	_, err := w.Write(meta)
+	if err == nil {
+		err = w.Close()
+	}
+	putWriter(w)
+	if err != nil || buf.Len() >= len(meta) {
+		return meta // writing to a buffer does not fail; never larger
+	}
+	return buf.Bytes()
+}
+
+// expandMeta returns a stored checkpoint's JSON.
+func expandMeta(stored []byte) ([]byte, error) {
+	if len(stored) == 0 || stored[0] != metaFlateV1 {
+		return stored, nil
+	}
+	r := flateReaders.Get().(io.ReadCloser)
+	defer flateReaders.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(stored[1:]), []byte(metaDictV1)); err != nil {
+		return nil, fmt.Errorf("expand checkpoint: %w", err)
+	}
+	var out bytes.Buffer
+	out.Grow(3 * len(stored))
+	if _, err := io.Copy(&out, r); err != nil {
+		return nil, fmt.Errorf("expand checkpoint: %w", err)
+	}
+	return out.Bytes(), nil
+}

@@ -1,0 +1,326 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/runner"
+)
+
+// The calls below let the runner begin its work on a thread, claim a
+// decision and end its work in one round trip each: each is one Lua
+// script that writes, with the thread's own keys, the records that belong
+// to the same step — the wake-up schedule, the waiting count, the audit
+// stream. Those three are keys of their own, outside the thread's hash
+// slot, so on Redis Cluster the script does the thread's part and they
+// are written by separate commands, in the order that keeps the same
+// guarantees (a decision's wake-up is written before its claim).
+
+var _ runner.Sessions = (*Store)(nil)
+
+// OpenThread implements runner.Sessions: it acquires the lease, moves the
+// wake-up and reads the head's ID and the claims asked for.
+func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened, error) {
+	k, err := s.leaseKey(o.Thread, o.Owner, o.TTL)
+	if err != nil {
+		return runner.Opened{}, fmt.Errorf("open thread: %w", err)
+	}
+	tk, _ := s.keys(o.Thread)
+	keys := []string{k, tk.head, tk.claims}
+	cluster := s.isCluster()
+	if !cluster {
+		keys = append(keys, s.prefix+":wakeups")
+	}
+	args := make([]any, 0, 5+len(o.Keys))
+	args = append(args, o.Owner, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread)
+	for _, key := range o.Keys {
+		args = append(args, key)
+	}
+	res, err := s.openScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return runner.Opened{}, fmt.Errorf("open thread %s: %w", o.Thread, err)
+	}
+	if len(res) != 3 {
+		return runner.Opened{}, fmt.Errorf("open thread %s: unexpected reply %v", o.Thread, res)
+	}
+	out := runner.Opened{Held: res[0] == int64(1)}
+	out.Head, _ = res[1].(string)
+	out.Claims = claimValues(o.Keys, res[2])
+	if cluster {
+		wake := o.WakeIfBusy
+		if out.Held {
+			wake = o.WakeIfHeld
+		}
+		if !wake.IsZero() {
+			if err := s.WakeBy(ctx, o.Thread, wake); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// CloseThread implements runner.Sessions: it records deliveries, sets the
+// schedule and the waiting count, releases the lease and reads back the
+// claims asked for.
+func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
+	lease, err := s.leaseKey(c.Thread, c.Owner, time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("close thread: %w", err)
+	}
+	tk, _ := s.keys(c.Thread)
+	keys := []string{lease, tk.claims, tk.head}
+	cluster := s.isCluster()
+	if !cluster {
+		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting")
+	}
+	schedule, waiting := "", ""
+	if c.Schedule {
+		schedule, waiting = "0", strconv.Itoa(c.Waiting)
+		if !c.Wake.IsZero() {
+			schedule = strconv.FormatInt(c.Wake.UnixMilli(), 10)
+		}
+	}
+	answered := ""
+	if c.Answered >= 0 {
+		answered = strconv.Itoa(c.Answered)
+	}
+	args := make([]any, 0, 8+2*len(c.Record)+len(c.Keys))
+	args = append(args, c.Owner, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
+	for _, key := range c.Record {
+		args = append(args, key)
+	}
+	for _, key := range c.Keys {
+		args = append(args, key)
+	}
+	res, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
+	}
+	if cluster && c.Schedule {
+		if err := s.SetWaiting(ctx, c.Thread, c.Waiting); err != nil {
+			return nil, err
+		}
+		if c.Wake.IsZero() {
+			err = s.Forget(ctx, c.Thread)
+		} else {
+			err = s.Wake(ctx, c.Thread, c.Wake)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return claimValues(c.Keys, res), nil
+}
+
+// ClaimDecision implements runner.Sessions: Claim with the thread's
+// wake-up written first and, when the claim is won, the audit record and
+// (if asked) the lease, in one step; ErrStale, having written nothing, if
+// the head is no longer checkpoint c.ExpectHead.
+func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runner.Claimed, error) {
+	tk, err := s.keys(c.Thread)
+	if err != nil {
+		return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
+	}
+	keys := []string{tk.claims, tk.head, tk.lease}
+	cluster := s.isCluster()
+	if !cluster {
+		keys = append(keys, s.prefix+":wakeups", s.prefix+":audit")
+	} else if !c.WakeBy.IsZero() {
+		if err := s.WakeBy(ctx, c.Thread, c.WakeBy); err != nil {
+			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
+		}
+	}
+	leaseMs := int64(0)
+	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
+		leaseMs = c.LeaseTTL.Milliseconds()
+	}
+	audit := 0
+	if !cluster {
+		audit = 2 * len(c.Audit)
+	}
+	args := make([]any, 0, 10+audit+len(c.Keys))
+	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), auditCap,
+		c.LeaseOwner, leaseMs, audit)
+	if !cluster {
+		for f, v := range c.Audit {
+			args = append(args, f, v)
+		}
+	}
+	for _, k := range c.Keys {
+		args = append(args, k)
+	}
+	res, err := s.runScript(ctx, s.claimDecisionScript, claimDecisionLua, keys, args...).Slice()
+	if err != nil {
+		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, err)
+	}
+	switch {
+	case len(res) > 0 && res[0] == int64(-1):
+		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
+	case len(res) == 4 && res[0] == int64(1):
+		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
+		if out.Leased {
+			out.Head, _ = res[2].(string)
+			out.Claims = claimValues(c.Keys, res[3])
+		}
+		if cluster && c.Audit != nil {
+			if err := s.Audit(ctx, c.Audit); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	case len(res) == 2:
+		if stored, ok := res[1].(string); ok {
+			return runner.Claimed{Winner: []byte(stored)}, nil
+		}
+	}
+	return runner.Claimed{}, fmt.Errorf("claim %s in %s: unexpected reply %v", c.Key, c.Thread, res)
+}
+
+// ClaimValues implements runner.Sessions: the thread's claims of keys
+// (those set), in one HMGET.
+func (s *Store) ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
+	}
+	if len(keys) == 0 {
+		return map[string][]byte{}, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, k.claims, keys...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("claims of %s: %w", thread, err)
+	}
+	return claimValues(keys, vals), nil
+}
+
+// claimValues pairs keys with a reply's values, leaving out those unset.
+func claimValues(keys []string, reply any) map[string][]byte {
+	vals, _ := reply.([]any)
+	out := make(map[string][]byte, len(keys))
+	for i, key := range keys {
+		if i < len(vals) {
+			if v, ok := vals[i].(string); ok {
+				out[key] = []byte(v)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Store) isCluster() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func unixMs(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// openLua begins work on a thread.
+//
+//	KEYS: lease, head, claims[, wakeups]
+//	ARGV: owner, lease ms, wake-up if acquired (unix ms or ''), wake-up if
+//	      not, thread, then the claim keys to read
+//
+// It returns {1 if the lease was acquired else 0, the head's checkpoint
+// ID or nil, {the claims' values}}.
+const openLua = `
+local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+local wake = ARGV[4]
+if held then wake = ARGV[3] end
+if KEYS[4] and wake ~= '' then
+  redis.call('ZADD', KEYS[4], 'LT', wake, ARGV[5])
+end
+local vals = {}
+if #ARGV >= 6 then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, 6, #ARGV)) end
+return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals}
+`
+
+// closeLua ends work on a thread.
+//
+//	KEYS: lease, claims, head[, wakeups, waiting]
+//	ARGV: owner, thread, claims expiry ms, answered count or '', wake-up
+//	      (unix ms, '0' to forget, '' to leave), waiting count or '', the
+//	      number of deliveries to record, those claim keys, then the claim
+//	      keys to read
+//
+// Deliveries are set-once claims with the value "1"; "answered" only
+// grows. It returns the values of the keys to read, after the lease is
+// released.
+const closeLua = `
+local claims = KEYS[2]
+local n = tonumber(ARGV[7])
+local wrote = false
+for i = 8, 7 + n do
+  if redis.call('HSETNX', claims, ARGV[i], '1') == 1 then wrote = true end
+end
+if ARGV[4] ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(ARGV[4]) then
+  redis.call('HSET', claims, 'answered', ARGV[4])
+  wrote = true
+end
+if wrote then
+  local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3]))
+  if redis.call('PTTL', claims) < ttl then redis.call('PEXPIRE', claims, ttl) end
+end
+if KEYS[4] and ARGV[5] ~= '' then
+  if ARGV[5] == '0' then
+    redis.call('ZREM', KEYS[4], ARGV[2])
+  else
+    redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
+  end
+end
+if KEYS[5] and ARGV[6] ~= '' then
+  if tonumber(ARGV[6]) > 0 then
+    redis.call('HSET', KEYS[5], ARGV[2], ARGV[6])
+  else
+    redis.call('HDEL', KEYS[5], ARGV[2])
+  end
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if #ARGV >= 8 + n then return redis.call('HMGET', claims, unpack(ARGV, 8 + n, #ARGV)) end
+return {}
+`
+
+// claimDecisionLua claims a decision.
+//
+//	KEYS: claims, head, lease[, wakeups, audit]
+//	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
+//	      wake-up (unix ms or ''), audit cap, lease owner or '', lease ms,
+//	      the number n of audit arguments, then n audit fields and
+//	      values, then the claim keys to read if the lease is taken
+//
+// It returns {-1} when the head is not the expected one (nothing
+// written), {0, the stored value} when the claim was someone else's, and
+// {1, 1 if it took the lease else 0, the head's ID, {the claims' values}}
+// when this call set the claim.
+const claimDecisionLua = `
+if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[4] then return {-1} end
+if KEYS[4] and ARGV[6] ~= '' then
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[6], ARGV[5])
+end
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return {0, redis.call('HGET', KEYS[1], ARGV[1])}
+end
+local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+local n = tonumber(ARGV[10])
+if KEYS[5] and n > 0 then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 11, 10 + n))
+end
+if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}} end
+if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}} end
+local vals = {}
+if #ARGV >= 11 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 11 + n, #ARGV)) end
+return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals}
+`

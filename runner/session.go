@@ -1,0 +1,393 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+)
+
+// Sessions is what a store may offer beyond Store so that the service
+// begins and ends its work on a thread, and claims a decision, in one
+// round trip each, writing with each step the records that belong to it.
+// Without it the service makes the same calls one by one. Implementations
+// must be safe for concurrent use by many goroutines and processes.
+type Sessions interface {
+	// OpenThread acquires Owner's lease on the thread for TTL unless
+	// someone holds it, moves the thread's wake-up no later than
+	// WakeIfHeld or WakeIfBusy (whichever applies; zero: leave it), and
+	// returns, as of that moment, the head checkpoint's ID and the
+	// claims of Keys that are set.
+	OpenThread(ctx context.Context, o Opening) (Opened, error)
+	// CloseThread records the deliveries Record (set-once claims), raises
+	// the "answered" claim to Answered (if ≥ 0), sets the thread's
+	// wake-up and waiting count (if Schedule), releases Owner's lease,
+	// and returns the claims of Keys that are set once the lease is free.
+	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
+	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
+	// is set) before the claim and the audit record (if any) with a
+	// claim it wins; it fails with ErrStale, writing nothing, if
+	// ExpectHead is set and the thread's head checkpoint is another.
+	// With LeaseOwner set, a claim it wins also takes the thread's lease
+	// for LeaseOwner if nobody holds it (OpenThread's part, for the
+	// drive that follows), and reads the head's ID and the claims of
+	// Keys.
+	ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error)
+	// ClaimValues returns the thread's claims of keys that are set.
+	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
+}
+
+// Opening is what OpenThread is asked.
+type Opening struct {
+	Thread, Owner          string
+	TTL                    time.Duration
+	WakeIfHeld, WakeIfBusy time.Time
+	Keys                   []string
+}
+
+// Opened is what OpenThread found.
+type Opened struct {
+	Held   bool
+	Head   string
+	Claims map[string][]byte
+}
+
+// Closing is what CloseThread is asked.
+type Closing struct {
+	Thread, Owner string
+	Record        []string
+	Answered      int
+	Schedule      bool
+	Wake          time.Time // zero: no wake-up
+	Waiting       int
+	Keys          []string
+}
+
+// DecisionClaim is what ClaimDecision is asked.
+type DecisionClaim struct {
+	Thread, Key string
+	Value       []byte
+	ExpectHead  string
+	WakeBy      time.Time
+	Audit       map[string]string
+	LeaseOwner  string
+	LeaseTTL    time.Duration
+	Keys        []string
+}
+
+// Claimed is what ClaimDecision did: the claim's value and whether this
+// call set it; whether it took the lease, and then the head's ID and the
+// claims of Keys that are set.
+type Claimed struct {
+	Winner []byte
+	Won    bool
+	Leased bool
+	Head   string
+	Claims map[string][]byte
+}
+
+// ErrStale: a claim was checked against a state that is no longer the
+// thread's latest; nothing was written.
+var ErrStale = errors.New("the thread has changed since it was read")
+
+// answeredKey is the claim that counts the messages whose answers people
+// have been shown: every answer before that index was delivered.
+const answeredKey = "answered"
+
+// session is one holding of a thread's lease by this process: what was
+// read when it began, and what to write when it ends.
+type session struct {
+	thread string
+	// head and claims are what the store held when the lease was taken
+	// (head "": unknown); asked lists the claim keys read so far.
+	head   string
+	claims map[string][]byte
+	asked  map[string]bool
+	// record, answered and the schedule are written when the session
+	// ends.
+	record    []string
+	answered  int
+	schedule  bool
+	wake      time.Time
+	waiting   int
+	res       *graph.Result[agent.State]
+	redeliver bool
+	// confirmed is when a request that (re)confirmed the lease was sent.
+	mu        sync.Mutex
+	confirmed time.Time
+}
+
+func (ss *session) confirm(at time.Time) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if at.After(ss.confirmed) {
+		ss.confirmed = at
+	}
+}
+
+func (ss *session) lastConfirmed() time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.confirmed
+}
+
+type sessionKey struct{}
+
+// neededKeys are the claims the service reads about a thread at res: the
+// decisions on and cards of its waiting calls, the answered count, and a
+// failed run's error card.
+func neededKeys(res *graph.Result[agent.State]) []string {
+	keys := []string{answeredKey}
+	if res == nil {
+		return keys
+	}
+	for _, c := range res.State.Waiting() {
+		keys = append(keys, claimKey(c), "announced:"+claimKey(c))
+	}
+	if res.Status() == graph.Failed {
+		keys = append(keys, "failed:"+res.Checkpoint.ID)
+	}
+	return keys
+}
+
+// open takes the thread's lease if nobody holds it, and makes sure the
+// thread is looked at again should this process die (or, if it is held,
+// once the holder's lease would have lapsed).
+func (s *Service) open(ctx context.Context, thread string) (*session, bool, error) {
+	if ss := s.takeOpened(ctx, thread); ss != nil {
+		return ss, true, nil
+	}
+	now := s.opts.Now()
+	ss := &session{thread: thread, claims: map[string][]byte{}, asked: map[string]bool{}, answered: -1}
+	var wakeHeld, wakeBusy time.Time
+	if s.opts.Schedule != nil {
+		wakeHeld, wakeBusy = now.Add(2*s.opts.LeaseTTL), now.Add(s.opts.LeaseTTL)
+	}
+	sent := time.Now()
+	if sess, ok := s.store.(Sessions); ok {
+		var keys []string
+		if cached, ok := s.graph.Cached(thread); ok {
+			keys = neededKeys(cached)
+		}
+		o, err := sess.OpenThread(ctx, Opening{Thread: thread, Owner: s.opts.Owner, TTL: s.opts.LeaseTTL,
+			WakeIfHeld: wakeHeld, WakeIfBusy: wakeBusy, Keys: keys})
+		if err != nil {
+			return nil, false, fmt.Errorf("lease %s: %w", thread, err)
+		}
+		if !o.Held {
+			return nil, false, nil
+		}
+		ss.head, ss.claims = o.Head, o.Claims
+		for _, k := range keys {
+			ss.asked[k] = true
+		}
+		ss.confirm(sent)
+		return ss, true, nil
+	}
+	held, err := s.acquire(ctx, thread)
+	if err != nil || !held {
+		if err == nil {
+			s.wakeBy(ctx, thread, wakeBusy)
+		}
+		return nil, false, err
+	}
+	ss.confirm(sent)
+	s.wakeBy(ctx, thread, wakeHeld)
+	return ss, true, nil
+}
+
+// close ends the session: it records what was delivered, sets the
+// schedule, lets go of the lease, and returns the decisions claimed on
+// the calls that still wait.
+func (s *Service) close(ss *session) map[string][]byte {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log := s.log.WithField("thread", ss.thread)
+	if ss.redeliver && s.opts.Schedule != nil {
+		at := s.opts.Now().Add(redeliverAfter)
+		if !ss.schedule {
+			s.wakeBy(ctx, ss.thread, at)
+		} else if ss.wake.IsZero() || at.Before(ss.wake) {
+			ss.wake = at
+		}
+	}
+	var keys []string
+	if ss.res != nil {
+		for _, c := range ss.res.State.Waiting() {
+			keys = append(keys, claimKey(c))
+		}
+	}
+	if sess, ok := s.store.(Sessions); ok {
+		claims, err := sess.CloseThread(ctx, Closing{Thread: ss.thread, Owner: s.opts.Owner, Record: ss.record,
+			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting, Keys: keys})
+		if err != nil {
+			log.WithError(err).Warn("ending work on the thread")
+		}
+		return claims
+	}
+	for _, key := range ss.record {
+		if _, _, err := s.store.Claim(ctx, ss.thread, key, []byte("1")); err != nil {
+			log.WithError(err).Warn("recording a delivery")
+		}
+	}
+	if ss.answered >= 0 {
+		// Without Sessions, answers are recorded one by one (see deliver).
+		ss.answered = -1
+	}
+	if ss.schedule && s.opts.Schedule != nil {
+		s.writeSchedule(ctx, ss.thread, ss.wake, ss.waiting)
+	}
+	s.release(ss.thread)
+	if len(keys) == 0 {
+		return nil
+	}
+	all, err := s.store.Claims(ctx, ss.thread)
+	if err != nil {
+		log.WithError(err).Warn("reading claims")
+	}
+	return all
+}
+
+// stateIn returns the thread's state for a session: the one this process
+// has cached if it is the head the session began with, else the stored
+// one; and makes sure the session has read the claims it needs.
+func (s *Service) stateIn(ctx context.Context, ss *session) (*graph.Result[agent.State], error) {
+	var res *graph.Result[agent.State]
+	if cached, ok := s.graph.Cached(ss.thread); ok && ss.head != "" && cached.Checkpoint.ID == ss.head {
+		res = cached
+	} else {
+		var err error
+		if res, err = s.graph.State(ctx, ss.thread); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.readClaims(ctx, ss, neededKeys(res)); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// readClaims reads the claims of keys the session has not read yet.
+func (s *Service) readClaims(ctx context.Context, ss *session, keys []string) error {
+	var missing []string
+	for _, k := range keys {
+		if !ss.asked[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var got map[string][]byte
+	var err error
+	if sess, ok := s.store.(Sessions); ok {
+		got, err = sess.ClaimValues(ctx, ss.thread, missing)
+	} else {
+		got, err = s.store.Claims(ctx, ss.thread)
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range missing {
+		ss.asked[k] = true
+	}
+	for k, v := range got {
+		ss.claims[k] = v
+	}
+	return nil
+}
+
+// answeredFrom returns from which message on answers may not have been
+// shown yet, and which answers before that were recorded one by one.
+func (s *Service) unshownAnswers(ctx context.Context, ss *session, st *agent.State) ([]int, error) {
+	from := 0
+	if v, ok := ss.claims[answeredKey]; ok {
+		from, _ = strconv.Atoi(string(v))
+	}
+	var idx []int
+	for i := from; i < len(st.Messages); i++ {
+		if m := st.Messages[i]; m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
+			idx = append(idx, i)
+		}
+	}
+	if _, ok := ss.claims[answeredKey]; ok || len(idx) == 0 {
+		return idx, nil
+	}
+	// A thread written before the answered count: its answers were
+	// recorded one by one.
+	keys := make([]string, len(idx))
+	for i, n := range idx {
+		keys[i] = fmt.Sprintf("answered:%d", n)
+	}
+	if err := s.readClaims(ctx, ss, keys); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, n := range idx {
+		if _, seen := ss.claims[keys[i]]; !seen {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// writeSchedule sets the thread's wake-up (none when at is zero) and
+// waiting count.
+func (s *Service) writeSchedule(ctx context.Context, thread string, at time.Time, waiting int) {
+	if err := s.opts.Schedule.SetWaiting(ctx, thread, waiting); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("recording waiting calls")
+	}
+	var err error
+	if at.IsZero() {
+		err = s.opts.Schedule.Forget(ctx, thread)
+	} else {
+		err = s.opts.Schedule.Wake(ctx, thread, at)
+	}
+	if err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
+	}
+}
+
+// keepOpened keeps a session that a decision's claim opened, for the
+// drive that follows it in this process.
+func (s *Service) keepOpened(ss *session) {
+	s.openedMu.Lock()
+	defer s.openedMu.Unlock()
+	if s.opened == nil {
+		s.opened = map[string]*session{}
+	}
+	// Sessions whose drive never came have lost their lease by now.
+	for thread, old := range s.opened {
+		if time.Since(old.lastConfirmed()) > s.opts.LeaseTTL {
+			delete(s.opened, thread)
+		}
+	}
+	if _, ok := s.opened[ss.thread]; ok {
+		return // one lease, one session: the first stays
+	}
+	s.opened[ss.thread] = ss
+}
+
+// takeOpened returns the session a claim opened on the thread, if its
+// lease was confirmed recently enough to be sure it still holds; an older
+// one is let go.
+func (s *Service) takeOpened(ctx context.Context, thread string) *session {
+	s.openedMu.Lock()
+	ss, ok := s.opened[thread]
+	delete(s.opened, thread)
+	s.openedMu.Unlock()
+	if !ok {
+		return nil
+	}
+	if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/2 {
+		return ss
+	}
+	s.release(thread)
+	return nil
+}
