@@ -1,0 +1,157 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+)
+
+// Claiming decisions: each decision on a call is a set-once record, so
+// that of concurrent decisions exactly one wins and the rest learn who
+// did; claimed decisions are applied when the thread is next driven.
+
+// decidedMeanwhile reports whether claims (read as the session let go)
+// hold a decision on a call that waits at the session's last result.
+func (s *Service) decidedMeanwhile(ss *session, claims map[string][]byte) bool {
+	if ss.res == nil || ss.res.Status() != graph.Paused {
+		return ss.res == nil
+	}
+	for _, c := range ss.res.State.Waiting() {
+		if _, ok := claims[claimKey(c)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// claimed returns the claimed decisions for calls that still wait.
+func (s *Service) claimed(ss *session, st *agent.State) (map[string]interrupt.Decision, error) {
+	out := map[string]interrupt.Decision{}
+	for _, c := range st.Waiting() {
+		raw, ok := ss.claims[claimKey(c)]
+		if !ok {
+			continue
+		}
+		var d interrupt.Decision
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("claim on %s: %w", c.Key, err)
+		}
+		if err := s.agent.CheckDecision(st, c.Key, d); err != nil {
+			s.log.WithFields(logrus.Fields{"thread": ss.thread, "call": c.Key}).WithError(err).Warn("claimed decision does not apply; ignoring it")
+			continue
+		}
+		out[c.Key] = d
+	}
+	return out, nil
+}
+
+// claim records d as the decision on call c, or returns who won.
+func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision, expectHead string) error {
+	key := c.Key
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	// The thread is woken before the claim is written: should this
+	// process die before applying the decision, another applies it
+	// within a lease, whatever the thread's next wake-up was.
+	var wake time.Time
+	if s.opts.Schedule != nil {
+		wake = s.opts.Now().Add(s.opts.LeaseTTL)
+	}
+	var winner []byte
+	var won bool
+	if sess, ok := s.store.(Sessions); ok {
+		var audit map[string]string
+		if s.opts.Auditor != nil {
+			audit = s.auditRecord(thread, c, decisionFields(d))
+		}
+		// The claim also takes the lease, if it is free, for the drive
+		// that applies the decision; should that drive not come, the
+		// lease lapses and the wake-up written here carries it on.
+		var keys []string
+		if cached, ok := s.graph.Cached(thread); ok {
+			keys = neededKeys(cached)
+		}
+		sent := time.Now()
+		var got Claimed
+		got, err = sess.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
+			ExpectHead: expectHead, WakeBy: wake, Audit: audit,
+			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+		winner, won = got.Winner, got.Won
+		if err == nil && got.Leased {
+			ss := &session{thread: thread, head: got.Head, claims: got.Claims, asked: map[string]bool{}, answered: -1}
+			for _, k := range keys {
+				ss.asked[k] = true
+			}
+			ss.confirm(sent)
+			s.keepOpened(ss)
+		}
+	} else {
+		if !wake.IsZero() {
+			if err := s.opts.Schedule.WakeBy(ctx, thread, wake); err != nil {
+				return fmt.Errorf("claim decision on %s: %w", key, err)
+			}
+		}
+		winner, won, err = s.store.Claim(ctx, thread, claimKey(c), raw)
+		if err == nil && won {
+			s.audit(ctx, thread, c, decisionFields(d))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("claim decision on %s: %w", key, err)
+	}
+	if won {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
+		var waited time.Duration
+		if !c.Since.IsZero() && !d.At.IsZero() {
+			waited = d.At.Sub(c.Since)
+		}
+		s.opts.Observer.Decided(d.Kind, waited)
+		return nil
+	}
+	var first interrupt.Decision
+	if err := json.Unmarshal(winner, &first); err != nil {
+		return fmt.Errorf("claim decision on %s: %w", key, err)
+	}
+	return &AlreadyDecidedError{Key: key, Decision: first}
+}
+
+// decisionFields describes a decision for the audit record.
+func decisionFields(d interrupt.Decision) map[string]string {
+	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
+	if d.Hash != "" {
+		f["hash"] = d.Hash
+	}
+	if len(d.Args) > 0 {
+		f["edited_args"] = string(d.Args)
+	}
+	if d.Reason != "" {
+		f["reason"] = d.Reason
+	}
+	return f
+}
+
+// wakeBy makes sure the thread is looked at no later than at, if the
+// service keeps a schedule.
+func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
+	if s.opts.Schedule == nil {
+		return
+	}
+	if err := s.opts.Schedule.WakeBy(ctx, thread, at); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
+	}
+}
+
+// claimKey names the decision on a call in its current round. A call
+// waits for a decision once, or again after a crash cut off its run
+// (outcome unknown); the earlier round's decision must not answer the
+// later one, so the key counts the call's attempts.
+func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts) }

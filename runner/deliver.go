@@ -1,0 +1,171 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+)
+
+// Delivery: after a run stops, people are shown what it produced —
+// answers, cards, errors — each shown first and recorded after, so that a
+// crash in between shows it twice rather than never.
+
+// begin counts a run that starts or resumes and returns its logger,
+// with the thread and an ID of its own so that its lines can be told
+// from those of the thread's other runs.
+func (s *Service) begin(thread, how string) logrus.FieldLogger {
+	s.opts.Observer.RunStarted(how != "start" && how != "continue")
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
+	log.WithField("how", how).Info("run started")
+	return log
+}
+
+// after logs where a run stopped, shows people what it produced, and
+// sets the thread's next wake-up.
+func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session, res *graph.Result[agent.State], err error) {
+	thread := ss.thread
+	ss.res = res
+	if res == nil && (errors.Is(err, graph.ErrConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)) {
+		log.WithError(err).Warn("this process lost the thread; the process that holds it carries the run on")
+		return
+	}
+	if res == nil && s.graphChanged(ctx, log, thread, err) {
+		return
+	}
+	if res == nil {
+		log.WithError(err).Error("run could not be saved")
+		_ = s.report(ctx, Event{Kind: RunFailed, Thread: thread, Text: err.Error()})
+		return
+	}
+	s.opts.Observer.RunStopped(res.Status())
+	log = log.WithField("checkpoint", res.Checkpoint.ID)
+	switch res.Status() {
+	case graph.Paused:
+		log.WithField("waiting", len(res.State.Waiting())).Info("run paused for approval")
+	case graph.Failed:
+		log.WithError(err).Error("run failed")
+	case graph.Done:
+		log.Info("run finished")
+	}
+	// What to deliver is judged by the claims read when the session
+	// began: records of deliveries are written only under the lease, and
+	// the calls this run made wait in a round of their own, which nobody
+	// can have been shown yet.
+	if !s.deliver(ctx, log, ss, res) {
+		// Slack (or whatever shows events) failed; try again shortly.
+		ss.redeliver = true
+	}
+	ss.schedule = true
+	ss.wake, ss.waiting = s.planNext(res)
+}
+
+// redeliverAfter is how soon undelivered answers and cards are tried
+// again.
+const redeliverAfter = 30 * time.Second
+
+// deliver shows people what the thread holds and they have not seen: the
+// agent's answers, a card for each call that waits, the error of a failed
+// run. Each is shown first and recorded (a set-once claim) after, so a
+// crash in between shows it twice rather than never; any later drive of
+// the thread — the schedule's recovery wake-up included — delivers what
+// is missing. It reports whether everything was delivered. The caller
+// holds the thread's lease.
+func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *session, res *graph.Result[agent.State]) bool {
+	thread := ss.thread
+	ok := true
+	show := func(key string, e Event) {
+		if _, done := ss.claims[key]; done {
+			return
+		}
+		if err := s.report(ctx, e); err != nil {
+			ok = false
+			return
+		}
+		ss.claims[key] = []byte("1")
+		ss.record = append(ss.record, key)
+	}
+	st := &res.State
+	unshown, err := s.unshownAnswers(ctx, ss, st)
+	if err != nil {
+		log.WithError(err).Warn("reading what was delivered")
+		return false
+	}
+	answered := len(st.Messages)
+	for _, i := range unshown {
+		if err := s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content, Message: i}); err != nil {
+			answered, ok = i, false
+			break
+		}
+		if _, isSessions := s.store.(Sessions); !isSessions {
+			key := fmt.Sprintf("answered:%d", i) // recorded one by one
+			ss.claims[key] = []byte("1")
+			ss.record = append(ss.record, key)
+		}
+	}
+	if _, isSessions := s.store.(Sessions); isSessions {
+		ss.answered = max(ss.answered, answered)
+		ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
+	}
+	switch res.Status() {
+	case graph.Paused:
+		// A pause can be reached again (one of several calls decided):
+		// each call's card is shown once per decision round.
+		for _, c := range st.Waiting() {
+			c := c
+			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
+		}
+	case graph.Failed:
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
+	}
+	return ok
+}
+
+// report shows e; a failure is logged and returned.
+func (s *Service) report(ctx context.Context, e Event) error {
+	err := s.rep.Report(ctx, e)
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"thread": e.Thread, "event": e.Kind.String()}).WithError(err).Warn("reporting")
+	}
+	return err
+}
+
+// OnCall is the agent's hook for call progress: pass it as
+// agent.Options.OnCall so people see calls start and finish.
+func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
+	kind := CallFinished
+	if c.Status == agent.Running {
+		kind = CallStarted
+	} else {
+		s.opts.Observer.ToolFinished(c.Tool, c.Status)
+	}
+	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
+}
+
+// failureText is a failed run's error for people: without the engine's
+// "node model: " prefix, and saying the model's name once.
+func failureText(err string) string {
+	_, rest, ok := strings.Cut(err, ": ")
+	if !ok || !strings.HasPrefix(err, "node ") {
+		return err
+	}
+	// "model NAME: … NAME: …" → "model NAME: …": the model's client
+	// names itself already.
+	if after, found := strings.CutPrefix(rest, "model "); found {
+		if name, tail, ok := strings.Cut(after, ": "); ok && strings.Contains(tail, name+": ") {
+			return "the model failed: " + strings.Replace(tail, name+": ", "", 1) + " (" + name + ")"
+		}
+	}
+	return rest
+}

@@ -1,0 +1,144 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+)
+
+// Leases: one process runs a thread at a time. A run holds the thread's
+// lease, renews it while it works, is fenced by it at every save, and
+// stops as soon as it finds it lost.
+
+// withLease runs fn holding the thread's lease, then drives the thread in
+// case decisions arrived meanwhile. ErrBusy if another process holds it.
+func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context, *session) error) error {
+	// The lease is often held for a moment only — the run that just
+	// answered is letting go — so wait a little before calling it busy.
+	ss, held, err := s.open(ctx, thread)
+	for deadline := s.opts.Now().Add(s.opts.BusyWait); err == nil && !held && s.opts.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+		ss, held, err = s.open(ctx, thread)
+	}
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("%s: %w", thread, ErrBusy)
+	}
+	runCtx, stop := s.keepLease(ctx, ss)
+	err = fn(runCtx, ss)
+	stop()
+	claims := s.close(ss)
+	if err != nil {
+		return err
+	}
+	if !s.decidedMeanwhile(ss, claims) {
+		return nil
+	}
+	return s.Drive(ctx, thread)
+}
+
+func (s *Service) acquire(ctx context.Context, thread string) (bool, error) {
+	ok, err := s.store.AcquireLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	if err != nil {
+		return false, fmt.Errorf("lease %s: %w", thread, err)
+	}
+	return ok, nil
+}
+
+func (s *Service) release(thread string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.store.ReleaseLease(ctx, thread, s.opts.Owner); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("releasing lease")
+	}
+}
+
+// keepLease renews the thread's lease until the returned stop is called,
+// and returns the context the run works in: its saves are fenced by the
+// lease (graph.WithFence), and it is cancelled, with cause ErrLeaseLost,
+// as soon as a renewal finds the lease gone — a process that stalled
+// past its lease stops instead of working on beside the next holder.
+func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
+	thread := ss.thread
+	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, s.opts.Owner), sessionKey{}, ss))
+	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(s.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-t.C:
+				sent := time.Now()
+				ok, err := s.store.RenewLease(renewCtx, thread, s.opts.Owner, s.opts.LeaseTTL)
+				if err == nil && !ok {
+					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
+					cancelRun(ErrLeaseLost)
+					return
+				}
+				if err == nil {
+					ss.confirm(sent)
+				}
+			}
+		}
+	}()
+	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
+}
+
+// runThread is the thread of the run ctx belongs to, as its session
+// names it: a forked thread's state still names the thread it was forked
+// from.
+func runThread(ctx context.Context, st *agent.State) string {
+	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
+		return ss.thread
+	}
+	return st.Thread
+}
+
+// BeforeCall is the agent's hook before a call is sent: pass it as
+// agent.Options.BeforeCall. It confirms that this
+// process still holds the thread's lease, and fails with ErrLeaseLost if
+// not, so that the call is not sent.
+func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
+	thread := runThread(ctx, st)
+	ss, _ := ctx.Value(sessionKey{}).(*session)
+	if ss != nil {
+		// A lease confirmed by a request sent less than a third of its
+		// duration ago cannot have lapsed: nobody else can hold it, so
+		// the round trip is spared. (Measured on this process's
+		// monotonic clock; Redis counts the lease from when it received
+		// the request, later.)
+		if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
+			return nil
+		}
+	}
+	sent := time.Now()
+	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	if err != nil {
+		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
+	}
+	if !ok {
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
+		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
+	}
+	if ss != nil {
+		ss.confirm(sent)
+	}
+	return nil
+}
