@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkCheckpointSave measures one checkpoint save of a conversation

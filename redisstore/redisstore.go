@@ -80,8 +80,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/graph"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/graph"
 )
 
 // ErrEmptyThread: a call named no thread.

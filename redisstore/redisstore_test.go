@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/graph/graphtest"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner/runnertest"
-	"github.com/redis/go-redis/v9"
 )
 
 var _ graph.Store = (*redisstore.Store)(nil)

@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/countersign/countersign/slacksim/internal/wire"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // The content types Slack sends with.

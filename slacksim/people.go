@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/slacksim/internal/wire"
 	"regexp"
 	"strings"
+
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // Errors of what a person does in the page.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/countersign/countersign/llm/llmtest"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/countersign/countersign/llm/llmtest"
 )
 
 // The browser tests run the bot as a newcomer does — no configuration at

@@ -3,9 +3,10 @@ package slacktest
 import (
 	"bytes"
 	"context"
-	"github.com/countersign/countersign/slacksim/internal/wire"
 	"net/http"
 	"time"
+
+	"github.com/countersign/countersign/slacksim/internal/wire"
 )
 
 // FormContentType is the content type of slash commands and interactions.
