@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/proctest"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
@@ -178,7 +179,7 @@ func TestMCPServerKilledMidCall(t *testing.T) {
 	// Once the bot has sent the call (it logs that at debug level), the
 	// server is killed.
 	h.eventually(func() bool {
-		pids = descendants("server-everything")
+		pids = proctest.Descendants("server-everything")
 		return strings.Contains(h.logs.String(), `"msg":"calling MCP tool"`) && len(pids) > 0
 	}, "the call to reach the server")
 	for _, pid := range pids {
@@ -202,43 +203,4 @@ func TestMCPServerKilledMidCall(t *testing.T) {
 	if n := len(h.model.Requests()); n != 1 {
 		t.Errorf("the model was asked %d times, want once: the run waits for a person", n)
 	}
-}
-
-// descendants returns the processes below this one whose command line
-// contains s: the servers a bot started.
-func descendants(s string) []int {
-	parent := map[int]int{}
-	cmdline := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		parent[pid], _ = strconv.Atoi(fields[1])
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		cmdline[pid] = string(b)
-	}
-	self := os.Getpid()
-	var out []int
-	for pid, cmd := range cmdline {
-		if !strings.Contains(cmd, s) {
-			continue
-		}
-		for p := parent[pid]; p > 1; p = parent[p] {
-			if p == self {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
 }

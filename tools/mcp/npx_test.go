@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/countersign/countersign/internal/proctest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/mcp"
 )
@@ -111,12 +111,12 @@ func TestEverythingKilledMidCall(t *testing.T) {
 	waitFor(t, "the call to be sent", func() bool {
 		for _, e := range hook.AllEntries() {
 			if e.Message == "calling MCP tool" {
-				return len(descendants("server-everything")) > 0
+				return len(proctest.Descendants("server-everything")) > 0
 			}
 		}
 		return false
 	})
-	for _, pid := range descendants("server-everything") {
+	for _, pid := range proctest.Descendants("server-everything") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	err := <-errc
@@ -172,46 +172,6 @@ func TestFilesystemServer(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "x" {
 		t.Errorf("new.txt = %q, want the file written", b)
 	}
-}
-
-// descendants returns the processes below this one whose command line
-// contains s.
-func descendants(s string) []int {
-	parent := map[int]int{}
-	cmdline := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		parent[pid], _ = strconv.Atoi(fields[1])
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		cmdline[pid] = string(b)
-	}
-	self := os.Getpid()
-	var out []int
-	for pid, cmd := range cmdline {
-		if !strings.Contains(cmd, s) {
-			continue
-		}
-		for p := parent[pid]; p > 1; p = parent[p] {
-			if p == self {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
 }
 
 func TestServerWordsAreRedacted(t *testing.T) {
