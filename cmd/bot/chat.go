@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
 )
 
 // chat is the terminal front end: a conversation with the agent in which
@@ -264,6 +265,7 @@ func (t *terminal) card(c agent.Call) {
 		t.printf("│ reason: %s\n", plainText(c.Reason))
 	}
 	t.printf("│ arguments:\n│   %s\n", args.String())
+	t.printf("│ hash: sha256:%s (what an approval runs)\n", tools.ShortHash(c.RunHash()))
 	if !c.Expires.IsZero() {
 		t.printf("│ expires: %s\n", c.Expires.Local().Format("2006-01-02 15:04 MST"))
 	}
