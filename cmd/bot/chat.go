@@ -257,8 +257,8 @@ func (t *terminal) card(c agent.Call) {
 		title = "Outcome unknown (the bot stopped while this call was running)"
 	}
 	var args bytes.Buffer
-	if err := json.Indent(&args, c.RunArgs(), "│   ", "  "); err != nil {
-		args.Write(c.RunArgs())
+	if err := json.Indent(&args, tools.MaskSecrets(c.Tool, c.RunArgs()), "│   ", "  "); err != nil {
+		args.Write(tools.MaskSecrets(c.Tool, c.RunArgs()))
 	}
 	t.printf("┌ %s: %s [%s]\n", title, c.Tool, c.Key)
 	if c.Reason != "" {
