@@ -148,16 +148,7 @@ func TestModelDownThenRetry(t *testing.T) {
 	h.model.FailNext(4, http.StatusServiceUnavailable)
 	h.command("hello", nil, nil)
 	root := h.root(1)
-	var errCard slacktest.Call
-	h.eventually(func() bool {
-		for _, c := range h.slack.Messages(root.Channel, root.TS) {
-			if hasAction(c, "retry_run") {
-				errCard = c
-				return true
-			}
-		}
-		return false
-	}, "an error card with Retry")
+	errCard := h.cardWith(root, "retry_run", 20*time.Second)
 	if n := len(h.model.Requests()); n != 4 {
 		t.Errorf("the model was tried %d times before giving up; want 4, with backoff", n)
 	}

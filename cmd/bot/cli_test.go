@@ -155,16 +155,7 @@ func TestOneMessagePerFailure(t *testing.T) {
 	h.model.FailNext(4, http.StatusServiceUnavailable)
 	h.command("hello", nil, nil)
 	root2 := h.root(2)
-	var errCard slacktest.Call
-	h.eventually(func() bool {
-		for _, c := range h.slack.Messages(root2.Channel, root2.TS) {
-			if hasAction(c, "retry_run") {
-				errCard = c
-				return true
-			}
-		}
-		return false
-	}, "an error card")
+	errCard := h.cardWith(root2, "retry_run", 20*time.Second)
 	if text := string(errCard.Blocks); strings.Count(text, "gpt-4o-mini") != 1 || strings.Contains(text, "node model") {
 		t.Errorf("error card = %s; want the model named once and no engine words", text)
 	}

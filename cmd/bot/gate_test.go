@@ -163,19 +163,7 @@ func TestOutsiderCannotRejectByReplying(t *testing.T) {
 	h.start()
 	// The new process takes the thread over once the dead one's recovery
 	// wake-up is due (two leases).
-	var unknown slacktest.Call
-	deadline := time.Now().Add(60 * time.Second)
-	for unknown.TS == "" && time.Now().Before(deadline) {
-		for _, c := range h.slack.Messages(root.Channel, root.TS) {
-			if hasAction(c, "retry") {
-				unknown = c
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if unknown.TS == "" {
-		t.Fatal("no outcome-unknown card after the restart")
-	}
+	unknown := h.cardWith(root, "retry", 60*time.Second)
 
 	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": mallory,
 		"text": "reject everything", "ts": "1700000200.000100", "thread_ts": root.TS})

@@ -264,6 +264,23 @@ func (h *harness) cards(root slacktest.Call, n int) []slacktest.Call {
 	return cards
 }
 
+// cardWith waits, up to within, for a message in root's thread with a
+// button actionID, and returns its latest content.
+func (h *harness) cardWith(root slacktest.Call, actionID string, within time.Duration) slacktest.Call {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, actionID) {
+				return c
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for a card with a %s button", actionID)
+	return slacktest.Call{}
+}
+
 // reply waits for a thread message whose text contains want.
 func (h *harness) reply(root slacktest.Call, want string) slacktest.Call {
 	h.t.Helper()

@@ -253,19 +253,7 @@ func TestStalledPastTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The other replica picks the thread up once the lease lapses.
-	var retry slacktest.Call
-	deadline := time.Now().Add(60 * time.Second)
-	for retry.TS == "" && time.Now().Before(deadline) {
-		for _, c := range h.slack.Messages(root.Channel, root.TS) {
-			if hasAction(c, "retry") {
-				retry = c
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if retry.TS == "" {
-		t.Fatal("no outcome-unknown card from the other replica")
-	}
+	retry := h.cardWith(root, "retry", 60*time.Second)
 	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: retry.Channel, MessageTS: retry.TS, ThreadTS: retry.ThreadTS,
 		ActionID: "retry", Value: buttonValue(t, retry, "retry")})
 	req := h.signer.Request(http.MethodPost, "http://"+other+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
