@@ -61,25 +61,31 @@ func checkGrowth(t *testing.T, texts []string, final string) {
 	}
 }
 
+// streamsAsGenerates checks that m streams the reply it would generate,
+// its text growing word by word.
+func streamsAsGenerates(t *testing.T, m llm.Streamer, final string) {
+	t.Helper()
+	conv := []llm.Message{{Role: llm.RoleUser, Content: "Fetch a and post to b."}}
+	want, err := m.Generate(context.Background(), conv, testTools)
+	if err != nil {
+		t.Fatalf("Generate() error = %v", err)
+	}
+	var rec recorder
+	got, err := m.GenerateStream(context.Background(), conv, testTools, rec.fn)
+	if err != nil {
+		t.Fatalf("GenerateStream() error = %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GenerateStream() = %+v, want what Generate returns: %+v", got, want)
+	}
+	checkGrowth(t, rec.texts, final)
+}
+
 func TestOpenAIStreams(t *testing.T) {
 	for _, tt := range streamReplies {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := llmtest.NewOpenAIServer(t, tt.reply, tt.reply)
-			m := newOpenAI(t, srv)
-			conv := []llm.Message{{Role: llm.RoleUser, Content: "Fetch a and post to b."}}
-			want, err := m.Generate(context.Background(), conv, testTools)
-			if err != nil {
-				t.Fatalf("Generate() error = %v", err)
-			}
-			var rec recorder
-			got, err := m.GenerateStream(context.Background(), conv, testTools, rec.fn)
-			if err != nil {
-				t.Fatalf("GenerateStream() error = %v", err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("GenerateStream() = %+v, want what Generate returns: %+v", got, want)
-			}
-			checkGrowth(t, rec.texts, tt.reply.Content)
+			streamsAsGenerates(t, newOpenAI(t, srv), tt.reply.Content)
 			reqs := srv.Requests()
 			var body struct{ Stream bool }
 			_ = json.Unmarshal(reqs[1].Body, &body)
@@ -93,22 +99,7 @@ func TestOpenAIStreams(t *testing.T) {
 func TestAnthropicStreams(t *testing.T) {
 	for _, tt := range streamReplies {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := llmtest.NewAnthropicServer(t, tt.reply, tt.reply)
-			m := newAnthropic(t, srv)
-			conv := []llm.Message{{Role: llm.RoleUser, Content: "Fetch a and post to b."}}
-			want, err := m.Generate(context.Background(), conv, testTools)
-			if err != nil {
-				t.Fatalf("Generate() error = %v", err)
-			}
-			var rec recorder
-			got, err := m.GenerateStream(context.Background(), conv, testTools, rec.fn)
-			if err != nil {
-				t.Fatalf("GenerateStream() error = %v", err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("GenerateStream() = %+v, want what Generate returns: %+v", got, want)
-			}
-			checkGrowth(t, rec.texts, tt.reply.Content)
+			streamsAsGenerates(t, newAnthropic(t, llmtest.NewAnthropicServer(t, tt.reply, tt.reply)), tt.reply.Content)
 		})
 	}
 }
