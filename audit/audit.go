@@ -1,0 +1,176 @@
+// Package audit defines Countersign's audit trail as data: what an entry
+// is, how entries are chained by hashes, how a chain is verified, and the
+// line-oriented export formats (JSON lines and CSV) that log shippers
+// read. It uses the standard library only and does no I/O of its own
+// beyond the readers and writers it is given; where entries are kept
+// (a Redis stream, see redisstore) and what they record (see runner) is
+// decided elsewhere.
+//
+// # Entries and the chain
+//
+// An entry is a set of named string fields: what happened ("event":
+// decision, refusal, note, execution, outcome), the thread, the call, the
+// tool, who, when ("at"), the arguments' hash, and so on. Fields with an
+// empty value are left out. Three fields chain the entries of the whole
+// trail, across threads and replicas:
+//
+//	seq   the entry's position in the chain: 1, 2, 3, …
+//	prev  the hash of the entry before it ("" for the first)
+//	hash  the SHA-256 of the entry's canonical encoding, in lowercase hex
+//
+// The canonical encoding of an entry is the line "countersign-audit-v1"
+// and then, for every field except "hash", in the byte order of the
+// names, the name and the value each written as its length in bytes in
+// decimal, a colon and the bytes themselves, followed by a newline:
+//
+//	countersign-audit-v1\n
+//	2:at24:2026-11-24T08:00:00.123Z\n
+//	5:event8:decision\n
+//	…
+//
+// Lengths make the encoding unambiguous whatever the values hold, so a
+// verifier needs nothing but SHA-256 to recompute a hash.
+//
+// Changing a field of an entry changes its hash; deleting, inserting or
+// moving an entry breaks the prev links and the seq numbers of the
+// entries after it. Whoever can write to the store can still rewrite the
+// whole chain from some entry on, so keep a copy of the head's hash (or
+// of the exported entries) somewhere else: a chain that does not reach
+// that hash was rewritten.
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The chain's fields.
+const (
+	FieldSeq  = "seq"
+	FieldPrev = "prev"
+	FieldHash = "hash"
+)
+
+// reserved are names a caller's fields may not use: the chain's fields,
+// and the entry's ID and time as the export writes them.
+var reserved = []string{"id", "time", FieldSeq, FieldPrev, FieldHash}
+
+// ErrReservedField: fields to seal use a name the chain or the export
+// owns.
+var ErrReservedField = errors.New("reserved audit field name")
+
+// Entry is one entry of the trail as it is kept.
+type Entry struct {
+	// ID is where the store keeps it: a Redis stream ID, "<unix ms>-<n>".
+	// It orders entries but is not covered by the hash.
+	ID string
+	// Fields are all of the entry's fields, seq, prev and hash included
+	// (an entry written before the chain existed has none of them).
+	Fields map[string]string
+}
+
+// Seq is the entry's position in the chain, and whether it has a valid
+// one.
+func (e Entry) Seq() (int64, bool) {
+	n, err := strconv.ParseInt(e.Fields[FieldSeq], 10, 64)
+	return n, err == nil && n >= 1
+}
+
+// Chained reports whether the entry belongs to a chain: whether it has
+// a seq. Entries written before the chain have none (their "hash", if
+// any, was the arguments' hash).
+func (e Entry) Chained() bool {
+	_, ok := e.Fields[FieldSeq]
+	return ok
+}
+
+// Time is when the store added the entry, from its ID (zero if the ID
+// is not a stream ID).
+func (e Entry) Time() time.Time {
+	ms, _, _ := strings.Cut(e.ID, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// Head is the newest link of a chain as the store keeps it.
+type Head struct {
+	// Hash is the newest entry's hash; "" for an empty chain.
+	Hash string
+	// Seq is the newest entry's seq: how many entries were ever
+	// appended.
+	Seq int64
+	// Trimmed is the seq of the newest entry removed by retention (0:
+	// none was).
+	Trimmed int64
+}
+
+// Seal returns fields as the entry that follows head: without empty
+// values, with seq and prev set and hashed. It returns the chain's new
+// head too. Fields may not use the names id, time, seq, prev or hash
+// (ErrReservedField).
+func Seal(fields map[string]string, head Head) (map[string]string, Head, error) {
+	out := make(map[string]string, len(fields)+3)
+	for k, v := range fields {
+		if slices.Contains(reserved, k) {
+			return nil, head, fmt.Errorf("%w: %q", ErrReservedField, k)
+		}
+		if v != "" {
+			out[k] = v
+		}
+	}
+	out[FieldSeq] = strconv.FormatInt(head.Seq+1, 10)
+	if head.Hash != "" {
+		out[FieldPrev] = head.Hash
+	}
+	sum := Sum(out)
+	out[FieldHash] = sum
+	return out, Head{Hash: sum, Seq: head.Seq + 1, Trimmed: head.Trimmed}, nil
+}
+
+// canonicalHeader starts every canonical encoding; a new encoding would
+// get a new one.
+const canonicalHeader = "countersign-audit-v1\n"
+
+// Canonical is the canonical encoding of an entry's fields (see the
+// package doc); the field "hash", if present, is left out.
+func Canonical(fields map[string]string) []byte {
+	names := make([]string, 0, len(fields))
+	size := len(canonicalHeader)
+	for k, v := range fields {
+		if k == FieldHash {
+			continue
+		}
+		names = append(names, k)
+		size += len(k) + len(v) + 24
+	}
+	slices.Sort(names)
+	b := make([]byte, 0, size)
+	b = append(b, canonicalHeader...)
+	for _, k := range names {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		v := fields[k]
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// Sum is the hash of an entry's fields: the SHA-256 of their canonical
+// encoding, in lowercase hex.
+func Sum(fields map[string]string) string {
+	h := sha256.Sum256(Canonical(fields))
+	return hex.EncodeToString(h[:])
+}
