@@ -13,9 +13,6 @@ import (
 // The records below are not a thread's: each is a key of its own (see
 // the package doc for the layout).
 
-// auditCap bounds the audit stream (approximately, as XADD MAXLEN ~ does).
-const auditCap = 100_000
-
 // Dedup reports whether key is seen for the first time, and remembers it
 // for ttl: one SET NX.
 func (s *Store) Dedup(ctx context.Context, key string, ttl time.Duration) (bool, error) {
@@ -79,19 +76,6 @@ func (s *Store) Due(ctx context.Context, now time.Time, n int) ([]string, error)
 func (s *Store) Forget(ctx context.Context, thread string) error {
 	if err := s.rdb.ZRem(ctx, s.prefix+":wakeups", thread).Err(); err != nil {
 		return fmt.Errorf("unschedule %s: %w", thread, err)
-	}
-	return nil
-}
-
-// Audit appends a record to the audit stream.
-func (s *Store) Audit(ctx context.Context, fields map[string]string) error {
-	values := make([]any, 0, 2*len(fields))
-	for k, v := range fields {
-		values = append(values, k, v)
-	}
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.prefix + ":audit", MaxLen: auditCap, Approx: true, Values: values}).Err()
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }

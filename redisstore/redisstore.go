@@ -29,7 +29,13 @@
 //	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	cs:waiting      hash    thread → how many of its calls wait for a person
-//	cs:audit        stream  one entry per decision or refused click, capped
+//	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
+//	                        and outcome, chained by hashes (package audit); entries
+//	                        older than Options.AuditRetention are trimmed as entries
+//	                        are appended (audit.go)
+//	{cs:audit}:head hash    hash, seq: the audit chain's newest link; trimmed: the seq of
+//	                        the newest entry retention removed. Its hash tag is the
+//	                        stream's name, which puts both in one Cluster slot
 //	cs:mailbox:<b>  list    an answer on its way to the process waiting for it (mailbox.go); expires
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
@@ -52,10 +58,13 @@
 // (sessions.go): OpenThread takes the lease, moves the wake-up and reads
 // the head's ID and the claims asked for; CloseThread records deliveries,
 // sets the wake-up and the waiting count, releases the lease and reads
-// back the claims asked for; ClaimDecision writes the wake-up, the claim,
-// the audit record and, if asked, takes the lease. On a single server each
-// is one script; on Redis Cluster the keys outside the thread's slot
-// (wake-ups, waiting, audit) are written by commands of their own.
+// back the claims asked for, and appends audit entries; ClaimDecision
+// writes the wake-up, the claim, the audit entry and, if asked, takes the
+// lease. On a single server each is one script; on Redis Cluster the keys
+// outside the thread's slot (wake-ups, waiting, audit) are written by
+// commands of their own. An audit entry is appended in the same script
+// only if the chain's head is the one this process last saw; else it is
+// appended by a script of its own right after (audit.go).
 //
 // # Expiry
 //
@@ -78,10 +87,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/graph"
 )
 
@@ -119,6 +130,10 @@ type Options struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas.
 	ReplicaTimeout time.Duration
+	// AuditRetention is how long audit entries are kept: older ones are
+	// trimmed as entries are appended. Default DefaultAuditRetention
+	// (90 days).
+	AuditRetention time.Duration
 }
 
 // ErrNotReplicated: a write was made but fewer replicas than
@@ -137,6 +152,13 @@ type Store struct {
 	replicas     int
 	replicaWait  time.Duration
 
+	// The audit chain (audit.go): auditMu orders this process's
+	// appends of their own; chain is the head it last saw.
+	auditRetention time.Duration
+	auditMu        sync.Mutex
+	chainMu        sync.Mutex
+	chain          audit.Head
+
 	saveScript, loadScript, journalScript *redis.Script
 	loadTailScript                        *redis.Script
 	claimScript                           *redis.Script
@@ -144,6 +166,7 @@ type Store struct {
 	renewScript, releaseScript            *redis.Script
 	openScript, closeScript               *redis.Script
 	claimDecisionScript                   *redis.Script
+	auditScript                           *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -169,6 +192,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		now:             opts.Now,
 		replicas:        opts.Replicas,
 		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
+		auditRetention:  cmp.Or(opts.AuditRetention, DefaultAuditRetention),
 		saveScript:      redis.NewScript(saveLua),
 		loadScript:      redis.NewScript(loadLua),
 		loadTailScript:  redis.NewScript(loadTailLua),
@@ -182,6 +206,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		openScript:          redis.NewScript(openLua),
 		closeScript:         redis.NewScript(closeLua),
 		claimDecisionScript: redis.NewScript(claimDecisionLua),
+		auditScript:         redis.NewScript(auditLua),
 	}
 }
 

@@ -77,7 +77,13 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	keys := []string{lease, tk.claims, tk.head}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting")
+		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting", s.auditKey(), s.auditHeadKey())
+	}
+	var audit []any
+	if !cluster && len(c.Audit) > 0 {
+		if audit, err = s.auditBlock(c.Audit); err != nil {
+			return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
+		}
 	}
 	schedule, waiting := "", ""
 	if c.Schedule {
@@ -90,17 +96,27 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	if c.Answered >= 0 {
 		answered = strconv.Itoa(c.Answered)
 	}
-	args := make([]any, 0, 8+2*len(c.Record)+len(c.Keys))
+	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
 	args = append(args, c.Owner, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
 	for _, key := range c.Record {
 		args = append(args, key)
 	}
+	args = append(args, s.auditMinID(), len(audit))
+	args = append(args, audit...)
 	for _, key := range c.Keys {
 		args = append(args, key)
 	}
-	res, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+	reply, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
+	}
+	if len(reply) != 2 {
+		return nil, fmt.Errorf("close thread %s: unexpected reply %v", c.Thread, reply)
+	}
+	if len(c.Audit) > 0 {
+		if err := s.auditAfter(ctx, reply[1], c.Audit...); err != nil {
+			return nil, err
+		}
 	}
 	if cluster && c.Schedule {
 		if err := s.SetWaiting(ctx, c.Thread, c.Waiting); err != nil {
@@ -115,7 +131,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 			return nil, err
 		}
 	}
-	return claimValues(c.Keys, res), nil
+	return claimValues(c.Keys, reply[0]), nil
 }
 
 // ClaimDecision implements runner.Sessions: Claim with the thread's
@@ -130,7 +146,7 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	keys := []string{tk.claims, tk.head, tk.lease}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.prefix+":wakeups", s.prefix+":audit")
+		keys = append(keys, s.prefix+":wakeups", s.auditKey(), s.auditHeadKey())
 	} else if !c.WakeBy.IsZero() {
 		if err := s.WakeBy(ctx, c.Thread, c.WakeBy); err != nil {
 			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
@@ -140,18 +156,16 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
 		leaseMs = c.LeaseTTL.Milliseconds()
 	}
-	audit := 0
-	if !cluster {
-		audit = 2 * len(c.Audit)
-	}
-	args := make([]any, 0, 10+audit+len(c.Keys))
-	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), auditCap,
-		c.LeaseOwner, leaseMs, audit)
-	if !cluster {
-		for f, v := range c.Audit {
-			args = append(args, f, v)
+	var audit []any
+	if !cluster && c.Audit != nil {
+		if audit, err = s.auditBlock([]map[string]string{c.Audit}); err != nil {
+			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
+	args := make([]any, 0, 10+len(audit)+len(c.Keys))
+	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), s.auditMinID(),
+		c.LeaseOwner, leaseMs, len(audit))
+	args = append(args, audit...)
 	for _, k := range c.Keys {
 		args = append(args, k)
 	}
@@ -162,14 +176,14 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	switch {
 	case len(res) > 0 && res[0] == int64(-1):
 		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
-	case len(res) == 4 && res[0] == int64(1):
+	case len(res) == 5 && res[0] == int64(1):
 		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
 		if out.Leased {
 			out.Head, _ = res[2].(string)
 			out.Claims = claimValues(c.Keys, res[3])
 		}
-		if cluster && c.Audit != nil {
-			if err := s.Audit(ctx, c.Audit); err != nil {
+		if c.Audit != nil {
+			if err := s.auditAfter(ctx, res[4], c.Audit); err != nil {
 				return out, err
 			}
 		}
@@ -180,6 +194,20 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 		}
 	}
 	return runner.Claimed{}, fmt.Errorf("claim %s in %s: unexpected reply %v", c.Key, c.Thread, res)
+}
+
+// auditAfter finishes the audit entries a script was given: it learns
+// the head from the script's reply, and appends the entries on their own
+// if the script did not (the head had moved, or on a cluster the script
+// was not given them).
+func (s *Store) auditAfter(ctx context.Context, reply any, records ...map[string]string) error {
+	if reply != nil {
+		appended, err := s.learnAuditHead(reply)
+		if err != nil || appended {
+			return err
+		}
+	}
+	return s.AuditAll(ctx, records)
 }
 
 // ClaimValues implements runner.Sessions: the thread's claims of keys
@@ -247,16 +275,17 @@ return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals}
 
 // closeLua ends work on a thread.
 //
-//	KEYS: lease, claims, head[, wakeups, waiting]
+//	KEYS: lease, claims, head[, wakeups, waiting, audit stream, audit head]
 //	ARGV: owner, thread, claims expiry ms, answered count or '', wake-up
 //	      (unix ms, '0' to forget, '' to leave), waiting count or '', the
-//	      number of deliveries to record, those claim keys, then the claim
-//	      keys to read
+//	      number n of deliveries to record, those claim keys, the audit
+//	      minimum ID, the number a of audit arguments, then a arguments
+//	      (audit_append's block), then the claim keys to read
 //
 // Deliveries are set-once claims with the value "1"; "answered" only
-// grows. It returns the values of the keys to read, after the lease is
-// released.
-const closeLua = `
+// grows. It returns {the values of the keys to read, after the lease is
+// released; audit_append's reply or nil}.
+const closeLua = auditAppendLua + `
 local claims = KEYS[2]
 local n = tonumber(ARGV[7])
 local wrote = false
@@ -285,24 +314,30 @@ if KEYS[5] and ARGV[6] ~= '' then
     redis.call('HDEL', KEYS[5], ARGV[2])
   end
 end
+local a = tonumber(ARGV[9 + n])
+local audited = false
+if KEYS[6] and a > 0 then
+  audited = audit_append(KEYS[6], KEYS[7], ARGV[8 + n], ARGV, 10 + n)
+end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if #ARGV >= 8 + n then return redis.call('HMGET', claims, unpack(ARGV, 8 + n, #ARGV)) end
-return {}
+if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited} end
+return {{}, audited}
 `
 
 // claimDecisionLua claims a decision.
 //
-//	KEYS: claims, head, lease[, wakeups, audit]
+//	KEYS: claims, head, lease[, wakeups, audit stream, audit head]
 //	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
-//	      wake-up (unix ms or ''), audit cap, lease owner or '', lease ms,
-//	      the number n of audit arguments, then n audit fields and
-//	      values, then the claim keys to read if the lease is taken
+//	      wake-up (unix ms or ''), audit minimum ID, lease owner or '',
+//	      lease ms, the number n of audit arguments, then n arguments
+//	      (audit_append's block), then the claim keys to read if the
+//	      lease is taken
 //
 // It returns {-1} when the head is not the expected one (nothing
 // written), {0, the stored value} when the claim was someone else's, and
-// {1, 1 if it took the lease else 0, the head's ID, {the claims' values}}
-// when this call set the claim.
-const claimDecisionLua = `
+// {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
+// audit_append's reply or nil} when this call set the claim.
+const claimDecisionLua = auditAppendLua + `
 if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[4] then return {-1} end
 if KEYS[4] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[4], 'LT', ARGV[6], ARGV[5])
@@ -315,12 +350,13 @@ if redis.call('PTTL', KEYS[1]) < ttl then
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 local n = tonumber(ARGV[10])
+local audited = false
 if KEYS[5] and n > 0 then
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 11, 10 + n))
+  audited = audit_append(KEYS[5], KEYS[6], ARGV[7], ARGV, 11)
 end
-if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}} end
-if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}} end
+if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited} end
+if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited} end
 local vals = {}
 if #ARGV >= 11 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 11 + n, #ARGV)) end
-return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals}
+return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals, audited}
 `

@@ -403,6 +403,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "retry_run", "by": m.By, "at": s.opts.Now().UTC().Format(time.RFC3339Nano)})
 		run := s.begin(m.Thread, "retry").WithField("by", m.By)
 		out, err := s.graph.Resume(ctx, m.Thread, nil)
+		s.auditCutOff(ctx, res, out)
 		s.after(ctx, run, ss, out, err)
 		return nil
 	})

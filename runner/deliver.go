@@ -149,6 +149,7 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 		kind = CallStarted
 	} else {
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
+		s.auditFinished(ctx, st, c)
 	}
 	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
 }

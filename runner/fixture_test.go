@@ -96,6 +96,8 @@ type world struct {
 	policy string
 	// loads, if set, counts checkpoint loads.
 	loads *atomic.Int64
+	// auditor, if set, wraps the store as the service's Auditor.
+	auditor func(*redisstore.Store) runner.Auditor
 }
 
 // countingStore counts loads.
@@ -174,7 +176,11 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store})
+	var auditor runner.Auditor = store
+	if w.auditor != nil {
+		auditor = w.auditor(store)
+	}
+	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor})
 	return svc, store
 }
 

@@ -112,10 +112,20 @@ func runThread(ctx context.Context, st *agent.State) string {
 }
 
 // BeforeCall is the agent's hook before a call is sent: pass it as
-// agent.Options.BeforeCall. It confirms that this
-// process still holds the thread's lease, and fails with ErrLeaseLost if
-// not, so that the call is not sent.
+// agent.Options.BeforeCall. It confirms that this process still holds
+// the thread's lease, and fails with ErrLeaseLost if not, so that the
+// call is not sent; then it writes the call's execution to the audit
+// trail, and fails if it cannot, so that no call runs unrecorded.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
+	if err := s.confirmLease(ctx, st, c); err != nil {
+		return err
+	}
+	return s.auditExecution(ctx, st, c)
+}
+
+// confirmLease fails with ErrLeaseLost unless this process holds the
+// thread's lease.
+func (s *Service) confirmLease(ctx context.Context, st *agent.State, c agent.Call) error {
 	thread := runThread(ctx, st)
 	ss, _ := ctx.Value(sessionKey{}).(*session)
 	if ss != nil {

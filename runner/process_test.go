@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,17 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1: a call cut off mid-way must not be re-run unasked", n)
+	}
+	// The trail shows the execution, its outcome unknown, the person's
+	// "mark done" and the outcome it settled.
+	want := []string{
+		"execution lookup", "outcome lookup done",
+		"decision deploy approve", "decision delete reject",
+		"execution deploy", "outcome deploy unknown",
+		"decision deploy mark_done", "outcome deploy marked_done",
+	}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
 	}
 }
 

@@ -305,6 +305,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		run := s.begin(thread, "recover")
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(ctx, thread)
+		s.auditCutOff(ctx, res, out)
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
@@ -328,9 +329,12 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
 		}
 		run := s.begin(thread, "resume")
+		mark := ss.auditMark()
+		s.auditSettled(ctx, res, decisions)
 		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
 		if errors.Is(err, graph.ErrConflict) {
 			run.Info("another process resumed the thread first")
+			ss.dropAudit(mark)
 			ss.res = nil
 			return true, nil // look again
 		}

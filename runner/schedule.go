@@ -49,7 +49,9 @@ type Observer interface {
 	ToolFinished(tool string, status agent.CallStatus)
 }
 
-// Auditor keeps a record of every decision.
+// Auditor keeps the audit trail (see audit.go for what it records). It
+// must be safe for concurrent use; an Auditor that can append several
+// entries at once also implements AuditBatcher.
 type Auditor interface {
 	Audit(ctx context.Context, fields map[string]string) error
 }
@@ -155,11 +157,27 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 }
 
 // auditRecord is the audit record of an event about call c, secrets in
-// its arguments masked.
+// its arguments masked. The arguments' hash is "args_hash" ("hash" is
+// the audit chain's); "event" is "refusal" for a refused decision,
+// "note" for a note, else "decision", unless fields say.
 func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
 	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(tools.MaskSecrets(c.Tool, c.Args))}
 	for k, v := range fields {
 		rec[k] = v
+	}
+	if h, ok := rec["hash"]; ok {
+		rec["args_hash"] = h
+		delete(rec, "hash")
+	}
+	if rec["event"] == "" {
+		switch rec["decision"] {
+		case "refused":
+			rec["event"] = "refusal"
+		case "noted":
+			rec["event"] = "note"
+		default:
+			rec["event"] = "decision"
+		}
 	}
 	if edited, ok := rec["edited_args"]; ok {
 		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, json.RawMessage(edited)))

@@ -27,8 +27,9 @@ type Sessions interface {
 	OpenThread(ctx context.Context, o Opening) (Opened, error)
 	// CloseThread records the deliveries Record (set-once claims), raises
 	// the "answered" claim to Answered (if ≥ 0), sets the thread's
-	// wake-up and waiting count (if Schedule), releases Owner's lease,
-	// and returns the claims of Keys that are set once the lease is free.
+	// wake-up and waiting count (if Schedule), appends the Audit
+	// entries to the audit trail, releases Owner's lease, and returns
+	// the claims of Keys that are set once the lease is free.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
@@ -66,6 +67,7 @@ type Closing struct {
 	Schedule      bool
 	Wake          time.Time // zero: no wake-up
 	Waiting       int
+	Audit         []map[string]string
 	Keys          []string
 }
 
@@ -118,9 +120,41 @@ type session struct {
 	waiting   int
 	res       *graph.Result[agent.State]
 	redeliver bool
-	// confirmed is when a request that (re)confirmed the lease was sent.
+	// confirmed is when a request that (re)confirmed the lease was sent;
+	// audit holds entries to write with the next ones, or at the end.
 	mu        sync.Mutex
 	confirmed time.Time
+	audit     []map[string]string
+}
+
+func (ss *session) queueAudit(recs ...map[string]string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.audit = append(ss.audit, recs...)
+}
+
+// takeAudit returns the queued entries and forgets them.
+func (ss *session) takeAudit() []map[string]string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	recs := ss.audit
+	ss.audit = nil
+	return recs
+}
+
+// auditMark and dropAudit forget the entries queued since a mark.
+func (ss *session) auditMark() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.audit)
+}
+
+func (ss *session) dropAudit(mark int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.audit) > mark {
+		ss.audit = ss.audit[:mark]
+	}
 }
 
 func (ss *session) confirm(at time.Time) {
@@ -224,8 +258,13 @@ func (s *Service) close(ss *session) map[string][]byte {
 		}
 	}
 	if sess, ok := s.store.(Sessions); ok {
+		var audit []map[string]string
+		if s.opts.Auditor != nil {
+			audit = ss.takeAudit()
+		}
 		claims, err := sess.CloseThread(ctx, Closing{Thread: ss.thread, Owner: s.opts.Owner, Record: ss.record,
-			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting, Keys: keys})
+			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting,
+			Audit: audit, Keys: keys})
 		if err != nil {
 			log.WithError(err).Warn("ending work on the thread")
 		}
@@ -236,6 +275,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 			log.WithError(err).Warn("recording a delivery")
 		}
 	}
+	s.flushAudit(ctx, ss)
 	if ss.answered >= 0 {
 		// Without Sessions, answers are recorded one by one (see deliver).
 		ss.answered = -1

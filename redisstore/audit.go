@@ -1,0 +1,324 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/audit"
+)
+
+// The audit trail: a stream of entries chained by hashes (package audit)
+// and the chain's head beside it. Entries are sealed in Go — seq, prev,
+// hash — against the head this process last saw, and appended by a
+// script only if the stored head is still that one: a compare-and-set
+// that keeps the chain from forking however many replicas append at
+// once. A script that finds another head writes nothing and returns it;
+// the entry is sealed again against it and retried. So that a replica
+// appends in one round trip, the Store remembers the head of its last
+// append.
+//
+// On a single server the claim of a decision and the end of a session
+// append their entries in their own scripts (sessions.go); when the head
+// has moved the entries are appended afterwards. On Redis Cluster the
+// stream and its head share a slot of their own (the head's hash tag is
+// the stream's name) and appends are scripts of their own.
+
+// DefaultAuditRetention is how long audit entries are kept when
+// Options.AuditRetention is not set.
+const DefaultAuditRetention = 90 * 24 * time.Hour
+
+// auditPage is how many entries one read of the stream returns.
+const auditPage = 1000
+
+// maxAuditAttempts bounds the retries of an append that finds the head
+// moved: each retry follows a head that another process just wrote.
+const maxAuditAttempts = 100
+
+// ErrAuditContention: an append found the chain's head moved on every
+// attempt.
+var ErrAuditContention = errors.New("the audit chain's head kept moving")
+
+var _ interface {
+	Audit(ctx context.Context, fields map[string]string) error
+	AuditAll(ctx context.Context, records []map[string]string) error
+} = (*Store)(nil)
+
+func (s *Store) auditKey() string     { return s.prefix + ":audit" }
+func (s *Store) auditHeadKey() string { return "{" + s.prefix + ":audit}:head" }
+
+// auditMinID is the stream ID (its unix ms) below which entries are older
+// than the retention.
+func (s *Store) auditMinID() string {
+	return strconv.FormatInt(s.now().Add(-s.auditRetention).UnixMilli(), 10)
+}
+
+// Audit appends one entry to the audit trail. fields may not use the
+// names id, time, seq, prev or hash (audit.ErrReservedField); empty
+// values are left out, and "at" is set to now if missing. Safe for
+// concurrent use by many goroutines and processes: the entries of all of
+// them form one chain.
+func (s *Store) Audit(ctx context.Context, fields map[string]string) error {
+	return s.AuditAll(ctx, []map[string]string{fields})
+}
+
+// AuditAll appends entries to the audit trail, in order, in one round
+// trip (when the head has not moved).
+func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error {
+	if len(records) == 0 {
+		return nil
+	}
+	s.auditMu.Lock()
+	defer s.auditMu.Unlock()
+	for range maxAuditAttempts {
+		block, err := s.auditBlock(records)
+		if err != nil {
+			return err
+		}
+		res, err := s.auditScript.Run(ctx, s.rdb, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)...).Result()
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		appended, err := s.learnAuditHead(res)
+		if err != nil {
+			return err
+		}
+		if appended {
+			return nil
+		}
+	}
+	return fmt.Errorf("audit: %w", ErrAuditContention)
+}
+
+// auditBlock seals records against the head this process last saw and
+// returns them as the arguments of auditAppendLua's block.
+func (s *Store) auditBlock(records []map[string]string) ([]any, error) {
+	s.chainMu.Lock()
+	head := s.chain
+	s.chainMu.Unlock()
+	args := make([]any, 0, 2+len(records)*16)
+	args = append(args, head.Hash, len(records))
+	at := s.now().UTC().Format(time.RFC3339Nano)
+	for _, rec := range records {
+		if _, ok := rec["at"]; !ok {
+			rec = withField(rec, "at", at)
+		}
+		sealed, next, err := audit.Seal(rec, head)
+		if err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		head = next
+		names := make([]string, 0, len(sealed))
+		for k := range sealed {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		args = append(args, next.Seq, next.Hash, 2*len(names))
+		for _, k := range names {
+			args = append(args, k, sealed[k])
+		}
+	}
+	return args, nil
+}
+
+func withField(rec map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(rec)+1)
+	for f, x := range rec {
+		out[f] = x
+	}
+	out[k] = v
+	return out
+}
+
+// learnAuditHead reads auditAppendLua's reply, remembers the head it
+// names, and reports whether the entries were appended.
+func (s *Store) learnAuditHead(reply any) (bool, error) {
+	res, _ := reply.([]any)
+	if len(res) != 3 {
+		return false, fmt.Errorf("audit: unexpected reply %v", reply)
+	}
+	hash, _ := res[1].(string)
+	seq, _ := res[2].(int64)
+	appended := res[0] == int64(1)
+	s.chainMu.Lock()
+	// A head that did not take the entries is the store's as of now,
+	// even if older than one this process wrote since (the head was
+	// reset); one that took them is newer than any other this process
+	// saw unless a later append already returned.
+	if !appended || seq > s.chain.Seq {
+		s.chain = audit.Head{Hash: hash, Seq: seq}
+	}
+	s.chainMu.Unlock()
+	return appended, nil
+}
+
+// AuditHead returns the audit chain's head as stored.
+func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
+	h, err := s.rdb.HGetAll(ctx, s.auditHeadKey()).Result()
+	if err != nil {
+		return audit.Head{}, fmt.Errorf("read the audit head: %w", err)
+	}
+	return parseAuditHead(h)
+}
+
+func parseAuditHead(h map[string]string) (audit.Head, error) {
+	var out audit.Head
+	out.Hash = h["hash"]
+	for k, p := range map[string]*int64{"seq": &out.Seq, "trimmed": &out.Trimmed} {
+		if v, ok := h[k]; ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return audit.Head{}, fmt.Errorf("the audit head's %s %q is not a number", k, v)
+			}
+			*p = n
+		}
+	}
+	return out, nil
+}
+
+// AuditEntries returns up to n audit entries, oldest first: from the
+// oldest kept, or those added at or after since, and only those after
+// the entry with ID after when it is set.
+func (s *Store) AuditEntries(ctx context.Context, after string, since time.Time, n int) ([]audit.Entry, error) {
+	start := "-"
+	if !since.IsZero() {
+		start = strconv.FormatInt(since.UnixMilli(), 10) + "-0"
+	}
+	if after != "" && (start == "-" || !idBefore(after, start)) {
+		start = "(" + after
+	}
+	msgs, err := s.rdb.XRangeN(ctx, s.auditKey(), start, "+", int64(n)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the audit trail: %w", err)
+	}
+	return auditEntries(msgs), nil
+}
+
+func auditEntries(msgs []redis.XMessage) []audit.Entry {
+	out := make([]audit.Entry, len(msgs))
+	for i, m := range msgs {
+		fields := make(map[string]string, len(m.Values))
+		for k, v := range m.Values {
+			fields[k], _ = v.(string)
+		}
+		out[i] = audit.Entry{ID: m.ID, Fields: fields}
+	}
+	return out
+}
+
+// idBefore reports whether stream ID a sorts before b.
+func idBefore(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	ms, seq, _ := strings.Cut(id, "-")
+	m, _ := strconv.ParseUint(ms, 10, 64)
+	n, _ := strconv.ParseUint(seq, 10, 64)
+	return m, n
+}
+
+// VerifyAudit walks the audit chain from the oldest kept entry to the
+// head, reading the head and the first entries at one instant so that
+// appends and trimming meanwhile do not look like breaks. It returns
+// what it verified and the first break (an *audit.BreakError), if any.
+func (s *Store) VerifyAudit(ctx context.Context) (audit.Report, error) {
+	var headCmd *redis.MapStringStringCmd
+	var first *redis.XMessageSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		headCmd = p.HGetAll(ctx, s.auditHeadKey())
+		first = p.XRangeN(ctx, s.auditKey(), "-", "+", auditPage)
+		return nil
+	})
+	if err != nil {
+		return audit.Report{}, fmt.Errorf("read the audit trail: %w", err)
+	}
+	head, err := parseAuditHead(headCmd.Val())
+	if err != nil {
+		return audit.Report{}, err
+	}
+	var v audit.Verifier
+	page := auditEntries(first.Val())
+	for len(page) > 0 {
+		for _, e := range page {
+			if err := v.Add(e); err != nil {
+				return v.Finish(&head)
+			}
+			// Entries past the head were appended after it was read.
+			if head.Hash != "" && e.Fields[audit.FieldHash] == head.Hash {
+				return v.Finish(&head)
+			}
+		}
+		if page, err = s.AuditEntries(ctx, page[len(page)-1].ID, time.Time{}, auditPage); err != nil {
+			return audit.Report{}, err
+		}
+	}
+	return v.Finish(&head)
+}
+
+// auditAppendLua is the Lua function that appends sealed entries if the
+// chain's head is the one they were sealed after, and trims entries older
+// than the retention; scripts that append entries begin with it.
+//
+//	audit_append(stream, head, minid, a, i)
+//	  stream, head  the keys
+//	  minid         unix ms: entries added before are trimmed ('' or '0': none)
+//	  a[i]          the head's hash the entries were sealed after ('' for none)
+//	  a[i+1]        the number m of entries, then for each: its seq, its
+//	                hash, the number k of field arguments, and those k
+//	                arguments (names and values)
+//
+// It returns {1, new head hash, new head seq} when it appended them, and
+// {0, head hash, head seq} when the head is another (nothing written).
+// Before trimming, it records in the head's "trimmed" the seq of the
+// newest entry to go, so that a verifier can tell entries retention
+// removed from entries deleted. The minimum ID never passes the entry
+// just added, whatever the clocks say.
+const auditAppendLua = `
+local function audit_append(stream, head, minid, a, i)
+  local h = redis.call('HMGET', head, 'hash', 'seq')
+  local cur, curseq = h[1] or '', tonumber(h[2]) or 0
+  if cur ~= a[i] then return {0, cur, curseq} end
+  local j, id, last, lastseq = i + 2, nil, cur, curseq
+  for _ = 1, tonumber(a[i + 1]) do
+    local k = tonumber(a[j + 2])
+    id = redis.call('XADD', stream, '*', unpack(a, j + 3, j + 2 + k))
+    last, lastseq = a[j + 1], tonumber(a[j])
+    j = j + 3 + k
+  end
+  if not id then return {1, cur, curseq} end
+  redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+  minid = math.min(tonumber(minid) or 0, tonumber(string.match(id, '^%d+')))
+  local oldest = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+  if minid > 0 and oldest and tonumber(string.match(oldest[1], '^%d+')) < minid then
+    local gone = redis.call('XREVRANGE', stream, '(' .. minid .. '-0', '-', 'COUNT', 1)[1]
+    if gone then
+      local f = gone[2]
+      for n = 1, #f - 1, 2 do
+        local seq = f[n] == 'seq' and tonumber(f[n + 1])
+        if seq and seq > (tonumber(redis.call('HGET', head, 'trimmed')) or 0) then
+          redis.call('HSET', head, 'trimmed', seq)
+        end
+      end
+    end
+    redis.call('XTRIM', stream, 'MINID', minid .. '-0')
+  end
+  return {1, last, lastseq}
+end
+`
+
+// auditLua appends entries on their own.
+//
+//	KEYS: audit stream, audit head
+//	ARGV: minimum ID (unix ms), then audit_append's block
+const auditLua = auditAppendLua + `
+return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV, 2)
+`

@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+)
+
+// The audit trail. Every entry names an event:
+//
+//	decision   a decision claimed: approve, edit, reject, respond,
+//	           mark_done, expire, retry_run, …
+//	refusal    a decision someone may not make ("decision": "refused")
+//	note       a reply from someone who may not decide, kept for the model
+//	execution  a call about to be sent to its tool
+//	outcome    what became of a call: done, failed, unknown (cut off, by a
+//	           crash or a tool that could not tell), skipped or marked_done
+//	           (a person settled an unknown outcome)
+//
+// with the thread, the call, the tool, the arguments (credentials masked)
+// and their hash ("args_hash"), who ("by", and for executions and
+// outcomes the "requester" and the "replica" that ran the call) and when
+// ("at"). A decision's entry is written with its claim. An execution's is
+// written before the call is sent, and a call whose execution cannot be
+// recorded is not sent. Outcomes are written with the next execution or
+// when the process lets go of the thread, whichever comes first: a
+// process that dies in between leaves the execution without its outcome
+// in the trail (the checkpoint has it).
+
+// AuditBatcher is what an Auditor may offer to append several entries in
+// one round trip.
+type AuditBatcher interface {
+	AuditAll(ctx context.Context, records []map[string]string) error
+}
+
+// auditAll appends records, in one round trip if the auditor can.
+func (s *Service) auditAll(ctx context.Context, records []map[string]string) error {
+	if len(records) == 0 {
+		return nil
+	}
+	if b, ok := s.opts.Auditor.(AuditBatcher); ok {
+		return b.AuditAll(ctx, records)
+	}
+	for _, rec := range records {
+		if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// auditExecution records that call c of st is about to be sent, with the
+// outcomes the session has not written yet.
+func (s *Service) auditExecution(ctx context.Context, st *agent.State, c agent.Call) error {
+	if s.opts.Auditor == nil {
+		return nil
+	}
+	thread := runThread(ctx, st)
+	rec := s.auditRecord(thread, c, s.callFields(st, c, "execution"))
+	ss, _ := ctx.Value(sessionKey{}).(*session)
+	var queued []map[string]string
+	if ss != nil {
+		queued = ss.takeAudit()
+	}
+	if err := s.auditAll(ctx, append(queued, rec)); err != nil {
+		if ss != nil {
+			ss.queueAudit(queued...)
+		}
+		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "tool": c.Tool}).WithError(err).Error("the execution cannot be audited; the call is not sent")
+		return fmt.Errorf("audit the execution of %s: %w", c.Key, err)
+	}
+	return nil
+}
+
+// auditOutcome records what became of call c: its status, or outcome
+// when a person settled it. It is written with the session's next
+// entries, or at once without a session.
+func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Call, outcome string, extra map[string]string) {
+	if s.opts.Auditor == nil {
+		return
+	}
+	fields := s.callFields(st, c, "outcome")
+	fields["outcome"] = outcome
+	for k, v := range extra {
+		fields[k] = v
+	}
+	thread := runThread(ctx, st)
+	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
+		ss.queueAudit(s.auditRecord(thread, c, fields))
+		return
+	}
+	s.audit(ctx, thread, c, fields)
+}
+
+// callFields are the fields of an execution's or an outcome's entry.
+func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[string]string {
+	f := map[string]string{
+		"event": event, "args_hash": c.RunHash(), "attempt": strconv.Itoa(c.Attempts),
+		"requester": c.AskedBy(st), "replica": s.opts.Owner, "at": s.opts.Now().UTC().Format(time.RFC3339Nano),
+	}
+	if d := c.Decision; d != nil && d.Kind != interrupt.Expire {
+		f["by"], f["decision"] = d.By, d.Kind.String()
+	}
+	return f
+}
+
+// auditFinished records the outcome of a call that ran (OnCall): done,
+// failed, or unknown when the tool could not tell.
+func (s *Service) auditFinished(ctx context.Context, st *agent.State, c agent.Call) {
+	switch c.Status {
+	case agent.Done:
+		sum := sha256.Sum256([]byte(c.Result))
+		s.auditOutcome(ctx, st, c, "done", map[string]string{"result_sha256": hex.EncodeToString(sum[:])})
+	case agent.Failed:
+		s.auditOutcome(ctx, st, c, "failed", map[string]string{"error": firstLine(c.Result, 300)})
+	case agent.Unknown:
+		s.auditOutcome(ctx, st, c, "unknown", map[string]string{"reason": "the tool could not tell whether the call had its effect"})
+	}
+}
+
+// auditCutOff records the outcome of the calls that were running at
+// before and are unknown at after: a run cut off by a crash, recovered.
+func (s *Service) auditCutOff(ctx context.Context, before, after *graph.Result[agent.State]) {
+	if before == nil || after == nil {
+		return
+	}
+	for _, b := range before.State.Calls {
+		if b.Status != agent.Running {
+			continue
+		}
+		if c, ok := after.State.Call(b.Key); ok && c.Status == agent.Unknown {
+			s.auditOutcome(ctx, &after.State, *c, "unknown", map[string]string{"reason": "the run was cut off while the call ran"})
+		}
+	}
+}
+
+// auditSettled records the outcome of unknown calls that people settled
+// with decisions (Mark done, Skip), once the decisions are applied.
+func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]interrupt.Decision) {
+	for key, d := range decisions {
+		c, ok := before.State.Call(key)
+		if !ok || c.Status != agent.Unknown {
+			continue
+		}
+		settled := *c
+		settled.Decision = &d
+		switch d.Kind {
+		case interrupt.MarkDone:
+			s.auditOutcome(ctx, &before.State, settled, "marked_done", nil)
+		case interrupt.Reject, interrupt.Respond:
+			s.auditOutcome(ctx, &before.State, settled, "skipped", nil)
+		}
+	}
+}
+
+// firstLine is s's first line, cut to n bytes at most (on a rune
+// boundary).
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// flushAudit writes the entries the session has not written, for an end
+// of session that has no other way to write them.
+func (s *Service) flushAudit(ctx context.Context, ss *session) {
+	if s.opts.Auditor == nil {
+		return
+	}
+	if err := s.auditAll(ctx, ss.takeAudit()); err != nil {
+		s.log.WithField("thread", ss.thread).WithError(err).Warn("writing the audit record")
+	}
+}

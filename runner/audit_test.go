@@ -1,0 +1,123 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+)
+
+// trail returns the world's audit trail, one "event tool detail" string
+// per entry (detail: the decision or the outcome), after checking that
+// its hash chain verifies.
+func trail(t *testing.T, w world) []string {
+	t.Helper()
+	store := redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix})
+	ctx := context.Background()
+	if rep, err := store.VerifyAudit(ctx); err != nil {
+		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	}
+	entries, err := store.AuditEntries(ctx, "", time.Time{}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		f := e.Fields
+		s := f["event"] + " " + f["tool"]
+		switch f["event"] {
+		case "outcome":
+			s += " " + f["outcome"]
+		case "decision", "refusal":
+			s += " " + f["decision"]
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Every decision, execution and outcome of a conversation is in the
+// trail, in order, chained; executions and outcomes name the call's
+// arguments' hash, who decided, who asked and the replica that ran it.
+func TestAuditTrailOfAConversation(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	svc, store := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	deploy := waitingCall(t, svc, "th", "deploy")
+	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"execution lookup", "outcome lookup done",
+		"decision deploy approve", "decision delete reject",
+		"execution deploy", "outcome deploy done",
+	}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+	entries, _ := store.AuditEntries(ctx, "", time.Time{}, 100)
+	for _, e := range entries {
+		if e.Fields["tool"] != "deploy" || e.Fields["event"] == "decision" {
+			continue
+		}
+		f := e.Fields
+		if f["args_hash"] != deploy.RunHash() || f["by"] != "U_BOB" || f["requester"] != "U_ALICE" || f["replica"] == "" ||
+			f["thread"] != "th" || f["call"] != deploy.Key || f["at"] == "" || f["attempt"] != "1" {
+			t.Errorf("%s entry = %v; want the call's hash, approver, requester, replica, thread, key, time and attempt", f["event"], f)
+		}
+	}
+}
+
+// failingAuditor refuses entries of one event.
+type failingAuditor struct {
+	runner.Auditor
+	event string
+	fail  *atomic.Bool
+}
+
+func (f failingAuditor) Audit(ctx context.Context, rec map[string]string) error {
+	if f.fail.Load() && rec["event"] == f.event {
+		return errors.New("audit trail unavailable")
+	}
+	return f.Auditor.Audit(ctx, rec)
+}
+
+// A call whose execution cannot be written to the audit trail is not
+// sent: the run fails and its Retry, once the trail takes entries again,
+// runs the call once.
+func TestNoCallRunsUnaudited(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	w.auditor = func(s *redisstore.Store) runner.Auditor { return failingAuditor{s, "execution", &fail} }
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if n := tg.Count("GET /lookup"); n != 0 || res.Status() != graph.Failed {
+		t.Fatalf("lookup ran %d times with the trail down, run %s; want not run, failed", n, res.Status())
+	}
+	fail.Store(false)
+	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.Count("GET /lookup"); n != 1 {
+		t.Errorf("lookup ran %d times after the retry, want 1", n)
+	}
+	got := trail(t, w)
+	if want := []string{"decision  retry_run", "execution lookup", "outcome lookup done"}; !slices.Equal(got, want) {
+		t.Errorf("trail = %q, want %q", got, want)
+	}
+}
