@@ -249,11 +249,12 @@ func (s *Store) VerifyAudit(ctx context.Context) (audit.Report, error) {
 	page := auditEntries(first.Val())
 	for len(page) > 0 {
 		for _, e := range page {
-			if err := v.Add(e); err != nil {
+			// The entry after the head, and those after it, were
+			// appended after the head was read.
+			if seq, ok := e.Seq(); ok && head.Seq > 0 && seq == head.Seq+1 && e.Fields[audit.FieldPrev] == head.Hash {
 				return v.Finish(&head)
 			}
-			// Entries past the head were appended after it was read.
-			if head.Hash != "" && e.Fields[audit.FieldHash] == head.Hash {
+			if err := v.Add(e); err != nil {
 				return v.Finish(&head)
 			}
 		}

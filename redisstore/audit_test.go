@@ -92,7 +92,7 @@ func TestAuditChain(t *testing.T) {
 
 // Replicas append at once — on their own, with claims, at the end of
 // sessions — and the chain never forks: every entry is there once, in
-// one line from the first to the head.
+// one line from the first to the head; and it verifies meanwhile.
 func TestAuditConcurrentAppendsDoNotFork(t *testing.T) {
 	for _, tt := range servers[:2] {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +130,31 @@ func TestAuditConcurrentAppendsDoNotFork(t *testing.T) {
 					}
 				}()
 			}
+			// Verifying while they append finds no break: entries
+			// appended after the head was read are left out.
+			done := make(chan struct{})
+			verified := make(chan int)
+			go func() {
+				n := 0
+				defer func() { verified <- n }()
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if rep, err := stores[1].VerifyAudit(ctx); err != nil {
+						t.Errorf("VerifyAudit while appending = %+v, %v", rep, err)
+						return
+					}
+					n++
+				}
+			}()
 			wg.Wait()
+			close(done)
+			if n := <-verified; n == 0 {
+				t.Error("no verification ran while appending")
+			}
 			rep, err := stores[0].VerifyAudit(ctx)
 			if err != nil || rep.Entries != workers*each {
 				t.Fatalf("VerifyAudit = %+v, %v; want all %d entries in one chain", rep, err, workers*each)
@@ -256,5 +280,24 @@ func TestAuditFollowsTheStoredHead(t *testing.T) {
 	var brk *audit.BreakError
 	if _, err := b.VerifyAudit(ctx); !errors.As(err, &brk) || brk.Kind != audit.Reordered || brk.Seq != 1 {
 		t.Errorf("VerifyAudit after the head was deleted = %v; want the chain starting over", err)
+	}
+}
+
+// A trail longer than one read is verified page by page.
+func TestAuditVerifyPages(t *testing.T) {
+	ctx := context.Background()
+	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("audit-pages")})
+	const batches, each = 25, 100
+	for b := range batches {
+		recs := make([]map[string]string, each)
+		for i := range recs {
+			recs[i] = map[string]string{"event": "decision", "n": fmt.Sprint(b*each + i)}
+		}
+		if err := store.AuditAll(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := store.VerifyAudit(ctx); err != nil || rep.Entries != batches*each || rep.Last.Seq != batches*each {
+		t.Errorf("VerifyAudit = %+v, %v; want %d entries", rep, err, batches*each)
 	}
 }

@@ -112,6 +112,9 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 	if d := c.Decision; d != nil && d.Kind != interrupt.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
+	if len(c.EditedArgs) > 0 {
+		f["edited_args"] = string(c.EditedArgs) // masked by auditRecord
+	}
 	return f
 }
 

@@ -2,8 +2,11 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/tools"
 )
 
 // trail returns the world's audit trail, one "event tool detail" string
@@ -119,5 +123,46 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 	got := trail(t, w)
 	if want := []string{"decision  retry_run", "execution lookup", "outcome lookup done"}; !slices.Equal(got, want) {
 		t.Errorf("trail = %q, want %q", got, want)
+	}
+}
+
+// An edited call's execution names the edited arguments' hash, and
+// their credentials are masked in every entry, while the call sends them.
+func TestAuditOfAnEditMasksCredentials(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	svc, store := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	deploy := waitingCall(t, svc, "th", "deploy")
+	const secret = "sk-live-0123456789"
+	edited := fmt.Sprintf(`{"method":"POST","url":%q,"body":"v3","headers":{"Authorization":"Bearer %s"}}`, w.base+"/deploy", secret)
+	d := decision("th", deploy, interrupt.Edit, "U_BOB")
+	d.Args = json.RawMessage(edited)
+	d.Hash = ""
+	if err := svc.Decide(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Fatalf("deploy ran %d times, want 1", n)
+	}
+	entries, _ := store.AuditEntries(ctx, "", time.Time{}, 100)
+	var execution map[string]string
+	for _, e := range entries {
+		if s := fmt.Sprint(e.Fields); strings.Contains(s, secret) {
+			t.Errorf("audit entry shows the credential: %s", s)
+		}
+		if e.Fields["event"] == "execution" && e.Fields["tool"] == "deploy" {
+			execution = e.Fields
+		}
+	}
+	canonical, _ := tools.Canonical(json.RawMessage(edited))
+	if execution == nil || execution["args_hash"] != tools.ArgsHash("deploy", canonical) || execution["decision"] != "edit" ||
+		!strings.Contains(execution["edited_args"], "Bearer ••••••") {
+		t.Errorf("deploy's execution entry = %v; want the edited arguments' hash and the edit, masked", execution)
 	}
 }
