@@ -222,6 +222,10 @@ func parseExpiresAfter(n *yaml.Node) (time.Duration, error) {
 // maxDays keeps a day count from overflowing time.Duration.
 const maxDays = 100_000
 
+// ParseDuration reads a duration as the policy file writes them (see
+// parseDuration), for settings outside the file that take the same form.
+func ParseDuration(s string) (time.Duration, error) { return parseDuration(s) }
+
 // parseDuration accepts what time.ParseDuration accepts, and whole days
 // ("7d"). The duration must be positive.
 func parseDuration(s string) (time.Duration, error) {

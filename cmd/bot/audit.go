@@ -3,34 +3,61 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/tools"
 )
 
+const auditUsage = `usage: bot audit [verify|export] [flags]
+
+  bot audit [--thread ID] [--since 24h|7d|RFC3339] [--limit N] [--json]   the newest entries, newest first
+  bot audit verify [--file PATH [--format jsonl|csv]]                      check the hash chain; exit 1 at a break
+  bot audit export [--since 24h|7d|RFC3339] [--after ID] [--format jsonl|csv]
+                                                                           entries oldest first, one per line
+
+The trail lives in the Redis of REDIS_URL. verify --file checks an export
+instead, without Redis.
+`
+
 // auditFields are shown first, in this order; any others follow sorted.
-var auditFields = []string{"decision", "by", "thread", "call", "tool", "hash", "reason", "attempted", "args", "edited_args"}
+var auditFields = []string{"event", "decision", "outcome", "by", "thread", "call", "tool", "args_hash", "hash", "reason", "attempted", "error", "args", "edited_args"}
 
 func runAudit(ctx context.Context, args []string, e env) error {
-	fs := flags("audit", "audit [--thread ID] [--since 24h|2006-01-02T15:04:05Z] [--limit N] [--json]", e)
+	if len(args) > 0 {
+		switch args[0] {
+		case "verify":
+			return auditVerify(ctx, args[1:], e)
+		case "export":
+			return auditExport(ctx, args[1:], e)
+		case "help":
+			fmt.Fprint(e.stdout, auditUsage)
+			return nil
+		}
+	}
+	fs := flags("audit", "audit [verify|export] [--thread ID] [--since 24h|7d|2006-01-02T15:04:05Z] [--limit N] [--json]", e)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), auditUsage+"\nflags of the listing:\n")
+		fs.PrintDefaults()
+	}
 	thread := fs.String("thread", "", "only this thread's records")
-	since := fs.String("since", "", "only records since then: a duration back from now (90m, 24h) or an RFC 3339 time")
+	since := fs.String("since", "", "only records since then: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
 	limit := fs.Int("limit", 100, "at most this many records, newest first")
-	asJSON := fs.Bool("json", false, "print one JSON object per line (for log shippers)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line (bot audit export writes the whole trail, for log shippers)")
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
-	var from time.Time
-	if *since != "" {
-		if d, err := time.ParseDuration(*since); err == nil {
-			from = time.Now().Add(-d)
-		} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
-			from = t
-		} else {
-			return fmt.Errorf("audit: --since %q is neither a duration (24h) nor an RFC 3339 time", *since)
-		}
+	from, err := parseSince("audit", *since)
+	if err != nil {
+		return err
 	}
 	store, closeStore, err := operatorStore(ctx, e, "audit")
 	if err != nil {
@@ -71,22 +98,193 @@ func runAudit(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// auditTime is the time of a stream entry ID ("1700000000000-0").
-func auditTime(id string) time.Time {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}
+// parseSince reads a --since flag: a duration back from now (Go's, or
+// whole days) or an RFC 3339 time; "" is the zero time.
+func parseSince(cmd, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
 	}
-	return time.UnixMilli(n)
+	if d, err := tools.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%s: --since %q is neither a duration (24h, 7d) nor an RFC 3339 time", cmd, s)
 }
 
-// auditLine shows a record on one line: its time, then its fields.
+// auditVerify checks the hash chain of the trail in Redis, or of an
+// exported file, and reports the first break as an error.
+func auditVerify(ctx context.Context, args []string, e env) error {
+	fs := flags("audit verify", "audit verify [--file PATH [--format jsonl|csv]]", e)
+	file := fs.String("file", "", "verify this export (- for standard input) instead of the trail in Redis")
+	format := fs.String("format", "", "the file's format, jsonl or csv (default from its name: .csv is csv, else jsonl)")
+	if err := parse(fs, args, e); err != nil {
+		return err
+	}
+	if *file != "" {
+		return verifyFile(*file, *format, e)
+	}
+	if *format != "" {
+		return errors.New("audit verify: --format is for --file")
+	}
+	store, closeStore, err := operatorStore(ctx, e, "audit verify")
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	rep, err := store.VerifyAudit(ctx)
+	if err != nil {
+		return verifyFailed(e, rep, err)
+	}
+	if rep.Entries == 0 && rep.Trimmed == 0 {
+		fmt.Fprintln(e.stdout, "OK: the audit trail has no hash-chained entries yet.")
+	} else {
+		fmt.Fprintf(e.stdout, "OK: %d entries verified (seq %d to %d).\nhead: seq %d, hash %s\n",
+			rep.Entries, rep.First, rep.Last.Seq, rep.Last.Seq, rep.Last.Hash)
+	}
+	if rep.First > 1 {
+		fmt.Fprintf(e.stdout, "Entries 1 to %d were trimmed by retention (AUDIT_RETENTION); the oldest kept entry's prev is the anchor.\n", rep.First-1)
+	}
+	if rep.Before > 0 {
+		fmt.Fprintf(e.stdout, "%d older entries carry no hash (written before the trail was chained) and are not covered.\n", rep.Before)
+	}
+	return nil
+}
+
+func verifyFile(path, format string, e env) error {
+	var in io.Reader = e.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("audit verify: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	if format == "" {
+		format = string(audit.JSONL)
+		if strings.EqualFold(filepath.Ext(path), ".csv") {
+			format = string(audit.CSV)
+		}
+	}
+	f, err := audit.ParseFormat(format)
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	r := audit.NewReader(in, f)
+	var v audit.Verifier
+	for {
+		entry, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("audit verify: %s: %w", path, err)
+		}
+		if err := v.Add(entry); err != nil {
+			break
+		}
+	}
+	rep, err := v.Finish(nil)
+	if err != nil {
+		return verifyFailed(e, rep, err)
+	}
+	if rep.Entries == 0 {
+		fmt.Fprintf(e.stdout, "OK: %s has no hash-chained entries.\n", path)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "OK: %d entries verified (seq %d to %d).\nlast: seq %d, hash %s\n",
+		rep.Entries, rep.First, rep.Last.Seq, rep.Last.Seq, rep.Last.Hash)
+	if rep.First > 1 {
+		fmt.Fprintf(e.stdout, "Entries before seq %d are not in the file; the first entry's prev is the anchor.\n", rep.First)
+	}
+	return nil
+}
+
+func verifyFailed(e env, rep audit.Report, err error) error {
+	var b *audit.BreakError
+	if errors.As(err, &b) {
+		noun := "entries"
+		if rep.Entries == 1 {
+			noun = "entry"
+		}
+		fmt.Fprintf(e.stdout, "BROKEN: %v\n%d %s verified before the break.\n", b, rep.Entries, noun)
+	}
+	return fmt.Errorf("audit verify: %w", err)
+}
+
+// auditExport writes the trail, oldest first, one entry per line.
+func auditExport(ctx context.Context, args []string, e env) error {
+	fs := flags("audit export", "audit export [--since 24h|7d|2006-01-02T15:04:05Z] [--after ID] [--format jsonl|csv]", e)
+	since := fs.String("since", "", "only entries since then: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
+	after := fs.String("after", "", "only entries after the one with this id (the last one shipped before)")
+	format := fs.String("format", "jsonl", "jsonl (one JSON object per line) or csv")
+	if err := parse(fs, args, e); err != nil {
+		return err
+	}
+	from, err := parseSince("audit export", *since)
+	if err != nil {
+		return err
+	}
+	f, err := audit.ParseFormat(*format)
+	if err != nil {
+		return fmt.Errorf("audit export: %w", err)
+	}
+	if *after != "" && !validStreamID(*after) {
+		return fmt.Errorf("audit export: --after %q is not an entry id like 1700000000000-0", *after)
+	}
+	store, closeStore, err := operatorStore(ctx, e, "audit export")
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	w := audit.NewWriter(e.stdout, f)
+	last := *after
+	for {
+		page, err := store.AuditEntries(ctx, last, from, 1000)
+		if err != nil {
+			return err
+		}
+		for _, entry := range page {
+			if err := w.Write(entry); err != nil {
+				return err
+			}
+		}
+		if len(page) == 0 {
+			break
+		}
+		last = page[len(page)-1].ID
+	}
+	return w.Flush()
+}
+
+// validStreamID reports whether s is a Redis stream ID, "<ms>-<n>".
+func validStreamID(s string) bool {
+	ms, n, ok := strings.Cut(s, "-")
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(n, 10, 64)
+	return ok && err1 == nil && err2 == nil
+}
+
+// auditTime is the time of a stream entry ID ("1700000000000-0").
+func auditTime(id string) time.Time {
+	return audit.Entry{ID: id}.Time()
+}
+
+// auditLine shows a record on one line: its time, then its fields. The
+// chain's fields are left out (bot audit export has them); a record
+// from before the chain shows its "hash", the arguments' hash.
 func auditLine(rec map[string]string) string {
 	parts := []string{rec["time"]}
 	seen := map[string]bool{"time": true, "at": true}
+	if _, chained := rec[audit.FieldSeq]; chained {
+		for _, k := range []string{audit.FieldSeq, audit.FieldPrev, audit.FieldHash} {
+			seen[k] = true
+		}
+	}
 	for _, k := range auditFields {
-		if v := rec[k]; v != "" {
+		if v := rec[k]; v != "" && !seen[k] {
 			parts = append(parts, k+"="+strconv.Quote(oneLine(v, 200)))
 		}
 		seen[k] = true

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -135,10 +136,20 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times after the group member approved, want 1", n)
 	}
-	audit, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
-	last := audit[len(audit)-1].Values
-	if last["decision"] != "approve" || last["by"] != "U0ADMIN" || !strings.Contains(last["args"].(string), "/deploy") {
-		t.Errorf("last audit record = %v; want the approval, who made it and the arguments", last)
+	// The call's outcome is written as the run lets go of the thread,
+	// just after the answer is posted.
+	h.eventually(func() bool {
+		audit, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+		return audit[len(audit)-1].Values["event"] == "outcome"
+	}, "the call's outcome in the audit trail")
+	var events []string
+	for _, e := range audit[len(audit)-3:] {
+		events = append(events, fmt.Sprint(e.Values["event"], "/", e.Values["decision"], "/", e.Values["outcome"], "/", e.Values["by"]))
+	}
+	approval := audit[len(audit)-3].Values
+	if want := "decision/approve/<nil>/U0ADMIN execution/approve/<nil>/U0ADMIN outcome/approve/done/U0ADMIN"; strings.Join(events, " ") != want ||
+		!strings.Contains(approval["args"].(string), "/deploy") {
+		t.Errorf("last audit records = %v (%v); want %s, with the arguments", events, approval, want)
 	}
 }
 

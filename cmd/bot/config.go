@@ -148,6 +148,20 @@ func waitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 	return 0, nil
 }
 
+// auditRetention is how long audit entries are kept: AUDIT_RETENTION (a
+// Go duration, or whole days: 90d), default 90 days.
+func auditRetention(getenv func(string) string) (time.Duration, error) {
+	v := getenv("AUDIT_RETENTION")
+	if v == "" {
+		return redisstore.DefaultAuditRetention, nil
+	}
+	d, err := tools.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("AUDIT_RETENTION: %w", err)
+	}
+	return d, nil
+}
+
 // redisLogger is go-redis's logger on logrus.
 type redisLogger struct{ log logrus.FieldLogger }
 
@@ -224,7 +238,13 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	if replicas > 0 {
 		log.WithField("replicas", replicas).Info("saves and claims wait for Redis replicas to acknowledge them")
 	}
-	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas})
+	retention, err := auditRetention(getenv)
+	if err != nil {
+		closeRedis()
+		_ = box.Close()
+		return nil, err
+	}
+	store := redisstore.New(rdb, redisstore.Options{Replicas: replicas, AuditRetention: retention})
 	ver, rev, gov := buildVersion()
 	var toolNames []string
 	for _, t := range box.FixedTools() { // MCP servers' tools come and go

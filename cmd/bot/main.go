@@ -5,7 +5,7 @@
 //	bot chat [--thread ID] talk to the agent in the terminal
 //	bot threads list       recent threads in Redis, their status and waiting calls
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
-//	bot audit              the audit trail of decisions
+//	bot audit …            the audit trail: list, verify its hash chain, export
 //	bot tools              the tools offered to the model, their sources and rules
 //	bot version            the build's version
 //
@@ -58,7 +58,7 @@ var commands = []struct {
 	{"chat", command{"talk to the agent in the terminal; --thread ID resumes a thread", runChat}},
 	{"threads", command{"list recent threads in Redis: status, waiting calls (needs REDIS_URL)", runThreads}},
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (needs REDIS_URL)", runCheckpoints}},
-	{"audit", command{"the audit trail of decisions, refusals and executions (needs REDIS_URL)", runAudit}},
+	{"audit", command{"the audit trail: list it, verify its hash chain, export it (needs REDIS_URL)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
@@ -108,7 +108,7 @@ func usage() string {
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
-LOG_LEVEL, LOG_FORMAT (see README.md).
+AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md).
 `
 }
 

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/audit"
+)
+
+// auditFlow runs an approval through the bot — a refused click, the
+// approval, the call and its answer — and waits until the call's outcome
+// is in the trail. It returns a client of the bot's Redis and the trail.
+func auditFlow(t *testing.T, h *harness) (*redis.Client, []redis.XMessage) {
+	t.Helper()
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "approve", requester) // may not approve their own request
+	h.ephemeral(requester, "You can't decide this call")
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	var entries []redis.XMessage
+	h.eventually(func() bool {
+		entries, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+		return len(entries) > 0 && entries[len(entries)-1].Values["event"] == "outcome"
+	}, "the call's outcome in the audit trail")
+	var events []string
+	for _, e := range entries {
+		events = append(events, e.Values["event"].(string))
+	}
+	if got := strings.Join(events, " "); got != "refusal decision execution outcome" {
+		t.Fatalf("audit trail events = %s; want the refusal, the approval, the execution and its outcome", got)
+	}
+	return rdb, entries
+}
+
+// verifyFails runs bot audit verify and returns its output, failing the
+// test unless it exits 1.
+func verifyFails(t *testing.T, h *harness, args ...string) string {
+	t.Helper()
+	out, err := h.run("", append([]string{"audit", "verify"}, args...)...)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("bot audit verify %v = %v\n%s\nwant exit status 1", args, err, out)
+	}
+	return out
+}
+
+// rewrite replaces the audit stream with entries, keeping their IDs, as
+// someone with write access to Redis would edit it.
+func rewrite(t *testing.T, rdb *redis.Client, entries []redis.XMessage) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.Del(ctx, "cs:audit").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "cs:audit", ID: e.ID, Values: e.Values}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func copyValues(m redis.XMessage) redis.XMessage {
+	v := make(map[string]any, len(m.Values))
+	for k, x := range m.Values {
+		v[k] = x
+	}
+	return redis.XMessage{ID: m.ID, Values: v}
+}
+
+// The trail of a real approval verifies; an entry edited in Redis, one
+// deleted from the middle, two swapped and the newest deleted are each
+// found by bot audit verify, which names the entry and exits 1.
+func TestAuditVerify(t *testing.T) {
+	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
+	rdb, entries := auditFlow(t, h)
+	head, _ := rdb.HGetAll(context.Background(), "{cs:audit}:head").Result()
+
+	out := h.cli(t, "", "audit", "verify")
+	if !strings.Contains(out, "OK: 4 entries verified (seq 1 to 4)") || !strings.Contains(out, head["hash"]) {
+		t.Fatalf("bot audit verify:\n%s\nwant OK for 4 entries and the head's hash %s", out, head["hash"])
+	}
+
+	tests := []struct {
+		name   string
+		tamper func([]redis.XMessage) []redis.XMessage
+		want   []string
+	}{
+		{"approver changed", func(es []redis.XMessage) []redis.XMessage {
+			es[1].Values["by"] = "U0MALLORY"
+			return es
+		}, []string{"BROKEN: entry " + entries[1].ID + " (seq 2): changed", "1 entry verified before the break"}},
+		{"refusal deleted", func(es []redis.XMessage) []redis.XMessage {
+			return append(es[:0:0], es[1:]...)
+		}, []string{"entry " + entries[1].ID + " (seq 2): missing: entry 1 is missing before the oldest kept entry"}},
+		{"execution deleted", func(es []redis.XMessage) []redis.XMessage {
+			return append(es[:2:2], es[3])
+		}, []string{"entry " + entries[3].ID + " (seq 4): missing: entry 3 is missing before it"}},
+		{"outcome and execution swapped", func(es []redis.XMessage) []redis.XMessage {
+			es[2].Values, es[3].Values = es[3].Values, es[2].Values
+			return es
+		}, []string{"entry " + entries[2].ID + " (seq 4): reordered"}},
+		{"outcome deleted", func(es []redis.XMessage) []redis.XMessage {
+			return es[:3]
+		}, []string{"entry " + entries[2].ID + " (seq 3): missing: entry 4 is missing after it"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tampered := make([]redis.XMessage, len(entries))
+			for i, e := range entries {
+				tampered[i] = copyValues(e)
+			}
+			rewrite(t, rdb, tt.tamper(tampered))
+			out := verifyFails(t, h)
+			for _, want := range tt.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("bot audit verify after %s:\n%s\nwant %q", tt.name, out, want)
+				}
+			}
+			rewrite(t, rdb, entries)
+			if out, err := h.run("", "audit", "verify"); err != nil {
+				t.Fatalf("bot audit verify of the restored trail: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// bot audit export writes every entry, oldest first, in JSON lines or
+// CSV that read back to the entries in Redis and verify again offline;
+// --since and --after narrow it; a tampered export fails to verify.
+func TestAuditExport(t *testing.T) {
+	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
+	_, stored := auditFlow(t, h)
+	dir := t.TempDir()
+	for _, f := range []audit.Format{audit.JSONL, audit.CSV} {
+		t.Run(string(f), func(t *testing.T) {
+			out := h.cli(t, "", "audit", "export", "--format", string(f), "--since", "1h")
+			r := audit.NewReader(strings.NewReader(out), f)
+			var got []audit.Entry
+			for {
+				e, err := r.Read()
+				if err != nil {
+					if err.Error() != "EOF" {
+						t.Fatalf("reading the export: %v\n%s", err, out)
+					}
+					break
+				}
+				got = append(got, e)
+			}
+			if len(got) != len(stored) {
+				t.Fatalf("export has %d entries, Redis %d:\n%s", len(got), len(stored), out)
+			}
+			for i, e := range got {
+				if e.ID != stored[i].ID || e.Fields["hash"] != stored[i].Values["hash"] || e.Fields["event"] != stored[i].Values["event"] {
+					t.Errorf("export entry %d = %v, want %v", i, e, stored[i])
+				}
+			}
+			if f == audit.JSONL && !strings.HasPrefix(out, `{"id":"`+stored[0].ID+`","time":"`) {
+				t.Errorf("a JSON line starts %.40q; want id and time first", out)
+			}
+
+			path := filepath.Join(dir, "trail."+string(f))
+			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if v := h.cli(t, "", "audit", "verify", "--file", path); !strings.Contains(v, "OK: 4 entries verified") {
+				t.Errorf("bot audit verify --file %s:\n%s", path, v)
+			}
+			tampered := strings.Replace(out, approver, "U0MALLORY", 1)
+			if err := os.WriteFile(path, []byte(tampered), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if v := verifyFails(t, h, "--file", path); !strings.Contains(v, "changed") {
+				t.Errorf("bot audit verify --file of a tampered export:\n%s\nwant a changed entry", v)
+			}
+		})
+	}
+	if out := h.cli(t, "", "audit", "export", "--after", stored[2].ID); strings.Count(out, "\n") != 1 || !strings.Contains(out, stored[3].ID) {
+		t.Errorf("export --after the third entry:\n%s\nwant the fourth only", out)
+	}
+	if out := h.cli(t, "", "audit", "export", "--since", "2999-01-01T00:00:00Z", "--format", "csv"); strings.Count(out, "\n") != 1 {
+		t.Errorf("export --since the future:\n%s\nwant the CSV header only", out)
+	}
+	if out, err := h.run("", "audit", "export", "--format", "xml"); err == nil || !strings.Contains(out, "jsonl or csv") {
+		t.Errorf("export --format xml = %v\n%s; want a clear error", err, out)
+	}
+	// The listing still works, and shows the arguments' hash.
+	if out := h.cli(t, "", "audit"); !strings.Contains(out, `event="outcome"`) || !strings.Contains(out, "args_hash=") {
+		t.Errorf("bot audit:\n%s\nwant the entries with their arguments' hash", out)
+	}
+}
