@@ -50,7 +50,9 @@ FUZZ_TARGETS = \
 	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \
 	./tools:FuzzMaskSecrets \
-	./tools/mcp:FuzzToolName
+	./tools/mcp:FuzzToolName \
+	./audit:FuzzCanonical \
+	./audit:FuzzExport
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
