@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/llm/llmtest"
 )
 
 // auditFlow runs an approval through the bot — a refused click, the
@@ -40,6 +42,8 @@ func auditFlow(t *testing.T, h *harness) (*redis.Client, []redis.XMessage) {
 	}
 	return rdb, entries
 }
+
+func idTime(id string) time.Time { return audit.Entry{ID: id}.Time() }
 
 // verifyFails runs bot audit verify and returns its output, failing the
 // test unless it exits 1.
@@ -195,5 +199,43 @@ func TestAuditExport(t *testing.T) {
 	// The listing still works, and shows the arguments' hash.
 	if out := h.cli(t, "", "audit"); !strings.Contains(out, `event="outcome"`) || !strings.Contains(out, "args_hash=") {
 		t.Errorf("bot audit:\n%s\nwant the entries with their arguments' hash", out)
+	}
+}
+
+// With AUDIT_RETENTION set, entries older than it go as new ones are
+// written, and the trail still verifies, anchored at the oldest kept
+// entry; a malformed AUDIT_RETENTION stops the bot at start-up.
+func TestAuditRetention(t *testing.T) {
+	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
+	rdb, first := auditFlow(t, h)
+	h.restartWith("AUDIT_RETENTION=1s")
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c2", "POST", h.target.URL+"/deploy", "v3")),
+		llmtest.Reply("Deployed again."),
+	)
+	h.command("deploy again", nil, nil)
+	root := h.root(2)
+	card := h.cards(root, 1)[0]
+	// Refused clicks write entries until the first flow's have gone.
+	trimmed := func() bool {
+		oldest, err := rdb.XRangeN(context.Background(), "cs:audit", "-", "+", 1).Result()
+		return err == nil && len(oldest) == 1 && idTime(oldest[0].ID).After(idTime(first[len(first)-1].ID))
+	}
+	h.eventually(func() bool {
+		if trimmed() {
+			return true
+		}
+		h.click(card, "approve", requester)
+		return false
+	}, "the first flow's entries trimmed by retention")
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed again.")
+	out := h.cli(t, "", "audit", "verify")
+	if !strings.Contains(out, "OK: ") || !strings.Contains(out, "trimmed by retention") {
+		t.Errorf("bot audit verify after retention:\n%s\nwant OK, anchored after the trimmed entries", out)
+	}
+
+	if out, code := runBot(t, []string{"AUDIT_RETENTION=forever", "REDIS_URL=redis://" + h.redis.Addr() + "/0"}, "", "chat"); code == 0 || !strings.Contains(out, "AUDIT_RETENTION") {
+		t.Errorf("bot chat with AUDIT_RETENTION=forever exited %d:\n%s\nwant a clear error", code, out)
 	}
 }
