@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,9 +151,10 @@ func (s *Service) auditCutOff(ctx context.Context, before, after *graph.Result[a
 }
 
 // auditSettled records the outcome of unknown calls that people settled
-// with decisions (Mark done, Skip), once the decisions are applied.
+// with decisions (Mark done, Skip), as the decisions are applied.
 func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]interrupt.Decision) {
-	for key, d := range decisions {
+	for _, key := range slices.Sorted(maps.Keys(decisions)) {
+		d := decisions[key]
 		c, ok := before.State.Call(key)
 		if !ok || c.Status != agent.Unknown {
 			continue

@@ -109,7 +109,8 @@ type Options struct {
 	Logger logrus.FieldLogger
 	// Schedule, if set, keeps wake-ups for expiry and crash recovery.
 	Schedule Schedule
-	// Auditor, if set, records every decision.
+	// Auditor, if set, keeps the audit trail: decisions, refusals,
+	// executions and outcomes (audit.go).
 	Auditor Auditor
 	// Observer, if set, is told what happens, for metrics.
 	Observer Observer
