@@ -166,7 +166,7 @@ func afterModel(s *State) []string {
 
 // modelNode asks the model for the next turn and turns its tool calls into
 // Calls, each with the status policy gives it.
-func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) error {
+func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error {
 	if s.PassTurns >= a.opts.MaxTurns {
 		s.Messages = append(s.Messages, llm.Message{
 			Role:    llm.RoleAssistant,
@@ -179,11 +179,10 @@ func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
-	// What the model is asked is saved first (a no-op when it is as
-	// last saved), so a crash during the call loses no input.
-	if err := save(ctx); err != nil {
-		return err
-	}
+	// Nothing is saved before the call: a model call changes nothing
+	// outside, every tool's outcome was saved when it ran, and a new
+	// turn's text is kept by whoever handed it in until the run saves
+	// (the runner's intake), so a crash here only means asking again.
 	start := a.now()
 	reply, err := a.generate(ctx, s, msgs)
 	if a.opts.OnModel != nil {
