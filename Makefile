@@ -45,6 +45,7 @@ FUZZ_TARGETS = \
 	./handlers:FuzzElicitForm \
 	./handlers:FuzzCards \
 	./handlers:FuzzAnswerText \
+	./handlers:FuzzReachText \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

@@ -761,6 +761,7 @@ var scopeFor = map[string]string{
 	"GetUserInfoContext":         "users:read",
 	"GetUsersInfoContext":        "users:read",
 	"GetPermalinkContext":        "",
+	"OpenConversationContext":    "im:write", // a direct message to an approver (notify_dm)
 	"AddReactionContext":         "reactions:write",
 	// Streamed answers; assistant.threads.setStatus takes chat:write
 	// (or the older assistant:write).
@@ -782,7 +783,7 @@ var eventScope = map[string]string{
 // The bot's scopes: exactly these, each justified in the manifest.
 var botScopes = []string{
 	"app_mentions:read", "channels:history", "chat:write", "commands",
-	"groups:history", "im:history", "mpim:history", "usergroups:read",
+	"groups:history", "im:history", "im:write", "mpim:history", "usergroups:read",
 }
 
 // slackCalls returns the *slack.Client methods (the ...Context forms)

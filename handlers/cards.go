@@ -147,10 +147,13 @@ func CardText(c agent.Call) string {
 		tool = "a tool call"
 	}
 	var text string
-	switch c.Status {
-	case agent.Pending:
+	switch {
+	case c.Status == agent.Pending && c.Decision != nil:
+		// Decided, and not yet applied: the card shows the decision.
+		text = tool + ": " + c.Decision.Kind.Past()
+	case c.Status == agent.Pending:
 		text = "Approval needed: " + tool
-	case agent.Unknown:
+	case c.Status == agent.Unknown:
 		text = "Outcome unknown: " + tool
 	default:
 		text = tool + ": " + callStatusWord(c)

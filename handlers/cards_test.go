@@ -439,6 +439,9 @@ func TestCardText(t *testing.T) {
 		{callMarkedDone, "http_request: marked done"},
 		{callFailed, "http_request: failed"},
 		{callWith(func(c *agent.Call) { c.Tool = "<!channel>" }), "Approval needed: &lt;!channel&gt;"},
+		// Decided while pending, as the card shows it before the run
+		// goes on (an expiry is never followed by a run).
+		{callWith(func(c *agent.Call) { c.Decision = &interrupt.Decision{Kind: interrupt.Expire} }), "http_request: expired"},
 	}
 	for _, tt := range tests {
 		if got := handlers.CardText(tt.call); got != tt.want {

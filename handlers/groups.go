@@ -42,18 +42,28 @@ func NewGroups(api *slack.Client, ttl time.Duration, now func() time.Time) *Grou
 
 // InGroup implements runner.Groups.
 func (g *Groups) InGroup(ctx context.Context, group, user string) (bool, error) {
+	users, err := g.Members(ctx, group)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(users, user), nil
+}
+
+// Members returns the users of a user group. The slice is shared: do not
+// change it.
+func (g *Groups) Members(ctx context.Context, group string) ([]string, error) {
 	g.mu.Lock()
 	c, ok := g.groups[group]
 	g.mu.Unlock()
 	if !ok || g.now().Sub(c.fetched) > g.ttl {
 		users, err := g.api.GetUserGroupMembersContext(ctx, group)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		c = cachedGroup{users: users, fetched: g.now()}
 		g.mu.Lock()
 		g.groups[group] = c
 		g.mu.Unlock()
 	}
-	return slices.Contains(c.users, user), nil
+	return c.users, nil
 }

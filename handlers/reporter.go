@@ -38,6 +38,9 @@ type Reporter struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	tools ToolLookup // optional; see WithTools
+	// groups, if set, finds the members of user groups that get cards by
+	// direct message; see WithGroups.
+	groups *Groups
 	// streams are the answers being streamed (see stream.go).
 	streams streams
 }
@@ -83,13 +86,19 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
+		blocks := withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		if err != nil {
 			return err
 		}
-		_, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
-		return err
+		if _, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts)); err != nil {
+			return err
+		}
+		if e.Copies != nil {
+			r.postCopies(ctx, e, channel, root, c, requester, blocks)
+		}
+		return nil
 	case runner.CallDecided:
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts, requester)
 	case runner.CallStarted:
@@ -115,6 +124,13 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
+	case runner.Reminder, runner.Escalated:
+		text := ReminderText(e.Call.Tool, e.People, e.Waited)
+		if e.Kind == runner.Escalated {
+			text = EscalationText(e.Call.Tool, e.People, e.Waited)
+		}
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(text, false))
+		return err
 	}
 	return nil
 }
@@ -130,11 +146,14 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	if !ok {
 		return nil
 	}
-	return r.retry(ctx, func() error {
+	blocks := SettledCard(c, requester, r.now())
+	err = r.retry(ctx, func() error {
 		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(SettledCard(c, requester, r.now())...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
+	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
+	return err
 }
 
 // post posts a message and returns its ts.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -212,8 +213,11 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 
 // refusal says why d.By may not make decision d on c, or "" if they may.
 func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) string {
-	if d.Channel != st.Channel || (st.Team != "" && d.Team != st.Team) {
+	if st.Team != "" && d.Team != st.Team {
 		return "this card belongs to another channel"
+	}
+	if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
+		return why
 	}
 	if d.By == "" {
 		return "the person deciding is unknown"
@@ -226,16 +230,26 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
 		return "" // withdrawing one's own request is always allowed
 	}
-	return s.mayDecide(ctx, st, c, d.By)
+	return s.mayDecide(ctx, d.Thread, st, c, d.By)
 }
 
-// mayDecide says why by may not decide c under its tool's rule, or "".
-func (s *Service) mayDecide(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+// mayDecide says why by may not decide c, a call of thread, under its
+// tool's rule (and its escalation, once escalated), or "".
+func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, by string) string {
 	rule, ok := s.agent.Rule(c.Tool)
 	if !ok {
 		return "the tool " + c.Tool + " is no longer offered"
 	}
 	ok, why, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+	if err == nil && !ok && len(rule.EscalateTo) > 0 && len(rule.Approvers) > 0 {
+		// Once the call was escalated, the people it was escalated to
+		// are among its approvers.
+		var escalated bool
+		if escalated, err = s.claimSet(ctx, thread, escalationKey(*c)); err == nil && escalated {
+			rule.Approvers = append(slices.Clone(rule.Approvers), rule.EscalateTo...)
+			ok, why, err = rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+		}
+	}
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking who may decide")
 		return "I couldn't check whether you may decide this call; please try again"
@@ -328,7 +342,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 			continue
 		}
 		if m.By != c.AskedBy(st) {
-			if w := s.mayDecide(ctx, st, &c, m.By); w != "" {
+			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != "" {
 				why = w
 				continue
 			}
@@ -388,7 +402,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 	if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
 		return &RefusedError{Why: "this card belongs to another channel"}
 	}
-	if why := s.mayRetry(ctx, st, m.By); why != "" {
+	if why := s.mayRetry(ctx, m.Thread, st, m.By); why != "" {
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": why})
 		return &RefusedError{Why: why}
 	}
@@ -409,7 +423,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 }
 
 // mayRetry says why by may not retry the failed run of st, or "".
-func (s *Service) mayRetry(ctx context.Context, st *agent.State, by string) string {
+func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, by string) string {
 	requester := st.TurnBy
 	if requester == "" {
 		requester = st.Requester
@@ -429,7 +443,7 @@ func (s *Service) mayRetry(ctx context.Context, st *agent.State, by string) stri
 			continue
 		}
 		gated++
-		if s.mayDecide(ctx, st, &calls[i], by) == "" {
+		if s.mayDecide(ctx, thread, st, &calls[i], by) == "" {
 			return ""
 		}
 	}

@@ -124,7 +124,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 		// each call's card is shown once per decision round.
 		for _, c := range st.Waiting() {
 			c := c
-			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
+			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Copies: s.copies(c)})
 		}
 	case graph.Failed:
 		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})

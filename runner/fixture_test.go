@@ -96,6 +96,10 @@ type world struct {
 	policy string
 	// loads, if set, counts checkpoint loads.
 	loads *atomic.Int64
+	// schedule, if set, keeps the wake-up schedule in the store;
+	// groups, if set, answers for user groups.
+	schedule bool
+	groups   runner.Groups
 }
 
 // countingStore counts loads.
@@ -174,7 +178,11 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store})
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store, Groups: w.groups}
+	if w.schedule {
+		opts.Schedule = store
+	}
+	svc = runner.New(a, store, rep, opts)
 	return svc, store
 }
 

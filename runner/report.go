@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 )
@@ -37,6 +38,13 @@ const (
 	// StreamEnded: the streamed reply at Message is complete and asks for
 	// tool calls, so no Answer follows; Text is all of its text.
 	StreamEnded
+	// Reminder: Call has waited Waited for a decision; People are the
+	// approvers to remind (user and user-group IDs; none: anyone may
+	// decide).
+	Reminder
+	// Escalated: Call has waited Waited, and People (user and user-group
+	// IDs) may now decide it too.
+	Escalated
 )
 
 func (k EventKind) String() string {
@@ -61,6 +69,10 @@ func (k EventKind) String() string {
 		return "answer_delta"
 	case StreamEnded:
 		return "stream_ended"
+	case Reminder:
+		return "reminder"
+	case Escalated:
+		return "escalated"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -77,6 +89,14 @@ type Event struct {
 	// Message is, for Answer and the streaming events, the answer's
 	// position in the conversation (State.Messages).
 	Message int
+
+	// Copies, on ApprovalNeeded, says where else the card goes (nil:
+	// only the thread); see Copies.
+	Copies *Copies
+	// People and Waited are a Reminder's or an Escalated's: whom to
+	// tell, and how long the call has waited.
+	People []string
+	Waited time.Duration
 }
 
 // Reporter shows events to people. Report is called from the goroutine

@@ -151,10 +151,15 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 			err = parseBool(val, &s.Rule.SelfApproval)
 		case "expires_after":
 			s.Rule.ExpiresAfter, err = parseExpiresAfter(val)
+		default:
+			err = parseReach(key.Value, val, &s.Rule.Reach)
 		}
 		if err != nil {
 			return s, lineErrorf(val, "MCP server %q: %s: %v", name, key.Value, err)
 		}
+	}
+	if err := checkReach(s.Rule, seen, n, fmt.Sprintf("MCP server %q", name)); err != nil {
+		return s, err
 	}
 	switch {
 	case seen["command"] == seen["url"]:

@@ -88,7 +88,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
-			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
+			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts, notify, notify_dm, remind_after, remind_times, escalate_after, escalate_to)`},
 		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, mcp_servers, max_calls_per_turn)`},
 		{"empty approvers", "tools:\n  a:\n    approvers: []\n", `line 3: tool "a": approvers: the list is empty; write approvers: anyone`},
 		{"approvers with nothing after it", "tools:\n  a:\n    approvers:\n", `line 3: tool "a": approvers: the list is empty`},
@@ -177,6 +177,9 @@ func FuzzParsePolicy(f *testing.F) {
 		"tools:\n  a:\n    approvers: []\n",
 		"tools:\n  a: &x {approval: never}\n  b: *x\n",
 		"tools: [\n",
+		reachPolicy,
+		"tools:\n  a:\n    escalate_after: 1h\n",
+		"tools:\n  a:\n    remind_after: 2s\n    remind_times: 2\n    expires_after: 9s\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -201,6 +204,7 @@ func FuzzParsePolicy(f *testing.F) {
 			if r.Approvers != nil && len(r.Approvers) == 0 || r.AllowHosts != nil && len(r.AllowHosts) == 0 {
 				t.Errorf("ParsePolicy(%q): tool %q has an empty list, which would mean anyone", data, name)
 			}
+			checkReachInvariants(t, data, name, r)
 		}
 	})
 }

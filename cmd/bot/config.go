@@ -270,8 +270,9 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
 	var rep *handlers.Reporter
-	svc, err := newService(ctx, getenv, log, model, handlers.NewGroups(api, 0, nil), func(store *redisstore.Store) runner.Reporter {
-		rep = handlers.NewReporter(api, store, nil, log)
+	groups := handlers.NewGroups(api, 0, nil)
+	svc, err := newService(ctx, getenv, log, model, groups, func(store *redisstore.Store) runner.Reporter {
+		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		return rep
 	})
 	if err != nil {

@@ -4,7 +4,8 @@
 // A Server answers the methods the bot uses — auth.test,
 // chat.postMessage, chat.update, chat.postEphemeral, views.open,
 // views.update, views.push, usergroups.users.list, conversations.info,
-// the streaming methods chat.startStream, chat.appendStream and
+// conversations.open (a direct message: see DMChannel),
+// chat.getPermalink, the streaming methods chat.startStream, chat.appendStream and
 // chat.stopStream, and assistant.threads.setStatus — the way Slack does,
 // takes form-encoded and JSON bodies alike, and records every call for
 // the test to inspect. Point slack-go at it with
@@ -233,6 +234,15 @@ func (s *Server) SetGroupMembers(groupID string, users ...string) {
 	s.groups[groupID] = slices.Clone(users)
 }
 
+// DMChannel is the ID of the bot's direct-message channel with user, as
+// conversations.open answers it.
+func DMChannel(user string) string { return "D" + user }
+
+// Permalink is the link to a message that chat.getPermalink answers.
+func Permalink(channel, ts string) string {
+	return "https://countersign-test.slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")
+}
+
 // RateLimitNext answers the next n calls to method with HTTP 429 and a
 // Retry-After of retryAfter, rounded up to whole seconds as Slack sends
 // it.
@@ -416,6 +426,18 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 			return errReply("no_such_subteam")
 		}
 		return okReply(map[string]any{"users": slices.Clone(users)})
+	case "conversations.open":
+		users := strings.Split(params["users"], ",")
+		if len(users) != 1 || len(users[0]) < 2 || !strings.ContainsAny(users[0][:1], "UW") {
+			return errReply("user_not_found")
+		}
+		return okReply(map[string]any{"channel": map[string]any{"id": DMChannel(users[0]), "is_im": true, "user": users[0]}})
+	case "chat.getPermalink":
+		ts := params["message_ts"]
+		if _, ok := s.messages[call.Channel+"/"+ts]; !ok {
+			return errReply("message_not_found")
+		}
+		return okReply(map[string]any{"channel": call.Channel, "permalink": Permalink(call.Channel, ts)})
 	case "conversations.info":
 		if call.Channel == "" {
 			return errReply("channel_not_found")
