@@ -96,6 +96,10 @@ type world struct {
 	policy string
 	// loads, if set, counts checkpoint loads.
 	loads *atomic.Int64
+	// inbox: the store keeps the inbox index; members answers for
+	// channel membership.
+	inbox   bool
+	members runner.Members
 }
 
 // countingStore counts loads.
@@ -174,7 +178,11 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store})
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store, Members: w.members}
+	if w.inbox {
+		opts.Inbox = store
+	}
+	svc = runner.New(a, store, rep, opts)
 	return svc, store
 }
 

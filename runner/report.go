@@ -37,6 +37,11 @@ const (
 	// StreamEnded: the streamed reply at Message is complete and asks for
 	// tool calls, so no Answer follows; Text is all of its text.
 	StreamEnded
+	// InboxChanged: calls began or stopped waiting in the thread, or
+	// decisions were applied there (Inbox says which), and the inbox
+	// index says so now. It comes after the work on the thread ended,
+	// so a front end may show people their inboxes again.
+	InboxChanged
 )
 
 func (k EventKind) String() string {
@@ -61,6 +66,8 @@ func (k EventKind) String() string {
 		return "answer_delta"
 	case StreamEnded:
 		return "stream_ended"
+	case InboxChanged:
+		return "inbox_changed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -77,6 +84,8 @@ type Event struct {
 	// Message is, for Answer and the streaming events, the answer's
 	// position in the conversation (State.Messages).
 	Message int
+	// Inbox is, for InboxChanged, what changed.
+	Inbox *InboxChange
 }
 
 // Reporter shows events to people. Report is called from the goroutine
