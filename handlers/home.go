@@ -121,7 +121,7 @@ func (h *Home) Publish(ctx context.Context, user, notice string) {
 	calls = calls[:min(len(calls), homeMaxCalls)]
 	refs := make([]string, len(calls))
 	for i, w := range calls {
-		if refs[i], err = cardRef(ctx, h.store, w.Thread, w.Call); err != nil {
+		if refs[i], err = cardRef(ctx, h.store, w.Thread, w.AgentCall); err != nil {
 			log.WithField("thread", w.Thread).WithError(err).Warn("finding a card's reference")
 			return
 		}
@@ -173,7 +173,7 @@ func HomeView(hc HomeContent, now time.Time) slack.HomeTabViewRequest {
 		blocks = append(blocks, contextBlock(fmt.Sprintf("%d calls wait for you, newest first.", n)))
 	}
 	for i, w := range hc.Calls {
-		summary, clipped := homeSummary(w.Call)
+		summary, clipped := homeSummary(w.AgentCall)
 		blocks = append(blocks,
 			slack.NewDividerBlock(),
 			sectionBlock("*Approval needed:* "+codeSpan(w.Tool)+"\n"+summary),
@@ -212,7 +212,7 @@ func homeCallLine(w runner.Waiting, teamURL string, now time.Time) string {
 	if !w.Expires.IsZero() {
 		parts = append(parts, "expires "+untilText(w.Expires.Sub(now)))
 	}
-	parts = append(parts, "🔏 "+codeSpan("sha256:"+tools.ShortHash(w.Call.RunHash())))
+	parts = append(parts, "🔏 "+codeSpan("sha256:"+tools.ShortHash(w.AgentCall.RunHash())))
 	if link := threadLink(w.Thread, teamURL); link != "" {
 		parts = append(parts, "<"+link+"|Open the thread>")
 	}

@@ -36,7 +36,7 @@ func waiting(c agent.Call, ts string) runner.Waiting {
 		InboxEntry: runner.InboxEntry{Thread: handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts), Call: c.Key, Tool: c.Tool,
 			Requester: cardAsker, Team: slacktest.TeamID, Channel: slacktest.ChannelID, Since: cardNow.Add(-5 * time.Minute),
 			Expires: cardNow.Add(time.Hour), Approvers: []string{cardApprover}},
-		Call: c,
+		AgentCall: c,
 	}
 }
 

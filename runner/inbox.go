@@ -127,11 +127,11 @@ type InboxChange struct {
 }
 
 // Waiting is a call that waits for a decision, for an inbox to show: its
-// index entry and the call as its thread holds it (arguments, hash, the
+// index entry, and the call as its thread holds it (arguments, hash, the
 // model's reason).
 type Waiting struct {
 	InboxEntry
-	Call agent.Call
+	AgentCall agent.Call
 }
 
 // WaitingCalls returns the calls that wait for a person's decision,
@@ -193,7 +193,7 @@ func (s *Service) WaitingCalls(ctx context.Context, user string, n int) ([]Waiti
 		if decided {
 			continue
 		}
-		out = append(out, Waiting{InboxEntry: e, Call: *c})
+		out = append(out, Waiting{InboxEntry: e, AgentCall: *c})
 	}
 	return out, nil
 }

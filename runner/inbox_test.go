@@ -84,7 +84,7 @@ func TestInboxListsCallsForWhomTheyWait(t *testing.T) {
 	}
 	deploy := all[1]
 	if deploy.Requester != "U0ALICE" || deploy.Channel != "C1" || deploy.Team != "T1" || deploy.Since.IsZero() ||
-		!slices.Equal(deploy.Approvers, []string{"U0BOB"}) || deploy.SelfApproval || deploy.Call.RunHash() == "" {
+		!slices.Equal(deploy.Approvers, []string{"U0BOB"}) || deploy.SelfApproval || deploy.AgentCall.RunHash() == "" {
 		t.Errorf("deploy's entry = %+v, want its requester, channel, time, approvers and call", deploy)
 	}
 	tests := []struct {
