@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -65,6 +67,10 @@ type Home struct {
 	teamURL string
 	now     func() time.Time
 	log     logrus.FieldLogger
+
+	// A person's views are published one at a time, each read when its
+	// turn comes, so that the last one published is the newest.
+	publishing [64]sync.Mutex
 }
 
 // Opened records that user opened the tab, and publishes their view.
@@ -111,8 +117,14 @@ func (h *Home) Changed(ctx context.Context, ch *runner.InboxChange) {
 // Publish publishes user's view, with notice (if any) at its top: what
 // happened to their last click.
 func (h *Home) Publish(ctx context.Context, user, notice string) {
+	lock := &h.publishing[fnv32(user)%uint32(len(h.publishing))]
+	lock.Lock()
+	defer lock.Unlock()
 	log := h.log.WithField("user", user)
-	calls, err := h.svc.WaitingCalls(ctx, user, homeMaxCalls+1)
+	// Only Slack threads: a conversation in the terminal (bot chat) has
+	// no card to click.
+	slackThread := func(e runner.InboxEntry) bool { _, _, _, err := ParseThread(e.Thread); return err == nil }
+	calls, err := h.svc.WaitingCalls(ctx, runner.InboxQuery{User: user, Where: slackThread, Limit: homeMaxCalls + 1})
 	if err != nil {
 		log.WithError(err).Warn("listing the calls waiting for someone")
 		notice = strings.TrimSpace(notice + "\n" + textTryAgain)
@@ -374,6 +386,13 @@ func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (
 		return "", fmt.Errorf("record card reference: %w", err)
 	}
 	return string(winner), nil
+}
+
+// fnv32 is the FNV-1a hash of s.
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
 }
 
 func cardRefKey(call string, attempt int) string { return fmt.Sprintf("cardref:%s#%d", call, attempt) }

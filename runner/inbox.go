@@ -134,13 +134,24 @@ type Waiting struct {
 	AgentCall agent.Call
 }
 
+// InboxQuery says which waiting calls WaitingCalls returns.
+type InboxQuery struct {
+	// User, if set, keeps the calls that wait for them (see WaitsFor).
+	User string
+	// Where, if set, keeps the entries it accepts (a front end's own
+	// threads, say).
+	Where func(InboxEntry) bool
+	// Limit, if above 0, is how many calls at most.
+	Limit int
+}
+
 // WaitingCalls returns the calls that wait for a person's decision,
-// across threads, newest first, at most n (0: all): every one when user is
-// "", else those user may decide (see WaitsFor). Each is checked against
+// across threads, newest first, those q asks for. Each is checked against
 // its thread — still pending in the same round, no decision claimed on
 // it — so a decision made a moment ago hides it at once. Entries of
 // threads that no longer exist are dropped from the index.
-func (s *Service) WaitingCalls(ctx context.Context, user string, n int) ([]Waiting, error) {
+func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, error) {
+	user, n := q.User, q.Limit
 	if s.opts.Inbox == nil {
 		return nil, nil
 	}
@@ -156,6 +167,9 @@ func (s *Service) WaitingCalls(ctx context.Context, user string, n int) ([]Waiti
 	for _, e := range entries {
 		if n > 0 && len(out) >= n {
 			break
+		}
+		if q.Where != nil && !q.Where(e) {
+			continue
 		}
 		if user != "" {
 			ok, err := s.WaitsFor(ctx, e, user)

@@ -78,7 +78,7 @@ func TestInboxListsCallsForWhomTheyWait(t *testing.T) {
 	startIn(t, svc, "C1", "U0ALICE")
 
 	// Newest first: the model asked for delete after deploy.
-	all, err := svc.WaitingCalls(ctx, "", 0)
+	all, err := svc.WaitingCalls(ctx, runner.InboxQuery{})
 	if err != nil || !slices.Equal(toolsOf(all), []string{"delete", "deploy"}) {
 		t.Fatalf("WaitingCalls(everyone) = %v, %v; want delete and deploy", toolsOf(all), err)
 	}
@@ -97,13 +97,17 @@ func TestInboxListsCallsForWhomTheyWait(t *testing.T) {
 		{"U0MALLORY", nil},                      // neither
 	}
 	for _, tt := range tests {
-		got, err := svc.WaitingCalls(ctx, tt.user, 0)
+		got, err := svc.WaitingCalls(ctx, runner.InboxQuery{User: tt.user})
 		if err != nil || !slices.Equal(toolsOf(got), tt.want) {
 			t.Errorf("WaitingCalls(%s) = %v, %v; want %v", tt.user, toolsOf(got), err, tt.want)
 		}
 	}
-	if got, _ := svc.WaitingCalls(ctx, "U0BOB", 1); len(got) != 1 {
+	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB", Limit: 1}); len(got) != 1 {
 		t.Errorf("WaitingCalls(U0BOB, 1) = %d calls, want 1", len(got))
+	}
+	onlyDeploy := func(e runner.InboxEntry) bool { return e.Tool == "deploy" }
+	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{Where: onlyDeploy}); !slices.Equal(toolsOf(got), []string{"deploy"}) {
+		t.Errorf("WaitingCalls(deploy only) = %v, want deploy", toolsOf(got))
 	}
 	events := rep.inboxEvents()
 	if len(events) != 1 || len(events[0].Added) != 2 || len(events[0].Removed) != 0 {
@@ -153,7 +157,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 	if err := svc.Decide(ctx, d); err != nil {
 		t.Fatalf("Decide(bob approves deploy from the inbox) = %v", err)
 	}
-	if got, _ := svc.WaitingCalls(ctx, "U0BOB", 0); !slices.Equal(toolsOf(got), []string{"delete"}) {
+	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB"}); !slices.Equal(toolsOf(got), []string{"delete"}) {
 		t.Errorf("bob's inbox right after his approval = %v, want only delete", toolsOf(got))
 	}
 	if err := svc.Decide(ctx, fromInbox(del, interrupt.Reject, "U0CAROL")); err != nil {
@@ -165,7 +169,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 	if n, m := tg.Count("POST /deploy"), tg.Count("POST /delete"); n != 1 || m != 0 {
 		t.Errorf("deploy ran %d times and delete %d, want 1 and 0", n, m)
 	}
-	if all, _ := svc.WaitingCalls(ctx, "", 0); len(all) != 0 {
+	if all, _ := svc.WaitingCalls(ctx, runner.InboxQuery{}); len(all) != 0 {
 		t.Errorf("the inbox after the decisions = %v, want empty", toolsOf(all))
 	}
 	recent, err := svc.RecentDecisions(ctx, "U0BOB", 10)
@@ -201,7 +205,7 @@ func TestInboxWithoutMembers(t *testing.T) {
 	svc, _ := w.service(t, nil, time.Second)
 	startIn(t, svc, "C1", "U0ALICE")
 	del := waitingCall(t, svc, "th", "delete")
-	if got, _ := svc.WaitingCalls(ctx, "U0BOB", 0); !slices.Equal(toolsOf(got), []string{"deploy"}) {
+	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB"}); !slices.Equal(toolsOf(got), []string{"deploy"}) {
 		t.Errorf("WaitingCalls(bob) = %v, want only deploy, which names him", toolsOf(got))
 	}
 	d := decision("th", del, interrupt.Approve, "U0BOB")
@@ -234,7 +238,7 @@ func TestInboxReconcilesWithThreads(t *testing.T) {
 	if err := store.UpdateInbox(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	got, err := svc.WaitingCalls(ctx, "U0BOB", 0)
+	got, err := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB"})
 	if err != nil || !slices.Equal(toolsOf(got), []string{"delete", "deploy"}) || got[1].Round != 0 {
 		t.Errorf("WaitingCalls(bob) = %+v, %v; want deploy (its real round) and delete, not the stale entries", got, err)
 	}
@@ -265,7 +269,7 @@ func TestExpiredCallsLeaveTheInbox(t *testing.T) {
 	if n, err := later.ExpireDue(ctx, "th"); err != nil || n != 1 {
 		t.Fatalf("ExpireDue() = %d, %v; want delete expired", n, err)
 	}
-	if got, _ := later.WaitingCalls(ctx, "", 0); !slices.Equal(toolsOf(got), []string{"deploy"}) {
+	if got, _ := later.WaitingCalls(ctx, runner.InboxQuery{}); !slices.Equal(toolsOf(got), []string{"deploy"}) {
 		t.Errorf("the inbox after delete expired = %v, want only deploy", toolsOf(got))
 	}
 	if entries, _ := store.InboxEntries(ctx); len(entriesOfThread(entries, "th")) != 1 {

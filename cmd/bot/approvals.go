@@ -98,7 +98,7 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 	}
 	defer svc.close()
 
-	all, err := svc.runner.WaitingCalls(ctx, "", 0)
+	all, err := svc.runner.WaitingCalls(ctx, runner.InboxQuery{})
 	if err != nil {
 		return err
 	}
