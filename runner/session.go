@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -239,7 +240,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 		// The store writes the index with the rest if it is the inbox.
 		// Otherwise it is written while the lease is still held, so that
 		// the next session's update comes after it.
-		if inbox != nil && any(s.opts.Inbox) == any(s.store) {
+		if inbox != nil && sameValue(s.opts.Inbox, s.store) {
 			closing.Inbox = inbox
 		} else if inbox != nil {
 			s.updateInbox(ctx, inbox)
@@ -359,6 +360,13 @@ func (s *Service) unshownAnswers(ctx context.Context, ss *session, st *agent.Sta
 		}
 	}
 	return out, nil
+}
+
+// sameValue reports whether a and b hold the same value (for pointers:
+// the same object), without comparing values that cannot be compared.
+func sameValue(a, b any) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // updateInbox writes what a session changed in the inbox index.
