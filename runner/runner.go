@@ -22,6 +22,10 @@
 // Runs of one thread never overlap: a run holds the thread's lease, which
 // it renews while it works. A process that cannot get the lease leaves the
 // work to the holder, which looks for new claims after it lets go.
+//
+// With an Inbox, the service also keeps, across threads, the calls that
+// wait for people and each person's recent decisions, for inboxes such as
+// Slack's Home tab (WaitingCalls, WaitsFor, RecentDecisions; inbox.go).
 package runner
 
 import (
