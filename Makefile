@@ -42,6 +42,7 @@ FUZZ_TARGETS = \
 	./handlers:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
+	./handlers:FuzzHomeDecisionPath \
 	./handlers:FuzzElicitForm \
 	./handlers:FuzzCards \
 	./handlers:FuzzAnswerText \

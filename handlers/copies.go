@@ -172,21 +172,20 @@ func linkable(link string) bool {
 // copyBlocks are a copy's blocks: a line that says where the call waits,
 // with a link to its thread, then the card's own.
 func copyBlocks(channel, link string, card []slack.Block) []slack.Block {
-	where := "Waiting in " + channelMention(channel)
+	where := "Waiting in " + copyWhere(channel)
 	if linkable(link) {
 		where += " · <" + link + "|Open the thread>"
 	}
 	return append([]slack.Block{contextBlock(where)}, card...)
 }
 
-// channelMention links a Slack channel ID; anything else is shown as
-// "a thread".
-func channelMention(id string) string {
-	notID := func(r rune) bool { return (r < 'A' || r > 'Z') && (r < '0' || r > '9') }
-	if id == "" || len(id) > budgetName || strings.IndexFunc(id, notID) >= 0 {
-		return "a thread"
+// copyWhere links the channel of a copy's thread; anything that is not
+// a channel ID is shown as "a thread".
+func copyWhere(id string) string {
+	if m := channelMention(id); strings.HasPrefix(m, "<#") {
+		return m
 	}
-	return "<#" + id + ">"
+	return "a thread"
 }
 
 // idMention links a Slack user or user-group ID; anything else is shown as

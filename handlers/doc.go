@@ -22,6 +22,10 @@
 // (Slack's streaming methods, or chat.update) and that the final answer
 // finishes; see stream.go.
 //
+// The Home tab (home.go) is each person's inbox: the calls waiting for
+// them across channels, with the cards' buttons. A click there is decided
+// like a click on the card, by runner.Decide, as made from an inbox.
+//
 // A tool's request for input during a call (elicit.go) is not a decision
 // on a call and does not go through the runner: the Elicitor posts it in
 // the thread, only the person who asked for the run may answer it, and

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -43,6 +44,15 @@ type Reporter struct {
 	groups *Groups
 	// streams are the answers being streamed (see stream.go).
 	streams streams
+	// home, if set, publishes Home tabs again when the inbox changes.
+	home atomic.Pointer[Home]
+}
+
+// WithHome makes the reporter keep the Home tabs of those who opened
+// them up to date (Server.Home; nil: the tab is off).
+func (r *Reporter) WithHome(h *Home) *Reporter {
+	r.home.Store(h)
+	return r
 }
 
 // NewReporter returns a Reporter posting through api.
@@ -82,7 +92,8 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.streamEnded(ctx, e)
 	case runner.ApprovalNeeded:
 		c := *e.Call
-		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+		// The Home tab shows the card's buttons with the same value.
+		value, err := newCardRef(ctx, r.store, e.Thread, c)
 		if err != nil {
 			return err
 		}
@@ -131,6 +142,10 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(text, false))
 		return err
+	case runner.InboxChanged:
+		if h := r.home.Load(); h != nil {
+			h.Changed(ctx, e.Inbox)
+		}
 	}
 	return nil
 }

@@ -31,6 +31,8 @@
 //	cs:waiting      hash    thread → how many of its calls wait for a person
 //	cs:audit        stream  one entry per decision or refused click, capped
 //	cs:mailbox:<b>  list    an answer on its way to the process waiting for it (mailbox.go); expires
+//	cs:{inbox}:…            the calls that wait for people, their recent decisions and who
+//	                        opened the Home tab (inbox.go)
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
 // are written as "%25", "%7B" and "%7D", so the hash tag is always exactly
@@ -55,7 +57,9 @@
 // back the claims asked for; ClaimDecision writes the wake-up, the claim,
 // the audit record and, if asked, takes the lease. On a single server each
 // is one script; on Redis Cluster the keys outside the thread's slot
-// (wake-ups, waiting, audit) are written by commands of their own.
+// (wake-ups, waiting, audit) are written by commands of their own. A
+// CloseThread that carries an inbox update sends it with the close, as a
+// second script in the same round trip (inbox.go).
 //
 // # Expiry
 //
@@ -144,6 +148,7 @@ type Store struct {
 	renewScript, releaseScript            *redis.Script
 	openScript, closeScript               *redis.Script
 	claimDecisionScript                   *redis.Script
+	inboxScript                           *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -182,6 +187,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		openScript:          redis.NewScript(openLua),
 		closeScript:         redis.NewScript(closeLua),
 		claimDecisionScript: redis.NewScript(claimDecisionLua),
+		inboxScript:         redis.NewScript(updateInboxLua),
 	}
 }
 
@@ -373,7 +379,8 @@ func (s *Store) Journal(ctx context.Context, thread string, n int) ([]json.RawMe
 }
 
 // Delete removes every key of the thread: checkpoints, journal, history,
-// claims and lease. Deleting a thread that does not exist is not an error.
+// claims and lease, and its calls in the inbox. Deleting a thread that
+// does not exist is not an error.
 func (s *Store) Delete(ctx context.Context, thread string) error {
 	k, err := s.keys(thread)
 	if err != nil {
@@ -383,7 +390,7 @@ func (s *Store) Delete(ctx context.Context, thread string) error {
 	if err := s.rdb.Del(ctx, k.head, k.journal, k.history, k.claims, k.lease).Err(); err != nil {
 		return fmt.Errorf("delete thread %s: %w", thread, err)
 	}
-	return nil
+	return s.forgetInbox(ctx, thread)
 }
 
 // Ping reports whether Redis answers.

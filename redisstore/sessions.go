@@ -98,7 +98,16 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	for _, key := range c.Keys {
 		args = append(args, key)
 	}
-	res, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+	var res any
+	var inboxErr error
+	if c.Inbox != nil {
+		res, err = s.closeWithInbox(ctx, keys, args, c.Inbox)
+		if res != nil {
+			inboxErr, err = err, nil
+		}
+	} else {
+		res, err = s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
 	}
@@ -115,7 +124,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 			return nil, err
 		}
 	}
-	return claimValues(c.Keys, res), nil
+	return claimValues(c.Keys, res), inboxErr
 }
 
 // ClaimDecision implements runner.Sessions: Claim with the thread's

@@ -33,6 +33,12 @@ type Decision struct {
 	// Team and Channel are where the person acted; they must be the
 	// thread's.
 	Team, Channel string
+	// FromInbox says the person acted outside the thread's channel, in
+	// an inbox that lists the calls waiting for them (Slack's Home tab):
+	// Channel is then not checked, and a call whose rule names no
+	// approvers — anyone in its channel may decide it — may be decided
+	// only by a member of that channel (Options.Members).
+	FromInbox bool
 	// By is who decided.
 	By string
 	// Kind is Approve, Edit or Reject on a pending call; Approve (retry),
@@ -214,10 +220,17 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 // refusal says why d.By may not make decision d on c, or "" if they may.
 func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) string {
 	if st.Team != "" && d.Team != st.Team {
+		if d.FromInbox {
+			return "this call belongs to another workspace"
+		}
 		return "this card belongs to another channel"
 	}
-	if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
-		return why
+	// A decision from an inbox comes from outside any channel; who may
+	// make it is checked below (memberRefusal).
+	if !d.FromInbox {
+		if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
+			return why
+		}
 	}
 	if d.By == "" {
 		return "the person deciding is unknown"
@@ -230,7 +243,34 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
 		return "" // withdrawing one's own request is always allowed
 	}
-	return s.mayDecide(ctx, d.Thread, st, c, d.By)
+	if why := s.mayDecide(ctx, d.Thread, st, c, d.By); why != "" || !d.FromInbox {
+		return why
+	}
+	return s.memberRefusal(ctx, st, c, d.By)
+}
+
+// memberRefusal says why by may not decide c from an inbox, outside its
+// channel, when its rule lets anyone in the channel decide; or "".
+func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+	if rule, ok := s.agent.Rule(c.Tool); !ok || len(rule.Approvers) > 0 {
+		return ""
+	}
+	where := "its channel"
+	if st.Channel != "" {
+		where = "<#" + st.Channel + ">"
+	}
+	if s.opts.Members == nil {
+		return "anyone in " + where + " may decide this call, so decide it there"
+	}
+	in, err := s.opts.Members.InChannel(ctx, st.Channel, by)
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking channel membership")
+		return "I couldn't check whether you are in " + where + "; please try again"
+	}
+	if !in {
+		return "only members of " + where + " may decide this call"
+	}
+	return ""
 }
 
 // mayDecide says why by may not decide c, a call of thread, under its

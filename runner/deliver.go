@@ -69,6 +69,7 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	}
 	ss.schedule = true
 	ss.wake, ss.waiting = s.planNext(res)
+	ss.inbox = res
 }
 
 // redeliverAfter is how soon undelivered answers and cards are tried

@@ -100,6 +100,10 @@ type world struct {
 	// groups, if set, answers for user groups.
 	schedule bool
 	groups   runner.Groups
+	// inbox: the store keeps the inbox index; members answers for
+	// channel membership.
+	inbox   bool
+	members runner.Members
 }
 
 // countingStore counts loads.
@@ -178,9 +182,12 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store, Groups: w.groups}
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: store, Groups: w.groups, Members: w.members}
 	if w.schedule {
 		opts.Schedule = store
+	}
+	if w.inbox {
+		opts.Inbox = store
 	}
 	svc = runner.New(a, store, rep, opts)
 	return svc, store

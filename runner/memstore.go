@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// MemoryStore keeps claims, leases, the schedule and the audit trail in
-// memory, for tests and single-process use: it implements Store, Schedule
-// and Auditor. It is safe for concurrent use within one process; nothing
+// MemoryStore keeps claims, leases, the schedule, the inbox and the audit
+// trail in memory, for tests and single-process use: it implements Store,
+// Schedule, Inbox and Auditor. It is safe for concurrent use within one process; nothing
 // survives the process. Leases expire by the clock given to it.
 type MemoryStore struct {
 	now func() time.Time
@@ -20,6 +20,8 @@ type MemoryStore struct {
 	wakeups map[string]time.Time
 	waiting map[string]int
 	audit   []map[string]string
+	inbox   map[string][]InboxEntry
+	recent  map[string][]DecisionRecord
 }
 
 type memLease struct {
@@ -36,6 +38,7 @@ func NewMemoryStore(now func() time.Time) *MemoryStore {
 	return &MemoryStore{
 		now: now, claims: map[string]map[string][]byte{}, leases: map[string]memLease{},
 		wakeups: map[string]time.Time{}, waiting: map[string]int{},
+		inbox: map[string][]InboxEntry{}, recent: map[string][]DecisionRecord{},
 	}
 }
 
@@ -175,4 +178,40 @@ func (m *MemoryStore) AuditLog(_ context.Context, n int) ([]map[string]string, e
 		out = append(out, m.audit[i])
 	}
 	return out, nil
+}
+
+// UpdateInbox implements Inbox.
+func (m *MemoryStore) UpdateInbox(_ context.Context, u *InboxUpdate) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u.Replaced = slices.Clone(m.inbox[u.Thread])
+	if len(u.Waiting) == 0 {
+		delete(m.inbox, u.Thread)
+	} else {
+		m.inbox[u.Thread] = slices.Clone(u.Waiting)
+	}
+	for _, d := range u.Decided {
+		list := append([]DecisionRecord{d}, m.recent[d.By]...)
+		m.recent[d.By] = list[:min(len(list), RecentLimit)]
+	}
+	return nil
+}
+
+// InboxEntries implements Inbox.
+func (m *MemoryStore) InboxEntries(context.Context) ([]InboxEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []InboxEntry
+	for _, entries := range m.inbox {
+		out = append(out, entries...)
+	}
+	return out, nil
+}
+
+// RecentDecisions implements Inbox.
+func (m *MemoryStore) RecentDecisions(_ context.Context, user string, n int) ([]DecisionRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.recent[user]
+	return slices.Clone(list[:min(len(list), max(n, 0))]), nil
 }

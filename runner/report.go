@@ -45,6 +45,11 @@ const (
 	// Escalated: Call has waited Waited, and People (user and user-group
 	// IDs) may now decide it too.
 	Escalated
+	// InboxChanged: calls began or stopped waiting in the thread, or
+	// decisions were applied there (Inbox says which), and the inbox
+	// index says so now. It comes after the work on the thread ended,
+	// so a front end may show people their inboxes again.
+	InboxChanged
 )
 
 func (k EventKind) String() string {
@@ -73,6 +78,8 @@ func (k EventKind) String() string {
 		return "reminder"
 	case Escalated:
 		return "escalated"
+	case InboxChanged:
+		return "inbox_changed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -97,6 +104,8 @@ type Event struct {
 	// tell, and how long the call has waited.
 	People []string
 	Waited time.Duration
+	// Inbox is, for InboxChanged, what changed.
+	Inbox *InboxChange
 }
 
 // Reporter shows events to people. Report is called from the goroutine

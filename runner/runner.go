@@ -22,6 +22,10 @@
 // Runs of one thread never overlap: a run holds the thread's lease, which
 // it renews while it works. A process that cannot get the lease leaves the
 // work to the holder, which looks for new claims after it lets go.
+//
+// With an Inbox, the service also keeps, across threads, the calls that
+// wait for people and each person's recent decisions, for inboxes such as
+// Slack's Home tab (WaitingCalls, WaitsFor, RecentDecisions; inbox.go).
 package runner
 
 import (
@@ -116,6 +120,15 @@ type Options struct {
 	// Groups, if set, answers for approver lists that name user groups;
 	// without it a group approver matches nobody.
 	Groups Groups
+	// Inbox, if set, keeps the index of the calls that wait for people
+	// and of their recent decisions (see WaitingCalls). When it is the
+	// store itself and the store offers Sessions, the index is written
+	// in the round trip that ends each session.
+	Inbox Inbox
+	// Members, if set, answers whether a person is in a channel, for
+	// decisions made from an inbox on calls that anyone in their channel
+	// may decide; without it such calls are decided in their channel.
+	Members Members
 }
 
 // Service runs conversations.
@@ -317,6 +330,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		if len(decisions) == 0 {
 			s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+			ss.inbox = res
 			return false, nil
 		}
 		// People see each decision as it is applied: here, in the work
@@ -334,12 +348,21 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			ss.res = nil
 			return true, nil // look again
 		}
+		if out != nil {
+			for _, key := range slices.Sorted(maps.Keys(decisions)) {
+				if d := decisions[key]; d.By != "" && d.Kind != interrupt.Expire {
+					c, _ := res.State.Call(key)
+					ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
+				}
+			}
+		}
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).
 		s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+		ss.inbox = res
 		return false, nil
 	}
 }

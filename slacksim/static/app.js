@@ -12,6 +12,8 @@
     messages: [], // in the order they were posted
     byTS: new Map(),
     views: {}, // by user: the modal stack, top last
+    homes: {}, // by user: the Home tab the bot published
+    pane: 'channel', // what the main area shows: 'channel' or 'home'
     user: null, // who is acting
     thread: null, // ts of the open thread's root
     connected: false,
@@ -149,9 +151,23 @@
     if (last < s.length) parent.append(unescapeSlack(s.slice(last)));
   }
 
+  // A link to a message of the channel (as the Home tab links threads)
+  // opens its thread here.
+  const ARCHIVES = /\/archives\/([A-Z0-9]+)\/p(\d{10})(\d{6})$/;
+
   function link(href, label) {
     const a = el('a', null, label);
     a.href = href;
+    const m = ARCHIVES.exec(href);
+    if (m && state.workspace && m[1] === state.workspace.channel_id) {
+      a.addEventListener('click', (ev) => {
+        ev.preventDefault();
+        state.pane = 'channel';
+        openThread(m[2] + '.' + m[3]);
+        render();
+      });
+      return a;
+    }
     a.target = '_blank';
     a.rel = 'noopener noreferrer';
     return a;
@@ -252,6 +268,14 @@
     if (e.type !== 'button') return el('span', 'unsupported', '[' + e.type + ']');
     const b = el('button', 'btn' + (e.style ? ' ' + e.style : ''), e.text ? e.text.text : e.action_id);
     b.type = 'button';
+    if (ctx.home) {
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        await post('ui/click', { user: state.user, home: true, block_id: blockID || '', action_id: e.action_id });
+        b.disabled = false;
+      });
+      return b;
+    }
     if (!ctx.message) return b;
     b.addEventListener('click', async () => {
       b.disabled = true;
@@ -403,6 +427,32 @@
     $('thread-input').focus();
   }
 
+  // ---- the Home tab ----
+
+  function renderHome() {
+    const showHome = state.pane === 'home';
+    $('home').hidden = !showHome;
+    $('channel-pane').hidden = showHome;
+    for (const [id, on] of [['sidebar-home', showHome], ['sidebar-channel', !showHome]]) {
+      $(id).classList.toggle('active', on);
+      if (on) $(id).setAttribute('aria-current', 'page');
+      else $(id).removeAttribute('aria-current');
+    }
+    if (!showHome) return;
+    const home = state.homes[state.user];
+    const box = $('home-content');
+    box.replaceChildren(home && home.view ? renderBlocks(home.view.blocks, { home: true })
+      : el('p', 'empty-thread', 'Opening the Home tab…'));
+  }
+
+  // openHome shows the Home tab; the bot hears that it was opened and
+  // publishes it.
+  function openHome() {
+    state.pane = 'home';
+    render();
+    post('ui/home', { user: state.user });
+  }
+
   // ---- modals ----
 
   let shownView = null;
@@ -525,17 +575,21 @@
     $('model-text').textContent = 'Model: ' + (ws.model || 'unknown') + (ws.hint ? ' — ' + ws.hint : '');
     $('model-badge').hidden = !/demo/i.test(ws.model || '');
     $('composer-input').placeholder = ws.command + ' fetch https://example.com';
-    const select = $('user-switch');
-    select.replaceChildren(...ws.users.map((u) => {
-      const o = el('option', null, u.name);
-      o.value = u.id;
-      return o;
-    }));
+    $('sidebar-app-name').textContent = ws.bot.name;
+    $('home-app-name').textContent = ws.bot.name;
     if (!ws.users.some((u) => u.id === state.user)) {
       const saved = sessionStorage.getItem('playground-user');
       state.user = ws.users.some((u) => u.id === saved) ? saved : ws.users[0].id;
     }
-    select.value = state.user;
+    for (const id of ['user-switch', 'home-user-switch']) {
+      const select = $(id);
+      select.replaceChildren(...ws.users.map((u) => {
+        const o = el('option', null, u.name);
+        o.value = u.id;
+        return o;
+      }));
+      select.value = state.user;
+    }
   }
 
   // ---- rendering schedule ----
@@ -549,6 +603,7 @@
       if (!state.workspace) return;
       renderChannel();
       renderThread();
+      renderHome();
       renderModal();
     });
   }
@@ -582,6 +637,7 @@
       state.byTS = new Map();
       for (const m of s.messages) upsert(m, false);
       state.views = s.views || {};
+      state.homes = s.homes || {};
       renderHeader();
       banner.hidden = true;
       document.body.dataset.ready = 'true';
@@ -591,6 +647,11 @@
     es.addEventListener('views', (e) => {
       const d = JSON.parse(e.data);
       state.views[d.user] = d.views;
+      render();
+    });
+    es.addEventListener('home', (e) => {
+      const d = JSON.parse(e.data);
+      state.homes[d.user] = d.view;
       render();
     });
     es.onerror = () => {
@@ -638,10 +699,24 @@
     state.thread = null;
     renderThread();
   });
-  $('user-switch').addEventListener('change', (e) => {
-    state.user = e.target.value;
-    sessionStorage.setItem('playground-user', state.user);
-    shownView = null;
+  for (const id of ['user-switch', 'home-user-switch']) {
+    $(id).addEventListener('change', (e) => {
+      state.user = e.target.value;
+      sessionStorage.setItem('playground-user', state.user);
+      $('user-switch').value = state.user;
+      $('home-user-switch').value = state.user;
+      shownView = null;
+      if (state.pane === 'home') openHome();
+      else render();
+    });
+  }
+  $('sidebar-home').addEventListener('click', (e) => {
+    e.preventDefault();
+    openHome();
+  });
+  $('sidebar-channel').addEventListener('click', (e) => {
+    e.preventDefault();
+    state.pane = 'channel';
     render();
   });
   connect();
