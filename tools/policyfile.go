@@ -43,6 +43,9 @@ func LoadPolicy(path string) (*Policy, error) {
 //	    self_approval: false
 //	    expires_after: 24h        # a Go duration, or whole days: 7d
 //	    allow_hosts: [api.example.com, "127.0.0.1"]   # or any (the same as leaving it out)
+//	    approvals_required: 2     # distinct allowed approvers (default 1)
+//	    decisions: [approve, reject]   # of approve, edit, reject (default all three)
+//	    confirm: true             # Approve asks for a confirmation (default false)
 //
 // Parsing is strict: an unknown key, a value of the wrong kind or an
 // invalid setting is an error that names the line. It fails closed: an
@@ -135,7 +138,7 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], resolve(n.Content[i+1])
-		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), ruleKeys); err != nil {
+		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), slices.Concat(ruleKeys, decisionRuleKeys)); err != nil {
 			return r, err
 		}
 		var err error
@@ -153,12 +156,14 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 				return r, lineErrorf(key, "allow_hosts applies only to %s, not to %q", HTTPRequestName, tool)
 			}
 			r.AllowHosts, err = parseAllowHosts(val)
+		case "approvals_required", "decisions", "confirm":
+			err = parseDecisionKey(key.Value, val, &r)
 		}
 		if err != nil {
 			return r, lineErrorf(val, "tool %q: %s: %v", tool, key.Value, err)
 		}
 	}
-	return r, nil
+	return r, checkQuorum(n, fmt.Sprintf("tool %q", tool), r)
 }
 
 func parseApproval(n *yaml.Node, a *Approval) error {
