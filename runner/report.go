@@ -37,6 +37,10 @@ const (
 	// StreamEnded: the streamed reply at Message is complete and asks for
 	// tool calls, so no Answer follows; Text is all of its text.
 	StreamEnded
+	// ApprovalProgress: Call, which needs several approvals, still waits,
+	// with the approvals in Gate; or its arguments were edited
+	// (Call.Revision, Call.EditedBy) and the approvals start again.
+	ApprovalProgress
 )
 
 func (k EventKind) String() string {
@@ -61,6 +65,8 @@ func (k EventKind) String() string {
 		return "answer_delta"
 	case StreamEnded:
 		return "stream_ended"
+	case ApprovalProgress:
+		return "approval_progress"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -77,6 +83,9 @@ type Event struct {
 	// Message is, for Answer and the streaming events, the answer's
 	// position in the conversation (State.Messages).
 	Message int
+	// Gate is, for ApprovalNeeded and ApprovalProgress of a pending call,
+	// what to show about deciding it.
+	Gate *Gate
 }
 
 // Reporter shows events to people. Report is called from the goroutine
