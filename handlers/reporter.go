@@ -14,7 +14,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -84,12 +83,14 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
+			slack.MsgOptionText(PendingText(c, e.Gate), false), slack.MsgOptionBlocks(withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)...))
 		if err != nil {
 			return err
 		}
 		_, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
 		return err
+	case runner.ApprovalProgress:
+		return r.updatePending(ctx, e, channel, requester)
 	case runner.CallDecided:
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts, requester)
 	case runner.CallStarted:
@@ -133,6 +134,30 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	return r.retry(ctx, func() error {
 		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
 			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(SettledCard(c, requester, r.now())...))
+		return err
+	})
+}
+
+// updatePending redraws the card of a call that still waits, with its
+// approvals so far (and, after an edit, its new arguments and buttons
+// that decide them).
+func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
+	c := *e.Call
+	cards, err := r.store.Claims(ctx, e.Thread)
+	if err != nil {
+		return err
+	}
+	ts, ok := cards[cardKey(c.Key, c.Attempts)]
+	if !ok {
+		return nil
+	}
+	value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	if err != nil {
+		return err
+	}
+	return r.retry(ctx, func() error {
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(CardText(c), false),
+			slack.MsgOptionBlocks(withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)...))
 		return err
 	})
 }
@@ -186,7 +211,7 @@ func resultText(c agent.Call) string {
 	result := c.Result
 	// The note telling the model that a person edited the arguments is
 	// for the model: people see the edit on the card.
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Editor() != "" {
 		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
 			result = rest
 		}
