@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -273,5 +274,47 @@ tools:
 	}
 	if got := h.card(card); !strings.Contains(got, fmt.Sprintf("Approved by <@%s>", approver)) {
 		t.Errorf("card after approval = %s", got)
+	}
+}
+
+// bot chat shows the quorum's progress, offers no edit when the rule
+// leaves it out, and asks to confirm an approval; the second person's
+// approval, in another chat on the same thread, runs the call.
+func TestChatQuorumDecisionsAndConfirm(t *testing.T) {
+	h := newHarness(t, `
+tools:
+  http_request:
+    approvals_required: 2
+    decisions: [approve, reject]
+    confirm: true
+    allow_hosts: ["127.0.0.1"]
+`)
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	// Bob tries to edit, declines the confirmation once, then approves.
+	first, _ := h.run("deploy v2\ne\na\nn\na\ny\nq\n", "chat", "--user", approver, "--thread", "chat-quorum")
+	for _, want := range []string{
+		"0 of 2 approvals",
+		"[a]pprove [r]eject [q]uit> ",
+		"Approve http_request: POST " + h.target.URL + "/deploy? [y/N]> ",
+		"1 of 2 approvals: " + approver,
+		"you approved it",
+		"[r]eject [q]uit> ",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("bot chat as %s lacks %q:\n%s", approver, want, first)
+		}
+	}
+	if strings.Contains(first, "[e]dit") || strings.Contains(first, "new arguments") {
+		t.Errorf("bot chat offered an edit:\n%s", first)
+	}
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times after one approval of two", n)
+	}
+	second, err := h.run("a\ny\n", "chat", "--user", carol, "--thread", "chat-quorum")
+	if err != nil || !strings.Contains(second, "Deployed.") || !strings.Contains(second, "approved by "+approver+", "+carol) {
+		t.Errorf("bot chat as %s: %v\n%s", carol, err, second)
+	}
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
 	}
 }
