@@ -278,6 +278,9 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 		if !ok || e.Call.Revision != 1 || len(e.Gate.Approvals) != 0 {
 			t.Fatalf("progress after the edit = %+v, %v; want revision 1 with no approvals", e.Gate, ok)
 		}
+		if c, ok := rep.gateEventOrCall(runner.CallDecided, "deploy"); ok {
+			t.Errorf("the edit was shown as a decision: %+v", c.Decision)
+		}
 		// Dave approves from the card as it was before the edit.
 		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.Is(err, runner.ErrNotPending) {
 			t.Errorf("Decide(approval of the old arguments) = %v, want ErrNotPending", err)

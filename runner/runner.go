@@ -337,6 +337,9 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		// after the click, not in the click's acknowledgement.
 		for _, key := range slices.Sorted(maps.Keys(decisions)) {
 			c, _ := res.State.Call(key)
+			if decisions[key].Kind == interrupt.Edit && c.Quorum() > 1 {
+				continue // it waits again: its card shows the reset once applied
+			}
 			decided, d := *c, decisions[key]
 			decided.Decision = &d
 			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})

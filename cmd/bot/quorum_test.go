@@ -203,6 +203,11 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 		t.Errorf("the edited deploy ran %d times and the original %d; want 1 and 0", a, b)
 	}
 	h.cardShows(card, "Approved by <@U0BOB> and <@U0DAVE>", "edited by <@U0CAROL>")
+	for _, c := range h.slack.CallsTo("chat.update") {
+		if c.TS == card.TS && strings.Contains(blocksText(c), "Edited and approved") {
+			t.Errorf("the card said the edit approved the call: %s", blocksText(c))
+		}
+	}
 }
 
 // decisions: [approve, reject] shows no Edit button; a forged edit — a
