@@ -27,12 +27,30 @@ func TestApprovalsContractEmbedded(t *testing.T) {
 	})
 }
 
+// On Redis Cluster the approvals' script must touch the thread's slot
+// only (a CROSSSLOT error otherwise), and the wake-up goes apart.
+func TestApprovalsContractCluster(t *testing.T) {
+	rdb := redistest.Cluster(t)
+	runnertest.TestApprovals(t, func(t *testing.T) runnertest.Store {
+		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
+	})
+}
+
 // ClaimApproval writes nothing when the head moved on, wakes the thread
 // up, and takes the lease for the drive that follows a recorded
-// approval, reading back the claims asked for.
+// approval, reading back the claims asked for — on a single server and
+// on a Redis Cluster.
 func TestClaimApproval(t *testing.T) {
+	for name, rdb := range map[string]func(t *testing.T) redis.UniversalClient{
+		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
+		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },
+	} {
+		t.Run(name, func(t *testing.T) { testClaimApproval(t, rdb(t)) })
+	}
+}
+
+func testClaimApproval(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
 	store := redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("approve")})
 	thread := uniqueName("thread")
 	mustSave(t, store, firstCheckpoint(thread, "hi"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -241,7 +242,7 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	if d.Channel != st.Channel || (st.Team != "" && d.Team != st.Team) {
 		return "this card belongs to another channel"
 	}
-	if d.By == "" {
+	if d.By == "" || strings.ContainsAny(d.By, "\t\n\r") {
 		return "the person deciding is unknown"
 	}
 	switch d.Kind {
