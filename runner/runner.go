@@ -17,9 +17,9 @@
 // and an expiry) decide one call at once, exactly one wins and the other
 // learns who did. A call whose rule requires several approvals gathers
 // them first; the one that completes them claims the decision in the
-// same atomic step (see quorum.go). Applying claimed decisions is idempotent, so a process
-// that dies between the claim and the resume loses nothing: the next
-// drive of the thread applies it.
+// same atomic step (see quorum.go). Applying claimed decisions is
+// idempotent, so a process that dies between the claim and the resume
+// loses nothing: the next drive of the thread applies it.
 //
 // Runs of one thread never overlap: a run holds the thread's lease, which
 // it renews while it works. A process that cannot get the lease leaves the
