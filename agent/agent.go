@@ -255,6 +255,9 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 		expiry = a.opts.DefaultExpiry
 	}
 	c.Status, c.Since, c.Expires = Pending, a.now(), a.now().Add(expiry)
+	if n := rule.Required(); n > 1 {
+		c.ApprovalsRequired = n
+	}
 	return c
 }
 
@@ -391,6 +394,9 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	} else if editor := c.Editor(); editor != "" && c.Decision != nil {
+		prefix = fmt.Sprintf("Note: %s edited the arguments, and %s approved them; the call ran with %s.\n",
+			mention(editor), mentionAll(c.Decision.Approvers()), c.EditedArgs)
 	}
 	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
 		c.Status = Unknown
@@ -482,6 +488,21 @@ func (a *Agent) promptTools() []prompts.Tool {
 		out = append(out, prompts.Tool{Name: t.Name(), Description: t.Description()})
 	}
 	return out
+}
+
+// mentionAll formats several people for the model and for people.
+func mentionAll(who []string) string {
+	out := make([]string, len(who))
+	for i, w := range who {
+		out[i] = mention(w)
+	}
+	switch len(out) {
+	case 0:
+		return "someone"
+	case 1:
+		return out[0]
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
 }
 
 // mention formats who decided for the model and for people: a Slack ID as

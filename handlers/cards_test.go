@@ -629,7 +629,7 @@ func TestCardLimits(t *testing.T) {
 // Patterns of the mrkdwn the cards mean to send: user mentions, dates and
 // quotes.
 // Any other < or > in a text came from the input unescaped.
-var allowedMarkup = regexp.MustCompile(`(?m)<@[A-Z0-9]+>|<!date\^\d+\^[^|<>]+\|[^<>]+>|^> `)
+var allowedMarkup = regexp.MustCompile(`(?m)<@[A-Z0-9]+>|<!subteam\^S[A-Z0-9]+>|<!date\^\d+\^[^|<>]+\|[^<>]+>|^> `)
 
 // checkMessage checks a card against Slack's limits for a message.
 func checkMessage(t *testing.T, blocks []slack.Block) {
@@ -742,6 +742,12 @@ func checkBlocksJSON(t *testing.T, raw []byte) {
 				}
 				if v, _ := btn["value"].(string); len(v) > 2000 {
 					t.Errorf("%s: value of %d bytes", bw, len(v))
+				}
+				if c, ok := btn["confirm"].(map[string]any); ok {
+					text(bw+" confirm title", c["title"], 100)
+					text(bw+" confirm text", c["text"], 300)
+					text(bw+" confirm confirm", c["confirm"], 30)
+					text(bw+" confirm deny", c["deny"], 30)
 				}
 			}
 		case "input":

@@ -360,7 +360,7 @@ func alreadyText(d interrupt.Decision) string {
 	if d.Kind == interrupt.Expire {
 		return "This request has expired."
 	}
-	return fmt.Sprintf("Already %s by <@%s>.", d.Kind.Past(), d.By)
+	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), mentionList(d.Approvers(), budgetMentions))
 }
 
 // threadTS is the thread a click happened in, for ephemeral answers.

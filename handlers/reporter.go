@@ -15,7 +15,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -97,9 +96,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		blocks := withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)
+		blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
+			slack.MsgOptionText(PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
 		if err != nil {
 			return err
 		}
@@ -110,6 +109,8 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			r.postCopies(ctx, e, channel, root, c, requester, blocks)
 		}
 		return nil
+	case runner.ApprovalProgress:
+		return r.updatePending(ctx, e, channel, requester)
 	case runner.CallDecided:
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts, requester)
 	case runner.CallStarted:
@@ -171,6 +172,33 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	return err
 }
 
+// updatePending redraws the card of a call that still waits, with its
+// approvals so far (and, after an edit, its new arguments and buttons
+// that decide them).
+func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
+	c := *e.Call
+	cards, err := r.store.Claims(ctx, e.Thread)
+	if err != nil {
+		return err
+	}
+	ts, ok := cards[cardKey(c.Key, c.Attempts)]
+	if !ok {
+		return nil
+	}
+	value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	if err != nil {
+		return err
+	}
+	blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
+	err = r.retry(ctx, func() error {
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(CardText(c), false),
+			slack.MsgOptionBlocks(blocks...))
+		return err
+	})
+	r.updateCopies(ctx, e.Thread, channel, c, c.Attempts, blocks, cards)
+	return err
+}
+
 // post posts a message and returns its ts.
 func (r *Reporter) post(ctx context.Context, channel string, opts ...slack.MsgOption) (string, error) {
 	var ts string
@@ -220,7 +248,7 @@ func resultText(c agent.Call) string {
 	result := c.Result
 	// The note telling the model that a person edited the arguments is
 	// for the model: people see the edit on the card.
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Editor() != "" {
 		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
 			result = rest
 		}

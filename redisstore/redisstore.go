@@ -17,7 +17,9 @@
 //	cs:{<thread>}:history  list    checkpoint JSON without the journal (compressed, see
 //	                               compress.go), newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
-//	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions)
+//	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions); and the
+//	                               approvals of calls that need several, one line appended
+//	                               per approver (approvals.go)
 //	cs:{<thread>}:lease    string  the owner of the thread's run lease
 //
 // The head holds only what the compare-and-set checks, so a save neither

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -110,9 +111,9 @@ func (s *Service) Decide(ctx context.Context, d Decision) error {
 	if cached, ok := s.graph.Cached(d.Thread); ok {
 		_, c, id, err := s.checkAt(ctx, d, cached, false, false)
 		if err == nil {
-			err = s.claim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
+			err = s.decideClaim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
 			if !errors.Is(err, ErrStale) {
-				return err
+				return s.approvedAgain(ctx, d, c, err)
 			}
 		}
 	}
@@ -120,7 +121,17 @@ func (s *Service) Decide(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
-	return s.claim(ctx, d.Thread, *c, id, "")
+	return s.approvedAgain(ctx, d, c, s.decideClaim(ctx, d.Thread, *c, id, ""))
+}
+
+// approvedAgain turns the error of an approval its author had given
+// already into a refusal that says so (audited).
+func (s *Service) approvedAgain(ctx context.Context, d Decision, c *agent.Call, err error) error {
+	var again *alreadyApprovedError
+	if errors.As(err, &again) {
+		return s.refuse(ctx, d, c, again.why())
+	}
+	return err
 }
 
 // Check answers whether Decide(d) would be accepted now, without
@@ -188,6 +199,11 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 			return st, c, id, &InvalidArgsError{Err: err}
 		}
 		id.Args, id.Hash = args, tools.ArgsHash(c.Tool, args)
+		if c.Quorum() > 1 && id.Hash == c.RunHash() && !dry {
+			// An "edit" that changes nothing, of a call that needs
+			// several approvals, approves the arguments as they are.
+			id.Kind, id.Args = interrupt.Approve, nil
+		}
 	}
 	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
 		return st, c, id, refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
@@ -209,9 +225,20 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
+	// The round's last revision says how it ended.
 	raw, ok := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round})]
-	var first interrupt.Decision
-	if !ok || json.Unmarshal(raw, &first) != nil {
+	for rev := 1; ; rev++ {
+		next, more := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round, Revision: rev})]
+		if !more {
+			break
+		}
+		raw, ok = next, true
+	}
+	if !ok {
+		return ErrNotPending
+	}
+	first, err := decodeClaim(raw)
+	if err != nil {
 		return ErrNotPending
 	}
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
@@ -232,13 +259,18 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 			return why
 		}
 	}
-	if d.By == "" {
+	if d.By == "" || strings.ContainsAny(d.By, "\t\n\r") {
 		return "the person deciding is unknown"
 	}
 	switch d.Kind {
 	case interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.MarkDone:
 	default:
 		return fmt.Sprintf("a person cannot %s a call", d.Kind)
+	}
+	if rule, ok := s.agent.Rule(c.Tool); ok {
+		if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
+			return why
+		}
 	}
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
 		return "" // withdrawing one's own request is always allowed
@@ -382,6 +414,12 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 			continue
 		}
 		if m.By != c.AskedBy(st) {
+			if rule, ok := s.agent.Rule(c.Tool); ok {
+				if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
+					why = w
+					continue
+				}
+			}
 			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != "" {
 				why = w
 				continue

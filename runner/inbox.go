@@ -207,6 +207,17 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 		if decided {
 			continue
 		}
+		if user != "" && c.Quorum() > 1 {
+			// A call that needs several approvals no longer waits for
+			// someone who has approved it.
+			g, err := s.Gate(ctx, e.Thread, &res.State, *c)
+			if err != nil {
+				return nil, err
+			}
+			if g != nil && g.Approved(user) {
+				continue
+			}
+		}
 		out = append(out, Waiting{InboxEntry: e, AgentCall: *c})
 	}
 	return out, nil

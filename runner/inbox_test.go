@@ -276,3 +276,56 @@ func TestExpiredCallsLeaveTheInbox(t *testing.T) {
 		t.Errorf("the index after delete expired = %+v, want deploy's entry only", entries)
 	}
 }
+
+// A call that needs two approvals no longer waits for whoever approved
+// it: it leaves their inbox and stays in the other approver's until the
+// second approval runs it.
+func TestInboxOfAQuorum(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.inbox = true
+	w.policy = `
+tools:
+  lookup: {approval: never}
+  deploy: {approvers: [U0BOB, U0CAROL], self_approval: false, approvals_required: 2}
+  delete: {approval: never}
+`
+	svc, _ := w.service(t, &recorder{}, time.Second)
+	startIn(t, svc, "C1", "U0ALICE")
+	deploy := waitingCall(t, svc, "th", "deploy")
+	inbox := func(user string) []string {
+		t.Helper()
+		got, err := svc.WaitingCalls(ctx, runner.InboxQuery{User: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return toolsOf(got)
+	}
+	if got := inbox("U0BOB"); !slices.Equal(got, []string{"deploy"}) {
+		t.Fatalf("Bob's inbox before anyone approved = %v, want deploy", got)
+	}
+	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if got := inbox("U0BOB"); len(got) != 0 {
+		t.Errorf("Bob's inbox after he approved = %v, want nothing", got)
+	}
+	if got := inbox("U0CAROL"); !slices.Equal(got, []string{"deploy"}) {
+		t.Errorf("Carol's inbox after Bob approved = %v, want deploy", got)
+	}
+	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0CAROL")); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if got := inbox("U0CAROL"); len(got) != 0 {
+		t.Errorf("Carol's inbox after the second approval = %v, want nothing", got)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+}

@@ -1,15 +1,16 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
 	"time"
 )
 
-// MemoryStore keeps claims, leases, the schedule, the inbox and the audit
-// trail in memory, for tests and single-process use: it implements Store,
-// Schedule, Inbox and Auditor. It is safe for concurrent use within one process; nothing
+// MemoryStore keeps claims, approvals, leases, the schedule, the inbox
+// and the audit trail in memory, for tests and single-process use: it
+// implements Store, Schedule, Inbox and Auditor. It is safe for concurrent use within one process; nothing
 // survives the process. Leases expire by the clock given to it.
 type MemoryStore struct {
 	now func() time.Time
@@ -65,6 +66,36 @@ func (m *MemoryStore) Claims(_ context.Context, thread string) (map[string][]byt
 	out := make(map[string][]byte, len(m.claims[thread]))
 	for k, v := range m.claims[thread] {
 		out[k] = slices.Clone(v)
+	}
+	return out, nil
+}
+
+// Approve implements Approvals.
+func (m *MemoryStore) Approve(_ context.Context, thread string, a Approval) (Approved, error) {
+	if err := CheckApproval(a); err != nil {
+		return Approved{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.claims[thread]
+	if c == nil {
+		c = map[string][]byte{}
+		m.claims[thread] = c
+	}
+	list := c[a.Set]
+	if v, ok := c[a.Key]; ok {
+		return Approved{Winner: slices.Clone(v), Approvals: slices.Clone(list)}, nil
+	}
+	if bytes.Contains(append([]byte("\n"), list...), []byte("\n"+a.By+"\t")) {
+		return Approved{Approvals: slices.Clone(list)}, nil
+	}
+	list = slices.Concat(list, []byte(a.By+"\t"), a.Entry, []byte("\n"))
+	c[a.Set] = list
+	out := Approved{Recorded: true, Approvals: slices.Clone(list)}
+	if bytes.Count(list, []byte("\n")) >= a.Required {
+		v := slices.Concat(a.Value, []byte("\n"), list)
+		c[a.Key] = v
+		out.Won, out.Winner = true, slices.Clone(v)
 	}
 	return out, nil
 }

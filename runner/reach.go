@@ -169,8 +169,14 @@ func (s *Service) nudge(ctx context.Context, thread string, res *graph.Result[ag
 		}
 		if won {
 			log.WithField("reminder", n).Info("reminding the approvers")
+			people := awaited(st, &c, rule, escalated)
+			// Of a call that needs several approvals, those who have
+			// approved already are not reminded.
+			if g, err := s.Gate(ctx, thread, st, c); err == nil && g != nil {
+				people = slices.DeleteFunc(people, g.Approved)
+			}
 			_ = s.report(ctx, Event{Kind: Reminder, Thread: thread, State: st, Call: &c,
-				People: awaited(st, &c, rule, escalated), Waited: time.Duration(n) * rule.RemindAfter})
+				People: people, Waited: time.Duration(n) * rule.RemindAfter})
 		}
 	}
 	return errors.Join(errs...)

@@ -50,6 +50,10 @@ const (
 	// index says so now. It comes after the work on the thread ended,
 	// so a front end may show people their inboxes again.
 	InboxChanged
+	// ApprovalProgress: Call, which needs several approvals, still waits,
+	// with the approvals in Gate; or its arguments were edited
+	// (Call.Revision, Call.EditedBy) and the approvals start again.
+	ApprovalProgress
 )
 
 func (k EventKind) String() string {
@@ -80,6 +84,8 @@ func (k EventKind) String() string {
 		return "escalated"
 	case InboxChanged:
 		return "inbox_changed"
+	case ApprovalProgress:
+		return "approval_progress"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -106,6 +112,9 @@ type Event struct {
 	Waited time.Duration
 	// Inbox is, for InboxChanged, what changed.
 	Inbox *InboxChange
+	// Gate is, for ApprovalNeeded and ApprovalProgress of a pending call,
+	// what to show about deciding it.
+	Gate *Gate
 }
 
 // Reporter shows events to people. Report is called from the goroutine

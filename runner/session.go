@@ -158,7 +158,8 @@ func neededKeys(res *graph.Result[agent.State]) []string {
 		return keys
 	}
 	for _, c := range res.State.Waiting() {
-		keys = append(keys, claimKey(c), "announced:"+claimKey(c))
+		keys = append(keys, claimKey(c), announceKey(c))
+		keys = append(keys, quorumKeys(c)...)
 	}
 	if res.Status() == graph.Failed {
 		keys = append(keys, "failed:"+res.Checkpoint.ID)
@@ -231,6 +232,9 @@ func (s *Service) close(ss *session) map[string][]byte {
 	if ss.res != nil {
 		for _, c := range ss.res.State.Waiting() {
 			keys = append(keys, claimKey(c))
+			if q := quorumKeys(c); len(q) > 0 {
+				keys = append(keys, q[0]) // its approvals
+			}
 		}
 	}
 	inbox := s.inboxUpdate(ss)

@@ -78,6 +78,15 @@ type Rule struct {
 	// "allow_hosts: any". See HTTPOptions for how entries match.
 	AllowHosts []string
 
+	// ApprovalsRequired is how many distinct allowed approvers must
+	// approve a call before it runs (0 means 1; see Required).
+	// Decisions are the decisions offered on a pending call, among
+	// DecisionApprove, DecisionEdit and DecisionReject; empty means all
+	// three (see Offers). Confirm makes the person approving confirm
+	// first. See quorum.go.
+	ApprovalsRequired int
+	Decisions         []string
+	Confirm           bool
 	// Telling approvers: a copy of the card elsewhere, reminders,
 	// escalation (see Reach).
 	Reach

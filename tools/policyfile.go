@@ -49,6 +49,9 @@ func LoadPolicy(path string) (*Policy, error) {
 //	    remind_times: 3           # …at most this many times (default 3)
 //	    escalate_after: 4h        # then let these decide too, and tell them:
 //	    escalate_to: S0123ONCALL  # a user group or user ID, or a list of them
+//	    approvals_required: 2     # distinct allowed approvers (default 1)
+//	    decisions: [approve, reject]   # of approve, edit, reject (default all three)
+//	    confirm: true             # Approve asks for a confirmation (default false)
 //
 // Parsing is strict: an unknown key, a value of the wrong kind or an
 // invalid setting is an error that names the line. It fails closed: an
@@ -141,7 +144,7 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], resolve(n.Content[i+1])
-		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), ruleKeys); err != nil {
+		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), slices.Concat(ruleKeys, decisionRuleKeys)); err != nil {
 			return r, err
 		}
 		var err error
@@ -159,12 +162,17 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 				return r, lineErrorf(key, "allow_hosts applies only to %s, not to %q", HTTPRequestName, tool)
 			}
 			r.AllowHosts, err = parseAllowHosts(val)
+		case "approvals_required", "decisions", "confirm":
+			err = parseDecisionKey(key.Value, val, &r)
 		default:
 			err = parseReach(key.Value, val, &r.Reach)
 		}
 		if err != nil {
 			return r, lineErrorf(val, "tool %q: %s: %v", tool, key.Value, err)
 		}
+	}
+	if err := checkQuorum(n, fmt.Sprintf("tool %q", tool), r); err != nil {
+		return r, err
 	}
 	return r, checkReach(r, seen, n, fmt.Sprintf("tool %q", tool))
 }

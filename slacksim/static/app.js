@@ -278,11 +278,56 @@
     }
     if (!ctx.message) return b;
     b.addEventListener('click', async () => {
+      // A button with a confirm object asks first, as Slack does.
+      if (e.confirm && !(await confirmDialog(e.confirm, e.style))) return;
       b.disabled = true;
       await post('ui/click', { user: state.user, ts: ctx.message.ts, block_id: blockID || '', action_id: e.action_id });
       b.disabled = false;
     });
     return b;
+  }
+
+  // confirmDialog shows a button's confirmation dialog (its confirm
+  // object: title, text, confirm and deny) and resolves to whether the
+  // person confirmed. Escape and the deny button cancel.
+  function confirmDialog(c, style) {
+    return new Promise((resolve) => {
+      const backdrop = el('div', 'modal-backdrop confirm-backdrop');
+      const box = el('div', 'modal confirm-dialog');
+      box.setAttribute('role', 'alertdialog');
+      box.setAttribute('aria-modal', 'true');
+      box.setAttribute('aria-labelledby', 'confirm-title');
+      const header = el('div', 'modal-header');
+      const title = el('h2', null, c.title ? c.title.text : 'Are you sure?');
+      title.id = 'confirm-title';
+      header.append(title);
+      const body = el('div', 'modal-body');
+      body.append(textObject(c.text));
+      const footer = el('div', 'modal-footer');
+      const deny = el('button', 'btn', c.deny ? c.deny.text : 'Cancel');
+      deny.type = 'button';
+      const ok = el('button', 'btn ' + (c.style === 'danger' || style === 'danger' ? 'danger' : 'primary'), c.confirm ? c.confirm.text : 'Yes');
+      ok.type = 'button';
+      const done = (yes) => {
+        backdrop.remove();
+        document.removeEventListener('keydown', onKey, true);
+        resolve(yes);
+      };
+      const onKey = (ev) => {
+        if (ev.key === 'Escape') {
+          ev.stopPropagation();
+          done(false);
+        }
+      };
+      deny.addEventListener('click', () => done(false));
+      ok.addEventListener('click', () => done(true));
+      document.addEventListener('keydown', onKey, true);
+      footer.append(deny, ok);
+      box.append(header, body, footer);
+      backdrop.append(box);
+      document.body.append(backdrop);
+      ok.focus();
+    });
   }
 
   function inputBlock(b, ctx) {
