@@ -42,9 +42,11 @@ FUZZ_TARGETS = \
 	./handlers:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
+	./handlers:FuzzHomeDecisionPath \
 	./handlers:FuzzElicitForm \
 	./handlers:FuzzCards \
 	./handlers:FuzzAnswerText \
+	./handlers:FuzzReachText \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

@@ -166,7 +166,7 @@ func afterModel(s *State) []string {
 
 // modelNode asks the model for the next turn and turns its tool calls into
 // Calls, each with the status policy gives it.
-func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) error {
+func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error {
 	if s.PassTurns >= a.opts.MaxTurns {
 		s.Messages = append(s.Messages, llm.Message{
 			Role:    llm.RoleAssistant,
@@ -179,11 +179,10 @@ func (a *Agent) modelNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		return err
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
-	// What the model is asked is saved first (a no-op when it is as
-	// last saved), so a crash during the call loses no input.
-	if err := save(ctx); err != nil {
-		return err
-	}
+	// Nothing is saved before the call: a model call changes nothing
+	// outside, every tool's outcome was saved when it ran, and a new
+	// turn's text is kept by whoever handed it in until the run saves
+	// (the runner's intake), so a crash here only means asking again.
 	start := a.now()
 	reply, err := a.generate(ctx, s, msgs)
 	if a.opts.OnModel != nil {
@@ -256,6 +255,9 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 		expiry = a.opts.DefaultExpiry
 	}
 	c.Status, c.Since, c.Expires = Pending, a.now(), a.now().Add(expiry)
+	if n := rule.Required(); n > 1 {
+		c.ApprovalsRequired = n
+	}
 	return c
 }
 
@@ -392,6 +394,9 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
+	} else if editor := c.Editor(); editor != "" && c.Decision != nil {
+		prefix = fmt.Sprintf("Note: %s edited the arguments, and %s approved them; the call ran with %s.\n",
+			mention(editor), mentionAll(c.Decision.Approvers()), c.EditedArgs)
 	}
 	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
 		c.Status = Unknown
@@ -483,6 +488,21 @@ func (a *Agent) promptTools() []prompts.Tool {
 		out = append(out, prompts.Tool{Name: t.Name(), Description: t.Description()})
 	}
 	return out
+}
+
+// mentionAll formats several people for the model and for people.
+func mentionAll(who []string) string {
+	out := make([]string, len(who))
+	for i, w := range who {
+		out[i] = mention(w)
+	}
+	switch len(out) {
+	case 0:
+		return "someone"
+	case 1:
+		return out[0]
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
 }
 
 // mention formats who decided for the model and for people: a Slack ID as

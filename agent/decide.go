@@ -101,7 +101,9 @@ func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error 
 
 // apply records d on a waiting call, which CheckDecision has accepted.
 // Respond is a rejection with the person's text as the reason. An
-// approval without a hash is bound to the arguments the call has now.
+// approval without a hash is bound to the arguments the call has now. An
+// edit of a call that needs several approvals replaces its arguments and
+// leaves it pending, in its next revision.
 func apply(c *Call, d interrupt.Decision) {
 	c.Decision = &d
 	switch d.Kind {
@@ -112,6 +114,13 @@ func apply(c *Call, d interrupt.Decision) {
 		}
 	case interrupt.Edit:
 		args, _ := tools.Canonical(d.Args) // checked by CheckDecision
+		if c.Quorum() > 1 {
+			// Several people approve a call: an edit is a new proposal,
+			// which waits for their approvals again.
+			c.Decision, c.EditedArgs, c.EditedBy = nil, args, d.By
+			c.Revision++
+			return
+		}
 		c.Status, c.EditedArgs = Edited, args
 		c.Decision.Args, c.Decision.Hash = args, tools.ArgsHash(c.Tool, args)
 	case interrupt.Reject, interrupt.Respond:

@@ -105,6 +105,31 @@ type Call struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Attempts counts the times the call was started.
 	Attempts int `json:"attempts,omitempty"`
+
+	// ApprovalsRequired is how many distinct people must approve the
+	// call (its rule's approvals_required when it was made; 0 means 1).
+	// While it waits for several, an Edit does not decide it: the call
+	// waits again with the edited arguments, in a new Revision (a new
+	// decision round, whose approvals start from none), and EditedBy
+	// says who edited them last.
+	ApprovalsRequired int    `json:"approvals_required,omitempty"`
+	Revision          int    `json:"revision,omitempty"`
+	EditedBy          string `json:"edited_by,omitempty"`
+}
+
+// Quorum is how many distinct people must approve the call: at least 1.
+func (c *Call) Quorum() int { return max(1, c.ApprovalsRequired) }
+
+// Editor is who edited the arguments the call runs with, or "" if they
+// are the model's.
+func (c *Call) Editor() string {
+	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+		return c.Decision.By
+	}
+	if len(c.EditedArgs) > 0 {
+		return c.EditedBy
+	}
+	return ""
 }
 
 // MarshalJSON implements json.Marshaler: Hash is left out when it is the

@@ -761,6 +761,7 @@ var scopeFor = map[string]string{
 	"GetUserInfoContext":         "users:read",
 	"GetUsersInfoContext":        "users:read",
 	"GetPermalinkContext":        "",
+	"OpenConversationContext":    "im:write", // a direct message to an approver (notify_dm)
 	"AddReactionContext":         "reactions:write",
 	// Streamed answers; assistant.threads.setStatus takes chat:write
 	// (or the older assistant:write).
@@ -768,10 +769,17 @@ var scopeFor = map[string]string{
 	"AppendStreamContext":              "chat:write",
 	"StopStreamContext":                "chat:write",
 	"SetAssistantThreadsStatusContext": "chat:write",
+
+	// The Home tab; conversations.members, which takes channels:read for
+	// public channels, and groups:read, im:read and mpim:read for the
+	// other kinds of conversation.
+	"PublishViewContext":            "",
+	"GetUsersInConversationContext": "channels:read",
 }
 
 // eventScope is the scope each bot event needs.
 var eventScope = map[string]string{
+	"app_home_opened":  "",
 	"app_mention":      "app_mentions:read",
 	"message.channels": "channels:history",
 	"message.groups":   "groups:history",
@@ -781,8 +789,8 @@ var eventScope = map[string]string{
 
 // The bot's scopes: exactly these, each justified in the manifest.
 var botScopes = []string{
-	"app_mentions:read", "channels:history", "chat:write", "commands",
-	"groups:history", "im:history", "mpim:history", "usergroups:read",
+	"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands",
+	"groups:history", "groups:read", "im:history", "im:read", "im:write", "mpim:history", "mpim:read", "usergroups:read",
 }
 
 // slackCalls returns the *slack.Client methods (the ...Context forms)
@@ -845,7 +853,9 @@ func TestSlackScopesCoverCode(t *testing.T) {
 		}
 	}
 	for event, scope := range eventScope {
-		need[scope] = append(need[scope], event+" events")
+		if scope != "" {
+			need[scope] = append(need[scope], event+" events")
+		}
 	}
 	for _, file := range []string{"slack-app-manifest.yaml", "slack-app-manifest.socket-mode.yaml"} {
 		have := strs(dig(loadDoc(t, file), "oauth_config.scopes.bot"))
@@ -879,7 +889,8 @@ func TestSlackManifests(t *testing.T) {
 				{f, "features.slash_commands[/agent].should_escape", dig(cmd, "should_escape"), false},
 				{f, "oauth_config.scopes.bot", slices.Sorted(slices.Values(strs(dig(m, "oauth_config.scopes.bot")))), botScopes},
 				{f, "settings.event_subscriptions.bot_events", slices.Sorted(slices.Values(strs(dig(m, "settings.event_subscriptions.bot_events")))),
-					[]string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}},
+					[]string{"app_home_opened", "app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}},
+				{f, "features.app_home.home_tab_enabled", dig(m, "features.app_home.home_tab_enabled"), true},
 				{f, "settings.interactivity.is_enabled", dig(m, "settings.interactivity.is_enabled"), true},
 				{f, "settings.socket_mode_enabled", dig(m, "settings.socket_mode_enabled"), tt.socketMode},
 				{f, "settings.token_rotation_enabled", dig(m, "settings.token_rotation_enabled"), false},

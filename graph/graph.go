@@ -309,14 +309,18 @@ type Options struct {
 	Now   func() time.Time
 	NewID func() string
 	// MergeSaves promises that every node calls its SaveFunc before each
-	// of its side effects (a model call counts). The engine then saves
-	// only where durability needs it: when a run starts, continues,
-	// pauses, fails or ends, and when a node asks — and a node's request
-	// writes nothing if the state is as last saved. The checkpoint that
-	// would follow a step is kept in memory and written with the next
-	// save, so consecutive saves with no side effect between them become
-	// one. A crash re-runs, from the last save, only steps that had no
-	// side effect. Off by default: then every step is saved.
+	// of its side effects and after each one whose outcome must not be
+	// lost. The engine then saves only where durability needs it: when a
+	// run pauses, fails or ends, and when a node asks — and a node's
+	// request writes nothing if the state is as last saved. The
+	// checkpoint that begins a pass (Start, Continue) or follows a step
+	// is kept in memory and written with the next save, so consecutive
+	// saves with no side effect between them become one, and a pass
+	// whose first node has no side effect writes nothing before it. A
+	// crash re-runs, from the last save, only steps that had no side
+	// effect; a crash before a new pass's first write loses the pass
+	// (Start and Continue may be called again). Off by default: then
+	// every step is saved.
 	MergeSaves bool
 	// CacheThreads is how many threads' decoded states the graph keeps in
 	// memory after it saved or loaded them (default 256; below 0: none):

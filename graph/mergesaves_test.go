@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -102,5 +103,61 @@ func TestMergedSavesAcrossEveryKindOfStep(t *testing.T) {
 	}
 	if merged.saves >= plain.saves {
 		t.Errorf("merged saves wrote %d checkpoints, unmerged %d: want fewer", merged.saves, plain.saves)
+	}
+}
+
+// With merged saves a pass (Start, Continue) whose first node has no
+// side effect writes nothing before that node; should the node fail, the
+// failed checkpoint holds the input the pass began with, and a retry
+// runs it again from there. Start on an existing thread is still refused,
+// even though the refusal now comes from the pass's first write.
+func TestPassStartIsWrittenWithItsFirstSave(t *testing.T) {
+	ctx := context.Background()
+	fail := true
+	var calls int
+	g, err := graph.New[split]().
+		AddNode("think", func(_ context.Context, s *split, _ graph.SaveFunc) error {
+			calls++
+			s.Log = append(s.Log, "half a thought") // left behind by a failure
+			if fail {
+				return errors.New("model down")
+			}
+			s.Left = "answer to " + s.Log[0]
+			return nil
+		}).
+		AddEdge(graph.Start, "think").
+		Compile(newStore(), graph.Options{MergeSaves: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Start(ctx, "t", split{Log: []string{"question"}}, graph.RunConfig{})
+	var nodeErr *graph.NodeError
+	if !errors.As(err, &nodeErr) || res == nil || res.Status() != graph.Failed {
+		t.Fatalf("Start() = %v, %v; want a failed run", res, err)
+	}
+	saved, err := g.State(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Status() != graph.Failed || saved.Checkpoint.Seq != 1 || !slices.Equal(saved.State.Log, []string{"question"}) {
+		t.Fatalf("saved: status %s seq %d log %q; want failed, seq 1, the input alone", saved.Status(), saved.Checkpoint.Seq, saved.State.Log)
+	}
+	fail = false
+	res, err = g.Resume(ctx, "t", nil)
+	if err != nil || res.Status() != graph.Done || res.State.Left != "answer to question" {
+		t.Fatalf("Resume() = %+v, %v; want done with the answer", res, err)
+	}
+	if calls != 2 {
+		t.Errorf("node ran %d times, want 2", calls)
+	}
+	if _, err := g.Start(ctx, "t", split{Log: []string{"again"}}, graph.RunConfig{}); !errors.Is(err, graph.ErrThreadExists) {
+		t.Errorf("Start() on an existing thread = %v, want ErrThreadExists", err)
+	}
+	if calls != 3 {
+		t.Errorf("node ran %d times, want 3 (the refused Start ran it once, with no side effect)", calls)
+	}
+	after, err := g.State(ctx, "t")
+	if err != nil || after.Checkpoint.ID != res.Checkpoint.ID {
+		t.Errorf("the refused Start changed the thread: %v, %v", after, err)
 	}
 }

@@ -85,13 +85,53 @@ func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConf
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", thread, err)
 	}
-	if err := r.save(ctx, Running, func(cp *Checkpoint) { cp.Next = next }); err != nil {
+	if err := r.firstSave(ctx, next, nil); err != nil {
 		if errors.Is(err, ErrConflict) {
 			err = ErrThreadExists
 		}
 		return nil, fmt.Errorf("start %s: %w", thread, err)
 	}
-	return r.loop(ctx)
+	res, err := r.loop(ctx)
+	if err != nil && r.saved.Seq == 0 && errors.Is(err, ErrConflict) {
+		// The first write, merged into a later save, found the thread.
+		return nil, fmt.Errorf("start %s: %w", thread, ErrThreadExists)
+	}
+	return res, err
+}
+
+// firstSave saves the checkpoint that begins a pass through the graph,
+// with next as the nodes to run and edit's changes. With MergeSaves, when
+// next is one node whose saves merge, it is staged instead: the pass's
+// first save (the node's before a side effect, or the step's end) writes
+// it, so a pass whose first step has no side effect costs no write of
+// its own.
+func (r *run[S]) firstSave(ctx context.Context, next []string, edit func(*Checkpoint)) error {
+	at := func(cp *Checkpoint) {
+		cp.Next = next
+		if edit != nil {
+			edit(cp)
+		}
+	}
+	if len(next) != 1 || !r.merges(next[0]) {
+		return r.save(ctx, Running, at)
+	}
+	// Should the pass fail before it writes, the failure is saved with
+	// the state it began with: kept here, as the nodes change it in place.
+	state, err := json.Marshal(&r.state)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	b := &begun{state: state}
+	if j, ok := any(&r.state).(Journaled); ok {
+		b.journalLen = j.JournalLen()
+	}
+	if err := r.stage(ctx, Running, at); err != nil {
+		return err
+	}
+	b.cp = r.cp.Meta()
+	b.cp.Next = slices.Clone(r.cp.Next)
+	r.begun = b
+	return nil
 }
 
 // newRun returns a run of a new thread that persists with persist.
@@ -151,14 +191,21 @@ func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mo
 	if err != nil {
 		return nil, err
 	}
-	err = r.save(ctx, Running, func(cp *Checkpoint) { cp.Step++; cp.Next = next })
+	staged := r.saved.Seq
+	err = r.firstSave(ctx, next, func(cp *Checkpoint) { cp.Step++ })
 	if fromCache && errors.Is(err, ErrConflict) {
 		return nil, errStaleCache
 	}
 	if err != nil {
 		return nil, err
 	}
-	return r.loop(ctx)
+	res, err := r.loop(ctx)
+	if fromCache && err != nil && r.saved.Seq == staged && errors.Is(err, ErrConflict) {
+		// The first write, merged into a later save, found the cache
+		// stale; what ran before it had no side effect.
+		return nil, errStaleCache
+	}
+	return res, err
 }
 
 // Resume answers a paused (or failed) thread: mod changes the saved state,

@@ -58,6 +58,17 @@ type run[S any] struct {
 	// saved is what the store holds: the last checkpoint written or
 	// loaded, with its state's JSON.
 	saved *Checkpoint
+	// begun is the staged checkpoint that began the pass (Start,
+	// Continue) until the pass first writes: what a failure before then
+	// goes back to.
+	begun *begun
+}
+
+// begun is a staged checkpoint that begins a pass, with its state.
+type begun struct {
+	cp         *Checkpoint
+	state      []byte // the state's JSON, without its journal
+	journalLen int    // the journal's length: its entries are append-only
 }
 
 // merges reports whether the run may merge the saves of node (see
@@ -387,7 +398,15 @@ func (r *run[S]) failInPlace(ctx context.Context, node string, cause error) (*Re
 // checkpoint: the run goes back to it, as the steps in between had no
 // side effect, so a resume from it runs them again to the same point.
 func (r *run[S]) restore() error {
-	if r.staged {
+	state, journalLen := r.saved.State, r.saved.JournalLen
+	switch {
+	case r.begun != nil:
+		// Nothing of this pass was written: go back to its start,
+		// still staged, so that the failure is written in its place.
+		r.cp, r.staged = r.begun.cp.Meta(), true
+		r.cp.Next = slices.Clone(r.begun.cp.Next)
+		state, journalLen = r.begun.state, r.begun.journalLen
+	case r.staged:
 		r.setSaved(r.saved)
 	}
 	var entries []json.RawMessage
@@ -396,12 +415,12 @@ func (r *run[S]) restore() error {
 		if err != nil {
 			return fmt.Errorf("encode journal: %w", err)
 		}
-		if len(all) < r.saved.JournalLen {
-			return fmt.Errorf("journal shrank from %d to %d entries; it is append-only", r.saved.JournalLen, len(all))
+		if len(all) < journalLen {
+			return fmt.Errorf("journal shrank from %d to %d entries; it is append-only", journalLen, len(all))
 		}
-		entries = all[:r.saved.JournalLen]
+		entries = all[:journalLen]
 	}
-	s, err := decodeState[S](r.saved.State, entries)
+	s, err := decodeState[S](state, entries)
 	if err != nil {
 		return err
 	}
@@ -714,7 +733,7 @@ func (r *run[S]) setSaved(cp *Checkpoint) {
 	r.cp = cp.Meta()
 	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
 	r.cp.Writes, r.cp.Interrupts = slices.Clone(cp.Writes), slices.Clone(cp.Interrupts)
-	r.staged = false
+	r.staged, r.begun = false, nil
 }
 
 // encode fills cp's State and the journal entries added since from.

@@ -123,6 +123,9 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 	if l := decisionLine(c, now); l != "" {
 		lines = append(lines, l)
 	}
+	if c.EditedBy != "" && c.Decision != nil && c.Decision.Kind != interrupt.Edit {
+		lines = append(lines, "✏️ The arguments were edited by "+userMention(c.EditedBy)+" before the approvals")
+	}
 	if l := progressLine(c); l != "" {
 		lines = append(lines, l)
 	}
@@ -130,7 +133,7 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 	if len(lines) > 0 {
 		blocks = append(blocks, sectionBlock(strings.Join(lines, "\n")))
 	}
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Editor() != "" {
 		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), shownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
 	view, _ := argsView(c)
@@ -147,10 +150,13 @@ func CardText(c agent.Call) string {
 		tool = "a tool call"
 	}
 	var text string
-	switch c.Status {
-	case agent.Pending:
+	switch {
+	case c.Status == agent.Pending && c.Decision != nil:
+		// Decided, and not yet applied: the card shows the decision.
+		text = tool + ": " + c.Decision.Kind.Past()
+	case c.Status == agent.Pending:
 		text = "Approval needed: " + tool
-	case agent.Unknown:
+	case c.Status == agent.Unknown:
 		text = "Outcome unknown: " + tool
 	default:
 		text = tool + ": " + callStatusWord(c)
@@ -203,10 +209,16 @@ func EditModal(c agent.Call, ref string) slack.ModalViewRequest {
 		WithInitialValue(args)
 	input.FocusOnLoad = true
 	view.Submit = plainText("Approve")
+	hint := "Submitting approves the call with these arguments. They must be valid JSON that fits the tool."
+	if c.Quorum() > 1 {
+		// Several people approve this call: an edit is a proposal.
+		view.Submit = plainText("Propose")
+		hint = fmt.Sprintf("Submitting replaces the arguments and resets the approvals: the call then runs once %d people approve the new ones on its card (you may be one). "+
+			"They must be valid JSON that fits the tool.", c.Quorum())
+	}
 	view.Blocks.BlockSet = []slack.Block{
 		toolLine,
-		slack.NewInputBlock(BlockArgs, plainText("Arguments (JSON)"),
-			plainText("Submitting approves the call with these arguments. They must be valid JSON that fits the tool."), input),
+		slack.NewInputBlock(BlockArgs, plainText("Arguments (JSON)"), plainText(hint), input),
 	}
 	return view
 }
@@ -289,6 +301,9 @@ func decisionLine(c agent.Call, now time.Time) string {
 	by := userMention(d.By) + " at " + slackDate(at)
 	switch d.Kind {
 	case interrupt.Approve:
+		if len(d.Approvals) > 1 {
+			return "✅ Approved by " + mentionList(d.Approvers(), budgetMentions) + " at " + slackDate(at)
+		}
 		if earlierRuns(c) > 0 {
 			return "🔁 Retry approved by " + by
 		}
@@ -338,7 +353,7 @@ func progressLine(c agent.Call) string {
 // prefix.
 func resultLine(c agent.Call) string {
 	lines := strings.Split(c.Result, "\n")
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit && len(lines) > 1 && strings.HasPrefix(lines[0], "Note: ") {
+	if c.Editor() != "" && len(lines) > 1 && strings.HasPrefix(lines[0], "Note: ") {
 		lines = lines[1:]
 	}
 	for _, l := range lines {

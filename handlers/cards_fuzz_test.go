@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/runner"
 )
 
 // FuzzCards renders every card and modal of a call made of fuzzed text
@@ -25,6 +26,15 @@ func FuzzCards(f *testing.F) {
 			Status: agent.Pending, NeedsApproval: true, Expires: cardNow.Add(time.Hour),
 		}
 		checkMessage(t, handlers.ApprovalCard(c, requester, cardRef, cardNow))
+		gate := &runner.Gate{Required: 1 + int(kind)%4, Approvals: []interrupt.Approval{{By: requester}, {By: reason}},
+			Approvers: []string{requester, "S0OPS", result}, Requester: requester, Confirm: true,
+			Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}}
+		for _, announce := range []bool{true, false} {
+			q := c
+			q.Revision, q.EditedBy, q.EditedArgs = int(kind)%2, requester, json.RawMessage(result)
+			checkMessage(t, handlers.PendingCard(q, requester, cardRef, cardNow, gate, announce))
+			checkText(t, "PendingText", handlers.PendingText(q, gate), 3000, "mrkdwn")
+		}
 		checkModal(t, handlers.EditModal(c, cardRef))
 		checkModal(t, handlers.RejectModal(c, cardRef))
 		kinds := []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire}

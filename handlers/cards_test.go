@@ -439,6 +439,9 @@ func TestCardText(t *testing.T) {
 		{callMarkedDone, "http_request: marked done"},
 		{callFailed, "http_request: failed"},
 		{callWith(func(c *agent.Call) { c.Tool = "<!channel>" }), "Approval needed: &lt;!channel&gt;"},
+		// Decided while pending, as the card shows it before the run
+		// goes on (an expiry is never followed by a run).
+		{callWith(func(c *agent.Call) { c.Decision = &interrupt.Decision{Kind: interrupt.Expire} }), "http_request: expired"},
 	}
 	for _, tt := range tests {
 		if got := handlers.CardText(tt.call); got != tt.want {
@@ -626,7 +629,7 @@ func TestCardLimits(t *testing.T) {
 // Patterns of the mrkdwn the cards mean to send: user mentions, dates and
 // quotes.
 // Any other < or > in a text came from the input unescaped.
-var allowedMarkup = regexp.MustCompile(`(?m)<@[A-Z0-9]+>|<!date\^\d+\^[^|<>]+\|[^<>]+>|^> `)
+var allowedMarkup = regexp.MustCompile(`(?m)<@[A-Z0-9]+>|<!subteam\^S[A-Z0-9]+>|<!date\^\d+\^[^|<>]+\|[^<>]+>|^> `)
 
 // checkMessage checks a card against Slack's limits for a message.
 func checkMessage(t *testing.T, blocks []slack.Block) {
@@ -739,6 +742,12 @@ func checkBlocksJSON(t *testing.T, raw []byte) {
 				}
 				if v, _ := btn["value"].(string); len(v) > 2000 {
 					t.Errorf("%s: value of %d bytes", bw, len(v))
+				}
+				if c, ok := btn["confirm"].(map[string]any); ok {
+					text(bw+" confirm title", c["title"], 100)
+					text(bw+" confirm text", c["text"], 300)
+					text(bw+" confirm confirm", c["confirm"], 30)
+					text(bw+" confirm deny", c["deny"], 30)
 				}
 			}
 		case "input":

@@ -14,12 +14,17 @@
 // Reporter finds where to post from it. Cards carry an opaque reference
 // in their buttons' values, which the server looks up; a reference grants
 // nothing by itself — every click goes to runner.Decide, which checks it
-// against the policy, the card's channel and the arguments' hash. The
-// handlers make no decision of their own.
+// against the policy, the card's channel (or that of a recorded copy of
+// the card: copies.go) and the arguments' hash. The handlers make no
+// decision of their own.
 //
 // Answers are shown as the model writes them: one message that grows
 // (Slack's streaming methods, or chat.update) and that the final answer
 // finishes; see stream.go.
+//
+// The Home tab (home.go) is each person's inbox: the calls waiting for
+// them across channels, with the cards' buttons. A click there is decided
+// like a click on the card, by runner.Decide, as made from an inbox.
 //
 // A tool's request for input during a call (elicit.go) is not a decision
 // on a call and does not go through the runner: the Elicitor posts it in

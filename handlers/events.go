@@ -41,6 +41,10 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 		http.Error(w, "malformed event", http.StatusBadRequest)
 		return
 	}
+	if ev.Type == "app_home_opened" {
+		s.homeOpened(w, r, envelope.EventID, envelope.Event)
+		return
+	}
 	rec, ok := s.request(envelope.TeamID, ev)
 	if !ok {
 		w.WriteHeader(http.StatusOK) // not a request: the bot's own message, an edit, a join…
@@ -60,6 +64,24 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 	if first {
 		s.carryOn(r.Context(), id, rec)
 	}
+}
+
+// homeOpened publishes the Home tab of the person who opened it.
+func (s *Server) homeOpened(w http.ResponseWriter, r *http.Request, eventID string, raw json.RawMessage) {
+	var ev struct {
+		User string `json:"user"`
+		Tab  string `json:"tab"`
+	}
+	w.WriteHeader(http.StatusOK)
+	if s.home == nil || json.Unmarshal(raw, &ev) != nil || ev.User == "" || ev.Tab != "home" {
+		return // the Messages tab, or the Home tab turned off
+	}
+	// Publishing twice does no harm, so a store that cannot tell a
+	// repeated delivery does not stop it.
+	if first, err := s.store.Dedup(r.Context(), "event:"+eventID, dedupTTL); err == nil && !first {
+		return
+	}
+	s.background(r.Context(), func(ctx context.Context) { s.home.Opened(ctx, ev.User) })
 }
 
 // messageEvent holds the fields of app_mention and message events that

@@ -10,17 +10,24 @@ import (
 )
 
 // Groups answers "is this user in that user group" from
-// usergroups.users.list, remembering each group's members for a while.
-// It is the runner.Groups of the Slack front end, and safe for concurrent
-// use.
+// usergroups.users.list, remembering each group's members for a while,
+// and "is this user in that channel" from conversations.members,
+// remembering each channel's members for a minute. It is the
+// runner.Groups and runner.Members of the Slack front end, and safe for
+// concurrent use.
 type Groups struct {
 	api *slack.Client
 	ttl time.Duration
 	now func() time.Time
 
-	mu     sync.Mutex
-	groups map[string]cachedGroup
+	mu       sync.Mutex
+	groups   map[string]cachedGroup
+	channels map[string]cachedGroup
 }
+
+// membersTTL is how long a channel's members are remembered: briefly,
+// since who may decide a call from the Home tab depends on it.
+const membersTTL = time.Minute
 
 type cachedGroup struct {
 	users   []string
@@ -37,22 +44,60 @@ func NewGroups(api *slack.Client, ttl time.Duration, now func() time.Time) *Grou
 	if now == nil {
 		now = time.Now
 	}
-	return &Groups{api: api, ttl: ttl, now: now, groups: map[string]cachedGroup{}}
+	return &Groups{api: api, ttl: ttl, now: now, groups: map[string]cachedGroup{}, channels: map[string]cachedGroup{}}
 }
 
 // InGroup implements runner.Groups.
 func (g *Groups) InGroup(ctx context.Context, group, user string) (bool, error) {
+	users, err := g.Members(ctx, group)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(users, user), nil
+}
+
+// Members returns the users of a user group. The slice is shared: do not
+// change it.
+func (g *Groups) Members(ctx context.Context, group string) ([]string, error) {
 	g.mu.Lock()
 	c, ok := g.groups[group]
 	g.mu.Unlock()
 	if !ok || g.now().Sub(c.fetched) > g.ttl {
 		users, err := g.api.GetUserGroupMembersContext(ctx, group)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		c = cachedGroup{users: users, fetched: g.now()}
 		g.mu.Lock()
 		g.groups[group] = c
+		g.mu.Unlock()
+	}
+	return c.users, nil
+}
+
+// InChannel implements runner.Members.
+func (g *Groups) InChannel(ctx context.Context, channel, user string) (bool, error) {
+	g.mu.Lock()
+	c, ok := g.channels[channel]
+	g.mu.Unlock()
+	if !ok || g.now().Sub(c.fetched) > membersTTL {
+		var users []string
+		cursor := ""
+		for {
+			page, next, err := g.api.GetUsersInConversationContext(ctx, &slack.GetUsersInConversationParameters{
+				ChannelID: channel, Cursor: cursor, Limit: 1000})
+			if err != nil {
+				return false, err
+			}
+			users = append(users, page...)
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		c = cachedGroup{users: users, fetched: g.now()}
+		g.mu.Lock()
+		g.channels[channel] = c
 		g.mu.Unlock()
 	}
 	return slices.Contains(c.users, user), nil

@@ -49,6 +49,9 @@ type click struct {
 	action *slack.BlockAction
 	ref    ref
 	log    logrus.FieldLogger
+	// fromHome: the button is in the Home tab, not on a card in a
+	// channel; the payload names no channel.
+	fromHome bool
 }
 
 func (c click) user() string    { return c.cb.User.ID }
@@ -57,10 +60,17 @@ func (c click) channel() string { return c.cb.Channel.ID }
 // decision is the runner's decision of kind on the click's card, with
 // where and by whom it was made; the runner checks all of it.
 func (c click) decision(kind interrupt.Kind) runner.Decision {
-	return runner.Decision{
+	d := runner.Decision{
 		Thread: c.ref.Thread, Call: c.ref.Call, Round: c.ref.Attempt, Hash: c.ref.Hash,
 		Team: c.cb.Team.ID, Channel: c.cb.Channel.ID, By: c.user(), Kind: kind,
 	}
+	if c.fromHome {
+		// The call's own channel; the runner checks that the person may
+		// decide it from outside that channel.
+		_, d.Channel, _, _ = ParseThread(c.ref.Thread)
+		d.FromInbox = true
+	}
+	return d
 }
 
 // blockAction handles a button on a card.
@@ -72,12 +82,30 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	ctx := r.Context()
 	action := cb.ActionCallback.BlockActions[0]
 	log := s.log.WithFields(logrus.Fields{"user": cb.User.ID, "channel": cb.Channel.ID, "action": action.ActionID})
+	fromHome := cb.View.Type == slack.VTHomeTab
+	if fromHome && s.home == nil {
+		w.WriteHeader(http.StatusOK) // the Home tab is off: it shows no buttons
+		return
+	}
+	// tellClicker answers the person: in the thread they clicked in, or
+	// at the top of their Home tab, published again.
+	tellClicker := func(answer string) {
+		if fromHome {
+			s.background(ctx, func(ctx context.Context) { s.home.Publish(ctx, cb.User.ID, answer) })
+			return
+		}
+		if answer != "" {
+			s.background(ctx, func(ctx context.Context) {
+				s.tell(ctx, cb.Channel.ID, threadTS(cb), cb.User.ID, cb.ResponseURL, answer)
+			})
+		}
+	}
 	// The same payload delivered twice is one click.
 	first, err := s.store.Dedup(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL)
 	if err != nil {
 		log.WithError(err).Error("dedup of a click")
 		w.WriteHeader(http.StatusOK)
-		s.background(ctx, func(ctx context.Context) { s.ephemeral(ctx, cb.Channel.ID, "", cb.User.ID, textTryAgain) })
+		tellClicker(textTryAgain)
 		return
 	}
 	if !first {
@@ -88,10 +116,10 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	if err != nil {
 		log.WithError(err).Error("looking up a card reference")
 		w.WriteHeader(http.StatusOK)
-		s.background(ctx, func(ctx context.Context) { s.ephemeral(ctx, cb.Channel.ID, "", cb.User.ID, textTryAgain) })
+		tellClicker(textTryAgain)
 		return
 	}
-	c := click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread)}
+	c := click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}
 	var answer string
 	if !ok {
 		answer = textNotPending
@@ -116,9 +144,7 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 		}
 	}
 	w.WriteHeader(http.StatusOK)
-	if answer != "" {
-		s.background(ctx, func(ctx context.Context) { s.tell(ctx, c.channel(), threadTS(cb), c.user(), cb.ResponseURL, answer) })
-	}
+	tellClicker(answer)
 }
 
 // lookupRef finds what a button's value stands for.
@@ -191,6 +217,9 @@ func (s *Server) openModal(ctx context.Context, c click, kind interrupt.Kind) st
 		return msg
 	}
 	value := c.action.Value
+	if c.fromHome {
+		value = homeMetaPrefix + value
+	}
 	view := RejectModal(*call, value)
 	if kind == interrupt.Edit {
 		view = EditModal(*call, value)
@@ -244,7 +273,8 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) {
 	ctx := r.Context()
 	log := s.log.WithFields(logrus.Fields{"user": cb.User.ID, "view": cb.View.CallbackID})
-	rf, ok, err := s.lookupRef(ctx, cb.View.PrivateMetadata)
+	meta, fromHome := strings.CutPrefix(cb.View.PrivateMetadata, homeMetaPrefix)
+	rf, ok, err := s.lookupRef(ctx, meta)
 	if err != nil {
 		log.WithError(err).Error("looking up a card reference")
 		writeErrors(w, cb, textTryAgain)
@@ -254,7 +284,8 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 		writeErrors(w, cb, textNotPending)
 		return
 	}
-	c := click{cb: cb, action: &slack.BlockAction{ActionID: cb.View.CallbackID, Value: cb.View.PrivateMetadata}, ref: rf, log: log.WithField("thread", rf.Thread)}
+	c := click{cb: cb, action: &slack.BlockAction{ActionID: cb.View.CallbackID, Value: meta}, ref: rf, log: log.WithField("thread", rf.Thread),
+		fromHome: fromHome && s.home != nil}
 	var d runner.Decision
 	switch cb.View.CallbackID {
 	case CallbackEdit:
@@ -273,9 +304,10 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 		return
 	}
 	// A modal is opened from a card in a channel, but its submission
-	// carries no channel: it is the card's own.
+	// carries no channel: it is the card's own. One opened from the Home
+	// tab is decided as made from there.
 	_, d.Channel, _, _ = ParseThread(rf.Thread)
-	d.Team = cb.Team.ID
+	d.Team, d.FromInbox = cb.Team.ID, fromHome
 	err = s.svc.Decide(ctx, d)
 	var lost *runner.AlreadyDecidedError
 	if errors.As(err, &lost) && sameSubmission(lost.Decision, d) {
@@ -288,6 +320,9 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 	}
 	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")
 	s.drive(ctx, d.Thread)
+	if c.fromHome {
+		s.background(ctx, func(ctx context.Context) { s.home.Publish(ctx, c.user(), "") })
+	}
 	w.WriteHeader(http.StatusOK) // closes the modal
 }
 
@@ -325,7 +360,7 @@ func alreadyText(d interrupt.Decision) string {
 	if d.Kind == interrupt.Expire {
 		return "This request has expired."
 	}
-	return fmt.Sprintf("Already %s by <@%s>.", d.Kind.Past(), d.By)
+	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), mentionList(d.Approvers(), budgetMentions))
 }
 
 // threadTS is the thread a click happened in, for ephemeral answers.

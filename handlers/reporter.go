@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -38,8 +38,20 @@ type Reporter struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	tools ToolLookup // optional; see WithTools
+	// groups, if set, finds the members of user groups that get cards by
+	// direct message; see WithGroups.
+	groups *Groups
 	// streams are the answers being streamed (see stream.go).
 	streams streams
+	// home, if set, publishes Home tabs again when the inbox changes.
+	home atomic.Pointer[Home]
+}
+
+// WithHome makes the reporter keep the Home tabs of those who opened
+// them up to date (Server.Home; nil: the tab is off).
+func (r *Reporter) WithHome(h *Home) *Reporter {
+	r.home.Store(h)
+	return r
 }
 
 // NewReporter returns a Reporter posting through api.
@@ -79,17 +91,26 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.streamEnded(ctx, e)
 	case runner.ApprovalNeeded:
 		c := *e.Call
-		value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+		// The Home tab shows the card's buttons with the same value.
+		value, err := newCardRef(ctx, r.store, e.Thread, c)
 		if err != nil {
 			return err
 		}
+		blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(withToolBlock(ApprovalCard(c, requester, value, r.now()), r.tools, c.Tool)...))
+			slack.MsgOptionText(PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
 		if err != nil {
 			return err
 		}
-		_, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
-		return err
+		if _, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts)); err != nil {
+			return err
+		}
+		if e.Copies != nil {
+			r.postCopies(ctx, e, channel, root, c, requester, blocks)
+		}
+		return nil
+	case runner.ApprovalProgress:
+		return r.updatePending(ctx, e, channel, requester)
 	case runner.CallDecided:
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts, requester)
 	case runner.CallStarted:
@@ -115,6 +136,17 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
+	case runner.Reminder, runner.Escalated:
+		text := ReminderText(e.Call.Tool, e.People, e.Waited)
+		if e.Kind == runner.Escalated {
+			text = EscalationText(e.Call.Tool, e.People, e.Waited)
+		}
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(text, false))
+		return err
+	case runner.InboxChanged:
+		if h := r.home.Load(); h != nil {
+			h.Changed(ctx, e.Inbox)
+		}
 	}
 	return nil
 }
@@ -130,11 +162,41 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	if !ok {
 		return nil
 	}
-	return r.retry(ctx, func() error {
+	blocks := SettledCard(c, requester, r.now())
+	err = r.retry(ctx, func() error {
 		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(SettledCard(c, requester, r.now())...))
+			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
+	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
+	return err
+}
+
+// updatePending redraws the card of a call that still waits, with its
+// approvals so far (and, after an edit, its new arguments and buttons
+// that decide them).
+func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
+	c := *e.Call
+	cards, err := r.store.Claims(ctx, e.Thread)
+	if err != nil {
+		return err
+	}
+	ts, ok := cards[cardKey(c.Key, c.Attempts)]
+	if !ok {
+		return nil
+	}
+	value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	if err != nil {
+		return err
+	}
+	blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
+	err = r.retry(ctx, func() error {
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(CardText(c), false),
+			slack.MsgOptionBlocks(blocks...))
+		return err
+	})
+	r.updateCopies(ctx, e.Thread, channel, c, c.Attempts, blocks, cards)
+	return err
 }
 
 // post posts a message and returns its ts.
@@ -186,7 +248,7 @@ func resultText(c agent.Call) string {
 	result := c.Result
 	// The note telling the model that a person edited the arguments is
 	// for the model: people see the edit on the card.
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Editor() != "" {
 		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
 			result = rest
 		}

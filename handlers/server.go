@@ -34,6 +34,12 @@ type Options struct {
 	// Mailbox, if set, carries people's answers to tools' requests for
 	// input (see Elicitor) to the process whose call waits for them.
 	Mailbox Mailbox
+	// Home, if set, turns on the Home tab (home.go), keeping who has
+	// opened it; the runner must keep an inbox (runner.Options.Inbox).
+	Home HomeStore
+	// TeamURL is the workspace's URL (auth.test's url), for links to
+	// threads in the Home tab.
+	TeamURL string
 }
 
 // Server answers Slack. Create it with New; serve Handler.
@@ -49,6 +55,7 @@ type Server struct {
 	// of requests queues work instead of starving acknowledgements of
 	// CPU and Redis connections.
 	slots chan struct{}
+	home  *Home // nil without Options.Home
 }
 
 // New returns a server. signingSecret verifies requests. Who may decide
@@ -65,14 +72,23 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	if opts.MaxConcurrentWork <= 0 {
 		opts.MaxConcurrentWork = 16 * runtime.GOMAXPROCS(0)
 	}
-	return &Server{
+	s := &Server{
 		slots: make(chan struct{}, opts.MaxConcurrentWork),
 		api:   api, svc: svc, store: store,
 		verifier: NewVerifier(signingSecret, opts.Now),
 		opts:     opts,
 		log:      opts.Logger,
 	}
+	if opts.Home != nil {
+		s.home = &Home{api: api, svc: svc, store: store, openers: opts.Home, teamURL: opts.TeamURL, now: opts.Now,
+			log: opts.Logger.WithField("component", "home")}
+	}
+	return s
 }
+
+// Home returns the Home tab's publisher (nil without Options.Home), for
+// the Reporter (see Reporter.WithHome).
+func (s *Server) Home() *Home { return s.home }
 
 // Handler routes the Slack endpoints. Each verifies the request's
 // signature on the raw body before parsing anything.

@@ -95,6 +95,28 @@ type Decision struct {
 	// an Edit to the arguments they submitted: a hash of the tool and
 	// the arguments, which the call must still have when it runs.
 	Hash string `json:"hash,omitempty"`
+	// Approvals are, for an Approve that needed several people, every
+	// approval that counted toward it, oldest first; By is the last.
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is one person's approval of a call that needs several.
+type Approval struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// Approvers are the people whose approvals decided d: those of
+// Approvals, or By alone.
+func (d Decision) Approvers() []string {
+	if len(d.Approvals) == 0 {
+		return []string{d.By}
+	}
+	out := make([]string, len(d.Approvals))
+	for i, a := range d.Approvals {
+		out[i] = a.By
+	}
+	return out
 }
 
 // Validate reports a decision that cannot be applied as it stands.

@@ -17,7 +17,9 @@
 //	cs:{<thread>}:history  list    checkpoint JSON without the journal (compressed, see
 //	                               compress.go), newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
-//	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions)
+//	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions); and the
+//	                               approvals of calls that need several, one line appended
+//	                               per approver (approvals.go)
 //	cs:{<thread>}:lease    string  the owner of the thread's run lease
 //
 // The head holds only what the compare-and-set checks, so a save neither
@@ -37,6 +39,8 @@
 //	                        the newest entry retention removed. Its hash tag is the
 //	                        stream's name, which puts both in one Cluster slot
 //	cs:mailbox:<b>  list    an answer on its way to the process waiting for it (mailbox.go); expires
+//	cs:{inbox}:…            the calls that wait for people, their recent decisions and who
+//	                        opened the Home tab (inbox.go)
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
 // are written as "%25", "%7B" and "%7D", so the hash tag is always exactly
@@ -65,6 +69,8 @@
 // commands of their own. An audit entry is appended in the same script
 // only if the chain's head is the one this process last saw; else it is
 // appended by a script of its own right after (audit.go).
+// A CloseThread that carries an inbox update sends it with the close, as
+// a second script in the same round trip (inbox.go).
 //
 // # Expiry
 //
@@ -167,6 +173,7 @@ type Store struct {
 	openScript, closeScript               *redis.Script
 	claimDecisionScript                   *redis.Script
 	auditScript                           *redis.Script
+	inboxScript                           *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -207,6 +214,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		closeScript:         redis.NewScript(closeLua),
 		claimDecisionScript: redis.NewScript(claimDecisionLua),
 		auditScript:         redis.NewScript(auditLua),
+		inboxScript:         redis.NewScript(updateInboxLua),
 	}
 }
 
@@ -398,7 +406,8 @@ func (s *Store) Journal(ctx context.Context, thread string, n int) ([]json.RawMe
 }
 
 // Delete removes every key of the thread: checkpoints, journal, history,
-// claims and lease. Deleting a thread that does not exist is not an error.
+// claims and lease, and its calls in the inbox. Deleting a thread that
+// does not exist is not an error.
 func (s *Store) Delete(ctx context.Context, thread string) error {
 	k, err := s.keys(thread)
 	if err != nil {
@@ -408,7 +417,7 @@ func (s *Store) Delete(ctx context.Context, thread string) error {
 	if err := s.rdb.Del(ctx, k.head, k.journal, k.history, k.claims, k.lease).Err(); err != nil {
 		return fmt.Errorf("delete thread %s: %w", thread, err)
 	}
-	return nil
+	return s.forgetInbox(ctx, thread)
 }
 
 // Ping reports whether Redis answers.

@@ -106,12 +106,22 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	for _, key := range c.Keys {
 		args = append(args, key)
 	}
-	reply, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Slice()
+	var res any
+	var inboxErr error
+	if c.Inbox != nil {
+		res, err = s.closeWithInbox(ctx, keys, args, c.Inbox)
+		if res != nil {
+			inboxErr, err = err, nil
+		}
+	} else {
+		res, err = s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
 	}
+	reply, _ := res.([]any)
 	if len(reply) != 2 {
-		return nil, fmt.Errorf("close thread %s: unexpected reply %v", c.Thread, reply)
+		return nil, fmt.Errorf("close thread %s: unexpected reply %v", c.Thread, res)
 	}
 	if len(c.Audit) > 0 {
 		if err := s.auditAfter(ctx, reply[1], c.Audit...); err != nil {
@@ -131,7 +141,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 			return nil, err
 		}
 	}
-	return claimValues(c.Keys, reply[0]), nil
+	return claimValues(c.Keys, reply[0]), inboxErr
 }
 
 // ClaimDecision implements runner.Sessions: Claim with the thread's

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,8 +28,42 @@ func (s *Service) decidedMeanwhile(ss *session, claims map[string][]byte) bool {
 		if _, ok := claims[claimKey(c)]; ok {
 			return true
 		}
+		if unshownApprovals(ss, c, claims) {
+			return true
+		}
 	}
 	return false
+}
+
+// changedMeanwhile reports whether claims (read as the session let go)
+// hold a decision or approvals on a call that waits at the session's
+// last result that the session had not read when it began.
+func (s *Service) changedMeanwhile(ss *session, claims map[string][]byte) bool {
+	if ss.res == nil || ss.res.Status() != graph.Paused {
+		return false
+	}
+	for _, c := range ss.res.State.Waiting() {
+		if _, ok := claims[claimKey(c)]; ok {
+			if _, had := ss.claims[claimKey(c)]; !had {
+				return true
+			}
+		}
+		if keys := quorumKeys(c); len(keys) > 0 && !bytes.Equal(claims[keys[0]], ss.claims[keys[0]]) {
+			return true
+		}
+	}
+	return false
+}
+
+// unshownApprovals reports whether claims hold approvals of c that the
+// session has not shown.
+func unshownApprovals(ss *session, c agent.Call, claims map[string][]byte) bool {
+	if len(quorumKeys(c)) == 0 {
+		return false
+	}
+	n := len(approvalsOf(claims, c))
+	_, shown := ss.claims[progressKey(c, n)]
+	return !shown && (n > 0 || c.Revision > 0)
 }
 
 // claimed returns the claimed decisions for calls that still wait.
@@ -39,8 +74,8 @@ func (s *Service) claimed(ss *session, st *agent.State) (map[string]interrupt.De
 		if !ok {
 			continue
 		}
-		var d interrupt.Decision
-		if err := json.Unmarshal(raw, &d); err != nil {
+		d, err := decodeClaim(raw)
+		if err != nil {
 			return nil, fmt.Errorf("claim on %s: %w", c.Key, err)
 		}
 		if err := s.agent.CheckDecision(st, c.Key, d); err != nil {
@@ -117,8 +152,8 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 		s.opts.Observer.Decided(d.Kind, waited)
 		return nil
 	}
-	var first interrupt.Decision
-	if err := json.Unmarshal(winner, &first); err != nil {
+	first, err := decodeClaim(winner)
+	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
 	}
 	return &AlreadyDecidedError{Key: key, Decision: first}
@@ -152,6 +187,12 @@ func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
 
 // claimKey names the decision on a call in its current round. A call
 // waits for a decision once, or again after a crash cut off its run
-// (outcome unknown); the earlier round's decision must not answer the
-// later one, so the key counts the call's attempts.
-func claimKey(c agent.Call) string { return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts) }
+// (outcome unknown), or again after an edit when it needs several
+// approvals; the earlier round's decision must not answer the later one,
+// so the key counts the call's attempts and revisions.
+func claimKey(c agent.Call) string {
+	if c.Revision > 0 {
+		return fmt.Sprintf("decision:%s#%d.e%d", c.Key, c.Attempts, c.Revision)
+	}
+	return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts)
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -32,6 +34,12 @@ type Decision struct {
 	// Team and Channel are where the person acted; they must be the
 	// thread's.
 	Team, Channel string
+	// FromInbox says the person acted outside the thread's channel, in
+	// an inbox that lists the calls waiting for them (Slack's Home tab):
+	// Channel is then not checked, and a call whose rule names no
+	// approvers — anyone in its channel may decide it — may be decided
+	// only by a member of that channel (Options.Members).
+	FromInbox bool
 	// By is who decided.
 	By string
 	// Kind is Approve, Edit or Reject on a pending call; Approve (retry),
@@ -103,9 +111,9 @@ func (s *Service) Decide(ctx context.Context, d Decision) error {
 	if cached, ok := s.graph.Cached(d.Thread); ok {
 		_, c, id, err := s.checkAt(ctx, d, cached, false, false)
 		if err == nil {
-			err = s.claim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
+			err = s.decideClaim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
 			if !errors.Is(err, ErrStale) {
-				return err
+				return s.approvedAgain(ctx, d, c, err)
 			}
 		}
 	}
@@ -113,7 +121,17 @@ func (s *Service) Decide(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
-	return s.claim(ctx, d.Thread, *c, id, "")
+	return s.approvedAgain(ctx, d, c, s.decideClaim(ctx, d.Thread, *c, id, ""))
+}
+
+// approvedAgain turns the error of an approval its author had given
+// already into a refusal that says so (audited).
+func (s *Service) approvedAgain(ctx context.Context, d Decision, c *agent.Call, err error) error {
+	var again *alreadyApprovedError
+	if errors.As(err, &again) {
+		return s.refuse(ctx, d, c, again.why())
+	}
+	return err
 }
 
 // Check answers whether Decide(d) would be accepted now, without
@@ -181,6 +199,11 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 			return st, c, id, &InvalidArgsError{Err: err}
 		}
 		id.Args, id.Hash = args, tools.ArgsHash(c.Tool, args)
+		if c.Quorum() > 1 && id.Hash == c.RunHash() && !dry {
+			// An "edit" that changes nothing, of a call that needs
+			// several approvals, approves the arguments as they are.
+			id.Kind, id.Args = interrupt.Approve, nil
+		}
 	}
 	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
 		return st, c, id, refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
@@ -202,9 +225,20 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
+	// The round's last revision says how it ended.
 	raw, ok := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round})]
-	var first interrupt.Decision
-	if !ok || json.Unmarshal(raw, &first) != nil {
+	for rev := 1; ; rev++ {
+		next, more := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round, Revision: rev})]
+		if !more {
+			break
+		}
+		raw, ok = next, true
+	}
+	if !ok {
+		return ErrNotPending
+	}
+	first, err := decodeClaim(raw)
+	if err != nil {
 		return ErrNotPending
 	}
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
@@ -212,10 +246,20 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 
 // refusal says why d.By may not make decision d on c, or "" if they may.
 func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) string {
-	if d.Channel != st.Channel || (st.Team != "" && d.Team != st.Team) {
+	if st.Team != "" && d.Team != st.Team {
+		if d.FromInbox {
+			return "this call belongs to another workspace"
+		}
 		return "this card belongs to another channel"
 	}
-	if d.By == "" {
+	// A decision from an inbox comes from outside any channel; who may
+	// make it is checked below (memberRefusal).
+	if !d.FromInbox {
+		if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
+			return why
+		}
+	}
+	if d.By == "" || strings.ContainsAny(d.By, "\t\n\r") {
 		return "the person deciding is unknown"
 	}
 	switch d.Kind {
@@ -223,19 +267,61 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	default:
 		return fmt.Sprintf("a person cannot %s a call", d.Kind)
 	}
+	if rule, ok := s.agent.Rule(c.Tool); ok {
+		if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
+			return why
+		}
+	}
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
 		return "" // withdrawing one's own request is always allowed
 	}
-	return s.mayDecide(ctx, st, c, d.By)
+	if why := s.mayDecide(ctx, d.Thread, st, c, d.By); why != "" || !d.FromInbox {
+		return why
+	}
+	return s.memberRefusal(ctx, st, c, d.By)
 }
 
-// mayDecide says why by may not decide c under its tool's rule, or "".
-func (s *Service) mayDecide(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+// memberRefusal says why by may not decide c from an inbox, outside its
+// channel, when its rule lets anyone in the channel decide; or "".
+func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+	if rule, ok := s.agent.Rule(c.Tool); !ok || len(rule.Approvers) > 0 {
+		return ""
+	}
+	where := "its channel"
+	if st.Channel != "" {
+		where = "<#" + st.Channel + ">"
+	}
+	if s.opts.Members == nil {
+		return "anyone in " + where + " may decide this call, so decide it there"
+	}
+	in, err := s.opts.Members.InChannel(ctx, st.Channel, by)
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking channel membership")
+		return "I couldn't check whether you are in " + where + "; please try again"
+	}
+	if !in {
+		return "only members of " + where + " may decide this call"
+	}
+	return ""
+}
+
+// mayDecide says why by may not decide c, a call of thread, under its
+// tool's rule (and its escalation, once escalated), or "".
+func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, by string) string {
 	rule, ok := s.agent.Rule(c.Tool)
 	if !ok {
 		return "the tool " + c.Tool + " is no longer offered"
 	}
 	ok, why, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+	if err == nil && !ok && len(rule.EscalateTo) > 0 && len(rule.Approvers) > 0 {
+		// Once the call was escalated, the people it was escalated to
+		// are among its approvers.
+		var escalated bool
+		if escalated, err = s.claimSet(ctx, thread, escalationKey(*c)); err == nil && escalated {
+			rule.Approvers = append(slices.Clone(rule.Approvers), rule.EscalateTo...)
+			ok, why, err = rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+		}
+	}
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking who may decide")
 		return "I couldn't check whether you may decide this call; please try again"
@@ -328,7 +414,13 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 			continue
 		}
 		if m.By != c.AskedBy(st) {
-			if w := s.mayDecide(ctx, st, &c, m.By); w != "" {
+			if rule, ok := s.agent.Rule(c.Tool); ok {
+				if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
+					why = w
+					continue
+				}
+			}
+			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != "" {
 				why = w
 				continue
 			}
@@ -388,7 +480,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 	if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
 		return &RefusedError{Why: "this card belongs to another channel"}
 	}
-	if why := s.mayRetry(ctx, st, m.By); why != "" {
+	if why := s.mayRetry(ctx, m.Thread, st, m.By); why != "" {
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": why})
 		return &RefusedError{Why: why}
 	}
@@ -410,7 +502,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 }
 
 // mayRetry says why by may not retry the failed run of st, or "".
-func (s *Service) mayRetry(ctx context.Context, st *agent.State, by string) string {
+func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, by string) string {
 	requester := st.TurnBy
 	if requester == "" {
 		requester = st.Requester
@@ -430,7 +522,7 @@ func (s *Service) mayRetry(ctx context.Context, st *agent.State, by string) stri
 			continue
 		}
 		gated++
-		if s.mayDecide(ctx, st, &calls[i], by) == "" {
+		if s.mayDecide(ctx, thread, st, &calls[i], by) == "" {
 			return ""
 		}
 	}

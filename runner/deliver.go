@@ -69,6 +69,7 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	}
 	ss.schedule = true
 	ss.wake, ss.waiting = s.planNext(res)
+	ss.inbox = res
 }
 
 // redeliverAfter is how soon undelivered answers and cards are tried
@@ -124,7 +125,23 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 		// each call's card is shown once per decision round.
 		for _, c := range st.Waiting() {
 			c := c
-			show("announced:"+claimKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c})
+			gate := s.gate(st, c, ss.claims)
+			_, posted := ss.claims[announceKey(c)]
+			show(announceKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)})
+			if gate == nil || gate.Required < 2 {
+				continue
+			}
+			// A call that needs several approvals: its card shows each
+			// new count, and an edit's reset, once.
+			key := progressKey(c, len(gate.Approvals))
+			if !posted {
+				if _, shown := ss.claims[key]; !shown {
+					ss.claims[key] = []byte("1") // the card just posted shows it
+					ss.record = append(ss.record, key)
+				}
+			} else if len(gate.Approvals) > 0 || c.Revision > 0 {
+				show(key, Event{Kind: ApprovalProgress, Thread: thread, State: st, Call: &c, Gate: gate})
+			}
 		}
 	case graph.Failed:
 		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})

@@ -54,7 +54,7 @@ func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(
 		if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
 			why = "this card belongs to another channel"
 		} else {
-			why = s.mayRetry(ctx, st, m.By)
+			why = s.mayRetry(ctx, m.Thread, st, m.By)
 		}
 		if why != "" {
 			s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": how, "by": m.By, "reason": why})

@@ -98,6 +98,14 @@ type world struct {
 	loads *atomic.Int64
 	// auditor, if set, wraps the store as the service's Auditor.
 	auditor func(*redisstore.Store) runner.Auditor
+	// schedule, if set, keeps the wake-up schedule in the store;
+	// groups, if set, answers for user groups.
+	schedule bool
+	groups   runner.Groups
+	// inbox: the store keeps the inbox index; members answers for
+	// channel membership.
+	inbox   bool
+	members runner.Members
 }
 
 // countingStore counts loads.
@@ -180,7 +188,14 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.auditor != nil {
 		auditor = w.auditor(store)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor})
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor, Groups: w.groups, Members: w.members}
+	if w.schedule {
+		opts.Schedule = store
+	}
+	if w.inbox {
+		opts.Inbox = store
+	}
+	svc = runner.New(a, store, rep, opts)
 	return svc, store
 }
 

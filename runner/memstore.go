@@ -1,15 +1,16 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
 	"time"
 )
 
-// MemoryStore keeps claims, leases, the schedule and the audit trail in
-// memory, for tests and single-process use: it implements Store, Schedule
-// and Auditor. It is safe for concurrent use within one process; nothing
+// MemoryStore keeps claims, approvals, leases, the schedule, the inbox
+// and the audit trail in memory, for tests and single-process use: it
+// implements Store, Schedule, Inbox and Auditor. It is safe for concurrent use within one process; nothing
 // survives the process. Leases expire by the clock given to it.
 type MemoryStore struct {
 	now func() time.Time
@@ -20,6 +21,8 @@ type MemoryStore struct {
 	wakeups map[string]time.Time
 	waiting map[string]int
 	audit   []map[string]string
+	inbox   map[string][]InboxEntry
+	recent  map[string][]DecisionRecord
 }
 
 type memLease struct {
@@ -36,6 +39,7 @@ func NewMemoryStore(now func() time.Time) *MemoryStore {
 	return &MemoryStore{
 		now: now, claims: map[string]map[string][]byte{}, leases: map[string]memLease{},
 		wakeups: map[string]time.Time{}, waiting: map[string]int{},
+		inbox: map[string][]InboxEntry{}, recent: map[string][]DecisionRecord{},
 	}
 }
 
@@ -62,6 +66,36 @@ func (m *MemoryStore) Claims(_ context.Context, thread string) (map[string][]byt
 	out := make(map[string][]byte, len(m.claims[thread]))
 	for k, v := range m.claims[thread] {
 		out[k] = slices.Clone(v)
+	}
+	return out, nil
+}
+
+// Approve implements Approvals.
+func (m *MemoryStore) Approve(_ context.Context, thread string, a Approval) (Approved, error) {
+	if err := CheckApproval(a); err != nil {
+		return Approved{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.claims[thread]
+	if c == nil {
+		c = map[string][]byte{}
+		m.claims[thread] = c
+	}
+	list := c[a.Set]
+	if v, ok := c[a.Key]; ok {
+		return Approved{Winner: slices.Clone(v), Approvals: slices.Clone(list)}, nil
+	}
+	if bytes.Contains(append([]byte("\n"), list...), []byte("\n"+a.By+"\t")) {
+		return Approved{Approvals: slices.Clone(list)}, nil
+	}
+	list = slices.Concat(list, []byte(a.By+"\t"), a.Entry, []byte("\n"))
+	c[a.Set] = list
+	out := Approved{Recorded: true, Approvals: slices.Clone(list)}
+	if bytes.Count(list, []byte("\n")) >= a.Required {
+		v := slices.Concat(a.Value, []byte("\n"), list)
+		c[a.Key] = v
+		out.Won, out.Winner = true, slices.Clone(v)
 	}
 	return out, nil
 }
@@ -175,4 +209,40 @@ func (m *MemoryStore) AuditLog(_ context.Context, n int) ([]map[string]string, e
 		out = append(out, m.audit[i])
 	}
 	return out, nil
+}
+
+// UpdateInbox implements Inbox.
+func (m *MemoryStore) UpdateInbox(_ context.Context, u *InboxUpdate) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u.Replaced = slices.Clone(m.inbox[u.Thread])
+	if len(u.Waiting) == 0 {
+		delete(m.inbox, u.Thread)
+	} else {
+		m.inbox[u.Thread] = slices.Clone(u.Waiting)
+	}
+	for _, d := range u.Decided {
+		list := append([]DecisionRecord{d}, m.recent[d.By]...)
+		m.recent[d.By] = list[:min(len(list), RecentLimit)]
+	}
+	return nil
+}
+
+// InboxEntries implements Inbox.
+func (m *MemoryStore) InboxEntries(context.Context) ([]InboxEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []InboxEntry
+	for _, entries := range m.inbox {
+		out = append(out, entries...)
+	}
+	return out, nil
+}
+
+// RecentDecisions implements Inbox.
+func (m *MemoryStore) RecentDecisions(_ context.Context, user string, n int) ([]DecisionRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.recent[user]
+	return slices.Clone(list[:min(len(list), max(n, 0))]), nil
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 )
@@ -37,6 +38,22 @@ const (
 	// StreamEnded: the streamed reply at Message is complete and asks for
 	// tool calls, so no Answer follows; Text is all of its text.
 	StreamEnded
+	// Reminder: Call has waited Waited for a decision; People are the
+	// approvers to remind (user and user-group IDs; none: anyone may
+	// decide).
+	Reminder
+	// Escalated: Call has waited Waited, and People (user and user-group
+	// IDs) may now decide it too.
+	Escalated
+	// InboxChanged: calls began or stopped waiting in the thread, or
+	// decisions were applied there (Inbox says which), and the inbox
+	// index says so now. It comes after the work on the thread ended,
+	// so a front end may show people their inboxes again.
+	InboxChanged
+	// ApprovalProgress: Call, which needs several approvals, still waits,
+	// with the approvals in Gate; or its arguments were edited
+	// (Call.Revision, Call.EditedBy) and the approvals start again.
+	ApprovalProgress
 )
 
 func (k EventKind) String() string {
@@ -61,6 +78,14 @@ func (k EventKind) String() string {
 		return "answer_delta"
 	case StreamEnded:
 		return "stream_ended"
+	case Reminder:
+		return "reminder"
+	case Escalated:
+		return "escalated"
+	case InboxChanged:
+		return "inbox_changed"
+	case ApprovalProgress:
+		return "approval_progress"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -77,6 +102,19 @@ type Event struct {
 	// Message is, for Answer and the streaming events, the answer's
 	// position in the conversation (State.Messages).
 	Message int
+
+	// Copies, on ApprovalNeeded, says where else the card goes (nil:
+	// only the thread); see Copies.
+	Copies *Copies
+	// People and Waited are a Reminder's or an Escalated's: whom to
+	// tell, and how long the call has waited.
+	People []string
+	Waited time.Duration
+	// Inbox is, for InboxChanged, what changed.
+	Inbox *InboxChange
+	// Gate is, for ApprovalNeeded and ApprovalProgress of a pending call,
+	// what to show about deciding it.
+	Gate *Gate
 }
 
 // Reporter shows events to people. Report is called from the goroutine

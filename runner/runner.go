@@ -15,13 +15,19 @@
 // Decisions are claimed before they are applied. A claim is a set-once
 // record in the store, so when two people (or two replicas, or a click
 // and an expiry) decide one call at once, exactly one wins and the other
-// learns who did. Applying claimed decisions is idempotent, so a process
-// that dies between the claim and the resume loses nothing: the next
-// drive of the thread applies it.
+// learns who did. A call whose rule requires several approvals gathers
+// them first; the one that completes them claims the decision in the
+// same atomic step (see quorum.go). Applying claimed decisions is
+// idempotent, so a process that dies between the claim and the resume
+// loses nothing: the next drive of the thread applies it.
 //
 // Runs of one thread never overlap: a run holds the thread's lease, which
 // it renews while it works. A process that cannot get the lease leaves the
 // work to the holder, which looks for new claims after it lets go.
+//
+// With an Inbox, the service also keeps, across threads, the calls that
+// wait for people and each person's recent decisions, for inboxes such as
+// Slack's Home tab (WaitingCalls, WaitsFor, RecentDecisions; inbox.go).
 package runner
 
 import (
@@ -33,6 +39,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +70,7 @@ type Leases interface {
 type Store interface {
 	Claims
 	Leases
+	Approvals
 }
 
 // Errors of the service. Match them with errors.Is or errors.As.
@@ -89,7 +97,7 @@ func (e *AlreadyDecidedError) Error() string {
 	if e.Decision.Kind == interrupt.Expire {
 		return fmt.Sprintf("call %s already expired", e.Key)
 	}
-	return fmt.Sprintf("call %s already %s by %s", e.Key, e.Decision.Kind.Past(), e.Decision.By)
+	return fmt.Sprintf("call %s already %s by %s", e.Key, e.Decision.Kind.Past(), strings.Join(e.Decision.Approvers(), ", "))
 }
 
 // Options are the service's optional settings.
@@ -117,6 +125,15 @@ type Options struct {
 	// Groups, if set, answers for approver lists that name user groups;
 	// without it a group approver matches nobody.
 	Groups Groups
+	// Inbox, if set, keeps the index of the calls that wait for people
+	// and of their recent decisions (see WaitingCalls). When it is the
+	// store itself and the store offers Sessions, the index is written
+	// in the round trip that ends each session.
+	Inbox Inbox
+	// Members, if set, answers whether a person is in a channel, for
+	// decisions made from an inbox on calls that anyone in their channel
+	// may decide; without it such calls are decided in their channel.
+	Members Members
 }
 
 // Service runs conversations.
@@ -282,8 +299,17 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 		worked, err := s.step(runCtx, ss)
 		stop()
 		claims := s.close(ss)
-		if err != nil || !worked {
+		if err != nil {
 			return err
+		}
+		if !worked {
+			// Nothing to run, but a decision or an approval may have
+			// come in while we held the lease: its process left it to
+			// us.
+			if !s.changedMeanwhile(ss, claims) {
+				return nil
+			}
+			continue
 		}
 		// Work was done. Claims made while we held the lease were left
 		// to us: go on if there are any.
@@ -318,13 +344,18 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			return false, err
 		}
 		if len(decisions) == 0 {
+			ss.res = res // what close reads back the claims of
 			s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+			ss.inbox = res
 			return false, nil
 		}
 		// People see each decision as it is applied: here, in the work
 		// after the click, not in the click's acknowledgement.
 		for _, key := range slices.Sorted(maps.Keys(decisions)) {
 			c, _ := res.State.Call(key)
+			if decisions[key].Kind == interrupt.Edit && c.Quorum() > 1 {
+				continue // it waits again: its card shows the reset once applied
+			}
 			decided, d := *c, decisions[key]
 			decided.Decision = &d
 			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
@@ -339,12 +370,21 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			ss.res = nil
 			return true, nil // look again
 		}
+		if out != nil {
+			for _, key := range slices.Sorted(maps.Keys(decisions)) {
+				if d := decisions[key]; d.By != "" && d.Kind != interrupt.Expire {
+					c, _ := res.State.Call(key)
+					ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
+				}
+			}
+		}
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).
 		s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+		ss.inbox = res
 		return false, nil
 	}
 }

@@ -56,7 +56,8 @@ type Auditor interface {
 	Audit(ctx context.Context, fields map[string]string) error
 }
 
-// Tick looks at one due thread: it expires calls whose time is up,
+// Tick looks at one due thread: it reminds approvers and escalates calls
+// as their rules say (see reach.go), expires calls whose time is up,
 // recovers a run cut off by a crash, applies decisions and shows answers
 // and cards that a dead process left behind, and sets the thread's next
 // wake-up.
@@ -72,6 +73,9 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 		return err
 	}
 	if res.Status() == graph.Paused {
+		if err := s.nudge(ctx, thread, res); err != nil {
+			s.log.WithField("thread", thread).WithError(err).Warn("reminding approvers")
+		}
 		if _, err := s.ExpireDue(ctx, thread); err != nil {
 			return err
 		}
@@ -118,8 +122,9 @@ func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 }
 
 // scheduleNext sets when thread must be looked at again, given where its
-// run stands: at the earliest expiry of a pending call, a while after a
-// working run should have renewed its lease, or never.
+// run stands: at the earliest expiry, reminder or escalation of a pending
+// call, a while after a working run should have renewed its lease, or
+// never.
 func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Result[agent.State]) {
 	if s.opts.Schedule == nil || res == nil {
 		return
@@ -135,9 +140,15 @@ func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waitin
 	switch res.Status() {
 	case graph.Paused:
 		waiting = len(res.State.Waiting())
+		now := s.opts.Now()
 		for _, c := range res.State.Waiting() {
 			if c.Status == agent.Pending && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
 				at = c.Expires
+			}
+			if rule, ok := s.agent.Rule(c.Tool); ok {
+				if t := nextNudge(c, rule, now); !t.IsZero() && (at.IsZero() || t.Before(at)) {
+					at = t
+				}
 			}
 		}
 	case graph.Running:

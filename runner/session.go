@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -29,7 +30,9 @@ type Sessions interface {
 	// the "answered" claim to Answered (if ≥ 0), sets the thread's
 	// wake-up and waiting count (if Schedule), appends the Audit
 	// entries to the audit trail, releases Owner's lease, and returns
-	// the claims of Keys that are set once the lease is free.
+	// the claims of Keys that are set once the lease is free. With Inbox
+	// set (the store is the service's Inbox too), it also applies Inbox
+	// as UpdateInbox does, in the same round trip where it can.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
@@ -69,6 +72,7 @@ type Closing struct {
 	Waiting       int
 	Audit         []map[string]string
 	Keys          []string
+	Inbox         *InboxUpdate
 }
 
 // DecisionClaim is what ClaimDecision is asked.
@@ -120,6 +124,11 @@ type session struct {
 	waiting   int
 	res       *graph.Result[agent.State]
 	redeliver bool
+	// inbox is the state whose waiting calls the inbox index is to hold
+	// when the session ends (nil: leave it), and decided the decisions
+	// the session applied.
+	inbox   *graph.Result[agent.State]
+	decided []DecisionRecord
 	// confirmed is when a request that (re)confirmed the lease was sent;
 	// audit holds entries to write with the next ones, or at the end.
 	mu        sync.Mutex
@@ -182,7 +191,8 @@ func neededKeys(res *graph.Result[agent.State]) []string {
 		return keys
 	}
 	for _, c := range res.State.Waiting() {
-		keys = append(keys, claimKey(c), "announced:"+claimKey(c))
+		keys = append(keys, claimKey(c), announceKey(c))
+		keys = append(keys, quorumKeys(c)...)
 	}
 	if res.Status() == graph.Failed {
 		keys = append(keys, "failed:"+res.Checkpoint.ID)
@@ -255,19 +265,33 @@ func (s *Service) close(ss *session) map[string][]byte {
 	if ss.res != nil {
 		for _, c := range ss.res.State.Waiting() {
 			keys = append(keys, claimKey(c))
+			if q := quorumKeys(c); len(q) > 0 {
+				keys = append(keys, q[0]) // its approvals
+			}
 		}
 	}
+	inbox := s.inboxUpdate(ss)
 	if sess, ok := s.store.(Sessions); ok {
 		var audit []map[string]string
 		if s.opts.Auditor != nil {
 			audit = ss.takeAudit()
 		}
-		claims, err := sess.CloseThread(ctx, Closing{Thread: ss.thread, Owner: s.opts.Owner, Record: ss.record,
+		closing := Closing{Thread: ss.thread, Owner: s.opts.Owner, Record: ss.record,
 			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting,
-			Audit: audit, Keys: keys})
+			Audit: audit, Keys: keys}
+		// The store writes the index with the rest if it is the inbox.
+		// Otherwise it is written while the lease is still held, so that
+		// the next session's update comes after it.
+		if inbox != nil && sameValue(s.opts.Inbox, s.store) {
+			closing.Inbox = inbox
+		} else if inbox != nil {
+			s.updateInbox(ctx, inbox)
+		}
+		claims, err := sess.CloseThread(ctx, closing)
 		if err != nil {
 			log.WithError(err).Warn("ending work on the thread")
 		}
+		s.inboxChanged(inbox)
 		return claims
 	}
 	for _, key := range ss.record {
@@ -283,7 +307,11 @@ func (s *Service) close(ss *session) map[string][]byte {
 	if ss.schedule && s.opts.Schedule != nil {
 		s.writeSchedule(ctx, ss.thread, ss.wake, ss.waiting)
 	}
+	if inbox != nil {
+		s.updateInbox(ctx, inbox)
+	}
 	s.release(ss.thread)
+	s.inboxChanged(inbox)
 	if len(keys) == 0 {
 		return nil
 	}
@@ -375,6 +403,20 @@ func (s *Service) unshownAnswers(ctx context.Context, ss *session, st *agent.Sta
 		}
 	}
 	return out, nil
+}
+
+// sameValue reports whether a and b hold the same value (for pointers:
+// the same object), without comparing values that cannot be compared.
+func sameValue(a, b any) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// updateInbox writes what a session changed in the inbox index.
+func (s *Service) updateInbox(ctx context.Context, u *InboxUpdate) {
+	if err := s.opts.Inbox.UpdateInbox(ctx, u); err != nil {
+		s.log.WithField("thread", u.Thread).WithError(err).Warn("updating the inbox")
+	}
 }
 
 // writeSchedule sets the thread's wake-up (none when at is zero) and

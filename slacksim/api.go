@@ -18,8 +18,9 @@ const maxAPIRequest = 4 << 20
 // auth.test, chat.postMessage, chat.update, chat.postEphemeral,
 // chat.startStream, chat.appendStream, chat.stopStream (see stream.go),
 // assistant.threads.setStatus, views.open, views.update, views.push,
-// usergroups.users.list and conversations.info, with form or JSON bodies,
-// as Slack does; other methods get unknown_method.
+// views.publish (the Home tab, see home.go), usergroups.users.list,
+// conversations.members and conversations.info, with form or JSON
+// bodies, as Slack does; other methods get unknown_method.
 func (s *Simulator) APIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := strings.LastIndex(r.URL.Path, "/api/")
@@ -79,6 +80,10 @@ func (s *Simulator) call(r *http.Request, method string) map[string]any {
 		return s.openView(p, method == "views.push")
 	case "views.update":
 		return s.updateView(p)
+	case "views.publish":
+		return s.publishHome(p)
+	case "conversations.members":
+		return s.members(p)
 	case "usergroups.users.list":
 		// The playground has no user groups: every group is empty.
 		if p["usergroup"] == "" {
@@ -190,11 +195,14 @@ func (s *Simulator) messageFrom(p params) (Message, string) {
 
 // checkBlocks accepts a JSON array of at most 50 blocks that each have a
 // type, and returns it compact.
-func checkBlocks(raw string) (json.RawMessage, bool) {
+func checkBlocks(raw string) (json.RawMessage, bool) { return checkBlocksUpTo(raw, 50) }
+
+// checkBlocksUpTo is checkBlocks with a limit of n blocks.
+func checkBlocksUpTo(raw string, n int) (json.RawMessage, bool) {
 	var blocks []struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal([]byte(raw), &blocks); err != nil || len(blocks) > 50 {
+	if err := json.Unmarshal([]byte(raw), &blocks); err != nil || len(blocks) > n {
 		return nil, false
 	}
 	for _, b := range blocks {

@@ -33,6 +33,11 @@
 //     "update", "push" and "clear" do what they say; anything else shows
 //     Slack's "trouble connecting" error in the modal. A view's hash
 //     changes whenever the view changes, errors included.
+//   - The app's Home tab: opening it sends the bot app_home_opened, the
+//     view the bot publishes (views.publish) is shown to that person
+//     alone, and a click on its buttons is a block_actions payload that
+//     names the view and no channel. Everyone is a member of the one
+//     channel (conversations.members).
 //   - Timestamps are unique and increasing; trigger, event and view IDs
 //     are random.
 //
@@ -45,9 +50,9 @@
 // The page is one embedded HTML file with plain JavaScript and CSS (under
 // static/), no build step. It renders the Block Kit the bot sends —
 // header, section (text, fields), context, actions with buttons, divider,
-// and modals with plain_text_input — and Slack's mrkdwn, always through
-// the DOM's text nodes, never as HTML, because the bot's text carries
-// model and tool output.
+// modals with plain_text_input, and the Home tab — and Slack's mrkdwn,
+// always through the DOM's text nodes, never as HTML, because the bot's
+// text carries model and tool output.
 //
 // The /ui/* endpoints act for whoever the page says is typing: anyone who
 // reaches the page can act as any of the playground's users. They accept

@@ -53,8 +53,19 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOf(t, false)
+}
+
+// newWorldOf is newWorld, with the Home tab and its inbox if home is set
+// (in a Redis prefix of the test's own: the inbox spans threads).
+func newWorldOf(t *testing.T, home bool) *world {
+	t.Helper()
 	secret, token := randomHex(16), "xoxb-"+randomHex(8)
-	store := redisstore.New(redistest.Client(t), redisstore.Options{})
+	var opts redisstore.Options
+	if home {
+		opts.Prefix = "home-" + randomHex(6)
+	}
+	store := redisstore.New(redistest.Client(t), opts)
 	policy := tools.DefaultPolicy()
 	reg, err := tools.NewRegistry(policy, tools.Builtins(policy, nil)...)
 	if err != nil {
@@ -90,11 +101,19 @@ func newWorld(t *testing.T) *world {
 	// A decision that arrives while the run that posted the card still
 	// holds the thread's lease is picked up by the schedule once the lease
 	// runs out; a short lease keeps that quick.
-	svc = runner.New(a, store, handlers.NewReporter(api, store, nil, log),
-		runner.Options{Logger: log, Schedule: store, Auditor: store, LeaseTTL: time.Second})
+	rep := handlers.NewReporter(api, store, nil, log)
+	ropts := runner.Options{Logger: log, Schedule: store, Auditor: store, LeaseTTL: time.Second}
+	hopts := handlers.Options{BotUserID: slacksim.DefaultBotUserID, Logger: log}
+	if home {
+		lookups := handlers.NewGroups(api, 0, nil)
+		ropts.Inbox, ropts.Groups, ropts.Members = store, lookups, lookups
+		hopts.Home = store
+	}
+	svc = runner.New(a, store, rep, ropts)
 	schedCtx, stopSchedule := context.WithCancel(context.Background())
 	go svc.RunSchedule(schedCtx, 100*time.Millisecond)
-	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: slacksim.DefaultBotUserID, Logger: log})
+	bot := handlers.New(api, svc, store, secret, hopts)
+	rep.WithHome(bot.Home())
 	mux.Handle("/api/", w.sim.APIHandler())
 	mux.Handle("/slack/", bot.Handler())
 	mux.Handle("/", w.sim.PageHandler())

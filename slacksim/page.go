@@ -26,11 +26,14 @@ const ssePing = 20 * time.Second
 //
 //	GET  /            the page (and GET /static/… its script and styles)
 //	GET  /events      server-sent events: "snapshot" (a State) on connect,
-//	                  then "message" (a Message, new or updated) and
-//	                  "views" ({user, views}: a person's modal stack)
+//	                  then "message" (a Message, new or updated), "views"
+//	                  ({user, views}: a person's modal stack) and "home"
+//	                  ({user, view}: a person's Home tab)
 //	GET  /ui/state    the State as JSON
 //	POST /ui/send     {"user", "text", "thread_ts"?}: Send
-//	POST /ui/click    {"user", "ts", "block_id"?, "action_id"}: Click
+//	POST /ui/click    {"user", "ts", "block_id"?, "action_id"}: Click; with
+//	                  "home": true, a button of the Home tab: ClickHome
+//	POST /ui/home     {"user"}: OpenHome
 //	POST /ui/submit   {"user", "view_id", "values": {block: {action: value}}}: Submit
 //	POST /ui/close    {"user", "view_id"}: CloseView
 //
@@ -59,7 +62,13 @@ func (s *Simulator) PageHandler() http.Handler {
 		return s.Send(ctx, r.User, r.Text, r.ThreadTS)
 	}))
 	mux.Handle("POST /ui/click", s.ui(func(ctx context.Context, r uiRequest) error {
+		if r.Home {
+			return s.ClickHome(ctx, r.User, r.BlockID, r.ActionID)
+		}
 		return s.Click(ctx, r.User, r.TS, r.BlockID, r.ActionID)
+	}))
+	mux.Handle("POST /ui/home", s.ui(func(ctx context.Context, r uiRequest) error {
+		return s.OpenHome(ctx, r.User)
 	}))
 	mux.Handle("POST /ui/submit", s.ui(func(ctx context.Context, r uiRequest) error {
 		return s.Submit(ctx, r.User, r.ViewID, r.Values)
@@ -90,6 +99,7 @@ type uiRequest struct {
 	ActionID string                       `json:"action_id"`
 	ViewID   string                       `json:"view_id"`
 	Values   map[string]map[string]string `json:"values"`
+	Home     bool                         `json:"home"`
 }
 
 // ui adapts an action of the page to HTTP.

@@ -143,12 +143,13 @@ type Workspace struct {
 }
 
 // State is everything the page shows: the messages in the order they were
-// posted (ephemeral ones included) and the stack of open modals of each
-// person, the top one last.
+// posted (ephemeral ones included), the stack of open modals of each
+// person, the top one last, and the Home tab the bot published for each.
 type State struct {
 	Workspace Workspace         `json:"workspace"`
 	Messages  []Message         `json:"messages"`
 	Views     map[string][]View `json:"views"`
+	Homes     map[string]View   `json:"homes"`
 }
 
 // Simulator is a Slack workspace with one channel. Create it with New;
@@ -163,6 +164,7 @@ type Simulator struct {
 	messages []*Message
 	byTS     map[string]*Message
 	views    map[string][]*View // by user: the stack, top last
+	homes    map[string]*View   // by user: the Home tab
 	triggers map[string]trigger
 	subs     map[chan []byte]struct{}
 	closed   bool
@@ -216,6 +218,7 @@ func New(opts Options) *Simulator {
 		log:      opts.Logger,
 		byTS:     map[string]*Message{},
 		views:    map[string][]*View{},
+		homes:    map[string]*View{},
 		triggers: map[string]trigger{},
 		subs:     map[chan []byte]struct{}{},
 	}
@@ -247,6 +250,7 @@ func (s *Simulator) state() State {
 	for user := range s.views {
 		st.Views[user] = s.userViews(user)
 	}
+	st.Homes = s.homeViews()
 	return st
 }
 

@@ -114,7 +114,7 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], resolve(n.Content[i+1])
-		if err := checkKey(key, seen, where, mcpServerKeys); err != nil {
+		if err := checkKey(key, seen, where, slices.Concat(mcpServerKeys, decisionRuleKeys)); err != nil {
 			return s, err
 		}
 		var err error
@@ -151,10 +151,20 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 			err = parseBool(val, &s.Rule.SelfApproval)
 		case "expires_after":
 			s.Rule.ExpiresAfter, err = parseExpiresAfter(val)
+		case "approvals_required", "decisions", "confirm":
+			err = parseDecisionKey(key.Value, val, &s.Rule)
+		default:
+			err = parseReach(key.Value, val, &s.Rule.Reach)
 		}
 		if err != nil {
 			return s, lineErrorf(val, "MCP server %q: %s: %v", name, key.Value, err)
 		}
+	}
+	if err := checkQuorum(n, fmt.Sprintf("MCP server %q", name), s.Rule); err != nil {
+		return s, err
+	}
+	if err := checkReach(s.Rule, seen, n, fmt.Sprintf("MCP server %q", name)); err != nil {
+		return s, err
 	}
 	switch {
 	case seen["command"] == seen["url"]:

@@ -96,6 +96,9 @@ func TestParsePolicyMCPServerErrors(t *testing.T) {
 		{"allow_hosts", "mcp_servers:\n  a:\n    command: [x]\n    allow_hosts: [h]\n", `unknown key "allow_hosts"`},
 		{"bad approval", "mcp_servers:\n  a:\n    command: [x]\n    approval: maybe\n", `line 4: MCP server "a": approval:`},
 		{"bad timeout", "mcp_servers:\n  a:\n    command: [x]\n    timeout: soon\n", `line 4: MCP server "a": timeout:`},
+		{"decisions without approve", "mcp_servers:\n  a:\n    command: [x]\n    decisions: [reject]\n", `line 4: MCP server "a": decisions: the list must include approve`},
+		{"quorum larger than the approvers", "mcp_servers:\n  a:\n    command: [x]\n    approvers: [U1]\n    approvals_required: 2\n",
+			`line 5: MCP server "a": approvals_required: 2 approvals are required but approvers lists 1 person`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +107,19 @@ func TestParsePolicyMCPServerErrors(t *testing.T) {
 				t.Errorf("ParsePolicyEnv(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
 			}
 		})
+	}
+}
+
+// A server's rule takes the quorum and decision keys of a tool's rule.
+func TestMCPServerQuorum(t *testing.T) {
+	y := "mcp_servers:\n  a:\n    command: [x]\n    approvers: [S0OPS]\n    approvals_required: 2\n    decisions: [approve, reject]\n    confirm: true\n"
+	p, err := tools.ParsePolicyEnv([]byte(y), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := p.RuleFor("a__tool")
+	if !ok || r.Required() != 2 || r.Offers(tools.DecisionEdit) || !r.Confirm {
+		t.Errorf("RuleFor(a__tool) = %+v, %v; want 2 approvals, no edit, confirm", r, ok)
 	}
 }
 

@@ -77,6 +77,56 @@ type Rule struct {
 	// which a policy file says by leaving the key out or with
 	// "allow_hosts: any". See HTTPOptions for how entries match.
 	AllowHosts []string
+
+	// ApprovalsRequired is how many distinct allowed approvers must
+	// approve a call before it runs (0 means 1; see Required).
+	// Decisions are the decisions offered on a pending call, among
+	// DecisionApprove, DecisionEdit and DecisionReject; empty means all
+	// three (see Offers). Confirm makes the person approving confirm
+	// first. See quorum.go.
+	ApprovalsRequired int
+	Decisions         []string
+	Confirm           bool
+	// Telling approvers: a copy of the card elsewhere, reminders,
+	// escalation (see Reach).
+	Reach
+}
+
+// Reach says who is told that a call waits, beyond its thread, and when
+// they are told again. Its zero value tells nobody else.
+type Reach struct {
+	// Notify is a channel ID (C…, G…) where a copy of each card is
+	// posted and kept in step with the card; either can be clicked.
+	Notify string
+	// NotifyDM sends the card by direct message to each approver (the
+	// members of a listed user group); it needs an Approvers list.
+	NotifyDM bool
+	// RemindAfter, if set, mentions the approvers in the thread each
+	// time a call has waited this long again, at most Reminders() times.
+	RemindAfter time.Duration
+	// RemindTimes caps the reminders of one call; zero means
+	// DefaultRemindTimes.
+	RemindTimes int
+	// EscalateAfter and EscalateTo go together: once a call has waited
+	// EscalateAfter, the user and user-group IDs of EscalateTo may decide
+	// it too, and are told so in the thread.
+	EscalateAfter time.Duration
+	EscalateTo    []string
+}
+
+// DefaultRemindTimes caps the reminders of one call when the policy sets
+// remind_after without remind_times.
+const DefaultRemindTimes = 3
+
+// Reminders is how many reminders one call may get.
+func (r Reach) Reminders() int {
+	switch {
+	case r.RemindAfter <= 0:
+		return 0
+	case r.RemindTimes <= 0:
+		return DefaultRemindTimes
+	}
+	return r.RemindTimes
 }
 
 // DefaultRule is the rule of a tool that a policy file lists without
@@ -157,6 +207,10 @@ var (
 
 func isUserID(s string) bool  { return userIDPattern.MatchString(s) }
 func isGroupID(s string) bool { return groupIDPattern.MatchString(s) }
+
+// IsGroupID reports whether id is a Slack user-group ID (S…), as opposed
+// to a user ID.
+func IsGroupID(id string) bool { return isGroupID(id) }
 
 // Policy says which tools the model is offered and what each call needs.
 // Build one with DefaultPolicy, ParsePolicy or LoadPolicy, or as a literal.

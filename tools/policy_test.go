@@ -64,6 +64,27 @@ func TestParsePolicy(t *testing.T) {
 		{"anyone and any host, said explicitly", "tools:\n  http_request:\n    approvers: anyone\n    allow_hosts: any\n", map[string]tools.Rule{
 			"http_request": defaults,
 		}},
+		{"quorum, decisions and confirm", `tools:
+  deploy:
+    approvers: [U0BOB, U0CAROL, U0DAVE]
+    self_approval: false
+    approvals_required: 2
+    decisions: [reject, approve]
+    confirm: true
+`, map[string]tools.Rule{
+			"deploy": {
+				Approval: tools.ApprovalRequired, Approvers: []string{"U0BOB", "U0CAROL", "U0DAVE"}, ExpiresAfter: 24 * time.Hour,
+				ApprovalsRequired: 2, Decisions: []string{"approve", "reject"}, Confirm: true,
+			},
+		}},
+		{"a quorum of a user group or of anyone is not counted", `tools:
+  a: {approvers: [S0OPS], approvals_required: 5}
+  b: {approvers: anyone, approvals_required: 3, decisions: [approve, edit, reject], confirm: false}
+`, map[string]tools.Rule{
+			"a": {Approval: tools.ApprovalRequired, Approvers: []string{"S0OPS"}, SelfApproval: true, ExpiresAfter: 24 * time.Hour, ApprovalsRequired: 5},
+			"b": {Approval: tools.ApprovalRequired, SelfApproval: true, ExpiresAfter: 24 * time.Hour, ApprovalsRequired: 3,
+				Decisions: []string{"approve", "edit", "reject"}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +109,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown rule key", "tools:\n  http_request:\n    aprovers: [U1]\n",
-			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts)`},
+			`line 3: unknown key "aprovers" in tool "http_request" (known: approval, approvers, self_approval, expires_after, allow_hosts, notify, notify_dm, remind_after, remind_times, escalate_after, escalate_to, approvals_required, decisions, confirm)`},
 		{"unknown top-level key", "tools: {}\nextra: 1\n", `line 2: unknown key "extra" (known: tools, mcp_servers, max_calls_per_turn)`},
 		{"empty approvers", "tools:\n  a:\n    approvers: []\n", `line 3: tool "a": approvers: the list is empty; write approvers: anyone`},
 		{"approvers with nothing after it", "tools:\n  a:\n    approvers:\n", `line 3: tool "a": approvers: the list is empty`},
@@ -118,6 +139,21 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"empty file", "", "policy is empty"},
 		{"no tools section", "# nothing\n{}\n", "missing tools: section"},
 		{"not YAML", "tools: [\n", "yaml: "},
+		{"quorum zero", "tools:\n  a:\n    approvals_required: 0\n", `line 3: tool "a": approvals_required: want a whole number from 1 to 20, got "0"`},
+		{"quorum not a number", "tools:\n  a:\n    approvals_required: two\n", `line 3: tool "a": approvals_required: want a whole number from 1 to 20, got "two"`},
+		{"quorum a string", "tools:\n  a:\n    approvals_required: \"2\"\n", `approvals_required: want a whole number`},
+		{"quorum too large", "tools:\n  a:\n    approvals_required: 21\n", `approvals_required: want a whole number from 1 to 20`},
+		{"quorum larger than the approvers", "tools:\n  a:\n    approvals_required: 3\n    approvers: [U0BOB, U0CAROL]\n",
+			`line 3: tool "a": approvals_required: 3 approvals are required but approvers lists 2 people`},
+		{"an approver listed twice counts once", "tools:\n  a:\n    approvers: [U0BOB, U0BOB]\n    approvals_required: 2\n",
+			`line 4: tool "a": approvals_required: 2 approvals are required but approvers lists 1 person`},
+		{"decisions not a list", "tools:\n  a:\n    decisions: approve\n", `line 3: tool "a": decisions: want a list of decisions, e.g. [approve, reject], got "approve"`},
+		{"decisions empty", "tools:\n  a:\n    decisions: []\n", `decisions: the list is empty; leave decisions out`},
+		{"unknown decision", "tools:\n  a:\n    decisions: [approve, respond]\n", `line 3: tool "a": decisions: "respond" is not a decision: want approve, edit, reject`},
+		{"decision listed twice", "tools:\n  a:\n    decisions: [approve, reject, approve]\n", `decisions: "approve" is listed twice`},
+		{"decisions without approve", "tools:\n  a:\n    decisions: [edit, reject]\n", `line 3: tool "a": decisions: the list must include approve`},
+		{"confirm not a bool", "tools:\n  a:\n    confirm: please\n", `line 3: tool "a": confirm: want true or false`},
+		{"repeated quorum", "tools:\n  a:\n    approvals_required: 2\n    approvals_required: 3\n", `line 4: key "approvals_required" in tool "a" is repeated`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +213,12 @@ func FuzzParsePolicy(f *testing.F) {
 		"tools:\n  a:\n    approvers: []\n",
 		"tools:\n  a: &x {approval: never}\n  b: *x\n",
 		"tools: [\n",
+		reachPolicy,
+		"tools:\n  a:\n    escalate_after: 1h\n",
+		"tools:\n  a:\n    remind_after: 2s\n    remind_times: 2\n    expires_after: 9s\n",
+		"tools:\n  a:\n    approvers: [U1, U2]\n    approvals_required: 2\n    decisions: [approve, reject]\n    confirm: true\n",
+		"tools:\n  a:\n    approvers: [U1]\n    approvals_required: 2\n",
+		"tools:\n  a: {decisions: [edit], approvals_required: 0}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -201,8 +243,67 @@ func FuzzParsePolicy(f *testing.F) {
 			if r.Approvers != nil && len(r.Approvers) == 0 || r.AllowHosts != nil && len(r.AllowHosts) == 0 {
 				t.Errorf("ParsePolicy(%q): tool %q has an empty list, which would mean anyone", data, name)
 			}
+			checkReachInvariants(t, data, name, r)
+			checkQuorumRule(t, data, name, r)
+		}
+		for name, s := range p.MCPServers {
+			checkQuorumRule(t, data, name, s.Rule)
 		}
 	})
+}
+
+// checkQuorumRule checks what a parsed rule says about quorum and
+// decisions: a quorum from 1 to 20 that its listed people can reach, and
+// decisions that always include approve.
+func checkQuorumRule(t *testing.T, data []byte, name string, r tools.Rule) {
+	t.Helper()
+	if n := r.Required(); n < 1 || n > tools.MaxApprovalsRequired {
+		t.Errorf("ParsePolicy(%q): tool %q requires %d approvals", data, name, n)
+	}
+	if !r.Offers(tools.DecisionApprove) {
+		t.Errorf("ParsePolicy(%q): tool %q does not offer approve", data, name)
+	}
+	users := map[string]bool{}
+	groups := false
+	for _, a := range r.Approvers {
+		users[a] = true
+		groups = groups || strings.HasPrefix(a, "S")
+	}
+	if len(r.Approvers) > 0 && !groups && r.Required() > len(users) {
+		t.Errorf("ParsePolicy(%q): tool %q requires %d approvals of %d people", data, name, r.Required(), len(users))
+	}
+	for _, d := range r.Decisions {
+		if d != tools.DecisionApprove && d != tools.DecisionEdit && d != tools.DecisionReject {
+			t.Errorf("ParsePolicy(%q): tool %q offers the decision %q", data, name, d)
+		}
+	}
+}
+
+func TestRuleQuorumAndDecisions(t *testing.T) {
+	tests := []struct {
+		name     string
+		rule     tools.Rule
+		required int
+		offered  []string
+	}{
+		{"zero value", tools.Rule{}, 1, []string{"approve", "edit", "reject"}},
+		{"default rule", tools.DefaultRule(), 1, []string{"approve", "edit", "reject"}},
+		{"two approvers, no edit", tools.Rule{ApprovalsRequired: 2, Decisions: []string{"approve", "reject"}}, 2, []string{"approve", "reject"}},
+		{"approve only", tools.Rule{Decisions: []string{"approve"}}, 1, []string{"approve"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.rule.Required(); got != tt.required {
+				t.Errorf("Required() = %d, want %d", got, tt.required)
+			}
+			if got := tt.rule.OfferedDecisions(); !reflect.DeepEqual(got, tt.offered) {
+				t.Errorf("OfferedDecisions() = %v, want %v", got, tt.offered)
+			}
+			if tt.rule.Offers("respond") {
+				t.Error(`Offers("respond") = true; only approve, edit and reject are offered`)
+			}
+		})
+	}
 }
 
 func TestLoadPolicy(t *testing.T) {

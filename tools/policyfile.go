@@ -43,6 +43,15 @@ func LoadPolicy(path string) (*Policy, error) {
 //	    self_approval: false
 //	    expires_after: 24h        # a Go duration, or whole days: 7d
 //	    allow_hosts: [api.example.com, "127.0.0.1"]   # or any (the same as leaving it out)
+//	    notify: C0123ABCD         # a channel that gets a copy of each card
+//	    notify_dm: true           # each approver gets the card by direct message
+//	    remind_after: 1h          # mention the approvers again after each hour…
+//	    remind_times: 3           # …at most this many times (default 3)
+//	    escalate_after: 4h        # then let these decide too, and tell them:
+//	    escalate_to: S0123ONCALL  # a user group or user ID, or a list of them
+//	    approvals_required: 2     # distinct allowed approvers (default 1)
+//	    decisions: [approve, reject]   # of approve, edit, reject (default all three)
+//	    confirm: true             # Approve asks for a confirmation (default false)
 //
 // Parsing is strict: an unknown key, a value of the wrong kind or an
 // invalid setting is an error that names the line. It fails closed: an
@@ -122,7 +131,7 @@ func parseTools(n *yaml.Node, out map[string]Rule) error {
 	return nil
 }
 
-var ruleKeys = []string{"approval", "approvers", "self_approval", "expires_after", "allow_hosts"}
+var ruleKeys = append([]string{"approval", "approvers", "self_approval", "expires_after", "allow_hosts"}, reachKeys...)
 
 func parseRule(tool string, n *yaml.Node) (Rule, error) {
 	r := DefaultRule()
@@ -135,7 +144,7 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], resolve(n.Content[i+1])
-		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), ruleKeys); err != nil {
+		if err := checkKey(key, seen, fmt.Sprintf(" in tool %q", tool), slices.Concat(ruleKeys, decisionRuleKeys)); err != nil {
 			return r, err
 		}
 		var err error
@@ -153,12 +162,19 @@ func parseRule(tool string, n *yaml.Node) (Rule, error) {
 				return r, lineErrorf(key, "allow_hosts applies only to %s, not to %q", HTTPRequestName, tool)
 			}
 			r.AllowHosts, err = parseAllowHosts(val)
+		case "approvals_required", "decisions", "confirm":
+			err = parseDecisionKey(key.Value, val, &r)
+		default:
+			err = parseReach(key.Value, val, &r.Reach)
 		}
 		if err != nil {
 			return r, lineErrorf(val, "tool %q: %s: %v", tool, key.Value, err)
 		}
 	}
-	return r, nil
+	if err := checkQuorum(n, fmt.Sprintf("tool %q", tool), r); err != nil {
+		return r, err
+	}
+	return r, checkReach(r, seen, n, fmt.Sprintf("tool %q", tool))
 }
 
 func parseApproval(n *yaml.Node, a *Approval) error {

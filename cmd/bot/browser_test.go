@@ -398,3 +398,38 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 	}
 	screenshot(t, p.tab, "rejected")
 }
+
+// A policy with decisions: [approve, reject] and confirm: true: the
+// playground's card has no Edit button, and Approve asks first, in a
+// dialog like Slack's; Cancel changes nothing.
+func TestPlaygroundConfirmAndNoEditInBrowser(t *testing.T) {
+	target := newTarget(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("tools:\n  http_request:\n    decisions: [approve, reject]\n    confirm: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bot := startPlayground(t, "BOT_POLICY="+policy)
+	p := page{t: t, tab: newBrowser(t)}
+	p.open(bot.url)
+	p.send("/agent fetch " + target.URL + "/confirmed")
+	p.waitText(inThread, "Approval needed: http_request")
+	if n := p.count(button(inThread, "Edit")); n != 0 {
+		t.Errorf("the card has %d Edit buttons, want none:\n%s", n, p.threadText())
+	}
+	const dialog = `//div[@role='alertdialog']`
+	p.click(inThread, "Approve")
+	p.waitText(dialog, "Approve http_request?")
+	p.waitText(dialog, "http_request will run: GET "+target.URL+"/confirmed")
+	screenshot(t, p.tab, "confirm")
+	p.click(dialog, "Cancel")
+	p.do("waiting for the dialog to close", chromedp.WaitNotPresent(dialog))
+	if n := target.Count("GET /confirmed"); n != 0 {
+		t.Fatalf("the call ran %d times after Cancel", n)
+	}
+	p.click(inThread, "Approve")
+	p.click(dialog, "Approve")
+	p.waitText(inThread, "Done: the request to "+target.URL+"/confirmed")
+	if n := target.Count("GET /confirmed"); n != 1 {
+		t.Errorf("the approved call ran %d times, want 1", n)
+	}
+}

@@ -148,9 +148,13 @@ func (c *chatSession) loop(ctx context.Context) error {
 // a click in Slack.
 func (c *chatSession) decide(ctx context.Context, st *agent.State) (quit bool, err error) {
 	for _, call := range st.Waiting() {
-		c.term.card(call)
+		gate, err := c.svc.Gate(ctx, c.thread, st, call)
+		if err != nil {
+			return false, err
+		}
+		c.term.card(call, gateLines(call, gate, c.user, c.thread)...)
 		for {
-			d, ok := c.ask(call)
+			d, ok := c.ask(call, gate)
 			// The terminal shows the thread itself: it decides where the
 			// thread is.
 			d.Team, d.Channel = st.Team, st.Channel
@@ -175,11 +179,27 @@ func (c *chatSession) decide(ctx context.Context, st *agent.State) (quit bool, e
 	return false, c.svc.Drive(ctx, c.thread)
 }
 
-// ask reads one decision on call.
-func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
+// ask reads one decision on call. It offers what gate offers (the
+// runner refuses the rest all the same), and asks to confirm an approval
+// when the rule says so.
+func (c *chatSession) ask(call agent.Call, gate *runner.Gate) (runner.Decision, bool) {
 	choices := "[a]pprove [e]dit [r]eject [q]uit> "
+	offers := func(interrupt.Kind) bool { return true }
 	if call.Status == agent.Unknown {
 		choices = "[a] retry [m]ark done [r] skip [q]uit> "
+	} else if gate != nil {
+		offers = gate.Offers
+		var opts []string
+		if !gate.Approved(c.user) {
+			opts = append(opts, "[a]pprove")
+		}
+		if offers(interrupt.Edit) {
+			opts = append(opts, "[e]dit")
+		}
+		if offers(interrupt.Reject) || gate.Requester == c.user {
+			opts = append(opts, "[r]eject")
+		}
+		choices = strings.Join(append(opts, "[q]uit> "), " ")
 	}
 	for {
 		answer, ok := c.term.ask(choices)
@@ -190,6 +210,15 @@ func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
 		switch answer {
 		case "a":
 			d.Kind = interrupt.Approve
+			if gate != nil && gate.Confirm && call.Status == agent.Pending {
+				sure, ok := c.term.ask(fmt.Sprintf("Approve %s: %s? [y/N]> ", call.Tool, confirmTarget(call)))
+				if !ok {
+					return runner.Decision{}, false
+				}
+				if sure != "y" && sure != "yes" {
+					continue
+				}
+			}
 		case "m":
 			d.Kind = interrupt.MarkDone
 		case "r":
@@ -199,6 +228,9 @@ func (c *chatSession) ask(call agent.Call) (runner.Decision, bool) {
 				return runner.Decision{}, false
 			}
 		case "e":
+			if call.Status == agent.Pending && !offers(interrupt.Edit) {
+				continue
+			}
 			d.Kind = interrupt.Edit
 			args, ok := c.term.ask("new arguments as one line of JSON> ")
 			if !ok {
@@ -251,7 +283,7 @@ func (t *terminal) ask(prompt string) (string, bool) {
 	return strings.TrimSpace(t.in.Text()), true
 }
 
-func (t *terminal) card(c agent.Call) {
+func (t *terminal) card(c agent.Call, more ...string) {
 	title := "Approval needed"
 	if c.Status == agent.Unknown {
 		title = "Outcome unknown (the bot stopped while this call was running)"
@@ -269,7 +301,60 @@ func (t *terminal) card(c agent.Call) {
 	if !c.Expires.IsZero() {
 		t.printf("│ expires: %s\n", c.Expires.Local().Format("2006-01-02 15:04 MST"))
 	}
+	for _, l := range more {
+		t.printf("│ %s\n", l)
+	}
 	t.printf("└\n")
+}
+
+// gateLines are what the card of a call that needs several approvals
+// shows besides: the approvals so far, who may still give them, and an
+// edit's reset.
+func gateLines(c agent.Call, g *runner.Gate, user, thread string) []string {
+	if g == nil || g.Required < 2 {
+		return nil
+	}
+	var lines []string
+	if c.Revision > 0 {
+		lines = append(lines, "approvals reset: the arguments were edited by "+c.EditedBy)
+	}
+	lines = append(lines, approvalsText(g))
+	if g.Approved(user) {
+		lines = append(lines, fmt.Sprintf("you approved it; the others approve with: %s chat --thread %s --user NAME", selfCommand(), thread))
+	}
+	return lines
+}
+
+// approvalsText is a quorum's progress: "1 of 2 approvals: bob; still to
+// approve: carol, dave".
+func approvalsText(g *runner.Gate) string {
+	var who []string
+	for _, a := range g.Approvals {
+		who = append(who, a.By)
+	}
+	text := fmt.Sprintf("%d of %d approvals", len(g.Approvals), g.Required)
+	if len(who) > 0 {
+		text += ": " + strings.Join(who, ", ")
+	}
+	if still := g.StillToApprove(); len(still) > 0 {
+		text += "; still to approve: " + strings.Join(still, ", ")
+	}
+	return text
+}
+
+// confirmTarget says in one line, whole, what a call acts on, for the
+// confirmation.
+func confirmTarget(c agent.Call) string {
+	args := tools.MaskSecrets(c.Tool, c.RunArgs())
+	var a struct{ Method, URL string }
+	if c.Tool == tools.HTTPRequestName && json.Unmarshal(args, &a) == nil && a.URL != "" {
+		return a.Method + " " + a.URL
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, args) == nil {
+		return b.String()
+	}
+	return string(args)
 }
 
 // Report implements runner.Reporter.
@@ -277,18 +362,26 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	switch e.Kind {
 	case runner.Answer:
 		t.printf("agent> %s\n", plainText(e.Text))
+	case runner.ApprovalProgress:
+		if e.Gate != nil {
+			if e.Call.Revision > 0 && len(e.Gate.Approvals) == 0 {
+				t.printf("✏ %s [%s] arguments edited by %s; approvals reset\n", e.Call.Tool, e.Call.Key, e.Call.EditedBy)
+			} else {
+				t.printf("☑ %s [%s] %s\n", e.Call.Tool, e.Call.Key, approvalsText(e.Gate))
+			}
+		}
 	case runner.CallDecided:
 		d := e.Call.Decision
 		if d.Kind == interrupt.Expire {
 			t.printf("⌛ %s [%s] expired\n", e.Call.Tool, e.Call.Key)
 		} else {
-			t.printf("✔ %s [%s] %s by %s\n", e.Call.Tool, e.Call.Key, d.Kind.Past(), d.By)
+			t.printf("✔ %s [%s] %s by %s\n", e.Call.Tool, e.Call.Key, d.Kind.Past(), strings.Join(d.Approvers(), ", "))
 		}
 	case runner.CallStarted:
 		t.printf("… running %s [%s]\n", e.Call.Tool, e.Call.Key)
 	case runner.CallFinished:
 		result := e.Call.Result
-		if d := e.Call.Decision; d != nil && d.Kind == interrupt.Edit && strings.HasPrefix(result, "Note: ") {
+		if e.Call.Editor() != "" && strings.HasPrefix(result, "Note: ") {
 			_, result, _ = strings.Cut(result, "\n") // the model's note: the terminal showed the edit
 		}
 		first, _, _ := strings.Cut(result, "\n")

@@ -43,6 +43,7 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"playground", "-h"}, {"chat", "--help"},
 		{"checkpoints", "--help"}, {"checkpoints", "list", "--help"}, {"threads", "--help"}, {"threads", "list", "-h"}, {"audit", "--help"},
 		{"audit", "verify", "--help"}, {"audit", "export", "-h"},
+		{"approvals", "--help"}, {"approvals", "list", "--help"},
 	} {
 		out, code := runBot(t, []string{"BOT_ADDR=" + addr}, "", args...)
 		if code != 0 || !strings.Contains(out, "usage: bot") {
@@ -66,7 +67,7 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 
 // Operator commands refuse the embedded Redis, which is always empty.
 func TestOperatorCommandsNeedRedisURL(t *testing.T) {
-	for _, args := range [][]string{{"threads", "list"}, {"checkpoints", "list", "--thread", "x"}, {"audit"}, {"audit", "verify"}, {"audit", "export"}} {
+	for _, args := range [][]string{{"threads", "list"}, {"checkpoints", "list", "--thread", "x"}, {"audit"}, {"audit", "verify"}, {"audit", "export"}, {"approvals", "list"}} {
 		out, code := runBot(t, nil, "", args...)
 		if code == 0 || !strings.Contains(out, "REDIS_URL") || strings.Count(out, "REDIS_URL is not set") != 1 {
 			t.Errorf("bot %v without REDIS_URL = %q (exit %d); want one clear refusal", args, out, code)

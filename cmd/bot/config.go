@@ -274,8 +274,12 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		_ = box.Close()
 		return nil, err
 	}
+	// The Slack lookup of user groups tells channel members too, for
+	// decisions from the Home tab.
+	members, _ := groups.(runner.Members)
 	svc = runner.New(a, store, rep, runner.Options{
 		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: groups,
+		Inbox: store, Members: members,
 	})
 	closeAll := func() { _ = box.Close(); closeRedis() }
 	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
@@ -290,8 +294,9 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
 	}
 	var rep *handlers.Reporter
-	svc, err := newService(ctx, getenv, log, model, handlers.NewGroups(api, 0, nil), func(store *redisstore.Store) runner.Reporter {
-		rep = handlers.NewReporter(api, store, nil, log)
+	groups := handlers.NewGroups(api, 0, nil)
+	svc, err := newService(ctx, getenv, log, model, groups, func(store *redisstore.Store) runner.Reporter {
+		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		return rep
 	})
 	if err != nil {
@@ -299,7 +304,9 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	rep.WithTools(svc.tools) // before anything runs
 	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
-	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store})
+	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store,
+		Home: svc.store, TeamURL: auth.URL})
+	rep.WithHome(srv.Home())
 	return svc, srv, nil
 }
 

@@ -4,6 +4,7 @@
 //	bot [playground]       a simulated Slack channel in the browser (the default otherwise)
 //	bot chat [--thread ID] talk to the agent in the terminal
 //	bot threads list       recent threads in Redis, their status and waiting calls
+//	bot approvals list     the calls waiting for a decision, or for given people
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
 //	bot audit …            the audit trail: list, verify its hash chain, export
 //	bot tools              the tools offered to the model, their sources and rules
@@ -57,6 +58,7 @@ var commands = []struct {
 	{"playground", command{"a simulated Slack channel in the browser on BOT_ADDR (the default without SLACK_BOT_TOKEN)", runPlayground}},
 	{"chat", command{"talk to the agent in the terminal; --thread ID resumes a thread", runChat}},
 	{"threads", command{"list recent threads in Redis: status, waiting calls (needs REDIS_URL)", runThreads}},
+	{"approvals", command{"list the calls waiting for a decision, all or those --user may decide (needs REDIS_URL)", runApprovals}},
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (needs REDIS_URL)", runCheckpoints}},
 	{"audit", command{"the audit trail: list it, verify its hash chain, export it (needs REDIS_URL)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},

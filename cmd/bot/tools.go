@@ -114,6 +114,15 @@ func ruleSummary(r tools.Rule) string {
 		parts = append(parts, "self_approval: false")
 	}
 	parts = append(parts, "expires_after: "+shortDuration(r.ExpiresAfter))
+	if r.Required() > 1 {
+		parts = append(parts, fmt.Sprintf("approvals_required: %d", r.Required()))
+	}
+	if len(r.Decisions) > 0 {
+		parts = append(parts, "decisions: "+strings.Join(r.Decisions, ","))
+	}
+	if r.Confirm {
+		parts = append(parts, "confirm: true")
+	}
 	if len(r.AllowHosts) > 0 {
 		parts = append(parts, "allow_hosts: "+strings.Join(r.AllowHosts, ","))
 	}

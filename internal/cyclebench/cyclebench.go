@@ -103,7 +103,7 @@ func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 		return nil, err
 	}
 	if impl == Runner {
-		svc = runner.New(c.agent, store, c.shown, runner.Options{Schedule: store, Auditor: store})
+		svc = runner.New(c.agent, store, c.shown, runner.Options{Schedule: store, Auditor: store, Inbox: store})
 		c.svc = svc
 	}
 	return c, nil

@@ -15,9 +15,11 @@ package runnertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +27,8 @@ import (
 	"github.com/countersign/countersign/runner"
 )
 
-// Store is what the suite tests: claims, leases and the schedule.
+// Store is what the suite tests: claims, approvals, leases and the
+// schedule.
 type Store interface {
 	runner.Store
 	runner.Schedule
@@ -46,6 +49,33 @@ func TestStore(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ConcurrentLeases", testConcurrentLeases},
 		{"Schedule", testSchedule},
 	}
+	run(t, newStore, append(tests, approvalTests...))
+}
+
+// approvalTests are the suite's tests of approvals (runner.Approvals).
+var approvalTests = []struct {
+	name string
+	run  func(t *testing.T, s Store)
+}{
+	{"Quorum", testQuorum},
+	{"QuorumAfterAClaim", testQuorumAfterAClaim},
+	{"QuorumOfOne", testQuorumOfOne},
+	{"BadApprovals", testBadApprovals},
+	{"ConcurrentApprovals", testConcurrentApprovals},
+	{"ApprovalsRaceARejection", testApprovalsRaceARejection},
+}
+
+// TestApprovals runs only the approvals' part of the contract, for a
+// backing server whose keys do not expire by the clock (an embedded
+// Redis), where the leases' part cannot pass.
+func TestApprovals(t *testing.T, newStore func(t *testing.T) Store) {
+	run(t, newStore, approvalTests)
+}
+
+func run(t *testing.T, newStore func(t *testing.T) Store, tests []struct {
+	name string
+	run  func(t *testing.T, s Store)
+}) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,5 +248,172 @@ func testSchedule(t *testing.T, s Store) {
 	}
 	if err := s.SetWaiting(ctx, a, 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// approval is an approval toward decision:0.0#0 in the set named set.
+func approval(set, by string, required int) runner.Approval {
+	return runner.Approval{Key: "decision:0.0#0", Set: set, By: by, Entry: []byte(`{"by":"` + by + `"}`),
+		Required: required, Value: []byte(`{"kind":"approve","by":"` + by + `"}`)}
+}
+
+// Two approvals decide: the first is recorded, a second click of the same
+// person changes nothing, the second person's claims the decision with
+// both approvals, and later ones find it claimed. Approvals of other
+// arguments (another set) count apart.
+func testQuorum(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("quorum")
+	got, err := s.Approve(ctx, th, approval("approvals:a", "U0BOB", 2))
+	if err != nil || !got.Recorded || got.Won || got.Winner != nil || string(got.Approvals) != "U0BOB\t{\"by\":\"U0BOB\"}\n" {
+		t.Fatalf("Approve(bob) = %+v, %v; want recorded, not decided", got, err)
+	}
+	got, err = s.Approve(ctx, th, approval("approvals:a", "U0BOB", 2))
+	if err != nil || got.Recorded || got.Won || got.Winner != nil || string(got.Approvals) != "U0BOB\t{\"by\":\"U0BOB\"}\n" {
+		t.Fatalf("Approve(bob again) = %+v, %v; want nothing recorded", got, err)
+	}
+	if all, _ := s.Claims(ctx, th); all["decision:0.0#0"] != nil {
+		t.Fatalf("one approval of two claimed the decision: %q", all["decision:0.0#0"])
+	}
+	// Approvals of other arguments do not count toward these.
+	if got, err := s.Approve(ctx, th, approval("approvals:b", "U0CAROL", 2)); err != nil || !got.Recorded || got.Won {
+		t.Fatalf("Approve(carol, other set) = %+v, %v; want recorded, not decided", got, err)
+	}
+	want := "{\"kind\":\"approve\",\"by\":\"U0DAVE\"}\nU0BOB\t{\"by\":\"U0BOB\"}\nU0DAVE\t{\"by\":\"U0DAVE\"}\n"
+	got, err = s.Approve(ctx, th, approval("approvals:a", "U0DAVE", 2))
+	if err != nil || !got.Recorded || !got.Won || string(got.Winner) != want {
+		t.Fatalf("Approve(dave) = %+v, %v; want the decision claimed as %q", got, err, want)
+	}
+	got, err = s.Approve(ctx, th, approval("approvals:a", "U0ERIN", 2))
+	if err != nil || got.Recorded || got.Won || string(got.Winner) != want {
+		t.Errorf("Approve(erin, after the decision) = %+v, %v; want nothing recorded, the claim", got, err)
+	}
+	if _, won, _ := s.Claim(ctx, th, "decision:0.0#0", []byte("reject")); won {
+		t.Error("Claim(after the quorum) won")
+	}
+	all, err := s.Claims(ctx, th)
+	if err != nil || string(all["decision:0.0#0"]) != want || !strings.HasPrefix(string(all["approvals:a"]), "U0BOB\t") {
+		t.Errorf("Claims() = %q, %v; want the decision and the approvals", all, err)
+	}
+}
+
+// A decision claimed first (a rejection) ends it: approvals record
+// nothing.
+func testQuorumAfterAClaim(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("quorum-claimed")
+	if _, won, err := s.Claim(ctx, th, "decision:0.0#0", []byte("reject")); !won || err != nil {
+		t.Fatalf("Claim() = %v, %v", won, err)
+	}
+	got, err := s.Approve(ctx, th, approval("approvals:a", "U0BOB", 2))
+	if err != nil || got.Recorded || string(got.Winner) != "reject" || len(got.Approvals) != 0 {
+		t.Errorf("Approve(after a rejection) = %+v, %v; want nothing recorded, the rejection", got, err)
+	}
+}
+
+func testQuorumOfOne(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("quorum-one")
+	got, err := s.Approve(ctx, th, approval("approvals:a", "U0BOB", 1))
+	if err != nil || !got.Won || !strings.HasPrefix(string(got.Winner), `{"kind":"approve","by":"U0BOB"}`+"\n") {
+		t.Errorf("Approve(required 1) = %+v, %v; want it decided", got, err)
+	}
+}
+
+func testBadApprovals(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("quorum-bad")
+	good := approval("approvals:a", "U0BOB", 2)
+	bad := map[string]func(a *runner.Approval){
+		"tab in by":        func(a *runner.Approval) { a.By = "U0\tBOB" },
+		"newline in by":    func(a *runner.Approval) { a.By = "U0BOB\nU0MALLORY" },
+		"newline in entry": func(a *runner.Approval) { a.Entry = []byte("{}\nU0MALLORY\t{}") },
+		"no one":           func(a *runner.Approval) { a.By = "" },
+		"no set":           func(a *runner.Approval) { a.Set = "" },
+		"set is the key":   func(a *runner.Approval) { a.Set = a.Key },
+		"none required":    func(a *runner.Approval) { a.Required = 0 },
+	}
+	for name, spoil := range bad {
+		a := good
+		spoil(&a)
+		if got, err := s.Approve(ctx, th, a); !errors.Is(err, runner.ErrBadApproval) {
+			t.Errorf("Approve(%s) = %+v, %v; want ErrBadApproval", name, got, err)
+		}
+	}
+	if all, _ := s.Claims(ctx, th); len(all) != 0 {
+		t.Errorf("refused approvals wrote %q", all)
+	}
+}
+
+// Sixteen clicks of four people, three approvals required: three are
+// recorded, one of them decides, with three distinct approvers.
+func testConcurrentApprovals(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("quorum-race")
+	const n = 16
+	var wg sync.WaitGroup
+	results := make([]runner.Approved, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.Approve(ctx, th, approval("approvals:a", fmt.Sprintf("U0P%d", i%4), 3))
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = got
+		}()
+	}
+	wg.Wait()
+	recorded, won := 0, 0
+	var winner []byte
+	for _, r := range results {
+		if r.Recorded {
+			recorded++
+		}
+		if r.Won {
+			won++
+			winner = r.Winner
+		}
+	}
+	if recorded != 3 || won != 1 {
+		t.Fatalf("%d approvals recorded, %d decided; want 3 and 1", recorded, won)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(winner), "\n"), "\n")[1:]
+	people := map[string]bool{}
+	for _, l := range lines {
+		by, _, _ := strings.Cut(l, "\t")
+		people[by] = true
+	}
+	if len(lines) != 3 || len(people) != 3 {
+		t.Errorf("the decision holds approvals %q; want three of three people", lines)
+	}
+}
+
+// Approvals race a rejection: exactly one of them decides.
+func testApprovalsRaceARejection(t *testing.T, s Store) {
+	ctx := context.Background()
+	for range 20 {
+		th := thread("quorum-reject")
+		var wg sync.WaitGroup
+		var won [2]bool
+		var rejected bool
+		wg.Add(3)
+		for i, who := range []string{"U0BOB", "U0CAROL"} {
+			go func() {
+				defer wg.Done()
+				got, _ := s.Approve(ctx, th, approval("approvals:a", who, 2))
+				won[i] = got.Won
+			}()
+		}
+		go func() {
+			defer wg.Done()
+			_, rejected, _ = s.Claim(ctx, th, "decision:0.0#0", []byte("reject"))
+		}()
+		wg.Wait()
+		approved := won[0] || won[1]
+		if won[0] && won[1] {
+			t.Fatal("both approvals decided")
+		}
+		all, _ := s.Claims(ctx, th)
+		decided := string(all["decision:0.0#0"])
+		if rejected == approved || (rejected && decided != "reject") || (approved && !strings.HasPrefix(decided, `{"kind":"approve"`)) {
+			t.Fatalf("rejected %v, approved %v, claim %q; want exactly one to decide", rejected, approved, decided)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -44,18 +45,24 @@ func SlashCommand(form url.Values) []byte {
 // Click is a button click on a message, for BlockActions. Empty fields get
 // defaults: User UserID, Channel ChannelID, BlockID "actions", TriggerID
 // and ActionTS fresh unique values (Slack's action_ts differs for every
-// click, and handlers may deduplicate on it).
+// click, and handlers may deduplicate on it). With Home set, the button
+// is in the app's Home tab instead: the payload names the view, and no
+// channel or message.
 type Click struct {
 	User, Channel       string
 	MessageTS, ThreadTS string
 	ActionID, BlockID   string
 	Value               string
 	TriggerID, ActionTS string
+	Home                bool
 }
 
 // BlockActions is the form body Slack sends when a person clicks a
 // button: a block_actions payload.
 func BlockActions(c Click) []byte {
+	if c.Home {
+		return homeActions(c)
+	}
 	c.User = or(c.User, UserID)
 	c.Channel = or(c.Channel, ChannelID)
 	c.BlockID = or(c.BlockID, "actions")
@@ -80,6 +87,38 @@ func BlockActions(c Click) []byte {
 			"type": "button", "action_id": c.ActionID, "block_id": c.BlockID, "value": c.Value,
 			"action_ts": c.ActionTS, "text": map[string]any{"type": "plain_text", "text": c.ActionID},
 		}},
+	})
+}
+
+// homeActions is the block_actions payload of a click in the Home tab.
+func homeActions(c Click) []byte {
+	c.User = or(c.User, UserID)
+	c.BlockID = or(c.BlockID, "actions")
+	c.TriggerID = or(c.TriggerID, "trigger."+uniqueTS())
+	c.ActionTS = or(c.ActionTS, uniqueTS())
+	viewID := "VHOME" + strings.ReplaceAll(c.User, "_", "")
+	return payloadForm(map[string]any{
+		"type":       "block_actions",
+		"team":       map[string]any{"id": TeamID, "domain": "countersign-test"},
+		"user":       map[string]any{"id": c.User, "team_id": TeamID},
+		"api_app_id": AppID,
+		"trigger_id": c.TriggerID,
+		"container":  map[string]any{"type": "view", "view_id": viewID},
+		"view": map[string]any{"id": viewID, "team_id": TeamID, "type": "home", "app_id": AppID, "bot_id": BotID,
+			"hash": uniqueTS() + ".hash", "state": map[string]any{"values": map[string]any{}}},
+		"actions": []any{map[string]any{
+			"type": "button", "action_id": c.ActionID, "block_id": c.BlockID, "value": c.Value,
+			"action_ts": c.ActionTS, "text": map[string]any{"type": "plain_text", "text": c.ActionID},
+		}},
+	})
+}
+
+// AppHomeOpened is the Events API body Slack sends when user opens the
+// app's Home tab. An empty eventID gets a fresh unique one.
+func AppHomeOpened(eventID, user string) []byte {
+	return EventCallback(eventID, map[string]any{
+		"type": "app_home_opened", "user": user, "channel": "D" + strings.TrimPrefix(user, "U"), "tab": "home",
+		"event_ts": uniqueTS(),
 	})
 }
 

@@ -3,9 +3,11 @@
 //
 // A Server answers the methods the bot uses — auth.test,
 // chat.postMessage, chat.update, chat.postEphemeral, views.open,
-// views.update, views.push, usergroups.users.list, conversations.info,
-// the streaming methods chat.startStream, chat.appendStream and
-// chat.stopStream, and assistant.threads.setStatus — the way Slack does,
+// views.update, views.push, views.publish (the Home tab; HomeView returns
+// a person's latest), usergroups.users.list, conversations.members,
+// conversations.info, conversations.open (a direct message: see
+// DMChannel), chat.getPermalink, the streaming methods chat.startStream,
+// chat.appendStream and chat.stopStream, and assistant.threads.setStatus — the way Slack does,
 // takes form-encoded and JSON bodies alike, and records every call for
 // the test to inspect. Point slack-go at it with
 // slack.OptionAPIURL(srv.URL()), or a bot binary with SLACK_API_URL.
@@ -19,8 +21,9 @@
 //
 // The Server does not deliver events, run Socket Mode or accept
 // response_url posts. What Slack sends to the bot, the test sends itself:
-// SlashCommand, BlockActions, ViewSubmission and EventCallback build the
-// bodies, and a Signer signs them with the app's signing secret.
+// SlashCommand, BlockActions (Click.Home for the Home tab),
+// ViewSubmission, EventCallback and AppHomeOpened build the bodies, and a
+// Signer signs them with the app's signing secret.
 package slacktest
 
 import (
@@ -95,6 +98,8 @@ type Server struct {
 	views    map[string]json.RawMessage
 	messages map[string]Call // by channel and ts: the latest content
 	groups   map[string][]string
+	members  map[string][]string // by channel
+	homes    map[string]Call     // by user: the last views.publish
 	limited  map[string]*rateLimit
 	failing  map[string]*failure
 	holds    map[string]*hold
@@ -125,6 +130,8 @@ func NewServer(tb testing.TB) *Server {
 		views:    map[string]json.RawMessage{},
 		messages: map[string]Call{},
 		groups:   map[string][]string{},
+		members:  map[string][]string{},
+		homes:    map[string]Call{},
 		limited:  map[string]*rateLimit{},
 		failing:  map[string]*failure{},
 		holds:    map[string]*hold{},
@@ -231,6 +238,32 @@ func (s *Server) SetGroupMembers(groupID string, users ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups[groupID] = slices.Clone(users)
+}
+
+// DMChannel is the ID of the bot's direct-message channel with user, as
+// conversations.open answers it.
+func DMChannel(user string) string { return "D" + user }
+
+// Permalink is the link to a message that chat.getPermalink answers.
+func Permalink(channel, ts string) string {
+	return "https://countersign-test.slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")
+}
+
+// SetChannelMembers sets the users conversations.members answers for a
+// channel. Other channels are answered with channel_not_found.
+func (s *Server) SetChannelMembers(channel string, users ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[channel] = slices.Clone(users)
+}
+
+// HomeView returns the Home tab last published for user (views.publish):
+// the call, whose Blocks are the view's blocks.
+func (s *Server) HomeView(user string) (Call, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.homes[user]
+	return c, ok
 }
 
 // RateLimitNext answers the next n calls to method with HTTP 429 and a
@@ -410,12 +443,41 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 			return errReply("not_found")
 		}
 		return s.putView(call, id)
+	case "views.publish":
+		call.User = params["user_id"]
+		var view struct {
+			Type string `json:"type"`
+		}
+		if call.User == "" || json.Unmarshal([]byte(params["view"]), &view) != nil || view.Type != "home" {
+			return errReply("invalid_arguments")
+		}
+		rep := s.putView(call, "")
+		s.homes[call.User] = *call
+		return rep
+	case "conversations.members":
+		users, ok := s.members[call.Channel]
+		if !ok {
+			return errReply("channel_not_found")
+		}
+		return okReply(map[string]any{"members": slices.Clone(users), "response_metadata": map[string]any{"next_cursor": ""}})
 	case "usergroups.users.list":
 		users, ok := s.groups[params["usergroup"]]
 		if !ok {
 			return errReply("no_such_subteam")
 		}
 		return okReply(map[string]any{"users": slices.Clone(users)})
+	case "conversations.open":
+		users := strings.Split(params["users"], ",")
+		if len(users) != 1 || len(users[0]) < 2 || !strings.ContainsAny(users[0][:1], "UW") {
+			return errReply("user_not_found")
+		}
+		return okReply(map[string]any{"channel": map[string]any{"id": DMChannel(users[0]), "is_im": true, "user": users[0]}})
+	case "chat.getPermalink":
+		ts := params["message_ts"]
+		if _, ok := s.messages[call.Channel+"/"+ts]; !ok {
+			return errReply("message_not_found")
+		}
+		return okReply(map[string]any{"channel": call.Channel, "permalink": Permalink(call.Channel, ts)})
 	case "conversations.info":
 		if call.Channel == "" {
 			return errReply("channel_not_found")

@@ -217,6 +217,35 @@ func TestConversationsInfo(t *testing.T) {
 	}
 }
 
+// A direct message goes to the channel conversations.open names, and a
+// message's permalink names its channel and ts.
+func TestDirectMessageAndPermalink(t *testing.T) {
+	ctx := context.Background()
+	srv := slacktest.NewServer(t)
+	api := newClient(srv)
+	dm, _, _, err := api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{"U0BOB"}})
+	if err != nil || dm.ID != slacktest.DMChannel("U0BOB") || !strings.HasPrefix(dm.ID, "D") {
+		t.Fatalf("OpenConversation(U0BOB) = %+v, %v; want %s", dm, err, slacktest.DMChannel("U0BOB"))
+	}
+	if _, _, _, err := api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{"bob"}}); err == nil || err.Error() != "user_not_found" {
+		t.Errorf("OpenConversation(bob) = %v, want user_not_found", err)
+	}
+	_, ts, err := api.PostMessageContext(ctx, dm.ID, slack.MsgOptionText("hello", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Messages(dm.ID, ""); len(got) != 1 || got[0].Text != "hello" {
+		t.Errorf("Messages(%s) = %+v, want the direct message", dm.ID, got)
+	}
+	link, err := api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: dm.ID, Ts: ts})
+	if err != nil || link != slacktest.Permalink(dm.ID, ts) || !strings.Contains(link, "/archives/"+dm.ID+"/p") {
+		t.Errorf("GetPermalink = %q, %v; want %q", link, err, slacktest.Permalink(dm.ID, ts))
+	}
+	if _, err := api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: "C1", Ts: "1.000001"}); err == nil || err.Error() != "message_not_found" {
+		t.Errorf("GetPermalink(unknown) = %v, want message_not_found", err)
+	}
+}
+
 func TestRateLimitNext(t *testing.T) {
 	ctx := context.Background()
 	srv := slacktest.NewServer(t)

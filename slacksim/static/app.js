@@ -12,6 +12,8 @@
     messages: [], // in the order they were posted
     byTS: new Map(),
     views: {}, // by user: the modal stack, top last
+    homes: {}, // by user: the Home tab the bot published
+    pane: 'channel', // what the main area shows: 'channel' or 'home'
     user: null, // who is acting
     thread: null, // ts of the open thread's root
     connected: false,
@@ -149,9 +151,23 @@
     if (last < s.length) parent.append(unescapeSlack(s.slice(last)));
   }
 
+  // A link to a message of the channel (as the Home tab links threads)
+  // opens its thread here.
+  const ARCHIVES = /\/archives\/([A-Z0-9]+)\/p(\d{10})(\d{6})$/;
+
   function link(href, label) {
     const a = el('a', null, label);
     a.href = href;
+    const m = ARCHIVES.exec(href);
+    if (m && state.workspace && m[1] === state.workspace.channel_id) {
+      a.addEventListener('click', (ev) => {
+        ev.preventDefault();
+        state.pane = 'channel';
+        openThread(m[2] + '.' + m[3]);
+        render();
+      });
+      return a;
+    }
     a.target = '_blank';
     a.rel = 'noopener noreferrer';
     return a;
@@ -252,13 +268,66 @@
     if (e.type !== 'button') return el('span', 'unsupported', '[' + e.type + ']');
     const b = el('button', 'btn' + (e.style ? ' ' + e.style : ''), e.text ? e.text.text : e.action_id);
     b.type = 'button';
+    if (ctx.home) {
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        await post('ui/click', { user: state.user, home: true, block_id: blockID || '', action_id: e.action_id });
+        b.disabled = false;
+      });
+      return b;
+    }
     if (!ctx.message) return b;
     b.addEventListener('click', async () => {
+      // A button with a confirm object asks first, as Slack does.
+      if (e.confirm && !(await confirmDialog(e.confirm, e.style))) return;
       b.disabled = true;
       await post('ui/click', { user: state.user, ts: ctx.message.ts, block_id: blockID || '', action_id: e.action_id });
       b.disabled = false;
     });
     return b;
+  }
+
+  // confirmDialog shows a button's confirmation dialog (its confirm
+  // object: title, text, confirm and deny) and resolves to whether the
+  // person confirmed. Escape and the deny button cancel.
+  function confirmDialog(c, style) {
+    return new Promise((resolve) => {
+      const backdrop = el('div', 'modal-backdrop confirm-backdrop');
+      const box = el('div', 'modal confirm-dialog');
+      box.setAttribute('role', 'alertdialog');
+      box.setAttribute('aria-modal', 'true');
+      box.setAttribute('aria-labelledby', 'confirm-title');
+      const header = el('div', 'modal-header');
+      const title = el('h2', null, c.title ? c.title.text : 'Are you sure?');
+      title.id = 'confirm-title';
+      header.append(title);
+      const body = el('div', 'modal-body');
+      body.append(textObject(c.text));
+      const footer = el('div', 'modal-footer');
+      const deny = el('button', 'btn', c.deny ? c.deny.text : 'Cancel');
+      deny.type = 'button';
+      const ok = el('button', 'btn ' + (c.style === 'danger' || style === 'danger' ? 'danger' : 'primary'), c.confirm ? c.confirm.text : 'Yes');
+      ok.type = 'button';
+      const done = (yes) => {
+        backdrop.remove();
+        document.removeEventListener('keydown', onKey, true);
+        resolve(yes);
+      };
+      const onKey = (ev) => {
+        if (ev.key === 'Escape') {
+          ev.stopPropagation();
+          done(false);
+        }
+      };
+      deny.addEventListener('click', () => done(false));
+      ok.addEventListener('click', () => done(true));
+      document.addEventListener('keydown', onKey, true);
+      footer.append(deny, ok);
+      box.append(header, body, footer);
+      backdrop.append(box);
+      document.body.append(backdrop);
+      ok.focus();
+    });
   }
 
   function inputBlock(b, ctx) {
@@ -403,6 +472,32 @@
     $('thread-input').focus();
   }
 
+  // ---- the Home tab ----
+
+  function renderHome() {
+    const showHome = state.pane === 'home';
+    $('home').hidden = !showHome;
+    $('channel-pane').hidden = showHome;
+    for (const [id, on] of [['sidebar-home', showHome], ['sidebar-channel', !showHome]]) {
+      $(id).classList.toggle('active', on);
+      if (on) $(id).setAttribute('aria-current', 'page');
+      else $(id).removeAttribute('aria-current');
+    }
+    if (!showHome) return;
+    const home = state.homes[state.user];
+    const box = $('home-content');
+    box.replaceChildren(home && home.view ? renderBlocks(home.view.blocks, { home: true })
+      : el('p', 'empty-thread', 'Opening the Home tab…'));
+  }
+
+  // openHome shows the Home tab; the bot hears that it was opened and
+  // publishes it.
+  function openHome() {
+    state.pane = 'home';
+    render();
+    post('ui/home', { user: state.user });
+  }
+
   // ---- modals ----
 
   let shownView = null;
@@ -525,17 +620,21 @@
     $('model-text').textContent = 'Model: ' + (ws.model || 'unknown') + (ws.hint ? ' — ' + ws.hint : '');
     $('model-badge').hidden = !/demo/i.test(ws.model || '');
     $('composer-input').placeholder = ws.command + ' fetch https://example.com';
-    const select = $('user-switch');
-    select.replaceChildren(...ws.users.map((u) => {
-      const o = el('option', null, u.name);
-      o.value = u.id;
-      return o;
-    }));
+    $('sidebar-app-name').textContent = ws.bot.name;
+    $('home-app-name').textContent = ws.bot.name;
     if (!ws.users.some((u) => u.id === state.user)) {
       const saved = sessionStorage.getItem('playground-user');
       state.user = ws.users.some((u) => u.id === saved) ? saved : ws.users[0].id;
     }
-    select.value = state.user;
+    for (const id of ['user-switch', 'home-user-switch']) {
+      const select = $(id);
+      select.replaceChildren(...ws.users.map((u) => {
+        const o = el('option', null, u.name);
+        o.value = u.id;
+        return o;
+      }));
+      select.value = state.user;
+    }
   }
 
   // ---- rendering schedule ----
@@ -549,6 +648,7 @@
       if (!state.workspace) return;
       renderChannel();
       renderThread();
+      renderHome();
       renderModal();
     });
   }
@@ -582,6 +682,7 @@
       state.byTS = new Map();
       for (const m of s.messages) upsert(m, false);
       state.views = s.views || {};
+      state.homes = s.homes || {};
       renderHeader();
       banner.hidden = true;
       document.body.dataset.ready = 'true';
@@ -591,6 +692,11 @@
     es.addEventListener('views', (e) => {
       const d = JSON.parse(e.data);
       state.views[d.user] = d.views;
+      render();
+    });
+    es.addEventListener('home', (e) => {
+      const d = JSON.parse(e.data);
+      state.homes[d.user] = d.view;
       render();
     });
     es.onerror = () => {
@@ -638,10 +744,24 @@
     state.thread = null;
     renderThread();
   });
-  $('user-switch').addEventListener('change', (e) => {
-    state.user = e.target.value;
-    sessionStorage.setItem('playground-user', state.user);
-    shownView = null;
+  for (const id of ['user-switch', 'home-user-switch']) {
+    $(id).addEventListener('change', (e) => {
+      state.user = e.target.value;
+      sessionStorage.setItem('playground-user', state.user);
+      $('user-switch').value = state.user;
+      $('home-user-switch').value = state.user;
+      shownView = null;
+      if (state.pane === 'home') openHome();
+      else render();
+    });
+  }
+  $('sidebar-home').addEventListener('click', (e) => {
+    e.preventDefault();
+    openHome();
+  });
+  $('sidebar-channel').addEventListener('click', (e) => {
+    e.preventDefault();
+    state.pane = 'channel';
     render();
   });
   connect();

@@ -1,0 +1,167 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+)
+
+// A card's copies — in the notify channel and by direct message to each
+// approver but the requester, group members included — carry the card's
+// buttons and a link to the thread, are posted once however often the
+// card is shown again, and are redrawn with it.
+func TestCopiesKeptInStep(t *testing.T) {
+	ctx := context.Background()
+	w := newStreamWorld(t)
+	w.slack.SetGroupMembers("S0OPS", "U0CAROL", "U0BOB", "U0ALICE")
+	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(handlers.NewGroups(w.api, 0, nil))
+	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
+	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
+	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
+		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
+	copies := &runner.Copies{Channel: "C0NOTIFY", DM: []string{"U0BOB", "S0OPS", "U0ALICE"}}
+	for range 2 { // the second: shown again after a crash
+		report(t, r, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
+	}
+
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if len(cards) != 2 {
+		t.Fatalf("%d cards in the thread, want 2 (the card shown twice)", len(cards))
+	}
+	value := buttonValueOf(t, cards[0], "approve")
+	where := []string{"C0NOTIFY", slacktest.DMChannel("U0BOB"), slacktest.DMChannel("U0CAROL")}
+	for _, ch := range where {
+		got := w.slack.Messages(ch, "")
+		if len(got) != 1 {
+			t.Fatalf("%d copies in %s, want 1", len(got), ch)
+		}
+		for _, action := range []string{"approve", "edit", "reject"} {
+			if v := buttonValueOf(t, got[0], action); v == "" || (action == "approve" && v != value) {
+				t.Errorf("copy in %s: %s button value %q, want the card's %q", ch, action, v, value)
+			}
+		}
+		if link := slacktest.Permalink(slacktest.ChannelID, root); !bytes.Contains(got[0].Blocks, []byte(link)) {
+			t.Errorf("copy in %s does not link to the thread %s: %s", ch, link, got[0].Blocks)
+		}
+	}
+	if got := w.slack.Messages(slacktest.DMChannel("U0ALICE"), ""); len(got) != 0 {
+		t.Errorf("the requester got %d direct messages, want none", len(got))
+	}
+	if n := len(w.slack.CallsTo("chat.getPermalink")); n != 1 {
+		t.Errorf("chat.getPermalink called %d times, want once per thread", n)
+	}
+
+	// Decided: the card that was recorded and every copy show the same.
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &interrupt.Decision{Kind: interrupt.Approve, By: "U0BOB", At: time.Now()}
+	report(t, r, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS)
+	if !strings.Contains(card.Text, "approved") || bytes.Contains(card.Blocks, []byte(`"action_id"`)) {
+		t.Fatalf("card after the decision = %s %s", card.Text, card.Blocks)
+	}
+	for _, ch := range where {
+		cp, _ := w.slack.Message(ch, w.slack.Messages(ch, "")[0].TS)
+		if cp.Text != card.Text || !bytes.HasSuffix(cp.Blocks, card.Blocks[1:]) {
+			t.Errorf("copy in %s = %s %s; want the card's %s %s", ch, cp.Text, cp.Blocks, card.Text, card.Blocks)
+		}
+	}
+}
+
+// Reminders and escalations are thread messages that mention the people
+// they are for.
+func TestReminderMessages(t *testing.T) {
+	w := newStreamWorld(t)
+	r := handlers.NewReporter(w.api, w.store, nil, nil)
+	c := agent.Call{Key: "1.0", Tool: "http_request", Status: agent.Pending}
+	report(t, r, runner.Event{Kind: runner.Reminder, Call: &c, People: []string{"U0BOB", "S0OPS"}, Waited: time.Hour})
+	report(t, r, runner.Event{Kind: runner.Escalated, Call: &c, People: []string{"S0ONCALL"}, Waited: 4 * time.Hour})
+	want := []string{
+		"Reminder: <@U0BOB>, <!subteam^S0OPS> — http_request has waited 1h for approval",
+		"Escalated: <!subteam^S0ONCALL> — http_request has waited 4h for approval; you may now decide it too (the card is above).",
+	}
+	if got := w.texts(); !slices.Equal(got, want) {
+		t.Errorf("thread = %q, want %q", got, want)
+	}
+}
+
+func TestReminderText(t *testing.T) {
+	tests := []struct {
+		tool   string
+		people []string
+		waited time.Duration
+		want   string
+	}{
+		{"http_request", nil, 90 * time.Minute, "Reminder: http_request has waited 1h30m for approval"},
+		{"http_request", []string{"W0DAVE"}, 2 * time.Second, "Reminder: <@W0DAVE> — http_request has waited 2s for approval"},
+		{"<!here>", []string{"<!channel>", "S0OPS"}, 24 * time.Hour, "Reminder: &lt;!channel&gt;, <!subteam^S0OPS> — &lt;!here&gt; has waited 1d for approval"},
+	}
+	for _, tt := range tests {
+		if got := handlers.ReminderText(tt.tool, tt.people, tt.waited); got != tt.want {
+			t.Errorf("ReminderText(%q, %q, %v) = %q, want %q", tt.tool, tt.people, tt.waited, got, tt.want)
+		}
+	}
+}
+
+// mentionMarkup is the markup reminders may hold: user and group mentions.
+var mentionMarkup = regexp.MustCompile(`<@[A-Z0-9]+>|<!subteam\^S[A-Z0-9]+>`)
+
+// Whatever the tool's name and the policy's IDs, a reminder mentions only
+// users and groups, never @here or a link, and stays short.
+func FuzzReachText(f *testing.F) {
+	f.Add("http_request", "U0BOB", "S0OPS", int64(time.Hour))
+	f.Add("<!here>", "<!channel>", "S0<@U1>", int64(-1))
+	f.Add("``` <https://x|y>", "U0BOB>", "", int64(0))
+	f.Fuzz(func(t *testing.T, tool, a, b string, waited int64) {
+		for _, text := range []string{
+			handlers.ReminderText(tool, []string{a, b}, time.Duration(waited)),
+			handlers.EscalationText(tool, []string{a, b}, time.Duration(waited)),
+		} {
+			if !utf8.ValidString(text) || utf8.RuneCountInString(text) > 1000 {
+				t.Errorf("text %q: invalid or too long", text)
+			}
+			if rest := mentionMarkup.ReplaceAllString(text, ""); strings.ContainsAny(rest, "<>") {
+				t.Errorf("text %q: live markup beyond mentions", text)
+			}
+		}
+	})
+}
+
+// buttonValueOf finds the value of a message's button, or "".
+func buttonValueOf(t *testing.T, c slacktest.Call, actionID string) string {
+	t.Helper()
+	var blocks []struct {
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal(c.Blocks, &blocks); err != nil {
+		t.Fatalf("blocks: %v", err)
+	}
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if e.ActionID == actionID {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}

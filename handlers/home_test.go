@@ -1,0 +1,387 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/tools"
+)
+
+const homeTeamURL = "https://countersign-test.slack.com/"
+
+// waiting is a call waiting in channel C0TEST of a thread whose root is ts.
+func waiting(c agent.Call, ts string) runner.Waiting {
+	return runner.Waiting{
+		InboxEntry: runner.InboxEntry{Thread: handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts), Call: c.Key, Tool: c.Tool,
+			Requester: cardAsker, Team: slacktest.TeamID, Channel: slacktest.ChannelID, Since: cardNow.Add(-5 * time.Minute),
+			Expires: cardNow.Add(time.Hour), Approvers: []string{cardApprover}},
+		AgentCall: c,
+	}
+}
+
+// homeButtons returns the Home view's buttons, by block, as
+// "action_id text style value".
+func homeButtons(t *testing.T, view slack.HomeTabViewRequest) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, b := range view.Blocks.BlockSet {
+		if a, ok := b.(*slack.ActionBlock); ok {
+			buttons, values := buttonsOf(t, []slack.Block{a})
+			for i, btn := range buttons {
+				out[a.BlockID] = append(out[a.BlockID], strings.Join([]string{btn.actionID, btn.text, btn.style, values[i]}, " "))
+			}
+		}
+	}
+	return out
+}
+
+// The Home view lists each waiting call with what it calls (credentials
+// masked, Slack markup escaped), who asked, where, how long it has waited
+// and a link to its thread, with the buttons of its card; then what the
+// viewer decided lately.
+func TestHomeView(t *testing.T) {
+	secret := "Bearer s3cr3t-t0ken"
+	fetch := callWith(func(c *agent.Call) {
+		c.Args = json.RawMessage(`{"method":"GET","url":"https://api.example.com/<!here>","headers":{"Authorization":"` + secret + `"}}`)
+	})
+	deploy := callWith(func(c *agent.Call) { c.Key, c.Tool, c.Args = "3.1", "deploy", json.RawMessage(`{"version": "2.4.1"}`) })
+	view := handlers.HomeView(handlers.HomeContent{
+		Calls:   []runner.Waiting{waiting(fetch, "1700000000.000100"), waiting(deploy, "1700000000.000200")},
+		Refs:    []string{"ref-fetch", "ref-deploy"},
+		TeamURL: homeTeamURL,
+		Recent: []runner.DecisionRecord{{Thread: handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1690000000.000100"),
+			Call: "1.0", Tool: "deploy", Channel: slacktest.ChannelID, By: cardApprover, Kind: interrupt.Reject, At: cardNow.Add(-time.Hour), Reason: "not <!here>"}},
+	}, cardNow)
+	if view.Type != slack.VTHomeTab {
+		t.Errorf("view type %q, want home", view.Type)
+	}
+	checkHomeView(t, view)
+	raw, _ := json.Marshal(view)
+	text := blockTexts(t, view.Blocks.BlockSet)
+	for _, want := range []string{
+		"GET https://api.example.com/&lt;!here&gt;",
+		"with 1 header",
+		"Requested by <@" + cardAsker + "> in <#" + slacktest.ChannelID + ">",
+		"waiting 5 min",
+		"expires in 1h",
+		"sha256:" + tools.ShortHash(fetch.RunHash()),
+		"<" + homeTeamURL + "archives/" + slacktest.ChannelID + "/p1700000000000100|Open the thread>",
+		`{"version":"2.4.1"}`,
+		"🚫 Rejected `deploy` in <#" + slacktest.ChannelID + ">",
+		"not &lt;!here&gt;",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the Home view does not show %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(string(raw), "s3cr3t") {
+		t.Errorf("the Home view shows the credential:\n%s", raw)
+	}
+	buttons := homeButtons(t, view)
+	want := map[string][]string{
+		"call_actions_0": {"approve Approve primary ref-fetch", "edit Edit  ref-fetch", "reject Reject danger ref-fetch", "show_args Show all  ref-fetch"},
+		"call_actions_1": {"approve Approve primary ref-deploy", "edit Edit  ref-deploy", "reject Reject danger ref-deploy"},
+	}
+	if fmt.Sprint(buttons) != fmt.Sprint(want) {
+		t.Errorf("buttons = %v, want %v", buttons, want)
+	}
+
+	empty := blockTexts(t, handlers.HomeView(handlers.HomeContent{Notice: "You can't decide this call."}, cardNow).Blocks.BlockSet)
+	for _, want := range []string{"Nothing waits for you", "Nothing yet.", "⚠️ You can't decide this call."} {
+		if !strings.Contains(empty, want) {
+			t.Errorf("the empty Home view does not say %q:\n%s", want, empty)
+		}
+	}
+}
+
+// However many calls wait, with however hostile arguments, the Home view
+// keeps to Slack's limits: 100 blocks, unique block IDs, texts within
+// their limits and no markup from the input.
+func TestHomeViewLimits(t *testing.T) {
+	var calls []runner.Waiting
+	var refs []string
+	args := []json.RawMessage{
+		hugeArgs(100_000, "<&>`"),
+		json.RawMessage(`{"method":"GET","url":"https://example.com/` + strings.Repeat("🙂<>", 3000) + `"}`),
+		json.RawMessage(strings.Repeat("```<!channel>", 1000)),
+	}
+	for i := range 40 {
+		c := callWith(func(c *agent.Call) {
+			c.Key, c.Tool, c.Args = fmt.Sprint("9.", i), strings.Repeat("tool_🙂", 20), args[i%len(args)]
+			if i%3 == 1 {
+				c.Tool = tools.HTTPRequestName
+			}
+		})
+		w := waiting(c, fmt.Sprintf("1700000000.%06d", i))
+		w.Requester, w.Channel = "<!channel>", "C0<!here>"
+		calls = append(calls, w)
+		refs = append(refs, fmt.Sprint("ref-", i))
+	}
+	var recent []runner.DecisionRecord
+	for i := range 30 {
+		recent = append(recent, runner.DecisionRecord{Thread: "not a slack thread", Tool: strings.Repeat("t<", 200), Channel: "<!here>",
+			Kind: interrupt.Kind(1 + i%5), By: cardApprover, At: cardNow, Reason: strings.Repeat("<!here> ``` ", 300)})
+	}
+	view := handlers.HomeView(handlers.HomeContent{Calls: calls[:15], Refs: refs[:15], More: true, Recent: recent,
+		Notice: strings.Repeat("<@U0X> ", 1000), TeamURL: homeTeamURL}, cardNow)
+	checkHomeView(t, view)
+}
+
+// homeMarkup is the markup the Home view adds to what cards do: channel
+// mentions and links to threads.
+var homeMarkup = regexp.MustCompile(`<#C[A-Z0-9]+>|<https://[a-z0-9.-]+/archives/C[A-Z0-9]+/p[0-9]+\|[^<>|]+>`)
+
+// checkHomeView checks a Home view against Slack's limits.
+func checkHomeView(t *testing.T, view slack.HomeTabViewRequest) {
+	t.Helper()
+	if n := len(view.Blocks.BlockSet); n == 0 || n > 100 {
+		t.Fatalf("the Home view has %d blocks, want 1 to 100", n)
+	}
+	var ids []string
+	var rest []slack.Block // what checkBlocksJSON knows: all but dividers
+	for _, b := range view.Blocks.BlockSet {
+		if id := b.ID(); id != "" {
+			ids = append(ids, id)
+		}
+		if b.BlockType() != slack.MBTDivider {
+			rest = append(rest, b)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
+		t.Errorf("block IDs repeat: %v", ids)
+	}
+	// The texts with < and > as they are, for the markup to be found.
+	marshalled, err := json.Marshal(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic any
+	_ = json.Unmarshal(marshalled, &generic)
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(generic); err != nil {
+		t.Fatal(err)
+	}
+	checkBlocksJSON(t, homeMarkup.ReplaceAll(raw.Bytes(), []byte("#x")))
+}
+
+// homeGate is the gate with the Home tab on: U0BOB may approve deploy,
+// U0ALICE asks.
+func newHomeGate(tb testing.TB) *gate {
+	g := &gate{slack: slacktest.NewServer(tb), tool: &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, signer: slacktest.NewSigner(gateSecret)}
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB], self_approval: false}\n"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, g.tool)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g.store = redisstore.New(redistest.Client(tb), redisstore.Options{Prefix: fmt.Sprintf("home-gate-%d", time.Now().UnixNano())})
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
+	}}
+	a, err := agent.New(model, reg, g.store, agent.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
+	rep := handlers.NewReporter(api, g.store, nil, nil)
+	lookups := handlers.NewGroups(api, 0, nil)
+	g.svc = runner.New(a, g.store, rep, runner.Options{Auditor: g.store, Groups: lookups, Members: lookups, Inbox: g.store})
+	g.srv = handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Home: g.store, TeamURL: homeTeamURL})
+	rep.WithHome(g.srv.Home())
+	g.http = httptest.NewServer(g.srv.Handler())
+	tb.Cleanup(g.http.Close)
+	return g
+}
+
+// homeOf returns user's last published Home view: its text, and its
+// Approve buttons' values.
+func homeOf(t *testing.T, g *gate, user string) (string, []string) {
+	t.Helper()
+	c, ok := g.slack.HomeView(user)
+	if !ok {
+		t.Fatalf("no Home tab published for %s", user)
+	}
+	var blocks slack.Blocks
+	if err := json.Unmarshal(c.Blocks, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var approve []string
+	buttons, values := buttonsOf(t, blocks.BlockSet)
+	for i, b := range buttons {
+		if b.actionID == handlers.ActionApprove {
+			approve = append(approve, values[i])
+		}
+	}
+	return blockTexts(t, blocks.BlockSet), approve
+}
+
+// TestHomeTab: opening the Home tab shows the approver the call with the
+// card's buttons, and shows nothing to someone else or to the requester
+// (who may not approve their own request). A click there by someone else,
+// with the card's value, is refused and says why; the approver's click
+// decides, runs the tool once, updates the card, and the approver's tab
+// shows the call among their recent decisions instead.
+func TestHomeTab(t *testing.T) {
+	g := newHomeGate(t)
+	thread, value := g.pending(t)
+	for _, user := range []string{gateApprover, gateRequester, "U0MALLORY"} {
+		if code, _ := g.post(t, "/slack/events", "application/json", slacktest.AppHomeOpened("", user)); code != 200 {
+			t.Fatalf("app_home_opened = %d", code)
+		}
+	}
+	text, approve := homeOf(t, g, gateApprover)
+	if !slices.Equal(approve, []string{value}) || !strings.Contains(text, "Approval needed:* `deploy`") {
+		t.Fatalf("the approver's Home tab has Approve buttons %v, want the card's %q:\n%s", approve, value, text)
+	}
+	for _, user := range []string{gateRequester, "U0MALLORY"} {
+		if text, approve := homeOf(t, g, user); len(approve) != 0 || !strings.Contains(text, "Nothing waits for you") {
+			t.Errorf("%s's Home tab has Approve buttons %v:\n%s", user, approve, text)
+		}
+	}
+
+	forged := slacktest.BlockActions(slacktest.Click{Home: true, User: "U0MALLORY", ActionID: handlers.ActionApprove, Value: value})
+	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", forged); code != 200 {
+		t.Fatalf("the forged click = %d", code)
+	}
+	if text, _ := homeOf(t, g, "U0MALLORY"); !strings.Contains(text, "You can't decide this call: only <@U0BOB> may approve this call") {
+		t.Errorf("the refused clicker's Home tab does not say why:\n%s", text)
+	}
+	g.check(t, thread, 0, false)
+	if runs := g.tool.Runs(); len(runs) != 0 {
+		t.Fatalf("the tool ran %d times after a refused click", len(runs))
+	}
+
+	click := slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: handlers.ActionApprove, Value: value})
+	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", click); code != 200 {
+		t.Fatalf("the approver's click = %d", code)
+	}
+	g.check(t, thread, 0, true)
+	if runs := g.tool.Runs(); len(runs) != 1 {
+		t.Errorf("the tool ran %d times, want 1", len(runs))
+	}
+	text, approve = homeOf(t, g, gateApprover)
+	if len(approve) != 0 || !strings.Contains(text, "✅ Approved `deploy` in <#"+slacktest.ChannelID+">") {
+		t.Errorf("the approver's Home tab after the approval has Approve buttons %v:\n%s", approve, text)
+	}
+	card := g.slack.Messages(slacktest.ChannelID, strings.Split(thread, ":")[2])
+	c, _ := g.slack.Message(slacktest.ChannelID, card[0].TS)
+	var blocks slack.Blocks
+	_ = json.Unmarshal(c.Blocks, &blocks)
+	if text := blockTexts(t, blocks.BlockSet); !strings.Contains(text, "Approved by <@U0BOB>") {
+		t.Errorf("the card after the approval from the Home tab:\n%s", text)
+	}
+}
+
+// FuzzHomeDecisionPath sends signed clicks and modal submissions from the
+// Home tab — by anyone, with any reference and any edited arguments —
+// against a real pending card, and holds the gate to its promises: only
+// the approver decides, and only what was approved runs.
+func FuzzHomeDecisionPath(f *testing.F) {
+	f.Add(uint8(1), "", "approve", true, "", false, "", "")
+	f.Add(uint8(2), "", "approve", true, "", false, "", "")
+	f.Add(uint8(0), "", "approve", true, "", false, "", "")
+	f.Add(uint8(2), "", "reject", true, "", true, "", "no")
+	f.Add(uint8(2), "", "edit", true, "", true, `{"n": 2}`, "")
+	f.Add(uint8(1), "", "edit", true, "", true, `{"n": 3}`, "")
+	f.Add(uint8(0), "", "reject", true, "", true, "", "withdrawn")
+	f.Add(uint8(3), "W0BOB", "mark_done", false, "0123456789abcdef01234567", false, "", "")
+	g := newHomeGate(f)
+	users := []string{gateRequester, gateApprover, "U0MALLORY"}
+	f.Fuzz(func(t *testing.T, userSel uint8, userRaw, action string, realValue bool, valueRaw string, submit bool, args, reason string) {
+		thread, value := g.pending(t)
+		runsBefore := len(g.tool.Runs())
+		user := userRaw
+		if int(userSel) < len(users) {
+			user = users[userSel]
+		}
+		if user == "" {
+			return
+		}
+		if !realValue {
+			value = valueRaw
+		}
+		var body []byte
+		if submit {
+			callback := handlers.CallbackReject
+			if action == handlers.ActionEdit {
+				callback = handlers.CallbackEdit
+			}
+			body = slacktest.ViewSubmission(slacktest.Submission{User: user, CallbackID: callback, PrivateMetadata: "home:" + value,
+				Values: map[string]map[string]string{
+					handlers.BlockArgs:   {handlers.InputArgs: args},
+					handlers.BlockReason: {handlers.InputReason: reason},
+				}})
+		} else {
+			body = slacktest.BlockActions(slacktest.Click{Home: true, User: user, ActionID: action, Value: value})
+		}
+		g.send(t, body)
+		g.send(t, slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: handlers.ActionApprove, Value: value}))
+		g.check(t, thread, runsBefore, realValue)
+	})
+}
+
+// The Home tab answers only its own tab's event: opening the Messages tab
+// publishes nothing.
+func TestHomeTabIgnoresTheMessagesTab(t *testing.T) {
+	g := newHomeGate(t)
+	body := slacktest.EventCallback("", map[string]any{"type": "app_home_opened", "user": gateApprover, "tab": "messages"})
+	if code, _ := g.post(t, "/slack/events", "application/json", body); code != http.StatusOK {
+		t.Fatalf("app_home_opened (messages) = %d", code)
+	}
+	if n := len(g.slack.CallsTo("views.publish")); n != 0 {
+		t.Errorf("%d views published for the Messages tab, want none", n)
+	}
+}
+
+// Over Socket Mode, app_home_opened publishes the Home tab as over HTTP.
+func TestSocketModeHomeTab(t *testing.T) {
+	g := newHomeGate(t)
+	_, value := g.pending(t)
+	opened := json.RawMessage(slacktest.AppHomeOpened("EvHome1", gateApprover))
+	sock := newSocketSlack(t, g.slack, []map[string]any{{"envelope_id": "env-home", "type": "events_api", "payload": opened}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := slack.New("xoxb-test", slack.OptionAPIURL(sock.URL+"/api/"), slack.OptionAppLevelToken("xapp-test"))
+	srv := handlers.New(api, g.svc, g.store, "", handlers.Options{BotUserID: slacktest.BotUserID, Home: g.store})
+	done := make(chan error, 1)
+	go func() { done <- srv.RunSocketMode(ctx, socketmode.New(api)) }()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, ok := g.slack.HomeView(gateApprover); ok {
+			break
+		}
+	}
+	if _, approve := homeOf(t, g, gateApprover); !slices.Equal(approve, []string{value}) {
+		t.Errorf("the Home tab opened over Socket Mode has Approve buttons %v, want the card's %q", approve, value)
+	}
+	if _, n := sock.ack("env-home"); n != 1 {
+		t.Errorf("app_home_opened acked %d times, want 1", n)
+	}
+	cancel()
+	<-done
+	_ = srv.Shutdown(context.Background())
+}

@@ -1,0 +1,245 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/countersign/countersign/runner"
+)
+
+// The inbox (runner.Inbox): the calls that wait for a person, and each
+// person's recent decisions, with who has opened the Slack Home tab that
+// shows them. Its keys share the hash tag {inbox}, so one script writes
+// them together on a single server and on Redis Cluster alike:
+//
+//	cs:{inbox}:calls            hash  thread → JSON list of the thread's waiting calls
+//	cs:{inbox}:decided:<user>   list  the user's decisions (JSON), newest first, capped
+//	                                  at runner.RecentLimit; expires with the threads
+//	cs:{inbox}:home             zset  user → when they last opened the Home tab (unix ms)
+//
+// The runner replaces a thread's entry when a session on it ends; on a
+// single server without replicas to wait for, CloseThread sends the
+// update in the same round trip as the rest of the session's end.
+
+var _ runner.Inbox = (*Store)(nil)
+
+func (s *Store) inboxKey(name string) string { return s.prefix + ":{inbox}:" + name }
+
+func (s *Store) decidedKey(user string) string { return s.inboxKey("decided:" + escape(user)) }
+
+// inboxArgs are the keys and arguments of updateInboxLua for u.
+func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
+	if u.Thread == "" {
+		return nil, nil, ErrEmptyThread
+	}
+	value := ""
+	if len(u.Waiting) > 0 {
+		raw, err := json.Marshal(u.Waiting)
+		if err != nil {
+			return nil, nil, err
+		}
+		value = string(raw)
+	}
+	keys := []string{s.inboxKey("calls")}
+	args := []any{u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit}
+	for _, d := range u.Decided {
+		if d.By == "" {
+			continue
+		}
+		raw, err := json.Marshal(d)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, s.decidedKey(d.By))
+		args = append(args, raw)
+	}
+	return keys, args, nil
+}
+
+// UpdateInbox implements runner.Inbox, in one script.
+func (s *Store) UpdateInbox(ctx context.Context, u *runner.InboxUpdate) error {
+	keys, args, err := s.inboxArgs(u)
+	if err != nil {
+		return fmt.Errorf("update inbox: %w", err)
+	}
+	res, err := s.inboxScript.Run(ctx, s.rdb, keys, args...).Result()
+	return s.replaced(u, res, err)
+}
+
+// replaced reads updateInboxLua's reply into u.Replaced.
+func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
+	if errors.Is(err, redis.Nil) {
+		u.Replaced = nil
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("update inbox of %s: %w", u.Thread, err)
+	}
+	old, _ := res.(string)
+	u.Replaced = nil
+	if old == "" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(old), &u.Replaced); err != nil {
+		return fmt.Errorf("update inbox of %s: the entry it replaced: %w", u.Thread, err)
+	}
+	return nil
+}
+
+// closeWithInbox runs the close script (keys, args) and the inbox update
+// u in one round trip: a pipeline with the update first, so that it is
+// written while the lease is still held, and WAIT last when writes wait
+// for replicas. On Redis Cluster the two are in other slots, so the
+// update is written first, on its own.
+func (s *Store) closeWithInbox(ctx context.Context, keys []string, args []any, u *runner.InboxUpdate) (any, error) {
+	ikeys, iargs, err := s.inboxArgs(u)
+	if err != nil {
+		return nil, fmt.Errorf("update inbox: %w", err)
+	}
+	if s.isCluster() {
+		ires, ierr := s.inboxScript.Run(ctx, s.rdb, ikeys, iargs...).Result()
+		ierr = s.replaced(u, ires, ierr)
+		res, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
+		if err != nil {
+			return nil, err
+		}
+		return res, ierr
+	}
+	var inbox, closed *redis.Cmd
+	var wait *redis.IntCmd
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if s.replicas > 0 {
+			// As runScript does: the sources, since a pipeline cannot
+			// load a missing script and go on.
+			inbox = p.Eval(ctx, updateInboxLua, ikeys, iargs...)
+			closed = p.Eval(ctx, closeLua, keys, args...)
+			wait = redis.NewIntCmd(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
+			_ = p.Process(ctx, wait)
+			return nil
+		}
+		inbox = p.EvalSha(ctx, s.inboxScript.Hash(), ikeys, iargs...)
+		closed = p.EvalSha(ctx, s.closeScript.Hash(), keys, args...)
+		return nil
+	})
+	// A script Redis has not cached yet (the first use, or after a
+	// restart) is sent again with its source.
+	if redis.HasErrorPrefix(inbox.Err(), "NOSCRIPT") {
+		inbox = s.inboxScript.Run(ctx, s.rdb, ikeys, iargs...)
+	}
+	if redis.HasErrorPrefix(closed.Err(), "NOSCRIPT") {
+		closed = s.runScript(ctx, s.closeScript, closeLua, keys, args...)
+	}
+	inboxRes, inboxErr := inbox.Result()
+	ierr := s.replaced(u, inboxRes, inboxErr)
+	res, err := closed.Result()
+	if err == nil && wait != nil {
+		if n, werr := wait.Result(); werr != nil {
+			err = werr
+		} else if n < int64(s.replicas) {
+			err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, ierr
+}
+
+// InboxEntries implements runner.Inbox: one HGETALL.
+func (s *Store) InboxEntries(ctx context.Context) ([]runner.InboxEntry, error) {
+	all, err := s.rdb.HGetAll(ctx, s.inboxKey("calls")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	var out []runner.InboxEntry
+	for thread, raw := range all {
+		var entries []runner.InboxEntry
+		if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+			return nil, fmt.Errorf("read the inbox entry of %s: %w", thread, err)
+		}
+		out = append(out, entries...)
+	}
+	return out, nil
+}
+
+// RecentDecisions implements runner.Inbox: one LRANGE.
+func (s *Store) RecentDecisions(ctx context.Context, user string, n int) ([]runner.DecisionRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	raws, err := s.rdb.LRange(ctx, s.decidedKey(user), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the decisions of %s: %w", user, err)
+	}
+	out := make([]runner.DecisionRecord, 0, len(raws))
+	for _, raw := range raws {
+		var d runner.DecisionRecord
+		if err := json.Unmarshal([]byte(raw), &d); err != nil {
+			return nil, fmt.Errorf("read the decisions of %s: %w", user, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// forgetInbox removes a thread's waiting calls from the inbox.
+func (s *Store) forgetInbox(ctx context.Context, thread string) error {
+	if err := s.rdb.HDel(ctx, s.inboxKey("calls"), thread).Err(); err != nil {
+		return fmt.Errorf("remove %s from the inbox: %w", thread, err)
+	}
+	return nil
+}
+
+// HomeOpened records that user opened the Home tab at, and forgets those
+// who have not opened it within the store's TTL.
+func (s *Store) HomeOpened(ctx context.Context, user string, at time.Time) error {
+	key := s.inboxKey("home")
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, key, redis.Z{Score: float64(at.UnixMilli()), Member: user})
+		p.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(at.Add(-s.ttl).UnixMilli(), 10))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record that %s opened the Home tab: %w", user, err)
+	}
+	return nil
+}
+
+// HomeOpeners returns the users who opened the Home tab since then.
+func (s *Store) HomeOpeners(ctx context.Context, since time.Time) ([]string, error) {
+	users, err := s.rdb.ZRangeByScore(ctx, s.inboxKey("home"), &redis.ZRangeBy{
+		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("who opened the Home tab: %w", err)
+	}
+	return users, nil
+}
+
+// updateInboxLua replaces a thread's waiting calls and records decisions.
+//
+//	KEYS: the calls hash, then one decisions list per decision
+//	ARGV: thread, the thread's calls (JSON) or '' for none, the lists'
+//	      expiry ms, their cap, then one decision (JSON) per list
+//
+// It returns the thread's calls it replaced, or nil.
+const updateInboxLua = `
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+for i = 2, #KEYS do
+  redis.call('LPUSH', KEYS[i], ARGV[3 + i])
+  redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+  redis.call('PEXPIRE', KEYS[i], ARGV[3])
+end
+return old
+`
