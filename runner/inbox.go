@@ -265,6 +265,21 @@ func (s *Service) WaitsFor(ctx context.Context, e InboxEntry, user string) (bool
 	}
 	rule := tools.Rule{Approvers: e.Approvers, SelfApproval: e.SelfApproval}
 	ok, _, err := rule.MayApprove(user, e.Requester, s.inGroup(ctx))
+	if err != nil || ok {
+		return ok, err
+	}
+	// Once the call was escalated, it waits for those it was escalated
+	// to as well (as Decide lets them decide it).
+	current, known := s.agent.Rule(e.Tool)
+	if !known || len(current.EscalateTo) == 0 {
+		return false, nil
+	}
+	escalated, err := s.claimSet(ctx, e.Thread, escalationKey(agent.Call{Key: e.Call, Attempts: e.Round}))
+	if err != nil || !escalated {
+		return false, err
+	}
+	rule.Approvers = append(slices.Clone(rule.Approvers), current.EscalateTo...)
+	ok, _, err = rule.MayApprove(user, e.Requester, s.inGroup(ctx))
 	return ok, err
 }
 

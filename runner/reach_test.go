@@ -134,6 +134,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	w.schedule = true
 	w.policy = escalatePolicy
 	w.groups = groupsOf{"S0ONCALL": {"U0DAVE", "U0ALICE"}}
+	w.inbox = true
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	clk := &clock{t: t0}
 	rep := &recorder{}
@@ -142,9 +143,20 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	startIn(t, svc, "C1", "U0ALICE")
 	deploy := waitingCall(t, svc, "th", "deploy")
 
+	davesInbox := func() []string {
+		t.Helper()
+		got, err := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0DAVE"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return toolsOf(got)
+	}
 	var refused *runner.RefusedError
 	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.As(err, &refused) {
 		t.Fatalf("Decide(on-call member, before escalation) = %v, want a refusal", err)
+	}
+	if got := davesInbox(); len(got) != 0 {
+		t.Errorf("the on-call member's inbox before escalation = %v, want nothing", got)
 	}
 	clk.set(t0.Add(3 * time.Hour))
 	if err := svc.Tick(ctx, "th"); err != nil {
@@ -166,6 +178,9 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	escalated := rep.eventsOf(runner.Escalated)
 	if len(escalated) != 1 || !slices.Equal(escalated[0].People, []string{"S0ONCALL"}) || escalated[0].Waited != 4*time.Hour {
 		t.Fatalf("escalations = %+v, want one, to S0ONCALL after 4h", escalated)
+	}
+	if got := davesInbox(); !slices.Equal(got, []string{"deploy"}) {
+		t.Errorf("the on-call member's inbox after escalation = %v, want deploy", got)
 	}
 	// Escalation lets the group decide, not everyone, and not the
 	// requester, who is in the group but may not approve their own call.
