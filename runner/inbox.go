@@ -200,7 +200,7 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 		if !ok || c.Status != agent.Pending || c.Attempts != e.Round {
 			continue
 		}
-		decided, err := s.isClaimed(ctx, e.Thread, claimKey(*c))
+		decided, err := s.claimSet(ctx, e.Thread, claimKey(*c))
 		if err != nil {
 			return nil, err
 		}
@@ -221,22 +221,6 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 		out = append(out, Waiting{InboxEntry: e, AgentCall: *c})
 	}
 	return out, nil
-}
-
-// isClaimed reports whether a decision is claimed under key in thread.
-func (s *Service) isClaimed(ctx context.Context, thread, key string) (bool, error) {
-	var got map[string][]byte
-	var err error
-	if sess, ok := s.store.(Sessions); ok {
-		got, err = sess.ClaimValues(ctx, thread, []string{key})
-	} else {
-		got, err = s.store.Claims(ctx, thread)
-	}
-	if err != nil {
-		return false, err
-	}
-	_, ok := got[key]
-	return ok, nil
 }
 
 // forgetInbox drops the entries of a thread that no longer exists.

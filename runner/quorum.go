@@ -235,12 +235,7 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d in
 		if err == nil && r.Leased {
 			// The lease is kept for the drive that follows, as a
 			// claim's is.
-			ss := &session{thread: thread, head: r.Head, claims: r.Claims, asked: map[string]bool{}, answered: -1}
-			for _, k := range keys {
-				ss.asked[k] = true
-			}
-			ss.confirm(sent)
-			s.keepOpened(ss)
+			s.keepLeased(thread, r.Head, r.Claims, keys, sent)
 		}
 	} else {
 		if !wake.IsZero() {
