@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -111,4 +113,55 @@ func randomName() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// BenchmarkPausedThreadsThroughRunner fills a Redis server of its own
+// with 10,000 threads paused on an approval, started through
+// runner.Service as the bot starts them: besides the checkpoints, each
+// thread's claims, its wake-up, its waiting count and its inbox entry.
+// It reports the server's memory for them (target: ≤ 25 MB):
+//
+//	MB/10k-paused  used_memory growth per 10,000 paused threads
+//	bytes/thread   used_memory growth per thread
+func BenchmarkPausedThreadsThroughRunner(b *testing.B) {
+	const threads = 10_000
+	ctx := context.Background()
+	srv := redistest.StartServer(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	for b.Loop() {
+		_ = rdb.FlushAll(ctx).Err()
+		c, err := cyclebench.New(cyclebench.Runner, rdb, "cs")
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := usedMemory(b, rdb)
+		for i := range threads {
+			if err := c.Pause(ctx, fmt.Sprintf("T0TEAM:C0CHANNEL:17000%05d.000100", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		grown := usedMemory(b, rdb) - before
+		b.ReportMetric(float64(grown)/1e6*10_000/threads, "MB/10k-paused")
+		b.ReportMetric(float64(grown)/threads, "bytes/thread")
+	}
+}
+
+func usedMemory(tb testing.TB, rdb *redis.Client) int64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("no used_memory in INFO")
+	return 0
 }

@@ -151,6 +151,23 @@ func (c *Cycler) agentCycle(ctx context.Context, thread string, turn int) error 
 	return checkAnswer(res, turn)
 }
 
+// Pause starts a conversation on a new thread through runner.Service and
+// leaves it paused, its call waiting for approval: what a thread costs
+// while people have not decided yet.
+func (c *Cycler) Pause(ctx context.Context, thread string) error {
+	if c.impl != Runner {
+		return fmt.Errorf("pause: %s cycles are not run through the service", c.impl)
+	}
+	err := c.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: requester, Team: team, Channel: channel, Text: UserText(1)})
+	if err != nil {
+		return err
+	}
+	if _, ok := c.shown.takeCard(thread); !ok {
+		return fmt.Errorf("pause %s: no call waits for approval", thread)
+	}
+	return nil
+}
+
 func (c *Cycler) runnerCycle(ctx context.Context, thread string, turn int) error {
 	var err error
 	if turn == 1 {
