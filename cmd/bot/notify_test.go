@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
@@ -39,6 +42,10 @@ func (h *harness) clickAt(addr string, msg slacktest.Call, channel, actionID, us
 
 // copyIn waits for the copy of a card (a message with an Approve button)
 // at the top of channel, and returns it.
+//
+// It also waits for the bot to record the copy, which it does right
+// after posting it: a click that comes before counts for nothing, as
+// from any channel the card was not posted in.
 func (h *harness) copyIn(channel string) slacktest.Call {
 	h.t.Helper()
 	var found slacktest.Call
@@ -51,6 +58,21 @@ func (h *harness) copyIn(channel string) slacktest.Call {
 		}
 		return false
 	}, "a copy of the card in %s", channel)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	defer rdb.Close()
+	h.eventually(func() bool {
+		keys, _ := rdb.Keys(ctx, "cs:*:claims").Result()
+		for _, k := range keys {
+			fields, _ := rdb.HKeys(ctx, k).Result()
+			for _, f := range fields {
+				if strings.HasPrefix(f, "copy:") && strings.HasSuffix(f, ":"+channel) {
+					return true
+				}
+			}
+		}
+		return false
+	}, "the copy in %s recorded", channel)
 	return found
 }
 
