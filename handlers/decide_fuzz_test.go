@@ -44,7 +44,11 @@ const (
 	gateApprover  = "U0BOB"
 )
 
-func newGate(tb testing.TB) *gate {
+func newGate(tb testing.TB) *gate { return buildGate(tb, false) }
+
+// buildGate builds the gate; with home, the Home tab is on (the inbox,
+// channel membership, the published views).
+func buildGate(tb testing.TB, home bool) *gate {
 	g := &gate{slack: slacktest.NewServer(tb), tool: &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, signer: slacktest.NewSigner(gateSecret)}
 	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB], self_approval: false}\n"))
 	if err != nil {
@@ -63,8 +67,19 @@ func newGate(tb testing.TB) *gate {
 		tb.Fatal(err)
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
-	g.svc = runner.New(a, g.store, handlers.NewReporter(api, g.store, nil, nil), runner.Options{Auditor: g.store, Groups: handlers.NewGroups(api, 0, nil)})
-	g.srv = handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID})
+	rep := handlers.NewReporter(api, g.store, nil, nil)
+	lookups := handlers.NewGroups(api, 0, nil)
+	ropts := runner.Options{Auditor: g.store, Groups: lookups}
+	hopts := handlers.Options{BotUserID: slacktest.BotUserID}
+	if home {
+		ropts.Members, ropts.Inbox = lookups, g.store
+		hopts.Home, hopts.TeamURL = g.store, homeTeamURL
+	}
+	g.svc = runner.New(a, g.store, rep, ropts)
+	g.srv = handlers.New(api, g.svc, g.store, gateSecret, hopts)
+	if home {
+		rep.WithHome(g.srv.Home())
+	}
 	g.http = httptest.NewServer(g.srv.Handler())
 	tb.Cleanup(g.http.Close)
 	return g

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,12 +16,8 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
-	"github.com/countersign/countersign/llm"
-	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/tools"
@@ -189,34 +184,7 @@ func checkHomeView(t *testing.T, view slack.HomeTabViewRequest) {
 
 // homeGate is the gate with the Home tab on: U0BOB may approve deploy,
 // U0ALICE asks.
-func newHomeGate(tb testing.TB) *gate {
-	g := &gate{slack: slacktest.NewServer(tb), tool: &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, signer: slacktest.NewSigner(gateSecret)}
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB], self_approval: false}\n"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(policy, g.tool)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g.store = redisstore.New(redistest.Client(tb), redisstore.Options{Prefix: fmt.Sprintf("home-gate-%d", time.Now().UnixNano())})
-	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
-		return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
-	}}
-	a, err := agent.New(model, reg, g.store, agent.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
-	rep := handlers.NewReporter(api, g.store, nil, nil)
-	lookups := handlers.NewGroups(api, 0, nil)
-	g.svc = runner.New(a, g.store, rep, runner.Options{Auditor: g.store, Groups: lookups, Members: lookups, Inbox: g.store})
-	g.srv = handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Home: g.store, TeamURL: homeTeamURL})
-	rep.WithHome(g.srv.Home())
-	g.http = httptest.NewServer(g.srv.Handler())
-	tb.Cleanup(g.http.Close)
-	return g
-}
+func newHomeGate(tb testing.TB) *gate { return buildGate(tb, true) }
 
 // homeOf returns user's last published Home view: its text, and its
 // Approve buttons' values.
