@@ -387,7 +387,10 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 	case graph.Paused:
 		return s.feedback(ctx, m, res)
 	case graph.Done:
-		return s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
+		// The run answered: whoever holds the lease is only showing the
+		// answer and letting go, or died and loses it within a lease.
+		// Wait for it rather than call a new turn's reply busy.
+		return s.withLeaseWithin(ctx, m.Thread, s.opts.LeaseTTL+s.opts.BusyWait, func(ctx context.Context, ss *session) error {
 			run := s.begin(m.Thread, "continue").WithField("requester", m.By)
 			res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
 			if errors.Is(err, graph.ErrNotDone) {

@@ -106,6 +106,8 @@ type world struct {
 	// channel membership.
 	inbox   bool
 	members runner.Members
+	// busyWait, if set, is the service's BusyWait.
+	busyWait time.Duration
 }
 
 // countingStore counts loads.
@@ -188,7 +190,7 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.auditor != nil {
 		auditor = w.auditor(store)
 	}
-	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor, Groups: w.groups, Members: w.members}
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor, Groups: w.groups, Members: w.members, BusyWait: w.busyWait}
 	if w.schedule {
 		opts.Schedule = store
 	}

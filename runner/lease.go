@@ -19,10 +19,16 @@ import (
 // withLease runs fn holding the thread's lease, then drives the thread in
 // case decisions arrived meanwhile. ErrBusy if another process holds it.
 func (s *Service) withLease(ctx context.Context, thread string, fn func(context.Context, *session) error) error {
+	return s.withLeaseWithin(ctx, thread, s.opts.BusyWait, fn)
+}
+
+// withLeaseWithin is withLease that waits up to wait for the lease before
+// calling the thread busy.
+func (s *Service) withLeaseWithin(ctx context.Context, thread string, wait time.Duration, fn func(context.Context, *session) error) error {
 	// The lease is often held for a moment only — the run that just
 	// answered is letting go — so wait a little before calling it busy.
 	ss, held, err := s.open(ctx, thread)
-	for deadline := s.opts.Now().Add(s.opts.BusyWait); err == nil && !held && s.opts.Now().Before(deadline); {
+	for deadline := s.opts.Now().Add(wait); err == nil && !held && s.opts.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

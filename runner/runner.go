@@ -108,6 +108,8 @@ type Options struct {
 	LeaseTTL time.Duration
 	// BusyWait is how long a reply or a retry waits for another run of
 	// the thread to let go before it is refused with ErrBusy (default 5s).
+	// A reply to a run that has answered waits a lease longer: that run
+	// only lets go, or dies and loses the lease.
 	BusyWait time.Duration
 	// Owner names this process in leases (default random).
 	Owner string

@@ -278,3 +278,31 @@ func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
 		t.Errorf("answer = %q", res.State.Answer())
 	}
 }
+
+// A reply to a thread whose run has answered waits for the lease longer
+// than BusyWait — as long as a lease lasts: its holder is only showing
+// the answer and letting go (on a busy machine that can take a while),
+// or died and loses it. It is not refused as busy.
+func TestReplyToAnAnsweredThreadWaitsALease(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	w.busyWait = 50 * time.Millisecond
+	svc, store := w.service(t, nil, 2*time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := store.AcquireLease(ctx, "th", "answering-process", 2*time.Second); !ok || err != nil {
+		t.Fatalf("AcquireLease() = %v, %v", ok, err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond) // well past BusyWait
+		_ = store.ReleaseLease(ctx, "th", "answering-process")
+	}()
+	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: still there?"}); err != nil {
+		t.Fatalf("Reply() = %v, want it to wait for the lease", err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if res.State.Answer() != "You said: chat: still there?" {
+		t.Errorf("answer = %q", res.State.Answer())
+	}
+}
