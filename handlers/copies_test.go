@@ -147,21 +147,6 @@ func FuzzReachText(f *testing.F) {
 // buttonValueOf finds the value of a message's button, or "".
 func buttonValueOf(t *testing.T, c slacktest.Call, actionID string) string {
 	t.Helper()
-	var blocks []struct {
-		Elements []struct {
-			ActionID string `json:"action_id"`
-			Value    string `json:"value"`
-		} `json:"elements"`
-	}
-	if err := json.Unmarshal(c.Blocks, &blocks); err != nil {
-		t.Fatalf("blocks: %v", err)
-	}
-	for _, b := range blocks {
-		for _, e := range b.Elements {
-			if e.ActionID == actionID {
-				return e.Value
-			}
-		}
-	}
-	return ""
+	v, _ := c.ButtonValue(actionID)
+	return v
 }

@@ -96,19 +96,8 @@ func (g *gate) pending(tb testing.TB) (thread, value string) {
 		tb.Fatal(err)
 	}
 	for _, c := range g.slack.Messages(slacktest.ChannelID, ts) {
-		var blocks []struct {
-			Elements []struct {
-				ActionID string `json:"action_id"`
-				Value    string `json:"value"`
-			} `json:"elements"`
-		}
-		_ = json.Unmarshal(c.Blocks, &blocks)
-		for _, b := range blocks {
-			for _, e := range b.Elements {
-				if e.ActionID == handlers.ActionApprove {
-					return thread, e.Value
-				}
-			}
+		if v, ok := c.ButtonValue(handlers.ActionApprove); ok {
+			return thread, v
 		}
 	}
 	tb.Fatalf("no card in %s", thread)

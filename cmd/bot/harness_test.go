@@ -338,24 +338,11 @@ func (h *harness) eventually(cond func() bool, format string, args ...any) {
 // buttonValue finds the value of the button with actionID on a card.
 func buttonValue(t testing.TB, card slacktest.Call, actionID string) string {
 	t.Helper()
-	var blocks []struct {
-		Elements []struct {
-			ActionID string `json:"action_id"`
-			Value    string `json:"value"`
-		} `json:"elements"`
+	v, ok := card.ButtonValue(actionID)
+	if !ok {
+		t.Fatalf("no %q button on the card: %s", actionID, card.Blocks)
 	}
-	if err := json.Unmarshal(card.Blocks, &blocks); err != nil {
-		t.Fatalf("card blocks: %v", err)
-	}
-	for _, b := range blocks {
-		for _, e := range b.Elements {
-			if e.ActionID == actionID {
-				return e.Value
-			}
-		}
-	}
-	t.Fatalf("no %q button on the card: %s", actionID, card.Blocks)
-	return ""
+	return v
 }
 
 func hasAction(c slacktest.Call, actionID string) bool {

@@ -83,6 +83,28 @@ type Call struct {
 	Error string
 }
 
+// ButtonValue returns the value of the message's button whose action_id
+// is actionID, and whether it has one.
+func (c Call) ButtonValue(actionID string) (string, bool) {
+	var blocks []struct {
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+		} `json:"elements"`
+	}
+	if json.Unmarshal(c.Blocks, &blocks) != nil {
+		return "", false
+	}
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if e.ActionID == actionID {
+				return e.Value, true
+			}
+		}
+	}
+	return "", false
+}
+
 // OK reports whether the fake answered the call with ok:true.
 func (c Call) OK() bool { return c.Error == "" }
 
