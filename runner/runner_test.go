@@ -287,11 +287,13 @@ func TestReplyToAnAnsweredThreadWaitsALease(t *testing.T) {
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.busyWait = 50 * time.Millisecond
-	svc, store := w.service(t, nil, 2*time.Second)
+	// A long lease: the reply may wait that long for the release below,
+	// however slow the machine.
+	svc, store := w.service(t, nil, 30*time.Second)
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := store.AcquireLease(ctx, "th", "answering-process", 2*time.Second); !ok || err != nil {
+	if ok, err := store.AcquireLease(ctx, "th", "answering-process", 30*time.Second); !ok || err != nil {
 		t.Fatalf("AcquireLease() = %v, %v", ok, err)
 	}
 	go func() {
