@@ -215,14 +215,36 @@ func (m *Metrics) ToolFinished(tool string, s agent.CallStatus) {
 }
 
 // InstrumentStore times every checkpoint save of store and counts its
-// bytes.
+// bytes. The store it returns keeps the optional interfaces of store:
+// when store is a graph.TailLoader, so is the instrumented one, and the
+// engine still loads only the tail of a thread it has seen.
 func (m *Metrics) InstrumentStore(store graph.Store) graph.Store {
-	return timedStore{Store: store, m: m}
+	ts := timedStore{Store: store, m: m}
+	if tl, ok := store.(graph.TailLoader); ok {
+		return timedTailStore{timedStore: ts, tail: tl}
+	}
+	return ts
 }
 
+// timedStore is a graph.Store whose saves are timed. It embeds the store
+// it wraps, so it hides every optional interface of it: timedTailStore
+// forwards the one the engine looks for.
 type timedStore struct {
 	graph.Store
 	m *Metrics
+}
+
+// timedTailStore is a timedStore over a graph.TailLoader.
+type timedTailStore struct {
+	timedStore
+	tail graph.TailLoader
+}
+
+var _ graph.TailLoader = timedTailStore{}
+
+// LoadTail implements graph.TailLoader by forwarding to the wrapped store.
+func (t timedTailStore) LoadTail(ctx context.Context, thread, id string, seq int64, from int) (*graph.Checkpoint, error) {
+	return t.tail.LoadTail(ctx, thread, id, seq, from)
 }
 
 func (t timedStore) Save(ctx context.Context, cp *graph.Checkpoint) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/metrics"
@@ -200,14 +201,17 @@ func newToolbox(getenv func(string) string, log logrus.FieldLogger) (*mcp.Manage
 // service is the bot without a front end: the model, the tools and
 // their policy, Redis, the agent, the runner and the metrics.
 type service struct {
-	runner  *runner.Service
-	store   *redisstore.Store
-	metrics *metrics.Metrics
-	model   llm.Model
-	policy  *tools.Policy
-	tools   *mcp.Manager
-	redis   string
-	close   func()
+	runner *runner.Service
+	store  *redisstore.Store
+	// checkpoints is the checkpoint store the agent was given: store,
+	// instrumented by metrics.
+	checkpoints graph.Store
+	metrics     *metrics.Metrics
+	model       llm.Model
+	policy      *tools.Policy
+	tools       *mcp.Manager
+	redis       string
+	close       func()
 }
 
 // newService wires a service from the environment. model, if nil, comes
@@ -260,7 +264,8 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		_ = box.Close()
 		return nil, err
 	}
-	a, err := agent.New(model, box, obs.InstrumentStore(store), agent.Options{
+	checkpoints := obs.InstrumentStore(store)
+	a, err := agent.New(model, box, checkpoints, agent.Options{
 		Logger:          log,
 		MaxCallsPerTurn: policy.CallsPerTurn(),
 		ToolTimeout:     box.ToolTimeout(2 * time.Minute),
@@ -282,7 +287,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		Inbox: store, Members: members,
 	})
 	closeAll := func() { _ = box.Close(); closeRedis() }
-	return &service{runner: svc, store: store, metrics: obs, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
+	return &service{runner: svc, store: store, checkpoints: checkpoints, metrics: obs, model: model, policy: policy, tools: box, redis: desc, close: closeAll}, nil
 }
 
 // newSlackBot wires a service that reports to Slack through api, and the
