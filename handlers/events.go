@@ -129,14 +129,25 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 // app_mention.
 var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
 
-// owns reports whether thread is a Countersign conversation.
-func (s *Server) owns(ctx context.Context, thread string) bool {
+// owns reports whether thread is a Countersign conversation. Only a
+// definite answer is one: an error reading the thread (Redis down, a
+// Cluster failing over) is returned, never taken for "not a
+// conversation".
+func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 	_, err := s.svc.State(ctx, thread)
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, runner.ErrNoThread):
+		return false, nil
+	}
+	return false, err
 }
 
-// reply hands a thread reply to the runner and explains refusals.
-func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) {
+// reply hands a thread reply to the runner and explains refusals. It
+// reports whether the reply is settled: false when the runner could not
+// be asked (a storage error), so that the intake drives it again.
+func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) bool {
 	_, _, root, _ := ParseThread(thread)
 	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text})
 	var refused *runner.RefusedError
@@ -151,7 +162,10 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 		s.ephemeral(ctx, ev.Channel, root, ev.User, textFailed)
 	case errors.Is(err, runner.ErrNoThread):
 	default:
-		log.WithField("thread", thread).WithError(err).Error("handling a reply")
-		s.ephemeral(ctx, ev.Channel, root, ev.User, textTryAgain)
+		// The reply was acknowledged and is stored: it stays due, and
+		// the intake carries it on once the store answers again.
+		log.WithField("thread", thread).WithError(err).Warn("handling a reply; it stays due and is tried again")
+		return false
 	}
+	return true
 }

@@ -102,19 +102,24 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	}
 	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
 	log = log.WithField("thread", thread)
-	if rec.Kind == intakeMention && s.owns(ctx, thread) {
-		rec.Kind = intakeReply // a mention in a conversation's thread
-	}
-	if rec.Kind == intakeMention && rec.Text == "" {
-		s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, helpText)
-		return true
+	if rec.Kind == intakeMention || rec.Kind == intakeReply {
+		owned, err := s.owns(ctx, thread)
+		if err != nil {
+			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
+			return false
+		}
+		switch {
+		case owned:
+			rec.Kind = intakeReply // a reply, or a mention in a conversation's thread
+		case rec.Kind == intakeReply:
+			return true // a thread that is not a conversation
+		case rec.Text == "":
+			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, helpText)
+			return true
+		}
 	}
 	if rec.Kind == intakeReply {
-		if !s.owns(ctx, thread) {
-			return true // a thread that is not a conversation
-		}
-		s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
-		return true
+		return s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
 	}
 	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text})
 	switch {
