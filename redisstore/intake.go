@@ -17,12 +17,18 @@ import (
 
 // acceptLua records a request once and schedules its re-drive.
 //
-//	KEYS: record, due index
-//	ARGV: id, record, expiry in ms, due in unix ms
+//	KEYS: record, due index, the record's token
+//	ARGV: id, record, expiry in ms, due in unix ms, token
 //
-// It returns 1 if this call recorded it, 0 if it was recorded already.
+// It returns 1 if this call recorded it — or an earlier attempt of this
+// same call, with the same token, whose answer was lost — and 0 if
+// another call recorded it already.
 const acceptLua = `
-if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) == false then return 0 end
+if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) == false then
+  if redis.call('GET', KEYS[3]) == ARGV[5] then return 1 end
+  return 0
+end
+redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 `
@@ -45,13 +51,19 @@ func (s *Store) intakeKeys(id string) (record, due string) {
 	return base + "req:" + escape(id), base + "due"
 }
 
+// intakeToken is the key of the token of the call that recorded id.
+func (s *Store) intakeToken(id string) string {
+	return s.prefix + ":{intake}:tok:" + escape(id)
+}
+
 // Accept records a request under id before it is acknowledged, and
 // schedules it to be driven again at due unless Started says it began. It
 // reports false, writing nothing, if id was recorded already: a repeated
-// delivery. The record is kept for ttl. One round trip.
+// delivery. The record is kept for ttl. A retry of this call by the
+// client, after a cut answer, still reports true. One round trip.
 func (s *Store) Accept(ctx context.Context, id string, record []byte, due time.Time, ttl time.Duration) (bool, error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := s.acceptScript.Run(ctx, s.rdb, []string{rec, idx}, id, record, ttl.Milliseconds(), due.UnixMilli()).Int()
+	n, err := s.acceptScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, ttl.Milliseconds(), due.UnixMilli(), newToken()).Int()
 	if err != nil {
 		return false, fmt.Errorf("accept %s: %w", id, err)
 	}

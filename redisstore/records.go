@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,14 +15,44 @@ import (
 // The records below are not a thread's: each is a key of its own (see
 // the package doc for the layout).
 
+// dedupLua remembers a key once.
+//
+//	KEYS: key
+//	ARGV: token, expiry in milliseconds
+//
+// It returns 1 when the key is new or holds this token — the first
+// attempt of the same call stored it and its answer was lost — else 0.
+const dedupLua = `
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then return 1 end
+return 0
+`
+
+var dedupScript = redis.NewScript(dedupLua)
+
 // Dedup reports whether key is seen for the first time, and remembers it
-// for ttl: one SET NX.
+// for ttl. The key holds a token of this call, so that when go-redis
+// sends the command again after a cut or a timed-out answer, the retry
+// that finds the first attempt's write still reports the first sighting
+// instead of taking it for a repeated delivery. One round trip.
 func (s *Store) Dedup(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	first, err := s.rdb.SetNX(ctx, s.prefix+":dedup:"+escape(key), "1", ttl).Result()
+	n, err := dedupScript.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key)}, newToken(), ttl.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("dedup %s: %w", key, err)
 	}
-	return first, nil
+	return n == 1, nil
+}
+
+// newToken returns a random token that tells one call's write from
+// another's.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // PutRef stores value under ref for ttl.
