@@ -51,6 +51,9 @@ type intake struct {
 	// ResponseURL is a slash command's response_url: it reaches the
 	// person even where the bot cannot post.
 	ResponseURL string `json:"response_url,omitempty"`
+	// Posting says a command's root message may have been posted
+	// without its ts being recorded: look for it before posting again.
+	Posting bool `json:"posting,omitempty"`
 }
 
 // accept stores rec under id and reports whether it is new. An error
@@ -82,22 +85,8 @@ func (s *Server) carryOn(ctx context.Context, id string, rec intake) {
 // or failed for good); false leaves it to be driven again.
 func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
 	if rec.Kind == intakeCommand && rec.Root == "" {
-		_, ts, err := s.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, rec.Typed), false))
-		var limited *slack.RateLimitedError
-		if errors.As(err, &limited) {
-			log.WithError(err).Warn("posting the request's root message; trying again later")
-			return false
-		}
-		if err != nil {
-			log.WithError(err).Warn("posting the request's root message")
-			s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, cantPostText(err))
-			return true
-		}
-		rec.Root = ts
-		if raw, err := json.Marshal(rec); err == nil {
-			if err := s.store.UpdateIntake(ctx, id, raw); err != nil {
-				log.WithError(err).Warn("recording the root message")
-			}
+		if settled, posted := s.postRoot(ctx, id, &rec, log); !posted {
+			return settled
 		}
 	}
 	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
@@ -134,6 +123,90 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	log.WithError(err).Error("starting a conversation")
 	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, textTryAgain)
 	return false
+}
+
+// requestMetadata is the event type of the metadata a root message
+// carries: the id of the request it was posted for.
+const requestMetadata = "countersign_request"
+
+// postRoot posts a command's root message and records its ts in rec. It
+// reports whether the message is there (posted) and, when it is not,
+// whether the request is settled (the person was told why) rather than
+// left to be driven again.
+//
+// A root message is posted once per request, also when a process dies
+// between posting it and recording it: the intake says "posting" before
+// the post, the message carries the request's id in its metadata, and a
+// later attempt that finds "posting" looks for that message in the
+// channel before it posts.
+func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logrus.FieldLogger) (settled, posted bool) {
+	if rec.Posting {
+		ts, err := s.findRoot(ctx, rec.Channel, id)
+		var slackErr slack.SlackErrorResponse
+		switch {
+		case ts != "":
+			rec.Root = ts
+			s.recordIntake(ctx, id, *rec, log, "recording the root message")
+			return false, true
+		case errors.As(err, &slackErr):
+			// Slack answered, and will not show the channel (no
+			// history scope): post, at the risk of a second root.
+			log.WithError(err).Warn("looking for the request's root message; posting it")
+		case err != nil:
+			log.WithError(err).Warn("looking for the request's root message; trying again later")
+			return false, false
+		}
+	} else {
+		rec.Posting = true
+		if err := s.recordIntake(ctx, id, *rec, log, "recording that the root message is being posted"); err != nil {
+			return false, false
+		}
+	}
+	_, ts, err := s.api.PostMessageContext(ctx, rec.Channel,
+		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, rec.Typed), false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: requestMetadata, EventPayload: map[string]any{"request": id}}))
+	var limited *slack.RateLimitedError
+	if errors.As(err, &limited) {
+		log.WithError(err).Warn("posting the request's root message; trying again later")
+		return false, false
+	}
+	if err != nil {
+		log.WithError(err).Warn("posting the request's root message")
+		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, cantPostText(err))
+		return true, false
+	}
+	rec.Root = ts
+	s.recordIntake(ctx, id, *rec, log, "recording the root message")
+	return false, true
+}
+
+// findRoot looks for the root message posted for request id among the
+// channel's latest messages: its ts, or "" if there is none.
+func (s *Server) findRoot(ctx context.Context, channel, id string) (string, error) {
+	hist, err := s.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+		ChannelID: channel, Limit: 200, IncludeAllMetadata: true,
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range hist.Messages {
+		if m.Metadata.EventType == requestMetadata && m.Metadata.EventPayload["request"] == id && m.BotID != "" {
+			return m.Timestamp, nil
+		}
+	}
+	return "", nil
+}
+
+// recordIntake replaces the stored record of request id with rec.
+func (s *Server) recordIntake(ctx context.Context, id string, rec intake, log logrus.FieldLogger, what string) error {
+	raw, err := json.Marshal(rec)
+	if err == nil {
+		err = s.store.UpdateIntake(ctx, id, raw)
+	}
+	if err != nil {
+		log.WithError(err).Warn(what)
+	}
+	return err
 }
 
 // RunIntake drives again, every interval until ctx ends, the accepted

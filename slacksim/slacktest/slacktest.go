@@ -5,7 +5,8 @@
 // chat.postMessage, chat.update, chat.postEphemeral, views.open,
 // views.update, views.push, views.publish (the Home tab; HomeView returns
 // a person's latest), usergroups.users.list, conversations.members,
-// conversations.info, conversations.open (a direct message: see
+// conversations.info, conversations.history (top-level messages with
+// their metadata), conversations.open (a direct message: see
 // DMChannel), chat.getPermalink, the streaming methods chat.startStream,
 // chat.appendStream and chat.stopStream, and assistant.threads.setStatus — the way Slack does,
 // takes form-encoded and JSON bodies alike, and records every call for
@@ -507,6 +508,8 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 		return okReply(map[string]any{"channel": map[string]any{
 			"id": call.Channel, "name": strings.ToLower(call.Channel), "is_channel": true, "is_member": true,
 		}})
+	case "conversations.history":
+		return s.history(call, params)
 	}
 	if rep, ok := s.answerStream(call); ok {
 		return rep
@@ -525,6 +528,33 @@ func (s *Server) postMessage(call *Call) reply {
 	call.TS = s.nextTS()
 	s.messages[call.Channel+"/"+call.TS] = *call
 	return okReply(map[string]any{"channel": call.Channel, "ts": call.TS, "message": messageJSON(*call)})
+}
+
+// history answers conversations.history: the channel's top-level
+// messages, newest first, up to limit (default 100), with their metadata
+// when include_all_metadata is set; s.mu is held.
+func (s *Server) history(call *Call, params map[string]string) reply {
+	if call.Channel == "" {
+		return errReply("channel_not_found")
+	}
+	limit, err := strconv.Atoi(params["limit"])
+	if err != nil || limit <= 0 {
+		limit = 100
+	}
+	withMetadata := params["include_all_metadata"] == "1" || params["include_all_metadata"] == "true"
+	var out []map[string]any
+	for i := len(s.calls) - 1; i >= 0 && len(out) < limit; i-- {
+		c := s.calls[i]
+		if c.Method != "chat.postMessage" || !c.OK() || c.Channel != call.Channel || c.ThreadTS != "" {
+			continue
+		}
+		m := messageJSON(s.messages[c.Channel+"/"+c.TS])
+		if raw := c.Params["metadata"]; withMetadata && raw != "" {
+			m["metadata"] = json.RawMessage(raw)
+		}
+		out = append(out, m)
+	}
+	return okReply(map[string]any{"messages": out, "has_more": false})
 }
 
 // update replaces a message's text and blocks; s.mu is held.
