@@ -94,6 +94,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -498,20 +499,65 @@ func rawMessages(items []any) ([]json.RawMessage, error) {
 // Options.Replicas set, it is sent with a WAIT on the same connection in
 // one round trip, and fails with ErrNotReplicated unless enough replicas
 // acknowledged it.
+//
+// On a cluster that connection is the slot's master's, as this client
+// last knew it. When that node answers that the script did not run there
+// — the slot moved (MOVED, ASK: a failover), the cluster is settling
+// (TRYAGAIN, CLUSTERDOWN), or the node refused the connection — the
+// cluster's map is refreshed and the script sent again, to the slot's
+// current master, for up to redirectFor. An answer lost after it was
+// sent is never sent again: it is returned.
 func (s *Store) runScript(ctx context.Context, script *redis.Script, src string, keys []string, args ...any) *redis.Cmd {
 	if s.replicas <= 0 {
 		return script.Run(ctx, s.rdb, keys, args...)
 	}
-	var node redis.Cmdable = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.evalAndWait(ctx, s.rdb, src, keys, args)
+	}
+	deadline := time.Now().Add(redirectFor)
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+		res := redis.NewCmd(ctx)
 		master, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
+			res.SetErr(err)
+		} else {
+			res = s.evalAndWait(ctx, master, src, keys, args)
 		}
-		node = master
+		if !notRun(res.Err()) || time.Now().Add(backoff).After(deadline) {
+			return res
+		}
+		cc.ReloadState(ctx)
+		select {
+		case <-ctx.Done():
+			return res
+		case <-time.After(backoff):
+		}
 	}
+}
+
+// redirectFor is how long runScript follows a cluster's slot to its
+// current master: longer than a manual failover takes, shorter than
+// Slack's patience with a click.
+const redirectFor = 2500 * time.Millisecond
+
+// notRun reports whether err says a script was not run because the node
+// does not serve its slot now, or could not be reached at all.
+func notRun(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// evalAndWait sends a script and a WAIT for the store's replicas to node
+// in one round trip.
+func (s *Store) evalAndWait(ctx context.Context, node redis.Cmdable, src string, keys []string, args []any) *redis.Cmd {
 	var res, wait *redis.Cmd
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		res = p.Eval(ctx, src, keys, args...)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -120,9 +121,8 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 }
 
 // waitReplicas is how many Redis replicas must acknowledge the writes that
-// gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server
-// has a replica connected, else 0. (On a cluster, set it: masters are
-// not asked.)
+// gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server —
+// on a cluster, every master — has a replica connected, else 0.
 func waitReplicas(ctx context.Context, getenv func(string) string, rdb redis.UniversalClient) (int, error) {
 	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -131,22 +131,43 @@ func waitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 		}
 		return n, nil
 	}
-	c, ok := rdb.(*redis.Client)
-	if !ok {
-		return 0, nil
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return min(connectedReplicas(ctx, c), 1), nil
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		least := -1
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n := connectedReplicas(ctx, m)
+			mu.Lock()
+			if least < 0 || n < least {
+				least = n
+			}
+			mu.Unlock()
+			return nil
+		})
+		if err != nil || least <= 0 {
+			return 0, nil
+		}
+		return 1, nil
 	}
+	return 0, nil
+}
+
+// connectedReplicas is how many replicas the server reports connected; 0
+// when it hides INFO (the embedded Redis, some managed services).
+func connectedReplicas(ctx context.Context, c *redis.Client) int {
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
-		return 0, nil // the embedded Redis, or a server that hides INFO
+		return 0
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			if n, _ := strconv.Atoi(v); n > 0 {
-				return 1, nil
-			}
+			n, _ := strconv.Atoi(v)
+			return n
 		}
 	}
-	return 0, nil
+	return 0
 }
 
 // auditRetention is how long audit entries are kept: AUDIT_RETENTION (a

@@ -6,10 +6,12 @@ import (
 	"os"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -30,5 +32,27 @@ func TestWiredStoreLoadsTails(t *testing.T) {
 	defer svc.close()
 	if _, ok := svc.checkpoints.(graph.TailLoader); !ok {
 		t.Fatalf("the wired checkpoint store %T is not a graph.TailLoader", svc.checkpoints)
+	}
+}
+
+// TestWaitReplicasOnACluster: on a cluster whose every master has a
+// replica, saves and claims wait for one replica by default, as they do on
+// a single server with a replica; without replicas they do not wait.
+func TestWaitReplicasOnACluster(t *testing.T) {
+	none := func(string) string { return "" }
+	tests := []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+		want int
+	}{
+		{"replicated", func(t *testing.T) redis.UniversalClient { return redistest.ClusterWithReplicas(t).Client }, 1},
+		{"no replicas", func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, err := waitReplicas(context.Background(), none, tt.rdb(t)); err != nil || got != tt.want {
+				t.Errorf("waitReplicas() = %d, %v; want %d", got, err, tt.want)
+			}
+		})
 	}
 }

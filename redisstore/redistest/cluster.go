@@ -22,13 +22,34 @@ const clusterMasters = 3
 // redis-server 7 or later (for cluster-port) and redis-cli on PATH.
 func Cluster(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
+	return startCluster(tb, 0).Client
+}
+
+// ReplicatedCluster is a Redis Cluster of three masters with one replica
+// each, for tests that fail a master over.
+type ReplicatedCluster struct {
+	// Client is a cluster client of it.
+	Client *redis.ClusterClient
+	nodes  []*Server
+}
+
+// ClusterWithReplicas starts a Redis Cluster of three masters, each with
+// one replica, as Cluster does.
+func ClusterWithReplicas(tb testing.TB) *ReplicatedCluster {
+	tb.Helper()
+	return startCluster(tb, 1)
+}
+
+func startCluster(tb testing.TB, replicas int) *ReplicatedCluster {
+	tb.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		tb.Fatalf("redistest: redis-cli is not on PATH: %s", installHint)
 	}
 
 	var addrs []string
-	for range clusterMasters {
+	var nodes []*Server
+	for range clusterMasters * (1 + replicas) {
 		// The cluster bus port is chosen explicitly (cluster-port) rather
 		// than left at port+10000, which may be taken or out of range.
 		bus := freePort(tb)
@@ -39,10 +60,11 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 			"--cluster-node-timeout", "5000",
 		})
 		addrs = append(addrs, srv.Addr())
+		nodes = append(nodes, srv)
 	}
 
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
@@ -51,6 +73,11 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	for _, addr := range addrs {
 		if err := waitClusterOK(ctx, addr); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
+		}
+	}
+	if replicas > 0 {
+		if err := waitReplicasUp(ctx, addrs, clusterMasters*replicas); err != nil {
+			tb.Fatalf("redistest: %v", err)
 		}
 	}
 
@@ -62,7 +89,133 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	if err != nil {
 		tb.Fatalf("redistest: cluster does not answer: %v", err)
 	}
-	return rdb
+	return &ReplicatedCluster{Client: rdb, nodes: nodes}
+}
+
+// waitReplicasUp waits until n replicas among the nodes at addrs report
+// their link to their master up.
+func waitReplicasUp(ctx context.Context, addrs []string, n int) error {
+	for {
+		up := 0
+		for _, addr := range addrs {
+			node := redis.NewClient(&redis.Options{Addr: addr})
+			info, err := node.Info(ctx, "replication").Result()
+			node.Close()
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				up++
+			}
+		}
+		if up >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d cluster replicas linked to their masters: %w", up, n, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// clusterNode is one line of CLUSTER NODES.
+type clusterNode struct {
+	id, addr, master string
+	isMaster         bool
+	slots            [][2]int
+}
+
+// parseClusterNodes reads the answer of CLUSTER NODES.
+func parseClusterNodes(out string) []clusterNode {
+	var nodes []clusterNode
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		n := clusterNode{id: f[0], addr: strings.Split(f[1], "@")[0], master: f[3],
+			isMaster: strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail")}
+		for _, r := range f[8:] {
+			lo, hi, _ := strings.Cut(r, "-")
+			a, err1 := strconv.Atoi(lo)
+			if hi == "" {
+				hi = lo
+			}
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil {
+				n.slots = append(n.slots, [2]int{a, b})
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// Failover makes the replica of the master that owns key's slot the
+// slot's master, as an operator's CLUSTER FAILOVER does, and waits until
+// every node agrees. It returns the address of the slot's new master.
+func (c *ReplicatedCluster) Failover(tb testing.TB, key string) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
+	node := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr()})
+	defer node.Close()
+	out, err := node.ClusterNodes(ctx).Result()
+	if err != nil {
+		tb.Fatalf("redistest: CLUSTER NODES: %v", err)
+	}
+	nodes := parseClusterNodes(out)
+	var master clusterNode
+	for _, n := range nodes {
+		for _, r := range n.slots {
+			if n.isMaster && slot >= r[0] && slot <= r[1] {
+				master = n
+			}
+		}
+	}
+	var replica string
+	for _, n := range nodes {
+		if master.id != "" && n.master == master.id {
+			replica = n.addr
+		}
+	}
+	if replica == "" {
+		tb.Fatalf("redistest: no replica of the master of slot %d in:\n%s", slot, out)
+	}
+	r := redis.NewClient(&redis.Options{Addr: replica})
+	defer r.Close()
+	if err := r.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		tb.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica, err)
+	}
+	// Done when every node maps the slot to the new master.
+	for _, s := range c.nodes {
+		n := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		for {
+			out, err := n.ClusterNodes(ctx).Result()
+			if err == nil && ownerOf(parseClusterNodes(out), slot) == replica {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				n.Close()
+				tb.Fatalf("redistest: node %s never saw %s take slot %d over: %v", s.Addr(), replica, slot, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		n.Close()
+	}
+	return replica
+}
+
+// ownerOf returns the address of the master that owns slot.
+func ownerOf(nodes []clusterNode, slot int) string {
+	for _, n := range nodes {
+		for _, r := range n.slots {
+			if n.isMaster && slot >= r[0] && slot <= r[1] {
+				return n.addr
+			}
+		}
+	}
+	return ""
 }
 
 // waitClusterOK waits until the node at addr reports cluster_state:ok, that
