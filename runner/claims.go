@@ -138,6 +138,14 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
 	}
+	if !won && bytes.Equal(winner, raw) {
+		// go-redis sent the claim again after its answer was lost, and
+		// found the claim its first attempt wrote: the value (who,
+		// when) is this decision's own, so it won. A lease that attempt
+		// took is not known here; the wake-up written above carries the
+		// decision on when it lapses.
+		won = true
+	}
 	if won {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": key, "decision": d.Kind.String(), "by": d.By}).Info("decision claimed")
 		var waited time.Duration
