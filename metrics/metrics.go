@@ -1,8 +1,9 @@
 // Package metrics holds Countersign's Prometheus metrics: a
 // runner.Observer that counts runs, decisions and tool executions, a
-// checkpoint store wrapper that times saves, and an HTTP middleware that
-// times Slack acknowledgements. It knows nothing of Slack or Redis
-// beyond the interfaces it wraps.
+// checkpoint store wrapper that times saves, a go-redis hook that counts
+// what the bot asks of Redis, and an HTTP middleware that times Slack
+// acknowledgements. It knows nothing of Slack, and of Redis only the
+// client's hook interface.
 package metrics
 
 import (
@@ -47,6 +48,9 @@ type Options struct {
 	// Tools are the offered tools, whose execution series exist from the
 	// start.
 	Tools []string
+	// Redis, if set, is the Redis client's cost hook, exported with the
+	// rest.
+	Redis *RedisCost
 }
 
 // New registers the metrics. pending, if not nil, reports the
@@ -131,6 +135,9 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 	m.model.WithLabelValues("error")
 	m.tokens.WithLabelValues("input")
 	m.tokens.WithLabelValues("output")
+	if r := opts.Redis; r != nil {
+		m.reg.MustRegister(r.commands, r.roundTrips, r.bytes)
+	}
 	if pending != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "countersign_pending_approvals",

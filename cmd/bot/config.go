@@ -60,7 +60,9 @@ var redisPoolSize = 24 * runtime.GOMAXPROCS(0)
 // connectRedis connects to REDIS_URL (a cluster if REDIS_CLUSTER=true) or,
 // when it is unset, starts an embedded Redis. It returns the client, a
 // description for the start-up line, and a function that closes both.
-func connectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger) (redis.UniversalClient, string, func(), error) {
+// hooks are added to the client before its first command (on a cluster,
+// to every node's client), so that they see every command the bot sends.
+func connectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
 	raw := getenv("REDIS_URL")
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
@@ -83,6 +85,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 			}
 		}()
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		for _, h := range hooks {
+			rdb.AddHook(h)
+		}
 		log.Warn("REDIS_URL is not set: using an embedded in-process Redis; all threads are lost when the bot exits. " +
 			"Set REDIS_URL=redis://host:6379/0 to keep them.")
 		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
@@ -100,7 +105,13 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
 		}
-		rdb = redis.NewClusterClient(opts)
+		cc := redis.NewClusterClient(opts)
+		cc.OnNewNode(func(node *redis.Client) {
+			for _, h := range hooks {
+				node.AddHook(h)
+			}
+		})
+		rdb = cc
 	} else {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
@@ -109,7 +120,11 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
 		}
-		rdb = redis.NewClient(opts)
+		c := redis.NewClient(opts)
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+		rdb = c
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -250,7 +265,8 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	if err != nil {
 		return nil, err
 	}
-	rdb, desc, closeRedis, err := connectRedis(ctx, getenv, log)
+	cost := metrics.NewRedisCost(redisstore.Operation, redisstore.Operations...)
+	rdb, desc, closeRedis, err := connectRedis(ctx, getenv, log, cost)
 	if err != nil {
 		_ = box.Close()
 		return nil, err
@@ -276,7 +292,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 
 		toolNames = append(toolNames, t.Name())
 	}
-	obs := metrics.New(store.WaitingTotal, metrics.Options{Version: ver, Revision: rev, GoVersion: gov, Tools: toolNames})
+	obs := metrics.New(store.WaitingTotal, metrics.Options{Version: ver, Revision: rev, GoVersion: gov, Tools: toolNames, Redis: cost})
 	var svc *runner.Service
 	rep := newReporter(store)
 	onStream, err := streaming(getenv, rep, &svc)

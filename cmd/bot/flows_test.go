@@ -265,6 +265,15 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 	if got := scrape(t, h, "countersign_checkpoint_save_seconds_count"); got == "" || got == "0" {
 		t.Errorf("checkpoint saves counted: %q, want some", got)
 	}
+	// What the flow cost Redis, by operation.
+	for _, op := range []string{"save", "claim", "lease", "intake"} {
+		for _, sample := range []string{`countersign_redis_commands_total{op="` + op + `"}`, `countersign_redis_round_trips_total{op="` + op + `"}`,
+			`countersign_redis_bytes_total{direction="sent",op="` + op + `"}`, `countersign_redis_bytes_total{direction="received",op="` + op + `"}`} {
+			if got := scrape(t, h, sample); got == "" || got == "0" {
+				t.Errorf("%s = %q after a flow, want more than 0", sample, got)
+			}
+		}
+	}
 }
 
 // scrape returns the value of one sample of /metrics, or "".

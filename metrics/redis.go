@@ -1,0 +1,185 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCost counts what the bot asks of Redis — commands, round trips and
+// bytes each way — by operation. It is a go-redis hook: add it to the
+// client (on a cluster, to each node client, with OnNewNode) before the
+// client is used, and hand it to New in Options.Redis to export it. It
+// is safe for concurrent use.
+type RedisCost struct {
+	op         func(redis.Cmder) string
+	commands   *prometheus.CounterVec
+	roundTrips *prometheus.CounterVec
+	bytes      *prometheus.CounterVec
+}
+
+// NewRedisCost returns a RedisCost whose operation label of a command is
+// op(cmd); ops are the labels whose series exist from the start.
+func NewRedisCost(op func(redis.Cmder) string, ops ...string) *RedisCost {
+	c := &RedisCost{
+		op: op,
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_redis_commands_total",
+			Help: "Redis commands the bot sent, by operation; a script is one command.",
+		}, []string{"op"}),
+		roundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_redis_round_trips_total",
+			Help: "Round trips to Redis, by operation: a command, a script or a whole pipeline is one.",
+		}, []string{"op"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_redis_bytes_total",
+			Help: "Bytes of Redis commands sent and replies received, as RESP2 encodes them, by operation and direction.",
+		}, []string{"op", "direction"}),
+	}
+	for _, o := range ops {
+		c.commands.WithLabelValues(o)
+		c.roundTrips.WithLabelValues(o)
+		c.bytes.WithLabelValues(o, "sent")
+		c.bytes.WithLabelValues(o, "received")
+	}
+	return c
+}
+
+// DialHook implements redis.Hook.
+func (c *RedisCost) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook: one command, one round trip.
+func (c *RedisCost) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		op := c.op(cmd)
+		c.roundTrips.WithLabelValues(op).Inc()
+		c.count(op, cmd)
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook: a pipeline is one round trip,
+// labelled by its first command that is not a WAIT.
+func (c *RedisCost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		trip := ""
+		for _, cmd := range cmds {
+			op := c.op(cmd)
+			if trip == "" && cmd.Name() != "wait" {
+				trip = op
+			}
+			c.count(op, cmd)
+		}
+		c.roundTrips.WithLabelValues(cmp.Or(trip, "other")).Inc()
+		return err
+	}
+}
+
+func (c *RedisCost) count(op string, cmd redis.Cmder) {
+	c.commands.WithLabelValues(op).Inc()
+	c.bytes.WithLabelValues(op, "sent").Add(float64(commandSize(cmd.Args())))
+	c.bytes.WithLabelValues(op, "received").Add(float64(replySize(cmd)))
+}
+
+// commandSize is the size of a command as RESP sends it: an array of
+// bulk strings.
+func commandSize(args []any) int {
+	n := headerSize(len(args))
+	for _, a := range args {
+		l := len(argString(a))
+		n += headerSize(l) + l + 2
+	}
+	return n
+}
+
+// headerSize is the size of a RESP header such as "*3\r\n".
+func headerSize(n int) int { return 1 + len(strconv.Itoa(n)) + 2 }
+
+// argString is an argument as go-redis writes it.
+func argString(a any) string {
+	switch v := a.(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	case time.Duration:
+		return strconv.FormatInt(v.Nanoseconds(), 10)
+	case bool:
+		if v {
+			return "1"
+		}
+		return "0"
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(a)
+}
+
+// replySize is the size of a command's reply as RESP2 encodes it: exact
+// for the reply types the bot reads, an estimate from its printed value
+// for others. An error reply counts its message.
+func replySize(cmd redis.Cmder) int {
+	if err := cmd.Err(); err != nil && err != redis.Nil {
+		return len(err.Error()) + 3
+	}
+	switch c := cmd.(type) {
+	case *redis.Cmd:
+		return valueSize(c.Val())
+	case *redis.StringCmd:
+		return valueSize(c.Val())
+	case *redis.IntCmd:
+		return valueSize(c.Val())
+	case *redis.BoolCmd, *redis.StatusCmd:
+		return 5
+	case *redis.SliceCmd:
+		return valueSize(c.Val())
+	case *redis.StringSliceCmd:
+		n := headerSize(len(c.Val()))
+		for _, s := range c.Val() {
+			n += valueSize(s)
+		}
+		return n
+	case *redis.MapStringStringCmd:
+		n := headerSize(2 * len(c.Val()))
+		for k, v := range c.Val() {
+			n += valueSize(k) + valueSize(v)
+		}
+		return n
+	}
+	return len(cmd.String())
+}
+
+// valueSize is the RESP2 size of a reply value.
+func valueSize(v any) int {
+	switch v := v.(type) {
+	case nil:
+		return 5 // $-1\r\n
+	case string:
+		return headerSize(len(v)) + len(v) + 2
+	case int64:
+		return 3 + len(strconv.FormatInt(v, 10))
+	case []any:
+		n := headerSize(len(v))
+		for _, e := range v {
+			n += valueSize(e)
+		}
+		return n
+	case []string:
+		n := headerSize(len(v))
+		for _, e := range v {
+			n += valueSize(e)
+		}
+		return n
+	}
+	s := fmt.Sprint(v)
+	return headerSize(len(s)) + len(s) + 2
+}
