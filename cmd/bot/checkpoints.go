@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -72,6 +73,8 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	if err := needRedis(e, "checkpoints"); err != nil {
 		return err
 	}
+	e, flush := escapedTerminal(e)
+	defer flush()
 	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
 	if err != nil {
 		return err
@@ -102,8 +105,8 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
 		for _, cp := range hist {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", cp.ID, cp.Seq, cp.Step, cp.Status,
-				strings.Join(cp.Next, ","), waitingCalls(cp), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", termtext.Line(cp.ID), cp.Seq, cp.Step, cp.Status,
+				termtext.Line(strings.Join(cp.Next, ",")), termtext.Line(waitingCalls(cp)), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	case "show":
