@@ -179,7 +179,7 @@ func auditVerify(ctx context.Context, args []string, e env) error {
 	file := fs.String("file", "", "verify this export (- for standard input) instead of the trail in Redis")
 	format := fs.String("format", "", "the file's format, jsonl or csv (default from its name: .csv is csv, else jsonl)")
 	var anchors anchorList
-	fs.Var(&anchors, "head", "a head noted before (bot audit head prints it): fail unless the chain holds that entry with that hash (repeat it for several)")
+	fs.Var(&anchors, "head", "fail unless the chain holds this `SEQ:HASH`, a head noted before (bot audit head prints it); repeat it for several")
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
