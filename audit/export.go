@@ -25,9 +25,10 @@ const (
 	// fields by name, then prev and hash. Fields an entry does not have
 	// are left out.
 	JSONL Format = "jsonl"
-	// CSV: a header line, then one row per entry with the columns of
-	// csvColumns. "other" holds the fields without a column of their own
-	// as a JSON object; an empty cell is a field the entry does not
+	// CSV: a header line, then one row per entry, on one line, with the
+	// columns of csvColumns. "other" holds as a JSON object the fields
+	// without a column of their own, and those whose value is empty or
+	// holds a line break; an empty cell is a field the entry does not
 	// have. The file is for spreadsheets too, so no cell can be taken
 	// for a formula (see FormulaPrefixes): every cell is quoted, and a
 	// cell whose value starts with a character that starts a formula,
@@ -155,8 +156,11 @@ func (w *Writer) writeCSV(e Entry) error {
 		i := slices.Index(csvColumns, k)
 		// A value that the CSV cell would not give back as it is (an
 		// empty one, one with a carriage return, which CSV readers drop
-		// before a newline) goes to "other", where JSON escapes it.
-		if i < 0 || k == "id" || k == "time" || k == "other" || v == "" || strings.ContainsRune(v, '\r') {
+		// before a newline) goes to "other", where JSON escapes it; so
+		// does one with a newline, so that a row is one line (for log
+		// shippers, and for importers that split rows at every line,
+		// where a line of a cell could start with a formula).
+		if i < 0 || k == "id" || k == "time" || k == "other" || v == "" || strings.ContainsAny(v, "\r\n") {
 			other[k] = v
 			continue
 		}

