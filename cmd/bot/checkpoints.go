@@ -130,12 +130,13 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			fmt.Fprintf(stdout, ", next %s", strings.Join(cp.Next, ","))
 		}
 		fmt.Fprintf(stdout, "\ncreated %s, parent %s\n", cp.Created.UTC().Format(time.RFC3339), orNone(cp.Parent))
+		// One line a field: no stored text starts a line of its own.
 		if cp.Error != "" {
-			fmt.Fprintf(stdout, "error: %s\n", cp.Error)
+			fmt.Fprintf(stdout, "error: %s\n", termtext.Line(cp.Error))
 		}
-		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", orNone(st.Requester), orNone(st.Channel), st.Turns)
+		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", termtext.Line(orNone(st.Requester)), termtext.Line(orNone(st.Channel)), st.Turns)
 		for _, c := range st.Calls {
-			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, tools.MaskSecrets(c.Tool, c.RunArgs()))
+			fmt.Fprintf(stdout, "call %s %s %s %s\n", termtext.Line(c.Key), termtext.Line(c.Tool), c.Status, termtext.Line(string(tools.MaskSecrets(c.Tool, c.RunArgs()))))
 		}
 		fmt.Fprintf(stdout, "%d messages:\n", len(messages))
 		for _, m := range messages {
