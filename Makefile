@@ -54,7 +54,8 @@ FUZZ_TARGETS = \
 	./tools:FuzzMaskSecrets \
 	./tools/mcp:FuzzToolName \
 	./audit:FuzzCanonical \
-	./audit:FuzzExport
+	./audit:FuzzExport \
+	./internal/termtext:FuzzText
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

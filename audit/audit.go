@@ -34,9 +34,9 @@
 // Changing a field of an entry changes its hash; deleting, inserting or
 // moving an entry breaks the prev links and the seq numbers of the
 // entries after it. Whoever can write to the store can still rewrite the
-// whole chain from some entry on, so keep a copy of the head's hash (or
-// of the exported entries) somewhere else: a chain that does not reach
-// that hash was rewritten.
+// whole chain from some entry on, so keep a copy of the head's seq and
+// hash (an Anchor), or of the exported entries, somewhere else: a chain
+// that does not hold that entry was rewritten (Verifier.Anchors).
 package audit
 
 import (

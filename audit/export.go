@@ -25,12 +25,53 @@ const (
 	// fields by name, then prev and hash. Fields an entry does not have
 	// are left out.
 	JSONL Format = "jsonl"
-	// CSV: a header line, then one row per entry with the columns of
-	// csvColumns. "other" holds the fields without a column of their own
-	// as a JSON object; an empty cell is a field the entry does not
-	// have.
+	// CSV: a header line, then one row per entry, on one line, with the
+	// columns of csvColumns. "other" holds as a JSON object the fields
+	// without a column of their own, and those whose value is empty or
+	// holds a line break; an empty cell is a field the entry does not
+	// have. The file is for spreadsheets too, so no cell can be taken
+	// for a formula (see FormulaPrefixes): every cell is quoted, and a
+	// cell whose value starts with a character that starts a formula,
+	// or with a single quote, is written with a single quote before it,
+	// which Reader takes off again.
+	//
+	// JSON lines are not neutralised that way: no program that reads
+	// JSON takes a string for a formula. They hold text as the entries
+	// do, with the control characters below U+0020 escaped as JSON
+	// escapes them; print them with a tool that shows control
+	// characters (bot audit does, for a terminal).
 	CSV Format = "csv"
 )
+
+// FormulaPrefixes are the characters that make a spreadsheet take a cell
+// for a formula when the cell starts with one (OWASP, CSV Injection):
+// = + - @, tab and carriage return; and NUL, which some spreadsheets
+// skip to the character after it.
+const FormulaPrefixes = "=+-@\t\r\x00"
+
+// csvQuote is the single quote that makes a spreadsheet take a cell as
+// text.
+const csvQuote = '\''
+
+// neutralise returns a CSV cell's text for v: v itself, or v after a
+// single quote when v starts with a formula prefix, or with a single
+// quote (so that unneutralise can tell the two apart).
+func neutralise(v string) string {
+	if v != "" && (v[0] == csvQuote || strings.IndexByte(FormulaPrefixes, v[0]) >= 0) {
+		return string(csvQuote) + v
+	}
+	return v
+}
+
+// unneutralise is the value of a CSV cell's text, and whether the text
+// is one that neutralise writes.
+func unneutralise(cell string) (string, bool) {
+	if cell == "" || cell[0] != csvQuote {
+		return cell, true
+	}
+	v := cell[1:]
+	return v, v != "" && (v[0] == csvQuote || strings.IndexByte(FormulaPrefixes, v[0]) >= 0)
+}
 
 // ParseFormat reads a format's name.
 func ParseFormat(s string) (Format, error) {
@@ -53,18 +94,12 @@ var csvColumns = []string{"id", "time", FieldSeq, "event", "thread", "call", "to
 type Writer struct {
 	format Format
 	w      *bufio.Writer
-	csv    *csv.Writer
 	header bool
 }
 
 // NewWriter returns a Writer of format f to w.
 func NewWriter(w io.Writer, f Format) *Writer {
-	bw := bufio.NewWriter(w)
-	out := &Writer{format: f, w: bw}
-	if f == CSV {
-		out.csv = csv.NewWriter(bw)
-	}
-	return out
+	return &Writer{format: f, w: bufio.NewWriter(w)}
 }
 
 // Write writes one entry.
@@ -111,7 +146,7 @@ func (w *Writer) Write(e Entry) error {
 func (w *Writer) writeCSV(e Entry) error {
 	if !w.header {
 		w.header = true
-		if err := w.csv.Write(csvColumns); err != nil {
+		if err := w.writeRow(csvColumns); err != nil {
 			return err
 		}
 	}
@@ -121,8 +156,11 @@ func (w *Writer) writeCSV(e Entry) error {
 		i := slices.Index(csvColumns, k)
 		// A value that the CSV cell would not give back as it is (an
 		// empty one, one with a carriage return, which CSV readers drop
-		// before a newline) goes to "other", where JSON escapes it.
-		if i < 0 || k == "id" || k == "time" || k == "other" || v == "" || strings.ContainsRune(v, '\r') {
+		// before a newline) goes to "other", where JSON escapes it; so
+		// does one with a newline, so that a row is one line (for log
+		// shippers, and for importers that split rows at every line,
+		// where a line of a cell could start with a formula).
+		if i < 0 || k == "id" || k == "time" || k == "other" || v == "" || strings.ContainsAny(v, "\r\n") {
 			other[k] = v
 			continue
 		}
@@ -146,20 +184,29 @@ func (w *Writer) writeCSV(e Entry) error {
 		b.WriteByte('}')
 		row[slices.Index(csvColumns, "other")] = b.String()
 	}
-	return w.csv.Write(row)
+	return w.writeRow(row)
+}
+
+// writeRow writes a CSV row of cells, each neutralised and quoted, as
+// OWASP advises: quoted, a separator or a quote in a cell cannot start
+// another cell, whichever separator the spreadsheet expects.
+func (w *Writer) writeRow(cells []string) error {
+	for i, v := range cells {
+		if i > 0 {
+			w.w.WriteByte(',')
+		}
+		w.w.WriteByte('"')
+		w.w.WriteString(strings.ReplaceAll(neutralise(v), `"`, `""`))
+		w.w.WriteByte('"')
+	}
+	return w.w.WriteByte('\n') // a bufio.Writer's error stays: this one is the first's
 }
 
 // Flush writes what is buffered (for CSV, at least the header).
 func (w *Writer) Flush() error {
-	if w.csv != nil {
-		if !w.header {
-			w.header = true
-			if err := w.csv.Write(csvColumns); err != nil {
-				return err
-			}
-		}
-		w.csv.Flush()
-		if err := w.csv.Error(); err != nil {
+	if w.format == CSV && !w.header {
+		w.header = true
+		if err := w.writeRow(csvColumns); err != nil {
 			return err
 		}
 	}
@@ -245,6 +292,13 @@ func (r *Reader) readCSV() (Entry, error) {
 			return Entry{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		r.line++
+		for i, cell := range row {
+			v, ok := unneutralise(cell)
+			if !ok {
+				return Entry{}, fmt.Errorf("%w: row %d: column %s starts with a single quote before neither a formula character nor another quote", ErrMalformed, r.line, csvColumns[i])
+			}
+			row[i] = v
+		}
 		if r.line == 1 {
 			if !slices.Equal(row, csvColumns) {
 				return Entry{}, fmt.Errorf("%w: the header is not %s", ErrMalformed, strings.Join(csvColumns, ","))

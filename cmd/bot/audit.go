@@ -17,15 +17,19 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-const auditUsage = `usage: bot audit [verify|export] [flags]
+const auditUsage = `usage: bot audit [head|verify|export] [flags]
 
   bot audit [--thread ID] [--since 24h|7d|RFC3339] [--limit N] [--json]   the newest entries, newest first
-  bot audit verify [--file PATH [--format jsonl|csv]]                      check the hash chain; exit 1 at a break
+  bot audit head                                                           the chain's head, SEQ:HASH, to note elsewhere
+  bot audit verify [--file PATH [--format jsonl|csv]] [--head SEQ:HASH]    check the hash chain; exit 1 at a break,
+                                                                           or if the chain does not hold that head
   bot audit export [--since 24h|7d|RFC3339] [--after ID] [--format jsonl|csv]
                                                                            entries oldest first, one per line
 
 The trail lives in the Redis of REDIS_URL. verify --file checks an export
-instead, without Redis.
+instead, without Redis. Whoever can write to Redis can rewrite the chain
+from some entry on and recompute its hashes; a head noted elsewhere
+(bot audit head) and checked with verify --head shows that.
 `
 
 // auditFields are shown first, in this order; any others follow sorted.
@@ -34,6 +38,8 @@ var auditFields = []string{"event", "decision", "outcome", "by", "thread", "call
 func runAudit(ctx context.Context, args []string, e env) error {
 	if len(args) > 0 {
 		switch args[0] {
+		case "head":
+			return auditHead(ctx, args[1:], e)
 		case "verify":
 			return auditVerify(ctx, args[1:], e)
 		case "export":
@@ -43,7 +49,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 			return nil
 		}
 	}
-	fs := flags("audit", "audit [verify|export] [--thread ID] [--since 24h|7d|2006-01-02T15:04:05Z] [--limit N] [--json]", e)
+	fs := flags("audit", "audit [head|verify|export] [--thread ID] [--since 24h|7d|2006-01-02T15:04:05Z] [--limit N] [--json]", e)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage+"\nflags of the listing:\n")
 		fs.PrintDefaults()
@@ -64,6 +70,8 @@ func runAudit(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer closeStore()
+	e, flush := escapedTerminal(e)
+	defer flush()
 	// Read past the limit so that filters still find enough records.
 	recs, err := store.AuditLog(ctx, max(*limit, 1)*10)
 	if err != nil {
@@ -113,17 +121,72 @@ func parseSince(cmd, s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%s: --since %q is neither a duration (24h, 7d) nor an RFC 3339 time", cmd, s)
 }
 
+// auditHead prints the head of the chain in Redis as SEQ:HASH, what
+// verify --head checks a trail against.
+func auditHead(ctx context.Context, args []string, e env) error {
+	if err := parse(flags("audit head", "audit head", e), args, e); err != nil {
+		return err
+	}
+	store, closeStore, err := operatorStore(ctx, e, "audit head")
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	head, err := store.AuditHead(ctx)
+	if err != nil {
+		return fmt.Errorf("audit head: %w", err)
+	}
+	a, ok := head.Anchor()
+	if !ok {
+		return errors.New("audit head: the audit trail has no hash-chained entries yet")
+	}
+	// What Redis holds is printed only if it is a head.
+	if _, err := audit.ParseAnchor(a.String()); err != nil {
+		return fmt.Errorf("audit head: the head in Redis: %w", err)
+	}
+	_, err = fmt.Fprintln(e.stdout, a)
+	return err
+}
+
+// anchorList is the --head flag: anchors, repeated or separated by
+// commas.
+type anchorList []audit.Anchor
+
+func (l *anchorList) String() string {
+	var s []string
+	for _, a := range *l {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *anchorList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		a, err := audit.ParseAnchor(part)
+		if err != nil {
+			return err
+		}
+		*l = append(*l, a)
+	}
+	return nil
+}
+
 // auditVerify checks the hash chain of the trail in Redis, or of an
-// exported file, and reports the first break as an error.
+// exported file, and reports the first break as an error; then that the
+// chain holds the heads given.
 func auditVerify(ctx context.Context, args []string, e env) error {
-	fs := flags("audit verify", "audit verify [--file PATH [--format jsonl|csv]]", e)
+	fs := flags("audit verify", "audit verify [--file PATH [--format jsonl|csv]] [--head SEQ:HASH]", e)
 	file := fs.String("file", "", "verify this export (- for standard input) instead of the trail in Redis")
 	format := fs.String("format", "", "the file's format, jsonl or csv (default from its name: .csv is csv, else jsonl)")
+	var anchors anchorList
+	fs.Var(&anchors, "head", "fail unless the chain holds this `SEQ:HASH`, a head noted before (bot audit head prints it); repeat it for several")
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
+	e, flush := escapedTerminal(e)
+	defer flush()
 	if *file != "" {
-		return verifyFile(*file, *format, e)
+		return verifyFile(*file, *format, anchors, e)
 	}
 	if *format != "" {
 		return errors.New("audit verify: --format is for --file")
@@ -133,7 +196,7 @@ func auditVerify(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer closeStore()
-	rep, err := store.VerifyAudit(ctx)
+	rep, err := store.VerifyAudit(ctx, anchors...)
 	if err != nil {
 		return verifyFailed(e, rep, err)
 	}
@@ -149,10 +212,18 @@ func auditVerify(ctx context.Context, args []string, e env) error {
 	if rep.Before > 0 {
 		fmt.Fprintf(e.stdout, "%d older entries carry no hash (written before the trail was chained) and are not covered.\n", rep.Before)
 	}
+	anchored(e, anchors)
 	return nil
 }
 
-func verifyFile(path, format string, e env) error {
+// anchored says which heads the chain was found to hold.
+func anchored(e env, anchors []audit.Anchor) {
+	for _, a := range anchors {
+		fmt.Fprintf(e.stdout, "The chain holds the head %s.\n", a)
+	}
+}
+
+func verifyFile(path, format string, anchors []audit.Anchor, e env) error {
 	var in io.Reader = e.stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -173,7 +244,7 @@ func verifyFile(path, format string, e env) error {
 		return fmt.Errorf("audit verify: %w", err)
 	}
 	r := audit.NewReader(in, f)
-	var v audit.Verifier
+	v := audit.Verifier{Anchors: anchors}
 	for {
 		entry, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -192,19 +263,24 @@ func verifyFile(path, format string, e env) error {
 	}
 	if rep.Entries == 0 {
 		fmt.Fprintf(e.stdout, "OK: %s has no hash-chained entries.\n", path)
-		return nil
+		return nil // with anchors, Finish failed
 	}
 	fmt.Fprintf(e.stdout, "OK: %d entries verified (seq %d to %d).\nlast: seq %d, hash %s\n",
 		rep.Entries, rep.First, rep.Last.Seq, rep.Last.Seq, rep.Last.Hash)
 	if rep.First > 1 {
 		fmt.Fprintf(e.stdout, "Entries before seq %d are not in the file; the first entry's prev is the anchor.\n", rep.First)
 	}
+	anchored(e, anchors)
 	return nil
 }
 
 func verifyFailed(e env, rep audit.Report, err error) error {
 	var b *audit.BreakError
-	if errors.As(err, &b) {
+	var a *audit.AnchorError
+	switch {
+	case errors.As(err, &a):
+		fmt.Fprintf(e.stdout, "BROKEN: %v\n", a)
+	case errors.As(err, &b):
 		noun := "entries"
 		if rep.Entries == 1 {
 			noun = "entry"

@@ -239,3 +239,142 @@ func TestAuditRetention(t *testing.T) {
 		t.Errorf("bot chat with AUDIT_RETENTION=forever exited %d:\n%s\nwant a clear error", code, out)
 	}
 }
+
+// exportEntries runs bot audit export and reads the entries back.
+func exportEntries(t *testing.T, h *harness) []audit.Entry {
+	t.Helper()
+	r := audit.NewReader(strings.NewReader(h.cli(t, "", "audit", "export")), audit.JSONL)
+	var out []audit.Entry
+	for e, err := r.Read(); err == nil; e, err = r.Read() {
+		out = append(out, e)
+	}
+	return out
+}
+
+// resealFrom rewrites entries from index i on as someone with write
+// access to Redis would: each sealed again after the one before it.
+func resealFrom(t *testing.T, entries []audit.Entry, i int) {
+	t.Helper()
+	var head audit.Head
+	if i > 0 {
+		seq, _ := entries[i-1].Seq()
+		head = audit.Head{Seq: seq, Hash: entries[i-1].Fields["hash"]}
+	}
+	for j := i; j < len(entries); j++ {
+		fields := map[string]string{}
+		for k, v := range entries[j].Fields {
+			if k != "seq" && k != "prev" && k != "hash" {
+				fields[k] = v
+			}
+		}
+		sealed, next, err := audit.Seal(fields, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[j].Fields, head = sealed, next
+	}
+}
+
+// bot audit head prints the chain's head; verify --head passes on the
+// trail, and on its export, that hold it. An export rewritten from some
+// entry on with its hashes recomputed passes plain verify --file but not
+// --head with the head noted before; so does the trail in Redis,
+// rewritten and its head moved. A head the trail does not hold fails.
+func TestAuditVerifyAgainstAHeadNotedElsewhere(t *testing.T) {
+	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
+	rdb, stored := auditFlow(t, h)
+	ctx := context.Background()
+	redisHead, _ := rdb.HGetAll(ctx, "{cs:audit}:head").Result()
+	noted := strings.TrimSpace(h.cli(t, "", "audit", "head"))
+	if want := redisHead["seq"] + ":" + redisHead["hash"]; noted != want {
+		t.Fatalf("bot audit head = %q, want %q", noted, want)
+	}
+	if out := h.cli(t, "", "audit", "verify", "--head", noted); !strings.Contains(out, "OK: 4 entries verified") || !strings.Contains(out, "The chain holds the head "+noted) {
+		t.Errorf("bot audit verify --head %s:\n%s", noted, out)
+	}
+	entries := exportEntries(t, h)
+	dir := t.TempDir()
+	write := func(name string, entries []audit.Entry) string {
+		var b strings.Builder
+		w := audit.NewWriter(&b, audit.JSONL)
+		for _, e := range entries {
+			if err := w.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	export := write("trail.jsonl", entries)
+	if out := h.cli(t, "", "audit", "verify", "--file", export, "--head", noted); !strings.Contains(out, "The chain holds the head") {
+		t.Errorf("bot audit verify --file --head of the export:\n%s", out)
+	}
+
+	// The refusal's reason changed, every hash from there recomputed.
+	if entries[0].Fields["event"] != "refusal" {
+		t.Fatalf("first entry %v; want the refusal", entries[0].Fields)
+	}
+	entries[0].Fields["reason"] = "approved by the requester's manager"
+	resealFrom(t, entries, 0)
+	rewritten := write("rewritten.jsonl", entries)
+	if out := h.cli(t, "", "audit", "verify", "--file", rewritten); !strings.Contains(out, "OK: 4 entries verified") {
+		t.Fatalf("plain verify --file of the rewritten export:\n%s\nwant it to pass: only an anchor shows the rewrite", out)
+	}
+	out := verifyFails(t, h, "--file", rewritten, "--head", noted)
+	if want := "the trail does not hold the anchor " + noted + ": its entry 4 (" + stored[3].ID + ") has the hash " + entries[3].Fields["hash"]; !strings.Contains(out, want) {
+		t.Errorf("verify --file --head of the rewritten export:\n%s\nwant %q", out, want)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "bot: audit verify: ") {
+		t.Errorf("verify --file --head of the rewritten export printed:\n%s\nwant one BROKEN line and one error line", out)
+	}
+
+	// The same rewrite in Redis, with the head moved to match: plain
+	// verify passes, verify --head of the noted head does not.
+	var msgs []redis.XMessage
+	for _, e := range entries {
+		values := map[string]any{}
+		for k, v := range e.Fields {
+			values[k] = v
+		}
+		msgs = append(msgs, redis.XMessage{ID: e.ID, Values: values})
+	}
+	rewrite(t, rdb, msgs)
+	if err := rdb.HSet(ctx, "{cs:audit}:head", "hash", entries[3].Fields["hash"], "seq", "4").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.cli(t, "", "audit", "verify"); !strings.Contains(out, "OK: 4 entries verified") {
+		t.Fatalf("plain verify of the rewritten trail:\n%s", out)
+	}
+	if out := verifyFails(t, h, "--head", noted); !strings.Contains(out, "does not hold the anchor "+noted) {
+		t.Errorf("verify --head of the rewritten trail:\n%s", out)
+	}
+	rewrite(t, rdb, stored)
+	if err := rdb.HSet(ctx, "{cs:audit}:head", "hash", redisHead["hash"], "seq", redisHead["seq"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Heads the trail does not hold, and heads that are not heads.
+	wrong := "4:" + strings.Repeat("0", 64)
+	for _, tt := range []struct{ head, want string }{
+		{wrong, "its entry 4 (" + stored[3].ID + ") has the hash " + redisHead["hash"]},
+		{"9:" + redisHead["hash"], "the trail ends at entry 4, before it"},
+	} {
+		if out := verifyFails(t, h, "--head", tt.head); !strings.Contains(out, tt.want) {
+			t.Errorf("verify --head %s:\n%s\nwant %q", tt.head, out, tt.want)
+		}
+		if out := verifyFails(t, h, "--file", export, "--head", tt.head); !strings.Contains(out, tt.want) {
+			t.Errorf("verify --file --head %s:\n%s\nwant %q", tt.head, out, tt.want)
+		}
+	}
+	for _, bad := range []string{"4", redisHead["hash"], "4:" + redisHead["hash"][:12]} {
+		if out, err := h.run("", "audit", "verify", "--head", bad); err == nil || !strings.Contains(out, "SEQ:HASH") {
+			t.Errorf("verify --head %q = %v\n%s; want a usage error", bad, err, out)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -72,6 +73,8 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	if err := needRedis(e, "checkpoints"); err != nil {
 		return err
 	}
+	e, flush := escapedTerminal(e)
+	defer flush()
 	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
 	if err != nil {
 		return err
@@ -102,8 +105,8 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
 		for _, cp := range hist {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", cp.ID, cp.Seq, cp.Step, cp.Status,
-				strings.Join(cp.Next, ","), waitingCalls(cp), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", termtext.Line(cp.ID), cp.Seq, cp.Step, cp.Status,
+				termtext.Line(strings.Join(cp.Next, ",")), termtext.Line(waitingCalls(cp)), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	case "show":
@@ -127,12 +130,13 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			fmt.Fprintf(stdout, ", next %s", strings.Join(cp.Next, ","))
 		}
 		fmt.Fprintf(stdout, "\ncreated %s, parent %s\n", cp.Created.UTC().Format(time.RFC3339), orNone(cp.Parent))
+		// One line a field: no stored text starts a line of its own.
 		if cp.Error != "" {
-			fmt.Fprintf(stdout, "error: %s\n", cp.Error)
+			fmt.Fprintf(stdout, "error: %s\n", termtext.Line(cp.Error))
 		}
-		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", orNone(st.Requester), orNone(st.Channel), st.Turns)
+		fmt.Fprintf(stdout, "requester %s, channel %s, %d model turns\n", termtext.Line(orNone(st.Requester)), termtext.Line(orNone(st.Channel)), st.Turns)
 		for _, c := range st.Calls {
-			fmt.Fprintf(stdout, "call %s %s %s %s\n", c.Key, c.Tool, c.Status, tools.MaskSecrets(c.Tool, c.RunArgs()))
+			fmt.Fprintf(stdout, "call %s %s %s %s\n", termtext.Line(c.Key), termtext.Line(c.Tool), c.Status, termtext.Line(string(tools.MaskSecrets(c.Tool, c.RunArgs()))))
 		}
 		fmt.Fprintf(stdout, "%d messages:\n", len(messages))
 		for _, m := range messages {

@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/countersign/countersign/internal/termtext"
 )
 
 func main() {
@@ -31,7 +33,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bot:", err)
+		fmt.Fprintln(os.Stderr, "bot:", termtext.Text(err.Error())) // errors quote stored text
 		os.Exit(1)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/redisstore"
 )
 
@@ -31,6 +32,20 @@ func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, 
 		return nil, nil, err
 	}
 	return redisstore.New(rdb, redisstore.Options{}), closeRedis, nil
+}
+
+// escapedTerminal returns e with its standard output and error escaped for a
+// terminal (termtext), and a function that flushes them: for what an
+// operator command prints, which holds text stored from elsewhere —
+// pages, tool and server results, the model's text, names. Exports,
+// which are file formats of their own, are not written through it.
+func escapedTerminal(e env) (env, func()) {
+	out, errOut := termtext.NewWriter(e.stdout), termtext.NewWriter(e.stderr)
+	e.stdout, e.stderr = out, errOut
+	return e, func() {
+		_ = out.Flush() // a failed write was the command's to report
+		_ = errOut.Flush()
+	}
 }
 
 // threadRow is one line of "bot threads list".
@@ -62,6 +77,8 @@ func runThreads(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer closeStore()
+	e, flush := escapedTerminal(e)
+	defer flush()
 	names, err := store.Threads(ctx)
 	if err != nil {
 		return err
@@ -98,7 +115,7 @@ func runThreads(ctx context.Context, args []string, e env) error {
 	fmt.Fprintln(tw, "THREAD\tSTATUS\tUPDATED\tMESSAGES\tWAITING")
 	for _, r := range rows {
 		waiting := strings.Join(r.Waiting, ",")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Thread, r.Status, r.Updated.UTC().Format(time.RFC3339), r.Messages, orNone(waiting))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", termtext.Line(r.Thread), r.Status, r.Updated.UTC().Format(time.RFC3339), r.Messages, termtext.Line(orNone(waiting)))
 	}
 	return tw.Flush()
 }

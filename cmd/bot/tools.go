@@ -25,6 +25,8 @@ func runTools(ctx context.Context, args []string, e env) error {
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
+	e, flush := escapedTerminal(e) // names and errors come from MCP servers
+	defer flush()
 	return toolsCmd(ctx, e.getenv, e.stdout, e.stderr)
 }
 
