@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -58,8 +59,13 @@ func TestParsePolicyMCPServers(t *testing.T) {
 			Rule:    tools.DefaultRule(),
 		},
 	}
-	if !reflect.DeepEqual(p.MCPServers, want) {
-		t.Errorf("MCPServers = %+v\nwant %+v", p.MCPServers, want)
+	got := map[string]tools.MCPServer{}
+	for name, s := range p.MCPServers {
+		s.Secrets = tools.Secrets{} // see TestMCPServerSecrets
+		got[name] = s
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MCPServers = %+v\nwant %+v", got, want)
 	}
 	tests := []struct {
 		tool string
@@ -153,4 +159,56 @@ func FuzzParseMCPServers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// What came from the environment, a URL's password and query, and env:
+// and headers: values are hidden wherever a server's configuration is
+// shown, and in errors that quote it.
+func TestMCPServerSecrets(t *testing.T) {
+	y := `mcp_servers:
+  tickets:
+    url: "https://bot:hunter22@${MCP_HOST}/mcp/${MCP_PATH}?api_key=${MCP_KEY}&region=eu&debug#frag"
+    headers: {Authorization: "Bearer ${TICKETS_TOKEN}", X-Team: "payments-team"}
+  local:
+    command: [tool, --port, "${PORT}", "--token=${LOCAL_TOKEN}", "${DIR:-/srv/data}", plain]
+    env: {API_TOKEN: "${EVERYTHING_TOKEN}"}
+`
+	p, err := tools.ParsePolicyEnv([]byte(y), env("MCP_HOST", "mcp.internal", "MCP_PATH", "p", "MCP_KEY", "k-3xyz",
+		"TICKETS_TOKEN", "tok-2abc", "PORT", "81", "LOCAL_TOKEN", "loc-9", "EVERYTHING_TOKEN", "tok-1abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets, local := p.MCPServers["tickets"], p.MCPServers["local"]
+	if want := "https://mcp.internal/mcp/p?api_key=k-3xyz&region=eu&debug#frag"; !strings.HasSuffix(tickets.URL, want[len("https://"):]) {
+		t.Fatalf("URL = %q, want the expanded URL", tickets.URL)
+	}
+	m := tools.Masked
+	tests := []struct{ what, got, want string }{
+		{"url", tickets.Shown(), "https://bot:" + m + "@" + m + "/mcp/" + m + "?api_key=" + m + "&region=" + m + "&" + m + "#" + m},
+		{"command", local.Shown(), "tool --port " + m + " --token=" + m + " /srv/data plain"},
+		// net/http quotes the whole URL in its errors.
+		{"error quoting the url", tickets.Secrets.Redact(`Post "` + tickets.URL + `": dial tcp 10.0.0.1:443: connect: connection refused`),
+			`Post "https://bot:` + m + "@" + m + "/mcp/" + m + "?api_key=" + m + "&region=" + m + "&" + m + "#" + m + `": dial tcp 10.0.0.1:443: connect: connection refused`},
+		{"error naming the host", tickets.Secrets.Redact("lookup mcp.internal: no such host"), "lookup " + m + ": no such host"},
+		{"a header value", tickets.Secrets.Redact("401: token tok-2abc refused for payments-team"), "401: token " + m + " refused for " + m},
+		{"the bearer header", tickets.Secrets.Redact("sent Bearer tok-2abc"), "sent " + m},
+		{"an argument", local.Secrets.Redact("usage: tool --token=loc-9 --port 81: bad flag"), "usage: tool --token=" + m + " --port 81: bad flag"},
+		{"an environment value", local.Secrets.Redact("API_TOKEN=tok-1abc is expired"), "API_TOKEN=" + m + " is expired"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.what, tt.got, tt.want)
+		}
+	}
+}
+
+// A URL holds no character that would end it in an error's text, so that
+// redaction finds all of it there.
+func TestMCPServerURLCharacters(t *testing.T) {
+	for _, u := range []string{"http://h/mcp?k=a b", `http://h/mcp?k="x"`, "http://h/mcp?k=<x>", "http://h/mcp?k=`x`", "http://h/mcp?k=${V}"} {
+		y := fmt.Sprintf("mcp_servers:\n  a:\n    url: %q\n", u)
+		if _, err := tools.ParsePolicyEnv([]byte(y), env("V", "a b")); err == nil || !strings.Contains(err.Error(), "want an http:// or https:// URL") {
+			t.Errorf("url: %s: %v, want refused", u, err)
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +54,9 @@ type Status struct {
 	State State
 	// Tools counts the tools the server offered when last listed.
 	Tools int
-	// Err says why the server is down. It never holds the server's
-	// environment or headers.
+	// Err says why the server is down, with the server's secrets hidden
+	// (tools.Secrets.Redact): it never holds its environment or header
+	// values, nor its URL's password, query or parts from ${VAR}.
 	Err string
 }
 
@@ -144,23 +144,13 @@ func (s *server) status() Status {
 	return st
 }
 
-// redact hides the server's environment and header values in text that
-// came from it (its stderr, an error), for logs and /readyz.
+// redact hides the server's secrets (tools.MCPServer.Secrets: its
+// environment and header values, what came from ${VAR} in its command
+// and URL, its URL's password and query) in text about it: its stderr,
+// an error that quotes its URL. Whatever is shown of the server goes
+// through it: Status.Err, the logs, the errors of its calls.
 func (s *server) redact(text string) string {
-	var secrets []string
-	for _, m := range []map[string]string{s.cfg.Env, s.cfg.Headers} {
-		for _, v := range m {
-			secrets = append(secrets, v)
-			secrets = append(secrets, strings.Fields(v)...)
-		}
-	}
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for _, v := range secrets {
-		if len(v) >= 6 {
-			text = strings.ReplaceAll(text, v, "[redacted]")
-		}
-	}
-	return text
+	return s.cfg.Secrets.Redact(text)
 }
 
 // run keeps the server connected until ctx ends, retrying with backoff.
