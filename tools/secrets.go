@@ -369,3 +369,20 @@ func masked(text string, hide []Span) string {
 	b.WriteString(text[at:])
 	return b.String()
 }
+
+// RedactError returns err with its text shown through Redact; errors.Is
+// and errors.As still find what err wraps. It returns nil for nil.
+func (s Secrets) RedactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return redactedError{err: err, secrets: s}
+}
+
+type redactedError struct {
+	err     error
+	secrets Secrets
+}
+
+func (e redactedError) Error() string { return e.secrets.Redact(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }

@@ -58,6 +58,9 @@ type Status struct {
 	// (tools.Secrets.Redact): it never holds its environment or header
 	// values, nor its URL's password, query or parts from ${VAR}.
 	Err string
+	// Endpoint is the server's URL or command, as it may be shown
+	// (tools.MCPServer.Shown).
+	Endpoint string
 }
 
 // server is one configured MCP server: its connection, kept up by run,
@@ -137,7 +140,7 @@ func (s *server) track(c *inflight) func() {
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools)}
+	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown()}
 	if s.err != nil && s.state != Up {
 		st.Err = s.redact(s.err.Error())
 	}
@@ -171,7 +174,7 @@ func (s *server) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.m.rebuild()
 		s.once()
-		s.log.WithField("error", s.redact(err.Error())).WithField("retry_in", backoff).Warn("MCP server is down; its tools are unavailable until it is back")
+		s.log.WithFields(logrus.Fields{"error": s.redact(err.Error()), "endpoint": s.cfg.Shown(), "retry_in": backoff}).Warn("MCP server is down; its tools are unavailable until it is back")
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

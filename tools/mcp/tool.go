@@ -141,7 +141,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
-		return "", fmt.Errorf("MCP server %q: %s", t.srv.cfg.Name, t.srv.redact(err.Error()))
+		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
 	text := resultText(res)
 	if res.IsError {
