@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -10,15 +11,21 @@ import (
 )
 
 // An MCP server's url: may hold secrets: a key in its query, a password
-// in its user information, parts from ${VAR}. With the server down, its
-// error (which quotes the URL) is shown by the unauthenticated /readyz,
-// the warning log and `bot tools`: none of them shows a secret.
+// in its user information, parts from ${VAR}; so may its command's
+// arguments. With the server down, its error (which quotes the URL, or
+// holds what the program wrote to stderr) is shown by the unauthenticated
+// /readyz, the warning log and `bot tools`: none of them shows a secret.
 func TestServerURLSecretsAreNotShown(t *testing.T) {
 	const (
 		queryKey    = "tk-query-7f3a9c"   // TICKETS_KEY, in the query
 		varPassword = "pw-var-19be44"     // VAULT_PASSWORD, in the user information
 		password    = "hunter2-in-a-file" // written in the file
+		argToken    = "lt-arg-5d21c0"     // LOCAL_TOKEN, in an argument
 	)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found (%v): install Node (apt-get install nodejs npm) or run `make test`", err)
+	}
 	closed := freeAddr(t) // nothing listens there
 	policy := `mcp_servers:
   tickets:
@@ -27,11 +34,13 @@ func TestServerURLSecretsAreNotShown(t *testing.T) {
     url: "http://bot:${VAULT_PASSWORD}@` + closed + `/mcp"
   legacy:
     url: "http://bot:` + password + `@` + closed + `/mcp/legacy"
+  local:
+    command: [` + node + `, -e, "console.error('cannot log in with ' + process.argv[1]); process.exit(2)", --, "--token=${LOCAL_TOKEN}"]
 tools:
   http_request: {}
 `
 	h := newHarness(t, "", llmtest.Reply("Hello."))
-	h.env = append(h.env, "TICKETS_KEY="+queryKey, "VAULT_PASSWORD="+varPassword)
+	h.env = append(h.env, "TICKETS_KEY="+queryKey, "VAULT_PASSWORD="+varPassword, "LOCAL_TOKEN="+argToken)
 	h.redeploy(policy)
 	// The servers start when the tools are first needed: by a turn.
 	h.command("hi", nil, nil)
@@ -44,10 +53,10 @@ tools:
 			return false
 		}
 		readyz = readAll(t, resp)
-		return strings.Count(readyz, ": down: ") == 3
-	}, "/readyz to show the three servers down")
+		return strings.Count(readyz, ": down: ") == 4
+	}, "/readyz to show the four servers down")
 	h.eventually(func() bool {
-		return strings.Count(h.logs.String(), "MCP server is down") >= 3
+		return strings.Count(h.logs.String(), "MCP server is down") >= 4
 	}, "the warning of each server down")
 	out, code := runBot(t, h.env, "", "tools")
 	if code != 0 {
@@ -55,19 +64,21 @@ tools:
 	}
 	shown := map[string]string{"/readyz": readyz, "the log": h.logs.String(), "bot tools": out}
 	for where, text := range shown {
-		for _, secret := range []string{queryKey, varPassword, password} {
+		for _, secret := range []string{queryKey, varPassword, password, argToken} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s shows %q:\n%s", where, secret, text)
 			}
 		}
 	}
 	// What is not secret still helps find the server.
-	for _, want := range []string{"mcp tickets: down: ", "connection refused", "/mcp?api_key=" + tools.Masked + "&team=" + tools.Masked} {
+	for _, want := range []string{"mcp tickets: down: ", "connection refused", "/mcp?api_key=" + tools.Masked + "&team=" + tools.Masked,
+		"mcp local: down: ", "cannot log in with --token=" + tools.Masked} {
 		if !strings.Contains(readyz, want) {
 			t.Errorf("/readyz = %q, want %q in it", readyz, want)
 		}
 	}
-	for _, want := range []string{"MCP server vault is down", "(http://bot:" + tools.Masked + "@" + closed + "/mcp)"} {
+	for _, want := range []string{"MCP server vault is down", "(http://bot:" + tools.Masked + "@" + closed + "/mcp)",
+		"MCP server local is down", "-- --token=" + tools.Masked + ")"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot tools = %s\nwant %q in it", out, want)
 		}
