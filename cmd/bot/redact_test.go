@@ -84,3 +84,15 @@ tools:
 		}
 	}
 }
+
+// REDIS_URL is shown the same way: the start-up line and the errors
+// about it, one of which quotes the URL, show no password.
+func TestRedisURLPasswordIsNotShown(t *testing.T) {
+	const password = "s3cr3t pass" // a space: the URL does not parse
+	for _, raw := range []string{"redis://:" + password + "@127.0.0.1/0", "redis://bot:s3cr3t-pass@" + freeAddr(t) + "/0"} {
+		out, code := runBot(t, []string{"REDIS_URL=" + raw}, "", "threads", "list")
+		if code == 0 || strings.Contains(out, "s3cr3t") || !strings.Contains(out, tools.Masked+"@") {
+			t.Errorf("bot threads list with REDIS_URL=%s exited %d:\n%s\nwant an error without the password", raw, code, out)
+		}
+	}
+}
