@@ -148,14 +148,28 @@ func FuzzParseMCPServers(f *testing.F) {
 	f.Add(issuePolicy)
 	f.Add(designPolicy)
 	f.Add("mcp_servers:\n  a:\n    url: http://h/${X:-y}\n")
+	f.Add("mcp_servers:\n  a:\n    url: http://h${TICKETS_TOKEN}/x${EVERYTHING_TOKEN}y?k=1\n  b:\n    command: [x, \"-t=${TICKETS_TOKEN}\"]\n")
 	f.Fuzz(func(t *testing.T, y string) {
-		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", "t", "TICKETS_TOKEN", "t"))
+		secrets := []string{"tok-everything-1", "tok-tickets-2"}
+		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", secrets[0], "TICKETS_TOKEN", secrets[1]))
 		if err != nil {
 			return
 		}
+		other, _ := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", "zz-other-1", "TICKETS_TOKEN", "zz-other-2"))
 		for name, s := range p.MCPServers {
 			if (len(s.Command) > 0) == (s.URL != "") {
 				t.Errorf("server %q: command %q and url %q", name, s.Command, s.URL)
+			}
+			// What came from the environment is not shown: a secret shows
+			// only where the file itself spells it, whatever the
+			// environment holds.
+			if other == nil {
+				continue
+			}
+			for _, secret := range secrets {
+				if shown := s.Shown(); strings.Contains(shown, secret) && !strings.Contains(other.MCPServers[name].Shown(), secret) {
+					t.Errorf("server %q is shown as %q, with %q", name, shown, secret)
+				}
 			}
 		}
 	})
