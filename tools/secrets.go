@@ -199,11 +199,11 @@ func (s *Secrets) AddExpanded(value string, fromEnv []Span) {
 func (s Secrets) Redact(text string) string {
 	var hide []Span
 	for v, spans := range s.parts {
-		at := occurrences(text, v)
+		found := occurrences(text, v)
 		if len(v) < MinSecretLen && text != v {
-			at = nil // hidden only where it is known to be
+			found = nil // hidden only where it is known to be
 		}
-		for _, at := range at {
+		for _, at := range found {
 			for _, sp := range spans {
 				hide = append(hide, Span{at + sp.Start, at + sp.End})
 			}
