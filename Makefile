@@ -52,6 +52,8 @@ FUZZ_TARGETS = \
 	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \
 	./tools:FuzzMaskSecrets \
+	./tools:FuzzRedact \
+	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \

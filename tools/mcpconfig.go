@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -59,6 +61,27 @@ type MCPServer struct {
 	// Rule is the rule of the server's tools that have no entry of their
 	// own under tools:.
 	Rule Rule
+	// Secrets are the server's env: and headers: values and the parts of
+	// its command and URL that came from ${VAR}: whatever shows the
+	// server's configuration, or an error or output of it, shows it
+	// through Secrets.Redact.
+	Secrets Secrets
+}
+
+// Shown is the server's URL, or its command, as people and logs may see
+// it (Secrets.Redact).
+func (s MCPServer) Shown() string {
+	if s.URL != "" {
+		return s.Secrets.Redact(s.URL)
+	}
+	args := make([]string, len(s.Command))
+	for i, arg := range s.Command {
+		args[i] = s.Secrets.Redact(arg)
+		if arg == "" || strings.ContainsAny(arg, " \t\n\"'") {
+			args[i] = strconv.Quote(args[i])
+		}
+	}
+	return strings.Join(args, " ")
 }
 
 // MCPToolSeparator joins a server's name and its tool's name.
@@ -127,18 +150,20 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 				}
 				for _, arg := range cmd {
 					var x string
-					if x, err = expandEnv(arg, getenv); err != nil {
+					var fromEnv []Span
+					if x, fromEnv, err = expandEnv(arg, getenv); err != nil {
 						break
 					}
 					s.Command = append(s.Command, x)
+					s.Secrets.AddExpanded(x, fromEnv)
 				}
 			}
 		case "env":
-			s.Env, err = expandedMap(val, getenv)
+			s.Env, err = expandedMap(val, getenv, &s.Secrets)
 		case "url":
-			s.URL, err = parseMCPURL(val, getenv)
+			s.URL, err = parseMCPURL(val, getenv, &s.Secrets)
 		case "headers":
-			s.Headers, err = expandedMap(val, getenv)
+			s.Headers, err = expandedMap(val, getenv, &s.Secrets)
 		case "timeout":
 			s.Timeout, err = parseExpiresAfter(val)
 		case "trust_annotations":
@@ -177,11 +202,14 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 	return s, nil
 }
 
-func parseMCPURL(n *yaml.Node, getenv func(string) string) (string, error) {
+// parseMCPURL reads a server's URL. A URL holds no space, control
+// character, ", <, > or ` (RFC 3986: they are written %20, %22, …), so
+// that in an error that quotes it, Secrets.Redact finds where it ends.
+func parseMCPURL(n *yaml.Node, getenv func(string) string, secrets *Secrets) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", errors.New("want an http:// or https:// URL")
 	}
-	raw, err := expandEnv(n.Value, getenv)
+	raw, fromEnv, err := expandEnv(n.Value, getenv)
 	if err != nil {
 		return "", err
 	}
@@ -189,11 +217,16 @@ func parseMCPURL(n *yaml.Node, getenv func(string) string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", errors.New("want an http:// or https:// URL")
 	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < utf8.RuneSelf && endsURL(byte(r)) }) {
+		return "", errors.New("want an http:// or https:// URL: write a space, \", <, > and ` as %20, %22, %3C, %3E and %60")
+	}
+	secrets.AddURL(raw, fromEnv)
 	return raw, nil
 }
 
 // expandedMap reads a mapping of names to strings, expanding ${VAR}.
-func expandedMap(n *yaml.Node, getenv func(string) string) (map[string]string, error) {
+// Every value is a secret.
+func expandedMap(n *yaml.Node, getenv func(string) string, secrets *Secrets) (map[string]string, error) {
 	if isNull(n) {
 		return nil, nil
 	}
@@ -209,38 +242,46 @@ func expandedMap(n *yaml.Node, getenv func(string) string) (map[string]string, e
 		if _, dup := out[k.Value]; dup {
 			return nil, fmt.Errorf("%q is repeated", k.Value)
 		}
-		x, err := expandEnv(v.Value, getenv)
+		x, fromEnv, err := expandEnv(v.Value, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.Value, err)
 		}
 		out[k.Value] = x
+		secrets.AddExpanded(x, fromEnv)
+		secrets.Add(x)
 	}
 	return out, nil
 }
 
 var envRefPattern = regexp.MustCompile(`\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\})`)
 
-// expandEnv replaces ${VAR} and ${VAR:-default} in s. A ${VAR} whose
-// variable is unset or empty is an error: a missing token would otherwise
-// reach a server as an empty string. "$$" stays as it is.
-func expandEnv(s string, getenv func(string) string) (string, error) {
-	var missing []string
-	out := envRefPattern.ReplaceAllStringFunc(s, func(ref string) string {
-		m := envRefPattern.FindStringSubmatch(ref)
-		if m[1] == "$" {
-			return "$"
+// expandEnv replaces ${VAR} and ${VAR:-default} in s, and says which
+// parts of the result came from the environment (a default written in
+// the file did not). A ${VAR} whose variable is unset or empty is an
+// error: a missing token would otherwise reach a server as an empty
+// string. "$$" stays as it is.
+func expandEnv(s string, getenv func(string) string) (string, []Span, error) {
+	var b strings.Builder
+	var fromEnv []Span
+	at := 0
+	for _, m := range envRefPattern.FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(s[at:m[0]])
+		at = m[1]
+		if s[m[2]:m[3]] == "$" {
+			b.WriteByte('$')
+			continue
 		}
-		if v := getenv(m[2]); v != "" {
-			return v
+		name := s[m[4]:m[5]]
+		if v := getenv(name); v != "" {
+			fromEnv = append(fromEnv, Span{b.Len(), b.Len() + len(v)})
+			b.WriteString(v)
+			continue
 		}
-		if m[3] != "" {
-			return m[4]
+		if m[6] < 0 {
+			return "", nil, fmt.Errorf("environment variable %s is not set (write ${%s:-} to allow an empty value)", name, name)
 		}
-		missing = append(missing, m[2])
-		return ""
-	})
-	if len(missing) > 0 {
-		return "", fmt.Errorf("environment variable %s is not set (write ${%s:-} to allow an empty value)", missing[0], missing[0])
+		b.WriteString(s[m[8]:m[9]])
 	}
-	return out, nil
+	b.WriteString(s[at:])
+	return b.String(), fromEnv, nil
 }

@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -58,8 +59,13 @@ func TestParsePolicyMCPServers(t *testing.T) {
 			Rule:    tools.DefaultRule(),
 		},
 	}
-	if !reflect.DeepEqual(p.MCPServers, want) {
-		t.Errorf("MCPServers = %+v\nwant %+v", p.MCPServers, want)
+	got := map[string]tools.MCPServer{}
+	for name, s := range p.MCPServers {
+		s.Secrets = tools.Secrets{} // see TestMCPServerSecrets
+		got[name] = s
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MCPServers = %+v\nwant %+v", got, want)
 	}
 	tests := []struct {
 		tool string
@@ -142,15 +148,81 @@ func FuzzParseMCPServers(f *testing.F) {
 	f.Add(issuePolicy)
 	f.Add(designPolicy)
 	f.Add("mcp_servers:\n  a:\n    url: http://h/${X:-y}\n")
+	f.Add("mcp_servers:\n  a:\n    url: http://h${TICKETS_TOKEN}/x${EVERYTHING_TOKEN}y?k=1\n  b:\n    command: [x, \"-t=${TICKETS_TOKEN}\"]\n")
 	f.Fuzz(func(t *testing.T, y string) {
-		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", "t", "TICKETS_TOKEN", "t"))
+		secrets := []string{"tok-everything-1", "tok-tickets-2"}
+		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", secrets[0], "TICKETS_TOKEN", secrets[1]))
 		if err != nil {
 			return
 		}
+		other, _ := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", "zz-other-1", "TICKETS_TOKEN", "zz-other-2"))
 		for name, s := range p.MCPServers {
 			if (len(s.Command) > 0) == (s.URL != "") {
 				t.Errorf("server %q: command %q and url %q", name, s.Command, s.URL)
 			}
+			// What came from the environment is not shown: a secret shows
+			// only where the file itself spells it, whatever the
+			// environment holds.
+			if other == nil {
+				continue
+			}
+			for _, secret := range secrets {
+				if shown := s.Shown(); strings.Contains(shown, secret) && !strings.Contains(other.MCPServers[name].Shown(), secret) {
+					t.Errorf("server %q is shown as %q, with %q", name, shown, secret)
+				}
+			}
 		}
 	})
+}
+
+// What came from the environment, a URL's password and query, and env:
+// and headers: values are hidden wherever a server's configuration is
+// shown, and in errors that quote it.
+func TestMCPServerSecrets(t *testing.T) {
+	y := `mcp_servers:
+  tickets:
+    url: "https://bot:hunter22@${MCP_HOST}/mcp/${MCP_PATH}?api_key=${MCP_KEY}&region=eu&debug#frag"
+    headers: {Authorization: "Bearer ${TICKETS_TOKEN}", X-Team: "payments-team"}
+  local:
+    command: [tool, --port, "${PORT}", "--token=${LOCAL_TOKEN}", "${DIR:-/srv/data}", plain]
+    env: {API_TOKEN: "${EVERYTHING_TOKEN}"}
+`
+	p, err := tools.ParsePolicyEnv([]byte(y), env("MCP_HOST", "mcp.internal", "MCP_PATH", "p", "MCP_KEY", "k-3xyz",
+		"TICKETS_TOKEN", "tok-2abc", "PORT", "81", "LOCAL_TOKEN", "loc-9", "EVERYTHING_TOKEN", "tok-1abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets, local := p.MCPServers["tickets"], p.MCPServers["local"]
+	if want := "https://mcp.internal/mcp/p?api_key=k-3xyz&region=eu&debug#frag"; !strings.HasSuffix(tickets.URL, want[len("https://"):]) {
+		t.Fatalf("URL = %q, want the expanded URL", tickets.URL)
+	}
+	m := tools.Masked
+	tests := []struct{ what, got, want string }{
+		{"url", tickets.Shown(), "https://bot:" + m + "@" + m + "/mcp/" + m + "?api_key=" + m + "&region=" + m + "&" + m + "#" + m},
+		{"command", local.Shown(), "tool --port " + m + " --token=" + m + " /srv/data plain"},
+		// net/http quotes the whole URL in its errors.
+		{"error quoting the url", tickets.Secrets.Redact(`Post "` + tickets.URL + `": dial tcp 10.0.0.1:443: connect: connection refused`),
+			`Post "https://bot:` + m + "@" + m + "/mcp/" + m + "?api_key=" + m + "&region=" + m + "&" + m + "#" + m + `": dial tcp 10.0.0.1:443: connect: connection refused`},
+		{"error naming the host", tickets.Secrets.Redact("lookup mcp.internal: no such host"), "lookup " + m + ": no such host"},
+		{"a header value", tickets.Secrets.Redact("401: token tok-2abc refused for payments-team"), "401: token " + m + " refused for " + m},
+		{"the bearer header", tickets.Secrets.Redact("sent Bearer tok-2abc"), "sent " + m},
+		{"an argument", local.Secrets.Redact("usage: tool --token=loc-9 --port 81: bad flag"), "usage: tool --token=" + m + " --port 81: bad flag"},
+		{"an environment value", local.Secrets.Redact("API_TOKEN=tok-1abc is expired"), "API_TOKEN=" + m + " is expired"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.what, tt.got, tt.want)
+		}
+	}
+}
+
+// A URL holds no character that would end it in an error's text, so that
+// redaction finds all of it there.
+func TestMCPServerURLCharacters(t *testing.T) {
+	for _, u := range []string{"http://h/mcp?k=a b", `http://h/mcp?k="x"`, "http://h/mcp?k=<x>", "http://h/mcp?k=`x`", "http://h/mcp?k=${V}"} {
+		y := fmt.Sprintf("mcp_servers:\n  a:\n    url: %q\n", u)
+		if _, err := tools.ParsePolicyEnv([]byte(y), env("V", "a b")); err == nil || !strings.Contains(err.Error(), "want an http:// or https:// URL") {
+			t.Errorf("url: %s: %v, want refused", u, err)
+		}
+	}
 }

@@ -3,6 +3,9 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -115,3 +118,271 @@ func isToken(s string) bool {
 	}
 	return s != ""
 }
+
+// MinSecretLen is the length from which a secret value is looked for
+// anywhere in a text (Secrets.Redact). A shorter value is hidden only
+// where it is known to be: in the configured value it came into.
+const MinSecretLen = 4
+
+// Span is the bytes [Start, End) of a configured value.
+type Span struct{ Start, End int }
+
+// Secrets are what is secret in a configuration, to hide it wherever the
+// configuration, or an error or a log line about it, is shown: values
+// known to be secret (those of a server's env: and headers:, those its
+// ${VAR} references were replaced with), and configured values with the
+// parts of them that came from the environment. The zero value knows no
+// secret; Redact still hides what URLs hold. Add to it while the
+// configuration is read; after that it is safe for concurrent use.
+type Secrets struct {
+	values []string          // secret values, looked for anywhere
+	parts  map[string][]Span // configured value → its parts from the environment
+}
+
+// Add records values as secret, with the part after an authorization
+// scheme ("Bearer …") as one more. Values shorter than MinSecretLen are
+// left out: looked for anywhere, they would hide half of every text.
+func (s *Secrets) Add(values ...string) {
+	for _, v := range values {
+		if scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " "); ok && isToken(scheme) {
+			s.add(strings.TrimSpace(rest))
+		}
+		s.add(v)
+	}
+}
+
+func (s *Secrets) add(v string) {
+	if len(v) >= MinSecretLen && !slices.Contains(s.values, v) {
+		s.values = append(s.values, v)
+	}
+}
+
+// AddExpanded records a configured value after ${VAR} expansion, with
+// the parts of it that came from the environment: those are hidden
+// wherever value is shown, whatever their length, and looked for
+// anywhere else as secret values (Add).
+func (s *Secrets) AddExpanded(value string, fromEnv []Span) {
+	var spans []Span
+	for _, sp := range fromEnv {
+		if sp.Start < 0 || sp.End > len(value) || sp.Start >= sp.End {
+			continue
+		}
+		spans = append(spans, sp)
+		s.add(value[sp.Start:sp.End])
+	}
+	if len(spans) == 0 {
+		return
+	}
+	if s.parts == nil {
+		s.parts = map[string][]Span{}
+	}
+	s.parts[value] = append(s.parts[value], spans...)
+}
+
+// Redact returns text for people and logs to see, each run of hidden
+// bytes shown as Masked. It hides:
+//   - in each occurrence of a configured value (AddExpanded), the parts
+//     that came from the environment (a value shorter than MinSecretLen
+//     only when it is all of text: what a configured value is shown as);
+//   - every occurrence of a secret value, as it is, URL-escaped or
+//     quoted as Go quotes strings (%q);
+//   - in every URL in text (scheme://…, up to a space, a control
+//     character, ", <, > or `), the password of its user information (all
+//     of it when it has no password: a token may be the user name), the
+//     value of every query parameter (every parameter without "=") and
+//     the fragment.
+//
+// It is the one function that shows configuration and errors about it:
+// a server's URL and command, its Status.Err, the log lines about it,
+// and the errors of its calls, which reach cards, the model and the
+// audit trail.
+func (s Secrets) Redact(text string) string {
+	var hide []Span
+	for v, spans := range s.parts {
+		found := occurrences(text, v)
+		if len(v) < MinSecretLen && text != v {
+			found = nil // hidden only where it is known to be
+		}
+		for _, at := range found {
+			for _, sp := range spans {
+				hide = append(hide, Span{at + sp.Start, at + sp.End})
+			}
+		}
+	}
+	for _, v := range s.values {
+		for _, form := range secretForms(v) {
+			for _, at := range occurrences(text, form) {
+				hide = append(hide, Span{at, at + len(form)})
+			}
+		}
+	}
+	hide = append(hide, urlSecrets(text)...)
+	return masked(text, hide)
+}
+
+// secretForms are the ways a value may be written in a text.
+func secretForms(v string) []string {
+	forms := []string{v}
+	q := strconv.Quote(v)
+	for _, f := range []string{url.QueryEscape(v), url.PathEscape(v), q[1 : len(q)-1]} {
+		if !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	return forms
+}
+
+// occurrences are the offsets of every occurrence of v in text,
+// overlapping ones included.
+func occurrences(text, v string) []int {
+	if v == "" {
+		return nil
+	}
+	var out []int
+	for from := 0; ; {
+		i := strings.Index(text[from:], v)
+		if i < 0 {
+			return out
+		}
+		out = append(out, from+i)
+		from += i + 1
+	}
+}
+
+// AddURL records a configured URL (AddExpanded): wherever it is shown,
+// the parts that came from the environment are hidden, and so are its
+// user information's password, its query values and its fragment, as
+// Redact hides them in any URL; these are also looked for anywhere else
+// as secret values. Unlike in running text, all of raw is the URL, a
+// space or a quote included.
+func (s *Secrets) AddURL(raw string, fromEnv []Span) {
+	if at := strings.Index(raw, "://"); at >= 0 && hasScheme(raw[:at]) {
+		fromEnv = append(slices.Clone(fromEnv), urlParts(raw[at+len("://"):], at+len("://"))...)
+	}
+	s.AddExpanded(raw, fromEnv)
+}
+
+// urlSecrets finds the URLs in text and returns the spans of their
+// secrets (urlParts).
+func urlSecrets(text string) []Span {
+	var hide []Span
+	end := 0 // of the last URL
+	for _, at := range occurrences(text, "://") {
+		if at < end || !hasScheme(text[:at]) {
+			continue
+		}
+		start := at + len("://")
+		end = start
+		for end < len(text) && !endsURL(text[end]) {
+			end++
+		}
+		hide = append(hide, urlParts(text[start:end], start)...)
+	}
+	return hide
+}
+
+// urlParts returns the spans, offset by off, of the secrets of a URL
+// from after its "://": the user information's password (or all of it,
+// without a password), query values and fragment.
+func urlParts(u string, off int) []Span {
+	var hide []Span
+	// The authority runs to the first /, ? or #; its user information to
+	// its last @.
+	auth := len(u)
+	if i := strings.IndexAny(u, "/?#"); i >= 0 {
+		auth = i
+	}
+	if at := strings.LastIndexByte(u[:auth], '@'); at > 0 {
+		if colon := strings.IndexByte(u[:at], ':'); colon >= 0 {
+			hide = append(hide, Span{off + colon + 1, off + at})
+		} else {
+			hide = append(hide, Span{off, off + at})
+		}
+	}
+	rest := u[auth:]
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		hide = append(hide, Span{off + auth + i + 1, off + len(u)})
+		rest = rest[:i]
+	}
+	q := strings.IndexByte(rest, '?')
+	if q < 0 {
+		return hide
+	}
+	from := off + auth + q + 1
+	for _, param := range strings.Split(rest[q+1:], "&") {
+		if eq := strings.IndexByte(param, '='); eq >= 0 {
+			hide = append(hide, Span{from + eq + 1, from + len(param)})
+		} else {
+			hide = append(hide, Span{from, from + len(param)})
+		}
+		from += len(param) + 1
+	}
+	return hide
+}
+
+// hasScheme reports whether before ends with a URL scheme.
+func hasScheme(before string) bool {
+	i := len(before)
+	for i > 0 {
+		c := before[i-1]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+			break
+		}
+		i--
+	}
+	if i == len(before) {
+		return false
+	}
+	c := before[i]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// endsURL reports whether c ends a URL in running text: no URL holds it
+// unescaped (RFC 3986), and Go's %q and most texts quote with ".
+func endsURL(c byte) bool {
+	return c <= ' ' || c == 0x7f || c == '"' || c == '<' || c == '>' || c == '`'
+}
+
+// masked is text with each run of the hidden spans replaced with Masked.
+func masked(text string, hide []Span) string {
+	slices.SortFunc(hide, func(a, b Span) int { return a.Start - b.Start })
+	var runs []Span
+	for _, sp := range hide {
+		switch n := len(runs); {
+		case sp.Start >= sp.End:
+		case n > 0 && sp.Start <= runs[n-1].End:
+			runs[n-1].End = max(runs[n-1].End, sp.End)
+		default:
+			runs = append(runs, sp)
+		}
+	}
+	if len(runs) == 0 {
+		return text
+	}
+	var b strings.Builder
+	at := 0
+	for _, r := range runs {
+		b.WriteString(text[at:r.Start])
+		b.WriteString(Masked)
+		at = r.End
+	}
+	b.WriteString(text[at:])
+	return b.String()
+}
+
+// RedactError returns err with its text shown through Redact; errors.Is
+// and errors.As still find what err wraps. It returns nil for nil.
+func (s Secrets) RedactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return redactedError{err: err, secrets: s}
+}
+
+type redactedError struct {
+	err     error
+	secrets Secrets
+}
+
+func (e redactedError) Error() string { return e.secrets.Redact(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }

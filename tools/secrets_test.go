@@ -2,8 +2,11 @@ package tools_test
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/tools"
 )
@@ -62,4 +65,117 @@ func FuzzMaskSecrets(f *testing.F) {
 func mustJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+func TestRedact(t *testing.T) {
+	m := tools.Masked
+	var s tools.Secrets
+	s.Add("Bearer s3cr3t-tok", "abc") // "abc" is too short to look for
+	s.AddExpanded("--key=k1", []tools.Span{{6, 8}})
+	s.AddURL("redis://:pass@db:6379/0", nil)
+	tests := []struct{ name, in, want string }{
+		{"nothing secret", "dial tcp 127.0.0.1:1: connect: connection refused", "dial tcp 127.0.0.1:1: connect: connection refused"},
+		{"a known value", "401 for s3cr3t-tok", "401 for " + m},
+		{"escaped forms", `got "s3cr3t-tok\n" and Bearer+s3cr3t-tok`, `got "` + m + `\n" and ` + m},
+		{"a short value is not looked for", "abc", "abc"},
+		{"a configured value", "flag --key=k1 unknown", "flag --key=" + m + " unknown"},
+		{"a short configured value alone", "k1", "k1"},
+		{"a URL's password", `parse "redis://:pass@db:6379/0": bad port`, `parse "redis://:` + m + `@db:6379/0": bad port`},
+		{"user information without a password", "https://ghp_token@github.com/x.git", "https://" + m + "@github.com/x.git"},
+		{"user and password", "see http://bob:pw@h/ now", "see http://bob:" + m + "@h/ now"},
+		{"query values", `Get "http://h/mcp?api_key=xyz&flag&empty=&x=1#frag": EOF`, `Get "http://h/mcp?api_key=` + m + "&" + m + "&empty=&x=" + m + "#" + m + `": EOF`},
+		{"several URLs", "https://a/?k=1 and <http://b/?k=2>", "https://a/?k=" + m + " and <http://b/?k=" + m + ">"},
+		{"no scheme", "://h/?k=1 or 1://h/?k=1", "://h/?k=1 or 1://h/?k=1"},
+		{"adjacent runs are one", "http://h/?s3cr3t-tok", "http://h/?" + m},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzRedact: a part of a configured value that came from the
+// environment never shows, whatever surrounds it, in the value as shown
+// or in an error that quotes it; nor does a secret value, wherever it is.
+func FuzzRedact(f *testing.F) {
+	f.Add("https://mcp.example.com/mcp?api_key=", "s3cr3t", "&x=1", "dial tcp: refused")
+	f.Add("--token=", "t0k", "", "usage: ")
+	f.Add("http://", "user:pw", "@h/p", "")
+	f.Add("https://h/", "a&b=c#d", "/mcp", "401")
+	f.Fuzz(func(t *testing.T, prefix, v, suffix, text string) {
+		// The value is a secret that the surroundings do not hold, and
+		// that Masked cannot spell (it is UTF-8 and holds no bullet).
+		if v == "" || !utf8.ValidString(v) || strings.ContainsRune(v, '•') || strings.Contains(prefix, v) || strings.Contains(suffix, v) {
+			return
+		}
+		value := prefix + v + suffix
+		var s tools.Secrets
+		s.AddExpanded(value, []tools.Span{{Start: len(prefix), End: len(prefix) + len(v)}})
+		if got := s.Redact(value); strings.Contains(got, v) {
+			t.Errorf("Redact(%q) = %q, shows %q", value, got, v)
+		}
+		quoted := `Post "` + value + `": ` + text
+		// A configured value is looked for in other texts from
+		// MinSecretLen on.
+		if len(value) >= tools.MinSecretLen && !strings.Contains(`Post "`+prefix, v) && !strings.Contains(suffix+`": `+text, v) {
+			if got := s.Redact(quoted); strings.Contains(got, v) {
+				t.Errorf("Redact(%q) = %q, shows %q", quoted, got, v)
+			}
+		}
+		if len(v) >= tools.MinSecretLen {
+			var known tools.Secrets
+			known.Add(v)
+			if got := known.Redact(text + v + prefix); strings.Contains(got, v) {
+				t.Errorf("Redact(%q) with %q known = %q, shows it", text+v+prefix, v, got)
+			}
+		}
+	})
+}
+
+// FuzzRedactURL: what a URL's password, query values and fragment hold
+// makes no difference to what Redact shows of it, alone, quoted in an
+// error, or recorded as a configured URL.
+func FuzzRedactURL(f *testing.F) {
+	f.Add("bob", "hunter2", "mcp.example.com:8443", "/mcp", "api_key", "s3cr3t", "other", "frag")
+	f.Add("", "", "h", "", "k", "a b&c=d", "x", "")
+	f.Fuzz(func(t *testing.T, user, pass, host, path, key, v1, v2, frag string) {
+		build := func(v string) string {
+			u := url.URL{Scheme: "https", Host: host, Path: path, RawQuery: url.Values{key: {v}, "x": {v}}.Encode(), Fragment: v}
+			if user != "" {
+				u.User = url.UserPassword(user, v)
+			}
+			return u.String()
+		}
+		if v1 == "" || v2 == "" {
+			return // an empty value shows as empty
+		}
+		a, b := build(v1), build(v2)
+		// Only URLs that read back as built: host and path unescaped may
+		// hold anything.
+		for _, raw := range []string{a, b} {
+			u, err := url.Parse(raw)
+			if err != nil || u.Host != host || u.Path != path || strings.ContainsAny(host+path, "\"<>` \x7f") || strings.ContainsFunc(host+path, unicode.IsControl) {
+				return
+			}
+		}
+		if got, other := new(tools.Secrets).Redact(a), new(tools.Secrets).Redact(b); got != other {
+			t.Errorf("Redact(%q) = %q\nRedact(%q) = %q\nwant the same: the secrets differ, not the rest", a, got, b, other)
+		}
+		if got, other := new(tools.Secrets).Redact(`Get "`+a+`": EOF`), new(tools.Secrets).Redact(`Get "`+b+`": EOF`); got != other {
+			t.Errorf("in an error: %q and %q differ", got, other)
+		}
+		// Recorded as configured, the secrets are also looked for
+		// elsewhere, which may hide more: none of them shows.
+		var sa tools.Secrets
+		sa.AddURL(a, nil)
+		got, rest := sa.Redact(a), build("")
+		for _, form := range []string{url.QueryEscape(v1), url.PathEscape(v1), url.UserPassword("", v1).String()[1:]} {
+			if !strings.Contains(rest, form) && strings.Contains(got, form) {
+				t.Errorf("as configured: Redact(%q) = %q, shows %q", a, got, form)
+			}
+		}
+	})
 }

@@ -33,6 +33,14 @@
 // schema (draft 2020-12 unless the schema says otherwise) and reports
 // problems in words for a person, e.g. "url: missing property". Empty
 // arguments are invalid, not read as {}.
+//
+// # Secrets
+//
+// What people and logs see of a call's arguments goes through
+// MaskSecrets (credential headers); what they see of the configuration
+// (an MCP server's URL and command, REDIS_URL) and of errors about it
+// goes through Secrets.Redact, which hides what came from ${VAR}, env:
+// and headers: values, and the password, query and fragment of URLs.
 package tools
 
 import (

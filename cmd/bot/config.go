@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -96,11 +95,14 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// go-redis logs (reconnects, pool trouble) through the bot's logger,
 	// so that with LOG_FORMAT=json every line is JSON.
 	redis.SetLogger(redisLogger{log})
+	// A parse error quotes the URL, password and all.
+	var secrets tools.Secrets
+	secrets.AddURL(raw, nil)
 	var rdb redis.UniversalClient
 	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
 		opts, err := redis.ParseClusterURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
+			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", secrets.RedactError(err))
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -115,7 +117,7 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	} else {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", secrets.RedactError(err))
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -130,9 +132,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", redactURL(raw), err)
+		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
 	}
-	return rdb, redactURL(raw), func() { _ = rdb.Close() }, nil
+	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
 }
 
 // waitReplicas is how many Redis replicas must acknowledge the writes that
@@ -204,15 +206,6 @@ type redisLogger struct{ log logrus.FieldLogger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.WithField("component", "redis").Warnf(format, v...)
-}
-
-// redactURL drops the password from a Redis URL, for logs.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // newToolbox builds the agent's tools from BOT_POLICY (or the defaults):

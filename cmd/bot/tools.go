@@ -67,7 +67,7 @@ func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io
 	}
 	for _, st := range box.Status() {
 		if st.Err != "" {
-			fmt.Fprintf(stdout, "\nMCP server %s is %s, its tools are not listed: %s\n", st.Name, st.State, st.Err)
+			fmt.Fprintf(stdout, "\nMCP server %s is %s, its tools are not listed: %s\n  (%s)\n", st.Name, st.State, st.Err, st.Endpoint)
 		}
 	}
 	return nil

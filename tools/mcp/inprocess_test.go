@@ -419,3 +419,39 @@ func TestFixedToolsStartNothing(t *testing.T) {
 		t.Errorf("after FixedTools the server is %s, want not started", st[0].State)
 	}
 }
+
+// A server's URL may hold secrets: its user information, its query, parts
+// from ${VAR}. Errors quote the URL; what is shown of them does not.
+func TestURLSecretsAreRedacted(t *testing.T) {
+	p := newInProcess(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return p.srv }, nil)}
+	go func() { _ = srv.Serve(ln) }()
+	m := newManager(t, `mcp_servers:
+  up:
+    url: "http://bot:hunter22@`+ln.Addr().String()+`/mcp?api_key=${TOKEN}"
+  down:
+    url: "http://bot:hunter22@127.0.0.1:1/mcp?api_key=${TOKEN}"
+`, mcp.Options{MinBackoff: time.Hour, HTTPRetries: -1})
+	if _, err := call(t, m, "up__launch", `{"text":"x"}`); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	_ = srv.Close()
+	var callErr error
+	waitFor(t, "the server to be seen down", func() bool {
+		callErr = m.Validate("up__launch", json.RawMessage(`{"text":"x"}`))
+		return callErr != nil
+	})
+	detail := m.Describe()
+	for _, shown := range []string{detail, callErr.Error()} {
+		if strings.Contains(shown, "s3cret") || strings.Contains(shown, "hunter22") {
+			t.Errorf("shown: %q; want no password and no api_key", shown)
+		}
+	}
+	if !strings.Contains(detail, "mcp down: down: ") || !strings.Contains(detail, "api_key="+tools.Masked) {
+		t.Errorf("Describe() = %q, want the down server's error with its URL redacted", detail)
+	}
+}

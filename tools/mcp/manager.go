@@ -323,7 +323,7 @@ func (m *Manager) goRefresh(s *server) {
 		ctx, cancel := context.WithTimeout(m.ctx, m.opts.ConnectTimeout)
 		defer cancel()
 		if err := s.refresh(ctx, sess); err != nil {
-			s.log.WithError(err).Warn("MCP server said its tools changed, but listing them failed")
+			s.log.WithField("error", s.redact(err.Error())).Warn("MCP server said its tools changed, but listing them failed")
 			return
 		}
 		m.rebuild()

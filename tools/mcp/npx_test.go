@@ -182,7 +182,7 @@ func TestServerWordsAreRedacted(t *testing.T) {
 	m := newManager(t, "mcp_servers:\n  leaky:\n    command: ["+node+", -e, \"console.error('bad token ' + process.env.API_TOKEN); process.exit(3)\"]\n    env: {API_TOKEN: \"${TOKEN}\"}\n",
 		mcp.Options{MinBackoff: time.Hour})
 	m.Tools()
-	if d := m.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "bad token [redacted]") {
+	if d := m.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "bad token "+tools.Masked) {
 		t.Errorf("Describe() = %q, want the server's words without its token", d)
 	}
 }

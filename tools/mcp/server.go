@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,9 +54,13 @@ type Status struct {
 	State State
 	// Tools counts the tools the server offered when last listed.
 	Tools int
-	// Err says why the server is down. It never holds the server's
-	// environment or headers.
+	// Err says why the server is down, with the server's secrets hidden
+	// (tools.Secrets.Redact): it never holds its environment or header
+	// values, nor its URL's password, query or parts from ${VAR}.
 	Err string
+	// Endpoint is the server's URL or command, as it may be shown
+	// (tools.MCPServer.Shown).
+	Endpoint string
 }
 
 // server is one configured MCP server: its connection, kept up by run,
@@ -137,30 +140,20 @@ func (s *server) track(c *inflight) func() {
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools)}
+	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown()}
 	if s.err != nil && s.state != Up {
 		st.Err = s.redact(s.err.Error())
 	}
 	return st
 }
 
-// redact hides the server's environment and header values in text that
-// came from it (its stderr, an error), for logs and /readyz.
+// redact hides the server's secrets (tools.MCPServer.Secrets: its
+// environment and header values, what came from ${VAR} in its command
+// and URL, its URL's password and query) in text about it: its stderr,
+// an error that quotes its URL. Whatever is shown of the server goes
+// through it: Status.Err, the logs, the errors of its calls.
 func (s *server) redact(text string) string {
-	var secrets []string
-	for _, m := range []map[string]string{s.cfg.Env, s.cfg.Headers} {
-		for _, v := range m {
-			secrets = append(secrets, v)
-			secrets = append(secrets, strings.Fields(v)...)
-		}
-	}
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for _, v := range secrets {
-		if len(v) >= 6 {
-			text = strings.ReplaceAll(text, v, "[redacted]")
-		}
-	}
-	return text
+	return s.cfg.Secrets.Redact(text)
 }
 
 // run keeps the server connected until ctx ends, retrying with backoff.
@@ -181,7 +174,7 @@ func (s *server) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.m.rebuild()
 		s.once()
-		s.log.WithField("error", s.redact(err.Error())).WithField("retry_in", backoff).Warn("MCP server is down; its tools are unavailable until it is back")
+		s.log.WithFields(logrus.Fields{"error": s.redact(err.Error()), "endpoint": s.cfg.Shown(), "retry_in": backoff}).Warn("MCP server is down; its tools are unavailable until it is back")
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -141,11 +141,11 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
-		return "", fmt.Errorf("MCP server %q: %v", t.srv.cfg.Name, err)
+		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
 	text := resultText(res)
 	if res.IsError {
-		return "", errors.New(text)
+		return "", errors.New(t.srv.redact(text))
 	}
 	return text, nil
 }
