@@ -139,9 +139,9 @@ func TestDecideFromTheInbox(t *testing.T) {
 		d    runner.Decision
 		why  string
 	}{
-		{"not an approver", fromInbox(deploy, interrupt.Approve, "U0CAROL"), "only <@U0BOB>"},
+		{"not an approver", fromInbox(deploy, interrupt.Approve, "U0CAROL"), "only user U0BOB"},
 		{"the requester", fromInbox(deploy, interrupt.Approve, "U0ALICE"), "yourself"},
-		{"outside the channel", fromInbox(del, interrupt.Approve, "U0MALLORY"), "only members of <#C1>"},
+		{"outside the channel", fromInbox(del, interrupt.Approve, "U0MALLORY"), "only members of channel C1"},
 		{"another workspace", func() runner.Decision { d := fromInbox(deploy, interrupt.Approve, "U0BOB"); d.Team = "T2"; return d }(), "another workspace"},
 	}
 	for _, tt := range refusals {
