@@ -174,6 +174,8 @@ func answer(log logrus.FieldLogger, err error) string {
 		return ""
 	case errors.As(err, &lost):
 		return alreadyText(lost.Decision)
+	case errors.As(err, &refused) && refused.TryAgain:
+		return refusalText(refused) + "." // not an answer about the person
 	case errors.As(err, &refused):
 		return "You can't decide this call: " + refusalText(refused) + "."
 	case errors.As(err, &invalid):

@@ -126,6 +126,16 @@ tools:
 	root, _ := h.deployFlow("Deployed.")
 	cp := h.copyIn(notifyCh)
 
+	// Slack fails to say who is in the channel (to the check against the
+	// state in memory and to the one against Redis): that is no answer.
+	h.slack.FailNext("conversations.members", "internal_error", 2)
+	h.clickAt(h.addr, cp, "", "approve", dave)
+	h.ephemeral(dave, "please try again")
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times when membership could not be checked", n)
+	}
+	h.slack.FailNext("conversations.members", "", 0) // Slack answers again
+
 	h.clickAt(h.addr, cp, "", "approve", dave)
 	h.ephemeral(dave, "only members of <#"+slacktest.ChannelID+"> may decide this call")
 	if n := h.target.Count("POST /deploy"); n != 0 {
