@@ -122,3 +122,45 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 		})
 	}
 }
+
+// The update removed every waiting call's tool. Who may restart or cancel
+// is still the rule the calls waited under: someone it does not let
+// approve is refused, and nothing changes; an approver may.
+func TestWhoMayActAfterAnUpdateRemovedTheTools(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.policy = `
+tools:
+  lookup: {approval: never}
+  deploy: {approvers: [U0BOB]}
+  delete: {approvers: [U0BOB]}
+`
+	old, _ := w.service(t, nil, time.Second)
+	if err := old.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U0ALICE", Channel: "C1", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitingCall(t, old, "th", "deploy")
+	w.policy = "tools:\n  lookup: {approval: never}\n"
+	svc, _ := w.service(t, &recorder{}, time.Second)
+
+	mallory := runner.Message{Thread: "th", Channel: "C1", By: "U0MALLORY"}
+	var refused *runner.RefusedError
+	if err := svc.CancelChanged(ctx, mallory); !errors.As(err, &refused) {
+		t.Fatalf("CancelChanged(mallory) = %v, want a refusal", err)
+	}
+	if err := svc.RestartChanged(ctx, mallory); !errors.As(err, &refused) {
+		t.Fatalf("RestartChanged(mallory) = %v, want a refusal", err)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Paused {
+		t.Fatalf("after Mallory's clicks: %v, %v; want the run still paused", res.Status(), err)
+	}
+	if err := svc.CancelChanged(ctx, runner.Message{Thread: "th", Channel: "C1", By: "U0BOB"}); err != nil {
+		t.Fatalf("CancelChanged(bob, an approver of the calls) = %v", err)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Done {
+		t.Fatalf("after Bob cancelled: %v, %v; want done", res.Status(), err)
+	}
+	if tg.Count("POST /deploy") != 0 || tg.Count("POST /delete") != 0 {
+		t.Errorf("deploy ran %d, delete %d times; want neither", tg.Count("POST /deploy"), tg.Count("POST /delete"))
+	}
+}
