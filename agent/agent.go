@@ -174,7 +174,8 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 		})
 		return nil
 	}
-	system, err := a.systemPrompt(s.Requester, s.Channel)
+	// The prompt names the author of the turn the model answers.
+	system, err := a.systemPrompt(cmp.Or(s.TurnBy, s.Requester), s.Channel)
 	if err != nil {
 		return err
 	}
@@ -255,6 +256,7 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 		expiry = a.opts.DefaultExpiry
 	}
 	c.Status, c.Since, c.Expires = Pending, a.now(), a.now().Add(expiry)
+	c.Rule = &CallRule{Approvers: rule.Approvers, SelfApproval: rule.SelfApproval}
 	if n := rule.Required(); n > 1 {
 		c.ApprovalsRequired = n
 	}
@@ -389,7 +391,8 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
 	defer cancel()
 	start := a.now()
-	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: s.Requester, Channel: s.Channel}
+	// A tool that asks for input asks whoever asked for this call's turn.
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel}
 	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
@@ -490,7 +493,7 @@ func (a *Agent) promptTools() []prompts.Tool {
 	return out
 }
 
-// mentionAll formats several people for the model and for people.
+// mentionAll names several people for the model.
 func mentionAll(who []string) string {
 	out := make([]string, len(who))
 	for i, w := range who {
@@ -505,11 +508,7 @@ func mentionAll(who []string) string {
 	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
 }
 
-// mention formats who decided for the model and for people: a Slack ID as
-// a mention, anything else as it is.
-func mention(who string) string {
-	if who == "" {
-		return "someone"
-	}
-	return "<@" + who + ">"
-}
+// mention names a person for the model, neutrally ("user U0BOB"): the
+// conversation holds no markup of any front end, which each renders
+// people its own way.
+func mention(who string) string { return tools.NameID(who) }

@@ -149,7 +149,7 @@ func TestThreeParallelCalls(t *testing.T) {
 		}
 
 		final := drive(ctx, t, f, "t")
-		if got, want := final.State.Answer(), "Done. lookup → ran lookup {\"n\":1} | deploy → ran deploy {\"n\":2} | delete → Rejected by <@U_BOB>: too risky"; got != want {
+		if got, want := final.State.Answer(), "Done. lookup → ran lookup {\"n\":1} | deploy → ran deploy {\"n\":2} | delete → Rejected by user U_BOB: too risky"; got != want {
 			t.Errorf("answer = %q\nwant     %q", got, want)
 		}
 		if len(f.lookup.Runs()) != 1 || len(f.deploy.Runs()) != 1 || len(f.delete.Runs()) != 0 {
@@ -286,7 +286,7 @@ func TestEditRunsTheEditedArguments(t *testing.T) {
 	if runs := f.deploy.Runs(); !slices.Equal(runs, []string{`{"n":42}`}) {
 		t.Errorf("deploy ran with %v, want the edited [{\"n\":42}]", runs)
 	}
-	if !strings.Contains(res.State.Answer(), "<@U2> edited the arguments") {
+	if !strings.Contains(res.State.Answer(), "user U2 edited the arguments") {
 		t.Errorf("answer %q: the model was not told of the edit", res.State.Answer())
 	}
 }
@@ -340,7 +340,7 @@ func TestEditOfACallNeedingSeveralApprovalsWaitsAgain(t *testing.T) {
 	if runs := deploy.Runs(); !slices.Equal(runs, []string{`{"n":42}`}) {
 		t.Errorf("deploy ran with %v, want the edited [{\"n\":42}]", runs)
 	}
-	if !strings.Contains(res.State.Answer(), "<@U2> edited the arguments, and <@U2> and <@U3> approved them") {
+	if !strings.Contains(res.State.Answer(), "user U2 edited the arguments, and user U2 and user U3 approved them") {
 		t.Errorf("answer %q: the model was not told of the edit and the approvals", res.State.Answer())
 	}
 }
@@ -423,7 +423,7 @@ func TestRespondAndExpire(t *testing.T) {
 		t.Fatalf("Resume(respond) = %v", err)
 	}
 	answer := res.State.Answer()
-	for _, want := range []string{"deploy → The request for approval expired", "delete → Rejected by <@U3>: use staging instead"} {
+	for _, want := range []string{"deploy → The request for approval expired", "delete → Rejected by user U3: use staging instead"} {
 		if !strings.Contains(answer, want) {
 			t.Errorf("answer %q does not contain %q", answer, want)
 		}
@@ -448,7 +448,7 @@ func TestCallCutOffByACrash(t *testing.T) {
 	}{
 		{"retry", interrupt.Decision{Kind: interrupt.Approve, By: "U2"}, 1, "ran deploy"},
 		{"mark done", interrupt.Decision{Kind: interrupt.MarkDone, By: "U2"}, 0, "marked it as done"},
-		{"skip", interrupt.Decision{Kind: interrupt.Reject, By: "U2"}, 0, "Skipped by <@U2>"},
+		{"skip", interrupt.Decision{Kind: interrupt.Reject, By: "U2"}, 0, "Skipped by user U2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

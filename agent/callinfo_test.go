@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -134,4 +135,48 @@ func TestOutsideToolsAreNotInTheFingerprint(t *testing.T) {
 	if len(remote.infos) != 1 {
 		t.Errorf("the remote tool ran %d times, want once", len(remote.infos))
 	}
+}
+
+// A later turn's call runs for the person who wrote that turn: a tool
+// that asks for input asks them, not whoever started the thread, and the
+// system prompt names them.
+func TestCallInfoNamesTheAuthorOfTheTurn(t *testing.T) {
+	tool := &infoTool{}
+	policy, err := tools.ParsePolicy([]byte("tools:\n  remote: {approval: never}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &promptRecorder{Planner: &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "remote", Arguments: `{}`}} }}}
+	a, err := agent.New(model, reg, graph.NewMemoryStore(graph.MemoryOptions{}), agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := a.Graph().Start(ctx, "T:C:1", agent.NewState("T:C:1", "U1", "C1", "go"), graph.RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Graph().Continue(ctx, "T:C:1", agent.UserTurn("U2", "again")); err != nil {
+		t.Fatal(err)
+	}
+	if len(tool.infos) != 2 || tool.infos[0].Requester != "U1" || tool.infos[1].Requester != "U2" {
+		t.Errorf("the tool was called with %+v, want the first call for U1 and the second for U2", tool.infos)
+	}
+	if last := model.systems[len(model.systems)-1]; !strings.Contains(last, "working for user U2") {
+		t.Errorf("the system prompt of U2's turn = %q, want it to name U2", last)
+	}
+}
+
+// promptRecorder is a Planner that keeps the system prompts it is sent.
+type promptRecorder struct {
+	*agenttest.Planner
+	systems []string
+}
+
+func (p *promptRecorder) Generate(ctx context.Context, msgs []llm.Message, defs []llm.ToolDef) (llm.Message, error) {
+	p.systems = append(p.systems, msgs[0].Content)
+	return p.Planner.Generate(ctx, msgs, defs)
 }

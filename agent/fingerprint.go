@@ -114,11 +114,13 @@ func (a *Agent) Restart(ctx context.Context, thread string) (*graph.Result[State
 }
 
 // Cancel ends a thread paused under an incompatible graph without running
-// anything; a later reply in the thread starts a new turn.
+// anything; a later reply in the thread starts a new turn. The state's
+// Cancelled says who cancelled, for front ends to show.
 func (a *Agent) Cancel(ctx context.Context, thread, by string) (*graph.Result[State], error) {
 	return a.graph.Stop(ctx, thread, func(_ context.Context, _ graph.NodePath, s *State) error {
 		closeCalls(s, fmt.Sprintf("Not run: cancelled by %s after the bot was updated.", mention(by)))
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleAssistant, Content: fmt.Sprintf("Cancelled by %s: the bot was updated while this request waited.", mention(by))})
+		s.Cancelled = &Cancellation{By: by, Message: len(s.Messages) - 1}
 		return nil
 	})
 }

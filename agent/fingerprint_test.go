@@ -110,7 +110,7 @@ func TestDeployOverPausedThreads(t *testing.T) {
 		f, store, _ := pause(t)
 		a := redeploy(t, f, store, true, false)
 		out, err := a.Cancel(ctx, "t", "U_BOB")
-		if err != nil || out.Status() != graph.Done || !strings.HasPrefix(out.State.Answer(), "Cancelled by <@U_BOB>") {
+		if err != nil || out.Status() != graph.Done || !strings.HasPrefix(out.State.Answer(), "Cancelled by user U_BOB") {
 			t.Fatalf("Cancel() = %v, %v; want done with the cancellation as the answer", out, err)
 		}
 		// The conversation goes on with a reply.

@@ -73,7 +73,7 @@ func TestGoldenCheckpointResumes(t *testing.T) {
 		if res.Status() != graph.Done || !slices.Equal(f.deploy.Runs(), []string{`{"n":2}`}) || len(f.delete.Runs()) != 0 {
 			t.Errorf("after resuming the golden thread: %s, deploy runs %v, delete runs %v", res.Status(), f.deploy.Runs(), f.delete.Runs())
 		}
-		if want := "Done. lookup → ran lookup {\"n\":1} | deploy → ran deploy {\"n\":2} | delete → Rejected by <@U_BOB>: too risky"; res.State.Answer() != want {
+		if want := "Done. lookup → ran lookup {\"n\":1} | deploy → ran deploy {\"n\":2} | delete → Rejected by user U_BOB: too risky"; res.State.Answer() != want {
 			t.Errorf("answer = %q, want %q", res.State.Answer(), want)
 		}
 	})

@@ -94,6 +94,10 @@ type Call struct {
 	Status CallStatus `json:"status"`
 	// NeedsApproval is the policy's verdict when the call was made.
 	NeedsApproval bool `json:"needs_approval,omitempty"`
+	// Rule is who its rule let decide the call when it began to wait:
+	// what still holds should the bot be updated and no longer offer the
+	// tool. Calls saved before calls recorded it have none.
+	Rule *CallRule `json:"rule,omitempty"`
 	// Since is when the call began to wait for a person.
 	Since time.Time `json:"since,omitzero"`
 	// Expires is when a pending call expires.
@@ -115,6 +119,16 @@ type Call struct {
 	ApprovalsRequired int    `json:"approvals_required,omitempty"`
 	Revision          int    `json:"revision,omitempty"`
 	EditedBy          string `json:"edited_by,omitempty"`
+}
+
+// CallRule is what a call's rule said, when the call began to wait, about
+// who may decide it.
+type CallRule struct {
+	// Approvers are user and user-group IDs; none means anyone in the
+	// channel.
+	Approvers []string `json:"approvers,omitempty"`
+	// SelfApproval: the person who asked may approve the call too.
+	SelfApproval bool `json:"self_approval,omitempty"`
 }
 
 // Quorum is how many distinct people must approve the call: at least 1.
@@ -209,10 +223,21 @@ type State struct {
 	// Calls are the tool calls of the model's latest turn, until their
 	// results are added to Messages.
 	Calls []Call `json:"calls,omitempty"`
+	// Cancelled, when a person ended the run with Cancel, says who, and
+	// which message tells the model so: a front end shows that message as
+	// its own line, naming the person its way.
+	Cancelled *Cancellation `json:"cancelled,omitempty"`
 	// Turns counts model turns in the thread; PassTurns those since the
 	// last user message.
 	Turns     int `json:"turns"`
 	PassTurns int `json:"pass_turns"`
+}
+
+// Cancellation is who cancelled a run (Agent.Cancel), and the message
+// (an index in State.Messages) that says so.
+type Cancellation struct {
+	By      string `json:"by"`
+	Message int    `json:"message"`
 }
 
 // Waiting returns the calls that wait for a person.

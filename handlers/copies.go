@@ -188,19 +188,10 @@ func copyWhere(id string) string {
 	return "a thread"
 }
 
-// idMention links a Slack user or user-group ID; anything else is shown as
-// text.
-func idMention(id string) string {
-	if tools.IsGroupID(id) && len(id) <= budgetName {
-		return "<!subteam^" + id + ">"
-	}
-	return userMention(id)
-}
-
 func idMentions(ids []string) string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = idMention(id)
+		out[i] = approverMention(id)
 	}
 	return strings.Join(out, ", ")
 }

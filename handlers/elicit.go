@@ -269,7 +269,7 @@ func (s *Server) openElicitation(ctx context.Context, id, user string) (elicitRe
 	case !ok || json.Unmarshal(raw, &rec) != nil:
 		return rec, textNotPending
 	case user != rec.Requester:
-		return rec, "Only " + userMention(rec.Requester) + ", who asked for this run, can answer this."
+		return rec, "Only " + userMention(rec.Requester) + ", who asked for this turn, can answer this."
 	}
 	return rec, ""
 }

@@ -154,7 +154,7 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 	switch {
 	case err == nil:
 	case errors.As(err, &refused):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refused.Why+
+		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refusalText(refused)+
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
 	case errors.Is(err, runner.ErrBusy):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, textBusy)

@@ -37,6 +37,16 @@ func GraphChangedCard(changes string, ref string) []slack.Block {
 	}
 }
 
+// CancelledText is the thread's line of a runner.RunCancelled event: who
+// cancelled the run, as a mention.
+func CancelledText(by []string) string {
+	who := "_someone_"
+	if len(by) > 0 {
+		who = mentionList(by, budgetMentions)
+	}
+	return "✖️ Cancelled by " + who + ": the bot was updated while this request waited."
+}
+
 // postGraphChanged posts the card of a runner.GraphChanged event.
 func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
 	value, err := r.newRef(ctx, ref{Thread: e.Thread})
@@ -63,7 +73,7 @@ func (s *Server) changedRun(ctx context.Context, c click, restart bool) string {
 		var refused *runner.RefusedError
 		switch {
 		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+refused.Why+".")
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+refusalText(refused)+".")
 		case errors.Is(err, runner.ErrNotChanged):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This request was restarted or cancelled already.")
 		case errors.Is(err, runner.ErrBusy):

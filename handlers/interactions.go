@@ -174,8 +174,10 @@ func answer(log logrus.FieldLogger, err error) string {
 		return ""
 	case errors.As(err, &lost):
 		return alreadyText(lost.Decision)
+	case errors.As(err, &refused) && refused.TryAgain:
+		return refusalText(refused) + "." // not an answer about the person
 	case errors.As(err, &refused):
-		return "You can't decide this call: " + refused.Why + "."
+		return "You can't decide this call: " + refusalText(refused) + "."
 	case errors.As(err, &invalid):
 		return "These arguments don't fit the tool: " + invalid.Err.Error()
 	case errors.Is(err, runner.ErrNotPending):
@@ -253,7 +255,7 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 		switch {
 		case err == nil:
 		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+refused.Why+".")
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+refusalText(refused)+".")
 		case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This run is no longer stopped; nothing to retry.")
 		case errors.Is(err, runner.ErrBusy):
@@ -353,6 +355,12 @@ func inputValue(cb slack.InteractionCallback, block, action string) string {
 		return b[action].Value
 	}
 	return ""
+}
+
+// refusalText is a refusal in mrkdwn: its words escaped, its people and
+// channels as Slack mentions.
+func refusalText(r *runner.RefusedError) string {
+	return r.Render(slackEscape, func(ids []string) string { return mentionList(ids, budgetMentions) }, channelMention)
 }
 
 // alreadyText tells a late clicker who decided first.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -173,11 +172,9 @@ func callTarget(c agent.Call) string {
 	return string(args)
 }
 
-var groupIDPattern = regexp.MustCompile(`^S[A-Z0-9]+$`)
-
-// approverMention mentions a Slack user, or a user group (S…).
+// approverMention mentions a Slack user, or a user group (tools.IsGroupID).
 func approverMention(id string) string {
-	if groupIDPattern.MatchString(id) && len(id) <= budgetName {
+	if tools.IsGroupID(id) {
 		return "<!subteam^" + id + ">"
 	}
 	return userMention(id)

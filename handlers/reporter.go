@@ -136,6 +136,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
+	case runner.RunCancelled:
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(CancelledText(e.People), false))
+		return err
 	case runner.Reminder, runner.Escalated:
 		text := ReminderText(e.Call.Tool, e.People, e.Waited)
 		if e.Kind == runner.Escalated {

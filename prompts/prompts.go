@@ -24,7 +24,9 @@ type Tool struct {
 
 // System is the data of the system prompt.
 type System struct {
-	// Requester and Channel are Slack IDs; empty outside Slack.
+	// Requester is who wrote the message the model answers, and Channel
+	// where: IDs (Slack's, or whatever the front end uses), named in
+	// plain words, never as the markup of a front end. Empty when unknown.
 	Requester string
 	Channel   string
 	Tools     []Tool

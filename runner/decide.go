@@ -63,10 +63,20 @@ var (
 	ErrThreadExists = errors.New("the thread has a conversation already")
 )
 
-// RefusedError says why a person may not make a decision. Front ends show
-// Why as it is; the refusal is audited.
+// RefusedError says why a person may not make a decision. Its words name
+// people and channels by ID, never in the markup of a front end: Why says
+// it all for logs and the audit trail, and Parts say it in pieces that
+// each front end renders for its medium (Render). The refusal is audited.
 type RefusedError struct {
+	// Why is the reason in words, people and channels named neutrally
+	// ("user U1", "channel C1"): fit for logs, never shown with markup.
 	Why string
+	// Parts are Why in pieces, when it names people or a channel.
+	Parts []Part
+	// TryAgain is set when the rule could not be checked (a lookup
+	// failed): nothing was decided, and the same request may succeed
+	// later. It is never an answer about the person.
+	TryAgain bool
 	// Noted is set on a thread reply that decided nothing: the reply was
 	// kept as a note for the model.
 	Noted bool
@@ -75,7 +85,63 @@ type RefusedError struct {
 	Changed bool
 }
 
+// Part is a piece of a refusal: text as it is (a front end escapes it for
+// its medium), or people (user and user-group IDs, as a list), or a
+// channel ID.
+type Part struct {
+	Text    string
+	People  []string
+	Channel string
+}
+
+// refused returns a refusal made of parts, with its Why.
+func refused(parts ...Part) *RefusedError {
+	var b strings.Builder
+	for _, p := range parts {
+		switch {
+		case p.People != nil:
+			b.WriteString(tools.NameIDs(p.People))
+		case p.Channel != "":
+			b.WriteString("channel " + p.Channel)
+		default:
+			b.WriteString(p.Text)
+		}
+	}
+	e := &RefusedError{Why: b.String()}
+	if len(parts) > 1 {
+		e.Parts = parts
+	}
+	return e
+}
+
+// refusedText is a refusal that names nobody.
+func refusedText(why string) *RefusedError { return &RefusedError{Why: why} }
+
+// tryAgain is the refusal of a request whose rule could not be checked.
+func tryAgain(why string) *RefusedError { return &RefusedError{Why: why, TryAgain: true} }
+
 func (e *RefusedError) Error() string { return "refused: " + e.Why }
+
+// Render says why in the words of a front end: text escapes text for its
+// medium, people renders a list of user and user-group IDs, channel a
+// channel ID (Slack mentions in Slack, names in a terminal).
+func (e *RefusedError) Render(text func(string) string, people func([]string) string, channel func(string) string) string {
+	if len(e.Parts) == 0 {
+		return text(e.Why)
+	}
+	var b strings.Builder
+	for _, p := range e.Parts {
+		switch {
+		case p.People != nil:
+			b.WriteString(people(p.People))
+		case p.Channel != "":
+			b.WriteString(channel(p.Channel))
+		default:
+			b.WriteString(text(p.Text))
+		}
+	}
+	return b.String()
+}
 
 // InvalidArgsError is an Edit whose arguments the tool does not take.
 type InvalidArgsError struct{ Err error }
@@ -129,7 +195,7 @@ func (s *Service) Decide(ctx context.Context, d Decision) error {
 func (s *Service) approvedAgain(ctx context.Context, d Decision, c *agent.Call, err error) error {
 	var again *alreadyApprovedError
 	if errors.As(err, &again) {
-		return s.refuse(ctx, d, c, again.why())
+		return s.refuse(ctx, d, c, refusedText(again.why()))
 	}
 	return err
 }
@@ -161,7 +227,7 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 	id := interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}
 	refuse := s.refuse
 	if !audit {
-		refuse = func(context.Context, Decision, *agent.Call, string) error { return errors.New("refused") }
+		refuse = func(context.Context, Decision, *agent.Call, *RefusedError) error { return errors.New("refused") }
 	}
 	st := &res.State
 	c, ok := st.Call(d.Call)
@@ -177,12 +243,12 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 		return st, c, id, ErrNotPending
 	}
 	if _, offered := s.agent.Rule(c.Tool); !offered {
-		err := s.refuse(ctx, d, c, "the bot was updated and no longer offers "+c.Tool+"; the thread says what changed")
-		err.(*RefusedError).Changed = true
-		return st, c, id, err
+		r := refusedText("the bot was updated and no longer offers " + c.Tool + "; the thread says what changed")
+		r.Changed = true
+		return st, c, id, s.refuse(ctx, d, c, r)
 	}
-	if why := s.refusal(ctx, st, c, d); why != "" {
-		return st, c, id, refuse(ctx, d, c, why)
+	if r := s.refusal(ctx, st, c, d); r != nil {
+		return st, c, id, refuse(ctx, d, c, r)
 	}
 	switch d.Kind {
 	case interrupt.Approve:
@@ -206,16 +272,16 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 		}
 	}
 	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
-		return st, c, id, refuse(ctx, d, c, fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
+		return st, c, id, refuse(ctx, d, c, refusedText(fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status)))
 	}
 	return st, c, id, nil
 }
 
 // refuse audits a refused decision and returns the refusal.
-func (s *Service) refuse(ctx context.Context, d Decision, c *agent.Call, why string) error {
-	s.audit(ctx, d.Thread, *c, map[string]string{"decision": "refused", "attempted": d.Kind.String(), "by": d.By, "reason": why})
+func (s *Service) refuse(ctx context.Context, d Decision, c *agent.Call, r *RefusedError) error {
+	s.audit(ctx, d.Thread, *c, map[string]string{"decision": "refused", "attempted": d.Kind.String(), "by": d.By, "reason": r.Why})
 	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": c.Key, "by": d.By, "attempted": d.Kind.String()}).Info("decision refused")
-	return &RefusedError{Why: why}
+	return r
 }
 
 // decidedRound returns an *AlreadyDecidedError naming the decision
@@ -244,92 +310,111 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
 }
 
-// refusal says why d.By may not make decision d on c, or "" if they may.
-func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) string {
+// refusal says why d.By may not make decision d on c, or nil if they may.
+func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) *RefusedError {
 	if st.Team != "" && d.Team != st.Team {
 		if d.FromInbox {
-			return "this call belongs to another workspace"
+			return refusedText("this call belongs to another workspace")
 		}
-		return "this card belongs to another channel"
+		return refusedText("this card belongs to another channel")
 	}
 	// A decision from an inbox comes from outside any channel; who may
 	// make it is checked below (memberRefusal).
 	if !d.FromInbox {
 		if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
-			return why
+			return refusedText(why)
 		}
 	}
 	if d.By == "" || strings.ContainsAny(d.By, "\t\n\r") {
-		return "the person deciding is unknown"
+		return refusedText("the person deciding is unknown")
 	}
 	switch d.Kind {
 	case interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.MarkDone:
 	default:
-		return fmt.Sprintf("a person cannot %s a call", d.Kind)
+		return refusedText(fmt.Sprintf("a person cannot %s a call", d.Kind))
 	}
 	if rule, ok := s.agent.Rule(c.Tool); ok {
 		if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
-			return why
+			return refusedText(why)
 		}
 	}
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
-		return "" // withdrawing one's own request is always allowed
+		return nil // withdrawing one's own request is always allowed
 	}
-	if why := s.mayDecide(ctx, d.Thread, st, c, d.By); why != "" || !d.FromInbox {
-		return why
+	if r := s.mayDecide(ctx, d.Thread, st, c, d.By); r != nil {
+		return r
 	}
-	return s.memberRefusal(ctx, st, c, d.By)
+	// A decision made outside the call's channel — from an inbox, or on
+	// a copy of the card in a notify channel or a direct message — counts
+	// as one made on the card: when anyone in the channel may decide, only
+	// a member of the channel may.
+	if d.FromInbox || d.Channel != st.Channel {
+		return s.memberRefusal(ctx, st, c, d.By)
+	}
+	return nil
 }
 
-// memberRefusal says why by may not decide c from an inbox, outside its
-// channel, when its rule lets anyone in the channel decide; or "".
-func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, by string) string {
+// memberRefusal says why by may not decide c from outside its channel
+// (an inbox, a copy of its card) when its rule lets anyone in the channel
+// decide; or nil. A failed membership check is a "try again", never an
+// answer.
+func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, by string) *RefusedError {
 	if rule, ok := s.agent.Rule(c.Tool); !ok || len(rule.Approvers) > 0 {
-		return ""
+		return nil
 	}
-	where := "its channel"
+	where := Part{Text: "its channel"}
 	if st.Channel != "" {
-		where = "<#" + st.Channel + ">"
+		where = Part{Channel: st.Channel}
 	}
 	if s.opts.Members == nil {
-		return "anyone in " + where + " may decide this call, so decide it there"
+		return refused(Part{Text: "anyone in "}, where, Part{Text: " may decide this call, so decide it there"})
 	}
 	in, err := s.opts.Members.InChannel(ctx, st.Channel, by)
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking channel membership")
-		return "I couldn't check whether you are in " + where + "; please try again"
+		r := refused(Part{Text: "I couldn't check whether you are in "}, where, Part{Text: "; please try again"})
+		r.TryAgain = true
+		return r
 	}
 	if !in {
-		return "only members of " + where + " may decide this call"
+		return refused(Part{Text: "only members of "}, where, Part{Text: " may decide this call"})
 	}
-	return ""
+	return nil
 }
 
 // mayDecide says why by may not decide c, a call of thread, under its
-// tool's rule (and its escalation, once escalated), or "".
-func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, by string) string {
+// tool's rule (and its escalation, once escalated), or nil.
+func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, by string) *RefusedError {
 	rule, ok := s.agent.Rule(c.Tool)
 	if !ok {
-		return "the tool " + c.Tool + " is no longer offered"
+		return refusedText("the tool " + c.Tool + " is no longer offered")
 	}
-	ok, why, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+	ok, denial, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
 	if err == nil && !ok && len(rule.EscalateTo) > 0 && len(rule.Approvers) > 0 {
 		// Once the call was escalated, the people it was escalated to
 		// are among its approvers.
 		var escalated bool
 		if escalated, err = s.claimSet(ctx, thread, escalationKey(*c)); err == nil && escalated {
 			rule.Approvers = append(slices.Clone(rule.Approvers), rule.EscalateTo...)
-			ok, why, err = rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+			ok, denial, err = rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
 		}
 	}
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": st.Thread, "call": c.Key}).WithError(err).Warn("checking who may decide")
-		return "I couldn't check whether you may decide this call; please try again"
+		return tryAgain("I couldn't check whether you may decide this call; please try again")
 	}
 	if !ok {
-		return why
+		return denied(denial)
 	}
-	return ""
+	return nil
+}
+
+// denied is the refusal of a tools.Denial.
+func denied(d tools.Denial) *RefusedError {
+	if len(d.Approvers) == 0 {
+		return refusedText(d.Why)
+	}
+	return refused(Part{Text: "only "}, Part{People: d.Approvers}, Part{Text: " may approve this call"})
 }
 
 func (s *Service) inGroup(ctx context.Context) func(group, user string) (bool, error) {
@@ -410,20 +495,20 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
 	d := interrupt.Decision{Kind: interrupt.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
 	st := &res.State
-	rejected, why := 0, ""
+	rejected, why := 0, (*RefusedError)(nil)
 	for _, c := range st.Waiting() {
 		if c.Status != agent.Pending {
-			why = "a call whose outcome is unknown is settled with its buttons"
+			why = refusedText("a call whose outcome is unknown is settled with its buttons")
 			continue
 		}
 		if m.By != c.AskedBy(st) {
 			if rule, ok := s.agent.Rule(c.Tool); ok {
 				if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
-					why = w
+					why = refusedText(w)
 					continue
 				}
 			}
-			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != "" {
+			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != nil {
 				why = w
 				continue
 			}
@@ -441,8 +526,8 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 	if rejected > 0 {
 		return s.Drive(ctx, m.Thread)
 	}
-	if why == "" {
-		why = "the calls were decided already"
+	if why == nil {
+		why = refusedText("the calls were decided already")
 	}
 	note := agent.Note{By: m.By, Text: m.Text, At: d.At}
 	err := s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
@@ -461,8 +546,9 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 	if err != nil {
 		return err
 	}
-	s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "noted", "by": m.By, "reason": why})
-	return &RefusedError{Why: why, Noted: true}
+	s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "noted", "by": m.By, "reason": why.Why})
+	why.Noted = true
+	return why
 }
 
 // Retry resumes a failed run from the step that failed. by must be the
@@ -481,11 +567,11 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 	}
 	st := &res.State
 	if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
-		return &RefusedError{Why: "this card belongs to another channel"}
+		return refusedText("this card belongs to another channel")
 	}
-	if why := s.mayRetry(ctx, m.Thread, st, m.By); why != "" {
-		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": why})
-		return &RefusedError{Why: why}
+	if r := s.mayRetry(ctx, m.Thread, st, m.By); r != nil {
+		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": r.Why})
+		return r
 	}
 	return s.withLease(ctx, m.Thread, func(ctx context.Context, ss *session) error {
 		res, err := s.graph.State(ctx, m.Thread)
@@ -504,14 +590,10 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 	})
 }
 
-// mayRetry says why by may not retry the failed run of st, or "".
-func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, by string) string {
-	requester := st.TurnBy
-	if requester == "" {
-		requester = st.Requester
-	}
-	if by != "" && by == requester {
-		return ""
+// mayRetry says why by may not retry the failed run of st, or nil.
+func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, by string) *RefusedError {
+	if by != "" && by == turnBy(st) {
+		return nil
 	}
 	calls := st.Calls
 	if len(calls) == 0 {
@@ -525,12 +607,24 @@ func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, 
 			continue
 		}
 		gated++
-		if s.mayDecide(ctx, thread, st, &calls[i], by) == "" {
-			return ""
+		r := s.mayDecide(ctx, thread, st, &calls[i], by)
+		if r == nil {
+			return nil
+		}
+		if r.TryAgain {
+			return r
 		}
 	}
 	if gated == 0 {
-		return ""
+		return nil
 	}
-	return "only the person who asked, or someone who may approve its calls, may retry this run"
+	return refusedText("only the person who asked, or someone who may approve its calls, may retry this run")
+}
+
+// turnBy is who asked for the thread's latest turn.
+func turnBy(st *agent.State) string {
+	if st.TurnBy != "" {
+		return st.TurnBy
+	}
+	return st.Requester
 }

@@ -221,7 +221,7 @@ func TestOutsidersReplyRejectsNothing(t *testing.T) {
 	}
 	found := false
 	for _, m := range res.State.Messages {
-		if m.Role == llm.RoleUser && strings.Contains(m.Content, "<@U0MALLORY>") && strings.Contains(m.Content, "Rejected: do not deploy") {
+		if m.Role == llm.RoleUser && strings.Contains(m.Content, "user U0MALLORY") && strings.Contains(m.Content, "Rejected: do not deploy") {
 			found = true
 		}
 	}
@@ -237,7 +237,7 @@ func TestOutsidersReplyRejectsNothing(t *testing.T) {
 		t.Fatalf("Reply(approver) = %v, want nil", err)
 	}
 	res, _ = svc.State(ctx, "th")
-	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "Rejected by <@U0CAROL>: not now") {
+	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "Rejected by user U0CAROL: not now") {
 		t.Errorf("after an approver's reply: %s %q; want done, both rejected with her words", res.Status(), res.State.Answer())
 	}
 }

@@ -105,7 +105,11 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 	}
 	answered := len(st.Messages)
 	for _, i := range unshown {
-		if err := s.report(ctx, Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content, Message: i}); err != nil {
+		e := Event{Kind: Answer, Thread: thread, State: st, Text: st.Messages[i].Content, Message: i}
+		if cc := st.Cancelled; cc != nil && cc.Message == i {
+			e = Event{Kind: RunCancelled, Thread: thread, State: st, People: []string{cc.By}, Message: i}
+		}
+		if err := s.report(ctx, e); err != nil {
 			answered, ok = i, false
 			break
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/tools"
 )
 
 // ErrNotChanged: RestartChanged or CancelChanged was asked of a thread
@@ -20,9 +21,10 @@ var ErrNotChanged = errors.New("the thread's run can go on as it is")
 // RestartChanged goes on with a thread whose run the bot cannot resume
 // since an update (see GraphChanged): the calls that had not run are
 // reported to the model as not run, and the model plans again from its
-// last step. Like Retry, it is for the person who asked for the turn or
-// someone the policy lets decide the run's calls, in the thread's own
-// channel; others get a *RefusedError.
+// last step. It is for the person who asked for the turn, or someone the
+// rule in force when a call of the run began to wait lets approve that
+// call (see mayChange), in the thread's own channel; others get a
+// *RefusedError.
 func (s *Service) RestartChanged(ctx context.Context, m Message) error {
 	return s.onChanged(ctx, m, "restart", s.agent.Restart)
 }
@@ -50,15 +52,15 @@ func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(
 			return err
 		}
 		st := &res.State
-		why := ""
+		var why *RefusedError
 		if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
-			why = "this card belongs to another channel"
+			why = refusedText("this card belongs to another channel")
 		} else {
-			why = s.mayRetry(ctx, m.Thread, st, m.By)
+			why = s.mayChange(ctx, m.Thread, st, m.By)
 		}
-		if why != "" {
-			s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": how, "by": m.By, "reason": why})
-			return &RefusedError{Why: why}
+		if why != nil {
+			s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": how, "by": m.By, "reason": why.Why})
+			return why
 		}
 		s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": how + "_after_update", "by": m.By})
 		run := s.begin(thread, how+" after an update").WithField("by", m.By)
@@ -98,6 +100,59 @@ func (s *Service) graphChanged(ctx context.Context, log logrus.FieldLogger, thre
 		}
 	}
 	return true
+}
+
+// mayChange says why by may not restart or cancel the run of st, which
+// the running bot cannot resume, or nil. The person who asked for the
+// turn may; so may whoever the rule in force when one of the run's calls
+// began to wait lets approve that call — the rule recorded on the call,
+// which holds even when the update removed the tool. A call saved before
+// calls recorded their rule is judged by its tool's rule now, if the tool
+// is still offered, else lets nobody else decide. A run without calls
+// (a failed one) is judged as for Retry.
+func (s *Service) mayChange(ctx context.Context, thread string, st *agent.State, by string) *RefusedError {
+	if by == "" || strings.ContainsAny(by, "\t\n\r") {
+		return refusedText("the person deciding is unknown")
+	}
+	if by == turnBy(st) {
+		return nil
+	}
+	if len(st.Calls) == 0 {
+		return s.mayRetry(ctx, thread, st, by)
+	}
+	for i := range st.Calls {
+		c := &st.Calls[i]
+		if c.Status.Settled() {
+			continue
+		}
+		rule, ok := s.ruleAtWait(c)
+		if !ok {
+			continue
+		}
+		may, _, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
+		if err != nil {
+			s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("checking who may decide")
+			return tryAgain("I couldn't check whether you may decide this request; please try again")
+		}
+		if may {
+			return nil
+		}
+	}
+	return refusedText("only the person who asked, or someone who may approve its calls, may restart or cancel this request")
+}
+
+// ruleAtWait is the rule c waited under: the one recorded on it when it
+// began to wait, else its tool's rule now; false if neither is known or
+// the call needs nobody's approval.
+func (s *Service) ruleAtWait(c *agent.Call) (tools.Rule, bool) {
+	if c.Rule != nil {
+		return tools.Rule{Approval: tools.ApprovalRequired, Approvers: c.Rule.Approvers, SelfApproval: c.Rule.SelfApproval}, true
+	}
+	rule, ok := s.agent.Rule(c.Tool)
+	if !ok || !rule.NeedsApproval() {
+		return tools.Rule{}, false
+	}
+	return rule, true
 }
 
 // Changed says, in words for people, why the running bot cannot resume the

@@ -87,7 +87,7 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 				want = "deploy → Not run: the bot was updated"
 			} else {
 				err = svc.CancelChanged(ctx, bob)
-				want = "Cancelled by <@U_BOB>"
+				want = "Cancelled by user U_BOB"
 			}
 			if err != nil {
 				t.Fatalf("%s = %v", how, err)
@@ -97,8 +97,21 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 				t.Fatalf("after %s: %v, answer %q; want done, answer containing %q", how, err, res.State.Answer(), want)
 			}
 			answers := rep.answers()
-			if len(answers) != 1 || !strings.Contains(answers[0], want) {
+			if how == "restart" && (len(answers) != 1 || !strings.Contains(answers[0], want)) {
 				t.Errorf("answers shown = %q, want one containing %q", answers, want)
+			}
+			if how == "cancel" {
+				// The cancellation is shown as the front end's own line,
+				// naming who cancelled by ID, not as the model's answer.
+				var cancelled []runner.Event
+				for _, e := range rep.events {
+					if e.Kind == runner.RunCancelled {
+						cancelled = append(cancelled, e)
+					}
+				}
+				if len(answers) != 0 || len(cancelled) != 1 || len(cancelled[0].People) != 1 || cancelled[0].People[0] != "U_BOB" {
+					t.Errorf("answers shown = %q, cancellations %+v; want no answer and one run_cancelled by U_BOB", answers, cancelled)
+				}
 			}
 			if tg.Count("POST /deploy") != 0 || tg.Count("POST /delete") != 0 {
 				t.Errorf("deploy ran %d, delete %d times; want neither", tg.Count("POST /deploy"), tg.Count("POST /delete"))
@@ -107,5 +120,47 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 				t.Errorf("RestartChanged(again) = %v, want ErrNotChanged", err)
 			}
 		})
+	}
+}
+
+// The update removed every waiting call's tool. Who may restart or cancel
+// is still the rule the calls waited under: someone it does not let
+// approve is refused, and nothing changes; an approver may.
+func TestWhoMayActAfterAnUpdateRemovedTheTools(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.policy = `
+tools:
+  lookup: {approval: never}
+  deploy: {approvers: [U0BOB]}
+  delete: {approvers: [U0BOB]}
+`
+	old, _ := w.service(t, nil, time.Second)
+	if err := old.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U0ALICE", Channel: "C1", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitingCall(t, old, "th", "deploy")
+	w.policy = "tools:\n  lookup: {approval: never}\n"
+	svc, _ := w.service(t, &recorder{}, time.Second)
+
+	mallory := runner.Message{Thread: "th", Channel: "C1", By: "U0MALLORY"}
+	var refused *runner.RefusedError
+	if err := svc.CancelChanged(ctx, mallory); !errors.As(err, &refused) {
+		t.Fatalf("CancelChanged(mallory) = %v, want a refusal", err)
+	}
+	if err := svc.RestartChanged(ctx, mallory); !errors.As(err, &refused) {
+		t.Fatalf("RestartChanged(mallory) = %v, want a refusal", err)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Paused {
+		t.Fatalf("after Mallory's clicks: %v, %v; want the run still paused", res.Status(), err)
+	}
+	if err := svc.CancelChanged(ctx, runner.Message{Thread: "th", Channel: "C1", By: "U0BOB"}); err != nil {
+		t.Fatalf("CancelChanged(bob, an approver of the calls) = %v", err)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Done {
+		t.Fatalf("after Bob cancelled: %v, %v; want done", res.Status(), err)
+	}
+	if tg.Count("POST /deploy") != 0 || tg.Count("POST /delete") != 0 {
+		t.Errorf("deploy ran %d, delete %d times; want neither", tg.Count("POST /deploy"), tg.Count("POST /delete"))
 	}
 }

@@ -134,21 +134,32 @@ func TestDecideFromTheInbox(t *testing.T) {
 		return d
 	}
 
+	// A refusal names people and channels by ID, in plain words; a front
+	// end renders them its way (here: [people] and {channel}), and
+	// escapes the words (here: upper case).
 	refusals := []struct {
-		name string
-		d    runner.Decision
-		why  string
+		name     string
+		d        runner.Decision
+		why      string
+		rendered string
 	}{
-		{"not an approver", fromInbox(deploy, interrupt.Approve, "U0CAROL"), "only <@U0BOB>"},
-		{"the requester", fromInbox(deploy, interrupt.Approve, "U0ALICE"), "yourself"},
-		{"outside the channel", fromInbox(del, interrupt.Approve, "U0MALLORY"), "only members of <#C1>"},
-		{"another workspace", func() runner.Decision { d := fromInbox(deploy, interrupt.Approve, "U0BOB"); d.Team = "T2"; return d }(), "another workspace"},
+		{"not an approver", fromInbox(deploy, interrupt.Approve, "U0CAROL"), "only user U0BOB", "ONLY [U0BOB] MAY APPROVE THIS CALL"},
+		{"the requester", fromInbox(deploy, interrupt.Approve, "U0ALICE"), "yourself", "YOU ASKED FOR THIS CALL AND MAY NOT APPROVE IT YOURSELF"},
+		{"outside the channel", fromInbox(del, interrupt.Approve, "U0MALLORY"), "only members of channel C1", "ONLY MEMBERS OF {C1} MAY DECIDE THIS CALL"},
+		{"another workspace", func() runner.Decision { d := fromInbox(deploy, interrupt.Approve, "U0BOB"); d.Team = "T2"; return d }(), "another workspace", "THIS CALL BELONGS TO ANOTHER WORKSPACE"},
 	}
 	for _, tt := range refusals {
 		err := svc.Decide(ctx, tt.d)
 		var refused *runner.RefusedError
 		if !errors.As(err, &refused) || !strings.Contains(refused.Why, tt.why) {
 			t.Errorf("%s: Decide() = %v, want refused saying %q", tt.name, err, tt.why)
+			continue
+		}
+		got := refused.Render(strings.ToUpper,
+			func(ids []string) string { return "[" + strings.Join(ids, ",") + "]" },
+			func(id string) string { return "{" + id + "}" })
+		if got != tt.rendered {
+			t.Errorf("%s: Render() = %q, want %q", tt.name, got, tt.rendered)
 		}
 	}
 	// A channel on an inbox decision is not what is checked.

@@ -358,7 +358,7 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 
 	heir := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB", "CHILD_ON_UNKNOWN=mark_done")
 	l := heir.line(t)
-	if !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "<@U_BOB> checked and marked it as done") {
+	if !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "user U_BOB checked and marked it as done") {
 		t.Errorf("heir said %s, want DONE with the call marked done", l)
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {

@@ -366,7 +366,7 @@ func (g Gate) Reachable() bool {
 		return true
 	}
 	for _, id := range g.Approvers {
-		if strings.HasPrefix(id, "S") {
+		if tools.IsGroupID(id) {
 			return true
 		}
 	}

@@ -189,7 +189,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 		if !errors.As(err, &refused) {
 			t.Fatalf("Decide(%s, after escalation) = %v, want a refusal", who, err)
 		}
-		if who == "U0MALLORY" && !strings.Contains(refused.Why, "<!subteam^S0ONCALL>") {
+		if who == "U0MALLORY" && !strings.Contains(refused.Why, "group S0ONCALL") {
 			t.Errorf("refusal of %s = %q, want it to name the escalation group", who, refused.Why)
 		}
 	}

@@ -54,6 +54,12 @@ const (
 	// with the approvals in Gate; or its arguments were edited
 	// (Call.Revision, Call.EditedBy) and the approvals start again.
 	ApprovalProgress
+	// RunCancelled: a person cancelled the run that waited while the bot
+	// was updated (CancelChanged); People holds who. It stands for the
+	// conversation's message at Message, which tells the model so: a
+	// front end shows it as its own line, naming the person its way,
+	// instead of an Answer.
+	RunCancelled
 )
 
 func (k EventKind) String() string {
@@ -86,6 +92,8 @@ func (k EventKind) String() string {
 		return "inbox_changed"
 	case ApprovalProgress:
 		return "approval_progress"
+	case RunCancelled:
+		return "run_cancelled"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -107,7 +115,9 @@ type Event struct {
 	// only the thread); see Copies.
 	Copies *Copies
 	// People and Waited are a Reminder's or an Escalated's: whom to
-	// tell, and how long the call has waited.
+	// tell, and how long the call has waited. People of a RunCancelled
+	// is who cancelled. People are IDs, never markup: front ends render
+	// them.
 	People []string
 	Waited time.Duration
 	// Inbox is, for InboxChanged, what changed.

@@ -45,7 +45,7 @@ func TestFullConversation(t *testing.T) {
 		t.Errorf("executions lookup/deploy/delete = %v, want [1 1 0]", got)
 	}
 	answers := rep.answers()
-	if len(answers) != 1 || !strings.Contains(answers[0], "delete → Rejected by <@U_BOB>: not today") ||
+	if len(answers) != 1 || !strings.Contains(answers[0], "delete → Rejected by user U_BOB: not today") ||
 		!strings.Contains(answers[0], "deploy → HTTP 200 OK") {
 		t.Errorf("answers = %q, want one with every result", answers)
 	}
@@ -130,7 +130,7 @@ func TestReplyWhilePausedIsFeedback(t *testing.T) {
 		t.Fatalf("Reply() = %v", err)
 	}
 	res, _ := svc.State(ctx, "th")
-	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "deploy → Rejected by <@U_ALICE>: wait, use staging") {
+	if res.Status() != graph.Done || !strings.Contains(res.State.Answer(), "deploy → Rejected by user U_ALICE: wait, use staging") {
 		t.Errorf("after feedback: %s %q; want done with the feedback as the reason", res.Status(), res.State.Answer())
 	}
 	if tg.Count("POST /deploy")+tg.Count("POST /delete") != 0 {

@@ -329,9 +329,10 @@ func TestReplyInThreadRejectsWithFeedback(t *testing.T) {
 	if reply.User != teammate || reply.Text != "not this one &amp; not now" {
 		t.Errorf("the reply is shown as %s: %q; want the teammate's, escaped as Slack does", reply.User, reply.Text)
 	}
-	// The model's answer quotes the result; as model text it is posted
-	// escaped, so the mention in it is not live.
-	w.message(root.TS, "was not run. Rejected by &lt;@"+teammate+"&gt;: not this one &amp; not now")
+	// The model's answer quotes the result, which names the teammate in
+	// plain words: no markup reaches the model, so none shows, live or
+	// escaped.
+	w.message(root.TS, "was not run. Rejected by user "+teammate+": not this one &amp; not now")
 	if n := w.target.Count("/feedback"); n != 0 {
 		t.Errorf("the call ran %d times after it was rejected", n)
 	}

@@ -16,7 +16,9 @@ type CallInfo struct {
 	Call string
 	// Attempt counts the times this call was started, from 1.
 	Attempt int
-	// Requester is the person who asked for the run.
+	// Requester is the person who asked for the call: the author of the
+	// turn whose call runs (who may differ from whoever started the
+	// thread). A tool's request for input goes to them, and only them.
 	Requester string
 	// Channel is where the conversation takes place.
 	Channel string
@@ -43,7 +45,7 @@ type ReadOnlyTool interface {
 var ErrOutcomeUnknown = errors.New("outcome unknown")
 
 // Elicitation is a tool's request for input from the person who asked for
-// the run, while a call runs.
+// the call (CallInfo.Requester), while the call runs.
 type Elicitation struct {
 	// Call is the call that asks.
 	Call CallInfo

@@ -144,28 +144,39 @@ func DefaultRule() Rule {
 // NeedsApproval reports whether a call under this rule waits for a person.
 func (r Rule) NeedsApproval() bool { return r.Approval != ApprovalNever }
 
+// Denial says why someone may not approve a call under a rule.
+type Denial struct {
+	// Why says it in words for logs and the audit trail, people named by
+	// ID (see NameIDs).
+	Why string
+	// Approvers, when set, are who may approve instead (user and
+	// user-group IDs): the denial is "only Approvers may approve this
+	// call", for a front end to say with the people rendered its way.
+	Approvers []string
+}
+
 // MayApprove reports whether approver may decide a call that requester
-// asked for. When the answer is no, the string says why, in words fit for
-// an ephemeral Slack message. inGroup reports whether a user belongs to a
-// Slack user group; it is called only for group approvers (S…), and only
-// when no user ID in Approvers matched. An error from inGroup is returned
-// only if no other entry lets the approver decide.
-func (r Rule) MayApprove(approver, requester string, inGroup func(groupID, user string) (bool, error)) (bool, string, error) {
+// asked for. When the answer is no, the Denial says why. inGroup reports
+// whether a user belongs to a Slack user group; it is called only for
+// group approvers (see IsGroupID), and only when no user ID in Approvers
+// matched. An error from inGroup is returned only if no other entry lets
+// the approver decide.
+func (r Rule) MayApprove(approver, requester string, inGroup func(groupID, user string) (bool, error)) (bool, Denial, error) {
 	if approver == "" {
-		return false, "the approver is unknown", nil
+		return false, Denial{Why: "the approver is unknown"}, nil
 	}
 	if !r.SelfApproval && approver == requester {
-		return false, "you asked for this call and may not approve it yourself", nil
+		return false, Denial{Why: "you asked for this call and may not approve it yourself"}, nil
 	}
 	if len(r.Approvers) == 0 {
-		return true, "", nil
+		return true, Denial{}, nil
 	}
 	if slices.Contains(r.Approvers, approver) {
-		return true, "", nil
+		return true, Denial{}, nil
 	}
 	var groupErr error
 	for _, id := range r.Approvers {
-		if !isGroupID(id) {
+		if !IsGroupID(id) {
 			continue
 		}
 		if inGroup == nil {
@@ -178,39 +189,53 @@ func (r Rule) MayApprove(approver, requester string, inGroup func(groupID, user 
 			continue
 		}
 		if ok {
-			return true, "", nil
+			return true, Denial{}, nil
 		}
 	}
 	if groupErr != nil {
-		return false, "", groupErr
+		return false, Denial{}, groupErr
 	}
-	return false, "only " + mentions(r.Approvers) + " may approve this call", nil
+	return false, Denial{Why: "only " + NameIDs(r.Approvers) + " may approve this call", Approvers: slices.Clone(r.Approvers)}, nil
 }
 
-// mentions renders Slack IDs the way Slack displays them in a message.
-func mentions(ids []string) string {
+// NameID names a user or user-group ID neutrally, for logs, the audit
+// trail and the model: "user U1", "group S1". Front ends render IDs their
+// own way (a Slack mention, a name in a terminal).
+func NameID(id string) string {
+	switch {
+	case id == "":
+		return "someone"
+	case IsGroupID(id):
+		return "group " + id
+	}
+	return "user " + id
+}
+
+// NameIDs names several IDs with NameID: "user U1, group S1".
+func NameIDs(ids []string) string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		if isGroupID(id) {
-			out[i] = "<!subteam^" + id + ">"
-		} else {
-			out[i] = "<@" + id + ">"
-		}
+		out[i] = NameID(id)
 	}
 	return strings.Join(out, ", ")
 }
+
+// maxIDLen bounds a Slack user or user-group ID; a longer string is
+// neither.
+const maxIDLen = 32
 
 var (
 	userIDPattern  = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 	groupIDPattern = regexp.MustCompile(`^S[A-Z0-9]+$`)
 )
 
-func isUserID(s string) bool  { return userIDPattern.MatchString(s) }
-func isGroupID(s string) bool { return groupIDPattern.MatchString(s) }
+func isUserID(s string) bool { return userIDPattern.MatchString(s) }
 
-// IsGroupID reports whether id is a Slack user-group ID (S…), as opposed
-// to a user ID.
-func IsGroupID(id string) bool { return isGroupID(id) }
+// IsGroupID reports whether id is a Slack user-group ID (S followed by
+// capital letters and digits, at most 32 characters), as opposed to a
+// user ID. It is the one test of the bot: policies, approvals, cards and
+// copies all ask it.
+func IsGroupID(id string) bool { return len(id) <= maxIDLen && groupIDPattern.MatchString(id) }
 
 // Policy says which tools the model is offered and what each call needs.
 // Build one with DefaultPolicy, ParsePolicy or LoadPolicy, or as a literal.

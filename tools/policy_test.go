@@ -174,7 +174,7 @@ func TestApproversAnyone(t *testing.T) {
 	r, _ := p.RuleFor("a")
 	for _, who := range []string{"U0BOB", "W0CAROL"} {
 		if ok, why, err := r.MayApprove(who, "U0ALICE", nil); !ok || err != nil {
-			t.Errorf("MayApprove(%s) = %v, %q, %v; want anyone may approve", who, ok, why, err)
+			t.Errorf("MayApprove(%s) = %v, %q, %v; want anyone may approve", who, ok, why.Why, err)
 		}
 	}
 	if ok, _, _ := r.MayApprove("U0ALICE", "U0ALICE", nil); ok {
@@ -417,7 +417,7 @@ func TestMayApprove(t *testing.T) {
 		{"anyone, self forbidden", tools.Rule{}, "U0ALICE", "U0ALICE", false, "you asked for this call and may not approve it yourself", nil},
 		{"anyone, self forbidden, someone else", tools.Rule{}, "U0BOB", "U0ALICE", true, "", nil},
 		{"listed user", tools.Rule{Approvers: []string{"U0BOB"}}, "U0BOB", "U0ALICE", true, "", nil},
-		{"unlisted user", tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}, "U0DAVE", "U0ALICE", false, "only <@U0BOB>, <!subteam^S0OPS> may approve this call", nil},
+		{"unlisted user", tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}, "U0DAVE", "U0ALICE", false, "only user U0BOB, group S0OPS may approve this call", nil},
 		{"group member", tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}, "U0CAROL", "U0ALICE", true, "", nil},
 		{"listed but self forbidden", tools.Rule{Approvers: []string{"U0ALICE"}}, "U0ALICE", "U0ALICE", false, "you asked for this call and may not approve it yourself", nil},
 		{"listed and self allowed", tools.Rule{Approvers: []string{"U0ALICE"}, SelfApproval: true}, "U0ALICE", "U0ALICE", true, "", nil},
@@ -427,7 +427,8 @@ func TestMayApprove(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, reason, err := tt.rule.MayApprove(tt.approver, tt.requester, inGroup)
+			ok, denial, err := tt.rule.MayApprove(tt.approver, tt.requester, inGroup)
+			reason := denial.Why
 			if ok != tt.ok || reason != tt.reason || (err != nil) != (tt.err != nil) {
 				t.Errorf("MayApprove(%q, %q) = %v, %q, %v; want %v, %q, error %v",
 					tt.approver, tt.requester, ok, reason, err, tt.ok, tt.reason, tt.err != nil)
@@ -443,5 +444,32 @@ func TestMayApproveWithoutGroupLookup(t *testing.T) {
 	}
 	if ok, _, err := r.MayApprove("U0CAROL", "U0ALICE", nil); ok || err == nil {
 		t.Errorf("MayApprove(U0CAROL) = %v, %v; want false and an error", ok, err)
+	}
+}
+
+func TestIsGroupID(t *testing.T) {
+	tests := []struct {
+		id   string
+		want bool
+	}{
+		{"S0OPS", true},
+		{"S", false},
+		{"U0BOB", false},
+		{"s0ops", false},
+		{"S0OPS>", false},
+		{"S0OPS|x", false},
+		{"S" + strings.Repeat("A", 31), true},
+		{"S" + strings.Repeat("A", 32), false},
+	}
+	for _, tt := range tests {
+		if got := tools.IsGroupID(tt.id); got != tt.want {
+			t.Errorf("IsGroupID(%q) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}
+
+func TestNameIDs(t *testing.T) {
+	if got, want := tools.NameIDs([]string{"U0BOB", "S0OPS", ""}), "user U0BOB, group S0OPS, someone"; got != want {
+		t.Errorf("NameIDs = %q, want %q", got, want)
 	}
 }

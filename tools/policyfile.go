@@ -221,7 +221,7 @@ func parseApprovers(n *yaml.Node) ([]string, error) {
 		return nil, errors.New("the list is empty; write approvers: anyone to let anyone in the channel decide, or list user or group IDs")
 	}
 	for _, id := range ids {
-		if !isUserID(id) && !isGroupID(id) {
+		if !isUserID(id) && !IsGroupID(id) {
 			return nil, fmt.Errorf("%q is not a Slack user ID (U…, W…) or user-group ID (S…)", id)
 		}
 	}

@@ -119,7 +119,7 @@ func parseDecisions(n *yaml.Node) ([]string, error) {
 // user IDs only, approvals_required may not exceed their number. (User
 // groups and "anyone" are counted when a call is decided.)
 func checkQuorum(n *yaml.Node, where string, r Rule) error {
-	if r.Required() <= 1 || len(r.Approvers) == 0 || slices.ContainsFunc(r.Approvers, isGroupID) {
+	if r.Required() <= 1 || len(r.Approvers) == 0 || slices.ContainsFunc(r.Approvers, IsGroupID) {
 		return nil
 	}
 	if people := len(slices.Compact(slices.Sorted(slices.Values(r.Approvers)))); r.Required() > people {

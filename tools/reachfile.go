@@ -61,7 +61,7 @@ func parseEscalateTo(n *yaml.Node) ([]string, error) {
 		return nil, errors.New("the list is empty; name the user group (S…) or users (U…) to add as approvers")
 	}
 	for _, id := range ids {
-		if !isUserID(id) && !isGroupID(id) {
+		if !isUserID(id) && !IsGroupID(id) {
 			return nil, fmt.Errorf("%q is not a Slack user ID (U…, W…) or user-group ID (S…)", id)
 		}
 	}

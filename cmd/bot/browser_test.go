@@ -384,14 +384,18 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 	p.click(inModal, "Reject")
 	p.do("waiting for the modal to close", chromedp.WaitNotPresent(inModal))
 	// The answer streams in word by word: wait for its end.
-	p.waitText(inThread, "Rejected by <@U0TEAMMATE>: not today")
+	p.waitText(inThread, "Rejected by user U0TEAMMATE: not today")
 	got := p.threadText()
 	// The card names the teammate with a live mention; the model's answer
-	// quotes the result, and model text is shown as typed, never live.
-	for _, want := range []string{"Rejected by <@U0TEAMMATE>: not today", "🚫 Rejected by @Teammate"} {
+	// quotes the result, which names people in plain words, never in
+	// Slack's markup.
+	for _, want := range []string{"Rejected by user U0TEAMMATE: not today", "🚫 Rejected by @Teammate"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the thread does not show %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "<@U0TEAMMATE>") {
+		t.Errorf("the thread shows raw Slack markup:\n%s", got)
 	}
 	if n := target.Count("GET /rejected"); n != 0 {
 		t.Errorf("the rejected call ran %d times", n)

@@ -169,7 +169,7 @@ func (c *chatSession) decide(ctx context.Context, st *agent.State) (quit bool, e
 				c.term.printf("Those arguments will not do: %v\n", invalid.Err)
 				continue
 			case errors.As(err, &refused):
-				c.term.printf("You can't decide this call: %s.\n", plainText(refused.Why))
+				c.term.printf("You can't decide this call: %s.\n", refusalText(refused))
 			case err != nil:
 				c.term.printf("error: %s\n", plainText(err.Error()))
 			}
@@ -257,6 +257,25 @@ func plainText(s string) string {
 		lines[i] = strings.TrimPrefix(l, "> ")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// termPeople names people in the terminal: the names the chat's --user
+// gives them, as @name.
+func termPeople(ids []string) string {
+	if len(ids) == 0 {
+		return "someone"
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = "@" + plainText(id)
+	}
+	return strings.Join(out, ", ")
+}
+
+// refusalText is a refusal in the terminal's words: people as @name,
+// channels as #ID.
+func refusalText(r *runner.RefusedError) string {
+	return r.Render(plainText, termPeople, func(id string) string { return "#" + plainText(id) })
 }
 
 // terminal prints events and reads answers. It is the chat's
@@ -390,6 +409,8 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 		t.printf("✖ the run failed: %s\n", plainText(e.Text))
 	case runner.GraphChanged:
 		t.printf("🔄 the bot was updated while this request waited: %s\n", strings.ReplaceAll(e.Text, "\n", "; "))
+	case runner.RunCancelled:
+		t.printf("✖ cancelled by %s: the bot was updated while this request waited\n", termPeople(e.People))
 	}
 	return nil
 }

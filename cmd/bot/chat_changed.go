@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
@@ -27,7 +28,11 @@ func (c *chatSession) changed(ctx context.Context, st *agent.State, changes []st
 		default:
 			continue
 		}
-		if err != nil {
+		var refused *runner.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			c.term.printf("You can't do this: %s.\n", refusalText(refused))
+		case err != nil:
 			c.term.printf("error: %s\n", plainText(err.Error()))
 		}
 		return true

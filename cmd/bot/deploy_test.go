@@ -86,7 +86,7 @@ func TestDeployOverPausedThreads(t *testing.T) {
 
 	h.click(cards[1], "approve", approver)
 	h.click(h.changedCard(roots[1]), "cancel_run", approver)
-	h.reply(roots[1], "Cancelled by &lt;@"+approver+"&gt;") // answers are posted escaped
+	h.reply(roots[1], "Cancelled by <@"+approver+">") // the bot's own line, with a live mention
 
 	if got := h.target.Bodies("POST /deploy"); len(got) != 1 {
 		t.Errorf("deploy bodies = %q, want only c's", got)

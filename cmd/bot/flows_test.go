@@ -142,7 +142,7 @@ func TestRejectFlow(t *testing.T) {
 	}
 	last := h.model.Requests()[len(h.model.Requests())-1]
 	toolMsg := last.Messages[len(last.Messages)-1]
-	if toolMsg.Role != "tool" || toolMsg.Text() != "Rejected by <@"+approver+">: freeze until Monday" {
+	if toolMsg.Role != "tool" || toolMsg.Text() != "Rejected by user "+approver+": freeze until Monday" {
 		t.Errorf("the model was told %s %q; want the rejection and its reason", toolMsg.Role, toolMsg.Text())
 	}
 	if got := h.card(card); !strings.Contains(got, "Rejected by <@"+approver+">") || !strings.Contains(got, "freeze until Monday") {

@@ -126,7 +126,7 @@ func TestMCPEditRejectAndErrors(t *testing.T) {
 	h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
 		Values: map[string]map[string]string{"reason": {"reason_input": "no echoes today"}}})
 	h.reply(root, "Not echoed.")
-	if got := lastToolResult(t, h); got != "Rejected by <@"+approver+">: no echoes today" {
+	if got := lastToolResult(t, h); got != "Rejected by user "+approver+": no echoes today" {
 		t.Errorf("the model was told %q; want the rejection", got)
 	}
 }

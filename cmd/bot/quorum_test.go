@@ -138,7 +138,7 @@ func TestQuorumTenClicksOverTwoReplicas(t *testing.T) {
 			t.Errorf("a card update mentions the approvers again: %s", blocksText(c))
 		}
 	}
-	h.ephemeral(mallory, "only <@U0BOB>, <@U0CAROL>, <@U0DAVE> may approve this call")
+	h.ephemeral(mallory, "only <@U0BOB>, <@U0CAROL> and <@U0DAVE> may approve this call")
 	h.ephemeral(requester, "may not approve it yourself")
 }
 

@@ -95,7 +95,7 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 					results[m.ToolCallID] = m.Text()
 				}
 			}
-			if !strings.HasPrefix(results["a"], "HTTP 200") || results["b"] != "Rejected by <@"+approver+">: not b" || !strings.HasPrefix(results["c"], "HTTP 200") {
+			if !strings.HasPrefix(results["a"], "HTTP 200") || results["b"] != "Rejected by user "+approver+": not b" || !strings.HasPrefix(results["c"], "HTTP 200") {
 				t.Errorf("the model saw results %q; want all three", results)
 			}
 		})
