@@ -71,7 +71,14 @@ type Options struct {
 	HTTPRetries int
 	// Elicitor asks people for input; see also SetElicitor.
 	Elicitor tools.Elicitor
+	// MaxResult is how many bytes of a tool's result, all its parts
+	// together, the model is given and a checkpoint keeps (default
+	// DefaultMaxResult); the rest is left out with a note of its size.
+	MaxResult int
 }
+
+// DefaultMaxResult bounds a tool's result when Options do not say.
+const DefaultMaxResult = 16 << 10
 
 // Manager is the agent's toolbox: built-in tools and MCP servers' tools.
 // It is safe for concurrent use.
@@ -112,6 +119,9 @@ func New(policy *tools.Policy, builtins []tools.Tool, opts Options) (*Manager, e
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = time.Second
+	}
+	if opts.MaxResult <= 0 {
+		opts.MaxResult = DefaultMaxResult
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(time.Minute, opts.MinBackoff)
