@@ -62,6 +62,8 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	raw := getenv("REDIS_URL")
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
+		password := embeddedRedisPassword()
+		m.RequireAuth(password)
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("start embedded redis: %w", err)
 		}
@@ -80,7 +82,7 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 				}
 			}
 		}()
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 		log.Warn("REDIS_URL is not set: using an embedded in-process Redis; all threads are lost when the bot exits. " +
 			"Set REDIS_URL=redis://host:6379/0 to keep them.")
 		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
@@ -230,6 +232,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		_ = box.Close()
 		return nil, err
 	}
+	warnOpenRedis(ctx, getenv, policy, log)
 	replicas, err := waitReplicas(ctx, getenv, rdb)
 	if err != nil {
 		closeRedis()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,7 +156,11 @@ func TestServerThatDoesNotStart(t *testing.T) {
 
 func TestFilesystemServer(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("buy milk\n"), 0o600); err != nil {
+	if os.Geteuid() == 0 {
+		// The server runs as nobody: the files it serves are nobody's.
+		dir = nobodysDir(t)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("buy milk\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := newManager(t, fmt.Sprintf("mcp_servers:\n  fs:\n    command: [%s, -y, \"@modelcontextprotocol/server-filesystem\", %q]\n", npx(t), dir), mcp.Options{})
@@ -185,4 +191,24 @@ func TestServerWordsAreRedacted(t *testing.T) {
 	if d := m.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "bad token [redacted]") {
 		t.Errorf("Describe() = %q, want the server's words without its token", d)
 	}
+}
+
+// nobodysDir is a directory that belongs to nobody, removed after the test.
+func nobodysDir(t *testing.T) string {
+	t.Helper()
+	u, err := user.Lookup(mcp.DefaultServerUser)
+	if err != nil {
+		t.Fatalf("the tests run as root and need the user %s: %v", mcp.DefaultServerUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "nobodys-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
