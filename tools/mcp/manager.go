@@ -29,6 +29,13 @@
 // when several are, it is cancelled rather than shown to someone who
 // may not be the right person. URL-mode requests are declined.
 //
+// A stdio server never holds the bot's secrets nor its privileges over
+// the bot: it starts with BaseEnv, its inherit_env and its env only; when
+// the bot runs as root, as nobody or its entry's user, in a home of its
+// own; otherwise after the bot made itself non-dumpable (NonDumpable),
+// so that the server cannot read the bot's /proc entries. A tool's
+// result is cut to Options.MaxResult.
+//
 // The package does not decide approvals or run calls by itself: the agent
 // does, through the Manager.
 package mcp
