@@ -111,6 +111,11 @@ func spyTries(t *testing.T, h *harness) string {
 // click. When the bot runs as root, as CI does, the server runs as nobody.
 func TestMCPServerSeesNoSecret(t *testing.T) {
 	h := newHarness(t, spyPolicy(t))
+	// The tests' Redis takes no password: any process on the host,
+	// the server included, could write a claim into it.
+	if !strings.Contains(h.logs.String(), "Redis accepts connections without a password") {
+		t.Errorf("no warning at start-up of a Redis without a password beside a stdio server")
+	}
 	report := spyTries(t, h)
 	if os.Geteuid() == 0 && !strings.Contains(report, "uid 65534\n") {
 		t.Errorf("the bot runs as root and its tool server does not run as nobody:\n%s", report)
@@ -174,6 +179,9 @@ func botUID(h *harness) int {
 func TestMCPInheritEnvOfASecretIsRefused(t *testing.T) {
 	h := newHarness(t, "")
 	h.stop()
+	if strings.Contains(h.logs.String(), "Redis accepts connections without a password") {
+		t.Errorf("a bot without stdio servers warns of Redis without a password")
+	}
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	policy := "mcp_servers:\n  spy:\n    command: [" + spyServer(t) + "]\n    inherit_env: [LANGUAGE, SLACK_SIGNING_SECRET]\n"
 	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {

@@ -212,3 +212,34 @@ func nobodysDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// A stdio server runs as its entry's user when the bot is root, and a
+// user: the bot cannot switch to keeps it from starting.
+func TestServerRunsAsItsUser(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %v", err)
+	}
+	m := newManager(t, "mcp_servers:\n  who:\n    command: ["+node+", -e, \"console.error('uid ' + process.getuid() + ' home ' + process.env.HOME + ' cwd ' + process.cwd()); process.exit(3)\"]\n    user: daemon\n",
+		mcp.Options{MinBackoff: time.Hour})
+	m.Tools()
+	d := m.Describe()
+	if os.Geteuid() != 0 {
+		if !strings.Contains(d, `user \"daemon\": cannot run the server as its user: the bot does not run as root`) {
+			t.Errorf("Describe() = %q, want the server down: the bot cannot switch users", d)
+		}
+		return
+	}
+	u, err := user.Lookup("daemon")
+	if err != nil {
+		t.Fatalf("the tests run as root and need the user daemon: %v", err)
+	}
+	home := filepath.Join(os.TempDir(), "countersign-mcp", "daemon")
+	if want := "uid " + u.Uid + " home " + home + " cwd " + home; !strings.Contains(d, want) {
+		t.Errorf("Describe() = %q, want the server's words %q", d, want)
+	}
+	fi, err := os.Stat(home)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the server's home: %v, %v; want a directory closed to others", fi, err)
+	}
+}
