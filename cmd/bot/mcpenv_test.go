@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
@@ -117,8 +119,10 @@ func TestMCPServerSeesNoSecret(t *testing.T) {
 		t.Errorf("no warning at start-up of a Redis without a password beside a stdio server")
 	}
 	report := spyTries(t, h)
-	if os.Geteuid() == 0 && !strings.Contains(report, "uid 65534\n") {
-		t.Errorf("the bot runs as root and its tool server does not run as nobody:\n%s", report)
+	if os.Geteuid() == 0 {
+		if nobody := nobodyCred(t); !strings.Contains(report, "uid "+strconv.Itoa(int(nobody.Uid))+"\n") {
+			t.Errorf("the bot runs as root and its tool server does not run as nobody:\n%s", report)
+		}
 	}
 	for _, line := range strings.Split(report, "\n") {
 		if name, ok := strings.CutPrefix(line, "env "); ok {
@@ -151,19 +155,25 @@ func TestMCPServerOfTheBotsUserSeesNoSecret(t *testing.T) {
 	}
 	h.env = append(h.env, "BOT_POLICY="+path)
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			t.Fatalf("the tests run as root and need the user nobody: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		h.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		h.cred = nobodyCred(t)
 	}
 	h.start()
 	report := spyTries(t, h)
 	if !strings.Contains(report, "uid "+strconv.Itoa(botUID(h))+"\n") {
 		t.Errorf("the server does not run as the bot's user:\n%s", report)
 	}
+}
+
+// nobodyCred is the account nobody.
+func nobodyCred(t *testing.T) *syscall.Credential {
+	t.Helper()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("the tests run as root and need the user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 }
 
 // botUID is the account the harness's bot runs as.
@@ -218,5 +228,26 @@ func TestMCPResultIsBounded(t *testing.T) {
 		if n, err := rdb.MemoryUsage(ctx, k).Result(); err == nil && n > 1<<20 {
 			t.Errorf("Redis key %s holds %d bytes", k, n)
 		}
+	}
+}
+
+// The embedded Redis listens on 127.0.0.1, where a tool server could
+// reach it: it answers the bot only, with the password made at start.
+func TestEmbeddedRedisNeedsItsPassword(t *testing.T) {
+	log := logrus.New()
+	log.Out = io.Discard
+	ctx := context.Background()
+	rdb, _, closeAll, err := connectRedis(ctx, func(string) string { return "" }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("the bot's own connection: %v", err)
+	}
+	other := redis.NewClient(&redis.Options{Addr: rdb.(*redis.Client).Options().Addr, MaxRetries: -1})
+	defer other.Close()
+	if err := other.Set(ctx, "k", "forged", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("a connection without the password wrote to the embedded Redis: %v", err)
 	}
 }
