@@ -340,23 +340,44 @@ func (h *HTTPRequest) body(resp *http.Response) string {
 	case isBinary(resp.Header.Get("Content-Type"), head):
 		text = fmt.Sprintf("[binary body of %s bytes not shown]", count(total))
 	default:
-		shown := head
-		if len(shown) > h.maxBody {
-			cut := h.maxBody
-			for cut > 0 && !utf8.RuneStart(shown[cut]) {
-				cut--
-			}
-			shown = shown[:cut]
-		}
-		text = strings.ToValidUTF8(string(shown), "\uFFFD")
+		shown := cutText(string(head), h.maxBody)
+		text = strings.ToValidUTF8(shown, "\uFFFD")
 		if left := total - int64(len(shown)); left > 0 {
-			text += fmt.Sprintf("\n[… %s more bytes not shown]", count(left))
+			text += moreBytes(count(left))
 		}
 	}
 	if err != nil {
 		text += fmt.Sprintf("\n[body not read to the end: %v]", err)
 	}
 	return text
+}
+
+// CapText bounds a tool's result as the http_request tool bounds a body:
+// at most max bytes of text, cut at a character boundary, then a note of
+// how many bytes were left out. Text within max is returned as it is.
+func CapText(text string, max int) string {
+	if len(text) <= max {
+		return text
+	}
+	shown := cutText(text, max)
+	return shown + moreBytes(strconv.Itoa(len(text)-len(shown)))
+}
+
+// cutText returns at most max bytes of s, not splitting a character.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// moreBytes is the note that ends a result cut short.
+func moreBytes(count string) string {
+	return fmt.Sprintf("\n[… %s more bytes not shown]", count)
 }
 
 // isBinary reports a body that is not text.

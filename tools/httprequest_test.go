@@ -422,3 +422,21 @@ func TestHTTPRequestDescriptionNamesHosts(t *testing.T) {
 		t.Errorf("Name() = %q, want http_request", h.Name())
 	}
 }
+
+func TestCapText(t *testing.T) {
+	tests := []struct {
+		text string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefghij\n[… 2 more bytes not shown]"},
+		{"ééééé", 5, "éé\n[… 6 more bytes not shown]"}, // not cut inside a character
+	}
+	for _, tt := range tests {
+		if got := tools.CapText(tt.text, tt.max); got != tt.want {
+			t.Errorf("CapText(%q, %d) = %q, want %q", tt.text, tt.max, got, tt.want)
+		}
+	}
+}

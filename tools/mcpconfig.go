@@ -25,6 +25,8 @@ const DefaultMCPTimeout = 60 * time.Second
 //	  everything:                  # the name: [a-z0-9_-]+, without "__"
 //	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
 //	    env: {API_TOKEN: "${EVERYTHING_TOKEN}"}
+//	    inherit_env: [HTTPS_PROXY]   # more of the bot's variables, by name
+//	    user: mcp-everything       # when the bot runs as root; default nobody
 //	    timeout: 30s               # per call; default 60s
 //	    trust_annotations: false   # default false
 //	    approval: required         # the keys of a tool's rule
@@ -36,6 +38,14 @@ const DefaultMCPTimeout = 60 * time.Second
 // streamable HTTP server) is set. ${VAR} in command, env, url and headers
 // is replaced with the bot's environment variable VAR; a variable that is
 // not set is an error, unless written ${VAR:-default}.
+//
+// A stdio server's environment is a short list of the bot's variables
+// (see the mcp package), the ones named in inherit_env, and env. None of
+// them, nor its command or an HTTP server's url and headers, may carry one
+// of the bot's own secrets (BotSecretEnv): naming one in inherit_env,
+// writing ${NAME} of one, or a value that contains one is an error
+// wrapping ErrBotSecret. user is the account a stdio server runs as when
+// the bot runs as root (a name or a number, never root).
 //
 // A server's tools are offered as <server>__<tool>. The rule of such a tool
 // is its own entry under tools:, else the server's Rule. With
@@ -49,6 +59,12 @@ type MCPServer struct {
 	Command []string
 	// Env is added to the stdio server's environment (values expanded).
 	Env map[string]string
+	// InheritEnv names more of the bot's environment variables that a
+	// stdio server is given, when they are set.
+	InheritEnv []string
+	// User is the account a stdio server runs as when the bot runs as
+	// root; empty means the default (nobody).
+	User string
 	// URL is the endpoint of a streamable HTTP server.
 	URL string
 	// Headers are sent with every HTTP request (values expanded). They
@@ -100,7 +116,7 @@ func (p *Policy) mcpServerFor(name string) (MCPServer, bool) {
 	return s, ok
 }
 
-var mcpServerKeys = append([]string{"command", "env", "url", "headers", "timeout", "trust_annotations"},
+var mcpServerKeys = append([]string{"command", "env", "inherit_env", "user", "url", "headers", "timeout", "trust_annotations"},
 	slices.DeleteFunc(slices.Clone(ruleKeys), func(k string) bool { return k == "allow_hosts" })...)
 
 func parseMCPServers(n *yaml.Node, getenv func(string) string, out map[string]MCPServer) error {
@@ -160,6 +176,12 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 			}
 		case "env":
 			s.Env, err = expandedMap(val, getenv, &s.Secrets)
+		case "inherit_env":
+			if s.InheritEnv, err = parseInheritEnv(name, val); errors.Is(err, ErrBotSecret) {
+				return s, err
+			}
+		case "user":
+			s.User, err = parseServerUser(val)
 		case "url":
 			s.URL, err = parseMCPURL(val, getenv, &s.Secrets)
 		case "headers":
@@ -198,8 +220,138 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 		return s, lineErrorf(n, "MCP server %q: env: applies only to a command: server", name)
 	case seen["headers"] && !seen["url"]:
 		return s, lineErrorf(n, "MCP server %q: headers: applies only to a url: server", name)
+	case seen["inherit_env"] && !seen["command"]:
+		return s, lineErrorf(n, "MCP server %q: inherit_env: applies only to a command: server", name)
+	case seen["user"] && !seen["command"]:
+		return s, lineErrorf(n, "MCP server %q: user: applies only to a command: server", name)
+	}
+	if err := refuseBotSecrets(n, s, getenv); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// BotSecretEnv are the environment variables that hold the bot's own
+// secrets: Slack's tokens and signing secret, the model providers' keys,
+// the Redis URL (which holds its password) and the key that seals MCP
+// tokens. No tool server is given them, in any form.
+var BotSecretEnv = []string{
+	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_USER_TOKEN", "SLACK_CLIENT_SECRET",
+	"OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+	"REDIS_URL", "REDIS_PASSWORD", "MCP_TOKEN_KEY",
+}
+
+// IsBotSecretEnv reports whether name is one of BotSecretEnv.
+func IsBotSecretEnv(name string) bool {
+	return slices.Contains(BotSecretEnv, name)
+}
+
+// ErrBotSecret is wrapped by the policy error of an MCP server that would
+// be given one of the bot's own secrets.
+var ErrBotSecret = errors.New("a tool server is never given the bot's own secrets")
+
+// minSecretMatch is the shortest secret value looked for in a server's
+// settings: shorter ones would match by chance.
+const minSecretMatch = 8
+
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// parseInheritEnv reads inherit_env: a name that is one of the bot's
+// secrets is an error that names the line and the server already.
+func parseInheritEnv(server string, n *yaml.Node) ([]string, error) {
+	names, err := stringList(n)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range names {
+		if !envNamePattern.MatchString(name) {
+			return nil, fmt.Errorf("%q is not an environment variable's name", name)
+		}
+		if IsBotSecretEnv(name) {
+			return nil, lineWrapf(resolve(n.Content[i]), "MCP server %q: inherit_env: %s: %w (give the server a credential of its own, in env:)", server, name, ErrBotSecret)
+		}
+	}
+	return names, nil
+}
+
+var userPattern = regexp.MustCompile(`^([a-z_][a-z0-9_.-]{0,31}|[0-9]{1,10})$`)
+
+func parseServerUser(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode || !userPattern.MatchString(n.Value) {
+		return "", errors.New("want a user's name or number, e.g. nobody")
+	}
+	if n.Value == "root" || strings.Trim(n.Value, "0") == "" {
+		return "", errors.New("a server never runs as root")
+	}
+	return n.Value, nil
+}
+
+// refuseBotSecrets fails when a server's command, env, url or headers
+// name one of the bot's secrets as ${VAR}, or hold its value however it
+// got there.
+func refuseBotSecrets(n *yaml.Node, s MCPServer, getenv func(string) string) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i].Value
+		if key != "command" && key != "env" && key != "url" && key != "headers" {
+			continue
+		}
+		var err error
+		walkScalars(resolve(n.Content[i+1]), func(v *yaml.Node) {
+			for _, m := range envRefPattern.FindAllStringSubmatch(v.Value, -1) {
+				if err == nil && IsBotSecretEnv(m[2]) {
+					err = lineWrapf(v, "MCP server %q: %s: ${%s}: %w (give the server a credential of its own)", s.Name, key, m[2], ErrBotSecret)
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	values := slices.Concat(s.Command, []string{s.URL})
+	for _, m := range []map[string]string{s.Env, s.Headers} {
+		for _, v := range m {
+			values = append(values, v)
+		}
+	}
+	for _, name := range BotSecretEnv {
+		secret := getenv(name)
+		if len(secret) < minSecretMatch {
+			continue
+		}
+		for _, v := range values {
+			if strings.Contains(v, secret) {
+				return lineWrapf(n, "MCP server %q: a setting holds the value of %s: %w (give the server a credential of its own)", s.Name, name, ErrBotSecret)
+			}
+		}
+	}
+	return nil
+}
+
+// lineWrapf is lineErrorf for a format that wraps an error with %w.
+func lineWrapf(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("line %d: "+format, append([]any{n.Line}, args...)...)
+}
+
+// walkScalars calls f with every scalar in n, aliases followed once each
+// (an anchor may hold an alias of itself).
+func walkScalars(n *yaml.Node, f func(*yaml.Node)) {
+	seen := map[*yaml.Node]bool{}
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		n = resolve(n)
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		if n.Kind == yaml.ScalarNode {
+			f(n)
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
 }
 
 // parseMCPURL reads a server's URL. A URL holds no space, control

@@ -1,8 +1,10 @@
 package tools_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,14 +146,81 @@ func TestExpandEnvDefaults(t *testing.T) {
 	}
 }
 
+func TestMCPServerInheritEnvAndUser(t *testing.T) {
+	y := "mcp_servers:\n  a:\n    command: [x]\n    inherit_env: [HTTPS_PROXY, NODE_EXTRA_CA_CERTS]\n    user: mcp-a\n"
+	p, err := tools.ParsePolicyEnv([]byte(y), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.MCPServers["a"]
+	if want := []string{"HTTPS_PROXY", "NODE_EXTRA_CA_CERTS"}; !reflect.DeepEqual(s.InheritEnv, want) || s.User != "mcp-a" {
+		t.Errorf("InheritEnv, User = %q, %q; want %q, mcp-a", s.InheritEnv, s.User, want)
+	}
+}
+
+// Every way of handing a server one of the bot's own secrets is refused
+// at start-up, with the line and the server.
+func TestMCPServerNeverGetsBotSecrets(t *testing.T) {
+	getenv := env("SLACK_SIGNING_SECRET", "8f2e-signing-secret", "SLACK_BOT_TOKEN", "xoxb-123-456", "COPY", "xoxb-123-456",
+		"REDIS_URL", "redis://:hunter22@redis:6379/0")
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"inherit_env", "mcp_servers:\n  a:\n    command: [x]\n    inherit_env:\n      - HOME_DIR\n      - SLACK_SIGNING_SECRET\n",
+			`line 6: MCP server "a": inherit_env: SLACK_SIGNING_SECRET: a tool server is never given the bot's own secrets`},
+		{"inherit_env, flow list", "mcp_servers:\n  a:\n    command: [x]\n    inherit_env: [REDIS_URL]\n",
+			`line 4: MCP server "a": inherit_env: REDIS_URL: a tool server`},
+		{"env copies it", "mcp_servers:\n  a:\n    command: [x]\n    env:\n      X: ${SLACK_BOT_TOKEN}\n",
+			`line 5: MCP server "a": env: ${SLACK_BOT_TOKEN}: a tool server is never given the bot's own secrets`},
+		{"env copies it with a default", "mcp_servers:\n  a:\n    command: [x]\n    env: {X: \"k=${OPENAI_API_KEY:-none}\"}\n",
+			`line 4: MCP server "a": env: ${OPENAI_API_KEY}: a tool server`},
+		{"an argument", "mcp_servers:\n  a:\n    command: [x, --token, \"${SLACK_APP_TOKEN:-}\"]\n",
+			`line 3: MCP server "a": command: ${SLACK_APP_TOKEN}: a tool server`},
+		{"a header", "mcp_servers:\n  a:\n    url: http://h/mcp\n    headers: {Authorization: \"Bearer ${SLACK_BOT_TOKEN}\"}\n",
+			`line 4: MCP server "a": headers: ${SLACK_BOT_TOKEN}: a tool server`},
+		{"the url", "mcp_servers:\n  a:\n    url: \"http://h/mcp?k=${OPENAI_API_KEY:-}\"\n", `line 3: MCP server "a": url: ${OPENAI_API_KEY}: a tool server`},
+		{"the value under another name", "mcp_servers:\n  a:\n    command: [x]\n    env: {T: \"${COPY}\"}\n",
+			`line 3: MCP server "a": a setting holds the value of SLACK_BOT_TOKEN: a tool server`},
+		{"the value written out", "mcp_servers:\n  a:\n    command: [x, \"--secret=8f2e-signing-secret\"]\n",
+			`MCP server "a": a setting holds the value of SLACK_SIGNING_SECRET`},
+		{"user root", "mcp_servers:\n  a:\n    command: [x]\n    user: root\n", `line 4: MCP server "a": user: a server never runs as root`},
+		{"user 0", "mcp_servers:\n  a:\n    command: [x]\n    user: \"000\"\n", `a server never runs as root`},
+		{"user on url", "mcp_servers:\n  a:\n    url: http://h/mcp\n    user: nobody\n", `user: applies only to a command: server`},
+		{"inherit_env on url", "mcp_servers:\n  a:\n    url: http://h/mcp\n    inherit_env: [A]\n", `inherit_env: applies only to a command: server`},
+		{"inherit_env bad name", "mcp_servers:\n  a:\n    command: [x]\n    inherit_env: [\"A=B\"]\n", `line 4: MCP server "a": inherit_env: "A=B" is not`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tools.ParsePolicyEnv([]byte(tt.yaml), getenv)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParsePolicyEnv(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
+			}
+			if strings.Contains(tt.want, "bot's own secrets") || strings.Contains(tt.want, "a tool server") {
+				if !errors.Is(err, tools.ErrBotSecret) {
+					t.Errorf("error %v does not wrap ErrBotSecret", err)
+				}
+				for _, v := range []string{"8f2e-signing-secret", "xoxb-123-456", "hunter22"} {
+					if strings.Contains(err.Error(), v) {
+						t.Errorf("error %v shows the secret", err)
+					}
+				}
+			}
+		})
+	}
+}
+
 func FuzzParseMCPServers(f *testing.F) {
 	f.Add(issuePolicy)
 	f.Add(designPolicy)
 	f.Add("mcp_servers:\n  a:\n    url: http://h/${X:-y}\n")
 	f.Add("mcp_servers:\n  a:\n    url: http://h${TICKETS_TOKEN}/x${EVERYTHING_TOKEN}y?k=1\n  b:\n    command: [x, \"-t=${TICKETS_TOKEN}\"]\n")
+	f.Add("mcp_servers:\n  a:\n    command: [x, \"${SLACK_BOT_TOKEN:-}\"]\n    inherit_env: [PATH]\n    user: nobody\n")
+	f.Add("mcp_servers:\n  a:\n    command: [x]\n    env: {A: \"${COPY}\"}\n")
+	const botSecret = "xoxb-fuzz-secret"
 	f.Fuzz(func(t *testing.T, y string) {
 		secrets := []string{"tok-everything-1", "tok-tickets-2"}
-		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", secrets[0], "TICKETS_TOKEN", secrets[1]))
+		p, err := tools.ParsePolicyEnv([]byte(y), env("EVERYTHING_TOKEN", secrets[0], "TICKETS_TOKEN", secrets[1],
+			"SLACK_BOT_TOKEN", botSecret, "COPY", botSecret))
 		if err != nil {
 			return
 		}
@@ -159,6 +228,16 @@ func FuzzParseMCPServers(f *testing.F) {
 		for name, s := range p.MCPServers {
 			if (len(s.Command) > 0) == (s.URL != "") {
 				t.Errorf("server %q: command %q and url %q", name, s.Command, s.URL)
+			}
+			// No server that parses is given the bot's secret.
+			all := append(append(append([]string{s.URL, s.User}, s.Command...), s.InheritEnv...), fmt.Sprint(s.Env), fmt.Sprint(s.Headers))
+			for _, v := range all {
+				if strings.Contains(v, botSecret) {
+					t.Errorf("server %q is given the bot's token: %q", name, v)
+				}
+			}
+			if slices.Contains(s.InheritEnv, "SLACK_BOT_TOKEN") {
+				t.Errorf("server %q inherits SLACK_BOT_TOKEN", name)
 			}
 			// What came from the environment is not shown: a secret shows
 			// only where the file itself spells it, whatever the
@@ -225,4 +304,9 @@ func TestMCPServerURLCharacters(t *testing.T) {
 			t.Errorf("url: %s: %v, want refused", u, err)
 		}
 	}
+}
+
+func TestMCPServerSelfAlias(t *testing.T) {
+	_, _ = tools.ParsePolicyEnv([]byte("mcp_servers:\n  a:\n    command: &c [x, *c]\n"), env())
+	_, _ = tools.ParsePolicyEnv([]byte("mcp_servers:\n  a:\n    command: [x]\n    env: &e {A: *e}\n"), env())
 }

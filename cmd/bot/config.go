@@ -65,6 +65,8 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	raw := getenv("REDIS_URL")
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
+		password := embeddedRedisPassword()
+		m.RequireAuth(password)
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("start embedded redis: %w", err)
 		}
@@ -83,7 +85,7 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 				}
 			}
 		}()
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 		for _, h := range hooks {
 			rdb.AddHook(h)
 		}
@@ -264,6 +266,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 		_ = box.Close()
 		return nil, err
 	}
+	warnOpenRedis(ctx, getenv, policy, log)
 	replicas, err := waitReplicas(ctx, getenv, rdb)
 	if err != nil {
 		closeRedis()

@@ -78,6 +78,8 @@ type harness struct {
 	env    []string
 	bot    *exec.Cmd
 	logs   *syncBuffer
+	// cred, if set, is the account the bot runs as (from "/").
+	cred *syscall.Credential
 }
 
 func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
@@ -128,6 +130,10 @@ func (h *harness) start() {
 	h.bot = exec.Command(botBinary)
 	h.bot.Env = h.env
 	h.bot.Stdout, h.bot.Stderr = h.logs, h.logs
+	if h.cred != nil {
+		h.bot.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}
+		h.bot.Dir = "/"
+	}
 	if err := h.bot.Start(); err != nil {
 		h.t.Fatal(err)
 	}

@@ -25,10 +25,16 @@ func everythingPolicy(t *testing.T, rules string) string {
 		t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx; "+
 			"install Node (apt-get install nodejs npm) or run them through `make test`", err)
 	}
+	// A bot that runs as root runs the server as nobody, in a home of its
+	// own (where .ci/with-redis fetched it); otherwise the server gets
+	// the tests' HOME, with npx's cache, which the bot here has not.
+	home := ""
+	if os.Geteuid() != 0 {
+		home = "\n    env: {HOME: " + strconv.Quote(os.Getenv("HOME")) + "}"
+	}
 	return `mcp_servers:
   everything:
-    command: [` + npx + `, -y, "@modelcontextprotocol/server-everything"]
-    env: {HOME: ` + strconv.Quote(os.Getenv("HOME")) + `}
+    command: [` + npx + `, -y, "@modelcontextprotocol/server-everything"]` + home + `
     approvers: [` + approver + `]
 tools:
 ` + rules

@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -72,6 +74,18 @@ func newInProcess(t *testing.T) *inProcess {
 					&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 2048)},
 				},
 				StructuredContent: map[string]any{"id": 7},
+			}, nil
+		})
+	p.srv.AddTool(&sdk.Tool{Name: "huge", Description: "Returns 10 MB of every kind of content.", InputSchema: objectSchema},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			big := strings.Repeat("é", 5<<18) // 2.5 MB, two bytes a character: 10 MB in all
+			return &sdk.CallToolResult{
+				Content: []sdk.Content{
+					&sdk.TextContent{Text: big},
+					&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///big", Text: big}},
+					&sdk.ResourceLink{URI: "file:///" + big, Name: big},
+				},
+				StructuredContent: map[string]any{"blob": big},
 			}, nil
 		})
 	p.srv.AddTool(&sdk.Tool{Name: "ask", Description: "Asks the user for a colour.", InputSchema: objectSchema},
@@ -246,6 +260,30 @@ func TestCallResults(t *testing.T) {
 	tool, _, _ := m.Lookup("s__launch")
 	if got, err := tool.Call(context.Background(), json.RawMessage(`{"text":"x"}`)); err != nil || got != "launched" {
 		t.Errorf("s__launch after a timeout = %q, %v", got, err)
+	}
+}
+
+// A result of 10 MB reaches the model, and so the checkpoint, cut as an
+// http_request body is, its size said.
+func TestCallResultsAreBounded(t *testing.T) {
+	p := newInProcess(t)
+	for _, limit := range []int{0, 1000} {
+		m := newManager(t, fmt.Sprintf("mcp_servers:\n  s:\n    url: %s\n", p.url), mcp.Options{MaxResult: limit})
+		m.Tools()
+		tool, _, _ := m.Lookup("s__huge")
+		got, err := tool.Call(context.Background(), json.RawMessage(`{"text":"x"}`))
+		if err != nil {
+			t.Fatalf("s__huge: %v", err)
+		}
+		want := limit
+		if want == 0 {
+			want = mcp.DefaultMaxResult
+		}
+		shown, note, ok := strings.Cut(got, "\n[… ")
+		if !ok || len(shown) > want || len(shown) < want-1 || !utf8.ValidString(got) ||
+			!regexp.MustCompile(`^\d+ more bytes not shown\]$`).MatchString(note) {
+			t.Errorf("MaxResult %d: result of %d bytes ends %q; want %d bytes and a note of the rest", limit, len(got), got[max(0, len(got)-60):], want)
+		}
 	}
 }
 

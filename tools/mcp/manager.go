@@ -29,6 +29,13 @@
 // when several are, it is cancelled rather than shown to someone who
 // may not be the right person. URL-mode requests are declined.
 //
+// A stdio server never holds the bot's secrets nor its privileges over
+// the bot: it starts with BaseEnv, its inherit_env and its env only; when
+// the bot runs as root, as nobody or its entry's user, in a home of its
+// own; otherwise after the bot made itself non-dumpable (NonDumpable),
+// so that the server cannot read the bot's /proc entries. A tool's
+// result is cut to Options.MaxResult.
+//
 // The package does not decide approvals or run calls by itself: the agent
 // does, through the Manager.
 package mcp
@@ -71,7 +78,14 @@ type Options struct {
 	HTTPRetries int
 	// Elicitor asks people for input; see also SetElicitor.
 	Elicitor tools.Elicitor
+	// MaxResult is how many bytes of a tool's result, all its parts
+	// together, the model is given and a checkpoint keeps (default
+	// DefaultMaxResult); the rest is left out with a note of its size.
+	MaxResult int
 }
+
+// DefaultMaxResult bounds a tool's result when Options do not say.
+const DefaultMaxResult = 16 << 10
 
 // Manager is the agent's toolbox: built-in tools and MCP servers' tools.
 // It is safe for concurrent use.
@@ -112,6 +126,9 @@ func New(policy *tools.Policy, builtins []tools.Tool, opts Options) (*Manager, e
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = time.Second
+	}
+	if opts.MaxResult <= 0 {
+		opts.MaxResult = DefaultMaxResult
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(time.Minute, opts.MinBackoff)

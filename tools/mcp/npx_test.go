@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,7 +156,11 @@ func TestServerThatDoesNotStart(t *testing.T) {
 
 func TestFilesystemServer(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("buy milk\n"), 0o600); err != nil {
+	if os.Geteuid() == 0 {
+		// The server runs as nobody: the files it serves are nobody's.
+		dir = nobodysDir(t)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("buy milk\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := newManager(t, fmt.Sprintf("mcp_servers:\n  fs:\n    command: [%s, -y, \"@modelcontextprotocol/server-filesystem\", %q]\n", npx(t), dir), mcp.Options{})
@@ -184,5 +190,56 @@ func TestServerWordsAreRedacted(t *testing.T) {
 	m.Tools()
 	if d := m.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "bad token "+tools.Masked) {
 		t.Errorf("Describe() = %q, want the server's words without its token", d)
+	}
+}
+
+// nobodysDir is a directory that belongs to nobody, removed after the test.
+func nobodysDir(t *testing.T) string {
+	t.Helper()
+	u, err := user.Lookup(mcp.DefaultServerUser)
+	if err != nil {
+		t.Fatalf("the tests run as root and need the user %s: %v", mcp.DefaultServerUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "nobodys-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A stdio server runs as its entry's user when the bot is root, and a
+// user: the bot cannot switch to keeps it from starting.
+func TestServerRunsAsItsUser(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %v", err)
+	}
+	m := newManager(t, "mcp_servers:\n  who:\n    command: ["+node+", -e, \"console.error('uid ' + process.getuid() + ' home ' + process.env.HOME + ' cwd ' + process.cwd()); process.exit(3)\"]\n    user: daemon\n",
+		mcp.Options{MinBackoff: time.Hour})
+	m.Tools()
+	d := m.Describe()
+	if os.Geteuid() != 0 {
+		if !strings.Contains(d, `user \"daemon\": cannot run the server as its user: the bot does not run as root`) {
+			t.Errorf("Describe() = %q, want the server down: the bot cannot switch users", d)
+		}
+		return
+	}
+	u, err := user.Lookup("daemon")
+	if err != nil {
+		t.Fatalf("the tests run as root and need the user daemon: %v", err)
+	}
+	home := filepath.Join(os.TempDir(), "countersign-mcp", "daemon")
+	if want := "uid " + u.Uid + " home " + home + " cwd " + home; !strings.Contains(d, want) {
+		t.Errorf("Describe() = %q, want the server's words %q", d, want)
+	}
+	fi, err := os.Stat(home)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the server's home: %v, %v; want a directory closed to others", fi, err)
 	}
 }

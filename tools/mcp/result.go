@@ -6,13 +6,21 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/tools"
 )
 
 // resultText turns a tool's result into text for the model: text content
 // as it is, structured content as JSON, and anything else (images, audio,
 // resources) summarised by type and size, since the model is only
-// handed text.
-func resultText(res *sdk.CallToolResult) string {
+// handed text. The whole is cut to max bytes as http_request cuts a body
+// (tools.CapText), so that no server can bloat a checkpoint or a model
+// request.
+func resultText(res *sdk.CallToolResult, max int) string {
+	return tools.CapText(allText(res), max)
+}
+
+func allText(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
 		parts = append(parts, contentText(c))

@@ -200,11 +200,19 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 	var stderr tailBuffer
 	var transport sdk.Transport
 	if len(s.cfg.Command) > 0 {
-		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Env = os.Environ()
-		for k, v := range s.cfg.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		// The server never holds the bot's secrets, nor its privileges
+		// over the bot: a short environment, and another account when
+		// the bot is root; else the bot's /proc is closed to it.
+		as, err := serverAccount(s.cfg)
+		if err != nil {
+			return err
 		}
+		if err := NonDumpable(); err != nil && as == nil {
+			return fmt.Errorf("the bot cannot close its /proc entries to the server (prctl): %w", err)
+		}
+		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
+		runAs(cmd, as)
 		cmd.Stderr = &stderr
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {

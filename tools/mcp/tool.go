@@ -143,7 +143,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
-	text := resultText(res)
+	text := resultText(res, t.srv.m.opts.MaxResult)
 	if res.IsError {
 		return "", errors.New(t.srv.redact(text))
 	}
