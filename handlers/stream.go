@@ -270,8 +270,13 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 			slack.MsgOptionMarkdownText(shown), slack.MsgOptionRecipientTeamID(team), slack.MsgOptionRecipientUserID(requester))
 		var slackErr slack.SlackErrorResponse
 		switch {
-		case err == nil:
+		case err == nil && ts != "":
 			rec.TS, rec.Native, rec.Shown = ts, true, shown
+		case err == nil:
+			// No message to append to or stop: the answer is posted
+			// below, and updated; streams are not tried again.
+			r.streams.noNative.Store(true)
+			r.logger().Warn("chat.startStream answered without a ts; answers stream with chat.update")
 		case errors.As(err, &slackErr):
 			// The workspace (or the app's scopes) has no streaming
 			// messages: post and update from now on.

@@ -289,3 +289,34 @@ func TestStreamedLinksAreNotDisguised(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamStartedWithoutTS: Slack answers chat.startStream without the
+// message's ts; the answer is posted and updated instead, and the
+// streaming methods are never called on the posted message.
+func TestStreamStartedWithoutTS(t *testing.T) {
+	const answer = "The deploy of v2 went fine."
+	w := newStreamWorld(t)
+	w.slack.StartStreamWithoutTS(1)
+	r := w.process(handlers.StreamOptions{Interval: time.Nanosecond})
+	grow(t, r, 1, answer)
+	report(t, r, runner.Event{Kind: runner.Answer, Message: 1, Text: answer})
+	if got := w.texts(); len(got) != 1 || got[0] != answer {
+		t.Fatalf("thread = %q, want the answer, complete, once", got)
+	}
+	posted := w.slack.CallsTo("chat.postMessage")
+	if len(posted) != 1 {
+		t.Fatalf("chat.postMessage called %d times, want once, for the answer", len(posted))
+	}
+	for _, method := range []string{"chat.appendStream", "chat.stopStream"} {
+		for _, c := range w.slack.CallsTo(method) {
+			if c.TS == posted[0].TS {
+				t.Errorf("%s called on the message posted with chat.postMessage (%s)", method, c.TS)
+			}
+		}
+	}
+	// Later answers do not try the streaming methods again.
+	grow(t, r, 3, "Second answer.")
+	if n := count(w.slack, "chat.startStream"); n != 1 {
+		t.Errorf("chat.startStream called %d times, want only the first try", n)
+	}
+}
