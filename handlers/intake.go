@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // A request is stored before it is acknowledged. Slack does not deliver
@@ -82,7 +83,7 @@ func (s *Server) carryOn(ctx context.Context, id string, rec intake) {
 // or failed for good); false leaves it to be driven again.
 func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
 	if rec.Kind == intakeCommand && rec.Root == "" {
-		_, ts, err := s.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, rec.Typed), false))
+		_, ts, err := s.api.PostMessageContext(ctx, rec.Channel, slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, slackui.MrkdwnAsSent(rec.Typed)), false))
 		var limited *slack.RateLimitedError
 		if errors.As(err, &limited) {
 			log.WithError(err).Warn("posting the request's root message; trying again later")

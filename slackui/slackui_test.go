@@ -72,6 +72,24 @@ func TestMrkdwn(t *testing.T) {
 	}
 }
 
+func TestMrkdwnAsSent(t *testing.T) {
+	const z = "\u200b"
+	tests := []struct{ in, want string }{
+		{"fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2", "fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2"},
+		{"ask <@U123|bob> in <#C42|ops>", "ask <@U123> in <#C42>"},
+		{"<!here> <!channel> <!subteam^S1|@oncall> deploy", "@" + z + "here @" + z + "channel @" + z + "oncall deploy"},
+		{"see <https://evil.example|https://good.example>", "see https://good.example (<https://evil.example>)"},
+		{"see <https://example.com|example.com> and <mailto:a@b.c|a@b.c>", "see <https://example.com> and <mailto:a@b.c>"},
+		{"odd <javascript:x|y> <a <b> c>", "odd &lt;javascript:x|y&gt; &lt;a &lt;b&gt; c&gt;"},
+		{"<!date^1700000000^{date}|Nov 14> &amp; <x", "Nov 14 &amp; &lt;x"},
+	}
+	for _, tt := range tests {
+		if got := slackui.MrkdwnAsSent(tt.in); got != tt.want {
+			t.Errorf("MrkdwnAsSent(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestPlainText(t *testing.T) {
 	if got, want := slackui.PlainText("Deploy <@U1>\x1b[2J\u202e\n\tnow\xff"), "Deploy <@U1>[2J\n\tnow\uFFFD"; got != want {
 		t.Errorf("PlainText = %q, want %q", got, want)
@@ -86,9 +104,10 @@ var seeds = []string{
 }
 
 // FuzzMrkdwn: no text comes out of the mrkdwn escapers with a live link
-// whose label is not its target, a mention or a broadcast; Mrkdwn's
-// code fences are balanced and MrkdwnInline has none; both show the text
-// as it was written.
+// whose label is not its target, a mention or a broadcast (MrkdwnAsSent
+// keeps a person's mentions of people and channels, and nothing else);
+// Mrkdwn's code fences are balanced and MrkdwnInline has none; both show
+// the text as it was written.
 func FuzzMrkdwn(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s)
@@ -112,6 +131,14 @@ func FuzzMrkdwn(f *testing.F) {
 			}
 			if shown != want && !strings.HasPrefix(want, shown) {
 				t.Errorf("%s(%q) shows %q, want %q", name, s, shown, want)
+			}
+		}
+		// Text as Slack sent it keeps only mentions of people and
+		// channels.
+		got := slackui.MrkdwnAsSent(s)
+		for _, l := range slackuitest.Mrkdwn(got) {
+			if l.Kind != "mention" || !(strings.HasPrefix(l.Text, "<@") || strings.HasPrefix(l.Text, "<#")) {
+				t.Errorf("MrkdwnAsSent(%q) = %q; live: %v", s, got, l)
 			}
 		}
 	})
