@@ -15,22 +15,23 @@ import (
 //
 //   - &, < and > are escaped as in mrkdwn: no autolink, HTML or Slack
 //     markup (<@U…>, <!here>) can start.
-//   - Every "]" is followed by a zero-width space, so that no "](", "]["
-//     or "]:" is left: a bracket can no longer end a link's label or a
-//     definition's name. A backslash escape would do the same in
-//     CommonMark, but shows in inline code; the space shows nowhere.
+//   - Every "]" outside a code block is followed by a zero-width space,
+//     so that no "](", "][" or "]:" is left: a bracket can no longer end
+//     a link's label or a definition's name. A backslash escape would do
+//     the same in CommonMark, but shows in inline code (and, were Slack
+//     to read no backslash escapes, in all text, and would not help);
+//     the space shows nowhere.
 //   - "@" at the start of a word is followed by a zero-width space, so
 //     that "@here", "@channel" and "@everyone" cannot broadcast.
 //   - Code blocks are left as they are (their text is never read for
-//     links), which is only safe if the escaper knows exactly where they
-//     are. In CommonMark a fence at the start of a line is a code block
-//     at the top of the document: no list or quote (there are none: ">"
-//     is escaped) can hold it. An indented fence may belong to a list
-//     item and end with it, where the escaper cannot tell; so three or
-//     more backticks or tildes anywhere but at the start of a line get a
-//     zero-width space that makes them two, and the code blocks of the
-//     result are exactly those opened by a fence at the start of a line,
-//     closed as CommonMark closes them.
+//     links), but only where the escaper knows they are code. In
+//     CommonMark a fence at the start of a line opens a code block at the
+//     top of the document — no list or quote can hold it (there are no
+//     quotes: ">" is escaped) — which only its closing fence ends. A fence
+//     after spaces or a list marker may belong to a list item and end
+//     with it, where the escaper cannot tell; from the first such fence
+//     on, the escaper keeps escaping everything, code or not: the code
+//     still shows as code, with zero-width spaces in it.
 //
 // A bare URL stays a link: it shows its own target.
 
@@ -55,20 +56,25 @@ func MarkdownPart(s string) string {
 // markdownEscaper escapes text rune by rune: what it writes for a rune
 // depends only on the text before it.
 type markdownEscaper struct {
-	fence    rune // '`' or '~' inside a code block, else 0
+	fence    rune // '`' or '~' inside a code block it knows of, else 0
 	fenceLen int  // the length of the fence that opened it
+	unsure   bool // a fence it cannot place was seen: escape everything
 
 	started   bool // the line has a rune
-	lead      rune // the fence character the line starts with, or 0
+	spaces    int  // the spaces the line starts with
+	lead      rune // the fence character after them, or 0
 	leadLen   int  // how many of them
-	inLead    bool // the line so far is that run
+	inLead    bool // the line so far is those spaces and that run
 	restTick  bool // a backtick after the run
 	restBlank bool // only spaces and tabs after the run
+	marks     bool // the line so far is spaces, tabs and list markers
 
-	run    rune // the fence character last written, outside a leading run
-	runLen int  // how many of it in a row
-	prev   rune // the previous rune of the text
-	cr     bool // the previous rune was a carriage return
+	run     rune // the fence character of the run being written
+	runLen  int  // how many of it in a row
+	runAt   bool // the run started where a list item's fence could
+	runLead bool // the run started the line
+	prev    rune // the previous rune of the text
+	cr      bool // the previous rune was a carriage return
 }
 
 func (e *markdownEscaper) write(s string) string {
@@ -95,40 +101,53 @@ func (e *markdownEscaper) rune(b *strings.Builder, r rune) {
 		b.WriteByte('\n')
 		return
 	}
-	fenceChar := r == '`' || r == '~'
 	if !e.started {
-		e.started, e.restBlank, e.restTick = true, true, false
-		e.lead, e.leadLen, e.inLead = 0, 0, fenceChar
-		if fenceChar {
-			e.lead = r
-		}
+		e.started, e.spaces, e.lead, e.leadLen, e.inLead = true, 0, 0, 0, true
+		e.restTick, e.restBlank, e.marks = false, true, true
 		e.run, e.runLen = 0, 0
 	}
-	if e.inLead && r == e.lead {
+	fenceChar := r == '`' || r == '~'
+	switch {
+	case e.inLead && r == ' ' && e.lead == 0:
+		e.spaces++
+	case e.inLead && fenceChar && (e.lead == 0 || e.lead == r):
+		e.lead = r
 		e.leadLen++
-		b.WriteRune(r) // a fence at the start of a line is never broken
-		return
-	}
-	e.inLead = false
-	if r == '`' {
-		e.restTick = true
-	}
-	if r != ' ' && r != '\t' {
-		e.restBlank = false
-	}
-	if fenceChar {
-		if e.run == r && e.runLen >= 2 {
-			b.WriteString(zwsp)
-			e.runLen = 0
+	default:
+		e.inLead = false
+		if r == '`' && e.lead != 0 {
+			e.restTick = true
 		}
+		if r != ' ' && r != '\t' {
+			e.restBlank = false
+		}
+	}
+	// A run of three fence characters after nothing but spaces and list
+	// markers, other than at the start of the line, may open or close a
+	// code block of a list item: from then on the escaper is unsure.
+	// Three in a row anywhere else cannot open a code block in
+	// CommonMark, but might in a reader that is less strict: they get a
+	// zero-width space that makes them two.
+	if fenceChar {
 		if e.run != r {
 			e.run, e.runLen = r, 0
+			e.runAt, e.runLead = e.marks && !(e.spaces == 0 && e.inLead), e.spaces == 0 && e.inLead
 		}
 		e.runLen++
-		b.WriteRune(r)
-		return
+		switch {
+		case e.fence != 0 || e.runLead || e.runLen < 3:
+		case e.runAt:
+			e.unsure = true
+		default:
+			b.WriteString(zwsp)
+			e.runLen = 1
+		}
+	} else {
+		e.run, e.runLen = 0, 0
 	}
-	e.run, e.runLen = 0, 0
+	if !strings.ContainsRune(" \t-*+.)0123456789", r) {
+		e.marks = false
+	}
 	switch r {
 	case '&':
 		b.WriteString("&amp;")
@@ -152,15 +171,16 @@ func (e *markdownEscaper) rune(b *strings.Builder, r rune) {
 }
 
 // endLine opens or closes a code block at the end of a line, as
-// CommonMark does for a fence at the start of a line: an opening fence
-// is three or more backticks (and no backtick after them) or tildes; a
-// closing one at least as many of the same, then only spaces.
+// CommonMark does for a block at the top of the document: an opening
+// fence starts the line and is three or more backticks (and no backtick
+// after them) or tildes; a closing one is at least as many of the same,
+// after at most three spaces, then only spaces and tabs.
 func (e *markdownEscaper) endLine() {
 	if e.started {
 		switch {
-		case e.fence == 0 && e.leadLen >= 3 && (e.lead == '~' || !e.restTick):
+		case e.fence == 0 && !e.unsure && e.spaces == 0 && e.leadLen >= 3 && (e.lead == '~' || !e.restTick):
 			e.fence, e.fenceLen = e.lead, e.leadLen
-		case e.fence != 0 && e.lead == e.fence && e.leadLen >= e.fenceLen && e.restBlank:
+		case e.fence != 0 && e.spaces <= 3 && e.lead == e.fence && e.leadLen >= e.fenceLen && e.restBlank:
 			e.fence, e.fenceLen = 0, 0
 		}
 	}

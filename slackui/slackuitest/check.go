@@ -20,9 +20,8 @@ type Finding struct {
 	// Kind is "link" (a link whose label differs from its target),
 	// "reference" (a reference link or a link definition), "mention"
 	// (<@U…>, <#C…>, <!subteam^…>, <!here>, …), "broadcast" (@here,
-	// @channel, @everyone), "markup" (an autolink, HTML), "fence" (a code
-	// fence the reader cannot place) or "reordering" (a control that
-	// changes the order text is shown in).
+	// @channel, @everyone), "markup" (an autolink, HTML) or "reordering"
+	// (a control that changes the order text is shown in).
 	Kind string
 	// Text is the piece, At its byte offset.
 	Text string
@@ -63,9 +62,10 @@ func Mrkdwn(s string) []Finding {
 // reference links ("][") and definitions ("]:"), autolinks, HTML and
 // Slack markup (a "<" before a letter, "/", "!", "?", "@" or "#"),
 // @here, @channel and @everyone, and reordering controls. Code blocks
-// are not read for links, but only those opened by a fence at the start
-// of a line: a run of three or more backticks or tildes elsewhere might
-// open or close one that belongs to a list item, and is reported.
+// are not read for links, but only those it is sure of: opened by a fence
+// at the start of a line, before any fence after spaces or a list marker
+// (which might belong to a list item and end with it); from such a
+// fence on, everything is read as text.
 func Markdown(s string) []Finding {
 	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
 	var found []Finding
@@ -82,18 +82,27 @@ func Markdown(s string) []Finding {
 		para.Reset()
 	}
 	at := 0
+	unsure := false
 	for _, line := range strings.SplitAfter(s, "\n") {
-		found = append(found, strayFences(line, at)...)
 		body := strings.TrimSuffix(line, "\n")
-		c, n := leadRun(body)
-		rest := body[n:]
+		spaces := len(body) - len(strings.TrimLeft(body, " "))
+		c, n := leadRun(body[spaces:])
+		rest := body[spaces+n:]
 		switch {
 		case fence != 0:
-			if c == fence && n >= fenceLen && strings.Trim(rest, " \t") == "" {
+			if spaces <= 3 && c == fence && n >= fenceLen && strings.Trim(rest, " \t") == "" {
 				fence, fenceLen = 0, 0
 				paraAt = at + len(line)
 			}
-		case n >= 3 && (c == '~' || !strings.Contains(rest, "`")):
+		case !unsure && listFence(body):
+			unsure = true
+			fallthrough
+		case unsure:
+			if para.Len() == 0 {
+				paraAt = at
+			}
+			para.WriteString(line)
+		case spaces == 0 && n >= 3 && (c == '~' || !strings.Contains(rest, "`")):
 			para.WriteString(line) // the info string, read conservatively
 			flush()
 			fence, fenceLen = c, n
@@ -223,27 +232,19 @@ func leadRun(line string) (byte, int) {
 	return line[0], n
 }
 
-// strayFences reports runs of three or more backticks or tildes that are
-// not at the start of the line.
-func strayFences(line string, at int) []Finding {
-	var found []Finding
-	_, lead := leadRun(line)
-	for i := lead; i < len(line); {
-		c := line[i]
-		if c != '`' && c != '~' {
-			i++
-			continue
-		}
-		j := i
-		for j < len(line) && line[j] == c {
-			j++
-		}
-		if j-i >= 3 {
-			found = append(found, Finding{"fence", line[i:j], at + i})
-		}
-		i = j
+// listFence reports whether a line has three or more backticks or tildes
+// after nothing but spaces, tabs and list markers, other than at its
+// start: a fence that may belong to a list item.
+func listFence(line string) bool {
+	i := 0
+	for i < len(line) && strings.IndexByte(" \t-*+.)0123456789", line[i]) >= 0 {
+		i++
 	}
-	return found
+	if i == 0 {
+		return false
+	}
+	_, n := leadRun(line[i:])
+	return n >= 3
 }
 
 func reorderings(s string) []Finding {
