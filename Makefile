@@ -45,8 +45,10 @@ FUZZ_TARGETS = \
 	./handlers:FuzzHomeDecisionPath \
 	./handlers:FuzzElicitForm \
 	./handlers:FuzzCards \
-	./handlers:FuzzAnswerText \
 	./handlers:FuzzReachText \
+	./slackui:FuzzMrkdwn \
+	./slackui:FuzzMarkdown \
+	./slackui:FuzzPlainText \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

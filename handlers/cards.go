@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -521,7 +522,7 @@ func buttonElement(actionID, text, value string, style slack.Style) *slack.Butto
 }
 
 func plainText(text string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, text, true, false)
+	return slack.NewTextBlockObject(slack.PlainTextType, slackui.PlainText(text), true, false)
 }
 
 // mrkdwnText is a verbatim mrkdwn text: Slack does not turn bare URLs, channel

@@ -20,7 +20,8 @@
 //
 // Answers are shown as the model writes them: one message that grows
 // (Slack's streaming methods, or chat.update) and that the final answer
-// finishes; see stream.go.
+// finishes; see stream.go. Every text from the model, a tool or a person
+// is escaped by package slackui for the format it is sent in (output.go).
 //
 // The Home tab (home.go) is each person's inbox: the calls waiting for
 // them across channels, with the cards' buttons. A click there is decided

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // A request is stored before it is acknowledged. Slack does not deliver
@@ -163,7 +164,7 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 		}
 	}
 	_, ts, err := s.api.PostMessageContext(ctx, rec.Channel,
-		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, rec.Typed), false),
+		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, slackui.MrkdwnAsSent(rec.Typed)), false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: requestMetadata, EventPayload: map[string]any{"request": id}}))
 	var limited *slack.RateLimitedError
 	if errors.As(err, &limited) {

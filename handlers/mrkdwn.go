@@ -1,8 +1,9 @@
 package handlers
 
-// The Slack text toolkit: escaping, measuring and cutting mrkdwn within
-// Block Kit's limits, code blocks that text cannot break out of, and
-// mentions and dates. Cards (blocks.go) and replies build on it.
+// The Slack text toolkit: measuring and cutting mrkdwn within Block Kit's
+// limits, code blocks that text cannot break out of, and mentions and
+// dates. The escaping itself is package slackui's, one escaper per
+// format. Cards (cards.go) and replies build on it.
 
 import (
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/slackui"
 )
 
 // fitCode puts text in a mrkdwn code block of at most budget characters
@@ -105,16 +108,10 @@ func untilText(d time.Duration) string {
 	return fmt.Sprintf("in %d days", int(d.Hours()/24))
 }
 
-// slackEscaper escapes the three characters Slack's text formatting gives
-// a meaning to.
-var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-
-// slackEscape makes text from the model, a tool or a person show as it is:
-// escaped, with invalid UTF-8 replaced, and with no code fence of its own
-// (see breakFences).
-func slackEscape(s string) string {
-	return breakFences(slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")))
-}
+// slackEscape makes text from the model, a tool or a person show as it is
+// in the bot's own mrkdwn: escaped, with invalid UTF-8 replaced, and with
+// no code fence of its own (slackui.MrkdwnInline).
+func slackEscape(s string) string { return slackui.MrkdwnInline(s) }
 
 // oneLine puts text on one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,48 +1,14 @@
 package handlers
 
-import "strings"
-
-// Text from the model and from tools reaches Slack only through the
-// functions of this file (and the card builders of blocks.go, which
-// escape the same way): whatever a fetched page or a model writes, no
-// <!here>, <!channel>, <@…>, <#…> or <url|label> of its own becomes live,
-// and an unclosed code fence cannot swallow what the bot posts after it.
-// The bot's own markup — the requester's mention on the root message,
-// "Approved by <@…>" on cards — is added around the escaped text, never
-// taken from it.
-
-// answerText is the thread reply of a model's answer: its mrkdwn
-// (*bold*, _italics_, `code`, ```blocks```) kept, and &, < and >
-// escaped, so that Slack shows them as the characters they are.
-func answerText(s string) string {
-	return balanceFences(slackEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")))
-}
-
-// breakFences puts a zero-width space between backticks that follow one
-// another, so that text shown inline cannot open or close a code block.
-func breakFences(s string) string {
-	if !strings.Contains(s, "``") {
-		return s
-	}
-	var b strings.Builder
-	prev := false
-	for _, r := range s {
-		if r == '`' && prev {
-			b.WriteString("\u200b")
-		}
-		b.WriteRune(r)
-		prev = r == '`'
-	}
-	return b.String()
-}
-
-// balanceFences closes a code block that text opens and does not close.
-func balanceFences(s string) string {
-	if strings.Count(s, "```")%2 == 1 {
-		if !strings.HasSuffix(s, "\n") {
-			s += "\n"
-		}
-		s += "```"
-	}
-	return s
-}
+// Text from the model, from tools and MCP servers, and from people
+// reaches Slack only escaped by package slackui for the exact format it
+// is sent in: mrkdwn for a message's text and section blocks
+// (slackui.Mrkdwn for an answer, slackEscape for a piece of the bot's
+// own lines and code blocks), Markdown for the markdown_text of streamed
+// answers (slackui.Markdown, stream.go), plain text for headers and
+// buttons. Whatever a fetched page or a model writes, no <!here>,
+// <!channel>, <@…>, <#…>, <url|label> or [label](target) of its own
+// becomes live, and an unclosed code fence cannot swallow what the bot
+// posts after it. The bot's own markup — the requester's mention on the
+// root message, "Approved by <@…>" on cards — is added around the
+// escaped text, never taken from it.

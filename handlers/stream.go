@@ -18,6 +18,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // Streamed answers. While the model writes an answer, the thread shows it
@@ -34,8 +35,10 @@ import (
 // (the text that arrived meanwhile is shown when the interval is up),
 // and the final answer is shown at once: the runner's Answer event
 // finishes the streamed message with the final text instead of posting
-// the answer again. The text is escaped exactly like a final answer's
-// (answerText).
+// the answer again. The text is escaped for the format it goes in: a
+// streamed message's markdown_text is Markdown (slackui.MarkdownPart while
+// it grows, slackui.Markdown when final), a posted or updated message's
+// text is mrkdwn (slackui.Mrkdwn, as every final answer).
 //
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process
@@ -87,17 +90,26 @@ func noteAfter(shown string) string {
 // thinkingStatus is the assistant thread's status while the model works.
 const thinkingStatus = "is thinking…"
 
-// shownAnswer is an answer's text as the thread shows it: escaped like
-// every final answer (answerText), while it grows and when it is final.
+// shownAnswer is the text so far of an answer as the thread shows it
+// while it grows: Markdown in a streamed message, mrkdwn in a posted one.
 // A message that grows with the streaming methods can only be appended
-// to, so while it grows its code fences are left open (a closing fence
+// to, so while it grows its code blocks are left open (a closing fence
 // added now would be in the way of the text that follows); the final
-// text closes them.
+// text (finalAnswer) closes them.
 func shownAnswer(native bool, s string) string {
 	if native {
-		return slackEscape(s)
+		return slackui.MarkdownPart(s)
 	}
-	return answerText(s)
+	return slackui.Mrkdwn(s)
+}
+
+// finalAnswer is an answer's final text as the thread shows it: Markdown
+// in a streamed message, mrkdwn in a posted one.
+func finalAnswer(native bool, s string) string {
+	if native {
+		return slackui.Markdown(s)
+	}
+	return slackui.Mrkdwn(s)
 }
 
 // streams are the answers this process is streaming. Safe for concurrent
@@ -164,7 +176,8 @@ type streamRecord struct {
 	Channel string `json:"channel"`
 	TS      string `json:"ts"`
 	Native  bool   `json:"native,omitempty"`
-	// Shown is the text the message shows, as sent.
+	// Shown is the text the message shows, as sent: Markdown while the
+	// message streams (Native), mrkdwn once posted or updated.
 	Shown string `json:"shown"`
 	// Done: the message is finished; Final is the hash of the answer it
 	// was finished with ("" when it was cut off).
@@ -257,8 +270,13 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 			slack.MsgOptionMarkdownText(shown), slack.MsgOptionRecipientTeamID(team), slack.MsgOptionRecipientUserID(requester))
 		var slackErr slack.SlackErrorResponse
 		switch {
-		case err == nil:
+		case err == nil && ts != "":
 			rec.TS, rec.Native, rec.Shown = ts, true, shown
+		case err == nil:
+			// No message to append to or stop: the answer is posted
+			// below, and updated; streams are not tried again.
+			r.streams.noNative.Store(true)
+			r.logger().Warn("chat.startStream answered without a ts; answers stream with chat.update")
 		case errors.As(err, &slackErr):
 			// The workspace (or the app's scopes) has no streaming
 			// messages: post and update from now on.
@@ -320,28 +338,34 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 		la.timer.Stop()
 		la.timer = nil
 	}
-	shown := answerText(final)
 	err := r.retry(ctx, func() error {
 		if la.rec.Native {
+			shown := finalAnswer(true, final)
+			rest, grows := strings.CutPrefix(shown, la.rec.Shown)
 			var opts []slack.MsgOption
-			if rest, ok := strings.CutPrefix(shown, la.rec.Shown); ok && rest != "" {
+			if grows && rest != "" {
 				opts = append(opts, slack.MsgOptionMarkdownText(rest))
 			}
 			_, _, err := r.api.StopStreamContext(ctx, la.rec.Channel, la.rec.TS, opts...)
-			if err == nil && strings.HasPrefix(shown, la.rec.Shown) {
+			if err == nil && grows {
+				la.rec.Shown = shown
 				return nil
 			}
 			// The stream ended already (Slack ends idle streams) or
-			// shows other text: redraw the message.
+			// shows other text: redraw the message, as mrkdwn.
 			la.rec.Native = false
 		}
+		shown := finalAnswer(false, final)
 		_, _, _, err := r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
+		if err == nil {
+			la.rec.Shown = shown
+		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	la.rec.Shown, la.rec.Done, la.rec.Final = shown, true, hash
+	la.rec.Done, la.rec.Final = true, hash
 	r.saveRecord(ctx, la.key, la.rec)
 	return nil
 }
@@ -370,7 +394,7 @@ func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root str
 			return r.finishOrPost(ctx, la, e, hash, channel, root)
 		}
 	}
-	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false))
+	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(finalAnswer(false, e.Text), false))
 	return err
 }
 
@@ -384,7 +408,7 @@ func (r *Reporter) finishOrPost(ctx context.Context, la *liveAnswer, e runner.Ev
 		return err
 	}
 	r.logger().WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
-	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(answerText(e.Text), false)); err != nil {
+	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(finalAnswer(false, e.Text), false)); err != nil {
 		return err
 	}
 	la.rec.Done, la.rec.Final = true, hash
@@ -434,6 +458,8 @@ func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec stream
 		done = err == nil
 	}
 	if !done {
+		// A stream's Markdown is escaped for mrkdwn too (slackui), so
+		// what it showed can be sent again as text.
 		_, _, _, err := r.api.UpdateMessageContext(ctx, rec.Channel, rec.TS, slack.MsgOptionText(rec.Shown+note, false))
 		if err != nil {
 			log.WithError(err).Warn("finishing an interrupted answer")

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui/slackuitest"
 )
 
 const streamRoot = "1700000000.000001"
@@ -256,5 +257,66 @@ func TestStreamedMessageGone(t *testing.T) {
 	got := w.texts()
 	if len(got) != 2 || got[1] != "Half of it, and the rest." {
 		t.Errorf("thread = %q, want the answer posted once below the message it could not finish", got)
+	}
+}
+
+// TestStreamedLinksAreNotDisguised: a link whose label is another URL,
+// planted in the model's text, is never live — not in the markdown_text
+// of a stream while it grows or when it stops, nor in the text of a
+// posted and updated message.
+func TestStreamedLinksAreNotDisguised(t *testing.T) {
+	const answer = "Log in again at [https://sso.corp.example/login](https://evil.example/login) to finish."
+	for _, update := range []bool{false, true} {
+		t.Run(fmt.Sprintf("update=%v", update), func(t *testing.T) {
+			w := newStreamWorld(t)
+			r := w.process(handlers.StreamOptions{Interval: time.Nanosecond, UpdateOnly: update})
+			grow(t, r, 1, answer)
+			report(t, r, runner.Event{Kind: runner.Answer, Message: 1, Text: answer})
+			for _, c := range w.slack.Calls() {
+				if md, ok := c.Params["markdown_text"]; ok {
+					if live := slackuitest.Markdown(md); live != nil {
+						t.Errorf("%s sent markdown_text %q; live: %v", c.Method, md, live)
+					}
+				}
+				if live := slackuitest.Mrkdwn(c.Text); live != nil {
+					t.Errorf("%s sent text %q; live: %v", c.Method, c.Text, live)
+				}
+			}
+			got := w.texts()
+			if len(got) != 1 || strings.ReplaceAll(got[0], "\u200b", "") != answer {
+				t.Errorf("thread = %q, want the answer as written, once", got)
+			}
+		})
+	}
+}
+
+// TestStreamStartedWithoutTS: Slack answers chat.startStream without the
+// message's ts; the answer is posted and updated instead, and the
+// streaming methods are never called on the posted message.
+func TestStreamStartedWithoutTS(t *testing.T) {
+	const answer = "The deploy of v2 went fine."
+	w := newStreamWorld(t)
+	w.slack.StartStreamWithoutTS(1)
+	r := w.process(handlers.StreamOptions{Interval: time.Nanosecond})
+	grow(t, r, 1, answer)
+	report(t, r, runner.Event{Kind: runner.Answer, Message: 1, Text: answer})
+	if got := w.texts(); len(got) != 1 || got[0] != answer {
+		t.Fatalf("thread = %q, want the answer, complete, once", got)
+	}
+	posted := w.slack.CallsTo("chat.postMessage")
+	if len(posted) != 1 {
+		t.Fatalf("chat.postMessage called %d times, want once, for the answer", len(posted))
+	}
+	for _, method := range []string{"chat.appendStream", "chat.stopStream"} {
+		for _, c := range w.slack.CallsTo(method) {
+			if c.TS == posted[0].TS {
+				t.Errorf("%s called on the message posted with chat.postMessage (%s)", method, c.TS)
+			}
+		}
+	}
+	// Later answers do not try the streaming methods again.
+	grow(t, r, 3, "Second answer.")
+	if n := count(w.slack, "chat.startStream"); n != 1 {
+		t.Errorf("chat.startStream called %d times, want only the first try", n)
 	}
 }

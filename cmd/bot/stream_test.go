@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui/slackuitest"
 )
 
 const streamedAnswer = "The weather in Oslo is sunny today, with a light wind from the west."
@@ -149,5 +150,68 @@ func TestStreamCutOffByACrash(t *testing.T) {
 	}
 	if n := len(h.model.Requests()); n != 2 {
 		t.Errorf("the model was asked %d times, want 2 (the cut-off answer and its re-run)", n)
+	}
+}
+
+// TestStreamedAnswerHasNoDisguisedLink: with Slack's streaming methods
+// (the default), the answer goes out as Markdown; a link planted in it
+// whose label is one URL and whose target another is never live, while
+// the answer grows or once it is complete, and the thread shows the text
+// as the model wrote it.
+func TestStreamedAnswerHasNoDisguisedLink(t *testing.T) {
+	const answer = "Your session expired. Log in again at [https://sso.corp.example/login](https://evil.example/login) and retry."
+	h := newHarness(t, "", llmtest.Reply(answer))
+	h.command("why did the deploy fail?", nil, nil)
+	root := h.root(1)
+	h.eventually(func() bool {
+		m := h.slack.Messages(root.Channel, root.TS)
+		return len(m) == 1 && m[0].Method == "chat.startStream" && !h.slack.Streaming(m[0].Channel, m[0].TS) &&
+			strings.HasSuffix(m[0].Text, "retry.")
+	}, "the streamed answer, its stream stopped")
+	sent := 0
+	for _, c := range h.slack.Calls() {
+		md, ok := c.Params["markdown_text"]
+		if !ok {
+			continue
+		}
+		sent++
+		if live := slackuitest.Markdown(md); live != nil {
+			t.Errorf("%s sent markdown_text %q; live: %v", c.Method, md, live)
+		}
+	}
+	if sent == 0 {
+		t.Fatal("no markdown_text was sent: the answer did not stream")
+	}
+	texts := h.threadTexts(root)
+	if live := slackuitest.Markdown(texts[0]); live != nil {
+		t.Errorf("the thread shows %q; live: %v", texts[0], live)
+	}
+	if got := strings.ReplaceAll(texts[0], "\u200b", ""); got != answer {
+		t.Errorf("the thread shows %q, want the answer as written, %q", got, answer)
+	}
+}
+
+// TestStreamStartedWithoutTS: Slack answers chat.startStream without a
+// ts; the bot posts the answer instead and never calls the streaming
+// methods on that posted message; the answer is complete in the thread.
+func TestStreamStartedWithoutTS(t *testing.T) {
+	h := newHarness(t, "", llmtest.Reply(streamedAnswer))
+	h.slack.StartStreamWithoutTS(1)
+	h.command("weather in Oslo?", nil, nil)
+	root := h.root(1)
+	h.eventually(func() bool {
+		texts := h.threadTexts(root)
+		return len(texts) == 1 && texts[0] == streamedAnswer
+	}, "the answer, complete, in the thread")
+	posted := h.slack.Messages(root.Channel, root.TS)[0]
+	if posted.Method != "chat.postMessage" {
+		t.Fatalf("the answer's message was made by %s, want chat.postMessage", posted.Method)
+	}
+	for _, method := range []string{"chat.appendStream", "chat.stopStream"} {
+		for _, c := range h.slack.CallsTo(method) {
+			if c.TS == posted.TS {
+				t.Errorf("%s called on the message posted with chat.postMessage", method)
+			}
+		}
 	}
 }

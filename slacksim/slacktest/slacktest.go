@@ -127,7 +127,8 @@ type Server struct {
 	failing  map[string]*failure
 	holds    map[string]*hold
 
-	streaming map[string]bool // by channel and ts: streams not stopped
+	streaming        map[string]bool // by channel and ts: streams not stopped
+	streamsWithoutTS int             // chat.startStream calls to answer without a ts
 }
 
 // hold keeps a call to a method unanswered until released.

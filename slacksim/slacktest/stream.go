@@ -11,7 +11,8 @@ package slacktest
 //     answered ok and recorded.
 //
 // A workspace without streaming is simulated with FailNext(
-// "chat.startStream", "unknown_method", n).
+// "chat.startStream", "unknown_method", n); a chat.startStream answered
+// ok but without a ts with StartStreamWithoutTS.
 
 // answerStream answers the streaming methods; s.mu is held. ok is false
 // for other methods.
@@ -25,6 +26,10 @@ func (s *Server) answerStream(call *Call) (rep reply, ok bool) {
 			return errReply("channel_not_found"), true
 		case call.ThreadTS == "":
 			return errReply("invalid_thread_ts"), true
+		}
+		if s.streamsWithoutTS > 0 {
+			s.streamsWithoutTS--
+			return okReply(map[string]any{"channel": call.Channel}), true
 		}
 		call.TS = s.nextTS()
 		s.messages[call.Channel+"/"+call.TS] = *call
@@ -60,6 +65,15 @@ func (s *Server) answerStream(call *Call) (rep reply, ok bool) {
 	return reply{}, false
 }
 
+// StartStreamWithoutTS answers the next n calls to chat.startStream with
+// ok but no ts, and starts no stream for them: a caller has no message to
+// append to or stop.
+func (s *Server) StartStreamWithoutTS(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streamsWithoutTS = n
+}
+
 // Streaming reports whether the message at channel and ts is a streamed
 // message whose stream has not been stopped.
 func (s *Server) Streaming(channel, ts string) bool {
@@ -70,7 +84,7 @@ func (s *Server) Streaming(channel, ts string) bool {
 
 // isPosted reports whether a call made a new message.
 func isPosted(c Call) bool {
-	return c.OK() && (c.Method == "chat.postMessage" || c.Method == "chat.startStream")
+	return c.OK() && c.TS != "" && (c.Method == "chat.postMessage" || c.Method == "chat.startStream")
 }
 
 // streamedText is a streamed message's latest text; s.mu is held.
