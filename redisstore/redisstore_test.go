@@ -564,3 +564,53 @@ func TestLeasesContractEmbedded(t *testing.T) {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
 	})
 }
+
+// A save is fenced by the token of one acquisition of the thread's
+// lease: a token of an earlier acquisition — by the same owner too —
+// writes nothing once the lease was taken again, nor when it is free.
+func TestSaveFencedByTheAcquisition(t *testing.T) {
+	servers := map[string]func(t *testing.T) redis.UniversalClient{
+		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
+		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },
+		"embedded": func(t *testing.T) redis.UniversalClient {
+			rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb
+		},
+	}
+	for name, rdb := range servers {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("fence")})
+			thread := uniqueName("T1:C1")
+			earlier, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || earlier == "" {
+				t.Fatalf("AcquireLease = %q, %v", earlier, err)
+			}
+			first := firstCheckpoint(thread, "hello")
+			if err := store.Save(graph.WithFence(ctx, earlier), first); err != nil {
+				t.Fatalf("Save(fenced by the holder's token) = %v", err)
+			}
+			if err := store.ReleaseLease(ctx, thread, earlier); err != nil {
+				t.Fatal(err)
+			}
+			second := nextCheckpoint(first, "again")
+			if err := store.Save(graph.WithFence(ctx, earlier), second); !errors.Is(err, redisstore.ErrFenced) {
+				t.Errorf("Save(fenced, the lease free) = %v, want ErrFenced", err)
+			}
+			later, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || later == "" || later == earlier {
+				t.Fatalf("AcquireLease(runner-1 again) = %q, %v; want a token other than %q", later, err, earlier)
+			}
+			if err := store.Save(graph.WithFence(ctx, earlier), second); !errors.Is(err, redisstore.ErrFenced) {
+				t.Errorf("Save(fenced by runner-1's earlier token) = %v, want ErrFenced", err)
+			}
+			if got, err := store.Load(ctx, thread); err != nil || got.Seq != first.Seq {
+				t.Fatalf("Load after the fenced saves = %+v, %v; want the first checkpoint", got, err)
+			}
+			if err := store.Save(graph.WithFence(ctx, later), second); err != nil {
+				t.Errorf("Save(fenced by the later token) = %v", err)
+			}
+		})
+	}
+}
