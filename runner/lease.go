@@ -87,11 +87,12 @@ func (s *Service) release(thread, token string) {
 	}
 }
 
-// keepLease renews the session's lease until the returned stop is called,
-// and returns the context the run works in: its saves are fenced by the
-// session's token (graph.WithFence), and it is cancelled, with cause ErrLeaseLost,
-// as soon as a renewal finds the lease gone — a process that stalled
-// past its lease stops instead of working on beside the next holder.
+// keepLease renews the session's lease until the returned stop is
+// called, and returns the context the run works in: its saves are fenced
+// by the session's token (graph.WithFence), and it is cancelled, with
+// cause ErrLeaseLost, as soon as a renewal finds the lease gone — a run
+// that stalled past its lease stops instead of working on beside the
+// next holder.
 func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
 	thread := ss.thread
 	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, ss.token), sessionKey{}, ss))
@@ -135,9 +136,9 @@ func runThread(ctx context.Context, st *agent.State) string {
 
 // BeforeCall is the agent's hook before a call is sent: pass it as
 // agent.Options.BeforeCall. It confirms that the run's acquisition of
-// the thread's lease still holds, and fails with ErrLeaseLost if not, so that the
-// call is not sent; then it writes the call's execution to the audit
-// trail, and fails if it cannot, so that no call runs unrecorded.
+// the thread's lease still holds, and fails with ErrLeaseLost if not, so
+// that the call is not sent; then it writes the call's execution to the
+// audit trail, and fails if it cannot, so that no call runs unrecorded.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
 	if err := s.confirmLease(ctx, st, c); err != nil {
 		return err

@@ -31,10 +31,10 @@ type Sessions interface {
 	// the "answered" claim to Answered (if ≥ 0), sets the thread's
 	// wake-up and waiting count (if Schedule), appends the Audit
 	// entries to the audit trail, releases the lease if the acquisition
-	// that Token names holds it, and returns
-	// the claims of Keys that are set once the lease is free. With Inbox
-	// set (the store is the service's Inbox too), it also applies Inbox
-	// as UpdateInbox does, in the same round trip where it can.
+	// that Token names holds it, and returns the claims of Keys that are
+	// set once the lease is free. With Inbox set (the store is the
+	// service's Inbox too), it also applies Inbox as UpdateInbox does, in
+	// the same round trip where it can.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
@@ -462,8 +462,10 @@ func (s *Service) keepOpened(ss *session) {
 			delete(s.opened, thread)
 		}
 	}
-	if _, ok := s.opened[ss.thread]; ok {
-		return // one lease, one session: the first stays
+	// One lease, one session. A session of another acquisition is an
+	// earlier one, whose lease lapsed before this one could be taken.
+	if old, ok := s.opened[ss.thread]; ok && old.token == ss.token {
+		return
 	}
 	s.opened[ss.thread] = ss
 }
