@@ -49,13 +49,13 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 			return runner.ApprovalClaimed{}, fmt.Errorf("approve %s: %w", c.Key, err)
 		}
 	}
-	leaseMs := int64(0)
+	leaseMs, token := int64(0), ""
 	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
-		leaseMs = c.LeaseTTL.Milliseconds()
+		leaseMs, token = c.LeaseTTL.Milliseconds(), runner.NewLeaseToken(c.LeaseOwner)
 	}
 	args := make([]any, 0, 12+len(c.Keys))
 	args = append(args, c.Key, c.Set, c.By, c.Entry, c.Required, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread,
-		unixMs(c.WakeBy), c.LeaseOwner, leaseMs)
+		unixMs(c.WakeBy), token, leaseMs)
 	for _, k := range c.Keys {
 		args = append(args, k)
 	}
@@ -79,7 +79,7 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 		out.Approvals = []byte(v)
 	}
 	if res[3] == int64(1) && len(res) == 6 {
-		out.Leased = true
+		out.Leased, out.Token = true, token
 		out.Head, _ = res[4].(string)
 		out.Claims = claimValues(c.Keys, res[5])
 	}
@@ -92,7 +92,7 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 //	KEYS: claims, head, lease[, wakeups]
 //	ARGV: decision claim key, approvals field, approver, entry, approvals
 //	      required, decision, expiry ms, expected head ID or '', thread,
-//	      wake-up (unix ms or ''), lease owner or '', lease ms, then the
+//	      wake-up (unix ms or ''), lease token or '', lease ms, then the
 //	      claim keys to read if the lease is taken
 //
 // The approvals field holds one line per approval: approver, a tab, the

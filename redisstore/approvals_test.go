@@ -66,18 +66,18 @@ func testClaimApproval(t *testing.T, rdb redis.UniversalClient) {
 	wake := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	got, err := store.ClaimApproval(ctx, runner.ApprovalClaim{Thread: thread, Approval: a, ExpectHead: "cp-1", WakeBy: wake,
 		LeaseOwner: "runner-1", LeaseTTL: time.Minute, Keys: []string{a.Set, "decision:0.0#0"}})
-	if err != nil || !got.Recorded || got.Won || !got.Leased || got.Head != "cp-1" || !strings.HasPrefix(string(got.Claims[a.Set]), "U0BOB\t") {
+	if err != nil || !got.Recorded || got.Won || !got.Leased || !strings.HasPrefix(got.Token, "runner-1:") || got.Head != "cp-1" || !strings.HasPrefix(string(got.Claims[a.Set]), "U0BOB\t") {
 		t.Fatalf("ClaimApproval() = %+v, %v; want recorded, leased, the head and the approvals read", got, err)
 	}
 	if due, _ := store.Due(ctx, wake, 1000); !contains(due, thread) {
 		t.Errorf("Due(%v) = %v; want the thread woken", wake, due)
 	}
-	if ok, _ := store.AcquireLease(ctx, thread, "runner-2", time.Minute); ok {
+	if tok, _ := store.AcquireLease(ctx, thread, "runner-2", time.Minute); tok != "" {
 		t.Error("the approval's lease was not taken")
 	}
 	a.By, a.Entry = "U0CAROL", []byte(`{"by":"U0CAROL"}`)
 	got, err = store.ClaimApproval(ctx, runner.ApprovalClaim{Thread: thread, Approval: a, LeaseOwner: "runner-2", LeaseTTL: time.Minute})
-	if err != nil || !got.Won || got.Leased {
+	if err != nil || !got.Won || got.Leased || got.Token != "" {
 		t.Errorf("ClaimApproval(second) = %+v, %v; want the decision claimed, the held lease not taken", got, err)
 	}
 }

@@ -50,10 +50,11 @@ func TestAuditChain(t *testing.T) {
 			if err != nil || !c.Won {
 				t.Fatalf("ClaimDecision = %+v, %v", c, err)
 			}
-			if _, err := store.OpenThread(ctx, runner.Opening{Thread: thread, Owner: "A", TTL: time.Minute}); err != nil {
+			o, err := store.OpenThread(ctx, runner.Opening{Thread: thread, Owner: "A", TTL: time.Minute})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Owner: "A", Answered: -1, Audit: []map[string]string{
+			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: o.Token, Answered: -1, Audit: []map[string]string{
 				{"event": "outcome", "thread": thread, "outcome": "done"}, {"event": "outcome", "thread": thread, "outcome": "failed"},
 			}}); err != nil {
 				t.Fatal(err)
@@ -121,7 +122,7 @@ func TestAuditConcurrentAppendsDoNotFork(t *testing.T) {
 						case 1:
 							_, err = store.ClaimDecision(ctx, runner.DecisionClaim{Thread: fmt.Sprintf("T:%d:%d", w, i), Key: "d", Value: []byte("{}"), Audit: rec})
 						case 2:
-							_, err = store.CloseThread(ctx, runner.Closing{Thread: fmt.Sprintf("T:%d:%d", w, i), Owner: "x", Answered: -1, Audit: []map[string]string{rec}})
+							_, err = store.CloseThread(ctx, runner.Closing{Thread: fmt.Sprintf("T:%d:%d", w, i), Token: "x", Answered: -1, Audit: []map[string]string{rec}})
 						}
 						if err != nil {
 							t.Error(err)

@@ -64,14 +64,15 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 				}
 			}
 			open := runner.Opening{Thread: thread, Owner: "A", TTL: time.Minute}
-			if got, err := store.OpenThread(ctx, open); err != nil || !got.Held {
+			got, err := store.OpenThread(ctx, open)
+			if err != nil || !got.Held {
 				t.Fatalf("OpenThread = %+v, %v", got, err)
 			}
 			since := time.Now().UTC().Truncate(time.Millisecond)
 			waiting := runner.InboxEntry{Thread: thread, Call: "1.0", Tool: "deploy", Requester: "U0ALICE", Channel: "C1",
 				Since: since, Approvers: []string{bob}}
 			u := &runner.InboxUpdate{Thread: thread, Waiting: []runner.InboxEntry{waiting}}
-			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Owner: "A", Answered: -1, Inbox: u}); err != nil {
+			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: got.Token, Answered: -1, Inbox: u}); err != nil {
 				t.Fatalf("CloseThread(with a waiting call) = %v", err)
 			}
 			if len(u.Replaced) != 0 {
@@ -87,12 +88,12 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got, err := store.OpenThread(ctx, open); err != nil || !got.Held {
+			if got, err = store.OpenThread(ctx, open); err != nil || !got.Held {
 				t.Fatalf("OpenThread after the close = %+v, %v; want the lease free", got, err)
 			}
 			d := runner.DecisionRecord{Thread: thread, Call: "1.0", Tool: "deploy", By: bob, Kind: interrupt.Approve, At: since}
 			u = &runner.InboxUpdate{Thread: thread, Decided: []runner.DecisionRecord{d}}
-			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Owner: "A", Answered: -1, Inbox: u}); err != nil {
+			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: got.Token, Answered: -1, Inbox: u}); err != nil {
 				t.Fatalf("CloseThread(the call decided) = %v", err)
 			}
 			if len(u.Replaced) != 1 || u.Replaced[0].Call != "1.0" {

@@ -20,7 +20,7 @@
 //	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions); and the
 //	                               approvals of calls that need several, one line appended
 //	                               per approver (approvals.go)
-//	cs:{<thread>}:lease    string  the owner of the thread's run lease
+//	cs:{<thread>}:lease    string  the token of the run lease's acquisition (owner:random)
 //
 // The head holds only what the compare-and-set checks, so a save neither
 // decodes nor stores the latest checkpoint twice.
@@ -296,9 +296,10 @@ func (s *Store) LoadTail(ctx context.Context, thread, id string, seq int64, from
 }
 
 // ErrFenced: a save carried a fence (graph.WithFence) that the thread's
-// lease no longer holds — the process lost its lease. Nothing was
-// written. It matches graph.ErrConflict too.
-var ErrFenced = fmt.Errorf("%w: the thread's lease is no longer this process's", graph.ErrConflict)
+// lease no longer holds — the run's acquisition of the lease lapsed,
+// whoever (this process included) took it since. Nothing was written.
+// It matches graph.ErrConflict too.
+var ErrFenced = fmt.Errorf("%w: the thread's lease is no longer this run's", graph.ErrConflict)
 
 // Save makes cp the thread's latest checkpoint, appends its journal entries
 // and adds it to the history, in one round trip. It returns

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,13 +54,14 @@ func TestStoreCluster(t *testing.T) {
 			if claims, err := store.Claims(ctx, thread); err != nil || len(claims) != 1 {
 				t.Fatalf("Claims(%q) = %q, %v; want one claim", thread, claims, err)
 			}
-			if ok, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute); err != nil || !ok {
-				t.Fatalf("AcquireLease(%q) = %v, %v; want true", thread, ok, err)
+			token, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || token == "" {
+				t.Fatalf("AcquireLease(%q) = %q, %v; want a token", thread, token, err)
 			}
-			if ok, err := store.RenewLease(ctx, thread, "runner-1", time.Minute); err != nil || !ok {
+			if ok, err := store.RenewLease(ctx, thread, token, time.Minute); err != nil || !ok {
 				t.Fatalf("RenewLease(%q) = %v, %v; want true", thread, ok, err)
 			}
-			if err := store.ReleaseLease(ctx, thread, "runner-1"); err != nil {
+			if err := store.ReleaseLease(ctx, thread, token); err != nil {
 				t.Fatalf("ReleaseLease(%q) error = %v", thread, err)
 			}
 			if err := store.Delete(ctx, thread); err != nil {
@@ -218,21 +220,32 @@ func TestLease(t *testing.T) {
 	store := redisstore.New(redistest.Client(t), redisstore.Options{})
 	thread := uniqueName(t.Name())
 
+	var a, b string // the tokens of a's and b's acquisitions
+	acquire := func(owner string, tok *string, ttl time.Duration) func() (bool, error) {
+		return func() (bool, error) {
+			got, err := store.AcquireLease(ctx, thread, owner, ttl)
+			if got != "" {
+				*tok = got
+			}
+			return got != "", err
+		}
+	}
+	var dummy string
 	steps := []struct {
 		name string
 		do   func() (bool, error)
 		want bool
 	}{
-		{"a acquires", func() (bool, error) { return store.AcquireLease(ctx, thread, "a", time.Minute) }, true},
-		{"b acquires a held lease", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", time.Minute) }, false},
-		{"a acquires its own lease again", func() (bool, error) { return store.AcquireLease(ctx, thread, "a", time.Minute) }, false},
-		{"b renews a's lease", func() (bool, error) { return store.RenewLease(ctx, thread, "b", time.Minute) }, false},
-		{"a renews", func() (bool, error) { return store.RenewLease(ctx, thread, "a", time.Minute) }, true},
-		{"b releases a's lease", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, "b") }, true},
-		{"b acquires after its release did nothing", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", time.Minute) }, false},
-		{"a releases", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, "a") }, true},
-		{"a renews a released lease", func() (bool, error) { return store.RenewLease(ctx, thread, "a", time.Minute) }, false},
-		{"b acquires a released lease", func() (bool, error) { return store.AcquireLease(ctx, thread, "b", 50*time.Millisecond) }, true},
+		{"a acquires", acquire("a", &a, time.Minute), true},
+		{"b acquires a held lease", acquire("b", &dummy, time.Minute), false},
+		{"a acquires its own lease again", acquire("a", &dummy, time.Minute), false},
+		{"b renews a's lease with a's name", func() (bool, error) { return store.RenewLease(ctx, thread, "a", time.Minute) }, false},
+		{"a renews", func() (bool, error) { return store.RenewLease(ctx, thread, a, time.Minute) }, true},
+		{"b releases a's lease with a's name", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, "a") }, true},
+		{"b acquires after its release did nothing", acquire("b", &dummy, time.Minute), false},
+		{"a releases", func() (bool, error) { return true, store.ReleaseLease(ctx, thread, a) }, true},
+		{"a renews a released lease", func() (bool, error) { return store.RenewLease(ctx, thread, a, time.Minute) }, false},
+		{"b acquires a released lease", acquire("b", &b, 50*time.Millisecond), true},
 	}
 	for _, step := range steps {
 		got, err := step.do()
@@ -243,15 +256,18 @@ func TestLease(t *testing.T) {
 			t.Fatalf("%s = %v, want %v", step.name, got, step.want)
 		}
 	}
+	if !strings.HasPrefix(a, "a:") || !strings.HasPrefix(b, "b:") || dummy != "" {
+		t.Errorf("tokens a %q, b %q; want each to begin with its owner's name", a, b)
+	}
 
 	// b's 50ms lease lapses and a can take it.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ok, err := store.AcquireLease(ctx, thread, "a", time.Minute)
+		tok, err := store.AcquireLease(ctx, thread, "a", time.Minute)
 		if err != nil {
 			t.Fatalf("AcquireLease(a) error = %v", err)
 		}
-		if ok {
+		if tok != "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -259,11 +275,14 @@ func TestLease(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if ok, err := store.RenewLease(ctx, thread, "b", time.Minute); err != nil || ok {
+	if ok, err := store.RenewLease(ctx, thread, b, time.Minute); err != nil || ok {
 		t.Errorf("RenewLease(b) after its lease lapsed = %v, %v; want false", ok, err)
 	}
 	if _, err := store.AcquireLease(ctx, thread, "a", 0); err == nil {
 		t.Error("AcquireLease(ttl 0) = nil error, want an error")
+	}
+	if _, err := store.RenewLease(ctx, thread, "", time.Minute); err == nil {
+		t.Error("RenewLease(empty token) = nil error, want an error")
 	}
 }
 
@@ -524,4 +543,74 @@ func TestRunnerStoreContract(t *testing.T) {
 	runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
 	})
+}
+
+// The leases' contract that needs no clock holds on a Redis Cluster (the
+// scripts that take and release a lease touch the thread's slot only)
+// and on the embedded Redis of the playground and of bot chat: every
+// acquisition, by whatever call, has a token of its own.
+func TestLeasesContractCluster(t *testing.T) {
+	rdb := redistest.Cluster(t)
+	runnertest.TestLeases(t, func(t *testing.T) runnertest.Store {
+		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
+	})
+}
+
+func TestLeasesContractEmbedded(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	runnertest.TestLeases(t, func(t *testing.T) runnertest.Store {
+		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
+	})
+}
+
+// A save is fenced by the token of one acquisition of the thread's
+// lease: a token of an earlier acquisition — by the same owner too —
+// writes nothing once the lease was taken again, nor when it is free.
+func TestSaveFencedByTheAcquisition(t *testing.T) {
+	servers := map[string]func(t *testing.T) redis.UniversalClient{
+		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
+		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },
+		"embedded": func(t *testing.T) redis.UniversalClient {
+			rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb
+		},
+	}
+	for name, rdb := range servers {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("fence")})
+			thread := uniqueName("T1:C1")
+			earlier, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || earlier == "" {
+				t.Fatalf("AcquireLease = %q, %v", earlier, err)
+			}
+			first := firstCheckpoint(thread, "hello")
+			if err := store.Save(graph.WithFence(ctx, earlier), first); err != nil {
+				t.Fatalf("Save(fenced by the holder's token) = %v", err)
+			}
+			if err := store.ReleaseLease(ctx, thread, earlier); err != nil {
+				t.Fatal(err)
+			}
+			second := nextCheckpoint(first, "again")
+			if err := store.Save(graph.WithFence(ctx, earlier), second); !errors.Is(err, redisstore.ErrFenced) {
+				t.Errorf("Save(fenced, the lease free) = %v, want ErrFenced", err)
+			}
+			later, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || later == "" || later == earlier {
+				t.Fatalf("AcquireLease(runner-1 again) = %q, %v; want a token other than %q", later, err, earlier)
+			}
+			if err := store.Save(graph.WithFence(ctx, earlier), second); !errors.Is(err, redisstore.ErrFenced) {
+				t.Errorf("Save(fenced by runner-1's earlier token) = %v, want ErrFenced", err)
+			}
+			if got, err := store.Load(ctx, thread); err != nil || got.Seq != first.Seq {
+				t.Fatalf("Load after the fenced saves = %+v, %v; want the first checkpoint", got, err)
+			}
+			if err := store.Save(graph.WithFence(ctx, later), second); err != nil {
+				t.Errorf("Save(fenced by the later token) = %v", err)
+			}
+		})
+	}
 }

@@ -15,7 +15,7 @@ package redisstore
 // It returns 1 when it saved and 0, having written nothing, when the head's
 // seq is not seq-1, its ID (when it has one) not the parent's, or the
 // journal's length is not journal_from; -1, having written nothing, when a
-// fence is given and the lease does not hold it.
+// fence (a lease token) is given and the lease does not hold it.
 //
 // Expiries are set only when the head's has run down below "refresh
 // below" (or the thread is new): successive saves of a run, seconds apart,
@@ -120,20 +120,22 @@ end
 return {1}
 `
 
-// renewLeaseLua extends a lease if its owner still holds it.
+// renewLeaseLua extends a lease if the acquisition it names still holds
+// it.
 //
 //	KEYS: lease
-//	ARGV: owner, expiry in milliseconds
+//	ARGV: lease token, expiry in milliseconds
 const renewLeaseLua = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// releaseLeaseLua deletes a lease if its owner still holds it.
+// releaseLeaseLua deletes a lease if the acquisition it names still
+// holds it.
 //
 //	KEYS: lease
-//	ARGV: owner
+//	ARGV: lease token
 const releaseLeaseLua = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])

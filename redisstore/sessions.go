@@ -23,8 +23,9 @@ import (
 
 var _ runner.Sessions = (*Store)(nil)
 
-// OpenThread implements runner.Sessions: it acquires the lease, moves the
-// wake-up and reads the head's ID and the claims asked for.
+// OpenThread implements runner.Sessions: it acquires the lease with a
+// new token, moves the wake-up and reads the head's ID and the claims
+// asked for.
 func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened, error) {
 	k, err := s.leaseKey(o.Thread, o.Owner, o.TTL)
 	if err != nil {
@@ -37,7 +38,8 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 		keys = append(keys, s.prefix+":wakeups")
 	}
 	args := make([]any, 0, 5+len(o.Keys))
-	args = append(args, o.Owner, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread)
+	token := runner.NewLeaseToken(o.Owner)
+	args = append(args, token, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread)
 	for _, key := range o.Keys {
 		args = append(args, key)
 	}
@@ -49,6 +51,9 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 		return runner.Opened{}, fmt.Errorf("open thread %s: unexpected reply %v", o.Thread, res)
 	}
 	out := runner.Opened{Held: res[0] == int64(1)}
+	if out.Held {
+		out.Token = token
+	}
 	out.Head, _ = res[1].(string)
 	out.Claims = claimValues(o.Keys, res[2])
 	if cluster {
@@ -66,10 +71,10 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 }
 
 // CloseThread implements runner.Sessions: it records deliveries, sets the
-// schedule and the waiting count, releases the lease and reads back the
-// claims asked for.
+// schedule and the waiting count, releases the lease if c.Token still
+// holds it and reads back the claims asked for.
 func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
-	lease, err := s.leaseKey(c.Thread, c.Owner, time.Millisecond)
+	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
 	if err != nil {
 		return nil, fmt.Errorf("close thread: %w", err)
 	}
@@ -97,7 +102,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 		answered = strconv.Itoa(c.Answered)
 	}
 	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
-	args = append(args, c.Owner, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
+	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
 	for _, key := range c.Record {
 		args = append(args, key)
 	}
@@ -162,9 +167,9 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
-	leaseMs := int64(0)
+	leaseMs, token := int64(0), ""
 	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
-		leaseMs = c.LeaseTTL.Milliseconds()
+		leaseMs, token = c.LeaseTTL.Milliseconds(), runner.NewLeaseToken(c.LeaseOwner)
 	}
 	var audit []any
 	if !cluster && c.Audit != nil {
@@ -174,7 +179,7 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	}
 	args := make([]any, 0, 10+len(audit)+len(c.Keys))
 	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), s.auditMinID(),
-		c.LeaseOwner, leaseMs, len(audit))
+		token, leaseMs, len(audit))
 	args = append(args, audit...)
 	for _, k := range c.Keys {
 		args = append(args, k)
@@ -189,6 +194,7 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	case len(res) == 5 && res[0] == int64(1):
 		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
 		if out.Leased {
+			out.Token = token
 			out.Head, _ = res[2].(string)
 			out.Claims = claimValues(c.Keys, res[3])
 		}
@@ -266,7 +272,7 @@ func unixMs(t time.Time) string {
 // openLua begins work on a thread.
 //
 //	KEYS: lease, head, claims[, wakeups]
-//	ARGV: owner, lease ms, wake-up if acquired (unix ms or ''), wake-up if
+//	ARGV: lease token, lease ms, wake-up if acquired (unix ms or ''), wake-up if
 //	      not, thread, then the claim keys to read
 //
 // It returns {1 if the lease was acquired else 0, the head's checkpoint
@@ -286,7 +292,7 @@ return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals}
 // closeLua ends work on a thread.
 //
 //	KEYS: lease, claims, head[, wakeups, waiting, audit stream, audit head]
-//	ARGV: owner, thread, claims expiry ms, answered count or '', wake-up
+//	ARGV: lease token, thread, claims expiry ms, answered count or '', wake-up
 //	      (unix ms, '0' to forget, '' to leave), waiting count or '', the
 //	      number n of deliveries to record, those claim keys, the audit
 //	      minimum ID, the number a of audit arguments, then a arguments
@@ -338,7 +344,7 @@ return {{}, audited}
 //
 //	KEYS: claims, head, lease[, wakeups, audit stream, audit head]
 //	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
-//	      wake-up (unix ms or ''), audit minimum ID, lease owner or '',
+//	      wake-up (unix ms or ''), audit minimum ID, lease token or '',
 //	      lease ms, the number n of audit arguments, then n arguments
 //	      (audit_append's block), then the claim keys to read if the
 //	      lease is taken

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,9 +39,10 @@ func TestSessions(t *testing.T) {
 			open := runner.Opening{Thread: thread, Owner: "A", TTL: time.Minute,
 				WakeIfHeld: now.Add(time.Hour), WakeIfBusy: now.Add(2 * time.Hour), Keys: []string{"announced:x", "answered"}}
 			got, err := store.OpenThread(ctx, open)
-			if err != nil || !got.Held || len(got.Claims) != 0 {
-				t.Fatalf("OpenThread(A) = %+v, %v; want held, no claims", got, err)
+			if err != nil || !got.Held || !strings.HasPrefix(got.Token, "A:") || len(got.Claims) != 0 {
+				t.Fatalf("OpenThread(A) = %+v, %v; want held with a token of A's, no claims", got, err)
 			}
+			tokenA := got.Token
 			open.Owner = "B"
 			if got, err := store.OpenThread(ctx, open); err != nil || got.Held {
 				t.Fatalf("OpenThread(B) while A holds it = %+v, %v; want not held", got, err)
@@ -54,7 +56,7 @@ func TestSessions(t *testing.T) {
 				WakeBy: now.Add(time.Minute), Audit: map[string]string{"thread": thread, "decision": "approve"},
 				LeaseOwner: "B", LeaseTTL: time.Minute, Keys: []string{"decision:x#0"}}
 			c, err := store.ClaimDecision(ctx, claim)
-			if err != nil || !c.Won || c.Leased {
+			if err != nil || !c.Won || c.Leased || c.Token != "" {
 				t.Fatalf("ClaimDecision = %+v, %v; want won, lease not taken (A holds it)", c, err)
 			}
 			claim.Value = []byte(`{"kind":"reject"}`)
@@ -68,7 +70,7 @@ func TestSessions(t *testing.T) {
 				t.Errorf("AuditLog = %v, %v; want the one approval", log, err)
 			}
 
-			claims, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Owner: "A", Record: []string{"announced:x"},
+			claims, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: tokenA, Record: []string{"announced:x"},
 				Answered: 3, Schedule: true, Wake: now.Add(24 * time.Hour), Waiting: 1, Keys: []string{"decision:x#0"}})
 			if err != nil || string(claims["decision:x#0"]) != `{"kind":"approve"}` {
 				t.Fatalf("CloseThread = %v, %v; want the approval read back", claims, err)

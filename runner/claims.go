@@ -122,7 +122,7 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
 		winner, won = got.Winner, got.Won
 		if err == nil && got.Leased {
-			s.keepLeased(thread, got.Head, got.Claims, keys, sent)
+			s.keepLeased(thread, got.Token, got.Head, got.Claims, keys, sent)
 		}
 	} else {
 		if !wake.IsZero() {
@@ -201,10 +201,10 @@ func claimKey(c agent.Call) string {
 }
 
 // keepLeased keeps, for the drive that follows, the session a claim began
-// when it took the thread's lease: the head and the claims of keys read
-// with it, confirmed as of sent.
-func (s *Service) keepLeased(thread, head string, claims map[string][]byte, keys []string, sent time.Time) {
-	ss := &session{thread: thread, head: head, claims: claims, asked: map[string]bool{}, answered: -1}
+// when it took the thread's lease: the acquisition's token, the head and
+// the claims of keys read with it, confirmed as of sent.
+func (s *Service) keepLeased(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) {
+	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: map[string]bool{}, answered: -1}
 	for _, k := range keys {
 		ss.asked[k] = true
 	}

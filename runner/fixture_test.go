@@ -108,6 +108,12 @@ type world struct {
 	members runner.Members
 	// busyWait, if set, is the service's BusyWait.
 	busyWait time.Duration
+	// beforeCall, if set, is called before the service's BeforeCall;
+	// leases, if set, wraps the store as the service's Store;
+	// checkpoints, if set, wraps the agent's checkpoint store.
+	beforeCall  func(ctx context.Context, c agent.Call)
+	leases      func(*redisstore.Store) runner.Store
+	checkpoints func(graph.Store) graph.Store
 }
 
 // countingStore counts loads.
@@ -177,11 +183,19 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.loads != nil {
 		checkpoints = countingStore{checkpoints, w.loads}
 	}
+	if w.checkpoints != nil {
+		checkpoints = w.checkpoints(checkpoints)
+	}
 	var svc *runner.Service
 	a, err := agent.New(model, reg, checkpoints, agent.Options{
-		OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
-		Graph:      graph.Options{Now: now},
+		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
+		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error {
+			if w.beforeCall != nil {
+				w.beforeCall(ctx, c)
+			}
+			return svc.BeforeCall(ctx, s, c)
+		},
+		Graph: graph.Options{Now: now},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +211,11 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.inbox {
 		opts.Inbox = store
 	}
-	svc = runner.New(a, store, rep, opts)
+	var leases runner.Store = store
+	if w.leases != nil {
+		leases = w.leases(store)
+	}
+	svc = runner.New(a, leases, rep, opts)
 	return svc, store
 }
 

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -55,30 +57,45 @@ func (s *Service) withLeaseWithin(ctx context.Context, thread string, wait time.
 	return s.Drive(ctx, thread)
 }
 
-func (s *Service) acquire(ctx context.Context, thread string) (bool, error) {
-	ok, err := s.store.AcquireLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
-	if err != nil {
-		return false, fmt.Errorf("lease %s: %w", thread, err)
-	}
-	return ok, nil
+// NewLeaseToken returns the token of one acquisition of a lease by
+// owner: owner, a colon and 128 random bits in hex. The owner stays
+// readable, so that a lease still says which process holds it; the
+// random part makes it the acquisition's own. Stores that keep leases
+// give every acquisition a new one.
+func NewLeaseToken(owner string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return owner + ":" + hex.EncodeToString(b[:])
 }
 
-func (s *Service) release(thread string) {
+// acquire takes the thread's lease for this process if nobody holds it,
+// and returns the acquisition's token ("" if it is held).
+func (s *Service) acquire(ctx context.Context, thread string) (string, error) {
+	token, err := s.store.AcquireLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	if err != nil {
+		return "", fmt.Errorf("lease %s: %w", thread, err)
+	}
+	return token, nil
+}
+
+// release gives up the lease of the acquisition that token names.
+func (s *Service) release(thread, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.store.ReleaseLease(ctx, thread, s.opts.Owner); err != nil {
+	if err := s.store.ReleaseLease(ctx, thread, token); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("releasing lease")
 	}
 }
 
-// keepLease renews the thread's lease until the returned stop is called,
-// and returns the context the run works in: its saves are fenced by the
-// lease (graph.WithFence), and it is cancelled, with cause ErrLeaseLost,
-// as soon as a renewal finds the lease gone — a process that stalled
-// past its lease stops instead of working on beside the next holder.
+// keepLease renews the session's lease until the returned stop is
+// called, and returns the context the run works in: its saves are fenced
+// by the session's token (graph.WithFence), and it is cancelled, with
+// cause ErrLeaseLost, as soon as a renewal finds the lease gone — a run
+// that stalled past its lease stops instead of working on beside the
+// next holder.
 func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
 	thread := ss.thread
-	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, s.opts.Owner), sessionKey{}, ss))
+	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, ss.token), sessionKey{}, ss))
 	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -92,7 +109,7 @@ func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Co
 				return
 			case <-t.C:
 				sent := time.Now()
-				ok, err := s.store.RenewLease(renewCtx, thread, s.opts.Owner, s.opts.LeaseTTL)
+				ok, err := s.store.RenewLease(renewCtx, thread, ss.token, s.opts.LeaseTTL)
 				if err == nil && !ok {
 					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
 					cancelRun(ErrLeaseLost)
@@ -118,10 +135,10 @@ func runThread(ctx context.Context, st *agent.State) string {
 }
 
 // BeforeCall is the agent's hook before a call is sent: pass it as
-// agent.Options.BeforeCall. It confirms that this process still holds
-// the thread's lease, and fails with ErrLeaseLost if not, so that the
-// call is not sent; then it writes the call's execution to the audit
-// trail, and fails if it cannot, so that no call runs unrecorded.
+// agent.Options.BeforeCall. It confirms that the run's acquisition of
+// the thread's lease still holds, and fails with ErrLeaseLost if not, so
+// that the call is not sent; then it writes the call's execution to the
+// audit trail, and fails if it cannot, so that no call runs unrecorded.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
 	if err := s.confirmLease(ctx, st, c); err != nil {
 		return err
@@ -129,23 +146,27 @@ func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call)
 	return s.auditExecution(ctx, st, c)
 }
 
-// confirmLease fails with ErrLeaseLost unless this process holds the
-// thread's lease.
+// confirmLease fails with ErrLeaseLost unless the session the run
+// belongs to still holds the thread's lease: the acquisition it began
+// with, not merely this process, so that a run that stalled past its
+// lease is stopped even when its own process took the lease again since.
+// A run without a session holds no lease and sends nothing.
 func (s *Service) confirmLease(ctx context.Context, st *agent.State, c agent.Call) error {
 	thread := runThread(ctx, st)
 	ss, _ := ctx.Value(sessionKey{}).(*session)
-	if ss != nil {
-		// A lease confirmed by a request sent less than a third of its
-		// duration ago cannot have lapsed: nobody else can hold it, so
-		// the round trip is spared. (Measured on this process's
-		// monotonic clock; Redis counts the lease from when it received
-		// the request, later.)
-		if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
-			return nil
-		}
+	if ss == nil || ss.token == "" {
+		return fmt.Errorf("call %s outside a run of the service: %w", c.Key, ErrLeaseLost)
+	}
+	// A lease confirmed by a request sent less than a third of its
+	// duration ago cannot have lapsed: nobody else can hold it, so the
+	// round trip is spared. (Measured on this process's monotonic
+	// clock; Redis counts the lease from when it received the request,
+	// later.)
+	if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/3 {
+		return nil
 	}
 	sent := time.Now()
-	ok, err := s.store.RenewLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
+	ok, err := s.store.RenewLease(ctx, thread, ss.token, s.opts.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("confirm the lease before call %s: %w", c.Key, err)
 	}
@@ -153,8 +174,6 @@ func (s *Service) confirmLease(ctx context.Context, st *agent.State, c agent.Cal
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).Warn("lost the thread's lease; the call is not sent")
 		return fmt.Errorf("call %s: %w", c.Key, ErrLeaseLost)
 	}
-	if ss != nil {
-		ss.confirm(sent)
-	}
+	ss.confirm(sent)
 	return nil
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -26,9 +27,11 @@ type MemoryStore struct {
 }
 
 type memLease struct {
-	owner   string
+	token   string
 	expires time.Time
 }
+
+var errEmptyLeaseOwner = errors.New("empty lease owner")
 
 // NewMemoryStore returns an empty store; now is its clock (default
 // time.Now).
@@ -100,34 +103,39 @@ func (m *MemoryStore) Approve(_ context.Context, thread string, a Approval) (App
 	return out, nil
 }
 
-// AcquireLease implements Leases.
-func (m *MemoryStore) AcquireLease(_ context.Context, thread, owner string, ttl time.Duration) (bool, error) {
+// AcquireLease implements Leases: the acquisition's token is
+// NewLeaseToken(owner).
+func (m *MemoryStore) AcquireLease(_ context.Context, thread, owner string, ttl time.Duration) (string, error) {
+	if owner == "" {
+		return "", errEmptyLeaseOwner
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l, ok := m.leases[thread]; ok && m.now().Before(l.expires) {
-		return false, nil
+		return "", nil
 	}
-	m.leases[thread] = memLease{owner: owner, expires: m.now().Add(ttl)}
-	return true, nil
+	token := NewLeaseToken(owner)
+	m.leases[thread] = memLease{token: token, expires: m.now().Add(ttl)}
+	return token, nil
 }
 
 // RenewLease implements Leases.
-func (m *MemoryStore) RenewLease(_ context.Context, thread, owner string, ttl time.Duration) (bool, error) {
+func (m *MemoryStore) RenewLease(_ context.Context, thread, token string, ttl time.Duration) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.leases[thread]
-	if !ok || l.owner != owner || !m.now().Before(l.expires) {
+	if !ok || token == "" || l.token != token || !m.now().Before(l.expires) {
 		return false, nil
 	}
-	m.leases[thread] = memLease{owner: owner, expires: m.now().Add(ttl)}
+	m.leases[thread] = memLease{token: token, expires: m.now().Add(ttl)}
 	return true, nil
 }
 
 // ReleaseLease implements Leases.
-func (m *MemoryStore) ReleaseLease(_ context.Context, thread, owner string) error {
+func (m *MemoryStore) ReleaseLease(_ context.Context, thread, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l, ok := m.leases[thread]; ok && l.owner == owner {
+	if l, ok := m.leases[thread]; ok && token != "" && l.token == token {
 		delete(m.leases, thread)
 	}
 	return nil

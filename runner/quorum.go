@@ -94,8 +94,8 @@ type ApprovalSessions interface {
 	// nothing, if ExpectHead is set and the thread's head checkpoint is
 	// another, and writes the thread's wake-up (if WakeBy is set). When
 	// it records the approval and LeaseOwner is set, it also takes the
-	// thread's lease if nobody holds it, and then reads the head's ID and
-	// the claims of Keys.
+	// thread's lease if nobody holds it, with a token of its own, and
+	// then reads the head's ID and the claims of Keys.
 	ClaimApproval(ctx context.Context, c ApprovalClaim) (ApprovalClaimed, error)
 }
 
@@ -110,10 +110,12 @@ type ApprovalClaim struct {
 	Keys       []string
 }
 
-// ApprovalClaimed is what ClaimApproval did.
+// ApprovalClaimed is what ClaimApproval did; Token is the lease's
+// acquisition, when Leased.
 type ApprovalClaimed struct {
 	Approved
 	Leased bool
+	Token  string
 	Head   string
 	Claims map[string][]byte
 }
@@ -235,7 +237,7 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d in
 		if err == nil && r.Leased {
 			// The lease is kept for the drive that follows, as a
 			// claim's is.
-			s.keepLeased(thread, r.Head, r.Claims, keys, sent)
+			s.keepLeased(thread, r.Token, r.Head, r.Claims, keys, sent)
 		}
 	} else {
 		if !wake.IsZero() {

@@ -60,10 +60,25 @@ type Claims interface {
 }
 
 // Leases keep two processes from running one thread at once.
+//
+// Every acquisition of a lease gets a token of its own (NewLeaseToken),
+// never one that an earlier acquisition had, even by the same owner; only
+// that token renews or releases the lease, and it is the fence of the
+// run's saves (graph.WithFence). So a run that stalled past its lease is
+// fenced from every run after it, its own process's included.
+// Implementations must be safe for concurrent use by many goroutines and
+// processes.
 type Leases interface {
-	AcquireLease(ctx context.Context, thread, owner string, ttl time.Duration) (bool, error)
-	RenewLease(ctx context.Context, thread, owner string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, thread, owner string) error
+	// AcquireLease makes owner the holder of the thread's lease for ttl
+	// if nobody holds it, and returns the acquisition's token; "" if the
+	// lease is held, even by owner itself.
+	AcquireLease(ctx context.Context, thread, owner string, ttl time.Duration) (token string, err error)
+	// RenewLease extends the lease to ttl from now if the acquisition
+	// that token names still holds it, and reports whether it did.
+	RenewLease(ctx context.Context, thread, token string, ttl time.Duration) (bool, error)
+	// ReleaseLease gives up the lease if the acquisition that token
+	// names holds it, and leaves it alone otherwise.
+	ReleaseLease(ctx context.Context, thread, token string) error
 }
 
 // Store is what the runner needs from storage besides the graph's store.
@@ -111,7 +126,9 @@ type Options struct {
 	// A reply to a run that has answered waits a lease longer: that run
 	// only lets go, or dies and loses the lease.
 	BusyWait time.Duration
-	// Owner names this process in leases (default random).
+	// Owner names this process in leases (default random): each
+	// acquisition's token begins with it, so that a lease says which
+	// process holds it.
 	Owner string
 	// Now is the clock (default time.Now).
 	Now func() time.Time

@@ -263,12 +263,13 @@ func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another process holds the thread for a moment.
-	if ok, err := store.AcquireLease(ctx, "th", "other-process", time.Minute); !ok || err != nil {
-		t.Fatalf("AcquireLease() = %v, %v", ok, err)
+	token, err := store.AcquireLease(ctx, "th", "other-process", time.Minute)
+	if token == "" || err != nil {
+		t.Fatalf("AcquireLease() = %q, %v", token, err)
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		_ = store.ReleaseLease(ctx, "th", "other-process")
+		_ = store.ReleaseLease(ctx, "th", token)
 	}()
 	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: still there?"}); err != nil {
 		t.Fatalf("Reply() = %v, want it to wait for the thread", err)
@@ -293,12 +294,13 @@ func TestReplyToAnAnsweredThreadWaitsALease(t *testing.T) {
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := store.AcquireLease(ctx, "th", "answering-process", 30*time.Second); !ok || err != nil {
-		t.Fatalf("AcquireLease() = %v, %v", ok, err)
+	token, err := store.AcquireLease(ctx, "th", "answering-process", 30*time.Second)
+	if token == "" || err != nil {
+		t.Fatalf("AcquireLease() = %q, %v", token, err)
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond) // well past BusyWait
-		_ = store.ReleaseLease(ctx, "th", "answering-process")
+		_ = store.ReleaseLease(ctx, "th", token)
 	}()
 	if err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: still there?"}); err != nil {
 		t.Fatalf("Reply() = %v, want it to wait for the lease", err)

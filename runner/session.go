@@ -21,27 +21,29 @@ import (
 // must be safe for concurrent use by many goroutines and processes.
 type Sessions interface {
 	// OpenThread acquires Owner's lease on the thread for TTL unless
-	// someone holds it, moves the thread's wake-up no later than
-	// WakeIfHeld or WakeIfBusy (whichever applies; zero: leave it), and
-	// returns, as of that moment, the head checkpoint's ID and the
-	// claims of Keys that are set.
+	// someone holds it (with a token of its own, as Leases.AcquireLease
+	// does), moves the thread's wake-up no later than WakeIfHeld or
+	// WakeIfBusy (whichever applies; zero: leave it), and returns, as of
+	// that moment, the acquisition's token, the head checkpoint's ID and
+	// the claims of Keys that are set.
 	OpenThread(ctx context.Context, o Opening) (Opened, error)
 	// CloseThread records the deliveries Record (set-once claims), raises
 	// the "answered" claim to Answered (if ≥ 0), sets the thread's
 	// wake-up and waiting count (if Schedule), appends the Audit
-	// entries to the audit trail, releases Owner's lease, and returns
-	// the claims of Keys that are set once the lease is free. With Inbox
-	// set (the store is the service's Inbox too), it also applies Inbox
-	// as UpdateInbox does, in the same round trip where it can.
+	// entries to the audit trail, releases the lease if the acquisition
+	// that Token names holds it, and returns the claims of Keys that are
+	// set once the lease is free. With Inbox set (the store is the
+	// service's Inbox too), it also applies Inbox as UpdateInbox does, in
+	// the same round trip where it can.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
 	// claim it wins; it fails with ErrStale, writing nothing, if
 	// ExpectHead is set and the thread's head checkpoint is another.
 	// With LeaseOwner set, a claim it wins also takes the thread's lease
-	// for LeaseOwner if nobody holds it (OpenThread's part, for the
-	// drive that follows), and reads the head's ID and the claims of
-	// Keys.
+	// for LeaseOwner if nobody holds it, with a token of its own
+	// (OpenThread's part, for the drive that follows), and reads the
+	// head's ID and the claims of Keys.
 	ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error)
 	// ClaimValues returns the thread's claims of keys that are set.
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
@@ -55,16 +57,18 @@ type Opening struct {
 	Keys                   []string
 }
 
-// Opened is what OpenThread found.
+// Opened is what OpenThread found. Token is the acquisition's, when Held.
 type Opened struct {
 	Held   bool
+	Token  string
 	Head   string
 	Claims map[string][]byte
 }
 
-// Closing is what CloseThread is asked.
+// Closing is what CloseThread is asked. Token is the lease's, as
+// OpenThread or ClaimDecision returned it.
 type Closing struct {
-	Thread, Owner string
+	Thread, Token string
 	Record        []string
 	Answered      int
 	Schedule      bool
@@ -88,12 +92,13 @@ type DecisionClaim struct {
 }
 
 // Claimed is what ClaimDecision did: the claim's value and whether this
-// call set it; whether it took the lease, and then the head's ID and the
-// claims of Keys that are set.
+// call set it; whether it took the lease, and then the acquisition's
+// token, the head's ID and the claims of Keys that are set.
 type Claimed struct {
 	Winner []byte
 	Won    bool
 	Leased bool
+	Token  string
 	Head   string
 	Claims map[string][]byte
 }
@@ -110,6 +115,9 @@ const answeredKey = "answered"
 // read when it began, and what to write when it ends.
 type session struct {
 	thread string
+	// token is the lease's acquisition: it fences the session's saves,
+	// and only it renews and releases the lease.
+	token string
 	// head and claims are what the store held when the lease was taken
 	// (head "": unknown); asked lists the claim keys read so far.
 	head   string
@@ -227,20 +235,24 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 		if !o.Held {
 			return nil, false, nil
 		}
-		ss.head, ss.claims = o.Head, o.Claims
+		if o.Token == "" {
+			return nil, false, fmt.Errorf("lease %s: the store took it without a token", thread)
+		}
+		ss.token, ss.head, ss.claims = o.Token, o.Head, o.Claims
 		for _, k := range keys {
 			ss.asked[k] = true
 		}
 		ss.confirm(sent)
 		return ss, true, nil
 	}
-	held, err := s.acquire(ctx, thread)
-	if err != nil || !held {
+	token, err := s.acquire(ctx, thread)
+	if err != nil || token == "" {
 		if err == nil {
 			s.wakeBy(ctx, thread, wakeBusy)
 		}
 		return nil, false, err
 	}
+	ss.token = token
 	ss.confirm(sent)
 	s.wakeBy(ctx, thread, wakeHeld)
 	return ss, true, nil
@@ -276,7 +288,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 		if s.opts.Auditor != nil {
 			audit = ss.takeAudit()
 		}
-		closing := Closing{Thread: ss.thread, Owner: s.opts.Owner, Record: ss.record,
+		closing := Closing{Thread: ss.thread, Token: ss.token, Record: ss.record,
 			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting,
 			Audit: audit, Keys: keys}
 		// The store writes the index with the rest if it is the inbox.
@@ -310,7 +322,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 	if inbox != nil {
 		s.updateInbox(ctx, inbox)
 	}
-	s.release(ss.thread)
+	s.release(ss.thread, ss.token)
 	s.inboxChanged(inbox)
 	if len(keys) == 0 {
 		return nil
@@ -450,8 +462,10 @@ func (s *Service) keepOpened(ss *session) {
 			delete(s.opened, thread)
 		}
 	}
-	if _, ok := s.opened[ss.thread]; ok {
-		return // one lease, one session: the first stays
+	// One lease, one session. A session of another acquisition is an
+	// earlier one, whose lease lapsed before this one could be taken.
+	if old, ok := s.opened[ss.thread]; ok && old.token == ss.token {
+		return
 	}
 	s.opened[ss.thread] = ss
 }
@@ -470,6 +484,6 @@ func (s *Service) takeOpened(ctx context.Context, thread string) *session {
 	if time.Since(ss.lastConfirmed()) < s.opts.LeaseTTL/2 {
 		return ss
 	}
-	s.release(thread)
+	s.release(thread, ss.token)
 	return nil
 }

@@ -15,6 +15,7 @@ package runnertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -44,12 +46,21 @@ func TestStore(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ClaimOnce", testClaimOnce},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ClaimsIsolated", testClaimsIsolated},
-		{"Lease", testLease},
 		{"LeaseExpires", testLeaseExpires},
-		{"ConcurrentLeases", testConcurrentLeases},
 		{"Schedule", testSchedule},
 	}
+	tests = append(tests, leaseTests...)
 	run(t, newStore, append(tests, approvalTests...))
+}
+
+// leaseTests are the suite's tests of leases that need no clock.
+var leaseTests = []struct {
+	name string
+	run  func(t *testing.T, s Store)
+}{
+	{"Lease", testLease},
+	{"LeaseTokens", testLeaseTokens},
+	{"ConcurrentLeases", testConcurrentLeases},
 }
 
 // approvalTests are the suite's tests of approvals (runner.Approvals).
@@ -70,6 +81,14 @@ var approvalTests = []struct {
 // Redis), where the leases' part cannot pass.
 func TestApprovals(t *testing.T, newStore func(t *testing.T) Store) {
 	run(t, newStore, approvalTests)
+}
+
+// TestLeases runs the leases' part of the contract that needs no clock
+// (expiry aside): which acquisition holds a lease, and that each has a
+// token of its own. It runs on a backing server whose keys do not expire
+// by the clock too.
+func TestLeases(t *testing.T, newStore func(t *testing.T) Store) {
+	run(t, newStore, leaseTests)
 }
 
 func run(t *testing.T, newStore func(t *testing.T) Store, tests []struct {
@@ -138,46 +157,144 @@ func testClaimsIsolated(t *testing.T, s Store) {
 
 func testLease(t *testing.T, s Store) {
 	ctx, th := context.Background(), thread("lease")
-	if ok, err := s.AcquireLease(ctx, th, "p1", time.Minute); err != nil || !ok {
-		t.Fatalf("AcquireLease(p1) = %v, %v", ok, err)
+	p1 := mustAcquire(t, s, th, "p1", time.Minute)
+	if !strings.HasPrefix(p1, "p1") {
+		t.Errorf("AcquireLease(p1) token = %q, want it to begin with its owner", p1)
 	}
-	if ok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); ok {
+	if tok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); tok != "" {
 		t.Error("AcquireLease(p2) took a held lease")
 	}
-	if ok, _ := s.AcquireLease(ctx, th, "p1", time.Minute); ok {
+	if tok, _ := s.AcquireLease(ctx, th, "p1", time.Minute); tok != "" {
 		t.Error("AcquireLease(p1) acquired its own held lease again")
 	}
-	if ok, _ := s.RenewLease(ctx, th, "p2", time.Minute); ok {
-		t.Error("RenewLease(p2) renewed p1's lease")
+	for _, forged := range []string{"p1", "p2", p1 + "x", p1[:len(p1)-1]} {
+		if ok, _ := s.RenewLease(ctx, th, forged, time.Minute); ok {
+			t.Errorf("RenewLease(%q) renewed the lease of token %q", forged, p1)
+		}
+		if err := s.ReleaseLease(ctx, th, forged); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if ok, err := s.RenewLease(ctx, th, "p1", time.Minute); err != nil || !ok {
-		t.Errorf("RenewLease(p1) = %v, %v", ok, err)
+	if ok, err := s.RenewLease(ctx, th, p1, time.Minute); err != nil || !ok {
+		t.Errorf("RenewLease(p1's token) = %v, %v", ok, err)
 	}
-	if err := s.ReleaseLease(ctx, th, "p2"); err != nil {
+	if tok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); tok != "" {
+		t.Error("ReleaseLease(another token) released p1's lease")
+	}
+	if err := s.ReleaseLease(ctx, th, p1); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); ok {
-		t.Error("ReleaseLease(p2) released p1's lease")
+	p2 := mustAcquire(t, s, th, "p2", time.Minute)
+	if ok, _ := s.RenewLease(ctx, th, p1, time.Minute); ok {
+		t.Error("RenewLease(p1's token) renewed a lease p2 now holds")
 	}
-	if err := s.ReleaseLease(ctx, th, "p1"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); !ok {
-		t.Error("AcquireLease(p2) after p1 released it failed")
-	}
-	if ok, _ := s.RenewLease(ctx, th, "p1", time.Minute); ok {
-		t.Error("RenewLease(p1) renewed a lease p2 now holds")
+	if ok, _ := s.RenewLease(ctx, th, p2, time.Minute); !ok {
+		t.Error("RenewLease(p2's token) failed")
 	}
 }
 
+// testLeaseTokens: every acquisition has a token of its own, so a token
+// of an earlier acquisition by the same owner — a run of a process that
+// stalled past its lease — renews, releases and saves nothing once the
+// same owner has acquired the lease again.
+func testLeaseTokens(t *testing.T, s Store) {
+	ctx, th := context.Background(), thread("tokens")
+	first := mustAcquire(t, s, th, "p1", time.Minute)
+	if err := s.ReleaseLease(ctx, th, first); err != nil {
+		t.Fatal(err)
+	}
+	later := mustAcquire(t, s, th, "p1", time.Minute)
+	if later == first {
+		t.Fatalf("two acquisitions by p1 got the same token %q", first)
+	}
+	if ok, err := s.RenewLease(ctx, th, first, time.Minute); err != nil || ok {
+		t.Errorf("RenewLease(earlier token) = %v, %v; want false", ok, err)
+	}
+	if err := s.ReleaseLease(ctx, th, first); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); tok != "" {
+		t.Error("ReleaseLease(earlier token) released the later acquisition's lease")
+	}
+	if ok, err := s.RenewLease(ctx, th, later, time.Minute); err != nil || !ok {
+		t.Errorf("RenewLease(later token) = %v, %v; want true", ok, err)
+	}
+	if gs, ok := s.(graph.Store); ok {
+		cp := &graph.Checkpoint{Version: graph.SchemaVersion, Thread: th, Seq: 1, ID: "cp-1", Status: graph.Running,
+			Step: 1, Next: []string{"model"}, State: json.RawMessage(`{}`), Created: time.Now().UTC()}
+		if err := gs.Save(graph.WithFence(ctx, first), cp); !errors.Is(err, graph.ErrConflict) {
+			t.Errorf("Save(fenced by the earlier token) = %v, want ErrConflict", err)
+		}
+		if _, err := gs.Load(ctx, th); !errors.Is(err, graph.ErrNoCheckpoint) {
+			t.Errorf("Load after a fenced save = %v, want ErrNoCheckpoint: nothing written", err)
+		}
+		if err := gs.Save(graph.WithFence(ctx, later), cp); err != nil {
+			t.Errorf("Save(fenced by the later token) = %v", err)
+		}
+	}
+	if err := s.ReleaseLease(ctx, th, later); err != nil {
+		t.Fatal(err)
+	}
+	sess, ok := s.(runner.Sessions)
+	if !ok {
+		return
+	}
+	// Sessions take the lease too, with tokens of their own.
+	o1, err := sess.OpenThread(ctx, runner.Opening{Thread: th, Owner: "p1", TTL: time.Minute})
+	if err != nil || !o1.Held || o1.Token == "" || o1.Token == first || o1.Token == later {
+		t.Fatalf("OpenThread(p1) = %+v, %v; want held with a new token", o1, err)
+	}
+	if _, err := sess.CloseThread(ctx, runner.Closing{Thread: th, Token: o1.Token, Answered: -1}); err != nil {
+		t.Fatal(err)
+	}
+	o2, err := sess.OpenThread(ctx, runner.Opening{Thread: th, Owner: "p1", TTL: time.Minute})
+	if err != nil || !o2.Held || o2.Token == "" || o2.Token == o1.Token {
+		t.Fatalf("OpenThread(p1) again = %+v, %v; want held with a new token", o2, err)
+	}
+	if _, err := sess.CloseThread(ctx, runner.Closing{Thread: th, Token: o1.Token, Answered: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := sess.OpenThread(ctx, runner.Opening{Thread: th, Owner: "p2", TTL: time.Minute}); o.Held {
+		t.Error("CloseThread(earlier token) released the later acquisition's lease")
+	}
+	if ok, _ := s.RenewLease(ctx, th, o1.Token, time.Minute); ok {
+		t.Error("RenewLease(earlier session's token) renewed the later session's lease")
+	}
+	if _, err := sess.CloseThread(ctx, runner.Closing{Thread: th, Token: o2.Token, Answered: -1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sess.ClaimDecision(ctx, runner.DecisionClaim{Thread: th, Key: "decision:0.0#0", Value: []byte("{}"),
+		LeaseOwner: "p1", LeaseTTL: time.Minute})
+	if err != nil || !c.Leased || c.Token == "" || c.Token == o1.Token || c.Token == o2.Token {
+		t.Fatalf("ClaimDecision(taking the lease for p1) = %+v, %v; want leased with a new token", c, err)
+	}
+	if ok, _ := s.RenewLease(ctx, th, o2.Token, time.Minute); ok {
+		t.Error("RenewLease(earlier session's token) renewed the lease a claim took")
+	}
+	if ok, _ := s.RenewLease(ctx, th, c.Token, time.Minute); !ok {
+		t.Error("RenewLease(the claim's token) failed")
+	}
+}
+
+// mustAcquire acquires the thread's lease for owner and returns its token.
+func mustAcquire(t *testing.T, s Store, th, owner string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := s.AcquireLease(context.Background(), th, owner, ttl)
+	if err != nil || tok == "" {
+		t.Fatalf("AcquireLease(%s) = %q, %v; want a token", owner, tok, err)
+	}
+	return tok
+}
+
+// testLeaseExpires: a lease that lapsed is taken again, by its own owner
+// too, and the lapsed acquisition's token renews nothing.
 func testLeaseExpires(t *testing.T, s Store) {
 	ctx, th := context.Background(), thread("expiry")
-	if ok, _ := s.AcquireLease(ctx, th, "p1", 50*time.Millisecond); !ok {
-		t.Fatal("AcquireLease(p1) failed")
-	}
+	first := mustAcquire(t, s, th, "p1", 50*time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
+	var later string
 	for {
-		if ok, _ := s.AcquireLease(ctx, th, "p2", time.Minute); ok {
+		if later, _ = s.AcquireLease(ctx, th, "p1", time.Minute); later != "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -185,8 +302,14 @@ func testLeaseExpires(t *testing.T, s Store) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if ok, _ := s.RenewLease(ctx, th, "p1", time.Minute); ok {
-		t.Error("RenewLease(p1) renewed a lease that lapsed and p2 took")
+	if later == first {
+		t.Fatalf("p1 acquired a lapsed lease again with its earlier token %q", first)
+	}
+	if ok, _ := s.RenewLease(ctx, th, first, time.Minute); ok {
+		t.Error("RenewLease(p1's earlier token) renewed a lease that lapsed and p1 took again")
+	}
+	if ok, _ := s.RenewLease(ctx, th, later, time.Minute); !ok {
+		t.Error("RenewLease(p1's later token) failed")
 	}
 }
 
@@ -199,7 +322,8 @@ func testConcurrentLeases(t *testing.T, s Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], _ = s.AcquireLease(ctx, th, fmt.Sprintf("p%d", i), time.Minute)
+			tok, _ := s.AcquireLease(ctx, th, fmt.Sprintf("p%d", i), time.Minute)
+			got[i] = tok != ""
 		}()
 	}
 	wg.Wait()
