@@ -53,6 +53,7 @@ FUZZ_TARGETS = \
 	./tools:FuzzAllowHostsDialled \
 	./tools:FuzzMaskSecrets \
 	./tools/mcp:FuzzToolName \
+	./llm:FuzzNormaliseTool \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport
 fuzz:

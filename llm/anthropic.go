@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 )
@@ -35,6 +36,9 @@ type AnthropicOptions struct {
 	Model string
 	// HTTPClient defaults to a client with DefaultHTTPTimeout.
 	HTTPClient *http.Client
+	// Logger is told about tools left out of requests (see LeftOut);
+	// default: nowhere.
+	Logger logrus.FieldLogger
 	// MaxTokens limits the reply; default DefaultAnthropicMaxTokens.
 	MaxTokens int
 }
@@ -72,6 +76,7 @@ type Anthropic struct {
 	model     string
 	name      string
 	maxTokens int
+	tools     *toolSet
 }
 
 // NewAnthropic returns a client for opts. It sends nothing until Generate.
@@ -117,11 +122,15 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens}, nil
+	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: newToolSet("anthropic", opts.Logger)}, nil
 }
 
 // Name says which model this is, e.g. "anthropic claude-sonnet-4-5".
 func (a *Anthropic) Name() string { return a.name }
+
+// CheckTools returns the tools of defs that are left out of requests
+// because Anthropic would refuse them.
+func (a *Anthropic) CheckTools(defs []ToolDef) []LeftOut { return a.tools.leftOut(defs) }
 
 // Generate sends the conversation and returns the assistant's reply.
 // Errors wrap a *StatusError for HTTP failures and the network error for
@@ -135,7 +144,7 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
-	lcTools, err := toLangchainTools(tools)
+	lcTools, err := toLangchainTools(a.tools.prepare(tools))
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}

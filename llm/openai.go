@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
 )
@@ -32,6 +33,9 @@ type OpenAIOptions struct {
 	Model string
 	// HTTPClient defaults to a client with DefaultHTTPTimeout.
 	HTTPClient *http.Client
+	// Logger is told about tools left out of requests (see LeftOut);
+	// default: nowhere.
+	Logger logrus.FieldLogger
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -40,6 +44,7 @@ type OpenAI struct {
 	llm   *openai.LLM
 	model string
 	name  string
+	tools *toolSet
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -81,11 +86,15 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	return &OpenAI{llm: client, model: model, name: name}, nil
+	return &OpenAI{llm: client, model: model, name: name, tools: newToolSet("openai", opts.Logger)}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
 func (o *OpenAI) Name() string { return o.name }
+
+// CheckTools returns the tools of defs that are left out of requests
+// because OpenAI would refuse them.
+func (o *OpenAI) CheckTools(defs []ToolDef) []LeftOut { return o.tools.leftOut(defs) }
 
 // Generate sends the conversation and returns the assistant's reply.
 // Errors wrap a *StatusError for HTTP failures and the network error for
@@ -99,7 +108,7 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
-	lcTools, err := toLangchainTools(tools)
+	lcTools, err := toLangchainTools(o.tools.prepare(tools))
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}

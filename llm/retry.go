@@ -68,6 +68,17 @@ type retrying struct {
 
 func (r *retrying) Name() string { return r.model.Name() }
 
+// CheckTools forwards to the wrapped model; nothing is left out by a
+// model that does not check.
+func (r *retrying) CheckTools(defs []ToolDef) []LeftOut {
+	if c, ok := r.model.(ToolChecker); ok {
+		return c.CheckTools(defs)
+	}
+	return nil
+}
+
+var _ ToolChecker = (*retrying)(nil)
+
 func (r *retrying) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
 	return r.generate(ctx, func() (Message, error) { return r.model.Generate(ctx, msgs, tools) })
 }

@@ -33,7 +33,8 @@ import (
 //     tool_result blocks in the immediately following user message, or a
 //     tool_result answers no tool_use of the message before it, or comes
 //     after other content in its message;
-//   - a tool has no valid name or no object input_schema.
+//   - a tool has no valid name or no object input_schema, or its
+//     input_schema has oneOf, anyOf or allOf at the top level.
 type AnthropicServer struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -262,10 +263,16 @@ func validateAnthropic(req *anthropicRequest) *problem {
 			return badf("", "tools.%d.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", i)
 		}
 		var schema struct {
-			Type string `json:"type"`
+			Type  string          `json:"type"`
+			OneOf json.RawMessage `json:"oneOf"`
+			AnyOf json.RawMessage `json:"anyOf"`
+			AllOf json.RawMessage `json:"allOf"`
 		}
 		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil {
 			return badf("", "tools.%d.input_schema: Field required", i)
+		}
+		if schema.OneOf != nil || schema.AnyOf != nil || schema.AllOf != nil {
+			return badf("", "tools.%d.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level", i)
 		}
 		if schema.Type != "object" {
 			return badf("", "tools.%d.input_schema.type: Input should be 'object'", i)

@@ -32,7 +32,11 @@ import (
 //   - a tool message does not answer a pending call of the assistant
 //     message before it;
 //   - a tool is not {"type":"function"} with a valid name and an object
-//     schema.
+//     schema, or its parameters (or an object schema inside them) have no
+//     "properties" (code invalid_function_parameters, as OpenAI answers
+//     {"type":"object"});
+//   - "temperature" is sent for a reasoning model (o1, o3, o4-mini, gpt-5
+//     families), which take only their default (code unsupported_value).
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
@@ -180,7 +184,7 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	if p := validateOpenAI(&req); p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
-		openAIError(w, rec.Status, "invalid_request_error", p.param, p.msg)
+		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
 		return
 	}
 	reply, ok := s.script.take()
@@ -209,6 +213,8 @@ type openAIWireRequest struct {
 	Messages []OpenAIMessage `json:"messages"`
 	Tools    []OpenAITool    `json:"tools"`
 	Stream   bool            `json:"stream"`
+	// Temperature is nil when the request has none.
+	Temperature *float64 `json:"temperature"`
 	// StreamOptions asks for a last chunk with the usage.
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -236,6 +242,17 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			return badf(fmt.Sprintf("tools[%d].function.parameters", i),
 				"Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"'.", t.Function.Name)
 		}
+		if len(t.Function.Parameters) > 0 {
+			if p := openAISchemaProblem(t.Function.Name, t.Function.Parameters); p != nil {
+				p.param = fmt.Sprintf("tools[%d].function.parameters", i)
+				return p
+			}
+		}
+	}
+	if req.Temperature != nil && ReasoningModel(req.Model) && *req.Temperature != 1 {
+		p := badf("temperature", "Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *req.Temperature)
+		p.code = "unsupported_value"
+		return p
 	}
 
 	// pending holds the tool calls of the last assistant message that no
@@ -356,11 +373,73 @@ func openAIResponse(n int, model string, reply llm.Message) map[string]any {
 // openAIError writes OpenAI's error shape:
 // {"error": {"message", "type", "param", "code"}}.
 func openAIError(w http.ResponseWriter, status int, typ, param, msg string) {
-	var p any
+	openAIErrorCode(w, status, typ, param, "", msg)
+}
+
+func openAIErrorCode(w http.ResponseWriter, status int, typ, param, code, msg string) {
+	var p, c any
 	if param != "" {
 		p = param
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": nil}})
+	if code != "" {
+		c = code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": c}})
+}
+
+// ReasoningModel reports whether OpenAI's model takes no sampling
+// parameters (temperature other than its default): the o-series and
+// gpt-5 families.
+func ReasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5"} {
+		if m == p || strings.HasPrefix(m, p+"-") || strings.HasPrefix(m, p+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// openAISchemaProblem finds what OpenAI refuses in function parameters:
+// a top level that is not of type object, an object schema without
+// properties.
+func openAISchemaProblem(name string, params json.RawMessage) *problem {
+	var schema map[string]any
+	if json.Unmarshal(params, &schema) != nil {
+		return nil
+	}
+	if t, _ := schema["type"].(string); t != "object" {
+		p := badf("", "Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"%v\"'.", name, schema["type"])
+		p.code = "invalid_function_parameters"
+		return p
+	}
+	var walk func(s map[string]any, path string) *problem
+	walk = func(s map[string]any, path string) *problem {
+		if t, _ := s["type"].(string); t == "object" {
+			if _, ok := s["properties"].(map[string]any); !ok {
+				p := badf("", "Invalid schema for function '%s': In context=(%s), object schema missing properties.", name, path)
+				p.code = "invalid_function_parameters"
+				return p
+			}
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for k, v := range props {
+				if sub, ok := v.(map[string]any); ok {
+					if p := walk(sub, strings.TrimPrefix(path+", 'properties', '"+k+"'", ", ")); p != nil {
+						return p
+					}
+				}
+			}
+		}
+		if sub, ok := s["items"].(map[string]any); ok {
+			return walk(sub, strings.TrimPrefix(path+", 'items'", ", "))
+		}
+		return nil
+	}
+	return walk(schema, "")
 }
 
 func openAIErrorType(status int) string {

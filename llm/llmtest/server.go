@@ -101,6 +101,7 @@ func readBody(r *http.Request) ([]byte, error) {
 type problem struct {
 	msg   string
 	param string // OpenAI's "param" field
+	code  string // OpenAI's "code" field, or ""
 }
 
 func (p *problem) Error() string { return p.msg }
