@@ -54,6 +54,7 @@ FUZZ_TARGETS = \
 	./tools:FuzzMaskSecrets \
 	./tools/mcp:FuzzToolName \
 	./llm:FuzzNormaliseTool \
+	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport
 fuzz:

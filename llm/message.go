@@ -69,6 +69,10 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Stop says why an assistant message ended, when the model did not
+	// simply finish: cut off, filtered or refused. Content then says so
+	// in words too.
+	Stop Stop `json:"stop,omitempty"`
 	// Usage is what a model's reply cost, when the provider said; it is
 	// for metrics and never stored.
 	Usage *Usage `json:"-"`
@@ -105,6 +109,10 @@ type ToolCall struct {
 	// Arguments is the JSON text the model produced. It may be invalid;
 	// the agent answers invalid arguments with an error result.
 	Arguments string `json:"arguments"`
+	// Truncated: the reply was cut off while this call was being
+	// written, so its arguments are incomplete. It must not run; the
+	// agent answers it with an error result.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ToolDef describes a tool to the model.

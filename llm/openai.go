@@ -36,6 +36,9 @@ type OpenAIOptions struct {
 	// Logger is told about tools left out of requests (see LeftOut);
 	// default: nowhere.
 	Logger logrus.FieldLogger
+	// Temperature is sent when set, except to reasoning models (see
+	// ReasoningModel), which refuse it; nil: the provider's default.
+	Temperature *float64
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -67,6 +70,11 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		name += " at " + u.Redacted()
 	}
 	d := newDoer(opts.HTTPClient)
+	temperature := opts.Temperature
+	if ReasoningModel(model) {
+		temperature = nil
+	}
+	d.rewrite = func(_ *exchange, body []byte) ([]byte, error) { return setTemperature(body, temperature) }
 	token := opts.APIKey
 	if token == "" {
 		// langchaingo refuses an empty token; the doer removes the
@@ -100,10 +108,11 @@ func (o *OpenAI) CheckTools(defs []ToolDef) []LeftOut { return o.tools.leftOut(d
 // Errors wrap a *StatusError for HTTP failures and the network error for
 // transport failures; see IsTransient.
 func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
-	return o.generate(ctx, msgs, tools)
+	return o.generate(ctx, msgs, tools, nil)
 }
 
-func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, extra ...llms.CallOption) (Message, error) {
+// generate asks for the reply, streamed to fn when fn is not nil.
+func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
 	req, err := toOpenAI(msgs)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
@@ -112,15 +121,18 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
-	callOpts := extra
+	var callOpts []llms.CallOption
+	if fn != nil {
+		// Asks langchaingo for a streamed request; the exchange reads
+		// the stream (see answer.go).
+		callOpts = append(callOpts, llms.WithStreamingFunc(ignoreChunk))
+	}
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	resp, err := o.llm.GenerateContent(ctx, req, callOpts...)
-	if err != nil {
-		return Message{}, fmt.Errorf("%s: %w", o.name, cause(err))
-	}
-	return fromOpenAI(resp, len(msgs)), nil
+	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs)}
+	_, err = o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
+	return x.result(o.name, err)
 }
 
 // toOpenAI converts a conversation for langchaingo's OpenAI client.
@@ -167,26 +179,6 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 		}
 	}
 	return out, nil
-}
-
-// fromOpenAI converts the first choice of a reply; position is the index
-// the reply will have in the conversation (for calls without an ID).
-func fromOpenAI(resp *llms.ContentResponse, position int) Message {
-	reply := Message{Role: RoleAssistant}
-	if len(resp.Choices) == 0 {
-		return reply
-	}
-	c := resp.Choices[0]
-	reply.Content = c.Content
-	reply.Usage = usageFrom(c.GenerationInfo)
-	for i, tc := range c.ToolCalls {
-		if tc.FunctionCall == nil {
-			continue
-		}
-		reply.ToolCalls = append(reply.ToolCalls,
-			replyToolCall(tc.ID, tc.FunctionCall.Name, tc.FunctionCall.Arguments, position, i))
-	}
-	return reply
 }
 
 // parseBaseURL accepts an absolute http or https URL.

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -130,6 +131,9 @@ func (s *AnthropicServer) Then(replies ...llm.Message) {
 	s.script.push(replies...)
 }
 
+// ThenRaw appends raw answers to the script (see Raw).
+func (s *AnthropicServer) ThenRaw(raws ...Raw) { s.script.pushRaw(raws...) }
+
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500,
 // 429 or 529) before the script goes on.
 func (s *AnthropicServer) FailNext(n, status int) { s.script.failNext(n, status) }
@@ -191,12 +195,18 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 		reject(p.msg)
 		return
 	}
-	reply, ok := s.script.take()
+	reply, raw, ok := s.script.take()
 	if !ok {
 		reject(exhausted(n))
 		return
 	}
 	rec.Status = http.StatusOK
+	if raw != nil {
+		rec.Status = cmp.Or(raw.Status, http.StatusOK)
+		s.record(rec)
+		raw.write(w)
+		return
+	}
 	s.record(rec)
 	if req.stream {
 		s.streamAnthropic(w, n, req.model, anthropicResponse(n, req.model, reply))

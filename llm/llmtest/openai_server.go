@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -131,6 +132,9 @@ func (s *OpenAIServer) Close() { s.srv.Close() }
 // Then appends replies to the script.
 func (s *OpenAIServer) Then(replies ...llm.Message) { s.script.push(replies...) }
 
+// ThenRaw appends raw answers to the script (see Raw).
+func (s *OpenAIServer) ThenRaw(raws ...Raw) { s.script.pushRaw(raws...) }
+
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500
 // or 429) before the script goes on.
 func (s *OpenAIServer) FailNext(n, status int) { s.script.failNext(n, status) }
@@ -187,7 +191,7 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
 		return
 	}
-	reply, ok := s.script.take()
+	reply, raw, ok := s.script.take()
 	if !ok {
 		rec.Status, rec.Problem = http.StatusBadRequest, exhausted(n)
 		s.record(rec)
@@ -195,6 +199,12 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Status = http.StatusOK
+	if raw != nil {
+		rec.Status = cmp.Or(raw.Status, http.StatusOK)
+		s.record(rec)
+		raw.write(w)
+		return
+	}
 	s.record(rec)
 	s.mu.Lock()
 	usage := map[string]int{"prompt_tokens": s.usage[0], "completion_tokens": s.usage[1], "total_tokens": s.usage[0] + s.usage[1]}
