@@ -25,6 +25,12 @@
 //   - Both: errors come back as text. The HTTP layer under langchaingo
 //     returns a *StatusError for non-200 answers and keeps network errors
 //     intact, so IsTransient and Retry can tell a 503 from a 400.
+//   - Both: answers lose their stop reason, refusals, errors inside a
+//     stream and the index of streamed tool calls. The package reads every
+//     200 answer itself (answer.go); langchaingo only builds the request.
+//   - Both: a tool schema a provider refuses fails every request. Each
+//     client normalises the schemas for its provider, or leaves a tool out
+//     (schema.go).
 //
 // Models that can show a reply while it is written implement Streamer
 // (OpenAI and Anthropic through langchaingo's streaming callback over
@@ -81,25 +87,6 @@ type Message struct {
 // Usage counts the tokens of one model call.
 type Usage struct {
 	Input, Output int
-}
-
-// usageFrom reads the token counts langchaingo's clients put in a
-// choice's GenerationInfo (OpenAI: PromptTokens and CompletionTokens;
-// Anthropic: InputTokens and OutputTokens); nil when there are none.
-func usageFrom(info map[string]any) *Usage {
-	n := func(keys ...string) int {
-		for _, k := range keys {
-			if v, ok := info[k].(int); ok && v > 0 {
-				return v
-			}
-		}
-		return 0
-	}
-	u := Usage{Input: n("PromptTokens", "InputTokens"), Output: n("CompletionTokens", "OutputTokens")}
-	if u.Input == 0 && u.Output == 0 {
-		return nil
-	}
-	return &u
 }
 
 // ToolCall is one call a model asked for.

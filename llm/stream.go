@@ -2,7 +2,6 @@ package llm
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -73,7 +72,7 @@ func (r *retrying) GenerateStream(ctx context.Context, msgs []Message, tools []T
 		if last {
 			note = NoteInterrupted
 		}
-		_ = fn(ctx, strings.TrimRight(shown, " \n")+"\n\n"+note) // the attempt's error is what counts
+		_ = fn(ctx, shown+"\n\n"+note) // the attempt's error is what counts; the note extends the text shown
 		shown = ""
 	}
 	return r.generate(ctx, func() (Message, error) { return Stream(ctx, r.model, msgs, tools, track) }, broken)
