@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sirupsen/logrus"
 )
 
 // FromEnv builds the model the environment asks for. getenv is usually
@@ -29,6 +31,12 @@ import (
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
 func FromEnv(getenv func(string) string) (Model, error) {
+	return FromEnvWithLogger(getenv, nil)
+}
+
+// FromEnvWithLogger is FromEnv with a logger for the model's warnings
+// (a tool left out because the provider would refuse its schema).
+func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Model, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	provider := strings.ToLower(get("LLM_PROVIDER"))
 	if provider == "" {
@@ -59,6 +67,7 @@ func FromEnv(getenv func(string) string) (Model, error) {
 			BaseURL:     get("OPENAI_BASE_URL"),
 			Model:       get("LLM_MODEL"),
 			Temperature: temperature,
+			Logger:      log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
@@ -73,6 +82,7 @@ func FromEnv(getenv func(string) string) (Model, error) {
 			BaseURL:     get("ANTHROPIC_BASE_URL"),
 			Model:       get("LLM_MODEL"),
 			Temperature: temperature,
+			Logger:      log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 func TestNormaliseTool(t *testing.T) {
@@ -56,7 +59,8 @@ func TestNormaliseTool(t *testing.T) {
 // A tool's schema is normalised once, not at every request, and a tool
 // left out is reported with its name.
 func TestToolSetRemembers(t *testing.T) {
-	s := newToolSet("openai", nil)
+	log, hook := logtest.NewNullLogger()
+	s := newToolSet("openai", log)
 	defs := []ToolDef{
 		{Name: "a__x", Description: "one", Parameters: json.RawMessage(`{"type":"object"}`)},
 		{Name: "a__y", Parameters: json.RawMessage(`{"type":"array"}`)},
@@ -76,6 +80,10 @@ func TestToolSetRemembers(t *testing.T) {
 	}
 	if left := s.leftOut(defs); len(left) != 1 || left[0].Tool != "a__y" || left[0].Reason == "" {
 		t.Errorf("leftOut() = %+v, want a__y with a reason", left)
+	}
+	entries := hook.AllEntries()
+	if len(entries) != 1 || entries[0].Level != logrus.WarnLevel || entries[0].Data["tool"] != "a__y" || entries[0].Data["server"] != "a" {
+		t.Errorf("logged %+v, want one warning naming the tool a__y and its server a", entries)
 	}
 }
 
