@@ -77,6 +77,9 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
 		}
+		if temperature != nil && *temperature > 1 {
+			return nil, fmt.Errorf("LLM_TEMPERATURE=%v: Anthropic takes 0 to 1", *temperature)
+		}
 		m, err := NewAnthropic(AnthropicOptions{
 			APIKey:      get("ANTHROPIC_API_KEY"),
 			BaseURL:     get("ANTHROPIC_BASE_URL"),

@@ -82,10 +82,14 @@ func TestTemperatureFitsTheModel(t *testing.T) {
 			}
 		})
 	}
-	if _, err := llm.FromEnv(func(k string) string {
-		return map[string]string{"OPENAI_API_KEY": "sk-1", "LLM_TEMPERATURE": "warm"}[k]
-	}); err == nil {
-		t.Errorf("FromEnv(LLM_TEMPERATURE=warm) error = nil, want one")
+	for _, env := range []map[string]string{
+		{"OPENAI_API_KEY": "sk-1", "LLM_TEMPERATURE": "warm"},
+		{"OPENAI_API_KEY": "sk-1", "LLM_TEMPERATURE": "2.5"},
+		{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_TEMPERATURE": "1.5"},
+	} {
+		if _, err := llm.FromEnv(func(k string) string { return env[k] }); err == nil {
+			t.Errorf("FromEnv(%v) error = nil, want one", env)
+		}
 	}
 }
 

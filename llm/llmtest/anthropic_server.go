@@ -35,7 +35,8 @@ import (
 //     tool_result answers no tool_use of the message before it, or comes
 //     after other content in its message;
 //   - a tool has no valid name or no object input_schema, or its
-//     input_schema has oneOf, anyOf or allOf at the top level.
+//     input_schema has oneOf, anyOf or allOf at the top level;
+//   - temperature is outside 0 to 1.
 type AnthropicServer struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -235,8 +236,9 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
-		Tools  []AnthropicTool `json:"tools"`
-		Stream bool            `json:"stream"`
+		Tools       []AnthropicTool `json:"tools"`
+		Stream      bool            `json:"stream"`
+		Temperature *float64        `json:"temperature"`
 	}
 	if err := json.Unmarshal(body, &wire); err != nil {
 		return nil, badf("", "invalid request body: %v", err)
@@ -244,6 +246,9 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 	system, ok := anthropicText(wire.System)
 	if !ok {
 		return nil, badf("", "system: Input should be a valid string or a list of text blocks")
+	}
+	if t := wire.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return nil, badf("", "temperature: range: 0..1")
 	}
 	req := &anthropicRequest{model: wire.Model, maxTokens: wire.MaxTokens, system: system, tools: wire.Tools, stream: wire.Stream}
 	for i, m := range wire.Messages {

@@ -37,7 +37,8 @@ import (
 //     "properties" (code invalid_function_parameters, as OpenAI answers
 //     {"type":"object"});
 //   - "temperature" is sent for a reasoning model (o1, o3, o4-mini, gpt-5
-//     families), which take only their default (code unsupported_value).
+//     families), which take only their default (code unsupported_value),
+//     or top_p, a penalty or max_tokens (code unsupported_parameter).
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
@@ -225,6 +226,12 @@ type openAIWireRequest struct {
 	Stream   bool            `json:"stream"`
 	// Temperature is nil when the request has none.
 	Temperature *float64 `json:"temperature"`
+	// Sampling parameters and the old token limit, which reasoning
+	// models refuse.
+	TopP             *float64 `json:"top_p"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	MaxTokens        *int     `json:"max_tokens"`
 	// StreamOptions asks for a last chunk with the usage.
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -257,6 +264,21 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 				p.param = fmt.Sprintf("tools[%d].function.parameters", i)
 				return p
 			}
+		}
+	}
+	if ReasoningModel(req.Model) {
+		for name, set := range map[string]bool{"top_p": req.TopP != nil, "presence_penalty": req.PresencePenalty != nil,
+			"frequency_penalty": req.FrequencyPenalty != nil} {
+			if set {
+				p := badf(name, "Unsupported parameter: '%s' is not supported with this model.", name)
+				p.code = "unsupported_parameter"
+				return p
+			}
+		}
+		if req.MaxTokens != nil {
+			p := badf("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
+			p.code = "unsupported_parameter"
+			return p
 		}
 	}
 	if req.Temperature != nil && ReasoningModel(req.Model) && *req.Temperature != 1 {

@@ -87,6 +87,8 @@ func TestOpenAIServerValidates(t *testing.T) {
 		{"temperature for o4-mini", `{"model":"o4-mini","temperature":0,"messages":[` + oaUser + `]}`, "Only the default (1) value is supported"},
 		{"temperature for gpt-4o", `{"model":"gpt-4o","temperature":0,"messages":[` + oaUser + `]}`, ""},
 		{"no temperature for o1", `{"model":"o1","messages":[` + oaUser + `]}`, ""},
+		{"max_tokens for o3", `{"model":"o3","max_tokens":10,"messages":[` + oaUser + `]}`, "max_completion_tokens"},
+		{"top_p for gpt-5", `{"model":"gpt-5","top_p":0.5,"messages":[` + oaUser + `]}`, "'top_p' is not supported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +188,7 @@ func TestAnthropicServerValidates(t *testing.T) {
 		{"top-level oneOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object","oneOf":[{"properties":{}}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf, allOf, or anyOf at the top level"},
 		{"top-level allOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"allOf":[{"type":"object"}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf"},
 		{"object without properties", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[` + anUser + `]}`, false, ""},
+		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,"messages":[` + anUser + `]}`, false, "range: 0..1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
