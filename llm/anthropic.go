@@ -55,9 +55,9 @@ type AnthropicOptions struct {
 // blocks, or the two tool_result blocks that answer them in one user
 // message — which the API requires.
 //
-// The workaround keeps langchaingo for everything it does right (the
-// request fields, system prompt, tools, headers, the HTTP exchange and the
-// reply, which it returns complete, one choice per content block):
+// The workaround keeps langchaingo for everything it does right in a
+// request (the request fields, system prompt, tools, headers; the answer
+// is read by this package, see answer.go):
 //
 //  1. toAnthropic gives langchaingo one message per content block — the
 //     text, each tool call, each tool result — so no part is ever dropped.

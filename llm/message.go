@@ -33,9 +33,9 @@
 //     (schema.go).
 //
 // Models that can show a reply while it is written implement Streamer
-// (OpenAI and Anthropic through langchaingo's streaming callback over
-// server-sent events, the demo word by word); Stream uses it when it is
-// there and falls back to Generate.
+// (OpenAI and Anthropic by reading the server-sent events themselves,
+// the demo word by word); Stream uses it when it is there and falls back
+// to Generate.
 //
 // Which model runs is chosen by FromEnv (LLM_PROVIDER and friends); Retry
 // adds backoff and ErrUnavailable; Demo works offline.
