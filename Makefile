@@ -57,6 +57,8 @@ FUZZ_TARGETS = \
 	./tools:FuzzRedact \
 	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
+	./llm:FuzzNormaliseTool \
+	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
 	./internal/termtext:FuzzText

@@ -230,6 +230,9 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 	if !ok {
 		return fail("there is no tool named %q. Available tools: %s.", tc.Name, strings.Join(a.toolNames(), ", "))
 	}
+	if tc.Truncated {
+		return fail("%s", cutOffCall)
+	}
 	args := strings.TrimSpace(tc.Arguments)
 	if args == "" {
 		args = "{}"

@@ -3,11 +3,11 @@ package llm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 )
@@ -35,8 +35,13 @@ type AnthropicOptions struct {
 	Model string
 	// HTTPClient defaults to a client with DefaultHTTPTimeout.
 	HTTPClient *http.Client
+	// Logger is told about tools left out of requests (see LeftOut);
+	// default: nowhere.
+	Logger logrus.FieldLogger
 	// MaxTokens limits the reply; default DefaultAnthropicMaxTokens.
 	MaxTokens int
+	// Temperature is sent when set; nil: the provider's default.
+	Temperature *float64
 }
 
 // Anthropic is a Model that speaks Anthropic's Messages API. It is safe
@@ -50,9 +55,9 @@ type AnthropicOptions struct {
 // blocks, or the two tool_result blocks that answer them in one user
 // message — which the API requires.
 //
-// The workaround keeps langchaingo for everything it does right (the
-// request fields, system prompt, tools, headers, the HTTP exchange and the
-// reply, which it returns complete, one choice per content block):
+// The workaround keeps langchaingo for everything it does right in a
+// request (the request fields, system prompt, tools, headers; the answer
+// is read by this package, see answer.go):
 //
 //  1. toAnthropic gives langchaingo one message per content block — the
 //     text, each tool call, each tool result — so no part is ever dropped.
@@ -63,8 +68,8 @@ type AnthropicOptions struct {
 //     user message. The merge only moves whole blocks that langchaingo
 //     already serialised; it adds and changes nothing else.
 //
-// Two limits remain: a tool result's IsError flag is not sent (the
-// result text carries it; langchaingo has no is_error field), and tool
+// The merge also marks the tool_result blocks of failed calls with
+// is_error, which langchaingo has no field for. One limit remains: tool
 // call arguments travel as a decoded JSON object, so key order and number
 // formatting may change (the values do not).
 type Anthropic struct {
@@ -72,6 +77,7 @@ type Anthropic struct {
 	model     string
 	name      string
 	maxTokens int
+	tools     *toolSet
 }
 
 // NewAnthropic returns a client for opts. It sends nothing until Generate.
@@ -102,7 +108,18 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 		maxTokens = DefaultAnthropicMaxTokens
 	}
 	d := newDoer(opts.HTTPClient)
-	d.rewrite = mergeTurns
+	temperature := opts.Temperature
+	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
+		var errorResults map[string]bool
+		if x != nil {
+			errorResults = x.errorResults
+		}
+		body, err := mergeTurns(body, errorResults)
+		if err != nil {
+			return nil, err
+		}
+		return setTemperature(body, temperature)
+	}
 	token := opts.APIKey
 	if token == "" {
 		token = "unused" // langchaingo refuses an empty token; the doer drops the header
@@ -117,42 +134,50 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens}, nil
+	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: newToolSet("anthropic", opts.Logger)}, nil
 }
 
 // Name says which model this is, e.g. "anthropic claude-sonnet-4-5".
 func (a *Anthropic) Name() string { return a.name }
 
+// CheckTools returns the tools of defs that are left out of requests
+// because Anthropic would refuse them.
+func (a *Anthropic) CheckTools(defs []ToolDef) []LeftOut { return a.tools.leftOut(defs) }
+
 // Generate sends the conversation and returns the assistant's reply.
 // Errors wrap a *StatusError for HTTP failures and the network error for
 // transport failures; see IsTransient.
 func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
-	return a.generate(ctx, msgs, tools)
+	return a.generate(ctx, msgs, tools, nil)
 }
 
-func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDef, extra ...llms.CallOption) (Message, error) {
+// generate asks for the reply, streamed to fn when fn is not nil.
+func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
 	req, err := toAnthropic(msgs)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
-	lcTools, err := toLangchainTools(tools)
+	lcTools, err := toLangchainTools(a.tools.prepare(tools))
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
-	callOpts := append([]llms.CallOption{llms.WithMaxTokens(a.maxTokens)}, extra...)
+	callOpts := []llms.CallOption{llms.WithMaxTokens(a.maxTokens)}
+	if fn != nil {
+		// Asks langchaingo for a streamed request; the exchange reads
+		// the stream (see answer.go).
+		callOpts = append(callOpts, llms.WithStreamingFunc(ignoreChunk))
+	}
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	resp, err := a.llm.GenerateContent(ctx, req, callOpts...)
-	if errors.Is(err, anthropic.ErrEmptyResponse) {
-		// The model may end its turn with no content at all (e.g.
-		// after a tool result it has nothing to add).
-		return Message{Role: RoleAssistant}, nil
+	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), errorResults: map[string]bool{}}
+	for _, m := range msgs {
+		if m.Role == RoleTool && m.IsError {
+			x.errorResults[m.ToolCallID] = true
+		}
 	}
-	if err != nil {
-		return Message{}, fmt.Errorf("%s: %w", a.name, cause(err))
-	}
-	return fromAnthropic(resp, len(msgs)), nil
+	_, err = a.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
+	return x.result(a.name, err)
 }
 
 // toAnthropic converts a conversation for langchaingo's Anthropic client,
@@ -247,33 +272,12 @@ func objectArguments(args string) string {
 	return string(b)
 }
 
-// fromAnthropic converts a reply. langchaingo returns one choice per
-// content block, in order: text blocks carry Content, tool_use blocks one
-// ToolCall each, thinking blocks neither.
-func fromAnthropic(resp *llms.ContentResponse, position int) Message {
-	reply := Message{Role: RoleAssistant}
-	var text strings.Builder
-	for _, c := range resp.Choices {
-		text.WriteString(c.Content)
-		if u := usageFrom(c.GenerationInfo); u != nil {
-			reply.Usage = u
-		}
-		for _, tc := range c.ToolCalls {
-			if tc.FunctionCall == nil {
-				continue
-			}
-			reply.ToolCalls = append(reply.ToolCalls,
-				replyToolCall(tc.ID, tc.FunctionCall.Name, tc.FunctionCall.Arguments, position, len(reply.ToolCalls)))
-		}
-	}
-	reply.Content = text.String()
-	return reply
-}
-
 // mergeTurns rewrites a Messages API request body so that consecutive
 // messages with the same role become one message whose content is the
-// concatenation of theirs, in order. Other fields pass through unchanged.
-func mergeTurns(body []byte) ([]byte, error) {
+// concatenation of theirs, in order, and the tool_result blocks that
+// answer the calls in errorResults get "is_error": true. Other fields
+// pass through unchanged.
+func mergeTurns(body []byte, errorResults map[string]bool) ([]byte, error) {
 	var payload map[string]json.RawMessage
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil, fmt.Errorf("merge anthropic turns: %w", err)
@@ -295,6 +299,9 @@ func mergeTurns(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("merge anthropic turns: %w", err)
 		}
+		for i, b := range blocks {
+			blocks[i] = markError(b, errorResults)
+		}
 		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
 			turns[n-1].Content = append(turns[n-1].Content, blocks...)
 			continue
@@ -307,6 +314,28 @@ func mergeTurns(body []byte) ([]byte, error) {
 	}
 	payload["messages"] = merged
 	return json.Marshal(payload)
+}
+
+// markError adds "is_error": true to a tool_result block that answers a
+// call in errorResults.
+func markError(block json.RawMessage, errorResults map[string]bool) json.RawMessage {
+	if len(errorResults) == 0 {
+		return block
+	}
+	var b map[string]json.RawMessage
+	if json.Unmarshal(block, &b) != nil || string(b["type"]) != `"tool_result"` {
+		return block
+	}
+	var id string
+	if json.Unmarshal(b["tool_use_id"], &id) != nil || !errorResults[id] {
+		return block
+	}
+	b["is_error"] = json.RawMessage("true")
+	out, err := json.Marshal(b)
+	if err != nil {
+		return block
+	}
+	return out
 }
 
 // contentBlocks returns a message's content as a list of blocks; the API

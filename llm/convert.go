@@ -82,11 +82,12 @@ func checkMessages(msgs []Message) error {
 
 // replyToolCall makes a model's tool call safe to store and to send back:
 // a call without an ID gets one derived from its position in the
-// conversation (some OpenAI-compatible servers send none), and empty
-// arguments become "{}" (a call of a tool without parameters).
+// conversation (some OpenAI-compatible servers send none; see
+// madeUpCallID), and empty arguments become "{}" (a call of a tool
+// without parameters).
 func replyToolCall(id, name, args string, position, index int) ToolCall {
 	if id == "" {
-		id = fmt.Sprintf("call_%d_%d", position, index)
+		id = madeUpCallID(position, index)
 	}
 	if strings.TrimSpace(args) == "" {
 		args = "{}"

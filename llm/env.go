@@ -3,7 +3,10 @@ package llm
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/sirupsen/logrus"
 )
 
 // FromEnv builds the model the environment asks for. getenv is usually
@@ -20,10 +23,20 @@ import (
 //	                    http://localhost:11434/v1 (Ollama).
 //	ANTHROPIC_API_KEY   Anthropic's key.
 //	ANTHROPIC_BASE_URL  another Anthropic endpoint (a proxy).
+//	LLM_TEMPERATURE     the sampling temperature, e.g. 0.2. Unset: none
+//	                    is sent and the provider's default applies. It is
+//	                    never sent to OpenAI's reasoning models (o1, o3,
+//	                    o4-mini, gpt-5 …), which refuse it.
 //
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
 func FromEnv(getenv func(string) string) (Model, error) {
+	return FromEnvWithLogger(getenv, nil)
+}
+
+// FromEnvWithLogger is FromEnv with a logger for the model's warnings
+// (a tool left out because the provider would refuse its schema).
+func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Model, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	provider := strings.ToLower(get("LLM_PROVIDER"))
 	if provider == "" {
@@ -36,15 +49,25 @@ func FromEnv(getenv func(string) string) (Model, error) {
 			provider = "demo"
 		}
 	}
+	var temperature *float64
+	if v := get("LLM_TEMPERATURE"); v != "" {
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil || t < 0 || t > 2 {
+			return nil, fmt.Errorf("LLM_TEMPERATURE=%s: want a number from 0 to 2", quoteName(v))
+		}
+		temperature = &t
+	}
 	switch provider {
 	case "openai":
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=openai needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
 		}
 		m, err := NewOpenAI(OpenAIOptions{
-			APIKey:  get("OPENAI_API_KEY"),
-			BaseURL: get("OPENAI_BASE_URL"),
-			Model:   get("LLM_MODEL"),
+			APIKey:      get("OPENAI_API_KEY"),
+			BaseURL:     get("OPENAI_BASE_URL"),
+			Model:       get("LLM_MODEL"),
+			Temperature: temperature,
+			Logger:      log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
@@ -54,10 +77,15 @@ func FromEnv(getenv func(string) string) (Model, error) {
 		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
 		}
+		if temperature != nil && *temperature > 1 {
+			return nil, fmt.Errorf("LLM_TEMPERATURE=%v: Anthropic takes 0 to 1", *temperature)
+		}
 		m, err := NewAnthropic(AnthropicOptions{
-			APIKey:  get("ANTHROPIC_API_KEY"),
-			BaseURL: get("ANTHROPIC_BASE_URL"),
-			Model:   get("LLM_MODEL"),
+			APIKey:      get("ANTHROPIC_API_KEY"),
+			BaseURL:     get("ANTHROPIC_BASE_URL"),
+			Model:       get("LLM_MODEL"),
+			Temperature: temperature,
+			Logger:      log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)

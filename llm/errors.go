@@ -22,24 +22,38 @@ type StatusError struct {
 	StatusCode int
 	// Message is the provider's error message, if its body had one.
 	Message string
+	// Type is the provider's error type or code, if its body had one
+	// (e.g. "rate_limit_exceeded", "insufficient_quota",
+	// "overloaded_error").
+	Type string
 	// RetryAfter is how long the provider asked the client to wait
 	// (Retry-After or retry-after-ms headers); zero when it did not say.
 	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
+	if isQuota(e.Type) {
+		return fmt.Sprintf("%v (HTTP %d: %s)", ErrOutOfQuota, e.StatusCode, e.Message)
+	}
 	if e.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.StatusCode)
 	}
 	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
 }
 
+// Is matches ErrOutOfQuota for a provider that says the account has no
+// quota left (OpenAI's 429 insufficient_quota).
+func (e *StatusError) Is(target error) bool { return target == ErrOutOfQuota && isQuota(e.Type) }
+
 // Transient reports whether sending the same request again may succeed:
-// request timeout (408), conflict (409), rate limit (429) and server
-// errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx answers
-// are the request's fault and fail the same way every time.
+// request timeout (408), conflict (409), rate limit (429, unless the
+// account is out of quota) and server errors (5xx, including Anthropic's
+// 529 "overloaded"). Other 4xx answers are the request's fault and fail
+// the same way every time.
 func (e *StatusError) Transient() bool {
 	switch {
+	case isQuota(e.Type):
+		return false
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
 	case e.StatusCode >= 500:
@@ -98,12 +112,11 @@ func cause(err error) error {
 func newStatusError(status int, header map[string][]string, body []byte) *StatusError {
 	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header)}
 	var shape struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		Error providerError `json:"error"`
 	}
 	if json.Unmarshal(body, &shape) == nil && shape.Error.Message != "" {
 		e.Message = shape.Error.Message
+		e.Type = shape.Error.streamError().Type
 		return e
 	}
 	e.Message = truncate(strings.Join(strings.Fields(string(body)), " "), 200)

@@ -18,12 +18,17 @@ func TestNewStatusError(t *testing.T) {
 		{
 			name: "openai error",
 			body: `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
-			want: StatusError{StatusCode: 429, Message: "Rate limit reached"},
+			want: StatusError{StatusCode: 429, Message: "Rate limit reached", Type: "requests"},
 		},
 		{
 			name: "anthropic error",
 			body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
-			want: StatusError{StatusCode: 429, Message: "Overloaded"},
+			want: StatusError{StatusCode: 429, Message: "Overloaded", Type: "overloaded_error"},
+		},
+		{
+			name: "out of quota",
+			body: `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
+			want: StatusError{StatusCode: 429, Message: "You exceeded your current quota.", Type: "insufficient_quota"},
 		},
 		{
 			name: "html from a proxy",
@@ -74,7 +79,7 @@ func TestMergeTurns(t *testing.T) {
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"1","content":"r1"},
 			{"type":"tool_result","tool_use_id":"2","content":"r2"}]}
 	]}`
-	got, err := mergeTurns([]byte(in))
+	got, err := mergeTurns([]byte(in), nil)
 	if err != nil {
 		t.Fatalf("mergeTurns() error = %v", err)
 	}
@@ -89,7 +94,7 @@ func TestMergeTurns(t *testing.T) {
 		t.Errorf("mergeTurns() = %s\nwant %s", got, want)
 	}
 
-	if _, err := mergeTurns([]byte(`{"messages":[{"role":"user","content":42}]}`)); err == nil {
+	if _, err := mergeTurns([]byte(`{"messages":[{"role":"user","content":42}]}`), nil); err == nil {
 		t.Errorf("mergeTurns(numeric content) error = nil, want an error")
 	}
 }

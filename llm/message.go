@@ -25,11 +25,17 @@
 //   - Both: errors come back as text. The HTTP layer under langchaingo
 //     returns a *StatusError for non-200 answers and keeps network errors
 //     intact, so IsTransient and Retry can tell a 503 from a 400.
+//   - Both: answers lose their stop reason, refusals, errors inside a
+//     stream and the index of streamed tool calls. The package reads every
+//     200 answer itself (answer.go); langchaingo only builds the request.
+//   - Both: a tool schema a provider refuses fails every request. Each
+//     client normalises the schemas for its provider, or leaves a tool out
+//     (schema.go).
 //
 // Models that can show a reply while it is written implement Streamer
-// (OpenAI and Anthropic through langchaingo's streaming callback over
-// server-sent events, the demo word by word); Stream uses it when it is
-// there and falls back to Generate.
+// (OpenAI and Anthropic by reading the server-sent events themselves,
+// the demo word by word); Stream uses it when it is there and falls back
+// to Generate.
 //
 // Which model runs is chosen by FromEnv (LLM_PROVIDER and friends); Retry
 // adds backoff and ErrUnavailable; Demo works offline.
@@ -69,6 +75,10 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Stop says why an assistant message ended, when the model did not
+	// simply finish: cut off, filtered or refused. Content then says so
+	// in words too.
+	Stop Stop `json:"stop,omitempty"`
 	// Usage is what a model's reply cost, when the provider said; it is
 	// for metrics and never stored.
 	Usage *Usage `json:"-"`
@@ -79,25 +89,6 @@ type Usage struct {
 	Input, Output int
 }
 
-// usageFrom reads the token counts langchaingo's clients put in a
-// choice's GenerationInfo (OpenAI: PromptTokens and CompletionTokens;
-// Anthropic: InputTokens and OutputTokens); nil when there are none.
-func usageFrom(info map[string]any) *Usage {
-	n := func(keys ...string) int {
-		for _, k := range keys {
-			if v, ok := info[k].(int); ok && v > 0 {
-				return v
-			}
-		}
-		return 0
-	}
-	u := Usage{Input: n("PromptTokens", "InputTokens"), Output: n("CompletionTokens", "OutputTokens")}
-	if u.Input == 0 && u.Output == 0 {
-		return nil
-	}
-	return &u
-}
-
 // ToolCall is one call a model asked for.
 type ToolCall struct {
 	ID   string `json:"id"`
@@ -105,6 +96,10 @@ type ToolCall struct {
 	// Arguments is the JSON text the model produced. It may be invalid;
 	// the agent answers invalid arguments with an error result.
 	Arguments string `json:"arguments"`
+	// Truncated: the reply was cut off while this call was being
+	// written, so its arguments are incomplete. It must not run; the
+	// agent answers it with an error result.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ToolDef describes a tool to the model.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
 )
@@ -32,6 +33,12 @@ type OpenAIOptions struct {
 	Model string
 	// HTTPClient defaults to a client with DefaultHTTPTimeout.
 	HTTPClient *http.Client
+	// Logger is told about tools left out of requests (see LeftOut);
+	// default: nowhere.
+	Logger logrus.FieldLogger
+	// Temperature is sent when set, except to reasoning models (see
+	// ReasoningModel), which refuse it; nil: the provider's default.
+	Temperature *float64
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -40,6 +47,7 @@ type OpenAI struct {
 	llm   *openai.LLM
 	model string
 	name  string
+	tools *toolSet
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -62,6 +70,11 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		name += " at " + u.Redacted()
 	}
 	d := newDoer(opts.HTTPClient)
+	temperature := opts.Temperature
+	if ReasoningModel(model) {
+		temperature = nil
+	}
+	d.rewrite = func(_ *exchange, body []byte) ([]byte, error) { return setTemperature(body, temperature) }
 	token := opts.APIKey
 	if token == "" {
 		// langchaingo refuses an empty token; the doer removes the
@@ -81,37 +94,45 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	return &OpenAI{llm: client, model: model, name: name}, nil
+	return &OpenAI{llm: client, model: model, name: name, tools: newToolSet("openai", opts.Logger)}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
 func (o *OpenAI) Name() string { return o.name }
 
+// CheckTools returns the tools of defs that are left out of requests
+// because OpenAI would refuse them.
+func (o *OpenAI) CheckTools(defs []ToolDef) []LeftOut { return o.tools.leftOut(defs) }
+
 // Generate sends the conversation and returns the assistant's reply.
 // Errors wrap a *StatusError for HTTP failures and the network error for
 // transport failures; see IsTransient.
 func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
-	return o.generate(ctx, msgs, tools)
+	return o.generate(ctx, msgs, tools, nil)
 }
 
-func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, extra ...llms.CallOption) (Message, error) {
+// generate asks for the reply, streamed to fn when fn is not nil.
+func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
 	req, err := toOpenAI(msgs)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
-	lcTools, err := toLangchainTools(tools)
+	lcTools, err := toLangchainTools(o.tools.prepare(tools))
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
-	callOpts := extra
+	var callOpts []llms.CallOption
+	if fn != nil {
+		// Asks langchaingo for a streamed request; the exchange reads
+		// the stream (see answer.go).
+		callOpts = append(callOpts, llms.WithStreamingFunc(ignoreChunk))
+	}
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	resp, err := o.llm.GenerateContent(ctx, req, callOpts...)
-	if err != nil {
-		return Message{}, fmt.Errorf("%s: %w", o.name, cause(err))
-	}
-	return fromOpenAI(resp, len(msgs)), nil
+	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs)}
+	_, err = o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
+	return x.result(o.name, err)
 }
 
 // toOpenAI converts a conversation for langchaingo's OpenAI client.
@@ -158,26 +179,6 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 		}
 	}
 	return out, nil
-}
-
-// fromOpenAI converts the first choice of a reply; position is the index
-// the reply will have in the conversation (for calls without an ID).
-func fromOpenAI(resp *llms.ContentResponse, position int) Message {
-	reply := Message{Role: RoleAssistant}
-	if len(resp.Choices) == 0 {
-		return reply
-	}
-	c := resp.Choices[0]
-	reply.Content = c.Content
-	reply.Usage = usageFrom(c.GenerationInfo)
-	for i, tc := range c.ToolCalls {
-		if tc.FunctionCall == nil {
-			continue
-		}
-		reply.ToolCalls = append(reply.ToolCalls,
-			replyToolCall(tc.ID, tc.FunctionCall.Name, tc.FunctionCall.Arguments, position, i))
-	}
-	return reply
 }
 
 // parseBaseURL accepts an absolute http or https URL.

@@ -68,15 +68,30 @@ type retrying struct {
 
 func (r *retrying) Name() string { return r.model.Name() }
 
+// CheckTools forwards to the wrapped model; nothing is left out by a
+// model that does not check.
+func (r *retrying) CheckTools(defs []ToolDef) []LeftOut {
+	if c, ok := r.model.(ToolChecker); ok {
+		return c.CheckTools(defs)
+	}
+	return nil
+}
+
+var _ ToolChecker = (*retrying)(nil)
+
 func (r *retrying) Generate(ctx context.Context, msgs []Message, tools []ToolDef) (Message, error) {
-	return r.generate(ctx, func() (Message, error) { return r.model.Generate(ctx, msgs, tools) })
+	return r.generate(ctx, func() (Message, error) { return r.model.Generate(ctx, msgs, tools) }, nil)
 }
 
 // generate calls try until it succeeds, fails for good or runs out of
-// attempts.
-func (r *retrying) generate(ctx context.Context, try func() (Message, error)) (Message, error) {
+// attempts. broken, when set, is told of each failed attempt (last: no
+// attempt follows).
+func (r *retrying) generate(ctx context.Context, try func() (Message, error), broken func(last bool)) (Message, error) {
 	for attempt := 1; ; attempt++ {
 		reply, err := try()
+		if err != nil && broken != nil {
+			broken(ctx.Err() != nil || !IsTransient(err) || attempt >= r.opts.Attempts)
+		}
 		switch {
 		case err == nil:
 			return reply, nil

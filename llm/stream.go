@@ -2,11 +2,7 @@ package llm
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"time"
-
-	"github.com/tmc/langchaingo/llms"
 )
 
 // TextFunc is told the text of a reply while it is produced: text is the
@@ -45,75 +41,41 @@ func Stream(ctx context.Context, m Model, msgs []Message, tools []ToolDef, fn Te
 	return reply, nil
 }
 
-// textStream turns langchaingo's streaming callback, which is handed text
-// deltas and, for OpenAI, the JSON of tool-call deltas too, into a
-// TextFunc of the text so far.
-type textStream struct {
-	fn    TextFunc
-	text  strings.Builder
-	calls bool // a tool-call delta was seen: no more text follows
-}
-
-func newTextStream(fn TextFunc) *textStream { return &textStream{fn: fn} }
-
-// option is the call option that streams into s.
-func (s *textStream) option() llms.CallOption {
-	return llms.WithStreamingFunc(s.chunk)
-}
-
-func (s *textStream) chunk(ctx context.Context, chunk []byte) error {
-	if len(chunk) == 0 || s.calls {
-		return nil
-	}
-	if isToolCallDelta(chunk) {
-		// langchaingo's OpenAI client hands tool-call deltas to the
-		// same callback as text, as JSON. The API sends a reply's text
-		// before its calls, so the text is complete here.
-		s.calls = true
-		return nil
-	}
-	s.text.Write(chunk)
-	return s.fn(ctx, s.text.String())
-}
-
-// isToolCallDelta reports whether a streamed chunk is the JSON that
-// langchaingo's OpenAI client makes of tool-call deltas: an array of
-// objects with a "function" member. A text delta is a token or a few, so
-// a whole such array in one never comes from the model's text.
-func isToolCallDelta(chunk []byte) bool {
-	if len(chunk) < 2 || chunk[0] != '[' || chunk[1] != '{' {
-		return false
-	}
-	var deltas []struct {
-		Function *json.RawMessage `json:"function"`
-	}
-	if json.Unmarshal(chunk, &deltas) != nil || len(deltas) == 0 {
-		return false
-	}
-	for _, d := range deltas {
-		if d.Function == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // GenerateStream is Generate with the reply's text streamed to fn
 // (server-sent events; see Streamer).
 func (o *OpenAI) GenerateStream(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	return o.generate(ctx, msgs, tools, newTextStream(fn).option())
+	return o.generate(ctx, msgs, tools, fn)
 }
 
 // GenerateStream is Generate with the reply's text streamed to fn
 // (server-sent events; see Streamer).
 func (a *Anthropic) GenerateStream(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	return a.generate(ctx, msgs, tools, newTextStream(fn).option())
+	return a.generate(ctx, msgs, tools, fn)
 }
 
 // GenerateStream retries like Generate; a retried request streams its
-// text again from the start.
+// text again from the start. When an attempt that had shown some text
+// fails, fn is told that text once more with NoteRetrying after it (or
+// NoteInterrupted when no attempt is left), so that a receiver that
+// shows it finishes the broken text before the next attempt replaces it.
 func (r *retrying) GenerateStream(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	return r.generate(ctx, func() (Message, error) { return Stream(ctx, r.model, msgs, tools, fn) })
+	var shown string
+	track := func(ctx context.Context, text string) error {
+		shown = text
+		return fn(ctx, text)
+	}
+	broken := func(last bool) {
+		if shown == "" || ctx.Err() != nil {
+			return
+		}
+		note := NoteRetrying
+		if last {
+			note = NoteInterrupted
+		}
+		_ = fn(ctx, shown+"\n\n"+note) // the attempt's error is what counts; the note extends the text shown
+		shown = ""
+	}
+	return r.generate(ctx, func() (Message, error) { return Stream(ctx, r.model, msgs, tools, track) }, broken)
 }
 
 // DemoWordPause is how long the demo model waits between two words of a

@@ -2,9 +2,13 @@ package llm
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -25,25 +29,29 @@ const maxErrorBody = 64 << 10
 //   - A client configured without an API key (a local OpenAI-compatible
 //     server) sends no credentials header at all, although langchaingo
 //     insists on a non-empty token.
-//   - The Anthropic request body can be repaired before it is sent
-//     (see mergeTurns in anthropic.go).
+//   - The request body can be adjusted before it is sent (see
+//     mergeTurns in anthropic.go, and the temperature).
+//   - A 200 answer is read by the request's exchange, not by langchaingo
+//     (see answer.go).
 type doer struct {
 	client *http.Client
 	// dropHeader is removed from every request (the credentials header
 	// when no key was configured).
 	dropHeader string
-	// rewrite, when set, replaces the JSON request body.
-	rewrite func(body []byte) ([]byte, error)
+	// rewrite, when set, replaces the JSON request body; x is the
+	// request's exchange, nil for a request without one.
+	rewrite func(x *exchange, body []byte) ([]byte, error)
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	x := exchangeFrom(req.Context())
 	if d.rewrite != nil && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read request body: %w", err)
 		}
-		body, err = d.rewrite(body)
+		body, err = d.rewrite(x, body)
 		if err != nil {
 			return nil, err
 		}
@@ -66,6 +74,10 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		}
 		return nil, newStatusError(resp.StatusCode, resp.Header, body)
 	}
+	if x != nil {
+		x.readAnswer(req.Context(), resp)
+		return nil, errAnswerRead
+	}
 	return resp, nil
 }
 
@@ -74,4 +86,61 @@ func newDoer(c *http.Client) *doer {
 		c = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
 	return &doer{client: c}
+}
+
+// ignoreChunk is the streaming callback langchaingo is given: it only
+// makes langchaingo ask for a stream, which the exchange reads itself.
+func ignoreChunk(context.Context, []byte) error { return nil }
+
+// result is the outcome of a model request through langchaingo: the
+// answer the exchange read, or the error of a request that got none.
+func (x *exchange) result(name string, err error) (Message, error) {
+	if x.read {
+		if x.err != nil {
+			return Message{}, fmt.Errorf("%s: %w", name, x.err)
+		}
+		return x.reply, nil
+	}
+	if err == nil {
+		err = errors.New("no answer")
+	}
+	return Message{}, fmt.Errorf("%s: %w", name, cause(err))
+}
+
+// setTemperature sets the request's temperature to t, or removes it when
+// t is nil (langchaingo always sends one: 0 unless told otherwise).
+func setTemperature(body []byte, t *float64) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("set temperature: %w", err)
+	}
+	if t == nil {
+		if _, ok := payload["temperature"]; !ok {
+			return body, nil
+		}
+		delete(payload, "temperature")
+	} else {
+		v, err := json.Marshal(*t)
+		if err != nil {
+			return nil, fmt.Errorf("set temperature: %w", err)
+		}
+		payload["temperature"] = v
+	}
+	return json.Marshal(payload)
+}
+
+// ReasoningModel reports whether an OpenAI model takes no temperature
+// other than its default: the o-series (o1, o3, o4-mini, …) and the
+// gpt-5 family. A name with a provider prefix ("openai/o3") counts too.
+func ReasoningModel(model string) bool {
+	m := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5"} {
+		if m == p || strings.HasPrefix(m, p+"-") || strings.HasPrefix(m, p+".") {
+			return true
+		}
+	}
+	return false
 }

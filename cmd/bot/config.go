@@ -252,7 +252,7 @@ func newService(ctx context.Context, getenv func(string) string, log logrus.Fiel
 	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
 	if model == nil {
 		var err error
-		if model, err = llm.FromEnv(getenv); err != nil {
+		if model, err = llm.FromEnvWithLogger(getenv, log); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,7 +34,9 @@ import (
 //     tool_result blocks in the immediately following user message, or a
 //     tool_result answers no tool_use of the message before it, or comes
 //     after other content in its message;
-//   - a tool has no valid name or no object input_schema.
+//   - a tool has no valid name or no object input_schema, or its
+//     input_schema has oneOf, anyOf or allOf at the top level;
+//   - temperature is outside 0 to 1.
 type AnthropicServer struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -129,6 +132,9 @@ func (s *AnthropicServer) Then(replies ...llm.Message) {
 	s.script.push(replies...)
 }
 
+// ThenRaw appends raw answers to the script (see Raw).
+func (s *AnthropicServer) ThenRaw(raws ...Raw) { s.script.pushRaw(raws...) }
+
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500,
 // 429 or 529) before the script goes on.
 func (s *AnthropicServer) FailNext(n, status int) { s.script.failNext(n, status) }
@@ -190,12 +196,18 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 		reject(p.msg)
 		return
 	}
-	reply, ok := s.script.take()
+	reply, raw, ok := s.script.take()
 	if !ok {
 		reject(exhausted(n))
 		return
 	}
 	rec.Status = http.StatusOK
+	if raw != nil {
+		rec.Status = cmp.Or(raw.Status, http.StatusOK)
+		s.record(rec)
+		raw.write(w)
+		return
+	}
 	s.record(rec)
 	if req.stream {
 		s.streamAnthropic(w, n, req.model, anthropicResponse(n, req.model, reply))
@@ -224,8 +236,9 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
-		Tools  []AnthropicTool `json:"tools"`
-		Stream bool            `json:"stream"`
+		Tools       []AnthropicTool `json:"tools"`
+		Stream      bool            `json:"stream"`
+		Temperature *float64        `json:"temperature"`
 	}
 	if err := json.Unmarshal(body, &wire); err != nil {
 		return nil, badf("", "invalid request body: %v", err)
@@ -233,6 +246,9 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 	system, ok := anthropicText(wire.System)
 	if !ok {
 		return nil, badf("", "system: Input should be a valid string or a list of text blocks")
+	}
+	if t := wire.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return nil, badf("", "temperature: range: 0..1")
 	}
 	req := &anthropicRequest{model: wire.Model, maxTokens: wire.MaxTokens, system: system, tools: wire.Tools, stream: wire.Stream}
 	for i, m := range wire.Messages {
@@ -262,10 +278,16 @@ func validateAnthropic(req *anthropicRequest) *problem {
 			return badf("", "tools.%d.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", i)
 		}
 		var schema struct {
-			Type string `json:"type"`
+			Type  string          `json:"type"`
+			OneOf json.RawMessage `json:"oneOf"`
+			AnyOf json.RawMessage `json:"anyOf"`
+			AllOf json.RawMessage `json:"allOf"`
 		}
 		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil {
 			return badf("", "tools.%d.input_schema: Field required", i)
+		}
+		if schema.OneOf != nil || schema.AnyOf != nil || schema.AllOf != nil {
+			return badf("", "tools.%d.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level", i)
 		}
 		if schema.Type != "object" {
 			return badf("", "tools.%d.input_schema.type: Input should be 'object'", i)

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,7 +33,12 @@ import (
 //   - a tool message does not answer a pending call of the assistant
 //     message before it;
 //   - a tool is not {"type":"function"} with a valid name and an object
-//     schema.
+//     schema, or its parameters (or an object schema inside them) have no
+//     "properties" (code invalid_function_parameters, as OpenAI answers
+//     {"type":"object"});
+//   - "temperature" is sent for a reasoning model (o1, o3, o4-mini, gpt-5
+//     families), which take only their default (code unsupported_value),
+//     or top_p, a penalty or max_tokens (code unsupported_parameter).
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
@@ -127,6 +133,9 @@ func (s *OpenAIServer) Close() { s.srv.Close() }
 // Then appends replies to the script.
 func (s *OpenAIServer) Then(replies ...llm.Message) { s.script.push(replies...) }
 
+// ThenRaw appends raw answers to the script (see Raw).
+func (s *OpenAIServer) ThenRaw(raws ...Raw) { s.script.pushRaw(raws...) }
+
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500
 // or 429) before the script goes on.
 func (s *OpenAIServer) FailNext(n, status int) { s.script.failNext(n, status) }
@@ -180,10 +189,10 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	if p := validateOpenAI(&req); p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
-		openAIError(w, rec.Status, "invalid_request_error", p.param, p.msg)
+		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
 		return
 	}
-	reply, ok := s.script.take()
+	reply, raw, ok := s.script.take()
 	if !ok {
 		rec.Status, rec.Problem = http.StatusBadRequest, exhausted(n)
 		s.record(rec)
@@ -191,6 +200,12 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Status = http.StatusOK
+	if raw != nil {
+		rec.Status = cmp.Or(raw.Status, http.StatusOK)
+		s.record(rec)
+		raw.write(w)
+		return
+	}
 	s.record(rec)
 	s.mu.Lock()
 	usage := map[string]int{"prompt_tokens": s.usage[0], "completion_tokens": s.usage[1], "total_tokens": s.usage[0] + s.usage[1]}
@@ -209,6 +224,14 @@ type openAIWireRequest struct {
 	Messages []OpenAIMessage `json:"messages"`
 	Tools    []OpenAITool    `json:"tools"`
 	Stream   bool            `json:"stream"`
+	// Temperature is nil when the request has none.
+	Temperature *float64 `json:"temperature"`
+	// Sampling parameters and the old token limit, which reasoning
+	// models refuse.
+	TopP             *float64 `json:"top_p"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	MaxTokens        *int     `json:"max_tokens"`
 	// StreamOptions asks for a last chunk with the usage.
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -236,6 +259,32 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			return badf(fmt.Sprintf("tools[%d].function.parameters", i),
 				"Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"'.", t.Function.Name)
 		}
+		if len(t.Function.Parameters) > 0 {
+			if p := openAISchemaProblem(t.Function.Name, t.Function.Parameters); p != nil {
+				p.param = fmt.Sprintf("tools[%d].function.parameters", i)
+				return p
+			}
+		}
+	}
+	if ReasoningModel(req.Model) {
+		for name, set := range map[string]bool{"top_p": req.TopP != nil, "presence_penalty": req.PresencePenalty != nil,
+			"frequency_penalty": req.FrequencyPenalty != nil} {
+			if set {
+				p := badf(name, "Unsupported parameter: '%s' is not supported with this model.", name)
+				p.code = "unsupported_parameter"
+				return p
+			}
+		}
+		if req.MaxTokens != nil {
+			p := badf("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
+			p.code = "unsupported_parameter"
+			return p
+		}
+	}
+	if req.Temperature != nil && ReasoningModel(req.Model) && *req.Temperature != 1 {
+		p := badf("temperature", "Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *req.Temperature)
+		p.code = "unsupported_value"
+		return p
 	}
 
 	// pending holds the tool calls of the last assistant message that no
@@ -356,11 +405,73 @@ func openAIResponse(n int, model string, reply llm.Message) map[string]any {
 // openAIError writes OpenAI's error shape:
 // {"error": {"message", "type", "param", "code"}}.
 func openAIError(w http.ResponseWriter, status int, typ, param, msg string) {
-	var p any
+	openAIErrorCode(w, status, typ, param, "", msg)
+}
+
+func openAIErrorCode(w http.ResponseWriter, status int, typ, param, code, msg string) {
+	var p, c any
 	if param != "" {
 		p = param
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": nil}})
+	if code != "" {
+		c = code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": c}})
+}
+
+// ReasoningModel reports whether OpenAI's model takes no sampling
+// parameters (temperature other than its default): the o-series and
+// gpt-5 families.
+func ReasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5"} {
+		if m == p || strings.HasPrefix(m, p+"-") || strings.HasPrefix(m, p+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// openAISchemaProblem finds what OpenAI refuses in function parameters:
+// a top level that is not of type object, an object schema without
+// properties.
+func openAISchemaProblem(name string, params json.RawMessage) *problem {
+	var schema map[string]any
+	if json.Unmarshal(params, &schema) != nil {
+		return nil
+	}
+	if t, _ := schema["type"].(string); t != "object" {
+		p := badf("", "Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"%v\"'.", name, schema["type"])
+		p.code = "invalid_function_parameters"
+		return p
+	}
+	var walk func(s map[string]any, path string) *problem
+	walk = func(s map[string]any, path string) *problem {
+		if t, _ := s["type"].(string); t == "object" {
+			if _, ok := s["properties"].(map[string]any); !ok {
+				p := badf("", "Invalid schema for function '%s': In context=(%s), object schema missing properties.", name, path)
+				p.code = "invalid_function_parameters"
+				return p
+			}
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for k, v := range props {
+				if sub, ok := v.(map[string]any); ok {
+					if p := walk(sub, strings.TrimPrefix(path+", 'properties', '"+k+"'", ", ")); p != nil {
+						return p
+					}
+				}
+			}
+		}
+		if sub, ok := s["items"].(map[string]any); ok {
+			return walk(sub, strings.TrimPrefix(path+", 'items'", ", "))
+		}
+		return nil
+	}
+	return walk(schema, "")
 }
 
 func openAIErrorType(status int) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/countersign/countersign/llm"
@@ -18,6 +19,51 @@ const maxBody = 8 << 20
 type step struct {
 	reply  llm.Message
 	status int
+	raw    *Raw
+}
+
+// Raw is an answer a fake server sends byte for byte, such as a recorded
+// stream (see Recording): a valid request gets it in its turn of the
+// script, instead of a reply built from an llm.Message.
+type Raw struct {
+	// Status defaults to 200.
+	Status int
+	// ContentType defaults to text/event-stream for a body that starts
+	// with "event:" or "data:", application/json otherwise.
+	ContentType string
+	// Header is added to the answer's headers (e.g. Retry-After).
+	Header http.Header
+	Body   string
+}
+
+func (r *Raw) write(w http.ResponseWriter) {
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	ct := r.ContentType
+	if ct == "" {
+		ct = "application/json"
+		if strings.HasPrefix(r.Body, "event:") || strings.HasPrefix(r.Body, "data:") {
+			ct = "text/event-stream"
+		}
+	}
+	w.Header().Set("Content-Type", ct)
+	status := r.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, r.Body) // the client may have gone
+}
+
+func (s *script) pushRaw(raws ...Raw) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range raws {
+		s.steps = append(s.steps, step{raw: &r})
+	}
 }
 
 // script is the queue of answers a fake server gives, shared by both
@@ -62,16 +108,17 @@ func (s *script) begin() (n, failStatus int) {
 	return s.count, failStatus
 }
 
-// take returns the next reply, or false when the script is exhausted.
-func (s *script) take() (llm.Message, bool) {
+// take returns the next reply, or false when the script is exhausted;
+// raw is set when the reply is a raw answer.
+func (s *script) take() (reply llm.Message, raw *Raw, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.steps) == 0 {
-		return llm.Message{}, false
+		return llm.Message{}, nil, false
 	}
-	r := s.steps[0].reply
+	st := s.steps[0]
 	s.steps = s.steps[1:]
-	return cloneMessage(r), true
+	return cloneMessage(st.reply), st.raw, true
 }
 
 func (s *script) remaining() int {
@@ -101,6 +148,7 @@ func readBody(r *http.Request) ([]byte, error) {
 type problem struct {
 	msg   string
 	param string // OpenAI's "param" field
+	code  string // OpenAI's "code" field, or ""
 }
 
 func (p *problem) Error() string { return p.msg }

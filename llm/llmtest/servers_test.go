@@ -45,7 +45,7 @@ func errorMessage(t *testing.T, body map[string]any) string {
 }
 
 const (
-	oaTool      = `{"type":"function","function":{"name":"http_request","parameters":{"type":"object"}}}`
+	oaTool      = `{"type":"function","function":{"name":"http_request","parameters":{"type":"object","properties":{}}}}`
 	oaCalls     = `{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"http_request","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"http_request","arguments":"{}"}}]}`
 	oaResultA   = `{"role":"tool","tool_call_id":"a","content":"ra"}`
 	oaResultB   = `{"role":"tool","tool_call_id":"b","content":"rb"}`
@@ -81,6 +81,14 @@ func TestOpenAIServerValidates(t *testing.T) {
 		{"bad tool name", `{"model":"m","tools":[{"type":"function","function":{"name":"a b"}}],"messages":[` + oaUser + `]}`, "pattern"},
 		{"null schema", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":[]}}],"messages":[` + oaUser + `]}`, "schema"},
 		{"not JSON", `{`, "could not parse"},
+		{"object without properties", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"messages":[` + oaUser + `]}`, "object schema missing properties"},
+		{"nested object without properties", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"o":{"type":"object"}}}}}],"messages":[` + oaUser + `]}`, "object schema missing properties"},
+		{"top-level oneOf", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"oneOf":[{"type":"object","properties":{}}]}}}],"messages":[` + oaUser + `]}`, "must be a JSON Schema of 'type: \"object\"'"},
+		{"temperature for o4-mini", `{"model":"o4-mini","temperature":0,"messages":[` + oaUser + `]}`, "Only the default (1) value is supported"},
+		{"temperature for gpt-4o", `{"model":"gpt-4o","temperature":0,"messages":[` + oaUser + `]}`, ""},
+		{"no temperature for o1", `{"model":"o1","messages":[` + oaUser + `]}`, ""},
+		{"max_tokens for o3", `{"model":"o3","max_tokens":10,"messages":[` + oaUser + `]}`, "max_completion_tokens"},
+		{"top_p for gpt-5", `{"model":"gpt-5","top_p":0.5,"messages":[` + oaUser + `]}`, "'top_p' is not supported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +185,10 @@ func TestAnthropicServerValidates(t *testing.T) {
 		{"no model", `{"max_tokens":1,"messages":[` + anUser + `]}`, false, "model"},
 		{"no version header", anRequest(anUser), true, "anthropic-version"},
 		{"tool without schema", `{"model":"m","max_tokens":1,"tools":[{"name":"f"}],"messages":[` + anUser + `]}`, false, "input_schema"},
+		{"top-level oneOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object","oneOf":[{"properties":{}}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf, allOf, or anyOf at the top level"},
+		{"top-level allOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"allOf":[{"type":"object"}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf"},
+		{"object without properties", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[` + anUser + `]}`, false, ""},
+		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,"messages":[` + anUser + `]}`, false, "range: 0..1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

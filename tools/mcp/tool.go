@@ -50,7 +50,8 @@ func newTool(srv *server, t *sdk.Tool) (*tool, error) {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	if t.InputSchema == nil {
-		schema = json.RawMessage(`{"type":"object"}`)
+		// An object without "properties" is refused by OpenAI.
+		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema}, nil
 }
