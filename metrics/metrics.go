@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -226,19 +227,35 @@ func (m *Metrics) ToolFinished(tool string, s agent.CallStatus) {
 // when store is a graph.TailLoader, so is the instrumented one, and the
 // engine still loads only the tail of a thread it has seen.
 func (m *Metrics) InstrumentStore(store graph.Store) graph.Store {
-	ts := timedStore{Store: store, m: m}
+	ts := timedStore{store: store, m: m}
 	if tl, ok := store.(graph.TailLoader); ok {
 		return timedTailStore{timedStore: ts, tail: tl}
 	}
 	return ts
 }
 
-// timedStore is a graph.Store whose saves are timed. It embeds the store
-// it wraps, so it hides every optional interface of it: timedTailStore
-// forwards the one the engine looks for.
+// timedStore is a graph.Store whose saves are timed. It forwards the
+// methods of graph.Store only, so it hides every optional interface of
+// the store it wraps: timedTailStore forwards the one the engine looks
+// for.
 type timedStore struct {
-	graph.Store
-	m *Metrics
+	store graph.Store
+	m     *Metrics
+}
+
+// Load implements graph.Store.
+func (t timedStore) Load(ctx context.Context, thread string) (*graph.Checkpoint, error) {
+	return t.store.Load(ctx, thread)
+}
+
+// History implements graph.Store.
+func (t timedStore) History(ctx context.Context, thread string) ([]*graph.Checkpoint, error) {
+	return t.store.History(ctx, thread)
+}
+
+// Journal implements graph.Store.
+func (t timedStore) Journal(ctx context.Context, thread string, n int) ([]json.RawMessage, error) {
+	return t.store.Journal(ctx, thread, n)
 }
 
 // timedTailStore is a timedStore over a graph.TailLoader.
@@ -247,7 +264,10 @@ type timedTailStore struct {
 	tail graph.TailLoader
 }
 
-var _ graph.TailLoader = timedTailStore{}
+var (
+	_ graph.Store      = timedStore{}
+	_ graph.TailLoader = timedTailStore{}
+)
 
 // LoadTail implements graph.TailLoader by forwarding to the wrapped store.
 func (t timedTailStore) LoadTail(ctx context.Context, thread, id string, seq int64, from int) (*graph.Checkpoint, error) {
@@ -256,7 +276,7 @@ func (t timedTailStore) LoadTail(ctx context.Context, thread, id string, seq int
 
 func (t timedStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	start := time.Now()
-	err := t.Store.Save(ctx, cp)
+	err := t.store.Save(ctx, cp)
 	t.m.saveTime.Observe(time.Since(start).Seconds())
 	if err == nil {
 		n := len(cp.State)
