@@ -775,6 +775,11 @@ var scopeFor = map[string]string{
 	// other kinds of conversation.
 	"PublishViewContext":            "",
 	"GetUsersInConversationContext": "channels:read",
+
+	// A retried /agent looks for the root message it may have posted
+	// before a crash: conversations.history, channels:history for public
+	// channels (groups:history and the others for the other kinds).
+	"GetConversationHistoryContext": "channels:history",
 }
 
 // eventScope is the scope each bot event needs.
