@@ -45,7 +45,8 @@ func TestMentionStartsARunInItsThread(t *testing.T) {
 	}
 }
 
-// The system prompt names the requester, the channel and the tools.
+// The system prompt names the requester, the channel and the tools, in
+// plain words: the conversation holds no Slack markup.
 func TestSystemPrompt(t *testing.T) {
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("ok"))
@@ -53,10 +54,13 @@ func TestSystemPrompt(t *testing.T) {
 	h.reply(h.root(1), "ok")
 	req := h.model.Requests()[0]
 	system := req.Messages[0]
-	for _, want := range []string{"<@" + requester + ">", "<#" + slacktest.ChannelID + ">", "http_request"} {
+	for _, want := range []string{"user " + requester, "channel " + slacktest.ChannelID, "http_request"} {
 		if system.Role != "system" || !strings.Contains(system.Text(), want) {
 			t.Errorf("system prompt does not contain %q: %s", want, system.Text())
 		}
+	}
+	if strings.ContainsAny(system.Text(), "<>") {
+		t.Errorf("system prompt holds Slack markup: %s", system.Text())
 	}
 	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "http_request" {
 		t.Errorf("tools offered = %+v, want http_request", req.Tools)
