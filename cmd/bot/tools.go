@@ -7,9 +7,11 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 
@@ -104,7 +106,7 @@ func leftOut(model llm.Model, offered []tools.Tool) []string {
 		source[t.Name()] = "built-in"
 		if ot, ok := t.(tools.OriginTool); ok {
 			o := ot.Origin()
-			source[t.Name()] = "mcp " + o.Server + ": " + o.Tool
+			source[t.Name()] = "mcp " + o.Server + ": " + quotedName(o.Tool)
 		}
 	}
 	var lines []string
@@ -112,6 +114,16 @@ func leftOut(model llm.Model, offered []tools.Tool) []string {
 		lines = append(lines, fmt.Sprintf("%s (%s): %s", l.Tool, source[l.Tool], l.Reason))
 	}
 	return lines
+}
+
+// quotedName is a server's own name for its tool, quoted when it has
+// characters that would end the line or hide in it (/readyz is not
+// written through the terminal escaper).
+func quotedName(name string) string {
+	if strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(name)
+	}
+	return name
 }
 
 // schemaSummary shows an object schema's properties, required ones

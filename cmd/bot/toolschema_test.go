@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/tools"
 )
 
 // A tool whose schema no provider accepts (the spy's scalar takes a
@@ -69,5 +73,34 @@ func TestToolLeftOutIsShown(t *testing.T) {
 	}
 	if strings.Contains(out, "spy__probe (mcp spy") {
 		t.Errorf("bot tools = %s\nwant spy__probe offered, not left out", out)
+	}
+}
+
+// scalarTool is an MCP server's tool whose arguments are a string, with
+// the name its server gave it.
+type scalarTool struct{ remote string }
+
+func (scalarTool) Name() string                    { return "odd__scalar" }
+func (scalarTool) Description() string             { return "Takes a string." }
+func (scalarTool) Schema() json.RawMessage         { return json.RawMessage(`{"type":"string"}`) }
+func (scalarTool) Idempotent(json.RawMessage) bool { return true }
+func (scalarTool) Call(context.Context, json.RawMessage) (string, error) {
+	return "", nil
+}
+func (t scalarTool) Origin() tools.Origin { return tools.Origin{Server: "odd", Tool: t.remote} }
+
+// A server that names its tool with a line break cannot add a line of its
+// own to /readyz: the name is quoted.
+func TestLeftOutToolNameIsOneLine(t *testing.T) {
+	model, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := leftOut(model, []tools.Tool{scalarTool{remote: "scalar\nready\x1b[2J"}})
+	if len(lines) != 1 {
+		t.Fatalf("left out %q, want one line", lines)
+	}
+	if want := `odd__scalar (mcp odd: "scalar\nready\x1b[2J"): `; !strings.HasPrefix(lines[0], want) || strings.ContainsAny(lines[0], "\n\x1b") {
+		t.Errorf("left out %q, want it to start with %q and be one line", lines[0], want)
 	}
 }
