@@ -72,7 +72,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if err != nil {
 			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
 		}
-		return Retry(m, RetryOptions{}), nil
+		return Continue(Retry(m, RetryOptions{}), false), nil
 	case "anthropic":
 		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
@@ -90,7 +90,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if err != nil {
 			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)
 		}
-		return Retry(m, RetryOptions{}), nil
+		return Continue(Retry(m, RetryOptions{}), true), nil
 	case "demo":
 		return NewDemo(), nil
 	}

@@ -362,8 +362,12 @@ func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
 			return
 		}
 		// A server that is down costs its tools, not readiness: its
-		// state is a detail below.
+		// state is a detail below. So does a tool the model is not
+		// offered.
 		fmt.Fprint(w, "ready\n"+s.tools.Describe())
+		for _, l := range leftOut(s.model, s.tools.Tools()) {
+			fmt.Fprintf(w, "tool left out: %s\n", l)
+		}
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 }

@@ -7,12 +7,15 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -42,6 +45,9 @@ func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io
 		return err
 	}
 	defer box.Close()
+	// The model tells which tools it would leave out; building it asks
+	// no provider anything.
+	model, modelErr := llm.FromEnvWithLogger(getenv, log)
 	box.Wait(ctx)
 
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -70,7 +76,54 @@ func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io
 			fmt.Fprintf(stdout, "\nMCP server %s is %s, its tools are not listed: %s\n  (%s)\n", st.Name, st.State, st.Err, st.Endpoint)
 		}
 	}
+	if modelErr != nil {
+		fmt.Fprintf(stdout, "\nThe model is not configured, so the tools it would leave out are not known: %v\n", modelErr)
+		return nil
+	}
+	if left := leftOut(model, box.Tools()); len(left) > 0 {
+		fmt.Fprintf(stdout, "\nThe model (%s) is not offered these tools:\n", model.Name())
+		for _, l := range left {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
+	}
 	return nil
+}
+
+// leftOut says which of offered the model leaves out of its requests
+// (see llm.ToolChecker), one line a tool: its name, where it comes from
+// and why. MCP servers' tools come and go, so it is asked each time the
+// list is shown, with the tools offered then.
+func leftOut(model llm.Model, offered []tools.Tool) []string {
+	checker, ok := model.(llm.ToolChecker)
+	if !ok {
+		return nil
+	}
+	defs := make([]llm.ToolDef, 0, len(offered))
+	source := map[string]string{}
+	for _, t := range offered {
+		// As the agent offers them.
+		defs = append(defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+		source[t.Name()] = "built-in"
+		if ot, ok := t.(tools.OriginTool); ok {
+			o := ot.Origin()
+			source[t.Name()] = "mcp " + o.Server + ": " + quotedName(o.Tool)
+		}
+	}
+	var lines []string
+	for _, l := range checker.CheckTools(defs) {
+		lines = append(lines, fmt.Sprintf("%s (%s): %s", l.Tool, source[l.Tool], l.Reason))
+	}
+	return lines
+}
+
+// quotedName is a server's own name for its tool, quoted when it has
+// characters that would end the line or hide in it (/readyz is not
+// written through the terminal escaper).
+func quotedName(name string) string {
+	if strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(name)
+	}
+	return name
 }
 
 // schemaSummary shows an object schema's properties, required ones

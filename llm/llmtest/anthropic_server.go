@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/countersign/countersign/llm"
 )
@@ -28,6 +29,7 @@ import (
 //     top-level "system" field), the first message is not the user's, or
 //     two messages in a row have the same role;
 //   - a message is empty, or has an empty text block;
+//   - the final assistant message (a prefill) ends with white space;
 //   - a tool_use block (assistant only) lacks an id or name, repeats an
 //     id, or has an input that is not a JSON object;
 //   - the tool_use blocks of an assistant message are not all answered by
@@ -316,6 +318,9 @@ func validateAnthropic(req *anthropicRequest) *problem {
 			case "text":
 				if strings.TrimSpace(b.Text) == "" {
 					return badf("", "messages.%d.content.%d.text: text content blocks must contain non-whitespace text", i, j)
+				}
+				if i == len(req.messages)-1 && m.Role == "assistant" && j == len(m.Content)-1 && strings.TrimRightFunc(b.Text, unicode.IsSpace) != b.Text {
+					return badf("", "messages: final assistant content cannot end with trailing whitespace")
 				}
 			case "image":
 			case "tool_use":

@@ -2,7 +2,8 @@
 // tool probe reports what the server can see (its environment, its
 // parent's /proc environ and cmdline) and tries to use every value it
 // found as Slack's signing secret, to sign a click it is given and post
-// it to the bot; its tool huge returns 10 MB.
+// it to the bot; its tool huge returns 10 MB; its tool scalar takes a
+// string, not an object, which no model provider accepts.
 package main
 
 import (
@@ -35,6 +36,18 @@ func main() {
 				StructuredContent: map[string]any{"more": big},
 			}, nil
 		})
+	// The SDK refuses to register a tool whose arguments are not an
+	// object; a server written otherwise lists one all the same.
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+				list.Tools = append(list.Tools, &sdk.Tool{Name: "scalar", Description: "Takes a string.",
+					InputSchema: json.RawMessage(`{"type":"string"}`)})
+			}
+			return res, err
+		}
+	})
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
