@@ -67,10 +67,11 @@ type Options struct {
 	// cost (nil when the provider did not say) and how it ended, for
 	// metrics.
 	OnModel func(took time.Duration, usage *llm.Usage, err error)
-	// BeforeCall, if set, is asked right before a call is sent; an
-	// error stops the run there, the call unsent
-	// (it stays saved as running, and whoever carries the run on decides
-	// what to do with it).
+	// BeforeCall, if set, is asked right before a call is sent, after
+	// the call has been saved as running; an error stops the run there,
+	// the call unsent and saved as approved again, so that a retry of the
+	// run sends it (and nobody takes it for a call whose outcome is
+	// unknown). OnCall hears of the call only once BeforeCall let it go.
 	BeforeCall func(ctx context.Context, s *State, c Call) error
 	// OnStream, if set, is told about the model's reply while it is
 	// written (see Stream); the reply is saved only when complete.
@@ -301,15 +302,16 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		if c.Status != Approved && c.Status != Edited {
 			continue
 		}
+		before := *c
 		c.Status = Running
 		c.Attempts++
 		if err := save(ctx); err != nil {
 			return err
 		}
-		a.notify(ctx, s, *c)
 		if err := a.beforeCall(ctx, s, *c); err != nil {
-			return err
+			return a.unsent(ctx, s, c, before, save, err)
 		}
+		a.notify(ctx, s, *c)
 		a.execute(ctx, s, c)
 		ran := *c
 		if !runnable(s.Calls) && len(s.Waiting()) == 0 {
@@ -429,6 +431,23 @@ func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.
 		return it.CallWithInfo(ctx, info, args)
 	}
 	return t.Call(ctx, args)
+}
+
+// unsent puts back a call that was saved as running but not sent, because
+// BeforeCall refused it (err): it is approved again, to be sent when the
+// run is retried, rather than left running for whoever carries the run on
+// to take for a call whose outcome is unknown. The restoring save is
+// fenced like any other: if this run lost the thread, it fails and the
+// call stays as the holder found it.
+func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save graph.SaveFunc, err error) error {
+	c.Status, c.Attempts = before.Status, before.Attempts
+	log := a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}).WithField("reason", err.Error())
+	if serr := save(ctx); serr != nil {
+		log.WithError(serr).Warn("call not sent; it could not be saved as approved again")
+		return errors.Join(err, serr)
+	}
+	log.Warn("call not sent; it is approved again, to be sent when the run is retried")
+	return err
 }
 
 // beforeCall asks BeforeCall about a call.

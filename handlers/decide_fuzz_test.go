@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
@@ -48,7 +49,10 @@ func newGate(tb testing.TB) *gate { return buildGate(tb, false) }
 
 // buildGate builds the gate; with home, the Home tab is on (the inbox,
 // channel membership, the published views).
-func buildGate(tb testing.TB, home bool) *gate {
+func buildGate(tb testing.TB, home bool) *gate { return buildGateOn(tb, redistest.Client(tb), home) }
+
+// buildGateOn is buildGate over the Redis client rdb.
+func buildGateOn(tb testing.TB, rdb redis.UniversalClient, home bool) *gate {
 	g := &gate{slack: slacktest.NewServer(tb), tool: &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, signer: slacktest.NewSigner(gateSecret)}
 	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB], self_approval: false}\n"))
 	if err != nil {
@@ -58,7 +62,7 @@ func buildGate(tb testing.TB, home bool) *gate {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g.store = redisstore.New(redistest.Client(tb), redisstore.Options{Prefix: fmt.Sprintf("gate-%d", time.Now().UnixNano())})
+	g.store = redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("gate-%d", time.Now().UnixNano())})
 	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
 		return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
 	}}

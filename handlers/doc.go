@@ -7,7 +7,8 @@
 // Every request is answered within Slack's three seconds: a handler
 // verifies and parses the request, does what must happen before the
 // answer (claiming a decision, opening a modal while the trigger is
-// fresh), and leaves the rest — running the agent — to background work
+// fresh — before checks that storage makes slow, see modal.go), and
+// leaves the rest — running the agent — to background work
 // on a context that survives the request and that Shutdown waits for.
 //
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the

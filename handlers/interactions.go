@@ -100,30 +100,18 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			})
 		}
 	}
-	// The same payload delivered twice is one click.
-	first, err := s.store.Dedup(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL)
-	if err != nil {
-		log.WithError(err).Error("dedup of a click")
-		w.WriteHeader(http.StatusOK)
-		tellClicker(textTryAgain)
+	if opensModal(action.ActionID) {
+		s.modalAction(ctx, w, cb, action, log, fromHome, tellClicker)
 		return
 	}
-	if !first {
+	cc := s.checkClick(ctx, cb, action, log, fromHome)
+	if cc.repeat {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	rf, ok, err := s.lookupRef(ctx, action.Value)
-	if err != nil {
-		log.WithError(err).Error("looking up a card reference")
-		w.WriteHeader(http.StatusOK)
-		tellClicker(textTryAgain)
-		return
-	}
-	c := click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}
-	var answer string
-	if !ok {
-		answer = textNotPending
-	} else {
+	answer := cc.answer
+	if cc.ok {
+		c := cc.click
 		switch action.ActionID {
 		case ActionApprove, ActionRetry:
 			answer = s.decide(ctx, c, c.decision(interrupt.Approve))
@@ -131,12 +119,6 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 			answer = s.decide(ctx, c, c.decision(interrupt.MarkDone))
 		case ActionSkip:
 			answer = s.decide(ctx, c, c.decision(interrupt.Reject))
-		case ActionEdit:
-			answer = s.openModal(ctx, c, interrupt.Edit)
-		case ActionReject:
-			answer = s.openModal(ctx, c, interrupt.Reject)
-		case ActionShowArgs:
-			answer = s.showArgs(ctx, c)
 		case ActionRetryRun:
 			answer = s.retryRun(ctx, c)
 		case ActionRestartRun, ActionCancelRun:
@@ -145,6 +127,39 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	}
 	w.WriteHeader(http.StatusOK)
 	tellClicker(answer)
+}
+
+// checkedClick is a click whose dedup is taken and whose reference is
+// looked up: the click if ok, else what to tell the person, unless it is
+// a repeated delivery, which is answered with nothing.
+type checkedClick struct {
+	click  click
+	ok     bool
+	answer string
+	repeat bool
+}
+
+// checkClick takes the click's dedup and finds what its button stands
+// for.
+func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, action *slack.BlockAction, log logrus.FieldLogger, fromHome bool) checkedClick {
+	// The same payload delivered twice is one click.
+	first, err := s.store.Dedup(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL)
+	if err != nil {
+		log.WithError(err).Error("dedup of a click")
+		return checkedClick{answer: textTryAgain}
+	}
+	if !first {
+		return checkedClick{repeat: true}
+	}
+	rf, ok, err := s.lookupRef(ctx, action.Value)
+	if err != nil {
+		log.WithError(err).Error("looking up a card reference")
+		return checkedClick{answer: textTryAgain}
+	}
+	if !ok {
+		return checkedClick{answer: textNotPending}
+	}
+	return checkedClick{ok: true, click: click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}}
 }
 
 // lookupRef finds what a button's value stands for.
@@ -211,12 +226,12 @@ func (s *Server) drive(ctx context.Context, thread string) {
 	})
 }
 
-// openModal opens the edit or reject modal while the trigger is fresh,
-// if the person may make that decision.
-func (s *Server) openModal(ctx context.Context, c click, kind interrupt.Kind) string {
+// decisionModal is the edit or reject modal of the click's call, if the
+// person may make that decision, else what to tell them.
+func (s *Server) decisionModal(ctx context.Context, c click, kind interrupt.Kind) (*slack.ModalViewRequest, string) {
 	call, err := s.svc.Check(ctx, c.decision(kind))
 	if msg := answer(c.log, err); msg != "" {
-		return msg
+		return nil, msg
 	}
 	value := c.action.Value
 	if c.fromHome {
@@ -226,24 +241,17 @@ func (s *Server) openModal(ctx context.Context, c click, kind interrupt.Kind) st
 	if kind == interrupt.Edit {
 		view = EditModal(*call, value)
 	}
-	if _, err := s.api.OpenViewContext(ctx, c.cb.TriggerID, view); err != nil {
-		c.log.WithError(err).Error("opening a modal")
-		return "I couldn't open the form (" + err.Error() + "). Please try again."
-	}
-	return ""
+	return &view, ""
 }
 
-// showArgs opens a modal with every byte of the card's arguments.
-func (s *Server) showArgs(ctx context.Context, c click) string {
+// argsModal shows every byte of the card's arguments.
+func (s *Server) argsModal(ctx context.Context, c click) (*slack.ModalViewRequest, string) {
 	call, err := s.svc.Call(ctx, c.ref.Thread, c.ref.Call)
 	if msg := answer(c.log, err); msg != "" {
-		return msg
+		return nil, msg
 	}
-	if _, err := s.api.OpenViewContext(ctx, c.cb.TriggerID, ArgsModal(*call)); err != nil {
-		c.log.WithError(err).Error("opening the arguments")
-		return "I couldn't open the arguments (" + err.Error() + "). Please try again."
-	}
-	return ""
+	view := ArgsModal(*call)
+	return &view, ""
 }
 
 // retryRun resumes a failed run from the error card.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
@@ -123,6 +124,95 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 	got := trail(t, w)
 	if want := []string{"decision  retry_run", "execution lookup", "outcome lookup done"}; !slices.Equal(got, want) {
 		t.Errorf("trail = %q, want %q", got, want)
+	}
+}
+
+// onceFailingAuditor refuses the first entry of one event for one tool.
+type onceFailingAuditor struct {
+	runner.Auditor
+	event, tool string
+	armed       *atomic.Bool
+}
+
+func (f onceFailingAuditor) Audit(ctx context.Context, rec map[string]string) error {
+	if rec["event"] == f.event && rec["tool"] == f.tool && f.armed.CompareAndSwap(true, false) {
+		return errors.New("audit trail unavailable")
+	}
+	return f.Auditor.Audit(ctx, rec)
+}
+
+// A call that BeforeCall stops (its execution cannot be audited) was
+// saved as running but never sent: it is approved again, not a call whose
+// outcome is unknown. Nobody is shown it running or asked to mark it
+// done; the run's Retry sends it, once.
+func TestUnsentCallIsApprovedAgain(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	var armed atomic.Bool
+	armed.Store(true)
+	w.auditor = func(s *redisstore.Store) runner.Auditor { return onceFailingAuditor{s, "execution", "deploy", &armed} }
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	deploy, del := waitingCall(t, svc, "th", "deploy"), waitingCall(t, svc, "th", "delete")
+	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Decide(ctx, script("th", del, "U_BOB", interrupt.MarkDone)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if armed.Load() {
+		t.Fatal("the deploy's execution was never audited: the test does not test anything")
+	}
+	res, err := svc.State(ctx, "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := res.State.Call(deploy.Key)
+	if n := tg.Count("POST /deploy"); n != 0 || res.Status() != graph.Failed || c.Status != agent.Approved || c.Attempts != deploy.Attempts {
+		t.Fatalf("after the audit failed: deploy ran %d times, run %s, call %s (attempt %d); want not run, failed, approved (attempt %d)",
+			n, res.Status(), c.Status, c.Attempts, deploy.Attempts)
+	}
+	for _, k := range rep.kinds() {
+		if k == "call_started deploy" {
+			t.Fatalf("people were shown the unsent deploy running: %v", rep.kinds())
+		}
+	}
+
+	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever waits now is decided as the script says; a call whose
+	// outcome is unknown would be marked done, unsent.
+	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.MarkDone, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times after the retry, want once", n)
+	}
+	asked := 0
+	for _, k := range rep.kinds() {
+		if k == "approval_needed deploy" {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Errorf("people were asked about the deploy %d times (events %v); want once, not again for an unknown outcome", asked, rep.kinds())
+	}
+	got := trail(t, w)
+	var deploys []string
+	for _, e := range got {
+		if strings.HasSuffix(e, "deploy") || strings.Contains(e, " deploy ") {
+			deploys = append(deploys, e)
+		}
+	}
+	if want := []string{"decision deploy approve", "execution deploy", "outcome deploy done"}; !slices.Equal(deploys, want) {
+		t.Errorf("the deploy's trail = %q, want %q", deploys, want)
 	}
 }
 
