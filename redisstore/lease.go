@@ -58,7 +58,9 @@ func (s *Store) fenceTTL(lease time.Duration) int64 {
 // returns it (a decimal string). The number is the server's clock in
 // microseconds, or one more than the last acquisition's if that is not
 // less: so it still grows when the fence key expired, or was not yet
-// replicated when a failover made a replica the thread's master.
+// replicated when a failover made a replica the thread's master — as
+// long as the new master's clock is not behind the old one's by more
+// than the time between the two acquisitions.
 const acquiredLua = `
 local function acquired(fence, ttl)
   local t = redis.call('TIME')

@@ -330,11 +330,12 @@ return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals, seq}
 // grows. The wake-up and the waiting count are written only if the token
 // still holds the lease. It returns {the values of the keys to read,
 // after the lease is released; audit_append's reply or nil; the number
-// of the token's acquisition if it held the lease, else nil}.
+// of the token's acquisition if it held the lease ('0' if its fence key
+// is gone: it then loses to any numbered one), else nil}.
 const closeLua = auditAppendLua + `
 local held = redis.call('GET', KEYS[1]) == ARGV[1]
 local seq = false
-if held then seq = redis.call('GET', KEYS[4]) end
+if held then seq = redis.call('GET', KEYS[4]) or '0' end
 local claims = KEYS[2]
 local n = tonumber(ARGV[7])
 local wrote = false
