@@ -71,20 +71,77 @@ func TestLateCloseKeepsTheNextHoldersWakeup(t *testing.T) {
 	for _, takes := range []string{"claim", "open"} {
 		for _, forget := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/forget=%v", takes, forget), func(t *testing.T) {
-				lateCloseRace(t, rdb, takes, forget, nil)
+				lateCloseRace(t, rdb, uniqueName("late"), uniqueName("T1:C1"), takes, forget, nil)
 			})
 		}
 	}
 }
 
-// The same with the schedule's master failed over (CLUSTER FAILOVER)
-// while the close's write is on its way: the write follows the slot to
-// its new master, and still loses to the later holder's wake-up.
+// The same with the master of the thread and of the schedule failed
+// over while the close's write is on its way — by CLUSTER FAILOVER, and
+// killed: the write follows the slot to its new master, and still loses
+// to the later holder's wake-up.
 func TestLateCloseAcrossAFailover(t *testing.T) {
-	cluster := redistest.ClusterWithReplicas(t)
-	lateCloseRace(t, cluster.Client, "claim", false, func(t *testing.T, wakeups string) {
-		cluster.Failover(t, wakeups)
-	})
+	for _, how := range []string{"failover", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			cluster := redistest.ClusterWithReplicas(t)
+			prefix := uniqueName("late")
+			thread := threadBesideTheSchedule(t, cluster.Client, prefix)
+			lateCloseRace(t, cluster.Client, prefix, thread, "claim", false, func(t *testing.T, wakeups string, clients ...*redis.ClusterClient) {
+				if how == "failover" {
+					cluster.Failover(t, wakeups)
+					return
+				}
+				cluster.KillMaster(t, wakeups)
+				// A client learns of the new master when its map is
+				// reloaded: until then a write to the dead node fails, and
+				// the bot answers "try again". The race is about what
+				// comes after.
+				for _, c := range clients {
+					followed(t, c, wakeups)
+				}
+			})
+		})
+	}
+}
+
+// followed waits until c reaches the master of key's slot.
+func followed(t *testing.T, c *redis.ClusterClient, key string) {
+	ctx := t.Context()
+	for {
+		err := c.ZCard(ctx, key).Err()
+		if err == nil {
+			return
+		}
+		c.ReloadState(ctx)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the client never reached the new master of %s: %v", key, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// threadBesideTheSchedule returns a thread whose keys have the same
+// master as the schedule's.
+func threadBesideTheSchedule(t *testing.T, rdb *redis.ClusterClient, prefix string) string {
+	ctx := t.Context()
+	schedule, err := rdb.MasterForKey(ctx, prefix+":wakeups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		thread := fmt.Sprintf("T1:C1:%d", i)
+		m, err := rdb.MasterForKey(ctx, prefix+":{"+thread+"}:lease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr == schedule.Options().Addr {
+			return thread
+		}
+	}
+	t.Fatal("no thread beside the schedule in 1000 names")
+	return ""
 }
 
 // lateCloseRace has holder A close the thread with its schedule write
@@ -92,11 +149,10 @@ func TestLateCloseAcrossAFailover(t *testing.T) {
 // opening it) and set its wake-up, then lets A's write through, and
 // checks that the thread is still due by B's wake-up — and that B's own
 // close, later, still sets the schedule. between runs while A's write is held, before B.
-func lateCloseRace(t *testing.T, rdb *redis.ClusterClient, takes string, forget bool, between func(*testing.T, string)) {
+func lateCloseRace(t *testing.T, rdb *redis.ClusterClient, prefix, thread, takes string, forget bool,
+	between func(t *testing.T, wakeups string, clients ...*redis.ClusterClient)) {
 	ctx := t.Context()
-	prefix := uniqueName("late")
 	wakeups := prefix + ":wakeups"
-	thread := uniqueName("T1:C1")
 	const lease = 10 * time.Second
 
 	// A is another replica: a client of its own, whose write to the
@@ -137,7 +193,7 @@ func lateCloseRace(t *testing.T, rdb *redis.ClusterClient, takes string, forget 
 		t.Fatal(ctx.Err())
 	}
 	if between != nil {
-		between(t, wakeups)
+		between(t, wakeups, rdb, rdbA)
 	}
 
 	// B takes the thread, the lease A released, and sets its recovery
