@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/runner/runnertest"
 )
 
 // holdHook holds, once armed, the first command a client sends that
@@ -299,4 +300,13 @@ func TestCloseWithoutTheLeaseLeavesTheSchedule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The whole runner contract — the schedule included, which on a cluster
+// is in another slot than the threads — holds on a Redis Cluster.
+func TestRunnerStoreContractCluster(t *testing.T) {
+	rdb := redistest.Cluster(t)
+	runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
+		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
+	})
 }
