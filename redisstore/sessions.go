@@ -19,7 +19,11 @@ import (
 // stream. Those three are keys of their own, outside the thread's hash
 // slot, so on Redis Cluster the script does the thread's part and they
 // are written by separate commands, in the order that keeps the same
-// guarantees (a decision's wake-up is written before its claim).
+// guarantees (a decision's wake-up is written before its claim), and
+// guarded where order alone cannot be had: the wake-up is written on
+// behalf of the lease's acquisition, and a later acquisition's wins
+// (setWakeup). A claim that takes the lease then writes its wake-up a
+// second time, as that acquisition's: one more round trip.
 
 var _ runner.Sessions = (*Store)(nil)
 
