@@ -41,7 +41,7 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 	if err != nil {
 		return runner.ApprovalClaimed{}, fmt.Errorf("approve %s: %w", c.Key, err)
 	}
-	keys := []string{tk.claims, tk.head, tk.lease}
+	keys := []string{tk.claims, tk.head, tk.lease, tk.fence}
 	if !s.isCluster() {
 		keys = append(keys, s.prefix+":wakeups")
 	} else if !c.WakeBy.IsZero() {
@@ -53,9 +53,9 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 	if c.LeaseOwner != "" && c.LeaseTTL >= time.Millisecond {
 		leaseMs, token = c.LeaseTTL.Milliseconds(), runner.NewLeaseToken(c.LeaseOwner)
 	}
-	args := make([]any, 0, 12+len(c.Keys))
+	args := make([]any, 0, 13+len(c.Keys))
 	args = append(args, c.Key, c.Set, c.By, c.Entry, c.Required, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread,
-		unixMs(c.WakeBy), token, leaseMs)
+		unixMs(c.WakeBy), token, leaseMs, s.fenceTTL(c.LeaseTTL))
 	for _, k := range c.Keys {
 		args = append(args, k)
 	}
@@ -78,10 +78,13 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 	if v, ok := res[2].(string); ok && v != "" {
 		out.Approvals = []byte(v)
 	}
-	if res[3] == int64(1) && len(res) == 6 {
+	if res[3] == int64(1) && len(res) == 7 {
 		out.Leased, out.Token = true, token
 		out.Head, _ = res[4].(string)
 		out.Claims = claimValues(c.Keys, res[5])
+		if err := s.leasedWakeBy(ctx, c.Thread, res[6], c.WakeBy); err != nil {
+			return out, fmt.Errorf("approve %s in %s: %w", c.Key, c.Thread, err)
+		}
 	}
 	return out, nil
 }
@@ -89,25 +92,26 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 // approveLua records an approval and claims the decision with the last
 // one required.
 //
-//	KEYS: claims, head, lease[, wakeups]
+//	KEYS: claims, head, lease, fence[, wakeups]
 //	ARGV: decision claim key, approvals field, approver, entry, approvals
 //	      required, decision, expiry ms, expected head ID or '', thread,
-//	      wake-up (unix ms or ''), lease token or '', lease ms, then the
-//	      claim keys to read if the lease is taken
+//	      wake-up (unix ms or ''), lease token or '', lease ms, fence ms,
+//	      then the claim keys to read if the lease is taken
 //
 // The approvals field holds one line per approval: approver, a tab, the
 // entry. It returns {-1} when the head is not the expected one (nothing
 // written); else {status, the decision's claim or false, the approvals,
-// 1 if it took the lease else 0[, the head's ID, {the claims' values}]},
+// 1 if it took the lease else 0[, the head's ID, {the claims' values},
+// the acquisition's number]},
 // where status is 0 when the decision was claimed before (nothing
 // recorded), 2 when the approver had approved already (nothing
 // recorded), 1 when the approval was recorded, and 3 when it was also
 // the last one required and claimed the decision: the decision, a
 // newline and the approvals.
-const approveLua = `
+const approveLua = acquiredLua + `
 if ARGV[8] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[8] then return {-1} end
-if KEYS[4] and ARGV[10] ~= '' then
-  redis.call('ZADD', KEYS[4], 'LT', ARGV[10], ARGV[9])
+if KEYS[5] and ARGV[10] ~= '' then
+  redis.call('ZADD', KEYS[5], 'LT', ARGV[10], ARGV[9])
 end
 local list = redis.call('HGET', KEYS[1], ARGV[2]) or ''
 local claimed = redis.call('HGET', KEYS[1], ARGV[1])
@@ -128,7 +132,8 @@ if redis.call('PTTL', KEYS[1]) < ttl then
 end
 if ARGV[11] == '' or tonumber(ARGV[12]) <= 0 then return {status, claim, list, 0} end
 if not redis.call('SET', KEYS[3], ARGV[11], 'NX', 'PX', ARGV[12]) then return {status, claim, list, 0} end
+local seq = acquired(KEYS[4], ARGV[13])
 local vals = {}
-if #ARGV >= 13 then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 13, #ARGV)) end
-return {status, claim, list, 1, redis.call('HGET', KEYS[2], 'id'), vals}
+if #ARGV >= 14 then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 14, #ARGV)) end
+return {status, claim, list, 1, redis.call('HGET', KEYS[2], 'id'), vals, seq}
 `

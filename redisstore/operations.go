@@ -83,6 +83,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		claimLua: OpClaim, claimDecisionLua: OpClaim, approveLua: OpClaim,
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease,
+		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 	} {
 		sum := sha1.Sum([]byte(src))

@@ -92,6 +92,67 @@ func (s *Store) WakeBy(ctx context.Context, thread string, at time.Time) error {
 	return nil
 }
 
+// scheduledByKey is the key that says which acquisition of thread's
+// lease last set its wake-up. Its hash tag is the schedule's own name
+// (the prefix holds no braces), so on a cluster both are in one slot and
+// one script reads the one and writes the other.
+func (s *Store) scheduledByKey(thread string) string {
+	return "{" + s.prefix + ":wakeups}:by:" + escape(thread)
+}
+
+// setWakeup writes thread's wake-up on behalf of the lease acquisition
+// numbered seq (acquiredLua): at, or none when at is zero, unless a later
+// acquisition has set it since (then it writes nothing and reports
+// false); or, with earlier, at only if that is earlier than the wake-up
+// there (ZADD LT), whoever set it. It is how a cluster, where the
+// schedule is in another slot than the thread and is written after the
+// lease is released, keeps a close that arrives late — its process
+// stalled, or the schedule's master failing over — from moving the
+// recovery wake-up of the acquisition after it later, or removing it.
+func (s *Store) setWakeup(ctx context.Context, thread, seq string, at time.Time, earlier bool) (bool, error) {
+	mode, when := "set", "0"
+	if earlier {
+		mode = "earlier"
+	}
+	if !at.IsZero() {
+		when = strconv.FormatInt(at.UnixMilli(), 10)
+	}
+	n, err := s.scheduleScript.Run(ctx, s.rdb, []string{s.prefix + ":wakeups", s.scheduledByKey(thread)},
+		thread, seq, when, mode, s.ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("schedule %s: %w", thread, err)
+	}
+	return n == 1, nil
+}
+
+// scheduleLua sets a thread's wake-up for an acquisition of its lease.
+//
+//	KEYS: wakeups, the thread's scheduled-by key
+//	ARGV: thread, the acquisition's number, wake-up (unix ms, '0' for
+//	      none), 'set' or 'earlier', scheduled-by expiry ms
+//
+// "set" writes (or removes) the wake-up unless the scheduled-by key names
+// a later acquisition; "earlier" only moves it earlier (ZADD LT), which
+// is safe whoever set it. Either records the acquisition in the
+// scheduled-by key if it is the latest to write. The numbers are compared
+// as numbers of equal length (microseconds), a missing key as 0. It
+// returns 1 if it wrote the wake-up, else 0.
+const scheduleLua = `
+local by = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local seq = tonumber(ARGV[2]) or 0
+if ARGV[4] == 'earlier' then
+  if ARGV[3] ~= '0' then redis.call('ZADD', KEYS[1], 'LT', ARGV[3], ARGV[1]) end
+elseif seq < by then
+  return 0
+elseif ARGV[3] == '0' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+end
+if seq >= by then redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[5]) end
+return 1
+`
+
 // Due returns up to n threads whose wake-up time is at or before now,
 // earliest first.
 func (s *Store) Due(ctx context.Context, now time.Time, n int) ([]string, error) {

@@ -21,6 +21,7 @@
 //	                               approvals of calls that need several, one line appended
 //	                               per approver (approvals.go)
 //	cs:{<thread>}:lease    string  the token of the run lease's acquisition (owner:random)
+//	cs:{<thread>}:fence    string  the number of the lease's latest acquisition (lease.go)
 //
 // The head holds only what the compare-and-set checks, so a save neither
 // decodes nor stores the latest checkpoint twice.
@@ -30,6 +31,10 @@
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
 //	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
+//	{cs:wakeups}:by:<thread>
+//	                string  the number of the lease acquisition that last set the
+//	                        thread's wake-up (records.go). Its hash tag is the
+//	                        schedule's name, which puts both in one Cluster slot
 //	cs:waiting      hash    thread → how many of its calls wait for a person
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
@@ -171,6 +176,7 @@ type Store struct {
 	claimScript                           *redis.Script
 	acceptScript, dueIntakeScript         *redis.Script
 	renewScript, releaseScript            *redis.Script
+	acquireScript, scheduleScript         *redis.Script
 	openScript, closeScript               *redis.Script
 	claimDecisionScript                   *redis.Script
 	auditScript                           *redis.Script
@@ -210,6 +216,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		dueIntakeScript: redis.NewScript(dueIntakeLua),
 		renewScript:     redis.NewScript(renewLeaseLua),
 		releaseScript:   redis.NewScript(releaseLeaseLua),
+		acquireScript:   redis.NewScript(acquireLua),
+		scheduleScript:  redis.NewScript(scheduleLua),
 
 		openScript:          redis.NewScript(openLua),
 		closeScript:         redis.NewScript(closeLua),
@@ -416,7 +424,7 @@ func (s *Store) Delete(ctx context.Context, thread string) error {
 		return fmt.Errorf("delete thread: %w", err)
 	}
 	// One DEL: the keys share a slot, so this works on a cluster too.
-	if err := s.rdb.Del(ctx, k.head, k.journal, k.history, k.claims, k.lease).Err(); err != nil {
+	if err := s.rdb.Del(ctx, k.head, k.journal, k.history, k.claims, k.lease, k.fence).Err(); err != nil {
 		return fmt.Errorf("delete thread %s: %w", thread, err)
 	}
 	return s.forgetInbox(ctx, thread)
@@ -432,7 +440,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // threadKeys are the keys of one thread.
 type threadKeys struct {
-	head, journal, history, claims, lease string
+	head, journal, history, claims, lease, fence string
 }
 
 func (s *Store) keys(thread string) (threadKeys, error) {
@@ -446,6 +454,7 @@ func (s *Store) keys(thread string) (threadKeys, error) {
 		history: base + "history",
 		claims:  base + "claims",
 		lease:   base + "lease",
+		fence:   base + "fence",
 	}, nil
 }
 

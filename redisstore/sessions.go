@@ -19,7 +19,11 @@ import (
 // stream. Those three are keys of their own, outside the thread's hash
 // slot, so on Redis Cluster the script does the thread's part and they
 // are written by separate commands, in the order that keeps the same
-// guarantees (a decision's wake-up is written before its claim).
+// guarantees (a decision's wake-up is written before its claim), and
+// guarded where order alone cannot be had: the wake-up is written on
+// behalf of the lease's acquisition, and a later acquisition's wins
+// (setWakeup). A claim that takes the lease then writes its wake-up a
+// second time, as that acquisition's: one more round trip.
 
 var _ runner.Sessions = (*Store)(nil)
 
@@ -32,14 +36,15 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 		return runner.Opened{}, fmt.Errorf("open thread: %w", err)
 	}
 	tk, _ := s.keys(o.Thread)
-	keys := []string{k, tk.head, tk.claims}
+	keys := []string{k, tk.head, tk.claims, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
 		keys = append(keys, s.prefix+":wakeups")
 	}
-	args := make([]any, 0, 5+len(o.Keys))
+	args := make([]any, 0, 6+len(o.Keys))
 	token := runner.NewLeaseToken(o.Owner)
-	args = append(args, token, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread)
+	args = append(args, token, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread,
+		s.fenceTTL(o.TTL))
 	for _, key := range o.Keys {
 		args = append(args, key)
 	}
@@ -47,7 +52,7 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	if err != nil {
 		return runner.Opened{}, fmt.Errorf("open thread %s: %w", o.Thread, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return runner.Opened{}, fmt.Errorf("open thread %s: unexpected reply %v", o.Thread, res)
 	}
 	out := runner.Opened{Held: res[0] == int64(1)}
@@ -57,12 +62,15 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	out.Head, _ = res[1].(string)
 	out.Claims = claimValues(o.Keys, res[2])
 	if cluster {
-		wake := o.WakeIfBusy
-		if out.Held {
-			wake = o.WakeIfHeld
-		}
-		if !wake.IsZero() {
-			if err := s.WakeBy(ctx, o.Thread, wake); err != nil {
+		switch seq, _ := res[3].(string); {
+		case out.Held && !o.WakeIfHeld.IsZero():
+			// Recorded as this acquisition's, so that a close of an
+			// earlier one that arrives late leaves it alone.
+			if _, err := s.setWakeup(ctx, o.Thread, seq, o.WakeIfHeld, true); err != nil {
+				return out, err
+			}
+		case !out.Held && !o.WakeIfBusy.IsZero():
+			if err := s.WakeBy(ctx, o.Thread, o.WakeIfBusy); err != nil {
 				return out, err
 			}
 		}
@@ -71,15 +79,25 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 }
 
 // CloseThread implements runner.Sessions: it records deliveries, sets the
-// schedule and the waiting count, releases the lease if c.Token still
-// holds it and reads back the claims asked for.
+// schedule and the waiting count if c.Token still holds the lease,
+// releases it and reads back the claims asked for.
+//
+// A token that no longer holds the lease leaves the schedule alone: the
+// thread may have been taken and scheduled since, and the wake-up this
+// session set when it began is still there to have the thread looked at
+// again. On a single server the check and the writes are one script. On
+// a cluster the schedule is in another slot and is written after the
+// lease is released, so another process may take the thread and set its
+// own wake-up before this write arrives: the write is made on behalf of
+// this acquisition's number, which loses to that of any later one
+// (setWakeup).
 func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
 	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
 	if err != nil {
 		return nil, fmt.Errorf("close thread: %w", err)
 	}
 	tk, _ := s.keys(c.Thread)
-	keys := []string{lease, tk.claims, tk.head}
+	keys := []string{lease, tk.claims, tk.head, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
 		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting", s.auditKey(), s.auditHeadKey())
@@ -125,7 +143,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 		return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
 	}
 	reply, _ := res.([]any)
-	if len(reply) != 2 {
+	if len(reply) != 3 {
 		return nil, fmt.Errorf("close thread %s: unexpected reply %v", c.Thread, res)
 	}
 	if len(c.Audit) > 0 {
@@ -133,16 +151,11 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 			return nil, err
 		}
 	}
-	if cluster && c.Schedule {
+	if seq, held := reply[2].(string); cluster && c.Schedule && held {
 		if err := s.SetWaiting(ctx, c.Thread, c.Waiting); err != nil {
 			return nil, err
 		}
-		if c.Wake.IsZero() {
-			err = s.Forget(ctx, c.Thread)
-		} else {
-			err = s.Wake(ctx, c.Thread, c.Wake)
-		}
-		if err != nil {
+		if _, err := s.setWakeup(ctx, c.Thread, seq, c.Wake, false); err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +171,7 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	if err != nil {
 		return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 	}
-	keys := []string{tk.claims, tk.head, tk.lease}
+	keys := []string{tk.claims, tk.head, tk.lease, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
 		keys = append(keys, s.prefix+":wakeups", s.auditKey(), s.auditHeadKey())
@@ -177,9 +190,9 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
-	args := make([]any, 0, 10+len(audit)+len(c.Keys))
+	args := make([]any, 0, 11+len(audit)+len(c.Keys))
 	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), s.auditMinID(),
-		token, leaseMs, len(audit))
+		token, leaseMs, s.fenceTTL(c.LeaseTTL), len(audit))
 	args = append(args, audit...)
 	for _, k := range c.Keys {
 		args = append(args, k)
@@ -191,12 +204,15 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	switch {
 	case len(res) > 0 && res[0] == int64(-1):
 		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
-	case len(res) == 5 && res[0] == int64(1):
+	case len(res) == 6 && res[0] == int64(1):
 		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
 		if out.Leased {
 			out.Token = token
 			out.Head, _ = res[2].(string)
 			out.Claims = claimValues(c.Keys, res[3])
+			if err := s.leasedWakeBy(ctx, c.Thread, res[5], c.WakeBy); err != nil {
+				return out, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, err)
+			}
 		}
 		if c.Audit != nil {
 			if err := s.auditAfter(ctx, res[4], c.Audit); err != nil {
@@ -210,6 +226,20 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 		}
 	}
 	return runner.Claimed{}, fmt.Errorf("claim %s in %s: unexpected reply %v", c.Key, c.Thread, res)
+}
+
+// leasedWakeBy writes again, on a cluster, the wake-up written before a
+// claim that then took the thread's lease, this time on behalf of that
+// acquisition (seq, the script's reply): a close of an earlier one that
+// arrived in between may have moved it later, and one that arrives after
+// must not.
+func (s *Store) leasedWakeBy(ctx context.Context, thread string, seq any, at time.Time) error {
+	n, ok := seq.(string)
+	if !ok || at.IsZero() || !s.isCluster() {
+		return nil
+	}
+	_, err := s.setWakeup(ctx, thread, n, at, true)
+	return err
 }
 
 // auditAfter finishes the audit entries a script was given: it learns
@@ -271,27 +301,29 @@ func unixMs(t time.Time) string {
 
 // openLua begins work on a thread.
 //
-//	KEYS: lease, head, claims[, wakeups]
+//	KEYS: lease, head, claims, fence[, wakeups]
 //	ARGV: lease token, lease ms, wake-up if acquired (unix ms or ''), wake-up if
-//	      not, thread, then the claim keys to read
+//	      not, thread, fence ms, then the claim keys to read
 //
 // It returns {1 if the lease was acquired else 0, the head's checkpoint
-// ID or nil, {the claims' values}}.
-const openLua = `
+// ID or nil, {the claims' values}, the acquisition's number or nil}.
+const openLua = acquiredLua + `
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+local seq = false
+if held then seq = acquired(KEYS[4], ARGV[6]) end
 local wake = ARGV[4]
 if held then wake = ARGV[3] end
-if KEYS[4] and wake ~= '' then
-  redis.call('ZADD', KEYS[4], 'LT', wake, ARGV[5])
+if KEYS[5] and wake ~= '' then
+  redis.call('ZADD', KEYS[5], 'LT', wake, ARGV[5])
 end
 local vals = {}
-if #ARGV >= 6 then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, 6, #ARGV)) end
-return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals}
+if #ARGV >= 7 then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, 7, #ARGV)) end
+return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals, seq}
 `
 
 // closeLua ends work on a thread.
 //
-//	KEYS: lease, claims, head[, wakeups, waiting, audit stream, audit head]
+//	KEYS: lease, claims, head, fence[, wakeups, waiting, audit stream, audit head]
 //	ARGV: lease token, thread, claims expiry ms, answered count or '', wake-up
 //	      (unix ms, '0' to forget, '' to leave), waiting count or '', the
 //	      number n of deliveries to record, those claim keys, the audit
@@ -299,9 +331,15 @@ return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals}
 //	      (audit_append's block), then the claim keys to read
 //
 // Deliveries are set-once claims with the value "1"; "answered" only
-// grows. It returns {the values of the keys to read, after the lease is
-// released; audit_append's reply or nil}.
+// grows. The wake-up and the waiting count are written only if the token
+// still holds the lease. It returns {the values of the keys to read,
+// after the lease is released; audit_append's reply or nil; the number
+// of the token's acquisition if it held the lease ('0' if its fence key
+// is gone: it then loses to any numbered one), else nil}.
 const closeLua = auditAppendLua + `
+local held = redis.call('GET', KEYS[1]) == ARGV[1]
+local seq = false
+if held then seq = redis.call('GET', KEYS[4]) or '0' end
 local claims = KEYS[2]
 local n = tonumber(ARGV[7])
 local wrote = false
@@ -316,47 +354,48 @@ if wrote then
   local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3]))
   if redis.call('PTTL', claims) < ttl then redis.call('PEXPIRE', claims, ttl) end
 end
-if KEYS[4] and ARGV[5] ~= '' then
+if held and KEYS[5] and ARGV[5] ~= '' then
   if ARGV[5] == '0' then
-    redis.call('ZREM', KEYS[4], ARGV[2])
+    redis.call('ZREM', KEYS[5], ARGV[2])
   else
-    redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
+    redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
   end
 end
-if KEYS[5] and ARGV[6] ~= '' then
+if held and KEYS[6] and ARGV[6] ~= '' then
   if tonumber(ARGV[6]) > 0 then
-    redis.call('HSET', KEYS[5], ARGV[2], ARGV[6])
+    redis.call('HSET', KEYS[6], ARGV[2], ARGV[6])
   else
-    redis.call('HDEL', KEYS[5], ARGV[2])
+    redis.call('HDEL', KEYS[6], ARGV[2])
   end
 end
 local a = tonumber(ARGV[9 + n])
 local audited = false
-if KEYS[6] and a > 0 then
-  audited = audit_append(KEYS[6], KEYS[7], ARGV[8 + n], ARGV, 10 + n)
+if KEYS[7] and a > 0 then
+  audited = audit_append(KEYS[7], KEYS[8], ARGV[8 + n], ARGV, 10 + n)
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited} end
-return {{}, audited}
+if held then redis.call('DEL', KEYS[1]) end
+if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited, seq} end
+return {{}, audited, seq}
 `
 
 // claimDecisionLua claims a decision.
 //
-//	KEYS: claims, head, lease[, wakeups, audit stream, audit head]
+//	KEYS: claims, head, lease, fence[, wakeups, audit stream, audit head]
 //	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
 //	      wake-up (unix ms or ''), audit minimum ID, lease token or '',
-//	      lease ms, the number n of audit arguments, then n arguments
-//	      (audit_append's block), then the claim keys to read if the
-//	      lease is taken
+//	      lease ms, fence ms, the number n of audit arguments, then n
+//	      arguments (audit_append's block), then the claim keys to read
+//	      if the lease is taken
 //
 // It returns {-1} when the head is not the expected one (nothing
 // written), {0, the stored value} when the claim was someone else's, and
 // {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
-// audit_append's reply or nil} when this call set the claim.
-const claimDecisionLua = auditAppendLua + `
+// audit_append's reply or nil, the acquisition's number or nil} when this
+// call set the claim.
+const claimDecisionLua = auditAppendLua + acquiredLua + `
 if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[4] then return {-1} end
-if KEYS[4] and ARGV[6] ~= '' then
-  redis.call('ZADD', KEYS[4], 'LT', ARGV[6], ARGV[5])
+if KEYS[5] and ARGV[6] ~= '' then
+  redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
@@ -365,14 +404,15 @@ local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
 if redis.call('PTTL', KEYS[1]) < ttl then
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-local n = tonumber(ARGV[10])
+local n = tonumber(ARGV[11])
 local audited = false
-if KEYS[5] and n > 0 then
-  audited = audit_append(KEYS[5], KEYS[6], ARGV[7], ARGV, 11)
+if KEYS[6] and n > 0 then
+  audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, 12)
 end
-if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited} end
-if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited} end
+if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited, false} end
+if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
+local seq = acquired(KEYS[4], ARGV[10])
 local vals = {}
-if #ARGV >= 11 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 11 + n, #ARGV)) end
-return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals, audited}
+if #ARGV >= 12 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 12 + n, #ARGV)) end
+return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals, audited, seq}
 `

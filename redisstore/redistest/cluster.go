@@ -237,3 +237,98 @@ func waitClusterOK(ctx context.Context, addr string) error {
 		}
 	}
 }
+
+// KillMaster kills (SIGKILL) the master that owns key's slot, once its
+// replica has caught up with it, and waits until that replica has taken
+// the slot over and every node left reports the cluster ok. It returns
+// the address of the slot's new master. The killed node stays down.
+func (c *ReplicatedCluster) KillMaster(tb testing.TB, key string) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
+	node := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr()})
+	out, err := node.ClusterNodes(ctx).Result()
+	node.Close()
+	if err != nil {
+		tb.Fatalf("redistest: CLUSTER NODES: %v", err)
+	}
+	nodes := parseClusterNodes(out)
+	master := ownerOf(nodes, slot)
+	var masterID, replica string
+	for _, n := range nodes {
+		if n.addr == master {
+			masterID = n.id
+		}
+	}
+	for _, n := range nodes {
+		if masterID != "" && n.master == masterID {
+			replica = n.addr
+		}
+	}
+	if replica == "" {
+		tb.Fatalf("redistest: no replica of the master of slot %d in:\n%s", slot, out)
+	}
+	if err := waitCaughtUp(ctx, master, replica); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	var alive []*Server
+	for _, s := range c.nodes {
+		if s.Addr() == master {
+			s.Kill()
+		} else {
+			alive = append(alive, s)
+		}
+	}
+	for _, s := range alive {
+		n := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		for {
+			out, err := n.ClusterNodes(ctx).Result()
+			if err == nil && ownerOf(parseClusterNodes(out), slot) == replica {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				n.Close()
+				tb.Fatalf("redistest: node %s never saw %s take slot %d over: %v", s.Addr(), replica, slot, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		n.Close()
+		if err := waitClusterOK(ctx, s.Addr()); err != nil {
+			tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
+		}
+	}
+	return replica
+}
+
+// waitCaughtUp waits until the replica at replica has processed the
+// replication stream of the master at master as far as it goes now.
+func waitCaughtUp(ctx context.Context, master, replica string) error {
+	offset := func(addr, field string) int64 {
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		defer n.Close()
+		info, err := n.Info(ctx, "replication").Result()
+		if err != nil {
+			return -1
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+				o, _ := strconv.ParseInt(v, 10, 64)
+				return o
+			}
+		}
+		return -1
+	}
+	want := offset(master, "master_repl_offset")
+	for {
+		if want >= 0 && offset(replica, "slave_repl_offset") >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica %s never caught up with %s (offset %d): %w", replica, master, want, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
