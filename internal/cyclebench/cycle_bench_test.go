@@ -129,12 +129,12 @@ func BenchmarkPausedThreadsThroughRunner(b *testing.B) {
 	srv := redistest.StartServer(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
+	c, err := cyclebench.New(cyclebench.Runner, rdb, "cs")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		_ = rdb.FlushAll(ctx).Err()
-		c, err := cyclebench.New(cyclebench.Runner, rdb, "cs")
-		if err != nil {
-			b.Fatal(err)
-		}
 		before := usedMemory(b, rdb)
 		for i := range threads {
 			if err := c.Pause(ctx, fmt.Sprintf("T0TEAM:C0CHANNEL:17000%05d.000100", i)); err != nil {

@@ -3,7 +3,7 @@
 // approved, the tool runs, the model answers — against a real Redis, in two
 // ways: through the agent's graph and the Redis store alone ("agent"), and
 // through runner.Service with its leases, claims, audit, schedule and
-// delivery records, as the bot runs it ("runner").
+// delivery records, wired by bot.New as the bot runs it ("runner").
 //
 // It reports, per cycle, the time taken (cycles/s, p50, p99), the Redis
 // round trips (counted by a go-redis hook: exact whatever the machine's
@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -29,8 +30,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
@@ -73,6 +76,7 @@ type Counts struct {
 // Cycler runs cycles of one Impl on threads of its own.
 type Cycler struct {
 	impl  Impl
+	bot   *bot.Bot // Runner only
 	svc   *runner.Service
 	agent *agent.Agent
 	store *redisstore.Store
@@ -80,31 +84,34 @@ type Cycler struct {
 	turns map[string]int
 }
 
-// New returns a Cycler of impl whose data lives in rdb under prefix.
+// New returns a Cycler of impl whose data lives in rdb under prefix. A
+// Runner cycler is the bot as bot.New wires it (metrics, inbox, schedule,
+// audit and all), with the scripted model and the stand-in tool.
 func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 	policy, err := tools.ParsePolicy([]byte("tools:\n  " + ToolName + ": {approval: required}\n"))
 	if err != nil {
 		return nil, err
 	}
+	c := &Cycler{impl: impl, shown: &shown{}, turns: map[string]int{}}
+	if impl == Runner {
+		log := logrus.New()
+		log.Out = io.Discard
+		b, err := bot.New(context.Background(), func(string) string { return "" }, log,
+			func(*redisstore.Store) runner.Reporter { return c.shown },
+			bot.Options{Model: scriptedModel{}, Policy: policy, Tools: []tools.Tool{statusTool{}}, Redis: rdb, Prefix: prefix})
+		if err != nil {
+			return nil, err
+		}
+		c.bot, c.svc, c.store, c.agent = b, b.Runner, b.Store, b.Runner.Agent()
+		return c, nil
+	}
 	reg, err := tools.NewRegistry(policy, statusTool{})
 	if err != nil {
 		return nil, err
 	}
-	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-	c := &Cycler{impl: impl, store: store, shown: &shown{}, turns: map[string]int{}}
-	var svc *runner.Service
-	opts := agent.Options{}
-	if impl == Runner {
-		opts.OnCall = func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) }
-		opts.BeforeCall = func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) }
-	}
-	c.agent, err = agent.New(scriptedModel{}, reg, store, opts)
-	if err != nil {
+	c.store = redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	if c.agent, err = agent.New(scriptedModel{}, reg, c.store, agent.Options{}); err != nil {
 		return nil, err
-	}
-	if impl == Runner {
-		svc = runner.New(c.agent, store, c.shown, runner.Options{Schedule: store, Auditor: store, Inbox: store})
-		c.svc = svc
 	}
 	return c, nil
 }
