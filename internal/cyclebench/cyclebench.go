@@ -6,9 +6,9 @@
 // delivery records, wired by bot.New as the bot runs it ("runner").
 //
 // It reports, per cycle, the time taken (cycles/s, p50, p99), the Redis
-// round trips (counted by a go-redis hook: exact whatever the machine's
-// load) and the bytes written to and read from Redis, at turns 1, 10, 50
-// and 100 of one conversation. The workload is the one of the CloudWeGo
+// commands and round trips (counted by a go-redis hook: exact whatever the
+// machine's load) and the bytes written to and read from Redis, at turns
+// 1, 10, 50 and 100 of one conversation. The workload is the one of the CloudWeGo
 // Eino comparison program (a scripted model, one http_request call, a
 // fixed tool result), so the two can be set side by side; Summary lines
 // have that program's format.
@@ -68,9 +68,10 @@ const (
 // UserText is the user's message of turn n.
 func UserText(n int) string { return fmt.Sprintf("turn %d: is status.example.com healthy?", n) }
 
-// Counts is what a cycle cost Redis.
+// Counts is what a cycle cost Redis: round trips, bytes written to and
+// read from it, and commands sent (a script is one).
 type Counts struct {
-	RoundTrips, Written, Read int64
+	RoundTrips, Written, Read, Commands int64
 }
 
 // Cycler runs cycles of one Impl on threads of its own.
@@ -266,6 +267,7 @@ type Stats struct {
 	CPS                          float64 // cycles per second of the samples' total time
 	Mean, P50, P99               time.Duration
 	RoundTrips, Written, Read    float64 // per cycle
+	Commands                     float64 // per cycle
 	MaxRoundTrips, MinRoundTrips int64
 }
 
@@ -284,11 +286,12 @@ func Summarize(samples []Sample) Stats {
 		s.RoundTrips += float64(x.RoundTrips)
 		s.Written += float64(x.Written)
 		s.Read += float64(x.Read)
+		s.Commands += float64(x.Commands)
 		s.MaxRoundTrips = max(s.MaxRoundTrips, x.RoundTrips)
 		s.MinRoundTrips = min(s.MinRoundTrips, x.RoundTrips)
 	}
 	n := float64(len(samples))
-	s.RoundTrips, s.Written, s.Read = s.RoundTrips/n, s.Written/n, s.Read/n
+	s.RoundTrips, s.Written, s.Read, s.Commands = s.RoundTrips/n, s.Written/n, s.Read/n, s.Commands/n
 	s.Mean = total / time.Duration(len(samples))
 	s.CPS = n / total.Seconds()
 	slices.Sort(d)
@@ -303,8 +306,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 
 // Summary is one line in the Eino comparison program's format.
 func (s Stats) Summary(impl Impl, phase string, hist int) string {
-	return fmt.Sprintf("SUMMARY impl=%s phase=%s hist=%d n=%d cps=%.1f mean_ms=%.4f p50_ms=%.4f p99_ms=%.4f in_B=%.0f out_B=%.0f rt=%.2f",
-		impl, phase, hist, s.N, s.CPS, ms(s.Mean), ms(s.P50), ms(s.P99), s.Written, s.Read, s.RoundTrips)
+	return fmt.Sprintf("SUMMARY impl=%s phase=%s hist=%d n=%d cps=%.1f mean_ms=%.4f p50_ms=%.4f p99_ms=%.4f in_B=%.0f out_B=%.0f rt=%.2f cmds=%.2f",
+		impl, phase, hist, s.N, s.CPS, ms(s.Mean), ms(s.P50), ms(s.P99), s.Written, s.Read, s.RoundTrips, s.Commands)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -320,6 +323,7 @@ func (c *Cycler) Measure(ctx context.Context, m *Meter, thread string) (Sample, 
 		RoundTrips: after.RoundTrips - before.RoundTrips,
 		Written:    after.Written - before.Written,
 		Read:       after.Read - before.Read,
+		Commands:   after.Commands - before.Commands,
 	}}, turn, err
 }
 
