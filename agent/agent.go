@@ -9,7 +9,9 @@
 // (Options.OnStream) and saves only the complete reply; see stream.go.
 //
 // The package builds on graph and knows nothing of Slack or Redis; the
-// runner package maps threads to runs and applies people's decisions.
+// runner package maps threads to runs and applies people's decisions. The
+// runner that runs an agent (RunBy, which runner.New calls) hears of
+// every call and is asked before each one is sent.
 package agent
 
 import (
