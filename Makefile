@@ -7,7 +7,7 @@
 
 GO ?= go
 
-.PHONY: test bench run lint fuzz
+.PHONY: test bench bench-long run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
@@ -17,6 +17,12 @@ test:
 ## bench: all benchmarks (BenchmarkCheckpointSave in redisstore among them)
 bench:
 	bash .ci/with-redis $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-long: the long-thread benchmark alone: 100 turns through the bot's
+## wiring, with Redis commands, round trips, bytes each way and p50/p99 per
+## turn at turns 1, 10, 50 and 100
+bench-long:
+	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThread -benchtime 1x ./internal/cyclebench/
 
 ## run: the bot, configured from the environment (see README.md)
 run:

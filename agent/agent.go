@@ -9,7 +9,9 @@
 // (Options.OnStream) and saves only the complete reply; see stream.go.
 //
 // The package builds on graph and knows nothing of Slack or Redis; the
-// runner package maps threads to runs and applies people's decisions.
+// runner package maps threads to runs and applies people's decisions. The
+// runner that runs an agent (RunBy, which runner.New calls) hears of
+// every call and is asked before each one is sent.
 package agent
 
 import (
@@ -60,21 +62,13 @@ type Options struct {
 	ToolTimeout time.Duration
 	// DefaultExpiry applies to rules without expires_after (default 24h).
 	DefaultExpiry time.Duration
-	// OnCall, if set, is told about a call each time its new status has
-	// been saved (running, then done or failed).
-	OnCall func(ctx context.Context, s *State, c Call)
 	// OnModel, if set, is told how long each model call took, what it
 	// cost (nil when the provider did not say) and how it ended, for
 	// metrics.
 	OnModel func(took time.Duration, usage *llm.Usage, err error)
-	// BeforeCall, if set, is asked right before a call is sent, after
-	// the call has been saved as running; an error stops the run there,
-	// the call unsent and saved as approved again, so that a retry of the
-	// run sends it (and nobody takes it for a call whose outcome is
-	// unknown). OnCall hears of the call only once BeforeCall let it go.
-	BeforeCall func(ctx context.Context, s *State, c Call) error
 	// OnStream, if set, is told about the model's reply while it is
-	// written (see Stream); the reply is saved only when complete.
+	// written (see Stream); the reply is saved only when complete. The
+	// runner, if it streams, is told after it (RunBy).
 	OnStream func(ctx context.Context, s *State, st Stream)
 	// Graph holds the engine's options (clock, IDs, static interrupts).
 	Graph graph.Options
@@ -82,14 +76,34 @@ type Options struct {
 	Logger logrus.FieldLogger
 }
 
+// Runner is what runs the agent's threads and must hear from it:
+// runner.Service. See RunBy.
+type Runner interface {
+	// OnCall is told about a call each time its new status has been
+	// saved (running, then done or failed).
+	OnCall(ctx context.Context, s *State, c Call)
+	// BeforeCall is asked right before a call is sent, after the call
+	// has been saved as running; an error stops the run there, the call
+	// unsent and saved as approved again, so that a retry of the run
+	// sends it (and nobody takes it for a call whose outcome is
+	// unknown). OnCall hears of the call only once BeforeCall let it go.
+	BeforeCall(ctx context.Context, s *State, c Call) error
+	// OnStream is told about the model's reply while it is written, if
+	// the runner streams.
+	OnStream(ctx context.Context, s *State, st Stream)
+}
+
 // Agent runs the ReAct graph.
 type Agent struct {
 	model llm.Model
 	box   Toolbox
 	opts  Options
-	now   func() time.Time
-	log   logrus.FieldLogger
-	graph *graph.Graph[State]
+	// runner and stream are set by RunBy, before any thread runs.
+	runner Runner
+	stream bool
+	now    func() time.Time
+	log    logrus.FieldLogger
+	graph  *graph.Graph[State]
 
 	// prompts keeps the system prompts rendered in the current minute
 	// (the prompt tells the time to the minute), by requester and
@@ -141,6 +155,16 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	}
 	a.graph = g
 	return a, nil
+}
+
+// RunBy makes r the agent's runner, in place of any before it: r hears
+// of every call's progress, is asked before every call is sent and, if
+// stream, is told about replies as they are written. runner.New calls it,
+// so that a service cannot leave out one of its hooks (the check before a
+// call is the lease check and the execution's audit); call it before any
+// thread runs.
+func (a *Agent) RunBy(r Runner, stream bool) {
+	a.runner, a.stream = r, stream
 }
 
 // Graph returns the compiled graph, to start, resume and inspect threads.
@@ -450,17 +474,18 @@ func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save
 	return err
 }
 
-// beforeCall asks BeforeCall about a call.
+// beforeCall asks the runner's BeforeCall about a call.
 func (a *Agent) beforeCall(ctx context.Context, s *State, c Call) error {
-	if a.opts.BeforeCall == nil {
+	if a.runner == nil {
 		return nil
 	}
-	return a.opts.BeforeCall(ctx, s, c)
+	return a.runner.BeforeCall(ctx, s, c)
 }
 
+// notify tells the runner's OnCall about a call.
 func (a *Agent) notify(ctx context.Context, s *State, c Call) {
-	if a.opts.OnCall != nil {
-		a.opts.OnCall(ctx, s, c)
+	if a.runner != nil {
+		a.runner.OnCall(ctx, s, c)
 	}
 }
 

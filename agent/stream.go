@@ -56,22 +56,31 @@ type Stream struct {
 // generate asks the model for the reply to msgs, telling OnStream about
 // it as it is written.
 func (a *Agent) generate(ctx context.Context, s *State, msgs []llm.Message) (llm.Message, error) {
-	if a.opts.OnStream == nil {
+	runnerStreams := a.stream && a.runner != nil
+	if a.opts.OnStream == nil && !runnerStreams {
 		return a.model.Generate(ctx, msgs, a.toolDefs())
 	}
+	tell := func(ctx context.Context, st Stream) {
+		if a.opts.OnStream != nil {
+			a.opts.OnStream(ctx, s, st)
+		}
+		if runnerStreams {
+			a.runner.OnStream(ctx, s, st)
+		}
+	}
 	at := len(s.Messages)
-	a.opts.OnStream(ctx, s, Stream{Phase: Thinking, Message: at})
+	tell(ctx, Stream{Phase: Thinking, Message: at})
 	wrote := false
 	reply, err := llm.Stream(ctx, a.model, msgs, a.toolDefs(), func(ctx context.Context, text string) error {
 		wrote = true
-		a.opts.OnStream(ctx, s, Stream{Phase: Writing, Message: at, Text: text})
+		tell(ctx, Stream{Phase: Writing, Message: at, Text: text})
 		return nil
 	})
 	if err != nil {
 		return reply, err
 	}
 	if wrote || reply.Content != "" {
-		a.opts.OnStream(ctx, s, Stream{Phase: Written, Message: at, Text: reply.Content, Calls: len(reply.ToolCalls) > 0})
+		tell(ctx, Stream{Phase: Written, Message: at, Text: reply.Content, Calls: len(reply.ToolCalls) > 0})
 	}
 	return reply, nil
 }

@@ -162,8 +162,8 @@ func (s *Service) report(ctx context.Context, e Event) error {
 	return err
 }
 
-// OnCall is the agent's hook for call progress: pass it as
-// agent.Options.OnCall so people see calls start and finish.
+// OnCall is the agent's hook for call progress: runner.New makes
+// it the agent's, so people see calls start and finish.
 func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	kind := CallFinished
 	if c.Status == agent.Running {

@@ -186,17 +186,7 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.checkpoints != nil {
 		checkpoints = w.checkpoints(checkpoints)
 	}
-	var svc *runner.Service
-	a, err := agent.New(model, reg, checkpoints, agent.Options{
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error {
-			if w.beforeCall != nil {
-				w.beforeCall(ctx, c)
-			}
-			return svc.BeforeCall(ctx, s, c)
-		},
-		Graph: graph.Options{Now: now},
-	})
+	a, err := agent.New(model, reg, checkpoints, agent.Options{Graph: graph.Options{Now: now}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +205,22 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if w.leases != nil {
 		leases = w.leases(store)
 	}
-	svc = runner.New(a, leases, rep, opts)
+	svc := runner.New(a, leases, rep, opts)
+	if w.beforeCall != nil {
+		a.RunBy(beforeCall{svc, w.beforeCall}, false)
+	}
 	return svc, store
+}
+
+// beforeCall is a service whose BeforeCall calls a test's function first.
+type beforeCall struct {
+	*runner.Service
+	first func(ctx context.Context, c agent.Call)
+}
+
+func (b beforeCall) BeforeCall(ctx context.Context, s *agent.State, c agent.Call) error {
+	b.first(ctx, c)
+	return b.Service.BeforeCall(ctx, s, c)
 }
 
 // finish drives a thread to the end as people following script would,

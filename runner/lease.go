@@ -134,8 +134,8 @@ func runThread(ctx context.Context, st *agent.State) string {
 	return st.Thread
 }
 
-// BeforeCall is the agent's hook before a call is sent: pass it as
-// agent.Options.BeforeCall. It confirms that the run's acquisition of
+// BeforeCall is the agent's hook before a call is sent: runner.New
+// makes it the agent's (agent.Runner). It confirms that the run's acquisition of
 // the thread's lease still holds, and fails with ErrLeaseLost if not, so
 // that the call is not sent; then it writes the call's execution to the
 // audit trail, and fails if it cannot, so that no call runs unrecorded.

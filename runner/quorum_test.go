@@ -60,16 +60,11 @@ func quorumWorld(t *testing.T, checkpoints graph.Store, store runner.Store, tg *
 		if rep == nil {
 			rep = &recorder{}
 		}
-		var svc *runner.Service
-		a, err := agent.New(&agenttest.Planner{Plan: plan(tg.URL)}, reg, checkpoints, agent.Options{
-			OnCall:     func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-			BeforeCall: func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) },
-		})
+		a, err := agent.New(&agenttest.Planner{Plan: plan(tg.URL)}, reg, checkpoints, agent.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc = runner.New(a, store, rep, runner.Options{LeaseTTL: time.Second})
-		return svc
+		return runner.New(a, store, rep, runner.Options{LeaseTTL: time.Second})
 	}
 }
 

@@ -153,6 +153,10 @@ type Options struct {
 	// decisions made from an inbox on calls that anyone in their channel
 	// may decide; without it such calls are decided in their channel.
 	Members Members
+	// Stream: the front end shows answers as the model writes them. The
+	// agent then streams the model's replies and the service reports
+	// Thinking, AnswerDelta and StreamEnded (see OnStream).
+	Stream bool
 }
 
 // Service runs conversations.
@@ -171,7 +175,9 @@ type Service struct {
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
-// store and reports to rep.
+// store and reports to rep. It makes itself a's runner (agent.RunBy), so
+// that the agent tells it of every call and asks it before sending one: a
+// service runs an agent of its own.
 func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 10 * time.Second
@@ -195,7 +201,9 @@ func New(a *agent.Agent, store Store, rep Reporter, opts Options) *Service {
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
 	}
-	return &Service{agent: a, graph: a.Graph(), store: store, rep: rep, opts: opts, log: opts.Logger}
+	s := &Service{agent: a, graph: a.Graph(), store: store, rep: rep, opts: opts, log: opts.Logger}
+	a.RunBy(s, opts.Stream)
+	return s
 }
 
 // StartRequest is a person's request that begins a conversation.

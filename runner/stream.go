@@ -19,8 +19,8 @@ import (
 // again (with the same Message position), and a front end that finds the
 // cut-off message of an earlier process must finish it itself.
 
-// OnStream is the agent's hook for a reply being written: pass it as
-// agent.Options.OnStream so people see the answer grow.
+// OnStream is the agent's hook for a reply being written: the agent tells
+// it when Options.Stream is set, so people see the answer grow.
 func (s *Service) OnStream(ctx context.Context, st *agent.State, sm agent.Stream) {
 	e := Event{Thread: runThread(ctx, st), State: st, Message: sm.Message, Text: sm.Text}
 	switch {

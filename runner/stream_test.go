@@ -33,16 +33,11 @@ func streamingService(t *testing.T, srv *llmtest.OpenAIServer, rep runner.Report
 		t.Fatal(err)
 	}
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: "runner-stream-" + randomHex()})
-	var svc *runner.Service
-	a, err := agent.New(model, reg, store, agent.Options{
-		OnCall:   func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
-		OnStream: func(ctx context.Context, s *agent.State, st agent.Stream) { svc.OnStream(ctx, s, st) },
-	})
+	a, err := agent.New(model, reg, store, agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{LeaseTTL: time.Second})
-	return svc
+	return runner.New(a, store, rep, runner.Options{LeaseTTL: time.Second, Stream: true})
 }
 
 // TestAnswerStreams: the front end sees the model think, the answer grow

@@ -93,7 +93,6 @@ func newWorldOf(t *testing.T, home bool) *world {
 	var svc *runner.Service
 	a, err := agent.New(llm.NewDemo(), reg, store, agent.Options{
 		Logger: log,
-		OnCall: func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) },
 	})
 	if err != nil {
 		t.Fatal(err)

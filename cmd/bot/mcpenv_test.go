@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/tools/mcp"
@@ -237,7 +238,7 @@ func TestEmbeddedRedisNeedsItsPassword(t *testing.T) {
 	log := logrus.New()
 	log.Out = io.Discard
 	ctx := context.Background()
-	rdb, _, closeAll, err := connectRedis(ctx, func(string) string { return "" }, log)
+	rdb, _, closeAll, err := bot.ConnectRedis(ctx, func(string) string { return "" }, log)
 	if err != nil {
 		t.Fatal(err)
 	}

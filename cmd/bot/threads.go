@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/redisstore"
@@ -27,7 +28,7 @@ func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, 
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, _, closeRedis, err := connectRedis(ctx, e.getenv, log)
+	rdb, _, closeRedis, err := bot.ConnectRedis(ctx, e.getenv, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -40,7 +41,7 @@ func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	box, _, err := newToolbox(getenv, log)
+	box, _, err := bot.NewToolbox(getenv, log)
 	if err != nil {
 		return err
 	}

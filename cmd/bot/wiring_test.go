@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -30,8 +31,8 @@ func TestWiredStoreLoadsTails(t *testing.T) {
 		t.Fatalf("newService: %v", err)
 	}
 	defer svc.close()
-	if _, ok := svc.checkpoints.(graph.TailLoader); !ok {
-		t.Fatalf("the wired checkpoint store %T is not a graph.TailLoader", svc.checkpoints)
+	if _, ok := svc.Checkpoints.(graph.TailLoader); !ok {
+		t.Fatalf("the wired checkpoint store %T is not a graph.TailLoader", svc.Checkpoints)
 	}
 }
 
@@ -50,8 +51,8 @@ func TestWaitReplicasOnACluster(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, err := waitReplicas(context.Background(), none, tt.rdb(t)); err != nil || got != tt.want {
-				t.Errorf("waitReplicas() = %d, %v; want %d", got, err, tt.want)
+			if got, err := bot.WaitReplicas(context.Background(), none, tt.rdb(t)); err != nil || got != tt.want {
+				t.Errorf("WaitReplicas() = %d, %v; want %d", got, err, tt.want)
 			}
 		})
 	}

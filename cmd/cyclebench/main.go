@@ -6,11 +6,12 @@
 //	cyclebench -redis redis://127.0.0.1:6379/0 -cycles 2000 -history 100
 //
 // It measures through the agent and the store alone (impl=agent) and
-// through runner.Service (impl=runner): a "cycles" phase of turn-1 cycles
-// on new threads, and a "hist" phase that grows conversations to
-// -history turns and reports turns 1, 10, 50 and -history. Bytes are
-// counted on the client's connection (in_B: written to Redis, out_B:
-// read from it), round trips (rt) by a go-redis hook. Its keys live under
+// through the bot's own wiring, bot.New (impl=runner): a "cycles" phase of
+// turn-1 cycles on new threads, and a "hist" phase that grows
+// conversations to -history turns and reports turns 1, 10, 50 and
+// -history. Bytes are counted on the client's connection (in_B: written to
+// Redis, out_B: read from it), round trips (rt) and commands (cmds; a
+// script is one) by a go-redis hook. Its keys live under
 // a prefix of their own and are deleted afterwards. See the cyclebench
 // package for the workload.
 package main
@@ -69,8 +70,8 @@ func run(ctx context.Context, args []string) error {
 		}
 		prefix := fmt.Sprintf("cyclebench:%d", time.Now().UnixNano())
 		err := cyclebench.Run(ctx, impl, rdb, m, prefix, plan, func(r cyclebench.Result) {
-			fmt.Printf("  %-6s %-6s turn %3d: %8.0f cycles/s  p50 %7.3f ms  p99 %7.3f ms  %5.2f round trips  %7.0f B written  %7.0f B read\n",
-				r.Impl, r.Phase, r.Hist, r.CPS, float64(r.P50)/1e6, float64(r.P99)/1e6, r.RoundTrips, r.Written, r.Read)
+			fmt.Printf("  %-6s %-6s turn %3d: %8.0f cycles/s  p50 %7.3f ms  p99 %7.3f ms  %5.2f commands  %5.2f round trips  %7.0f B written  %7.0f B read\n",
+				r.Impl, r.Phase, r.Hist, r.CPS, float64(r.P50)/1e6, float64(r.P99)/1e6, r.Commands, r.RoundTrips, r.Written, r.Read)
 			fmt.Println(r.Summary())
 		})
 		if err != nil {

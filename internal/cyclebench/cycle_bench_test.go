@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -109,6 +111,76 @@ func benchmarkCycle(b *testing.B, impl cyclebench.Impl, turn int) {
 	b.ReportMetric(st.Read, "B-read")
 }
 
+// BenchmarkLongThread drives threads of 100 turns, each turn a whole
+// cycle (reply → card → approve → tool → answer), through the bot's own
+// wiring (bot.New, via a runner Cycler), and reports per turn at turns 1,
+// 10, 50 and 100 (tN- metrics, also logged as a table):
+//
+//	cmds            Redis commands sent (a script is one)
+//	rt              Redis round trips (a command or a pipeline is one)
+//	B-sent, B-recv  bytes written to Redis and read from it
+//	p50-ms, p99-ms  turn latency
+//
+// and the growth from turn 1 to turn 100 of commands and bytes each way
+// (x-cmds, x-sent, x-recv). Commands, round trips and bytes are exact
+// whatever the machine's load; one op is 8 threads grown to 100 turns.
+func BenchmarkLongThread(b *testing.B) {
+	const turns, threads = 100, 8
+	ctx := context.Background()
+	m := new(cyclebench.Meter)
+	rdb := meteredClient(b, m)
+	prefix := "bench-long-" + randomName()
+	b.Cleanup(func() { _ = cyclebench.Cleanup(ctx, rdb, prefix) })
+	c, err := cyclebench.New(cyclebench.Runner, rdb, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A first thread warms the scripts' cache in Redis.
+	if _, err := c.Cycle(ctx, "warm"); err != nil {
+		b.Fatal(err)
+	}
+	marks := cyclebench.Marks(turns)
+	at := map[int][]cyclebench.Sample{}
+	round := 0
+	for b.Loop() {
+		for turn := 1; turn <= turns; turn++ {
+			for j := range threads {
+				s, got, err := c.Measure(ctx, m, fmt.Sprintf("long/%d/%d", round, j))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got != turn {
+					b.Fatalf("measured turn %d, want %d", got, turn)
+				}
+				if slices.Contains(marks, turn) {
+					at[turn] = append(at[turn], s)
+				}
+			}
+		}
+		round++
+	}
+	b.Logf("%5s %8s %6s %9s %9s %8s %8s", "turn", "commands", "rt", "B sent", "B recv", "p50 ms", "p99 ms")
+	stats := map[int]cyclebench.Stats{}
+	for _, turn := range marks {
+		st := cyclebench.Summarize(at[turn])
+		stats[turn] = st
+		b.Logf("%5d %8.1f %6.1f %9.0f %9.0f %8.3f %8.3f", turn, st.Commands, st.RoundTrips, st.Written, st.Read, ms(st.P50), ms(st.P99))
+		t := "t" + strconv.Itoa(turn) + "-"
+		b.ReportMetric(st.Commands, t+"cmds")
+		b.ReportMetric(st.RoundTrips, t+"rt")
+		b.ReportMetric(st.Written, t+"B-sent")
+		b.ReportMetric(st.Read, t+"B-recv")
+		b.ReportMetric(ms(st.P50), t+"p50-ms")
+		b.ReportMetric(ms(st.P99), t+"p99-ms")
+	}
+	first, last := stats[1], stats[turns]
+	b.ReportMetric(last.Commands/first.Commands, "x-cmds")
+	b.ReportMetric(last.Written/first.Written, "x-sent")
+	b.ReportMetric(last.Read/first.Read, "x-recv")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
 func randomName() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -129,12 +201,12 @@ func BenchmarkPausedThreadsThroughRunner(b *testing.B) {
 	srv := redistest.StartServer(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
+	c, err := cyclebench.New(cyclebench.Runner, rdb, "cs")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		_ = rdb.FlushAll(ctx).Err()
-		c, err := cyclebench.New(cyclebench.Runner, rdb, "cs")
-		if err != nil {
-			b.Fatal(err)
-		}
 		before := usedMemory(b, rdb)
 		for i := range threads {
 			if err := c.Pause(ctx, fmt.Sprintf("T0TEAM:C0CHANNEL:17000%05d.000100", i)); err != nil {

@@ -3,12 +3,12 @@
 // approved, the tool runs, the model answers — against a real Redis, in two
 // ways: through the agent's graph and the Redis store alone ("agent"), and
 // through runner.Service with its leases, claims, audit, schedule and
-// delivery records, as the bot runs it ("runner").
+// delivery records, wired by bot.New as the bot runs it ("runner").
 //
 // It reports, per cycle, the time taken (cycles/s, p50, p99), the Redis
-// round trips (counted by a go-redis hook: exact whatever the machine's
-// load) and the bytes written to and read from Redis, at turns 1, 10, 50
-// and 100 of one conversation. The workload is the one of the CloudWeGo
+// commands and round trips (counted by a go-redis hook: exact whatever the
+// machine's load) and the bytes written to and read from Redis, at turns
+// 1, 10, 50 and 100 of one conversation. The workload is the one of the CloudWeGo
 // Eino comparison program (a scripted model, one http_request call, a
 // fixed tool result), so the two can be set side by side; Summary lines
 // have that program's format.
@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -29,8 +30,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
@@ -65,14 +68,16 @@ const (
 // UserText is the user's message of turn n.
 func UserText(n int) string { return fmt.Sprintf("turn %d: is status.example.com healthy?", n) }
 
-// Counts is what a cycle cost Redis.
+// Counts is what a cycle cost Redis: round trips, bytes written to and
+// read from it, and commands sent (a script is one).
 type Counts struct {
-	RoundTrips, Written, Read int64
+	RoundTrips, Written, Read, Commands int64
 }
 
 // Cycler runs cycles of one Impl on threads of its own.
 type Cycler struct {
 	impl  Impl
+	bot   *bot.Bot // Runner only
 	svc   *runner.Service
 	agent *agent.Agent
 	store *redisstore.Store
@@ -80,31 +85,34 @@ type Cycler struct {
 	turns map[string]int
 }
 
-// New returns a Cycler of impl whose data lives in rdb under prefix.
+// New returns a Cycler of impl whose data lives in rdb under prefix. A
+// Runner cycler is the bot as bot.New wires it (metrics, inbox, schedule,
+// audit and all), with the scripted model and the stand-in tool.
 func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 	policy, err := tools.ParsePolicy([]byte("tools:\n  " + ToolName + ": {approval: required}\n"))
 	if err != nil {
 		return nil, err
 	}
+	c := &Cycler{impl: impl, shown: &shown{}, turns: map[string]int{}}
+	if impl == Runner {
+		log := logrus.New()
+		log.Out = io.Discard
+		b, err := bot.New(context.Background(), func(string) string { return "" }, log,
+			func(*redisstore.Store) runner.Reporter { return c.shown },
+			bot.Options{Model: scriptedModel{}, Policy: policy, Tools: []tools.Tool{statusTool{}}, Redis: rdb, Prefix: prefix})
+		if err != nil {
+			return nil, err
+		}
+		c.bot, c.svc, c.store, c.agent = b, b.Runner, b.Store, b.Runner.Agent()
+		return c, nil
+	}
 	reg, err := tools.NewRegistry(policy, statusTool{})
 	if err != nil {
 		return nil, err
 	}
-	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-	c := &Cycler{impl: impl, store: store, shown: &shown{}, turns: map[string]int{}}
-	var svc *runner.Service
-	opts := agent.Options{}
-	if impl == Runner {
-		opts.OnCall = func(ctx context.Context, s *agent.State, c agent.Call) { svc.OnCall(ctx, s, c) }
-		opts.BeforeCall = func(ctx context.Context, s *agent.State, c agent.Call) error { return svc.BeforeCall(ctx, s, c) }
-	}
-	c.agent, err = agent.New(scriptedModel{}, reg, store, opts)
-	if err != nil {
+	c.store = redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	if c.agent, err = agent.New(scriptedModel{}, reg, c.store, agent.Options{}); err != nil {
 		return nil, err
-	}
-	if impl == Runner {
-		svc = runner.New(c.agent, store, c.shown, runner.Options{Schedule: store, Auditor: store, Inbox: store})
-		c.svc = svc
 	}
 	return c, nil
 }
@@ -259,6 +267,7 @@ type Stats struct {
 	CPS                          float64 // cycles per second of the samples' total time
 	Mean, P50, P99               time.Duration
 	RoundTrips, Written, Read    float64 // per cycle
+	Commands                     float64 // per cycle
 	MaxRoundTrips, MinRoundTrips int64
 }
 
@@ -277,11 +286,12 @@ func Summarize(samples []Sample) Stats {
 		s.RoundTrips += float64(x.RoundTrips)
 		s.Written += float64(x.Written)
 		s.Read += float64(x.Read)
+		s.Commands += float64(x.Commands)
 		s.MaxRoundTrips = max(s.MaxRoundTrips, x.RoundTrips)
 		s.MinRoundTrips = min(s.MinRoundTrips, x.RoundTrips)
 	}
 	n := float64(len(samples))
-	s.RoundTrips, s.Written, s.Read = s.RoundTrips/n, s.Written/n, s.Read/n
+	s.RoundTrips, s.Written, s.Read, s.Commands = s.RoundTrips/n, s.Written/n, s.Read/n, s.Commands/n
 	s.Mean = total / time.Duration(len(samples))
 	s.CPS = n / total.Seconds()
 	slices.Sort(d)
@@ -296,8 +306,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 
 // Summary is one line in the Eino comparison program's format.
 func (s Stats) Summary(impl Impl, phase string, hist int) string {
-	return fmt.Sprintf("SUMMARY impl=%s phase=%s hist=%d n=%d cps=%.1f mean_ms=%.4f p50_ms=%.4f p99_ms=%.4f in_B=%.0f out_B=%.0f rt=%.2f",
-		impl, phase, hist, s.N, s.CPS, ms(s.Mean), ms(s.P50), ms(s.P99), s.Written, s.Read, s.RoundTrips)
+	return fmt.Sprintf("SUMMARY impl=%s phase=%s hist=%d n=%d cps=%.1f mean_ms=%.4f p50_ms=%.4f p99_ms=%.4f in_B=%.0f out_B=%.0f rt=%.2f cmds=%.2f",
+		impl, phase, hist, s.N, s.CPS, ms(s.Mean), ms(s.P50), ms(s.P99), s.Written, s.Read, s.RoundTrips, s.Commands)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -313,6 +323,7 @@ func (c *Cycler) Measure(ctx context.Context, m *Meter, thread string) (Sample, 
 		RoundTrips: after.RoundTrips - before.RoundTrips,
 		Written:    after.Written - before.Written,
 		Read:       after.Read - before.Read,
+		Commands:   after.Commands - before.Commands,
 	}}, turn, err
 }
 

@@ -9,18 +9,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Meter counts what a client costs Redis: round trips (a command, or a
-// pipeline, is one) and the bytes written to and read from its
+// Meter counts what a client costs Redis: commands (a script is one,
+// whatever it runs inside), round trips (a command, or a pipeline, is one)
+// and the bytes written to and read from its
 // connections. Counts are exact whatever the machine's load, so
 // benchmarks can report them beside timings. It is safe for concurrent
 // use.
 type Meter struct {
-	trips, written, read atomic.Int64
+	trips, written, read, commands atomic.Int64
 }
 
 // Counts returns the counts so far.
 func (m *Meter) Counts() Counts {
-	return Counts{m.trips.Load(), m.written.Load(), m.read.Load()}
+	return Counts{RoundTrips: m.trips.Load(), Written: m.written.Load(), Read: m.read.Load(), Commands: m.commands.Load()}
 }
 
 // Instrument makes opts dial connections that m counts. Add m as a hook
@@ -56,6 +57,7 @@ func (m *Meter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (m *Meter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		m.trips.Add(1)
+		m.commands.Add(1)
 		return next(ctx, cmd)
 	}
 }
@@ -65,6 +67,7 @@ func (m *Meter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (m *Meter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		m.trips.Add(1)
+		m.commands.Add(int64(len(cmds)))
 		return next(ctx, cmds)
 	}
 }

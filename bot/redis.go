@@ -1,0 +1,230 @@
+package bot
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/tools"
+)
+
+// redisPoolSize is the connection pool when REDIS_URL sets none
+// (?pool_size=): room for every background job the handlers run at once
+// (16 per CPU) and the requests being acknowledged beside them, which
+// must not wait for a connection.
+var redisPoolSize = 24 * runtime.GOMAXPROCS(0)
+
+// ConnectRedis connects to REDIS_URL (a cluster if REDIS_CLUSTER=true) or,
+// when it is unset, starts an embedded Redis. It returns the client, a
+// description for the start-up line, and a function that closes both.
+// hooks are added to the client before its first command (on a cluster,
+// to every node's client), so that they see every command the bot sends.
+func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
+	raw := getenv("REDIS_URL")
+	if raw == "" {
+		m := miniredis.NewMiniRedis()
+		password := embeddedRedisPassword()
+		m.RequireAuth(password)
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, "", nil, fmt.Errorf("start embedded redis: %w", err)
+		}
+		// The embedded server does not expire keys by itself; move its
+		// clock along so leases and TTLs behave.
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					m.FastForward(time.Second)
+				}
+			}
+		}()
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
+		for _, h := range hooks {
+			rdb.AddHook(h)
+		}
+		log.Warn("REDIS_URL is not set: using an embedded in-process Redis; all threads are lost when the bot exits. " +
+			"Set REDIS_URL=redis://host:6379/0 to keep them.")
+		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
+		return rdb, "embedded (in-process, data lost on exit)", closeAll, nil
+	}
+	// go-redis logs (reconnects, pool trouble) through the bot's logger,
+	// so that with LOG_FORMAT=json every line is JSON.
+	redis.SetLogger(redisLogger{log})
+	// A parse error quotes the URL, password and all.
+	var secrets tools.Secrets
+	secrets.AddURL(raw, nil)
+	var rdb redis.UniversalClient
+	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
+		opts, err := redis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", secrets.RedactError(err))
+		}
+		if opts.PoolSize == 0 {
+			opts.PoolSize = redisPoolSize
+		}
+		cc := redis.NewClusterClient(opts)
+		cc.OnNewNode(func(node *redis.Client) {
+			for _, h := range hooks {
+				node.AddHook(h)
+			}
+		})
+		rdb = cc
+	} else {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", secrets.RedactError(err))
+		}
+		if opts.PoolSize == 0 {
+			opts.PoolSize = redisPoolSize
+		}
+		c := redis.NewClient(opts)
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+		rdb = c
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
+	}
+	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
+}
+
+// WaitReplicas is how many Redis replicas must acknowledge the writes that
+// gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server —
+// on a cluster, every master — has a replica connected, else 0.
+func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.UniversalClient) (int, error) {
+	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
+		}
+		return n, nil
+	}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return min(connectedReplicas(ctx, c), 1), nil
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		least := -1
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n := connectedReplicas(ctx, m)
+			mu.Lock()
+			if least < 0 || n < least {
+				least = n
+			}
+			mu.Unlock()
+			return nil
+		})
+		if err != nil || least <= 0 {
+			return 0, nil
+		}
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// connectedReplicas is how many replicas the server reports connected; 0
+// when it hides INFO (the embedded Redis, some managed services).
+func connectedReplicas(ctx context.Context, c *redis.Client) int {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// auditRetention is how long audit entries are kept: AUDIT_RETENTION (a
+// Go duration, or whole days: 90d), default 90 days.
+func auditRetention(getenv func(string) string) (time.Duration, error) {
+	v := getenv("AUDIT_RETENTION")
+	if v == "" {
+		return redisstore.DefaultAuditRetention, nil
+	}
+	d, err := tools.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("AUDIT_RETENTION: %w", err)
+	}
+	return d, nil
+}
+
+// redisLogger is go-redis's logger on logrus.
+type redisLogger struct{ log logrus.FieldLogger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.WithField("component", "redis").Warnf(format, v...)
+}
+
+// embeddedRedisPassword is a password for the embedded Redis, new at
+// every start and known to this process only: the embedded server
+// listens on 127.0.0.1, where a tool server could otherwise reach it.
+func embeddedRedisPassword() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// warnOpenRedis warns when the policy has a stdio MCP server and Redis
+// answers a connection that gives no password: a process on the same
+// host, such as that server, could then write a claim or a decision
+// directly. It connects once more, without the credentials of
+// REDIS_URL, and says only whether Redis answered.
+func warnOpenRedis(ctx context.Context, getenv func(string) string, policy *tools.Policy, log logrus.FieldLogger) {
+	raw := getenv("REDIS_URL")
+	var stdio []string
+	for name, s := range policy.MCPServers {
+		if len(s.Command) > 0 {
+			stdio = append(stdio, name)
+		}
+	}
+	if raw == "" || len(stdio) == 0 {
+		return
+	}
+	var opts *redis.Options
+	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
+		c, err := redis.ParseClusterURL(raw)
+		if err != nil || len(c.Addrs) == 0 {
+			return
+		}
+		opts = &redis.Options{Addr: c.Addrs[0], TLSConfig: c.TLSConfig}
+	} else {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return
+		}
+		opts = &redis.Options{Addr: o.Addr, Network: o.Network, TLSConfig: o.TLSConfig}
+	}
+	opts.MaxRetries, opts.PoolSize, opts.DialTimeout = -1, 1, 2*time.Second
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if rdb.Ping(ctx).Err() == nil {
+		log.WithField("mcp_servers", strings.Join(stdio, ",")).Warn("Redis accepts connections without a password, and the policy starts stdio MCP servers: " +
+			"a process on this host could write claims and decisions into Redis directly. Require a password (requirepass, or an ACL user) and put it in REDIS_URL.")
+	}
+}
