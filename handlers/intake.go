@@ -92,7 +92,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	}
 	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
 	log = log.WithField("thread", thread)
-	if rec.Kind == intakeMention || rec.Kind == intakeReply {
+	if rec.Kind == intakeMention {
 		owned, err := s.owns(ctx, thread)
 		if err != nil {
 			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
@@ -100,14 +100,15 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 		}
 		switch {
 		case owned:
-			rec.Kind = intakeReply // a reply, or a mention in a conversation's thread
-		case rec.Kind == intakeReply:
-			return true // a thread that is not a conversation
+			rec.Kind = intakeReply // a mention in a conversation's thread
 		case rec.Text == "":
 			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, helpText)
 			return true
 		}
 	}
+	// A reply goes to the runner, which tells a thread that is not a
+	// conversation (ErrNoThread) from one whose first checkpoint is
+	// still being written.
 	if rec.Kind == intakeReply {
 		return s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
 	}

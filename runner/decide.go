@@ -452,7 +452,7 @@ func (s *Service) Reply(ctx context.Context, m Message) error {
 	}
 	res, err := s.graph.State(ctx, m.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
-		return fmt.Errorf("reply to %s: %w", m.Thread, ErrNoThread)
+		return s.replyToStarting(ctx, m)
 	}
 	if err != nil {
 		return err
@@ -463,6 +463,41 @@ func (s *Service) Reply(ctx context.Context, m Message) error {
 	}
 	return err
 }
+
+// replyToStarting answers a reply in a thread that has no checkpoint. A
+// conversation's first checkpoint is written with its first pause or
+// answer, after the answer is shown: a reply typed right after it can
+// find none yet. The run that starts a conversation holds the thread's
+// lease, so the reply waits for the lease (as a reply to an answered run
+// does), and then looks again: only a thread that still has none is not a
+// conversation.
+func (s *Service) replyToStarting(ctx context.Context, m Message) error {
+	err := s.withLeaseWithin(ctx, m.Thread, s.opts.LeaseTTL+s.opts.BusyWait, func(ctx context.Context, _ *session) error {
+		_, err := s.graph.State(ctx, m.Thread)
+		if errors.Is(err, graph.ErrNoCheckpoint) {
+			return fmt.Errorf("reply to %s: %w", m.Thread, ErrNoThread)
+		}
+		if err != nil {
+			return err
+		}
+		return errStarted
+	})
+	if !errors.Is(err, errStarted) {
+		return err
+	}
+	res, err := s.graph.State(ctx, m.Thread)
+	if err != nil {
+		return err
+	}
+	err = s.reply(ctx, m, res)
+	if errors.Is(err, errStaleGuess) {
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+	}
+	return err
+}
+
+// errStarted: the thread has a checkpoint after all.
+var errStarted = errors.New("the conversation has started")
 
 // errStaleGuess: the run was not done after all.
 var errStaleGuess = errors.New("the run is not done")
