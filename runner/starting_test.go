@@ -47,7 +47,9 @@ func TestReplyWhileTheConversationStarts(t *testing.T) {
 	w.model = model
 	svc, _ := w.service(t, nil, 5*time.Second)
 	started := make(chan error, 1)
-	go func() { started <- svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}) }()
+	go func() {
+		started <- svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"})
+	}()
 	<-model.arrived
 	if _, err := svc.State(ctx, "th"); err == nil {
 		t.Fatal("the thread has a checkpoint while its first model call works: the test does not test anything")
