@@ -35,7 +35,7 @@ const repoRoot = ".."
 // envVars are the variables the bot reads (DESIGN §5, and the usage text
 // of cmd/bot). The examples may set nothing else.
 var envVars = []string{
-	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL",
+	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL", "SLACK_STREAMING",
 	"REDIS_URL", "REDIS_CLUSTER", "REDIS_WAIT_REPLICAS",
 	"LLM_PROVIDER", "LLM_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
 	"BOT_ADDR", "BOT_POLICY", "AUDIT_RETENTION", "LOG_LEVEL", "LOG_FORMAT",

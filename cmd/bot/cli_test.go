@@ -57,6 +57,12 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 			t.Errorf("bot %v left something listening on %s", args, addr)
 		}
 	}
+	out, _ := runBot(t, nil, "", "help")
+	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bot help does not mention %q:\n%s", want, out)
+		}
+	}
 	if out, code := runBot(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "countersign ") {
 		t.Errorf("bot version = %q (exit %d)", out, code)
 	}

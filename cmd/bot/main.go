@@ -108,10 +108,16 @@ func usage() string {
 		s += fmt.Sprintf("  %-12s %s\n", c.name, c.summary)
 	}
 	return s + `
-"bot COMMAND --help" shows a command's flags.
+"bot COMMAND --help" shows a command's flags and an example.
+
+Without LLM_PROVIDER the model is the offline demo: it fetches a URL you give
+it with http_request ("fetch https://example.com"), and calls any tool you name,
+an MCP server's included ("use everything__echo to say hi"; MCP tools are named
+<server>__<tool>, and "bot tools" lists them), so approvals and MCP can be tried
+without an API key.
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
-BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
+SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
 AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md).
 `
