@@ -168,3 +168,25 @@ func TestOneMessagePerFailure(t *testing.T) {
 		t.Errorf("error card = %s; want the model named once and no engine words", text)
 	}
 }
+
+// chat --thread on a thread the Redis does not have says so, and names
+// REDIS_URL, instead of "resuming" an empty thread.
+func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
+	out, code := runBot(t, []string{"TMPDIR=" + t.TempDir()}, "", "chat", "--thread", "chat-nope")
+	if code != 0 || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-nope") ||
+		!strings.Contains(out, "REDIS_URL is not set") || !strings.Contains(out, "keeps nothing across runs") {
+		t.Errorf("bot chat --thread chat-nope on the embedded Redis (exit %d):\n%s\nwant it to say the thread is unknown and name REDIS_URL", code, out)
+	}
+	// Quitting at an approval prompt says the pause is gone with the
+	// embedded Redis, and how to keep one.
+	out, code = runBot(t, []string{"TMPDIR=" + t.TempDir()}, "fetch https://example.com\nq\n", "chat")
+	if code != 0 || !strings.Contains(out, "Bye.") || !strings.Contains(out, "REDIS_URL=redis://") || strings.Contains(out, "Resume with") {
+		t.Errorf("bot chat quit at a prompt on the embedded Redis (exit %d):\n%s\nwant a hint that names REDIS_URL", code, out)
+	}
+
+	h := newHarness(t, "")
+	out, err := h.run("", "chat", "--thread", "chat-elsewhere")
+	if err != nil || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-elsewhere") || !strings.Contains(out, "REDIS_URL") {
+		t.Errorf("bot chat --thread chat-elsewhere: %v\n%s\nwant it to say the thread is unknown and name REDIS_URL", err, out)
+	}
+}
