@@ -61,7 +61,7 @@ func chat(ctx context.Context, args []string, e env) error {
 	}
 	defer svc.close()
 
-	term.printf("Countersign chat · model: %s · redis: %s · log: %s\n", svc.model.Name(), svc.redis, *logPath)
+	term.printf("Countersign chat · model: %s · redis: %s · %s · log: %s\n", svc.model.Name(), svc.redis, policyInForce(e.getenv), *logPath)
 	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread, embedded: e.getenv("REDIS_URL") == ""}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)

@@ -174,7 +174,8 @@ func TestOneMessagePerFailure(t *testing.T) {
 func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
 	out, code := runBot(t, []string{"TMPDIR=" + t.TempDir()}, "", "chat", "--thread", "chat-nope")
 	if code != 0 || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-nope") ||
-		!strings.Contains(out, "REDIS_URL is not set") || !strings.Contains(out, "keeps nothing across runs") {
+		!strings.Contains(out, "REDIS_URL is not set") || !strings.Contains(out, "keeps nothing across runs") ||
+		!strings.Contains(out, "no policy: every tool needs approval by anyone") {
 		t.Errorf("bot chat --thread chat-nope on the embedded Redis (exit %d):\n%s\nwant it to say the thread is unknown and name REDIS_URL", code, out)
 	}
 	// Quitting at an approval prompt says the pause is gone with the
@@ -188,5 +189,23 @@ func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
 	out, err := h.run("", "chat", "--thread", "chat-elsewhere")
 	if err != nil || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-elsewhere") || !strings.Contains(out, "REDIS_URL") {
 		t.Errorf("bot chat --thread chat-elsewhere: %v\n%s\nwant it to say the thread is unknown and name REDIS_URL", err, out)
+	}
+}
+
+// The start-up line names the policy file in force, or says there is none.
+func TestStartupLineNamesThePolicy(t *testing.T) {
+	h := newHarness(t, "")
+	if logs := h.logs.String(); !strings.Contains(logs, "no policy: every tool needs approval by anyone") {
+		t.Errorf("start-up without BOT_POLICY logged:\n%s\nwant it to say there is no policy", logs)
+	}
+	h = newHarness(t, gatePolicy)
+	var path string
+	for _, kv := range h.env {
+		if p, ok := strings.CutPrefix(kv, "BOT_POLICY="); ok {
+			path = p
+		}
+	}
+	if logs := h.logs.String(); path == "" || !strings.Contains(logs, "policy: "+path) || strings.Contains(logs, "no policy") {
+		t.Errorf("start-up with BOT_POLICY=%s logged:\n%s\nwant it to name the file", path, logs)
 	}
 }

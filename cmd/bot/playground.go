@@ -73,8 +73,8 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	mux.Handle("/", sim.PageHandler())
 
 	page := base + "/"
-	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page}).
-		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · open %s", svc.redis, model.Name(), page)
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page, "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open %s", svc.redis, model.Name(), policyInForce(getenv), page)
 	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
 
 	runCtx, stopRun := context.WithCancel(ctx)
