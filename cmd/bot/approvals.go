@@ -58,11 +58,10 @@ func (u *userList) Set(v string) error {
 // or those one of the users given may decide, by the same rules as the
 // Slack Home tab.
 func runApprovals(ctx context.Context, args []string, e env) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		args = []string{"list", "--help"} // the one subcommand's help
+	}
 	if len(args) == 0 || args[0] != "list" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(e.stdout, "usage: bot "+approvalsUsage+"\n")
-			return nil
-		}
 		return fmt.Errorf("approvals: the subcommand is list (usage: bot %s)", approvalsUsage)
 	}
 	fs := flags("approvals list", approvalsUsage, e)

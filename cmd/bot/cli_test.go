@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,17 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			conn.Close()
 			t.Errorf("bot %v left something listening on %s", args, addr)
+		}
+	}
+	// Every subcommand's --help lists its flags (or says it has none) and
+	// shows an example.
+	for name, flag := range map[string]string{
+		"serve": "no flags", "playground": "no flags", "tools": "no flags", "threads": "-limit", "chat": "-thread",
+		"audit": "-since", "approvals": "-user", "checkpoints": "--thread",
+	} {
+		out, code := runBot(t, nil, "", name, "--help")
+		if code != 0 || !strings.Contains(out, flag) || !regexp.MustCompile(`examples:\n  .*bot `+name).MatchString(out) {
+			t.Errorf("bot %s --help (exit %d):\n%s\nwant %q and an example", name, code, out, flag)
 		}
 	}
 	out, _ := runBot(t, nil, "", "help")
