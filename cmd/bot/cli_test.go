@@ -221,3 +221,17 @@ func TestStartupLineNamesThePolicy(t *testing.T) {
 		t.Errorf("start-up with BOT_POLICY=%s logged:\n%s\nwant it to name the file", path, logs)
 	}
 }
+
+// approvals list says who may decide a terminal chat's call, which has
+// no channel, in words.
+func TestApprovalsListChatThread(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Fetching.", call("c1", "GET", h.target.URL+"/status", "")))
+	if out, err := h.run("fetch the status\nq\n", "chat", "--thread", "chat-waiting"); err != nil || !strings.Contains(out, "Bye.") {
+		t.Fatalf("bot chat: %v\n%s\nwant it to pause and quit", err, out)
+	}
+	out := h.cli(t, "", "approvals", "list")
+	if !strings.Contains(out, "chat-waiting") || !strings.Contains(out, "anyone (terminal chat)") || strings.Contains(out, "anyone in -") {
+		t.Errorf("bot approvals list:\n%s\nwant the chat's call, decided by anyone at the terminal", out)
+	}
+}
