@@ -72,7 +72,7 @@ func chat(ctx context.Context, args []string, e env) error {
 			term.printf("REDIS_URL is not set, so this is the embedded Redis, which keeps nothing across runs: " +
 				"to resume a thread, run every chat with the same REDIS_URL, e.g. REDIS_URL=redis://localhost:6379/0.\n")
 		} else {
-			term.printf("Is REDIS_URL the Redis the thread was started on?\n")
+			term.printf("If it was started before, check that REDIS_URL is the Redis it was started on.\n")
 		}
 	} else {
 		term.printf("Resuming thread %s.\n", c.thread)
