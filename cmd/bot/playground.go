@@ -47,7 +47,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	secret, token := randomHex(32), "xoxb-playground-"+randomHex(12)
 	hint := ""
 	if _, demo := model.(*llm.Demo); demo {
-		hint = "ask it to fetch a URL to see an approval"
+		hint = "ask it to fetch a URL, or to use a tool by name (an MCP tool: \"use <server>__<tool> …\"), to see an approval"
 	}
 	sim := slacksim.New(slacksim.Options{
 		BotURL: base, SigningSecret: secret, BotToken: token,
