@@ -35,7 +35,7 @@ const repoRoot = ".."
 // envVars are the variables the bot reads (DESIGN §5, and the usage text
 // of cmd/bot). The examples may set nothing else.
 var envVars = []string{
-	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL",
+	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL", "SLACK_STREAMING",
 	"REDIS_URL", "REDIS_CLUSTER", "REDIS_WAIT_REPLICAS",
 	"LLM_PROVIDER", "LLM_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
 	"BOT_ADDR", "BOT_POLICY", "AUDIT_RETENTION", "LOG_LEVEL", "LOG_FORMAT",
@@ -1439,5 +1439,43 @@ func TestPrometheusScrapeExample(t *testing.T) {
 	}
 	if !strings.Contains(relabel, "regex:countersign") || !strings.Contains(relabel, "regex:http") {
 		t.Errorf("%s: the Kubernetes job keeps %s; want the countersign pods' http port", f, relabel)
+	}
+}
+
+// The Compose policy works for one person trying it alone, and its header
+// says how to name approvers and how to apply a change.
+func TestPolicyCompose(t *testing.T) {
+	const file = "policy.compose.yaml"
+	p, err := tools.LoadPolicy(file)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if _, err := tools.NewRegistry(p, tools.Builtins(p, nil)...); err != nil {
+		t.Errorf("%s: %v", file, err)
+	}
+	rule, ok := p.RuleFor(tools.HTTPRequestName)
+	if !ok {
+		t.Fatalf("%s: tools.%s is missing", file, tools.HTTPRequestName)
+	}
+	runChecks(t, []equalCheck{
+		{file, "tools.http_request.approval", rule.NeedsApproval(), true},
+		{file, "tools.http_request.approvers is anyone", len(rule.Approvers) == 0, true},
+		{file, "tools.http_request.self_approval", rule.SelfApproval, true},
+	})
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"approvers: [", "self_approval: false", "restart bot", "up -d"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s: the header does not say %q", file, want)
+		}
+	}
+	compose, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(compose), "./"+file+":/etc/countersign/policy.yaml") {
+		t.Errorf("compose.yaml does not mount %s as the bot's policy", file)
 	}
 }

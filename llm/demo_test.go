@@ -192,3 +192,92 @@ func TestDemoSummarisesAnEditedCall(t *testing.T) {
 		t.Errorf("Generate() = %q; want the edited URL's result, without the note", got.Content)
 	}
 }
+
+// mcpTools are tools as MCP servers offer them, beside http_request.
+var mcpTools = append([]llm.ToolDef{
+	{Name: "everything__echo", Parameters: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`)},
+	{Name: "files__read_file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"head":{"type":"number"}},"required":["path"]}`)},
+	{Name: "files__read_file_lines", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"from":{"type":"integer"}},"required":["path","from"]}`)},
+	{Name: "web__fetch", Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":["string","null"]},"note":{"type":"string"}},"required":["url","note"]}`)},
+}, testTools...)
+
+func TestDemoCallsANamedTool(t *testing.T) {
+	tests := []struct {
+		text     string
+		wantName string
+		wantArgs map[string]string
+	}{
+		{"use everything__echo to say hi", "everything__echo", map[string]string{"message": "hi"}},
+		{"with files__read_file read notes.txt", "files__read_file", map[string]string{"path": "notes.txt"}},
+		{"please read ./docs/a.md with `files__read_file`", "files__read_file", map[string]string{"path": "./docs/a.md"}},
+		{"say hello there using everything__echo", "everything__echo", map[string]string{"message": "hello there"}},
+		{"files__read_file_lines of notes.txt", "files__read_file_lines", map[string]string{"path": "notes.txt"}},
+		{"web__fetch https://example.com/a, it's the status page", "web__fetch", map[string]string{"url": "https://example.com/a", "note": "https://example.com/a, it's the status page"}},
+		{"everything__echo: https://example.com", "everything__echo", map[string]string{"message": "https://example.com"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			msgs := []llm.Message{user(tt.text)}
+			got, err := llm.NewDemo().Generate(context.Background(), msgs, mcpTools)
+			if err != nil {
+				t.Fatalf("Generate() error = %v", err)
+			}
+			if len(got.ToolCalls) != 1 {
+				t.Fatalf("Generate() = %+v, want one tool call", got)
+			}
+			c := got.ToolCalls[0]
+			if c.Name != tt.wantName || c.ID != "demo-1" {
+				t.Errorf("Generate() call = %s %s, want demo-1 %s", c.ID, c.Name, tt.wantName)
+			}
+			var args map[string]string
+			if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+				t.Fatalf("Generate() arguments %q are not JSON: %v", c.Arguments, err)
+			}
+			if !reflect.DeepEqual(args, tt.wantArgs) {
+				t.Errorf("Generate() arguments = %v, want %v", args, tt.wantArgs)
+			}
+			if !strings.Contains(got.Content, tt.wantName) {
+				t.Errorf("Generate() text = %q, want it to name %s", got.Content, tt.wantName)
+			}
+		})
+	}
+}
+
+func TestDemoNamedToolNotOffered(t *testing.T) {
+	got, err := llm.NewDemo().Generate(context.Background(), []llm.Message{user("use everything__echo to say hi")}, testTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ToolCalls) != 0 || !strings.Contains(got.Content, "everything__echo") || !strings.Contains(got.Content, "bot tools") {
+		t.Errorf("Generate() = %+v, want no call and a pointer to bot tools", got)
+	}
+	// A name inside a longer word is not a request for it.
+	got, _ = llm.NewDemo().Generate(context.Background(), []llm.Message{user("x_everything__echo_y")}, mcpTools)
+	if len(got.ToolCalls) != 0 {
+		t.Errorf("Generate() = %+v, want no call for a name inside a word", got)
+	}
+}
+
+func TestDemoSummarisesANamedToolCall(t *testing.T) {
+	msgs := []llm.Message{
+		user("use everything__echo to say hi"),
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "demo-1", Name: "everything__echo", Arguments: `{"message":"hi"}`}}},
+		{Role: llm.RoleTool, ToolCallID: "demo-1", Name: "everything__echo", Content: "Echo: hi"},
+	}
+	got, err := llm.NewDemo().Generate(context.Background(), msgs, mcpTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Done: the everything__echo call returned:\n> Echo: hi"; got.Content != want || len(got.ToolCalls) != 0 {
+		t.Errorf("Generate() = %+v, want %q", got, want)
+	}
+}
+
+func TestDemoHelpNamesMCP(t *testing.T) {
+	got, _ := llm.NewDemo().Generate(context.Background(), []llm.Message{user("help")}, testTools)
+	for _, w := range []string{"MCP", "server__tool", "use everything__echo to say hi", "bot tools"} {
+		if !strings.Contains(got.Content, w) {
+			t.Errorf("help = %q, want it to contain %q", got.Content, w)
+		}
+	}
+}

@@ -58,11 +58,10 @@ func (u *userList) Set(v string) error {
 // or those one of the users given may decide, by the same rules as the
 // Slack Home tab.
 func runApprovals(ctx context.Context, args []string, e env) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		args = []string{"list", "--help"} // the one subcommand's help
+	}
 	if len(args) == 0 || args[0] != "list" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(e.stdout, "usage: bot "+approvalsUsage+"\n")
-			return nil
-		}
 		return fmt.Errorf("approvals: the subcommand is list (usage: bot %s)", approvalsUsage)
 	}
 	fs := flags("approvals list", approvalsUsage, e)
@@ -146,14 +145,7 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 	fmt.Fprintln(tw, header)
 	now := time.Now()
 	for _, r := range rows {
-		approvers := strings.Join(r.Approvers, ",")
-		if approvers == "" {
-			approvers = "anyone in " + orNone(r.Channel)
-		}
-		if !r.SelfApproval {
-			approvers += " (not the requester)"
-		}
-		cells := []string{waitedText(now, r.Since), r.Tool, callTarget(r.Tool, r.Args), orNone(r.Requester), approvers, r.Thread, r.Call}
+		cells := []string{waitedText(now, r.Since), r.Tool, callTarget(r.Tool, r.Args), orNone(r.Requester), approversText(r), r.Thread, r.Call}
 		if len(users) > 0 {
 			cells = append(cells, strings.Join(r.For, ","))
 		}
@@ -164,6 +156,24 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
+}
+
+// approversText says who may decide a call, for the table. A call whose
+// rule lists nobody waits for anyone in its channel; a terminal chat's
+// thread has no channel, and anyone at the terminal may decide.
+func approversText(r approvalRow) string {
+	approvers := strings.Join(r.Approvers, ",")
+	switch {
+	case approvers != "":
+	case r.Channel == "":
+		approvers = "anyone (terminal chat)"
+	default:
+		approvers = "anyone in " + r.Channel
+	}
+	if !r.SelfApproval {
+		approvers += " (not the requester)"
+	}
+	return approvers
 }
 
 // waitedText is how long a call has waited, to the minute.

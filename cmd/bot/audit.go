@@ -45,7 +45,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 		case "export":
 			return auditExport(ctx, args[1:], e)
 		case "help":
-			fmt.Fprint(e.stdout, auditUsage)
+			fmt.Fprint(e.stdout, auditUsage+helpText["audit"])
 			return nil
 		}
 	}
@@ -53,6 +53,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage+"\nflags of the listing:\n")
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), helpText["audit"])
 	}
 	thread := fs.String("thread", "", "only this thread's records")
 	since := fs.String("since", "", "only records since then: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")

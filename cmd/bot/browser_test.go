@@ -437,3 +437,51 @@ func TestPlaygroundConfirmAndNoEditInBrowser(t *testing.T) {
 		t.Errorf("the approved call ran %d times, want 1", n)
 	}
 }
+
+// restart stops the bot and starts it again on the same address, as a
+// person restarting `go run ./cmd/bot` does, and waits until it answers.
+func (b *playgroundBot) restart(t *testing.T) {
+	t.Helper()
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	_ = b.cmd.Wait()
+	env := b.cmd.Env
+	b.cmd = exec.Command(botBinary)
+	b.cmd.Env = env
+	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(b.url + "healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the playground did not come back; output:\n%s", b.logs.String())
+}
+
+// The page shows its people's user IDs, which a policy's approvers:
+// needs, and a tab left open across a restart says to reload it instead
+// of reconnecting forever; reloading brings it back.
+func TestPlaygroundPeopleAndStaleTab(t *testing.T) {
+	bot := startPlayground(t)
+	p := page{t: t, tab: newBrowser(t)}
+	p.open(bot.url)
+	p.waitText(`//*[@id="sidebar-people"]`, "Teammate U0TEAMMATE")
+	p.waitText(`//*[@id="sidebar-people"]`, "You U0YOU")
+	p.waitText(`//*[@id="acting-id"]`, "U0YOU")
+	p.actAs("Teammate")
+	p.waitText(`//*[@id="acting-id"]`, "U0TEAMMATE")
+
+	bot.restart(t)
+	p.waitText(`//*[@id="connection"]`, "reload the page")
+	p.click(`//*[@id="connection"]`, "Reload")
+	p.do("waiting for the reloaded page", chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"] #composer-input`)))
+	p.send("/agent hello")
+	p.waitText(`//*[@id="messages"]`, "hello")
+}

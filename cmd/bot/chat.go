@@ -61,11 +61,19 @@ func chat(ctx context.Context, args []string, e env) error {
 	}
 	defer svc.close()
 
-	term.printf("Countersign chat · model: %s · redis: %s · log: %s\n", svc.model.Name(), svc.redis, *logPath)
-	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread}
+	term.printf("Countersign chat · model: %s · redis: %s · %s · log: %s\n", svc.model.Name(), svc.redis, policyInForce(e.getenv), *logPath)
+	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread, embedded: e.getenv("REDIS_URL") == ""}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)
 		term.printf("Thread %s. Type a request; Ctrl-D quits.\n", c.thread)
+	} else if _, err := svc.runner.State(ctx, c.thread); errors.Is(err, runner.ErrNoThread) {
+		term.printf("There is no thread %s in this Redis: a request starts it.\n", c.thread)
+		if c.embedded {
+			term.printf("REDIS_URL is not set, so this is the embedded Redis, which keeps nothing across runs: " +
+				"to resume a thread, run every chat with the same REDIS_URL, e.g. REDIS_URL=redis://localhost:6379/0.\n")
+		} else {
+			term.printf("If it was started before, check that REDIS_URL is the Redis it was started on.\n")
+		}
 	} else {
 		term.printf("Resuming thread %s.\n", c.thread)
 	}
@@ -77,6 +85,9 @@ type chatSession struct {
 	term   *terminal
 	user   string
 	thread string
+	// embedded is whether the Redis is the embedded one, which keeps
+	// nothing after the process exits.
+	embedded bool
 }
 
 // loop reads what the person types and acts on the thread's state until
@@ -134,7 +145,13 @@ func (c *chatSession) loop(ctx context.Context) error {
 			err = c.svc.Drive(ctx, c.thread) // a run cut off earlier
 		}
 		if quit {
-			c.term.printf("Bye. Resume with: %s chat --thread %s\n", selfCommand(), c.thread)
+			if c.embedded {
+				c.term.printf("Bye. REDIS_URL is not set, so this thread is gone with the embedded Redis; "+
+					"to keep a paused thread, chat with REDIS_URL set (e.g. REDIS_URL=redis://localhost:6379/0 %s chat) "+
+					"and resume it with --thread.\n", selfCommand())
+			} else {
+				c.term.printf("Bye. Resume with the same REDIS_URL: %s chat --thread %s\n", selfCommand(), c.thread)
+			}
 			return nil
 		}
 		if err != nil {

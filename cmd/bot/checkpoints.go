@@ -37,7 +37,7 @@ forked thread is driven like any other, e.g. with: bot chat --thread NEW
 // checkpoints is the operator's view of the checkpoints in Redis.
 func checkpoints(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
-		fmt.Fprint(e.stdout, checkpointsUsage)
+		fmt.Fprint(e.stdout, checkpointsUsage+helpText["checkpoints"])
 		if len(args) == 0 {
 			return errors.New("checkpoints: name a subcommand: list, show, fork or delete")
 		}

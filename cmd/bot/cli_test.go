@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,23 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			conn.Close()
 			t.Errorf("bot %v left something listening on %s", args, addr)
+		}
+	}
+	// Every subcommand's --help lists its flags (or says it has none) and
+	// shows an example.
+	for name, flag := range map[string]string{
+		"serve": "no flags", "playground": "no flags", "tools": "no flags", "threads": "-limit", "chat": "-thread",
+		"audit": "-since", "approvals": "-user", "checkpoints": "--thread",
+	} {
+		out, code := runBot(t, nil, "", name, "--help")
+		if code != 0 || !strings.Contains(out, flag) || !regexp.MustCompile(`examples:\n  .*bot `+name).MatchString(out) {
+			t.Errorf("bot %s --help (exit %d):\n%s\nwant %q and an example", name, code, out, flag)
+		}
+	}
+	out, _ := runBot(t, nil, "", "help")
+	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}
 	}
 	if out, code := runBot(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "countersign ") {
@@ -160,5 +178,60 @@ func TestOneMessagePerFailure(t *testing.T) {
 	errCard := h.cardWith(root2, "retry_run", 20*time.Second)
 	if text := string(errCard.Blocks); strings.Count(text, "gpt-4o-mini") != 1 || strings.Contains(text, "node model") {
 		t.Errorf("error card = %s; want the model named once and no engine words", text)
+	}
+}
+
+// chat --thread on a thread the Redis does not have says so, and names
+// REDIS_URL, instead of "resuming" an empty thread.
+func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
+	out, code := runBot(t, []string{"TMPDIR=" + t.TempDir()}, "", "chat", "--thread", "chat-nope")
+	if code != 0 || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-nope") ||
+		!strings.Contains(out, "REDIS_URL is not set") || !strings.Contains(out, "keeps nothing across runs") ||
+		!strings.Contains(out, "no policy: every tool needs approval by anyone") {
+		t.Errorf("bot chat --thread chat-nope on the embedded Redis (exit %d):\n%s\nwant it to say the thread is unknown and name REDIS_URL", code, out)
+	}
+	// Quitting at an approval prompt says the pause is gone with the
+	// embedded Redis, and how to keep one.
+	out, code = runBot(t, []string{"TMPDIR=" + t.TempDir()}, "fetch https://example.com\nq\n", "chat")
+	if code != 0 || !strings.Contains(out, "Bye.") || !strings.Contains(out, "REDIS_URL=redis://") || strings.Contains(out, "Resume with") {
+		t.Errorf("bot chat quit at a prompt on the embedded Redis (exit %d):\n%s\nwant a hint that names REDIS_URL", code, out)
+	}
+
+	h := newHarness(t, "")
+	out, err := h.run("", "chat", "--thread", "chat-elsewhere")
+	if err != nil || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-elsewhere") || !strings.Contains(out, "REDIS_URL") {
+		t.Errorf("bot chat --thread chat-elsewhere: %v\n%s\nwant it to say the thread is unknown and name REDIS_URL", err, out)
+	}
+}
+
+// The start-up line names the policy file in force, or says there is none.
+func TestStartupLineNamesThePolicy(t *testing.T) {
+	h := newHarness(t, "")
+	if logs := h.logs.String(); !strings.Contains(logs, "no policy: every tool needs approval by anyone") {
+		t.Errorf("start-up without BOT_POLICY logged:\n%s\nwant it to say there is no policy", logs)
+	}
+	h = newHarness(t, gatePolicy)
+	var path string
+	for _, kv := range h.env {
+		if p, ok := strings.CutPrefix(kv, "BOT_POLICY="); ok {
+			path = p
+		}
+	}
+	if logs := h.logs.String(); path == "" || !strings.Contains(logs, "policy: "+path) || strings.Contains(logs, "no policy") {
+		t.Errorf("start-up with BOT_POLICY=%s logged:\n%s\nwant it to name the file", path, logs)
+	}
+}
+
+// approvals list says who may decide a terminal chat's call, which has
+// no channel, in words.
+func TestApprovalsListChatThread(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Fetching.", call("c1", "GET", h.target.URL+"/status", "")))
+	if out, err := h.run("fetch the status\nq\n", "chat", "--thread", "chat-waiting"); err != nil || !strings.Contains(out, "Bye.") {
+		t.Fatalf("bot chat: %v\n%s\nwant it to pause and quit", err, out)
+	}
+	out := h.cli(t, "", "approvals", "list")
+	if !strings.Contains(out, "chat-waiting") || !strings.Contains(out, "anyone (terminal chat)") || strings.Contains(out, "anyone in -") {
+		t.Errorf("bot approvals list:\n%s\nwant the chat's call, decided by anyone at the terminal", out)
 	}
 }

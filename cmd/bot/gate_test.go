@@ -255,8 +255,9 @@ func TestChatAppliesThePolicy(t *testing.T) {
 	cmd.Env = h.env
 	cmd.Stdin = strings.NewReader("deploy v2\na\nq\n")
 	out, _ := cmd.CombinedOutput()
-	if !strings.Contains(string(out), "You can't decide this call") || strings.Contains(string(out), "<@") {
-		t.Errorf("bot chat as %s printed:\n%s\nwant a refusal in plain text", mallory, out)
+	if !strings.Contains(string(out), "You can't decide this call") || strings.Contains(string(out), "<@") ||
+		!strings.Contains(string(out), "Resume with the same REDIS_URL: ") {
+		t.Errorf("bot chat as %s printed:\n%s\nwant a refusal in plain text and how to resume", mallory, out)
 	}
 	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Fatalf("deploy ran %d times on an outsider's approval", n)

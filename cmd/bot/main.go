@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/countersign/countersign/internal/termtext"
@@ -108,24 +109,146 @@ func usage() string {
 		s += fmt.Sprintf("  %-12s %s\n", c.name, c.summary)
 	}
 	return s + `
-"bot COMMAND --help" shows a command's flags.
+"bot COMMAND --help" shows a command's flags and an example.
+
+Without LLM_PROVIDER the model is the offline demo: it fetches a URL you give
+it with http_request ("fetch https://example.com"), and calls any tool you name,
+an MCP server's included ("use everything__echo to say hi"; MCP tools are named
+<server>__<tool>, and "bot tools" lists them), so approvals and MCP can be tried
+without an API key.
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
-BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
+SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
 AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md).
 `
 }
 
 // flags returns a flag set for a subcommand whose usage line is synopsis.
+// Its usage lists the flags, then what the subcommand does and examples
+// (helpText).
 func flags(name, synopsis string, e env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bot %s\n", synopsis)
-		fs.PrintDefaults()
+		printFlags(fs)
+		fmt.Fprint(fs.Output(), helpFor(name))
 	}
 	return fs
+}
+
+// printFlags lists a flag set's flags, or says there are none.
+func printFlags(fs *flag.FlagSet) {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		fmt.Fprint(fs.Output(), "\nno flags: the environment configures it (bot help lists the variables)\n")
+		return
+	}
+	fmt.Fprint(fs.Output(), "\nflags:\n")
+	fs.PrintDefaults()
+}
+
+// helpFor is the help of a subcommand (or of its command, for one
+// without help of its own) after its flags.
+func helpFor(name string) string {
+	if h, ok := helpText[name]; ok {
+		return h
+	}
+	first, _, _ := strings.Cut(name, " ")
+	return helpText[first]
+}
+
+// helpText is what each subcommand's --help says after its flags: what it
+// does, and examples.
+var helpText = map[string]string{
+	"serve": `
+Serves Slack on BOT_ADDR (default 127.0.0.1:3000): the Events API, slash
+commands and interactivity over HTTP, or Socket Mode with SLACK_APP_TOKEN
+(no public URL needed), and /healthz and /readyz.
+
+examples:
+  SLACK_BOT_TOKEN=xoxb-… SLACK_SIGNING_SECRET=… REDIS_URL=redis://localhost:6379/0 bot serve
+  SLACK_BOT_TOKEN=xoxb-… SLACK_APP_TOKEN=xapp-… BOT_POLICY=policy.yaml bot serve
+`,
+	"playground": `
+A simulated Slack channel in the browser at http://BOT_ADDR/ (default
+127.0.0.1:3000): the real handlers, with Slack played inside the process.
+The model, Redis and BOT_POLICY come from the environment, as for serve.
+
+examples:
+  bot playground
+  BOT_ADDR=127.0.0.1:8080 BOT_POLICY=deploy/policy.example.yaml bot playground
+  LLM_PROVIDER=openai OPENAI_API_KEY=sk-… bot playground
+`,
+	"tools": `
+Lists every tool offered to the model under BOT_POLICY: built-in ones and
+those of the policy's MCP servers (which it starts to ask), with their
+source, arguments and rule, and the servers that are down.
+
+examples:
+  bot tools
+  BOT_POLICY=deploy/policy.example.yaml bot tools
+`,
+	"threads list": `
+Recent threads in the Redis of REDIS_URL, their status and waiting calls.
+
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot threads list
+  REDIS_URL=redis://localhost:6379/0 bot threads list --limit 0 --json
+`,
+	"approvals list": `
+The calls waiting for a decision in the Redis of REDIS_URL; with --user,
+those one of the users may decide, by the rules of the Slack Home tab.
+
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot approvals list
+  REDIS_URL=redis://localhost:6379/0 bot approvals list --user U012ABCDEF --json
+`,
+	"chat": `
+Talks to the agent in the terminal, asking approve / edit / reject at a
+prompt. With REDIS_URL a paused thread survives quitting (q at a prompt)
+and resumes with --thread; the embedded Redis keeps nothing across runs.
+
+examples:
+  bot chat
+  REDIS_URL=redis://localhost:6379/0 bot chat --user U012ABCDEF
+  REDIS_URL=redis://localhost:6379/0 bot chat --thread chat-1a2b3c4d
+`,
+	"audit": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot audit --since 24h
+  REDIS_URL=redis://localhost:6379/0 bot audit head
+  REDIS_URL=redis://localhost:6379/0 bot audit export --format csv > audit.csv
+  bot audit verify --file audit.csv
+`,
+	"checkpoints": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints list --thread chat-1a2b3c4d
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints fork --thread chat-1a2b3c4d --checkpoint CP --to chat-retry
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints delete --thread chat-retry --yes
+`,
+	"checkpoints list": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints list --thread chat-1a2b3c4d
+`,
+	"checkpoints show": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints show --thread chat-1a2b3c4d --json
+`,
+	"checkpoints fork": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints fork --thread chat-1a2b3c4d --checkpoint CP --to chat-retry
+`,
+	"checkpoints delete": `
+examples:
+  REDIS_URL=redis://localhost:6379/0 bot checkpoints delete --thread chat-retry --yes
+`,
+	"version": `
+examples:
+  bot version
+`,
 }
 
 // parse parses a subcommand's args. Help that is asked for goes to

@@ -210,3 +210,19 @@ func TestMCPServerKilledMidCall(t *testing.T) {
 		t.Errorf("the model was asked %d times, want once: the run waits for a person", n)
 	}
 }
+
+// The offline demo model calls an MCP tool the request names, so MCP can
+// be tried without a model: the call waits for approval like any other,
+// runs once approved, and its result is summarised.
+func TestDemoModelCallsANamedMCPTool(t *testing.T) {
+	h := newHarness(t, everythingPolicy(t, ""))
+	cmd := exec.Command(botBinary, "chat", "--user", approver, "--thread", "chat-echo")
+	cmd.Env = append(append([]string{}, h.env...), "LLM_PROVIDER=demo")
+	cmd.Stdin = strings.NewReader("use everything__echo to say hi\na\n")
+	out, _ := cmd.CombinedOutput()
+	for _, want := range []string{"model: demo", "everything__echo", `"message":"hi"`, "Done: the everything__echo call returned:", "Echo: hi"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("bot chat with the demo model printed:\n%s\nwant %q", out, want)
+		}
+	}
+}

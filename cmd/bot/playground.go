@@ -47,7 +47,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	secret, token := randomHex(32), "xoxb-playground-"+randomHex(12)
 	hint := ""
 	if _, demo := model.(*llm.Demo); demo {
-		hint = "ask it to fetch a URL to see an approval"
+		hint = "ask it to fetch a URL, or to use a tool by name (an MCP tool: \"use <server>__<tool> …\"), to see an approval"
 	}
 	sim := slacksim.New(slacksim.Options{
 		BotURL: base, SigningSecret: secret, BotToken: token,
@@ -73,8 +73,8 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	mux.Handle("/", sim.PageHandler())
 
 	page := base + "/"
-	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page}).
-		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · open %s", svc.redis, model.Name(), page)
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page, "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open %s", svc.redis, model.Name(), policyInForce(getenv), page)
 	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
 
 	runCtx, stopRun := context.WithCancel(ctx)

@@ -39,6 +39,14 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
+// policyInForce names the policy file in force, for a start-up line.
+func policyInForce(getenv func(string) string) string {
+	if path := getenv("BOT_POLICY"); path != "" {
+		return "policy: " + path
+	}
+	return "no policy: every tool needs approval by anyone"
+}
+
 // serve runs the Slack bot: HTTP ingress (or Socket Mode with
 // SLACK_APP_TOKEN), the health endpoints, and the schedule that expires
 // approvals and recovers cut-off runs.
@@ -73,8 +81,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if addr == "" {
 		addr = "127.0.0.1:3000"
 	}
-	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr}).
-		Infof("Countersign serving Slack (%s) · redis: %s · model: %s", mode, svc.redis, svc.model.Name())
+	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr, "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign serving Slack (%s) · redis: %s · model: %s · %s", mode, svc.redis, svc.model.Name(), policyInForce(getenv))
 
 	mux := http.NewServeMux()
 	svc.routes(mux, srv)

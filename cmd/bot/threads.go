@@ -60,11 +60,10 @@ type threadRow struct {
 }
 
 func runThreads(ctx context.Context, args []string, e env) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		args = []string{"list", "--help"} // the one subcommand's help
+	}
 	if len(args) == 0 || args[0] != "list" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(e.stdout, "usage: bot threads list [--limit N] [--json]\n")
-			return nil
-		}
 		return fmt.Errorf("threads: the subcommand is list (usage: bot threads list [--limit N] [--json])")
 	}
 	fs := flags("threads list", "threads list [--limit N] [--json]", e)

@@ -48,6 +48,7 @@
         body: JSON.stringify(body),
       });
       const data = await res.json().catch(() => ({ ok: false, error: 'HTTP ' + res.status }));
+      if (res.status === 403) showStale();
       if (!data.ok) toast(data.error || 'HTTP ' + res.status);
       return data;
     } catch (err) {
@@ -631,10 +632,18 @@
       select.replaceChildren(...ws.users.map((u) => {
         const o = el('option', null, u.name);
         o.value = u.id;
+        o.title = u.id;
         return o;
       }));
       select.value = state.user;
     }
+    // The people's user IDs, which a policy's approvers: name.
+    $('sidebar-people').replaceChildren(...ws.users.map((u) => {
+      const li = el('li', null, u.name + ' ');
+      li.append(el('code', null, u.id));
+      return li;
+    }));
+    $('acting-id').textContent = state.user;
   }
 
   // ---- rendering schedule ----
@@ -700,13 +709,35 @@
       render();
     });
     es.onerror = () => {
-      banner.textContent = 'Connection to the playground lost — reconnecting…';
+      $('connection-text').textContent = 'Connection to the playground lost — reconnecting…';
       banner.hidden = false;
       if (es.readyState === EventSource.CLOSED) {
-        setTimeout(connect, 2000);
+        // The stream was refused, not cut: if the server no longer knows
+        // this page's token (it restarted), only a reload helps.
+        checkStale().then((stale) => { if (!stale) setTimeout(connect, 2000); });
       }
     };
   }
+
+  // checkStale asks whether the server refuses this page's token, and if
+  // so says the tab must be reloaded.
+  async function checkStale() {
+    try {
+      const res = await fetch('ui/state', { headers: { 'X-Playground-Token': pageToken } });
+      if (res.status !== 403) return false;
+    } catch (err) {
+      return false; // not reachable (yet): keep trying
+    }
+    showStale();
+    return true;
+  }
+
+  function showStale() {
+    $('connection-text').textContent = 'The playground restarted, and this tab belongs to the old one: reload the page.';
+    $('reload').hidden = false;
+    $('connection').hidden = false;
+  }
+  $('reload').addEventListener('click', () => window.location.reload());
 
   // ---- composers ----
 
@@ -748,6 +779,7 @@
     $(id).addEventListener('change', (e) => {
       state.user = e.target.value;
       sessionStorage.setItem('playground-user', state.user);
+      $('acting-id').textContent = state.user;
       $('user-switch').value = state.user;
       $('home-user-switch').value = state.user;
       shownView = null;
