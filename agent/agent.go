@@ -86,7 +86,9 @@ type Runner interface {
 	// has been saved as running; an error stops the run there, the call
 	// unsent and saved as approved again, so that a retry of the run
 	// sends it (and nobody takes it for a call whose outcome is
-	// unknown). OnCall hears of the call only once BeforeCall let it go.
+	// unknown). It is the last step before the send: OnCall hears of
+	// the running call before it, so that nothing that may stall stands
+	// between BeforeCall's lease check and the send.
 	BeforeCall(ctx context.Context, s *State, c Call) error
 	// OnStream is told about the model's reply while it is written, if
 	// the runner streams.
@@ -332,10 +334,13 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		if err := save(ctx); err != nil {
 			return err
 		}
+		// People hear of the call first, then BeforeCall checks the
+		// lease: nothing that can stall (a slow Slack) stands between
+		// the check and the send.
+		a.notify(ctx, s, *c)
 		if err := a.beforeCall(ctx, s, *c); err != nil {
 			return a.unsent(ctx, s, c, before, save, err)
 		}
-		a.notify(ctx, s, *c)
 		a.execute(ctx, s, c)
 		ran := *c
 		if !runnable(s.Calls) && len(s.Waiting()) == 0 {

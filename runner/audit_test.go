@@ -178,10 +178,15 @@ func TestUnsentCallIsApprovedAgain(t *testing.T) {
 		t.Fatalf("after the audit failed: deploy ran %d times, run %s, call %s (attempt %d); want not run, failed, approved (attempt %d)",
 			n, res.Status(), c.Status, c.Attempts, deploy.Attempts)
 	}
+	// People heard the call start (its lease check is the last step
+	// before the send), then the run fail: never a finished deploy.
 	for _, k := range rep.kinds() {
-		if k == "call_started deploy" {
-			t.Fatalf("people were shown the unsent deploy running: %v", rep.kinds())
+		if k == "call_finished deploy" {
+			t.Fatalf("people were shown the unsent deploy finished: %v", rep.kinds())
 		}
+	}
+	if kinds := rep.kinds(); kinds[len(kinds)-1] != "run_failed" {
+		t.Fatalf("events %v, want the run's failure last", kinds)
 	}
 
 	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); err != nil {

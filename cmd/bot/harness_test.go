@@ -243,15 +243,21 @@ func (h *harness) root(n int) slacktest.Call {
 	h.t.Helper()
 	var roots []slacktest.Call
 	h.eventually(func() bool {
-		roots = nil
-		for _, c := range h.slack.CallsTo("chat.postMessage") {
-			if c.OK() && c.ThreadTS == "" && strings.Contains(c.Text, "asked:") {
-				roots = append(roots, c)
-			}
-		}
+		roots = h.roots()
 		return len(roots) >= n
 	}, "root message %d", n)
 	return roots[n-1]
+}
+
+// roots returns the root messages ("<@U…> asked: …") posted so far.
+func (h *harness) roots() []slacktest.Call {
+	var roots []slacktest.Call
+	for _, c := range h.slack.CallsTo("chat.postMessage") {
+		if c.OK() && c.ThreadTS == "" && strings.Contains(c.Text, "asked:") {
+			roots = append(roots, c)
+		}
+	}
+	return roots
 }
 
 // cards waits until thread has at least n approval cards, and returns them.

@@ -197,12 +197,7 @@ func TestKilledAfterTheAck(t *testing.T) {
 	card := h.cards(root, 1)[0]
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
-	roots := 0
-	for _, c := range h.slack.CallsTo("chat.postMessage") {
-		if c.OK() && c.ThreadTS == "" {
-			roots++
-		}
-	}
+	roots := len(h.roots())
 	if roots != 1 || h.target.Count("POST /deploy") != 1 {
 		t.Errorf("%d root messages and %d deploys, want one of each", roots, h.target.Count("POST /deploy"))
 	}

@@ -188,22 +188,29 @@ func (c *ReplicatedCluster) Failover(tb testing.TB, key string) string {
 	}
 	// Done when every node maps the slot to the new master.
 	for _, s := range c.nodes {
-		n := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		for {
-			out, err := n.ClusterNodes(ctx).Result()
-			if err == nil && ownerOf(parseClusterNodes(out), slot) == replica {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				n.Close()
-				tb.Fatalf("redistest: node %s never saw %s take slot %d over: %v", s.Addr(), replica, slot, err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
+			tb.Fatalf("redistest: %v", err)
 		}
-		n.Close()
 	}
 	return replica
+}
+
+// waitOwner waits until the node at addr maps slot to the master at
+// owner.
+func waitOwner(ctx context.Context, addr string, slot int, owner string) error {
+	n := redis.NewClient(&redis.Options{Addr: addr})
+	defer n.Close()
+	for {
+		out, err := n.ClusterNodes(ctx).Result()
+		if err == nil && ownerOf(parseClusterNodes(out), slot) == owner {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s never saw %s take slot %d over: %v", addr, owner, slot, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // ownerOf returns the address of the master that owns slot.
@@ -281,20 +288,9 @@ func (c *ReplicatedCluster) KillMaster(tb testing.TB, key string) string {
 		}
 	}
 	for _, s := range alive {
-		n := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		for {
-			out, err := n.ClusterNodes(ctx).Result()
-			if err == nil && ownerOf(parseClusterNodes(out), slot) == replica {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				n.Close()
-				tb.Fatalf("redistest: node %s never saw %s take slot %d over: %v", s.Addr(), replica, slot, err)
-			case <-time.After(50 * time.Millisecond):
-			}
+		if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
+			tb.Fatalf("redistest: %v", err)
 		}
-		n.Close()
 		if err := waitClusterOK(ctx, s.Addr()); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
 		}
