@@ -565,11 +565,10 @@ func TestLeasesContractEmbedded(t *testing.T) {
 	})
 }
 
-// A save is fenced by the token of one acquisition of the thread's
-// lease: a token of an earlier acquisition — by the same owner too —
-// writes nothing once the lease was taken again, nor when it is free.
-func TestSaveFencedByTheAcquisition(t *testing.T) {
-	servers := map[string]func(t *testing.T) redis.UniversalClient{
+// everyRedis starts each kind of Redis the store runs on: a single
+// server, a Cluster and the embedded one.
+func everyRedis() map[string]func(t *testing.T) redis.UniversalClient {
+	return map[string]func(t *testing.T) redis.UniversalClient{
 		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
 		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },
 		"embedded": func(t *testing.T) redis.UniversalClient {
@@ -578,6 +577,13 @@ func TestSaveFencedByTheAcquisition(t *testing.T) {
 			return rdb
 		},
 	}
+}
+
+// A save is fenced by the token of one acquisition of the thread's
+// lease: a token of an earlier acquisition — by the same owner too —
+// writes nothing once the lease was taken again, nor when it is free.
+func TestSaveFencedByTheAcquisition(t *testing.T) {
+	servers := everyRedis()
 	for name, rdb := range servers {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()

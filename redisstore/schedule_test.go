@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/redisstore"
@@ -251,15 +250,7 @@ func lateCloseRace(t *testing.T, rdb *redis.ClusterClient, prefix, thread, takes
 // the wake-up nor the waiting count: they are the new holder's. On a
 // single server too, where the close is one script.
 func TestCloseWithoutTheLeaseLeavesTheSchedule(t *testing.T) {
-	servers := map[string]func(t *testing.T) redis.UniversalClient{
-		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
-		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },
-		"embedded": func(t *testing.T) redis.UniversalClient {
-			rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb
-		},
-	}
+	servers := everyRedis()
 	for name, server := range servers {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
