@@ -24,7 +24,7 @@ bench:
 bench-long:
 	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThread -benchtime 1x ./internal/cyclebench/
 
-## run: the bot, configured from the environment (see README.md)
+## run: the bot, configured from the environment (see README and docs/configuration.md)
 run:
 	$(GO) run ./cmd/bot
 

@@ -10,7 +10,7 @@
 //	bot tools              the tools offered to the model, their sources and rules
 //	bot version            the build's version
 //
-// Configuration comes from the environment (README, "Configuration").
+// Configuration comes from the environment (docs/configuration.md).
 // With nothing configured the bot uses an embedded Redis, whose data is
 // lost on exit, and an offline demo model.
 package main
@@ -120,7 +120,7 @@ without an API key.
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
-AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md).
+AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md, docs/configuration.md).
 `
 }
 
