@@ -162,10 +162,12 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 	// decisions from the Home tab.
 	members, _ := opts.Groups.(runner.Members)
 	// runner.New makes the service the agent's runner: its hooks before
-	// and after every call cannot be left out.
+	// and after every call cannot be left out. The store is its one
+	// storage: claims, leases, the schedule, the audit trail and the
+	// inbox, each step's records written in one round trip.
 	svc := runner.New(a, store, report(store), runner.Options{
-		Logger: log, Schedule: store, Auditor: store, Observer: obs, Groups: opts.Groups,
-		Inbox: store, Members: members, Stream: opts.Stream,
+		Logger: log, Schedule: true, Audit: true, Inbox: true, Observer: obs, Groups: opts.Groups,
+		Members: members, Stream: opts.Stream,
 	})
 	return &Bot{Runner: svc, Store: store, Checkpoints: checkpoints, Metrics: obs, RedisCost: cost,
 		Model: model, Policy: policy, Tools: box}, nil

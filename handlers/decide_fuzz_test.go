@@ -73,10 +73,10 @@ func buildGateOn(tb testing.TB, rdb redis.UniversalClient, home bool) *gate {
 	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
 	rep := handlers.NewReporter(api, g.store, nil, nil)
 	lookups := handlers.NewGroups(api, 0, nil)
-	ropts := runner.Options{Auditor: g.store, Groups: lookups}
+	ropts := runner.Options{Audit: true, Groups: lookups}
 	hopts := handlers.Options{BotUserID: slacktest.BotUserID}
 	if home {
-		ropts.Members, ropts.Inbox = lookups, g.store
+		ropts.Members, ropts.Inbox = lookups, true
 		hopts.Home, hopts.TeamURL = g.store, homeTeamURL
 	}
 	g.svc = runner.New(a, g.store, rep, ropts)

@@ -120,7 +120,7 @@ func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Auditor: store})
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true})
 	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
 	web := httptest.NewServer(srv.Handler())
 	t.Cleanup(web.Close)

@@ -16,7 +16,7 @@ import (
 // the decision — of any number of concurrent approvals exactly one
 // decides.
 
-var _ runner.ApprovalSessions = (*Store)(nil)
+var _ runner.Store = (*Store)(nil)
 
 // approveScript is approveLua, shared by every Store.
 var approveScript = redis.NewScript(approveLua)
@@ -29,7 +29,7 @@ func (s *Store) Approve(ctx context.Context, thread string, a runner.Approval) (
 	return got.Approved, err
 }
 
-// ClaimApproval implements runner.ApprovalSessions: Approve with the
+// ClaimApproval implements runner.Sessions: Approve with the
 // thread's wake-up written first and, when the approval is recorded, the
 // lease taken (if asked and free); ErrStale, having written nothing, if
 // the head is no longer checkpoint c.ExpectHead.

@@ -565,6 +565,20 @@ func TestLeasesContractEmbedded(t *testing.T) {
 	})
 }
 
+// The sessions' part of the runner contract — the one path the service
+// takes — holds on every kind of Redis the store runs on.
+func TestSessionsContract(t *testing.T) {
+	for name, server := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			rdb := server(t)
+			runnertest.TestSessions(t, func(t *testing.T) runnertest.Stores {
+				s := redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("sessions")})
+				return runnertest.Stores{Store: s, Checkpoints: s}
+			})
+		})
+	}
+}
+
 // everyRedis starts each kind of Redis the store runs on: a single
 // server, a Cluster and the embedded one.
 func everyRedis() map[string]func(t *testing.T) redis.UniversalClient {

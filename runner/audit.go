@@ -40,32 +40,18 @@ import (
 // process that dies in between leaves the execution without its outcome
 // in the trail (the checkpoint has it).
 
-// AuditBatcher is what an Auditor may offer to append several entries in
-// one round trip.
-type AuditBatcher interface {
-	AuditAll(ctx context.Context, records []map[string]string) error
-}
-
-// auditAll appends records, in one round trip if the auditor can.
+// auditAll appends records in one round trip.
 func (s *Service) auditAll(ctx context.Context, records []map[string]string) error {
 	if len(records) == 0 {
 		return nil
 	}
-	if b, ok := s.opts.Auditor.(AuditBatcher); ok {
-		return b.AuditAll(ctx, records)
-	}
-	for _, rec := range records {
-		if err := s.opts.Auditor.Audit(ctx, rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.store.AuditAll(ctx, records)
 }
 
 // auditExecution records that call c of st is about to be sent, with the
 // outcomes the session has not written yet.
 func (s *Service) auditExecution(ctx context.Context, st *agent.State, c agent.Call) error {
-	if s.opts.Auditor == nil {
+	if !s.opts.Audit {
 		return nil
 	}
 	thread := runThread(ctx, st)
@@ -89,7 +75,7 @@ func (s *Service) auditExecution(ctx context.Context, st *agent.State, c agent.C
 // when a person settled it. It is written with the session's next
 // entries, or at once without a session.
 func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Call, outcome string, extra map[string]string) {
-	if s.opts.Auditor == nil {
+	if !s.opts.Audit {
 		return
 	}
 	fields := s.callFields(st, c, "outcome")
@@ -186,7 +172,7 @@ func firstLine(s string, n int) string {
 // flushAudit writes the entries the session has not written, for an end
 // of session that has no other way to write them.
 func (s *Service) flushAudit(ctx context.Context, ss *session) {
-	if s.opts.Auditor == nil {
+	if !s.opts.Audit {
 		return
 	}
 	if err := s.auditAll(ctx, ss.takeAudit()); err != nil {

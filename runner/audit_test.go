@@ -83,18 +83,25 @@ func TestAuditTrailOfAConversation(t *testing.T) {
 	}
 }
 
-// failingAuditor refuses entries of one event.
+// failingAuditor is a store whose audit trail refuses entries of one
+// event.
 type failingAuditor struct {
-	runner.Auditor
+	runner.Store
 	event string
 	fail  *atomic.Bool
 }
 
 func (f failingAuditor) Audit(ctx context.Context, rec map[string]string) error {
-	if f.fail.Load() && rec["event"] == f.event {
-		return errors.New("audit trail unavailable")
+	return f.AuditAll(ctx, []map[string]string{rec})
+}
+
+func (f failingAuditor) AuditAll(ctx context.Context, recs []map[string]string) error {
+	for _, rec := range recs {
+		if f.fail.Load() && rec["event"] == f.event {
+			return errors.New("audit trail unavailable")
+		}
 	}
-	return f.Auditor.Audit(ctx, rec)
+	return f.Store.AuditAll(ctx, recs)
 }
 
 // A call whose execution cannot be written to the audit trail is not
@@ -105,7 +112,7 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 	w, tg := newWorld(t)
 	var fail atomic.Bool
 	fail.Store(true)
-	w.auditor = func(s *redisstore.Store) runner.Auditor { return failingAuditor{s, "execution", &fail} }
+	w.auditor = func(s *redisstore.Store) runner.Store { return failingAuditor{s, "execution", &fail} }
 	svc, _ := w.service(t, nil, time.Second)
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
 		t.Fatal(err)
@@ -127,18 +134,25 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 	}
 }
 
-// onceFailingAuditor refuses the first entry of one event for one tool.
+// onceFailingAuditor is a store whose audit trail refuses the first
+// entry of one event for one tool.
 type onceFailingAuditor struct {
-	runner.Auditor
+	runner.Store
 	event, tool string
 	armed       *atomic.Bool
 }
 
 func (f onceFailingAuditor) Audit(ctx context.Context, rec map[string]string) error {
-	if rec["event"] == f.event && rec["tool"] == f.tool && f.armed.CompareAndSwap(true, false) {
-		return errors.New("audit trail unavailable")
+	return f.AuditAll(ctx, []map[string]string{rec})
+}
+
+func (f onceFailingAuditor) AuditAll(ctx context.Context, recs []map[string]string) error {
+	for _, rec := range recs {
+		if rec["event"] == f.event && rec["tool"] == f.tool && f.armed.CompareAndSwap(true, false) {
+			return errors.New("audit trail unavailable")
+		}
 	}
-	return f.Auditor.Audit(ctx, rec)
+	return f.Store.AuditAll(ctx, recs)
 }
 
 // A call that BeforeCall stops (its execution cannot be audited) was
@@ -150,7 +164,7 @@ func TestUnsentCallIsApprovedAgain(t *testing.T) {
 	w, tg := newWorld(t)
 	var armed atomic.Bool
 	armed.Store(true)
-	w.auditor = func(s *redisstore.Store) runner.Auditor { return onceFailingAuditor{s, "execution", "deploy", &armed} }
+	w.auditor = func(s *redisstore.Store) runner.Store { return onceFailingAuditor{s, "execution", "deploy", &armed} }
 	rep := &recorder{}
 	svc, _ := w.service(t, rep, time.Second)
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {

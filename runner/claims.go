@@ -98,42 +98,27 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 	// process die before applying the decision, another applies it
 	// within a lease, whatever the thread's next wake-up was.
 	var wake time.Time
-	if s.opts.Schedule != nil {
+	if s.opts.Schedule {
 		wake = s.opts.Now().Add(s.opts.LeaseTTL)
 	}
-	var winner []byte
-	var won bool
-	if sess, ok := s.store.(Sessions); ok {
-		var audit map[string]string
-		if s.opts.Auditor != nil {
-			audit = s.auditRecord(thread, c, decisionFields(d))
-		}
-		// The claim also takes the lease, if it is free, for the drive
-		// that applies the decision; should that drive not come, the
-		// lease lapses and the wake-up written here carries it on.
-		var keys []string
-		if cached, ok := s.graph.Cached(thread); ok {
-			keys = neededKeys(cached)
-		}
-		sent := time.Now()
-		var got Claimed
-		got, err = sess.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
-			ExpectHead: expectHead, WakeBy: wake, Audit: audit,
-			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
-		winner, won = got.Winner, got.Won
-		if err == nil && got.Leased {
-			s.keepLeased(thread, got.Token, got.Head, got.Claims, keys, sent)
-		}
-	} else {
-		if !wake.IsZero() {
-			if err := s.opts.Schedule.WakeBy(ctx, thread, wake); err != nil {
-				return fmt.Errorf("claim decision on %s: %w", key, err)
-			}
-		}
-		winner, won, err = s.store.Claim(ctx, thread, claimKey(c), raw)
-		if err == nil && won {
-			s.audit(ctx, thread, c, decisionFields(d))
-		}
+	var audit map[string]string
+	if s.opts.Audit {
+		audit = s.auditRecord(thread, c, decisionFields(d))
+	}
+	// The claim also takes the lease, if it is free, for the drive that
+	// applies the decision; should that drive not come, the lease lapses
+	// and the wake-up written here carries it on.
+	var keys []string
+	if cached, ok := s.graph.Cached(thread); ok {
+		keys = neededKeys(cached)
+	}
+	sent := time.Now()
+	got, err := s.store.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
+		ExpectHead: expectHead, WakeBy: wake, Audit: audit,
+		LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+	winner, won := got.Winner, got.Won
+	if err == nil && got.Leased {
+		s.keepLeased(thread, got.Token, got.Head, got.Claims, keys, sent)
 	}
 	if err != nil {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
@@ -180,10 +165,10 @@ func decisionFields(d interrupt.Decision) map[string]string {
 // wakeBy makes sure the thread is looked at no later than at, if the
 // service keeps a schedule.
 func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
-	if s.opts.Schedule == nil {
+	if !s.opts.Schedule {
 		return
 	}
-	if err := s.opts.Schedule.WakeBy(ctx, thread, at); err != nil {
+	if err := s.store.WakeBy(ctx, thread, at); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")
 	}
 }
@@ -204,6 +189,9 @@ func claimKey(c agent.Call) string {
 // when it took the thread's lease: the acquisition's token, the head and
 // the claims of keys read with it, confirmed as of sent.
 func (s *Service) keepLeased(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) {
+	if claims == nil {
+		claims = map[string][]byte{}
+	}
 	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: map[string]bool{}, answered: -1}
 	for _, k := range keys {
 		ss.asked[k] = true

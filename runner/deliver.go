@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -113,16 +112,9 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			answered, ok = i, false
 			break
 		}
-		if _, isSessions := s.store.(Sessions); !isSessions {
-			key := fmt.Sprintf("answered:%d", i) // recorded one by one
-			ss.claims[key] = []byte("1")
-			ss.record = append(ss.record, key)
-		}
 	}
-	if _, isSessions := s.store.(Sessions); isSessions {
-		ss.answered = max(ss.answered, answered)
-		ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
-	}
+	ss.answered = max(ss.answered, answered)
+	ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
 	switch res.Status() {
 	case graph.Paused:
 		// A pause can be reached again (one of several calls decided):

@@ -85,7 +85,7 @@ func (s *Service) graphChanged(ctx context.Context, log logrus.FieldLogger, thre
 		return true
 	}
 	key := "changed:" + res.Checkpoint.ID
-	seen, err := s.store.Claims(ctx, thread)
+	seen, err := s.store.ClaimValues(ctx, thread, []string{key})
 	if err != nil {
 		log.WithError(err).Warn("reading what was delivered")
 		return true

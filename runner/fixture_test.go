@@ -96,8 +96,8 @@ type world struct {
 	policy string
 	// loads, if set, counts checkpoint loads.
 	loads *atomic.Int64
-	// auditor, if set, wraps the store as the service's Auditor.
-	auditor func(*redisstore.Store) runner.Auditor
+	// auditor, if set, wraps the store for its audit trail.
+	auditor func(*redisstore.Store) runner.Store
 	// schedule, if set, keeps the wake-up schedule in the store;
 	// groups, if set, answers for user groups.
 	schedule bool
@@ -190,20 +190,14 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var auditor runner.Auditor = store
-	if w.auditor != nil {
-		auditor = w.auditor(store)
-	}
-	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Auditor: auditor, Groups: w.groups, Members: w.members, BusyWait: w.busyWait}
-	if w.schedule {
-		opts.Schedule = store
-	}
-	if w.inbox {
-		opts.Inbox = store
-	}
+	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Audit: true, Schedule: w.schedule, Inbox: w.inbox,
+		Groups: w.groups, Members: w.members, BusyWait: w.busyWait}
 	var leases runner.Store = store
 	if w.leases != nil {
 		leases = w.leases(store)
+	}
+	if w.auditor != nil {
+		leases = w.auditor(store)
 	}
 	svc := runner.New(a, leases, rep, opts)
 	if w.beforeCall != nil {

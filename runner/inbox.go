@@ -152,10 +152,10 @@ type InboxQuery struct {
 // threads that no longer exist are dropped from the index.
 func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, error) {
 	user, n := q.User, q.Limit
-	if s.opts.Inbox == nil {
+	if !s.opts.Inbox {
 		return nil, nil
 	}
-	entries, err := s.opts.Inbox.InboxEntries(ctx)
+	entries, err := s.store.InboxEntries(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 
 // forgetInbox drops the entries of a thread that no longer exists.
 func (s *Service) forgetInbox(ctx context.Context, thread string) {
-	if err := s.opts.Inbox.UpdateInbox(ctx, &InboxUpdate{Thread: thread}); err != nil {
+	if err := s.store.UpdateInbox(ctx, &InboxUpdate{Thread: thread}); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("dropping a deleted thread from the inbox")
 	}
 }
@@ -270,10 +270,10 @@ func (s *Service) WaitsFor(ctx context.Context, e InboxEntry, user string) (bool
 // RecentDecisions returns up to n of user's latest decisions, newest
 // first.
 func (s *Service) RecentDecisions(ctx context.Context, user string, n int) ([]DecisionRecord, error) {
-	if s.opts.Inbox == nil || user == "" {
+	if !s.opts.Inbox || user == "" {
 		return nil, nil
 	}
-	recs, err := s.opts.Inbox.RecentDecisions(ctx, user, n)
+	recs, err := s.store.RecentDecisions(ctx, user, n)
 	if err != nil {
 		return nil, fmt.Errorf("recent decisions of %s: %w", user, err)
 	}
@@ -323,7 +323,7 @@ func decisionRecord(thread string, st *agent.State, c agent.Call, d interrupt.De
 
 // inboxUpdate is what the session ss changes in the index, or nil.
 func (s *Service) inboxUpdate(ss *session) *InboxUpdate {
-	if s.opts.Inbox == nil || ss.inbox == nil {
+	if !s.opts.Inbox || ss.inbox == nil {
 		return nil
 	}
 	return &InboxUpdate{Thread: ss.thread, Waiting: s.inboxEntries(ss.inbox), Decided: ss.decided}

@@ -87,18 +87,6 @@ func CheckApproval(a Approval) error {
 	return nil
 }
 
-// ApprovalSessions is what a store that implements Sessions may offer for
-// approvals: Approve with ClaimDecision's extras, in one round trip.
-type ApprovalSessions interface {
-	// ClaimApproval is Approve that first fails with ErrStale, writing
-	// nothing, if ExpectHead is set and the thread's head checkpoint is
-	// another, and writes the thread's wake-up (if WakeBy is set). When
-	// it records the approval and LeaseOwner is set, it also takes the
-	// thread's lease if nobody holds it, with a token of its own, and
-	// then reads the head's ID and the claims of Keys.
-	ClaimApproval(ctx context.Context, c ApprovalClaim) (ApprovalClaimed, error)
-}
-
 // ApprovalClaim is what ClaimApproval is asked.
 type ApprovalClaim struct {
 	Thread string
@@ -220,32 +208,20 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d in
 	// before showing the approval (or applying the decision), another
 	// does it within a lease.
 	var wake time.Time
-	if s.opts.Schedule != nil {
+	if s.opts.Schedule {
 		wake = s.opts.Now().Add(s.opts.LeaseTTL)
 	}
-	var got Approved
-	if as, ok := s.store.(ApprovalSessions); ok {
-		var keys []string
-		if cached, ok := s.graph.Cached(thread); ok {
-			keys = neededKeys(cached)
-		}
-		sent := time.Now()
-		var r ApprovalClaimed
-		r, err = as.ClaimApproval(ctx, ApprovalClaim{Thread: thread, Approval: a, ExpectHead: expectHead, WakeBy: wake,
-			LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
-		got = r.Approved
-		if err == nil && r.Leased {
-			// The lease is kept for the drive that follows, as a
-			// claim's is.
-			s.keepLeased(thread, r.Token, r.Head, r.Claims, keys, sent)
-		}
-	} else {
-		if !wake.IsZero() {
-			if err := s.opts.Schedule.WakeBy(ctx, thread, wake); err != nil {
-				return fmt.Errorf("approve %s: %w", c.Key, err)
-			}
-		}
-		got, err = s.store.Approve(ctx, thread, a)
+	var keys []string
+	if cached, ok := s.graph.Cached(thread); ok {
+		keys = neededKeys(cached)
+	}
+	sent := time.Now()
+	r, err := s.store.ClaimApproval(ctx, ApprovalClaim{Thread: thread, Approval: a, ExpectHead: expectHead, WakeBy: wake,
+		LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+	got := r.Approved
+	if err == nil && r.Leased {
+		// The lease is kept for the drive that follows, as a claim's is.
+		s.keepLeased(thread, r.Token, r.Head, r.Claims, keys, sent)
 	}
 	if err != nil {
 		return fmt.Errorf("approve %s: %w", c.Key, err)
@@ -398,12 +374,7 @@ func (s *Service) Gate(ctx context.Context, thread string, st *agent.State, c ag
 	claims := map[string][]byte{}
 	if keys := quorumKeys(c); len(keys) > 0 {
 		var err error
-		if sess, ok := s.store.(Sessions); ok {
-			claims, err = sess.ClaimValues(ctx, thread, keys[:1])
-		} else {
-			claims, err = s.store.Claims(ctx, thread)
-		}
-		if err != nil {
+		if claims, err = s.store.ClaimValues(ctx, thread, keys[:1]); err != nil {
 			return nil, err
 		}
 	}

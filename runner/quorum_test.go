@@ -40,7 +40,8 @@ var quorumStores = []struct {
 		return s, s
 	}},
 	{"memory", func(t *testing.T) (graph.Store, runner.Store) {
-		return graph.NewMemoryStore(graph.MemoryOptions{}), runner.NewMemoryStore(nil)
+		cps := graph.NewMemoryStore(graph.MemoryOptions{})
+		return cps, runner.NewMemoryStore(nil).WithCheckpoints(cps)
 	}},
 }
 

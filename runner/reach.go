@@ -70,13 +70,7 @@ func (s *Service) copies(c agent.Call) *Copies {
 
 // claimSet reports whether the thread's claim key is set.
 func (s *Service) claimSet(ctx context.Context, thread, key string) (bool, error) {
-	var got map[string][]byte
-	var err error
-	if sess, ok := s.store.(Sessions); ok {
-		got, err = sess.ClaimValues(ctx, thread, []string{key})
-	} else {
-		got, err = s.store.Claims(ctx, thread)
-	}
+	got, err := s.store.ClaimValues(ctx, thread, []string{key})
 	if err != nil {
 		return false, err
 	}

@@ -81,11 +81,23 @@ type Leases interface {
 	ReleaseLease(ctx context.Context, thread, token string) error
 }
 
-// Store is what the runner needs from storage besides the graph's store.
+// Store is what the runner needs from storage besides the graph's store:
+// one interface, one path. A thread's work begins, claims its decisions
+// and ends in one round trip each (Sessions), writing with each step the
+// records that belong to it — the wake-up schedule, the audit trail, the
+// inbox index — so the store that keeps claims and leases keeps those
+// too; Options say which of them the service keeps. MemoryStore and
+// redisstore.Store implement it, and runnertest.TestStore is its
+// contract. Implementations must be safe for concurrent use by many
+// goroutines and processes.
 type Store interface {
 	Claims
 	Leases
 	Approvals
+	Sessions
+	Schedule
+	Auditor
+	Inbox
 }
 
 // Errors of the service. Match them with errors.Is or errors.As.
@@ -134,21 +146,21 @@ type Options struct {
 	Now func() time.Time
 	// Logger defaults to a logger that discards.
 	Logger logrus.FieldLogger
-	// Schedule, if set, keeps wake-ups for expiry and crash recovery.
-	Schedule Schedule
-	// Auditor, if set, keeps the audit trail: decisions, refusals,
-	// executions and outcomes (audit.go).
-	Auditor Auditor
+	// Schedule: the service keeps wake-ups in the store's schedule, for
+	// expiry, reminders and crash recovery.
+	Schedule bool
+	// Audit: the service keeps the audit trail in the store: decisions,
+	// refusals, executions and outcomes (audit.go).
+	Audit bool
 	// Observer, if set, is told what happens, for metrics.
 	Observer Observer
 	// Groups, if set, answers for approver lists that name user groups;
 	// without it a group approver matches nobody.
 	Groups Groups
-	// Inbox, if set, keeps the index of the calls that wait for people
-	// and of their recent decisions (see WaitingCalls). When it is the
-	// store itself and the store offers Sessions, the index is written
-	// in the round trip that ends each session.
-	Inbox Inbox
+	// Inbox: the service keeps, in the store, the index of the calls
+	// that wait for people and of their recent decisions (see
+	// WaitingCalls), written in the round trip that ends each session.
+	Inbox bool
 	// Members, if set, answers whether a person is in a channel, for
 	// decisions made from an inbox on calls that anyone in their channel
 	// may decide; without it such calls are decided in their channel.

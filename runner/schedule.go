@@ -50,10 +50,12 @@ type Observer interface {
 }
 
 // Auditor keeps the audit trail (see audit.go for what it records). It
-// must be safe for concurrent use; an Auditor that can append several
-// entries at once also implements AuditBatcher.
+// must be safe for concurrent use.
 type Auditor interface {
+	// Audit appends one entry.
 	Audit(ctx context.Context, fields map[string]string) error
+	// AuditAll appends records in order, in one round trip.
+	AuditAll(ctx context.Context, records []map[string]string) error
 }
 
 // Tick looks at one due thread: it reminds approvers and escalates calls
@@ -62,12 +64,12 @@ type Auditor interface {
 // and cards that a dead process left behind, and sets the thread's next
 // wake-up.
 func (s *Service) Tick(ctx context.Context, thread string) error {
-	if s.opts.Schedule == nil {
+	if !s.opts.Schedule {
 		return nil
 	}
 	res, err := s.graph.State(ctx, thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
-		return s.opts.Schedule.Forget(ctx, thread)
+		return s.store.Forget(ctx, thread)
 	}
 	if err != nil {
 		return err
@@ -97,7 +99,7 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 
 // RunSchedule ticks due threads every interval until ctx ends.
 func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
-	if s.opts.Schedule == nil {
+	if !s.opts.Schedule {
 		return
 	}
 	t := time.NewTicker(interval)
@@ -108,7 +110,7 @@ func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		due, err := s.opts.Schedule.Due(ctx, s.opts.Now(), 100)
+		due, err := s.store.Due(ctx, s.opts.Now(), 100)
 		if err != nil {
 			s.log.WithError(err).Warn("reading the schedule")
 			continue
@@ -126,7 +128,7 @@ func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 // call, a while after a working run should have renewed its lease, or
 // never.
 func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Result[agent.State]) {
-	if s.opts.Schedule == nil || res == nil {
+	if !s.opts.Schedule || res == nil {
 		return
 	}
 	at, waiting := s.planNext(res)
@@ -159,10 +161,10 @@ func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waitin
 
 // audit records a decision.
 func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields map[string]string) {
-	if s.opts.Auditor == nil {
+	if !s.opts.Audit {
 		return
 	}
-	if err := s.opts.Auditor.Audit(ctx, s.auditRecord(thread, c, fields)); err != nil {
+	if err := s.store.Audit(ctx, s.auditRecord(thread, c, fields)); err != nil {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -14,27 +13,25 @@ import (
 	"github.com/countersign/countersign/llm"
 )
 
-// Sessions is what a store may offer beyond Store so that the service
-// begins and ends its work on a thread, and claims a decision, in one
-// round trip each, writing with each step the records that belong to it.
-// Without it the service makes the same calls one by one. Implementations
-// must be safe for concurrent use by many goroutines and processes.
+// Sessions is how the service begins and ends its work on a thread, and
+// claims a decision, in one round trip each, writing with each step the
+// records that belong to it. It is part of Store: there is no slower path
+// for stores without it.
 type Sessions interface {
 	// OpenThread acquires Owner's lease on the thread for TTL unless
 	// someone holds it (with a token of its own, as Leases.AcquireLease
 	// does), moves the thread's wake-up no later than WakeIfHeld or
 	// WakeIfBusy (whichever applies; zero: leave it), and returns, as of
-	// that moment, the acquisition's token, the head checkpoint's ID and
-	// the claims of Keys that are set.
+	// that moment, the acquisition's token, the head checkpoint's ID
+	// ("" if the store cannot tell) and the claims of Keys that are set.
 	OpenThread(ctx context.Context, o Opening) (Opened, error)
 	// CloseThread records the deliveries Record (set-once claims), raises
 	// the "answered" claim to Answered (if ≥ 0), sets the thread's
 	// wake-up and waiting count (if Schedule), appends the Audit
-	// entries to the audit trail, releases the lease if the acquisition
-	// that Token names holds it, and returns the claims of Keys that are
-	// set once the lease is free. With Inbox set (the store is the
-	// service's Inbox too), it also applies Inbox as UpdateInbox does, in
-	// the same round trip where it can.
+	// entries to the audit trail, applies Inbox (if set) as UpdateInbox
+	// does, releases the lease if the acquisition that Token names
+	// holds it, and returns the claims of Keys that are set once the
+	// lease is free.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
@@ -45,7 +42,15 @@ type Sessions interface {
 	// (OpenThread's part, for the drive that follows), and reads the
 	// head's ID and the claims of Keys.
 	ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error)
-	// ClaimValues returns the thread's claims of keys that are set.
+	// ClaimApproval is Approve that first fails with ErrStale, writing
+	// nothing, if ExpectHead is set and the thread's head checkpoint is
+	// another, and writes the thread's wake-up (if WakeBy is set). When
+	// it records the approval and LeaseOwner is set, it also takes the
+	// thread's lease if nobody holds it, with a token of its own, and
+	// then reads the head's ID and the claims of Keys.
+	ClaimApproval(ctx context.Context, c ApprovalClaim) (ApprovalClaimed, error)
+	// ClaimValues returns the thread's claims of keys that are set: a
+	// read of what a step needs, whatever the thread's history.
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 }
 
@@ -218,43 +223,33 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 	now := s.opts.Now()
 	ss := &session{thread: thread, claims: map[string][]byte{}, asked: map[string]bool{}, answered: -1}
 	var wakeHeld, wakeBusy time.Time
-	if s.opts.Schedule != nil {
+	if s.opts.Schedule {
 		wakeHeld, wakeBusy = now.Add(2*s.opts.LeaseTTL), now.Add(s.opts.LeaseTTL)
 	}
 	sent := time.Now()
-	if sess, ok := s.store.(Sessions); ok {
-		var keys []string
-		if cached, ok := s.graph.Cached(thread); ok {
-			keys = neededKeys(cached)
-		}
-		o, err := sess.OpenThread(ctx, Opening{Thread: thread, Owner: s.opts.Owner, TTL: s.opts.LeaseTTL,
-			WakeIfHeld: wakeHeld, WakeIfBusy: wakeBusy, Keys: keys})
-		if err != nil {
-			return nil, false, fmt.Errorf("lease %s: %w", thread, err)
-		}
-		if !o.Held {
-			return nil, false, nil
-		}
-		if o.Token == "" {
-			return nil, false, fmt.Errorf("lease %s: the store took it without a token", thread)
-		}
-		ss.token, ss.head, ss.claims = o.Token, o.Head, o.Claims
-		for _, k := range keys {
-			ss.asked[k] = true
-		}
-		ss.confirm(sent)
-		return ss, true, nil
+	var keys []string
+	if cached, ok := s.graph.Cached(thread); ok {
+		keys = neededKeys(cached)
 	}
-	token, err := s.acquire(ctx, thread)
-	if err != nil || token == "" {
-		if err == nil {
-			s.wakeBy(ctx, thread, wakeBusy)
-		}
-		return nil, false, err
+	o, err := s.store.OpenThread(ctx, Opening{Thread: thread, Owner: s.opts.Owner, TTL: s.opts.LeaseTTL,
+		WakeIfHeld: wakeHeld, WakeIfBusy: wakeBusy, Keys: keys})
+	if err != nil {
+		return nil, false, fmt.Errorf("lease %s: %w", thread, err)
 	}
-	ss.token = token
+	if !o.Held {
+		return nil, false, nil
+	}
+	if o.Token == "" {
+		return nil, false, fmt.Errorf("lease %s: the store took it without a token", thread)
+	}
+	ss.token, ss.head, ss.claims = o.Token, o.Head, o.Claims
+	if ss.claims == nil {
+		ss.claims = map[string][]byte{}
+	}
+	for _, k := range keys {
+		ss.asked[k] = true
+	}
 	ss.confirm(sent)
-	s.wakeBy(ctx, thread, wakeHeld)
 	return ss, true, nil
 }
 
@@ -265,7 +260,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	log := s.log.WithField("thread", ss.thread)
-	if ss.redeliver && s.opts.Schedule != nil {
+	if ss.redeliver && s.opts.Schedule {
 		at := s.opts.Now().Add(redeliverAfter)
 		if !ss.schedule {
 			s.wakeBy(ctx, ss.thread, at)
@@ -282,56 +277,22 @@ func (s *Service) close(ss *session) map[string][]byte {
 			}
 		}
 	}
+	var audit []map[string]string
+	if s.opts.Audit {
+		audit = ss.takeAudit()
+	}
+	// The inbox index is written in the same round trip, while the
+	// lease is still held, so that the next session's update comes
+	// after it.
 	inbox := s.inboxUpdate(ss)
-	if sess, ok := s.store.(Sessions); ok {
-		var audit []map[string]string
-		if s.opts.Auditor != nil {
-			audit = ss.takeAudit()
-		}
-		closing := Closing{Thread: ss.thread, Token: ss.token, Record: ss.record,
-			Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule != nil, Wake: ss.wake, Waiting: ss.waiting,
-			Audit: audit, Keys: keys}
-		// The store writes the index with the rest if it is the inbox.
-		// Otherwise it is written while the lease is still held, so that
-		// the next session's update comes after it.
-		if inbox != nil && sameValue(s.opts.Inbox, s.store) {
-			closing.Inbox = inbox
-		} else if inbox != nil {
-			s.updateInbox(ctx, inbox)
-		}
-		claims, err := sess.CloseThread(ctx, closing)
-		if err != nil {
-			log.WithError(err).Warn("ending work on the thread")
-		}
-		s.inboxChanged(inbox)
-		return claims
-	}
-	for _, key := range ss.record {
-		if _, _, err := s.store.Claim(ctx, ss.thread, key, []byte("1")); err != nil {
-			log.WithError(err).Warn("recording a delivery")
-		}
-	}
-	s.flushAudit(ctx, ss)
-	if ss.answered >= 0 {
-		// Without Sessions, answers are recorded one by one (see deliver).
-		ss.answered = -1
-	}
-	if ss.schedule && s.opts.Schedule != nil {
-		s.writeSchedule(ctx, ss.thread, ss.wake, ss.waiting)
-	}
-	if inbox != nil {
-		s.updateInbox(ctx, inbox)
-	}
-	s.release(ss.thread, ss.token)
-	s.inboxChanged(inbox)
-	if len(keys) == 0 {
-		return nil
-	}
-	all, err := s.store.Claims(ctx, ss.thread)
+	claims, err := s.store.CloseThread(ctx, Closing{Thread: ss.thread, Token: ss.token, Record: ss.record,
+		Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule, Wake: ss.wake, Waiting: ss.waiting,
+		Audit: audit, Keys: keys, Inbox: inbox})
 	if err != nil {
-		log.WithError(err).Warn("reading claims")
+		log.WithError(err).Warn("ending work on the thread")
 	}
-	return all
+	s.inboxChanged(inbox)
+	return claims
 }
 
 // stateIn returns the thread's state for a session: the one this process
@@ -364,13 +325,7 @@ func (s *Service) readClaims(ctx context.Context, ss *session, keys []string) er
 	if len(missing) == 0 {
 		return nil
 	}
-	var got map[string][]byte
-	var err error
-	if sess, ok := s.store.(Sessions); ok {
-		got, err = sess.ClaimValues(ctx, ss.thread, missing)
-	} else {
-		got, err = s.store.Claims(ctx, ss.thread)
-	}
+	got, err := s.store.ClaimValues(ctx, ss.thread, missing)
 	if err != nil {
 		return err
 	}
@@ -417,31 +372,17 @@ func (s *Service) unshownAnswers(ctx context.Context, ss *session, st *agent.Sta
 	return out, nil
 }
 
-// sameValue reports whether a and b hold the same value (for pointers:
-// the same object), without comparing values that cannot be compared.
-func sameValue(a, b any) bool {
-	t := reflect.TypeOf(a)
-	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
-}
-
-// updateInbox writes what a session changed in the inbox index.
-func (s *Service) updateInbox(ctx context.Context, u *InboxUpdate) {
-	if err := s.opts.Inbox.UpdateInbox(ctx, u); err != nil {
-		s.log.WithField("thread", u.Thread).WithError(err).Warn("updating the inbox")
-	}
-}
-
 // writeSchedule sets the thread's wake-up (none when at is zero) and
 // waiting count.
 func (s *Service) writeSchedule(ctx context.Context, thread string, at time.Time, waiting int) {
-	if err := s.opts.Schedule.SetWaiting(ctx, thread, waiting); err != nil {
+	if err := s.store.SetWaiting(ctx, thread, waiting); err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("recording waiting calls")
 	}
 	var err error
 	if at.IsZero() {
-		err = s.opts.Schedule.Forget(ctx, thread)
+		err = s.store.Forget(ctx, thread)
 	} else {
-		err = s.opts.Schedule.Wake(ctx, thread, at)
+		err = s.store.Wake(ctx, thread, at)
 	}
 	if err != nil {
 		s.log.WithField("thread", thread).WithError(err).Warn("updating the schedule")

@@ -101,11 +101,11 @@ func newWorldOf(t *testing.T, home bool) *world {
 	// holds the thread's lease is picked up by the schedule once the lease
 	// runs out; a short lease keeps that quick.
 	rep := handlers.NewReporter(api, store, nil, log)
-	ropts := runner.Options{Logger: log, Schedule: store, Auditor: store, LeaseTTL: time.Second}
+	ropts := runner.Options{Logger: log, Schedule: true, Audit: true, LeaseTTL: time.Second}
 	hopts := handlers.Options{BotUserID: slacksim.DefaultBotUserID, Logger: log}
 	if home {
 		lookups := handlers.NewGroups(api, 0, nil)
-		ropts.Inbox, ropts.Groups, ropts.Members = store, lookups, lookups
+		ropts.Inbox, ropts.Groups, ropts.Members = true, lookups, lookups
 		hopts.Home = store
 	}
 	svc = runner.New(a, store, rep, ropts)

@@ -56,7 +56,7 @@ func TestPlaygroundShowsTheAnswerGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runner.New(a, store, rep, runner.Options{Schedule: store, Auditor: store})
+	svc = runner.New(a, store, rep, runner.Options{Schedule: true, Audit: true})
 	bot := handlers.New(api, svc, store, secret, handlers.Options{BotUserID: slacksim.DefaultBotUserID})
 	mux.Handle("/api/", sim.APIHandler())
 	mux.Handle("/slack/", bot.Handler())

@@ -1,10 +1,16 @@
-// Package runnertest holds the tests that any runner.Store (claims and
-// leases) and runner.Schedule must pass. Every implementation runs the
-// same suite from its own tests:
+// Package runnertest holds the tests that any runner.Store must pass:
+// claims, approvals, leases and the schedule (TestStore), the sessions
+// that the service's one storage path takes (TestSessions), and the inbox
+// (TestInbox). Every implementation runs the same suites from its own
+// tests, against every kind of server it runs on:
 //
 //	func TestRunnerStoreContract(t *testing.T) {
-//		runnertest.TestStore(t, func(t *testing.T, now func() time.Time) runnertest.Store {
-//			return runner.NewMemoryStore(now)
+//		runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
+//			return runner.NewMemoryStore(nil)
+//		})
+//		runnertest.TestSessions(t, func(t *testing.T) runnertest.Stores {
+//			cps := graph.NewMemoryStore(graph.MemoryOptions{})
+//			return runnertest.Stores{Store: runner.NewMemoryStore(nil).WithCheckpoints(cps), Checkpoints: cps}
 //		})
 //	}
 //
@@ -30,10 +36,9 @@ import (
 )
 
 // Store is what the suite tests: claims, approvals, leases and the
-// schedule.
+// schedule (and, in TestSessions, the rest of runner.Store).
 type Store interface {
 	runner.Store
-	runner.Schedule
 }
 
 // TestStore runs the contract against the stores newStore returns, one
@@ -235,10 +240,7 @@ func testLeaseTokens(t *testing.T, s Store) {
 	if err := s.ReleaseLease(ctx, th, later); err != nil {
 		t.Fatal(err)
 	}
-	sess, ok := s.(runner.Sessions)
-	if !ok {
-		return
-	}
+	sess := s
 	// Sessions take the lease too, with tokens of their own.
 	o1, err := sess.OpenThread(ctx, runner.Opening{Thread: th, Owner: "p1", TTL: time.Minute})
 	if err != nil || !o1.Held || o1.Token == "" || o1.Token == first || o1.Token == later {
