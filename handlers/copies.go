@@ -44,28 +44,65 @@ func (r *Reporter) WithGroups(g *Groups) *Reporter {
 // postCopies posts the copies of c's card that e asks for, and records
 // each; a copy recorded already (the card shown again after a crash) is
 // not posted again. Failures are logged: the card in the thread stands.
-func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block) {
+// It returns the index of the copies (copiesKey) and the link to the
+// thread the copies show, and whether the index is recorded.
+func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block) (index []byte, link string, indexed bool) {
 	log := r.logger().WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
-	claims, err := r.store.Claims(ctx, e.Thread)
+	key := copiesKey(c.Key, c.Attempts)
+	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key})
 	if err != nil {
 		log.WithError(err).Warn("reading the card's copies")
-		return
+		return nil, "", false
 	}
-	link := r.threadLink(ctx, log, e.Thread, channel, root, claims)
+	if v, done := claims[key]; done {
+		return v, string(claims[permalinkKey]), true // every copy was posted and recorded
+	}
+	link = r.threadLink(ctx, log, e.Thread, channel, root, claims)
+	var posted []copyRecord
+	failed := false
 	post := func(to string) {
 		key := runner.CopyKey(c.Key, c.Attempts, to)
-		if _, done := claims[key]; done {
+		// A copy recorded already (a process died before the index was
+		// written) is not posted again.
+		got, err := r.store.ClaimValues(ctx, e.Thread, []string{key})
+		if err != nil {
+			failed = true
+			log.WithField("channel", to).WithError(err).Warn("reading a copy of the card")
+			return
+		}
+		if ts, done := got[key]; done {
+			posted = append(posted, copyRecord{to, string(ts)})
 			return
 		}
 		ts, err := r.post(ctx, to, slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
 		if err != nil {
+			failed = true
 			log.WithField("channel", to).WithError(err).Warn("posting a copy of the card")
 			return
 		}
-		if _, _, err := r.store.Claim(ctx, e.Thread, key, []byte(ts)); err != nil {
+		won, _, err := r.store.Claim(ctx, e.Thread, key, []byte(ts))
+		if err != nil {
+			failed = true
 			log.WithField("channel", to).WithError(err).Warn("recording a copy of the card")
+			return
 		}
+		posted = append(posted, copyRecord{to, string(won)})
 	}
+	defer func() {
+		// The index lets the card's updates read its copies by key. A
+		// copy that failed is left to be posted again should the card be
+		// shown again, so there is no index then: updates read every
+		// record, as for a card posted before copies had an index.
+		if failed {
+			return
+		}
+		index, _, err = r.store.Claim(ctx, e.Thread, key, encodeCopies(posted))
+		if err != nil {
+			log.WithError(err).Warn("recording the card's copies")
+			return
+		}
+		indexed = true
+	}()
 	if to := e.Copies.Channel; to != "" {
 		post(to)
 	}
@@ -77,11 +114,13 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 			return err
 		})
 		if err != nil || dm == nil || dm.ID == "" {
+			failed = true
 			log.WithField("user", user).WithError(err).Warn("opening a direct message")
 			continue
 		}
 		post(dm.ID)
 	}
+	return index, link, indexed // the index is written on the way out
 }
 
 // dmUsers are the users that ids name, directly or as members of user
@@ -122,15 +161,30 @@ func (r *Reporter) dmUsers(ctx context.Context, log logrus.FieldLogger, ids []st
 // updateCopies redraws the recorded copies of the card of c's decision
 // round attempt with blocks, as its card was.
 func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c agent.Call, attempt int, blocks []slack.Block, claims map[string][]byte) {
-	prefix := runner.CopyKey(c.Key, attempt, "")
 	link := string(claims[permalinkKey])
-	for key, ts := range claims {
-		to, ok := strings.CutPrefix(key, prefix)
-		if !ok || to == "" {
-			continue
+	copies, indexed := claims[copiesKey(c.Key, attempt)]
+	if !indexed {
+		// A card posted before copies had an index: its copies are found
+		// among all the thread's records.
+		all, err := r.store.Claims(ctx, thread)
+		if err != nil {
+			r.logger().WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("reading the card's copies")
+			return
 		}
+		copies = nil
+		prefix := runner.CopyKey(c.Key, attempt, "")
+		var found []copyRecord
+		for key, ts := range all {
+			if to, ok := strings.CutPrefix(key, prefix); ok && to != "" {
+				found = append(found, copyRecord{to, string(ts)})
+			}
+		}
+		copies = encodeCopies(found)
+	}
+	for _, cp := range decodeCopies(copies) {
+		to, ts := cp.channel, cp.ts
 		err := r.retry(ctx, func() error {
-			_, _, _, err := r.api.UpdateMessageContext(ctx, to, string(ts),
+			_, _, _, err := r.api.UpdateMessageContext(ctx, to, ts,
 				slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
 			return err
 		})
@@ -161,6 +215,33 @@ func (r *Reporter) threadLink(ctx context.Context, log logrus.FieldLogger, threa
 		log.WithError(err).Warn("recording the link to the thread")
 	}
 	return link
+}
+
+// copiesKey names the index of the copies of call's card in decision
+// round attempt: one line per copy, its channel and its ts. It is written
+// once the copies are posted (each is recorded under runner.CopyKey as it
+// is), so that updating the card reads its copies by key.
+func copiesKey(call string, attempt int) string { return fmt.Sprintf("copies:%s#%d", call, attempt) }
+
+// copyRecord is one copy of a card: where it was posted, and its ts.
+type copyRecord struct{ channel, ts string }
+
+func encodeCopies(copies []copyRecord) []byte {
+	var b strings.Builder
+	for _, c := range copies {
+		b.WriteString(c.channel + " " + c.ts + "\n")
+	}
+	return []byte(b.String())
+}
+
+func decodeCopies(v []byte) []copyRecord {
+	var out []copyRecord
+	for _, line := range strings.Split(string(v), "\n") {
+		if to, ts, ok := strings.Cut(line, " "); ok && to != "" {
+			out = append(out, copyRecord{to, ts})
+		}
+	}
+	return out
 }
 
 // linkable reports whether link can stand in a <link|label> of a Slack

@@ -150,3 +150,53 @@ func buttonValueOf(t *testing.T, c slacktest.Call, actionID string) string {
 	v, _ := c.ButtonValue(actionID)
 	return v
 }
+
+// oldLayout is the store as the version before copies had an index wrote
+// it: the card and each copy recorded by key, no index of the copies.
+type oldLayout struct{ handlers.Store }
+
+func (o oldLayout) Claim(ctx context.Context, thread, key string, value []byte) ([]byte, bool, error) {
+	if strings.HasPrefix(key, "copies:") {
+		return value, true, nil
+	}
+	return o.Store.Claim(ctx, thread, key, value)
+}
+
+// A card posted, with its copies, by the version before copies had an
+// index (a thread paused across the deploy) is still redrawn with every
+// copy by the new version, on another replica.
+func TestCopiesOfACardPostedBeforeTheIndex(t *testing.T) {
+	ctx := context.Background()
+	w := newStreamWorld(t)
+	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
+	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
+	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
+		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
+	old := handlers.NewReporter(w.api, oldLayout{w.store}, nil, nil)
+	report(t, old, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c,
+		Copies: &runner.Copies{Channel: "C0NOTIFY", DM: []string{"U0BOB"}}})
+	where := []string{"C0NOTIFY", slacktest.DMChannel("U0BOB")}
+	for _, ch := range where {
+		if got := w.slack.Messages(ch, ""); len(got) != 1 {
+			t.Fatalf("%d copies in %s, want 1", len(got), ch)
+		}
+	}
+
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &interrupt.Decision{Kind: interrupt.Approve, By: "U0BOB", At: time.Now()}
+	report(t, handlers.NewReporter(w.api, w.store, nil, nil), runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	card, _ := w.slack.Message(slacktest.ChannelID, w.slack.Messages(slacktest.ChannelID, root)[0].TS)
+	if !strings.Contains(card.Text, "approved") {
+		t.Fatalf("card after the decision = %s", card.Text)
+	}
+	for _, ch := range where {
+		cp, _ := w.slack.Message(ch, w.slack.Messages(ch, "")[0].TS)
+		if cp.Text != card.Text {
+			t.Errorf("copy in %s after the decision = %q; want the card's %q", ch, cp.Text, card.Text)
+		}
+	}
+}

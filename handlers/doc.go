@@ -53,9 +53,13 @@ type Store interface {
 	// PutRef and Ref keep the opaque references that buttons carry.
 	PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error
 	Ref(ctx context.Context, ref string) ([]byte, bool, error)
-	// Claim and Claims keep set-once records per thread: here, the ts of
-	// the card posted for each call.
+	// Claim, ClaimValues and Claims keep set-once records per thread:
+	// here, the ts of the card posted for each call and of its copies.
+	// ClaimValues reads the records of keys (those set): what a card's
+	// round needs, whatever the thread's history; Claims reads them all,
+	// only for rounds recorded before their copies had an index.
 	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
+	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error

@@ -359,7 +359,7 @@ func threadLink(thread, teamURL string) string {
 // there is none yet (the card and the Home tab share it).
 func cardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
 	key := cardRefKey(c.Key, c.Attempts)
-	claims, err := store.Claims(ctx, thread)
+	claims, err := store.ClaimValues(ctx, thread, []string{key})
 	if err != nil {
 		return "", err
 	}

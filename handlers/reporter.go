@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +47,8 @@ type Reporter struct {
 	streams streams
 	// home, if set, publishes Home tabs again when the inbox changes.
 	home atomic.Pointer[Home]
+	// rounds keeps the records of recent cards (see roundRecords).
+	rounds roundCache
 }
 
 // WithHome makes the reporter keep the Home tabs of those who opened
@@ -102,11 +106,22 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		if _, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts)); err != nil {
+		card, _, err := r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
+		if err != nil {
 			return err
 		}
+		index, link, indexed := []byte{}, "", false
 		if e.Copies != nil {
-			r.postCopies(ctx, e, channel, root, c, requester, blocks)
+			index, link, indexed = r.postCopies(ctx, e, channel, root, c, requester, blocks)
+		} else if index, _, err = r.store.Claim(ctx, e.Thread, copiesKey(c.Key, c.Attempts), index); err == nil {
+			indexed = true // none
+		}
+		if indexed {
+			rec := map[string][]byte{cardKey(c.Key, c.Attempts): card, copiesKey(c.Key, c.Attempts): index}
+			if link != "" {
+				rec[permalinkKey] = []byte(link)
+			}
+			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
 		}
 		return nil
 	case runner.ApprovalProgress:
@@ -157,7 +172,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 // updateCard redraws the card of c's decision round attempt, if it has
 // one (calls that needed no approval have none).
 func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c agent.Call, attempt int, requester string) error {
-	cards, err := r.store.Claims(ctx, thread)
+	cards, err := r.roundRecords(ctx, thread, c.Key, attempt)
 	if err != nil {
 		return err
 	}
@@ -180,7 +195,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 // that decide them).
 func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
 	c := *e.Call
-	cards, err := r.store.Claims(ctx, e.Thread)
+	cards, err := r.roundRecords(ctx, e.Thread, c.Key, c.Attempts)
 	if err != nil {
 		return err
 	}
@@ -245,6 +260,57 @@ func (r *Reporter) newRef(ctx context.Context, rf ref) (string, error) {
 }
 
 func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d", call, attempt) }
+
+// roundRecords returns the records that redrawing the card of call's
+// decision round attempt reads: the card's ts, the link to the thread and
+// the index of the card's copies — a few keys, however long the thread.
+// They are set once, so once the card and its index are recorded this
+// process keeps them and reads them no more.
+func (r *Reporter) roundRecords(ctx context.Context, thread, call string, attempt int) (map[string][]byte, error) {
+	if rec, ok := r.rounds.get(thread, call, attempt); ok {
+		return rec, nil
+	}
+	rec, err := r.store.ClaimValues(ctx, thread, []string{cardKey(call, attempt), permalinkKey, copiesKey(call, attempt)})
+	if err != nil {
+		return nil, err
+	}
+	_, card := rec[cardKey(call, attempt)]
+	if _, indexed := rec[copiesKey(call, attempt)]; card && indexed {
+		r.rounds.put(thread, call, attempt, rec)
+	}
+	return rec, nil
+}
+
+// roundCache keeps the set-once records of recent cards' decision rounds
+// (see roundRecords): a value once recorded never changes, so every
+// replica may keep it. It holds at most maxRounds rounds and is safe for
+// concurrent use.
+type roundCache struct {
+	mu sync.Mutex
+	m  map[string]map[string][]byte
+}
+
+const maxRounds = 4096
+
+func roundCacheKey(thread, call string, attempt int) string {
+	return thread + "\x00" + call + "#" + strconv.Itoa(attempt)
+}
+
+func (c *roundCache) get(thread, call string, attempt int) (map[string][]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.m[roundCacheKey(thread, call, attempt)]
+	return rec, ok
+}
+
+func (c *roundCache) put(thread, call string, attempt int, rec map[string][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxRounds {
+		c.m = map[string]map[string][]byte{} // the oldest rounds are long settled
+	}
+	c.m[roundCacheKey(thread, call, attempt)] = rec
+}
 
 // resultText is the thread reply that shows a call's result.
 func resultText(c agent.Call) string {

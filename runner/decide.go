@@ -287,18 +287,34 @@ func (s *Service) refuse(ctx context.Context, d Decision, c *agent.Call, r *Refu
 // decidedRound returns an *AlreadyDecidedError naming the decision
 // claimed on d's call in d's round, or ErrNotPending if there is none.
 func (s *Service) decidedRound(ctx context.Context, d Decision) error {
-	all, err := s.store.Claims(ctx, d.Thread)
-	if err != nil {
-		return err
-	}
-	// The round's last revision says how it ended.
-	raw, ok := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round})]
-	for rev := 1; ; rev++ {
-		next, more := all[claimKey(agent.Call{Key: d.Call, Attempts: d.Round, Revision: rev})]
+	// The round's last revision says how it ended. Its claims are read
+	// by key, a batch of revisions at a time, not the thread's history.
+	var raw []byte
+	ok := false
+	const batch = 8
+	for from := 0; ; from += batch {
+		keys := make([]string, batch)
+		for i := range keys {
+			keys[i] = claimKey(agent.Call{Key: d.Call, Attempts: d.Round, Revision: from + i})
+		}
+		got, err := s.store.ClaimValues(ctx, d.Thread, keys)
+		if err != nil {
+			return err
+		}
+		more := false
+		for i, k := range keys {
+			v, set := got[k]
+			if !set && (from > 0 || i > 0) { // revision 0 may be unset
+				break
+			}
+			if set {
+				raw, ok = v, true
+			}
+			more = i == batch-1
+		}
 		if !more {
 			break
 		}
-		raw, ok = next, true
 	}
 	if !ok {
 		return ErrNotPending
