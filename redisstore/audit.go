@@ -300,8 +300,8 @@ local function audit_append(stream, head, minid, a, i)
   if not id then return {1, cur, curseq} end
   redis.call('HSET', head, 'hash', last, 'seq', lastseq)
   minid = math.min(tonumber(minid) or 0, tonumber(string.match(id, '^%d+')))
-  local oldest = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
-  if minid > 0 and oldest and tonumber(string.match(oldest[1], '^%d+')) < minid then
+  local oldest = minid > 0 and redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+  if oldest and tonumber(string.match(oldest[1], '^%d+')) < minid then
     local gone = redis.call('XREVRANGE', stream, '(' .. minid .. '-0', '-', 'COUNT', 1)[1]
     if gone then
       local f = gone[2]

@@ -93,9 +93,9 @@ func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
 }
 
 // closeWithInbox runs the close script (keys, args) and the inbox update
-// u in one round trip: a pipeline with the update first, so that it is
-// written while the lease is still held, and WAIT last when writes wait
-// for replicas. On Redis Cluster the two are in other slots, so the
+// u as one script (closeInboxLua), the update first so that it is
+// written while the lease is still held; runScript waits for replicas
+// when writes must. On Redis Cluster the two are in other slots, so the
 // update is written first, on its own.
 func (s *Store) closeWithInbox(ctx context.Context, keys []string, args []any, u *runner.InboxUpdate) (any, error) {
 	ikeys, iargs, err := s.inboxArgs(u)
@@ -111,44 +111,22 @@ func (s *Store) closeWithInbox(ctx context.Context, keys []string, args []any, u
 		}
 		return res, ierr
 	}
-	var inbox, closed *redis.Cmd
-	var wait *redis.IntCmd
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if s.replicas > 0 {
-			// As runScript does: the sources, since a pipeline cannot
-			// load a missing script and go on.
-			inbox = p.Eval(ctx, updateInboxLua, ikeys, iargs...)
-			closed = p.Eval(ctx, closeLua, keys, args...)
-			wait = redis.NewIntCmd(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
-			_ = p.Process(ctx, wait)
-			return nil
-		}
-		inbox = p.EvalSha(ctx, s.inboxScript.Hash(), ikeys, iargs...)
-		closed = p.EvalSha(ctx, s.closeScript.Hash(), keys, args...)
-		return nil
-	})
-	// A script Redis has not cached yet (the first use, or after a
-	// restart) is sent again with its source.
-	if redis.HasErrorPrefix(inbox.Err(), "NOSCRIPT") {
-		inbox = s.inboxScript.Run(ctx, s.rdb, ikeys, iargs...)
-	}
-	if redis.HasErrorPrefix(closed.Err(), "NOSCRIPT") {
-		closed = s.runScript(ctx, s.closeScript, closeLua, keys, args...)
-	}
-	inboxRes, inboxErr := inbox.Result()
-	ierr := s.replaced(u, inboxRes, inboxErr)
-	res, err := closed.Result()
-	if err == nil && wait != nil {
-		if n, werr := wait.Result(); werr != nil {
-			err = werr
-		} else if n < int64(s.replicas) {
-			err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait)
-		}
-	}
+	// One script: the update, then the close.
+	allKeys := append(append(make([]string, 0, len(ikeys)+len(keys)), ikeys...), keys...)
+	allArgs := append(append(append(make([]any, 0, 2+len(iargs)+len(args)), len(ikeys), len(iargs)), iargs...), args...)
+	res, err := s.runScript(ctx, closeInboxScript, closeInboxLua, allKeys, allArgs...).Result()
 	if err != nil {
 		return nil, err
 	}
-	return res, ierr
+	reply, _ := res.([]any)
+	if len(reply) < 3 {
+		return nil, fmt.Errorf("close thread %s: unexpected reply %v", u.Thread, res)
+	}
+	var old any
+	if len(reply) > 3 {
+		old = reply[3]
+	}
+	return reply[:3], s.replaced(u, old, nil)
 }
 
 // InboxEntries implements runner.Inbox: one HGETALL.
@@ -229,17 +207,53 @@ func (s *Store) HomeOpeners(ctx context.Context, since time.Time) ([]string, err
 //	      expiry ms, their cap, then one decision (JSON) per list
 //
 // It returns the thread's calls it replaced, or nil.
-const updateInboxLua = `
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if ARGV[2] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-end
-for i = 2, #KEYS do
-  redis.call('LPUSH', KEYS[i], ARGV[3 + i])
-  redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
-  redis.call('PEXPIRE', KEYS[i], ARGV[3])
-end
-return old
+const updateInboxLua = updateInboxFnLua + `
+return update_inbox(KEYS, ARGV)
 `
+
+// updateInboxFnLua is updateInboxLua's work as a Lua function of its
+// keys and arguments, which closeInboxLua shares.
+const updateInboxFnLua = `
+local function update_inbox(KEYS, ARGV)
+  local old = redis.call('HGET', KEYS[1], ARGV[1])
+  if ARGV[2] == '' then
+    redis.call('HDEL', KEYS[1], ARGV[1])
+  else
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  end
+  for i = 2, #KEYS do
+    redis.call('LPUSH', KEYS[i], ARGV[3 + i])
+    redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+  end
+  return old
+end
+`
+
+// closeInboxLua ends work on a thread and updates its inbox entries in
+// one script, on a single server (on a cluster the inbox is in another
+// slot): the update first, so that it is written while the lease is
+// still held.
+//
+//	KEYS: updateInboxLua's keys (i of them), then closeLua's
+//	ARGV: i, the number u of updateInboxLua's arguments, those u
+//	      arguments, then closeLua's
+//
+// It returns closeLua's reply with, fourth, updateInboxLua's.
+const closeInboxLua = auditAppendLua + closeThreadLua + updateInboxFnLua + `
+local ni, nu = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ikeys, iargv, ckeys, cargv = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= ni then ikeys[i] = KEYS[i] else ckeys[i - ni] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i <= 2 + nu then iargv[i - 2] = ARGV[i] else cargv[i - 2 - nu] = ARGV[i] end
+end
+local old = update_inbox(ikeys, iargv)
+local res = close_thread(ckeys, cargv)
+res[4] = old
+return res
+`
+
+// closeInboxScript is closeInboxLua, shared by every Store.
+var closeInboxScript = redis.NewScript(closeInboxLua)

@@ -82,7 +82,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		saveLua: OpSave, loadLua: OpLoad, loadTailLua: OpLoad, journalLua: OpLoad,
 		claimLua: OpClaim, claimDecisionLua: OpClaim, approveLua: OpClaim,
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
-		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease,
+		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
 		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 	} {

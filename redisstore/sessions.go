@@ -333,49 +333,58 @@ return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals, seq}
 // Deliveries are set-once claims with the value "1"; "answered" only
 // grows. The wake-up and the waiting count are written only if the token
 // still holds the lease. It returns {the values of the keys to read,
-// after the lease is released; audit_append's reply or nil; the number
-// of the token's acquisition if it held the lease ('0' if its fence key
-// is gone: it then loses to any numbered one), else nil}.
-const closeLua = auditAppendLua + `
-local held = redis.call('GET', KEYS[1]) == ARGV[1]
-local seq = false
-if held then seq = redis.call('GET', KEYS[4]) or '0' end
-local claims = KEYS[2]
-local n = tonumber(ARGV[7])
-local wrote = false
-for i = 8, 7 + n do
-  if redis.call('HSETNX', claims, ARGV[i], '1') == 1 then wrote = true end
-end
-if ARGV[4] ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(ARGV[4]) then
-  redis.call('HSET', claims, 'answered', ARGV[4])
-  wrote = true
-end
-if wrote then
-  local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3]))
-  if redis.call('PTTL', claims) < ttl then redis.call('PEXPIRE', claims, ttl) end
-end
-if held and KEYS[5] and ARGV[5] ~= '' then
-  if ARGV[5] == '0' then
-    redis.call('ZREM', KEYS[5], ARGV[2])
-  else
-    redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+// after the lease is released; audit_append's reply or nil; on a cluster
+// (no wakeups key), the number of the token's acquisition if it held the
+// lease ('0' if its fence key is gone: it then loses to any numbered
+// one), else nil}.
+const closeLua = auditAppendLua + closeThreadLua + `
+return close_thread(KEYS, ARGV)
+`
+
+// closeThreadLua is closeLua's work as a Lua function of its keys and
+// arguments, which closeInboxLua shares.
+const closeThreadLua = `
+local function close_thread(KEYS, ARGV)
+  local held = redis.call('GET', KEYS[1]) == ARGV[1]
+  local seq = false
+  if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
+  local claims = KEYS[2]
+  local n = tonumber(ARGV[7])
+  local wrote = false
+  for i = 8, 7 + n do
+    if redis.call('HSETNX', claims, ARGV[i], '1') == 1 then wrote = true end
   end
-end
-if held and KEYS[6] and ARGV[6] ~= '' then
-  if tonumber(ARGV[6]) > 0 then
-    redis.call('HSET', KEYS[6], ARGV[2], ARGV[6])
-  else
-    redis.call('HDEL', KEYS[6], ARGV[2])
+  if ARGV[4] ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(ARGV[4]) then
+    redis.call('HSET', claims, 'answered', ARGV[4])
+    wrote = true
   end
+  if wrote then
+    local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3]))
+    if redis.call('PTTL', claims) < ttl then redis.call('PEXPIRE', claims, ttl) end
+  end
+  if held and KEYS[5] and ARGV[5] ~= '' then
+    if ARGV[5] == '0' then
+      redis.call('ZREM', KEYS[5], ARGV[2])
+    else
+      redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+    end
+  end
+  if held and KEYS[6] and ARGV[6] ~= '' then
+    if tonumber(ARGV[6]) > 0 then
+      redis.call('HSET', KEYS[6], ARGV[2], ARGV[6])
+    else
+      redis.call('HDEL', KEYS[6], ARGV[2])
+    end
+  end
+  local a = tonumber(ARGV[9 + n])
+  local audited = false
+  if KEYS[7] and a > 0 then
+    audited = audit_append(KEYS[7], KEYS[8], ARGV[8 + n], ARGV, 10 + n)
+  end
+  if held then redis.call('DEL', KEYS[1]) end
+  if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited, seq} end
+  return {{}, audited, seq}
 end
-local a = tonumber(ARGV[9 + n])
-local audited = false
-if KEYS[7] and a > 0 then
-  audited = audit_append(KEYS[7], KEYS[8], ARGV[8 + n], ARGV, 10 + n)
-end
-if held then redis.call('DEL', KEYS[1]) end
-if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited, seq} end
-return {{}, audited, seq}
 `
 
 // claimDecisionLua claims a decision.
@@ -393,7 +402,11 @@ return {{}, audited, seq}
 // audit_append's reply or nil, the acquisition's number or nil} when this
 // call set the claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + `
-if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[4] then return {-1} end
+local head = false
+if ARGV[4] ~= '' then
+  head = redis.call('HGET', KEYS[2], 'id')
+  if head ~= ARGV[4] then return {-1} end
+end
 if KEYS[5] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
@@ -414,5 +427,6 @@ if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 
 local seq = acquired(KEYS[4], ARGV[10])
 local vals = {}
 if #ARGV >= 12 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 12 + n, #ARGV)) end
-return {1, 1, redis.call('HGET', KEYS[2], 'id'), vals, audited, seq}
+if not head then head = redis.call('HGET', KEYS[2], 'id') end
+return {1, 1, head, vals, audited, seq}
 `
