@@ -168,14 +168,3 @@ func firstLine(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
-
-// flushAudit writes the entries the session has not written, for an end
-// of session that has no other way to write them.
-func (s *Service) flushAudit(ctx context.Context, ss *session) {
-	if !s.opts.Audit {
-		return
-	}
-	if err := s.auditAll(ctx, ss.takeAudit()); err != nil {
-		s.log.WithField("thread", ss.thread).WithError(err).Warn("writing the audit record")
-	}
-}

@@ -68,16 +68,6 @@ func NewLeaseToken(owner string) string {
 	return owner + ":" + hex.EncodeToString(b[:])
 }
 
-// acquire takes the thread's lease for this process if nobody holds it,
-// and returns the acquisition's token ("" if it is held).
-func (s *Service) acquire(ctx context.Context, thread string) (string, error) {
-	token, err := s.store.AcquireLease(ctx, thread, s.opts.Owner, s.opts.LeaseTTL)
-	if err != nil {
-		return "", fmt.Errorf("lease %s: %w", thread, err)
-	}
-	return token, nil
-}
-
 // release gives up the lease of the acquisition that token names.
 func (s *Service) release(thread, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
