@@ -22,6 +22,9 @@ var (
 	// ErrStaleDecision: the decision was made on other arguments than the
 	// call has now.
 	ErrStaleDecision = errors.New("the decision is about other arguments")
+	// ErrNotSent: a run stopped before sending an approved call, which
+	// waits, approved, for the run to be retried (Call.Unsent).
+	ErrNotSent = errors.New("the call was not sent")
 )
 
 // DecidedError says a call is no longer waiting for a decision, and who
