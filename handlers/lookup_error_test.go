@@ -1,0 +1,214 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/tools"
+)
+
+// flakyMailbox is the store's mailbox whose next deliveries fail.
+type flakyMailbox struct {
+	*redisstore.Store
+	failures atomic.Int64
+}
+
+func (m *flakyMailbox) Deliver(ctx context.Context, box string, value []byte, ttl time.Duration) error {
+	if m.failures.Add(-1) >= 0 {
+		return errors.New("connection refused")
+	}
+	return m.Store.Deliver(ctx, box, value, ttl)
+}
+
+// ephemerals are the texts of the ephemeral messages user got.
+func ephemerals(fake *slacktest.Server, user string) []string {
+	var out []string
+	for _, c := range fake.CallsTo("chat.postEphemeral") {
+		if c.Params["user"] == user {
+			out = append(out, c.Params["text"])
+		}
+	}
+	return out
+}
+
+// An answer to a tool's question whose delivery fails is answered "try
+// again" — and the same answer, sent again, is delivered: the failed
+// delivery is not taken for an answer given already. Another answer after
+// that is refused.
+func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
+	g := buildGate(t, false)
+	mail := &flakyMailbox{Store: g.store}
+	mail.failures.Store(1)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
+	srv := handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Mailbox: mail})
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(web.Close)
+	ctx := context.Background()
+
+	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1700000300.000001")
+	id := fmt.Sprintf("e%d", time.Now().UnixNano())
+	rec, _ := json.Marshal(map[string]any{"thread": thread, "requester": gateRequester, "tool": "deploy", "message": "which region?",
+		"schema": json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"}}}`), "deadline": time.Now().Add(time.Hour)})
+	if err := g.store.PutRef(ctx, "elicit:"+id, rec, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	click := func(action string) {
+		body := slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: action, Value: id})
+		resp, err := http.DefaultClient.Do(g.signer.Request(http.MethodPost, web.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	click(handlers.ActionElicitDecline)
+	if got := ephemerals(g.slack, gateRequester); len(got) != 1 || !strings.Contains(got[0], "try again") {
+		t.Fatalf("after a failed delivery the person was told %q; want to try again", got)
+	}
+	click(handlers.ActionElicitDecline)
+	if got := ephemerals(g.slack, gateRequester); len(got) != 1 {
+		t.Fatalf("the same answer, sent again, was answered %q; want it delivered", got[1:])
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	raw, err := g.store.Receive(waitCtx, "elicit:"+id)
+	if err != nil {
+		t.Fatalf("the answer was never delivered: %v", err)
+	}
+	var ans tools.ElicitAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil || ans.Action != tools.ElicitDecline || ans.By != gateRequester {
+		t.Fatalf("delivered %s, %v; want the decline", raw, err)
+	}
+	click(handlers.ActionElicitCancel)
+	if got := ephemerals(g.slack, gateRequester); len(got) != 2 || !strings.Contains(got[1], "already answered") {
+		t.Fatalf("another answer after the first was answered %q; want \"already answered\"", got)
+	}
+}
+
+// A thread reply arrives while the user-group look-up of the waiting
+// call's approvers fails (Slack's usergroups.users.list answers an error):
+// the reply is not kept as a note that rejects nothing, nor settled: it
+// stays due, and the intake's retry rejects the call with it, once.
+func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
+	ts := fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000)
+	rdb := redistest.Client(t)
+	fake := slacktest.NewServer(t)
+	fake.SetGroupMembers("S0OPS", gateApprover)
+	tool := &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [S0OPS]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("groups-%d", time.Now().UnixNano())})
+	var models atomic.Int64
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		if models.Add(1) == 1 {
+			return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
+		}
+		return nil
+	}}
+	a, err := agent.New(model, reg, store, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Auditor: store, Groups: handlers.NewGroups(api, 0, nil)})
+	now := time.Now()
+	var later atomic.Bool
+	clock := func() time.Time {
+		if later.Load() {
+			return now.Add(time.Minute)
+		}
+		return now
+	}
+	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(web.Close)
+	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	ctx := context.Background()
+	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
+		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+
+	fake.FailNext("usergroups.users.list", "internal_error", 1)
+	body := slacktest.EventCallback("", map[string]any{"type": "message", "channel": slacktest.ChannelID, "user": gateApprover,
+		"text": "not now, the release is frozen", "ts": fmt.Sprintf("1700000500.%06d", time.Now().UnixNano()%1000000), "thread_ts": ts})
+	resp, err := http.DefaultClient.Do(slacktest.NewSigner(gateSecret).Request(http.MethodPost, web.URL+"/slack/events", "application/json", body, clock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(fake.CallsTo("usergroups.users.list")) == 0 {
+		t.Fatal("the group was never looked up: the test does not test anything")
+	}
+	if got := ephemerals(fake, gateApprover); len(got) != 0 {
+		t.Fatalf("during the look-up error the person was told %q; want nothing yet", got)
+	}
+	if n, err := store.PendingIntake(ctx); err != nil || n != 1 {
+		t.Fatalf("PendingIntake = %d, %v after a failed look-up; want 1: the acknowledged reply was settled", n, err)
+	}
+
+	later.Store(true)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.RunIntake(runCtx, 5*time.Millisecond) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := store.PendingIntake(ctx)
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was never carried on")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.State(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejections := 0
+	for _, m := range res.State.Messages {
+		if m.Role == llm.RoleTool && strings.Contains(m.Content, "release is frozen") {
+			rejections++
+		}
+	}
+	if rejections != 1 || len(res.State.Notes) != 0 || len(tool.Runs()) != 0 {
+		t.Fatalf("the reply rejected the call %d times (notes %v, tool ran %d times); want once, no note, not run",
+			rejections, res.State.Notes, len(tool.Runs()))
+	}
+}
