@@ -212,3 +212,88 @@ func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
 			rejections, res.State.Notes, len(tool.Runs()))
 	}
 }
+
+// The root message of /agent cannot be posted because Slack answers a
+// transient error: the person is not told the bot cannot post in the
+// channel, and the request is not dropped: it stays due, and the intake's
+// retry posts one root message and starts the conversation.
+func TestSlashCommandDuringASlackErrorIsCarriedOn(t *testing.T) {
+	g := buildGate(t, false)
+	now := time.Now()
+	var later atomic.Bool
+	clock := func() time.Time {
+		if later.Load() {
+			return now.Add(time.Minute)
+		}
+		return now
+	}
+	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
+	srv := handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(web.Close)
+	ctx := context.Background()
+
+	g.slack.FailNext("chat.postMessage", "internal_error", 1)
+	body := slacktest.SlashCommand(map[string][]string{"text": {"deploy"}, "user_id": {gateRequester}, "response_url": {g.slack.ResponseURL()}})
+	resp, err := http.DefaultClient.Do(g.signer.Request(http.MethodPost, web.URL+"/slack/commands", "application/x-www-form-urlencoded", body, clock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	roots := func() int {
+		n := 0
+		for _, c := range g.slack.Messages(slacktest.ChannelID, "") {
+			if strings.Contains(c.Text, "asked:") {
+				n++
+			}
+		}
+		return n
+	}
+	if len(g.slack.CallsTo("chat.postMessage")) == 0 || roots() != 0 {
+		t.Fatalf("the root message was not refused (%d posted): the test does not test anything", roots())
+	}
+	for _, c := range g.slack.Calls() {
+		if strings.Contains(c.Params["text"], "couldn't post") || strings.Contains(c.Params["text"], "not in this channel") {
+			t.Fatalf("the person was told %q after a transient error", c.Params["text"])
+		}
+	}
+	if n, err := g.store.PendingIntake(ctx); err != nil || n != 1 {
+		t.Fatalf("PendingIntake = %d, %v after a transient error; want 1: the acknowledged request was dropped", n, err)
+	}
+
+	later.Store(true)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.RunIntake(runCtx, 5*time.Millisecond) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := g.store.PendingIntake(ctx)
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request was never carried on")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := roots(); n != 1 {
+		t.Fatalf("%d root messages posted, want one", n)
+	}
+	cards := 0
+	for _, c := range g.slack.CallsTo("chat.postMessage") {
+		if _, ok := c.ButtonValue(handlers.ActionApprove); ok {
+			cards++
+		}
+	}
+	if cards != 1 {
+		t.Errorf("%d approval cards posted, want the conversation started once", cards)
+	}
+}
