@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
@@ -296,4 +297,74 @@ func TestSlashCommandDuringASlackErrorIsCarriedOn(t *testing.T) {
 	if cards != 1 {
 		t.Errorf("%d approval cards posted, want the conversation started once", cards)
 	}
+}
+
+// The error card's Retry while the thread cannot be read: the person is
+// told to try again, not left with a click that did nothing.
+func TestRetryDuringAStorageErrorSaysTryAgain(t *testing.T) {
+	hook := &faultHook{spare: "not-a-key"}
+	rdb := redistest.Client(t)
+	rdb.AddHook(hook)
+	g := buildGateOn(t, rdb, false)
+	thread, value := g.pending(t)
+	hook.match = strings.Split(thread, ":")[2]
+	hook.on.Store(true)
+	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: handlers.ActionRetryRun, Value: value}))
+	hook.on.Store(false)
+	if hook.failed.Load() == 0 {
+		t.Fatal("no command met the injected fault: the test does not test anything")
+	}
+	if got := ephemerals(g.slack, gateRequester); len(got) != 1 || !strings.Contains(got[0], "try again") {
+		t.Fatalf("the person was told %q; want to try again", got)
+	}
+}
+
+// The Home tab is published while the cards' references cannot be read:
+// the view says to try again, rather than not being published at all
+// (which leaves the click that asked for it unanswered).
+func TestHomeTabDuringAStorageErrorSaysTryAgain(t *testing.T) {
+	hook := &claimsReadHook{}
+	rdb := redistest.Client(t)
+	rdb.AddHook(hook)
+	g := buildGateOn(t, rdb, true)
+	g.pending(t)
+	hook.on.Store(true)
+	if code, _ := g.post(t, "/slack/events", "application/json", slacktest.AppHomeOpened("", gateApprover)); code != 200 {
+		t.Fatalf("app_home_opened = %d", code)
+	}
+	if err := g.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hook.on.Store(false)
+	if hook.failed.Load() == 0 {
+		t.Fatal("no command met the injected fault: the test does not test anything")
+	}
+	text, approve := homeOf(t, g, gateApprover)
+	if len(approve) != 0 || !strings.Contains(text, "try again") {
+		t.Fatalf("the Home tab during the error has Approve buttons %v:\n%s\nwant none, and to try again", approve, text)
+	}
+}
+
+// claimsReadHook fails, while on, every read of a whole thread's claims
+// (HGETALL of its claims hash), as a card's reference is read.
+type claimsReadHook struct {
+	on     atomic.Bool
+	failed atomic.Int64
+}
+
+func (h *claimsReadHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *claimsReadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); h.on.Load() && len(args) == 2 && cmd.Name() == "hgetall" && strings.HasSuffix(fmt.Sprint(args[1]), "claims") {
+			h.failed.Add(1)
+			cmd.SetErr(errClusterDown)
+			return errClusterDown
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *claimsReadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
