@@ -363,6 +363,9 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 	}
 	first, err := decodeClaim(raw)
 	if err != nil {
+		// A claim that cannot be read still says the round was
+		// decided: the call does not wait for this decision.
+		s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": d.Call}).WithError(err).Warn("reading who decided a call")
 		return ErrNotPending
 	}
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
