@@ -238,14 +238,13 @@ func (s *Service) Check(ctx context.Context, d Decision) (*agent.Call, error) {
 	return ck.call, s.auditRefusal(ctx, d, ck.call, err)
 }
 
-// checked is a decision that every rule allows: the claim to record —
-// for an edit, its canonical arguments and their hash — the call it
-// decides, and the rule that allows it. On an error, call is the call
-// found, if any.
+// checked is a decision that every rule allows (its tool's rule is looked
+// up once and handed to each check): the claim to record — for an edit,
+// its canonical arguments and their hash — and the call it decides. On an
+// error, call is the call found, if any.
 type checked struct {
 	claim interrupt.Decision
 	call  *agent.Call
-	rule  tools.Rule
 }
 
 // check applies every rule of Decide to the stored state and returns the
@@ -286,7 +285,6 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 		r.Changed = true
 		return ck, r
 	}
-	ck.rule = rule
 	if r := s.refusal(ctx, st, c, rule, d); r != nil {
 		return ck, r
 	}
