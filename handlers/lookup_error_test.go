@@ -368,3 +368,46 @@ func (h *claimsReadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *claimsReadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// A question nobody answered in time is closed: an answer after that is
+// told so, and is not delivered.
+func TestElicitationAnsweredTooLate(t *testing.T) {
+	g := buildGate(t, false)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
+	srv := handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Mailbox: g.store})
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(web.Close)
+	root := "1700000600.000001"
+	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	el := handlers.NewElicitor(api, g.store, g.store, nil)
+	if _, err := el.Elicit(ctx, tools.Elicitation{Call: tools.CallInfo{Thread: thread, Call: "0.1", Requester: gateRequester, Channel: slacktest.ChannelID},
+		Tool: "deploy", Message: "which region?", Schema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"}}}`)}); err == nil {
+		t.Fatal("Elicit answered with nobody answering")
+	}
+	var id, ts string
+	for _, c := range g.slack.Messages(slacktest.ChannelID, root) {
+		if v, ok := c.ButtonValue(handlers.ActionElicitDecline); ok {
+			id, ts = v, c.TS
+		}
+	}
+	if id == "" {
+		t.Fatal("no question posted in the thread")
+	}
+	if c, _ := g.slack.Message(slacktest.ChannelID, ts); !strings.Contains(c.Text+string(c.Blocks), "Nobody answered in time") {
+		t.Errorf("the question after its time: %s %s; want it closed", c.Text, c.Blocks)
+	}
+	body := slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: handlers.ActionElicitDecline, Value: id, MessageTS: ts, ThreadTS: root})
+	resp, err := http.DefaultClient.Do(g.signer.Request(http.MethodPost, web.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ephemerals(g.slack, gateRequester); len(got) != 1 || !strings.Contains(got[0], "already answered or closed") {
+		t.Errorf("a late answer was told %q; want \"already answered or closed\"", got)
+	}
+}
