@@ -84,9 +84,10 @@ type Runner interface {
 	OnCall(ctx context.Context, s *State, c Call)
 	// BeforeCall is asked right before a call is sent, after the call
 	// has been saved as running; an error stops the run there, the call
-	// unsent and saved as approved again, so that a retry of the run
-	// sends it (and nobody takes it for a call whose outcome is
-	// unknown). It is the last step before the send: OnCall hears of
+	// unsent and saved as approved again (Call.Unsent counts how many
+	// times in a row), so that a retry of the run sends it (and nobody
+	// takes it for a call whose outcome is unknown); the run fails with
+	// ErrNotSent. It is the last step before the send: OnCall hears of
 	// the running call before it, so that nothing that may stall stands
 	// between BeforeCall's lease check and the send.
 	BeforeCall(ctx context.Context, s *State, c Call) error
@@ -341,6 +342,7 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		if err := a.beforeCall(ctx, s, *c); err != nil {
 			return a.unsent(ctx, s, c, before, save, err)
 		}
+		c.Unsent = 0
 		a.execute(ctx, s, c)
 		ran := *c
 		if !runnable(s.Calls) && len(s.Waiting()) == 0 {
@@ -470,12 +472,14 @@ func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.
 // call stays as the holder found it.
 func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save graph.SaveFunc, err error) error {
 	c.Status, c.Attempts = before.Status, before.Attempts
+	c.Unsent = before.Unsent + 1
+	err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	log := a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}).WithField("reason", err.Error())
 	if serr := save(ctx); serr != nil {
 		log.WithError(serr).Warn("call not sent; it could not be saved as approved again")
 		return errors.Join(err, serr)
 	}
-	log.Warn("call not sent; it is approved again, to be sent when the run is retried")
+	log.WithField("unsent", c.Unsent).Warn("call not sent; it is approved again, to be sent when the run is retried")
 	return err
 }
 

@@ -517,3 +517,44 @@ func (s *crashingStore) Load(ctx context.Context, thread string) (*graph.Checkpo
 	}
 	return s.Store.Load(ctx, thread)
 }
+
+// Only a checked claim — an edit whose hash is that of its arguments —
+// is applied without checking its arguments again. An edit that claims a
+// hash of other arguments, or none, is checked: arguments against the
+// schema are refused however they are presented, and unchecked ones are
+// canonicalised before they run.
+func TestOnlyACheckedEditIsTrusted(t *testing.T) {
+	ctx := context.Background()
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "deploy", Arguments: `{"n":1}`}} }}
+	f := newFixture(t, graph.NewMemoryStore(graph.MemoryOptions{}), model, true)
+	res, err := f.g.Start(ctx, "t", agent.NewState("t", "U1", "C1", "go"), graph.RunConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := res.State.Waiting()[0].Key
+	invalid := json.RawMessage(`{"n":"x"}`)
+	tests := []struct {
+		name string
+		d    interrupt.Decision
+	}{
+		{"no hash", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid}},
+		{"the hash of valid arguments", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid,
+			Hash: tools.ArgsHash("deploy", json.RawMessage(`{"n":2}`))}},
+		{"the hash of another tool", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid, Hash: tools.ArgsHash("other", invalid)}},
+	}
+	for _, tt := range tests {
+		if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: tt.d})); err == nil {
+			t.Errorf("Resume(invalid edit with %s) = nil, want an error", tt.name)
+		}
+	}
+	if runs := f.deploy.Runs(); len(runs) != 0 {
+		t.Fatalf("deploy ran with %v, want not at all", runs)
+	}
+	unchecked := interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: json.RawMessage(` { "n" : 42 } `)}
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: unchecked})); err != nil {
+		t.Fatalf("Resume(edit) = %v", err)
+	}
+	if runs := f.deploy.Runs(); !slices.Equal(runs, []string{`{"n":42}`}) {
+		t.Errorf("deploy ran with %v, want the canonical edited [{\"n\":42}]", runs)
+	}
+}

@@ -22,6 +22,9 @@ var (
 	// ErrStaleDecision: the decision was made on other arguments than the
 	// call has now.
 	ErrStaleDecision = errors.New("the decision is about other arguments")
+	// ErrNotSent: a run stopped before sending an approved call, which
+	// waits, approved, for the run to be retried (Call.Unsent).
+	ErrNotSent = errors.New("the call was not sent")
 )
 
 // DecidedError says a call is no longer waiting for a decision, and who
@@ -42,18 +45,22 @@ func (e *DecidedError) Error() string {
 // Decide returns a state modifier that applies decisions, keyed by call
 // key. Every decision must name a call that waits for one: otherwise the
 // modifier fails with ErrUnknownCall or a *DecidedError and nothing is
-// applied. Edited arguments must be valid for the tool.
+// applied. Edited arguments must be valid for the tool: a checked claim
+// (see CheckDecision) is taken as it is.
 func (a *Agent) Decide(decisions map[string]interrupt.Decision) graph.StateModifier[State] {
 	return func(_ context.Context, _ graph.NodePath, s *State) error {
 		if len(decisions) == 0 {
 			return ErrNothingToApply
 		}
+		checked := make(map[string]interrupt.Decision, len(decisions))
 		for key, d := range decisions {
-			if err := a.CheckDecision(s, key, d); err != nil {
+			ok, err := a.checkDecision(s, key, d)
+			if err != nil {
 				return err
 			}
+			checked[key] = ok
 		}
-		for key, d := range decisions {
+		for key, d := range checked {
 			c, _ := s.Call(key)
 			apply(c, d)
 		}
@@ -63,43 +70,64 @@ func (a *Agent) Decide(decisions map[string]interrupt.Decision) graph.StateModif
 
 // CheckDecision reports why d cannot be applied to the call with key in
 // state s, or nil if it can.
+//
+// An Edit is a checked claim when its Hash is tools.ArgsHash of the tool
+// and its Args: runner.Decide canonicalised and validated those arguments
+// once, under the tool's rule, before it claimed the decision, and the
+// hash binds them. Such an edit is trusted as it is; any other edit (no
+// hash, or one that is not its arguments') is canonicalised and checked
+// against the tool's schema here, and one whose hash is not that of its
+// canonical arguments is refused.
 func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error {
+	_, err := a.checkDecision(s, key, d)
+	return err
+}
+
+// checkDecision is CheckDecision; it returns d as apply takes it: an
+// edit's arguments canonical, with their hash.
+func (a *Agent) checkDecision(s *State, key string, d interrupt.Decision) (interrupt.Decision, error) {
 	if err := d.Validate(); err != nil {
-		return err
+		return d, err
 	}
 	c, ok := s.Call(key)
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownCall, key)
+		return d, fmt.Errorf("%w: %s", ErrUnknownCall, key)
 	}
 	if !c.Status.Waiting() {
 		e := &DecidedError{Key: key, Status: c.Status}
 		if c.Decision != nil {
 			e.By = c.Decision.By
 		}
-		return e
+		return d, e
 	}
 	switch {
 	case d.Kind == interrupt.Edit && c.Status == Pending:
+		if len(d.Args) > 0 && d.Hash != "" && d.Hash == tools.ArgsHash(c.Tool, d.Args) {
+			return d, nil // a checked claim
+		}
 		args, err := tools.Canonical(d.Args)
 		if err != nil {
-			return err
+			return d, err
 		}
 		if err := a.box.Validate(c.Tool, args); err != nil {
-			return err
+			return d, err
 		}
-		if d.Hash != "" && d.Hash != tools.ArgsHash(c.Tool, args) {
-			return fmt.Errorf("%w: the edit's hash is not that of its arguments", ErrStaleDecision)
+		hash := tools.ArgsHash(c.Tool, args)
+		if d.Hash != "" && d.Hash != hash {
+			return d, fmt.Errorf("%w: the edit's hash is not that of its arguments", ErrStaleDecision)
 		}
+		d.Args, d.Hash = args, hash
 	case d.Kind == interrupt.Approve && d.Hash != "" && d.Hash != c.RunHash():
-		return fmt.Errorf("%w: call %s has other arguments than the ones approved", ErrStaleDecision, key)
+		return d, fmt.Errorf("%w: call %s has other arguments than the ones approved", ErrStaleDecision, key)
 	case d.Kind == interrupt.Edit, d.Kind == interrupt.MarkDone && c.Status != Unknown,
 		d.Kind == interrupt.Expire && c.Status != Pending:
-		return fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
+		return d, fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
 	}
-	return nil
+	return d, nil
 }
 
-// apply records d on a waiting call, which CheckDecision has accepted.
+// apply records d on a waiting call, as checkDecision returned it (an
+// edit's arguments canonical, with their hash).
 // Respond is a rejection with the person's text as the reason. An
 // approval without a hash is bound to the arguments the call has now. An
 // edit of a call that needs several approvals replaces its arguments and
@@ -113,7 +141,7 @@ func apply(c *Call, d interrupt.Decision) {
 			c.Decision.Hash = c.RunHash()
 		}
 	case interrupt.Edit:
-		args, _ := tools.Canonical(d.Args) // checked by CheckDecision
+		args := d.Args
 		if c.Quorum() > 1 {
 			// Several people approve a call: an edit is a new proposal,
 			// which waits for their approvals again.
@@ -122,7 +150,6 @@ func apply(c *Call, d interrupt.Decision) {
 			return
 		}
 		c.Status, c.EditedArgs = Edited, args
-		c.Decision.Args, c.Decision.Hash = args, tools.ArgsHash(c.Tool, args)
 	case interrupt.Reject, interrupt.Respond:
 		c.Status, c.IsError = Rejected, true
 		if c.Attempts > 0 {

@@ -109,6 +109,11 @@ type Call struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Attempts counts the times the call was started.
 	Attempts int `json:"attempts,omitempty"`
+	// Unsent counts the times in a row the call was about to be sent
+	// and was not, because the runner's last check before the send
+	// (Runner.BeforeCall) failed: it is approved again, and the runner
+	// retries the run on its own a bounded number of times.
+	Unsent int `json:"unsent,omitempty"`
 
 	// ApprovalsRequired is how many distinct people must approve the
 	// call (its rule's approvals_required when it was made; 0 means 1).

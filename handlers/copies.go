@@ -142,7 +142,14 @@ func (r *Reporter) dmUsers(ctx context.Context, log logrus.FieldLogger, ids []st
 			log.WithField("group", id).Warn("no user-group lookup: the group's members get no direct message")
 			continue
 		}
-		members, err := r.groups.Members(ctx, id)
+		// Slack's rate limit is no answer about who is in the group:
+		// it is waited out, as for the messages themselves.
+		var members []string
+		err := r.retry(ctx, func() error {
+			var err error
+			members, err = r.groups.Members(ctx, id)
+			return err
+		})
 		if err != nil {
 			log.WithField("group", id).WithError(err).Warn("listing a user group's members")
 			continue

@@ -200,3 +200,28 @@ func TestCopiesOfACardPostedBeforeTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// A rate-limited look-up of a user group's members is waited out: its
+// members still get the card by direct message.
+func TestCopiesToAGroupWaitOutARateLimit(t *testing.T) {
+	ctx := context.Background()
+	w := newStreamWorld(t)
+	w.slack.SetGroupMembers("S0OPS", "U0CAROL")
+	w.slack.RateLimitNext("usergroups.users.list", 1, 10*time.Millisecond)
+	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(handlers.NewGroups(w.api, 0, nil))
+	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
+	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
+	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
+		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
+	report(t, r, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: &runner.Copies{DM: []string{"S0OPS"}}})
+	if n := len(w.slack.CallsTo("usergroups.users.list")); n != 2 {
+		t.Fatalf("usergroups.users.list called %d times, want the rate-limited call and its retry", n)
+	}
+	if got := w.slack.Messages(slacktest.DMChannel("U0CAROL"), ""); len(got) != 1 {
+		t.Errorf("the group's member got %d direct messages, want 1", len(got))
+	}
+}

@@ -116,7 +116,7 @@ func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.Elic
 	if err != nil {
 		// Whoever answers now is told it is too late.
 		bg := context.WithoutCancel(ctx)
-		if first, derr := e.rep.store.Dedup(bg, elicitRef(id), ttl); derr == nil && first {
+		if _, first, derr := e.rep.store.Claim(bg, rec.Thread, elicitRef(id), []byte(elicitClosed)); derr == nil && first {
 			e.settle(bg, channel, ts, rec, "⌛ Nobody answered in time; the request was cancelled.")
 		}
 		return tools.ElicitAnswer{}, err
@@ -274,19 +274,27 @@ func (s *Server) openElicitation(ctx context.Context, id, user string) (elicitRe
 	return rec, ""
 }
 
+// elicitClosed is the claim of an elicitation that nobody answered in
+// time.
+const elicitClosed = "closed"
+
 // deliverElicitation sends the first answer to the waiting call and
-// updates the message; a later answer changes nothing.
+// updates the message; a later answer changes nothing. The answer is
+// claimed (set once, in the thread) before it is delivered: a delivery
+// that fails is answered "try again", and the same answer sent again
+// finds its own claim and is delivered then — a failed delivery never
+// turns into "already answered".
 func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRecord, ans tools.ElicitAnswer, channel, ts, line string) string {
 	ttl := time.Until(rec.Deadline) + elicitTTL
-	first, err := s.store.Dedup(ctx, elicitRef(id), ttl)
+	raw, _ := json.Marshal(ans)
+	winner, first, err := s.store.Claim(ctx, rec.Thread, elicitRef(id), raw)
 	if err != nil {
 		s.log.WithError(err).Error("claiming an elicitation answer")
 		return textTryAgain
 	}
-	if !first {
+	if !first && !bytes.Equal(winner, raw) {
 		return "This request is already answered or closed."
 	}
-	raw, _ := json.Marshal(ans)
 	if err := s.opts.Mailbox.Deliver(ctx, elicitRef(id), raw, ttl); err != nil {
 		s.log.WithError(err).Error("delivering an elicitation answer")
 		return textTryAgain

@@ -153,6 +153,11 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 	var refused *runner.RefusedError
 	switch {
 	case err == nil:
+	case errors.As(err, &refused) && refused.TryAgain:
+		// Who may decide could not be checked (a look-up failed): the
+		// reply decided nothing and stays due, to be tried again.
+		log.WithField("thread", thread).WithError(err).Warn("checking a reply; it stays due and is tried again")
+		return false
 	case errors.As(err, &refused):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refusalText(refused)+
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")

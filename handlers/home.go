@@ -104,7 +104,10 @@ func (h *Home) Changed(ctx context.Context, ch *runner.InboxChange) {
 			}
 			ok, err := h.svc.WaitsFor(ctx, e, user)
 			if err != nil {
-				h.log.WithFields(logrus.Fields{"user": user, "thread": e.Thread}).WithError(err).Warn("checking whom a call waits for")
+				// Unknown is not "not concerned": publishing again
+				// costs little, a stale view shows a call as waiting.
+				h.log.WithFields(logrus.Fields{"user": user, "thread": e.Thread}).WithError(err).Warn("checking whom a call waits for; publishing the view again")
+				ok = true
 			}
 			concerned = ok
 		}
@@ -134,8 +137,13 @@ func (h *Home) Publish(ctx context.Context, user, notice string) {
 	refs := make([]string, len(calls))
 	for i, w := range calls {
 		if refs[i], err = cardRef(ctx, h.store, w.Thread, w.AgentCall); err != nil {
+			// The view is published all the same, without the calls
+			// and saying to try again: the person's last click is
+			// answered, never left without a word.
 			log.WithField("thread", w.Thread).WithError(err).Warn("finding a card's reference")
-			return
+			calls, refs, more = nil, nil, false
+			notice = strings.TrimSpace(notice + "\n" + textTryAgain)
+			break
 		}
 	}
 	recent, err := h.svc.RecentDecisions(ctx, user, homeMaxRecent)

@@ -167,8 +167,11 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	_, ts, err := s.api.PostMessageContext(ctx, rec.Channel,
 		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, slackui.MrkdwnAsSent(rec.Typed)), false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: requestMetadata, EventPayload: map[string]any{"request": id}}))
-	var limited *slack.RateLimitedError
-	if errors.As(err, &limited) {
+	if err != nil && !slackRefused(err) {
+		// Slack gave no answer about the post (rate limited, a transient
+		// error, a broken connection — the message may even be there):
+		// the request stays due, and its next attempt looks for the
+		// message before posting.
 		log.WithError(err).Warn("posting the request's root message; trying again later")
 		return false, false
 	}
@@ -180,6 +183,22 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	rec.Root = ts
 	s.recordIntake(ctx, id, *rec, log, "recording the root message")
 	return false, true
+}
+
+// slackRefused reports whether err is Slack's definite refusal of a
+// request (ok:false with an error code that will not change by asking
+// again), rather than no answer: a rate limit, a server error, a broken
+// connection.
+func slackRefused(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited", "team_added_to_org":
+		return false
+	}
+	return true
 }
 
 // findRoot looks for the root message posted for request id among the

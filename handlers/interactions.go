@@ -262,6 +262,8 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 		var refused *runner.RefusedError
 		switch {
 		case err == nil:
+		case errors.As(err, &refused) && refused.TryAgain:
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), refusalText(refused)+".") // not an answer about the person
 		case errors.As(err, &refused):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+refusalText(refused)+".")
 		case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
@@ -270,6 +272,7 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textBusy)
 		default:
 			c.log.WithError(err).Error("retrying a run")
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textTryAgain)
 		}
 	})
 	return ""

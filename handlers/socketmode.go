@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -54,6 +55,13 @@ func (s *Server) consumeSocketEvents(ctx context.Context, client *socketmode.Cli
 				continue // connection events: connecting, hello, …
 			}
 			payload, err := s.dispatchEnvelope(ctx, ev.Request)
+			if errors.Is(err, errNotTaken) {
+				// The request could not be stored (its HTTP twin is
+				// answered 503): left unacknowledged, Slack delivers it
+				// again, as it would over HTTP. An ack would drop it.
+				s.log.WithError(err).WithField("type", ev.Request.Type).Warn("socket mode request not taken; Slack delivers it again")
+				continue
+			}
 			if err != nil {
 				s.log.WithError(err).WithField("type", ev.Request.Type).Warn("socket mode request")
 			}
@@ -63,6 +71,10 @@ func (s *Server) consumeSocketEvents(ctx context.Context, client *socketmode.Cli
 		}
 	}
 }
+
+// errNotTaken: a request could not be taken now (storage unavailable)
+// and must be delivered again.
+var errNotTaken = errors.New("request not taken")
 
 // dispatchEnvelope turns a Socket Mode request into the body its HTTP
 // twin would have, runs that handler, and returns the answer's JSON.
@@ -95,6 +107,9 @@ func (s *Server) dispatchEnvelope(ctx context.Context, req *socketmode.Request) 
 	}
 	w := httptest.NewRecorder()
 	handle(w, r, body)
+	if w.Code >= 500 {
+		return nil, fmt.Errorf("%w: handler answered %d: %s", errNotTaken, w.Code, strings.TrimSpace(w.Body.String()))
+	}
 	if w.Code >= 300 {
 		return nil, fmt.Errorf("handler answered %d: %s", w.Code, strings.TrimSpace(w.Body.String()))
 	}

@@ -41,6 +41,10 @@ type socketSlack struct {
 	conns    int
 	acks     map[string]json.RawMessage
 	ackCount map[string]int
+	// ackWait is how long an envelope waits for its ack before the
+	// connection is closed (default 10s), as Slack gives up on it and
+	// delivers it again.
+	ackWait time.Duration
 }
 
 func newSocketSlack(t *testing.T, web *slacktest.Server, batches ...[]map[string]any) *socketSlack {
@@ -85,7 +89,11 @@ func (s *socketSlack) link(w http.ResponseWriter, r *http.Request) {
 		if err := conn.WriteJSON(env); err != nil {
 			return
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		wait := 10 * time.Second
+		if s.ackWait > 0 {
+			wait = s.ackWait
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(wait))
 		var ack struct {
 			EnvelopeID string          `json:"envelope_id"`
 			Payload    json.RawMessage `json:"payload"`
@@ -213,4 +221,68 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// An event that cannot be stored (the intake's keys fail, as while their
+// master fails over) is not acknowledged over Socket Mode — its HTTP twin
+// is answered 503 — so that Slack delivers it again; an ack would drop it
+// for good. The delivery that follows is stored and answered once.
+func TestSocketModeEventNotStoredIsNotAcknowledged(t *testing.T) {
+	web := slacktest.NewServer(t)
+	mention := json.RawMessage(slacktest.EventCallback("Ev7", map[string]any{"type": "app_mention", "channel": slacktest.ChannelID,
+		"user": "U0ALICE", "text": "<@" + slacktest.BotUserID + "> hello there", "ts": "1800000700.000001"}))
+	sock := newSocketSlack(t, web,
+		[]map[string]any{{"envelope_id": "env-first", "type": "events_api", "payload": mention}},
+		[]map[string]any{{"envelope_id": "env-again", "type": "events_api", "payload": mention, "retry_attempt": 1}},
+	)
+	sock.ackWait = time.Second
+
+	hook := &faultHook{match: "{intake}", spare: "not-a-key"}
+	hook.on.Store(true)
+	rdb := redistest.Client(t)
+	rdb.AddHook(hook)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := slack.New("xoxb-test", slack.OptionAPIURL(sock.URL+"/api/"), slack.OptionAppLevelToken("xapp-test"))
+	store := redisstore.New(rdb, redisstore.Options{Prefix: "socket-" + time.Now().Format("150405.000000000")})
+	model := llmtest.NewScripted().Then(llm.Message{Content: "Hello to you."})
+	reg, err := tools.NewRegistry(tools.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(model, reg, store, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{})
+	srv := handlers.New(api, svc, store, "", handlers.Options{BotUserID: slacktest.BotUserID})
+	done := make(chan error, 1)
+	go func() { done <- srv.RunSocketMode(ctx, socketmode.New(api)) }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for hook.failed.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the event's intake was never written: the test does not test anything")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	hook.on.Store(false) // the store answers again
+	for len(web.Messages(slacktest.ChannelID, "1800000700.000001")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the mention was never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, n := sock.ack("env-first"); n != 0 {
+		t.Errorf("the delivery that could not be stored was acknowledged %d times; want none, so that Slack delivers it again", n)
+	}
+	if _, n := sock.ack("env-again"); n != 1 {
+		t.Errorf("the delivery that was stored was acknowledged %d times, want once", n)
+	}
+	cancel()
+	<-done
+	_ = srv.Shutdown(context.Background())
+	if msgs := web.Messages(slacktest.ChannelID, "1800000700.000001"); len(msgs) != 1 || msgs[0].Text != "Hello to you." {
+		t.Errorf("the mention's thread has %v; want one answer", msgs)
+	}
 }

@@ -275,3 +275,75 @@ func TestAuditOfAnEditMasksCredentials(t *testing.T) {
 		t.Errorf("deploy's execution entry = %v; want the edited arguments' hash and the edit, masked", execution)
 	}
 }
+
+// A call that BeforeCall stopped (its execution could not be audited, once)
+// is sent again by the schedule, without anyone's click: it runs once, the
+// thread shows its result and never a failed run or an unknown outcome.
+func TestUnsentCallIsRetriedWithoutAClick(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, tg := newWorld(t)
+	w.schedule = true
+	var armed atomic.Bool
+	armed.Store(true)
+	w.auditor = func(s *redisstore.Store) runner.Store { return onceFailingAuditor{s, "execution", "deploy", &armed} }
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	deploy, del := waitingCall(t, svc, "th", "deploy"), waitingCall(t, svc, "th", "delete")
+	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Decide(ctx, script("th", del, "U_BOB", interrupt.Approve)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if armed.Load() {
+		t.Fatal("the deploy's execution was never audited: the test does not test anything")
+	}
+	if n := tg.Count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times while its execution could not be audited", n)
+	}
+	go svc.RunSchedule(ctx, 20*time.Millisecond)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := svc.State(ctx, "th")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status() == graph.Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is %s (%s), deploy ran %d times; want it retried on its own and done", res.Status(), res.Checkpoint.Error, tg.Count("POST /deploy"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+	finished, asked := false, 0
+	for _, k := range rep.kinds() {
+		switch k {
+		case "run_failed":
+			t.Errorf("events %v: people were shown a failed run", rep.kinds())
+		case "approval_needed deploy":
+			asked++
+		case "call_finished deploy":
+			finished = true
+		}
+	}
+	if asked != 1 {
+		t.Errorf("events %v: people were asked about the deploy %d times, want once (never for an unknown outcome)", rep.kinds(), asked)
+	}
+	if !finished {
+		t.Errorf("events %v: the deploy's result was never shown", rep.kinds())
+	}
+	if answers := rep.answers(); len(answers) == 0 {
+		t.Errorf("no answer shown after the deploy ran")
+	}
+}

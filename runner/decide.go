@@ -83,6 +83,9 @@ type RefusedError struct {
 	// Changed is set when the bot was updated and no longer offers the
 	// call's tool: Drive shows the thread what changed, with its choices.
 	Changed bool
+	// stateful: the refusal is about the call's state as it was read,
+	// which a more recent state may not share.
+	stateful bool
 }
 
 // Part is a piece of a refusal: text as it is (a front end escapes it for
@@ -164,38 +167,65 @@ type Groups interface {
 // is then claimed atomically, bound to the hash of the arguments it
 // approves, and audited.
 //
+// Every rule is checked once per decision: an edit's arguments are
+// canonicalised, validated and hashed once, and the claim carries them
+// with their hash (a checked claim, which the agent applies without
+// checking them again). A refusal is audited once, here; a check that
+// could not be made (a lookup failed: RefusedError.TryAgain) is logged,
+// never audited as an answer.
+//
 // It loads the thread once and shows nothing to anyone, so a front end
 // can call it before acknowledging a click; Drive (typically in the
-// background) applies the decision and runs on. Refusals are audited.
+// background) applies the decision and runs on.
 // Errors: ErrNotPending, *RefusedError, *InvalidArgsError,
 // *AlreadyDecidedError (someone decided first), or a storage error.
 // Several processes may call Decide on one call at once: one wins.
 func (s *Service) Decide(ctx context.Context, d Decision) error {
+	c, err := s.decide(ctx, d)
+	return s.auditRefusal(ctx, d, c, err)
+}
+
+// decide is Decide without the audit of a refusal; it returns the call
+// decided, if it was found.
+func (s *Service) decide(ctx context.Context, d Decision) (*agent.Call, error) {
 	// The state this process last saw is checked first, without a load;
 	// the claim then checks, in the same step, that it is still the
-	// thread's latest. Otherwise the stored state is checked.
+	// thread's latest. A refusal by the rules stands (they do not depend
+	// on how recent the state is); anything else is checked again
+	// against the stored state.
 	if cached, ok := s.graph.Cached(d.Thread); ok {
-		_, c, id, err := s.checkAt(ctx, d, cached, false, false)
+		ck, err := s.checkAt(ctx, d, cached, false)
 		if err == nil {
-			err = s.decideClaim(ctx, d.Thread, *c, id, cached.Checkpoint.ID)
+			err = s.decideClaim(ctx, d.Thread, *ck.call, ck.claim, cached.Checkpoint.ID)
 			if !errors.Is(err, ErrStale) {
-				return s.approvedAgain(ctx, d, c, err)
+				return ck.call, approvedAgain(err)
 			}
+		} else if final(err) {
+			return ck.call, err
 		}
 	}
-	_, c, id, err := s.check(ctx, d, false)
+	ck, err := s.check(ctx, d, false)
 	if err != nil {
-		return err
+		return ck.call, err
 	}
-	return s.approvedAgain(ctx, d, c, s.decideClaim(ctx, d.Thread, *c, id, ""))
+	return ck.call, approvedAgain(s.decideClaim(ctx, d.Thread, *ck.call, ck.claim, ""))
+}
+
+// final reports whether a check's error on the state this process last
+// saw holds whatever the stored state is: a refusal by the rules, or
+// arguments the tool does not take.
+func final(err error) bool {
+	var r *RefusedError
+	var invalid *InvalidArgsError
+	return (errors.As(err, &r) && !r.stateful) || errors.As(err, &invalid)
 }
 
 // approvedAgain turns the error of an approval its author had given
-// already into a refusal that says so (audited).
-func (s *Service) approvedAgain(ctx context.Context, d Decision, c *agent.Call, err error) error {
+// already into a refusal that says so.
+func approvedAgain(err error) error {
 	var again *alreadyApprovedError
 	if errors.As(err, &again) {
-		return s.refuse(ctx, d, c, refusedText(again.why()))
+		return refusedText(again.why())
 	}
 	return err
 }
@@ -204,55 +234,63 @@ func (s *Service) approvedAgain(ctx context.Context, d Decision, c *agent.Call, 
 // recording anything — for a front end that opens a form first — and
 // returns the call. A refusal is audited.
 func (s *Service) Check(ctx context.Context, d Decision) (*agent.Call, error) {
-	_, c, _, err := s.check(ctx, d, true)
-	return c, err
+	ck, err := s.check(ctx, d, true)
+	return ck.call, s.auditRefusal(ctx, d, ck.call, err)
 }
 
-// check applies every rule of Decide and returns the decision to claim.
-// A dry check of an Edit without arguments checks the call's own.
-func (s *Service) check(ctx context.Context, d Decision, dry bool) (*agent.State, *agent.Call, interrupt.Decision, error) {
+// checked is a decision that every rule allows (its tool's rule is looked
+// up once and handed to each check): the claim to record — for an edit,
+// its canonical arguments and their hash — and the call it decides. On an
+// error, call is the call found, if any.
+type checked struct {
+	claim interrupt.Decision
+	call  *agent.Call
+}
+
+// check applies every rule of Decide to the stored state and returns the
+// decision to claim. A dry check of an Edit without arguments checks the
+// call's own.
+func (s *Service) check(ctx context.Context, d Decision, dry bool) (checked, error) {
 	res, err := s.graph.State(ctx, d.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
-		return nil, nil, interrupt.Decision{}, ErrNotPending
+		return checked{}, ErrNotPending
 	}
 	if err != nil {
-		return nil, nil, interrupt.Decision{}, err
+		return checked{}, err
 	}
-	return s.checkAt(ctx, d, res, dry, true)
+	return s.checkAt(ctx, d, res, dry)
 }
 
-// checkAt is check against the thread at res; a refusal is audited only
-// if audit is set.
-func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[agent.State], dry, audit bool) (*agent.State, *agent.Call, interrupt.Decision, error) {
-	id := interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}
-	refuse := s.refuse
-	if !audit {
-		refuse = func(context.Context, Decision, *agent.Call, *RefusedError) error { return errors.New("refused") }
-	}
+// checkAt is check against the thread at res. It records nothing: a
+// refusal is returned, for Decide to audit.
+func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[agent.State], dry bool) (checked, error) {
+	ck := checked{claim: interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}}
 	st := &res.State
 	c, ok := st.Call(d.Call)
+	ck.call = c
 	switch {
 	case !ok:
 		// Settled and handed to the model since: the claim says who.
-		return st, nil, id, s.decidedRound(ctx, d)
+		return ck, s.decidedRound(ctx, d)
 	case c.Attempts != d.Round || !c.Status.Waiting():
 		// Whether the winner's decision is still being applied or the
 		// call has run since, the loser hears who decided that round.
-		return st, c, id, s.decidedRound(ctx, d)
+		return ck, s.decidedRound(ctx, d)
 	case d.Hash != "" && d.Hash != c.RunHash():
-		return st, c, id, ErrNotPending
+		return ck, ErrNotPending
 	}
-	if _, offered := s.agent.Rule(c.Tool); !offered {
+	rule, offered := s.agent.Rule(c.Tool)
+	if !offered {
 		r := refusedText("the bot was updated and no longer offers " + c.Tool + "; the thread says what changed")
 		r.Changed = true
-		return st, c, id, s.refuse(ctx, d, c, r)
+		return ck, r
 	}
-	if r := s.refusal(ctx, st, c, d); r != nil {
-		return st, c, id, refuse(ctx, d, c, r)
+	if r := s.refusal(ctx, st, c, rule, d); r != nil {
+		return ck, r
 	}
 	switch d.Kind {
 	case interrupt.Approve:
-		id.Hash = c.RunHash()
+		ck.claim.Hash = c.RunHash()
 	case interrupt.Edit:
 		if d.Args == nil && dry {
 			d.Args = c.RunArgs() // a form is about to open with them
@@ -262,26 +300,44 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 			err = s.agent.ValidateArgs(c.Tool, args)
 		}
 		if err != nil {
-			return st, c, id, &InvalidArgsError{Err: err}
+			return ck, &InvalidArgsError{Err: err}
 		}
-		id.Args, id.Hash = args, tools.ArgsHash(c.Tool, args)
-		if c.Quorum() > 1 && id.Hash == c.RunHash() && !dry {
+		ck.claim.Args, ck.claim.Hash = args, tools.ArgsHash(c.Tool, args)
+		if c.Quorum() > 1 && ck.claim.Hash == c.RunHash() && !dry {
 			// An "edit" that changes nothing, of a call that needs
 			// several approvals, approves the arguments as they are.
-			id.Kind, id.Args = interrupt.Approve, nil
+			ck.claim.Kind, ck.claim.Args = interrupt.Approve, nil
 		}
 	}
-	if err := s.agent.CheckDecision(st, c.Key, id); err != nil {
-		return st, c, id, refuse(ctx, d, c, refusedText(fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status)))
+	// The claim is checked: the agent trusts its arguments by their hash.
+	if err := s.agent.CheckDecision(st, c.Key, ck.claim); err != nil {
+		r := refusedText(fmt.Sprintf("%s does not apply to a call that is %s", d.Kind, c.Status))
+		r.stateful = true
+		return ck, r
 	}
-	return st, c, id, nil
+	return ck, nil
 }
 
-// refuse audits a refused decision and returns the refusal.
-func (s *Service) refuse(ctx context.Context, d Decision, c *agent.Call, r *RefusedError) error {
-	s.audit(ctx, d.Thread, *c, map[string]string{"decision": "refused", "attempted": d.Kind.String(), "by": d.By, "reason": r.Why})
-	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": c.Key, "by": d.By, "attempted": d.Kind.String()}).Info("decision refused")
-	return r
+// auditRefusal audits a refusal that err may be, once, and returns err.
+// A refusal whose rule could not be checked is not an answer about the
+// person: it is logged, not audited.
+func (s *Service) auditRefusal(ctx context.Context, d Decision, c *agent.Call, err error) error {
+	var r *RefusedError
+	if !errors.As(err, &r) {
+		return err
+	}
+	call := agent.Call{Key: d.Call}
+	if c != nil {
+		call = *c
+	}
+	log := s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": call.Key, "by": d.By, "attempted": d.Kind.String()})
+	if r.TryAgain {
+		log.Warn("a decision could not be checked; the person is asked to try again")
+		return err
+	}
+	s.audit(ctx, d.Thread, call, map[string]string{"decision": "refused", "attempted": d.Kind.String(), "by": d.By, "reason": r.Why})
+	log.Info("decision refused")
+	return err
 }
 
 // decidedRound returns an *AlreadyDecidedError naming the decision
@@ -321,13 +377,17 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 	}
 	first, err := decodeClaim(raw)
 	if err != nil {
+		// A claim that cannot be read still says the round was
+		// decided: the call does not wait for this decision.
+		s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": d.Call}).WithError(err).Warn("reading who decided a call")
 		return ErrNotPending
 	}
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
 }
 
-// refusal says why d.By may not make decision d on c, or nil if they may.
-func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d Decision) *RefusedError {
+// refusal says why d.By may not make decision d on c, whose tool's rule
+// is rule, or nil if they may.
+func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, rule tools.Rule, d Decision) *RefusedError {
 	if st.Team != "" && d.Team != st.Team {
 		if d.FromInbox {
 			return refusedText("this call belongs to another workspace")
@@ -337,8 +397,8 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	// A decision from an inbox comes from outside any channel; who may
 	// make it is checked below (memberRefusal).
 	if !d.FromInbox {
-		if why := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); why != "" {
-			return refusedText(why)
+		if r := s.channelRefusal(ctx, st, c, d.Thread, d.Channel); r != nil {
+			return r
 		}
 	}
 	if d.By == "" || strings.ContainsAny(d.By, "\t\n\r") {
@@ -349,15 +409,13 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	default:
 		return refusedText(fmt.Sprintf("a person cannot %s a call", d.Kind))
 	}
-	if rule, ok := s.agent.Rule(c.Tool); ok {
-		if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
-			return refusedText(why)
-		}
+	if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
+		return refusedText(why)
 	}
 	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
 		return nil // withdrawing one's own request is always allowed
 	}
-	if r := s.mayDecide(ctx, d.Thread, st, c, d.By); r != nil {
+	if r := s.mayDecide(ctx, d.Thread, st, c, rule, d.By); r != nil {
 		return r
 	}
 	// A decision made outside the call's channel — from an inbox, or on
@@ -365,7 +423,7 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 	// as one made on the card: when anyone in the channel may decide, only
 	// a member of the channel may.
 	if d.FromInbox || d.Channel != st.Channel {
-		return s.memberRefusal(ctx, st, c, d.By)
+		return s.memberRefusal(ctx, st, c, rule, d.By)
 	}
 	return nil
 }
@@ -374,8 +432,8 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, d
 // (an inbox, a copy of its card) when its rule lets anyone in the channel
 // decide; or nil. A failed membership check is a "try again", never an
 // answer.
-func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, by string) *RefusedError {
-	if rule, ok := s.agent.Rule(c.Tool); !ok || len(rule.Approvers) > 0 {
+func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.Call, rule tools.Rule, by string) *RefusedError {
+	if len(rule.Approvers) > 0 {
 		return nil
 	}
 	where := Part{Text: "its channel"}
@@ -400,11 +458,7 @@ func (s *Service) memberRefusal(ctx context.Context, st *agent.State, c *agent.C
 
 // mayDecide says why by may not decide c, a call of thread, under its
 // tool's rule (and its escalation, once escalated), or nil.
-func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, by string) *RefusedError {
-	rule, ok := s.agent.Rule(c.Tool)
-	if !ok {
-		return refusedText("the tool " + c.Tool + " is no longer offered")
-	}
+func (s *Service) mayDecide(ctx context.Context, thread string, st *agent.State, c *agent.Call, rule tools.Rule, by string) *RefusedError {
 	ok, denial, err := rule.MayApprove(by, c.AskedBy(st), s.inGroup(ctx))
 	if err == nil && !ok && len(rule.EscalateTo) > 0 && len(rule.Approvers) > 0 {
 		// Once the call was escalated, the people it was escalated to
@@ -546,24 +600,39 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
 	d := interrupt.Decision{Kind: interrupt.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
 	st := &res.State
-	rejected, why := 0, (*RefusedError)(nil)
+	// Who may reject what is settled first: a check that could not be
+	// made leaves the reply undecided (it is tried again), never taken
+	// for "may not decide", and nothing is claimed meanwhile.
+	var mine []agent.Call
+	var why *RefusedError
 	for _, c := range st.Waiting() {
 		if c.Status != agent.Pending {
 			why = refusedText("a call whose outcome is unknown is settled with its buttons")
 			continue
 		}
 		if m.By != c.AskedBy(st) {
-			if rule, ok := s.agent.Rule(c.Tool); ok {
-				if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
-					why = refusedText(w)
-					continue
-				}
+			rule, ok := s.agent.Rule(c.Tool)
+			if !ok {
+				why = refusedText("the tool " + c.Tool + " is no longer offered")
+				continue
 			}
-			if w := s.mayDecide(ctx, m.Thread, st, &c, m.By); w != nil {
+			if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
+				why = refusedText(w)
+				continue
+			}
+			if w := s.mayDecide(ctx, m.Thread, st, &c, rule, m.By); w != nil {
+				if w.TryAgain {
+					s.log.WithFields(logrus.Fields{"thread": m.Thread, "call": c.Key, "by": m.By}).Warn("a reply could not be checked; it is tried again")
+					return fmt.Errorf("reply to %s: %w", m.Thread, w)
+				}
 				why = w
 				continue
 			}
 		}
+		mine = append(mine, c)
+	}
+	rejected := 0
+	for _, c := range mine {
 		err := s.claim(ctx, m.Thread, c, d, "")
 		var lost *AlreadyDecidedError
 		if errors.As(err, &lost) {
@@ -621,6 +690,9 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 		return refusedText("this card belongs to another channel")
 	}
 	if r := s.mayRetry(ctx, m.Thread, st, m.By); r != nil {
+		if r.TryAgain {
+			return r // not an answer about the person: nothing to audit
+		}
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": "retry_run", "by": m.By, "reason": r.Why})
 		return r
 	}
@@ -654,11 +726,12 @@ func (s *Service) mayRetry(ctx context.Context, thread string, st *agent.State, 
 	}
 	gated := 0
 	for i := range calls {
-		if rule, ok := s.agent.Rule(calls[i].Tool); !ok || !rule.NeedsApproval() {
+		rule, ok := s.agent.Rule(calls[i].Tool)
+		if !ok || !rule.NeedsApproval() {
 			continue
 		}
 		gated++
-		r := s.mayDecide(ctx, thread, st, &calls[i], by)
+		r := s.mayDecide(ctx, thread, st, &calls[i], rule, by)
 		if r == nil {
 			return nil
 		}

@@ -54,6 +54,10 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	case graph.Paused:
 		log.WithField("waiting", len(res.State.Waiting())).Info("run paused for approval")
 	case graph.Failed:
+		if n, auto := s.retriesUnsent(res); auto {
+			log.WithError(err).WithField("unsent", n).Warn("run stopped before sending a call; it is retried")
+			break
+		}
 		log.WithError(err).Error("run failed")
 	case graph.Done:
 		log.Info("run finished")
@@ -140,6 +144,9 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			}
 		}
 	case graph.Failed:
+		if _, auto := s.retriesUnsent(res); auto {
+			break // nothing was sent, and the schedule retries it
+		}
 		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
 	}
 	return ok

@@ -58,6 +58,9 @@ func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(
 		} else {
 			why = s.mayChange(ctx, m.Thread, st, m.By)
 		}
+		if why != nil && why.TryAgain {
+			return why // not an answer about the person: nothing to audit
+		}
 		if why != nil {
 			s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": "refused", "attempted": how, "by": m.By, "reason": why.Why})
 			return why

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -114,6 +115,34 @@ type world struct {
 	beforeCall  func(ctx context.Context, c agent.Call)
 	leases      func(*redisstore.Store) runner.Store
 	checkpoints func(graph.Store) graph.Store
+	// deployChecks, if set, counts the checks of deploy's arguments
+	// beyond its schema (tools.Checker), and keeps the arguments checked.
+	deployChecks *checkCounter
+}
+
+// checkCounter counts a tool's checks of arguments (tools.Checker).
+type checkCounter struct {
+	mu   sync.Mutex
+	args []string
+}
+
+func (c *checkCounter) seen() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.args...)
+}
+
+// checkedTool is a tool whose arguments' checks are counted.
+type checkedTool struct {
+	tools.Tool
+	n *checkCounter
+}
+
+func (c checkedTool) Check(args json.RawMessage) error {
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	c.n.args = append(c.n.args, string(args))
+	return nil
 }
 
 // countingStore counts loads.
@@ -164,7 +193,11 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 		t.Fatal(err)
 	}
 	http := tools.NewHTTPRequest(tools.HTTPOptions{})
-	reg, err := tools.NewRegistry(policy, named{http, "lookup"}, named{http, "deploy"}, named{http, "delete"})
+	var deploy tools.Tool = named{http, "deploy"}
+	if w.deployChecks != nil {
+		deploy = checkedTool{deploy, w.deployChecks}
+	}
+	reg, err := tools.NewRegistry(policy, named{http, "lookup"}, deploy, named{http, "delete"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,10 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 		if user != "" {
 			ok, err := s.WaitsFor(ctx, e, user)
 			if err != nil {
+				// Not knowing is not "it does not wait for them": the
+				// list would be wrong without saying so.
 				s.log.WithFields(logrus.Fields{"thread": e.Thread, "call": e.Call, "user": user}).WithError(err).Warn("checking whom a call waits for")
+				return nil, fmt.Errorf("waiting calls of %s: %w", user, err)
 			}
 			if !ok {
 				continue

@@ -79,24 +79,25 @@ func (s *Service) claimSet(ctx context.Context, thread, key string) (bool, error
 }
 
 // channelRefusal says why a decision from channel may not decide c, or
-// "" if channel is the thread's or holds a copy of c's card.
-func (s *Service) channelRefusal(ctx context.Context, st *agent.State, c *agent.Call, thread, channel string) string {
+// nil if channel is the thread's or holds a copy of c's card. A failed
+// look-up of the copies is a "try again", never an answer.
+func (s *Service) channelRefusal(ctx context.Context, st *agent.State, c *agent.Call, thread, channel string) *RefusedError {
 	const elsewhere = "this card belongs to another channel"
 	if channel == st.Channel {
-		return ""
+		return nil
 	}
 	if channel == "" {
-		return elsewhere
+		return refusedText(elsewhere)
 	}
 	copied, err := s.claimSet(ctx, thread, CopyKey(c.Key, c.Attempts, channel))
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("checking the card's copies")
-		return "I couldn't check where this card was posted; please try again"
+		return tryAgain("I couldn't check where this card was posted; please try again")
 	}
 	if !copied {
-		return elsewhere
+		return refusedText(elsewhere)
 	}
-	return ""
+	return nil
 }
 
 // awaited are the people to remind of c: the rule's approvers, and those

@@ -419,6 +419,23 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
+	case graph.Failed:
+		if n, auto := s.retriesUnsent(res); auto {
+			// The run stopped before sending a call (see retriesUnsent):
+			// send it now.
+			run := s.begin(thread, "retry").WithField("unsent", n)
+			out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, nil)
+			if errors.Is(err, graph.ErrConflict) {
+				run.Info("another process resumed the thread first")
+				ss.res = nil
+				return true, nil // look again
+			}
+			s.after(ctx, run, ss, out, err)
+			return true, nil
+		}
+		s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+		ss.inbox = res
+		return false, nil
 	default:
 		// Nothing to run: make sure people have seen what the thread
 		// holds (a process may have died before showing it).

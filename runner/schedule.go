@@ -155,8 +155,42 @@ func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waitin
 		}
 	case graph.Running:
 		at = s.opts.Now().Add(2 * s.opts.LeaseTTL)
+	case graph.Failed:
+		if n, ok := s.retriesUnsent(res); ok {
+			at = s.opts.Now().Add(unsentBackoff(n))
+		}
 	}
 	return at, waiting
+}
+
+// A run that stopped before sending an approved call — the last check
+// before the send (BeforeCall: the lease, the execution's audit entry)
+// failed — has sent nothing: the call waits, approved, and the run is
+// retried by the schedule, without anyone's click, after a backoff that
+// doubles each time, up to maxUnsentRetries times in a row. Meanwhile
+// the thread shows no failure; after the last retry it shows the run's
+// error with its Retry button, as for any failed run.
+const maxUnsentRetries = 5
+
+// unsentBackoff is how long after its n-th unsent attempt in a row a
+// run is retried.
+func unsentBackoff(n int) time.Duration {
+	return min(time.Second<<min(n-1, 6), time.Minute)
+}
+
+// retriesUnsent reports how many times in a row the failed run at res
+// stopped before sending an approved call, and whether the schedule
+// retries it on its own.
+func (s *Service) retriesUnsent(res *graph.Result[agent.State]) (int, bool) {
+	if res == nil || res.Status() != graph.Failed {
+		return 0, false
+	}
+	for _, c := range res.State.Calls {
+		if (c.Status == agent.Approved || c.Status == agent.Edited) && c.Unsent > 0 {
+			return c.Unsent, s.opts.Schedule && c.Unsent <= maxUnsentRetries
+		}
+	}
+	return 0, false
 }
 
 // audit records a decision.
