@@ -345,8 +345,9 @@ func TestHomeTabDuringAStorageErrorSaysTryAgain(t *testing.T) {
 	}
 }
 
-// claimsReadHook fails, while on, every read of a whole thread's claims
-// (HGETALL of its claims hash), as a card's reference is read.
+// claimsReadHook fails, while on, every read of a thread's claims hash
+// (HGETALL of the whole hash, or HMGET of some of its fields), as a card's
+// reference is read.
 type claimsReadHook struct {
 	on     atomic.Bool
 	failed atomic.Int64
@@ -356,7 +357,7 @@ func (h *claimsReadHook) DialHook(next redis.DialHook) redis.DialHook { return n
 
 func (h *claimsReadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); h.on.Load() && len(args) == 2 && cmd.Name() == "hgetall" && strings.HasSuffix(fmt.Sprint(args[1]), "claims") {
+		if args := cmd.Args(); h.on.Load() && len(args) >= 2 && (cmd.Name() == "hgetall" || cmd.Name() == "hmget") && strings.HasSuffix(fmt.Sprint(args[1]), "claims") {
 			h.failed.Add(1)
 			cmd.SetErr(errClusterDown)
 			return errClusterDown
