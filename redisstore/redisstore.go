@@ -36,6 +36,9 @@
 //	                        thread's wake-up (records.go). Its hash tag is the
 //	                        schedule's name, which puts both in one Cluster slot
 //	cs:waiting      hash    thread → how many of its calls wait for a person
+//	{cs:waiting}:by:<thread>
+//	                string  the number of the lease acquisition that last wrote the
+//	                        thread's waiting count (waiting.go); in the count's slot
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
 //	                        older than Options.AuditRetention are trimmed as entries
