@@ -102,7 +102,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		if _, _, err = r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts)); err != nil {
+		if err := r.recordCard(ctx, e.Thread, cardKey(c.Key, c.Attempts), ts); err != nil {
 			return err
 		}
 		if e.Copies != nil {
@@ -226,6 +226,33 @@ func (r *Reporter) retry(ctx context.Context, fn func() error) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
+		}
+	}
+}
+
+// recordCardFor is how long recordCard keeps trying: longer than a
+// Redis Cluster takes to promote a dead master's replica.
+const recordCardFor = 30 * time.Second
+
+// recordCard records the ts of a card just posted under key, trying
+// again while the store does not answer (a failover of the thread's
+// master): a card whose ts is lost is never redrawn, and keeps its
+// buttons after its call is decided and run. The record is set once, so
+// a try whose answer was lost and the one after it agree.
+func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) error {
+	deadline := time.Now().Add(recordCardFor)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		_, _, err := r.store.Claim(ctx, thread, key, []byte(ts))
+		if err == nil || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		if r.log != nil {
+			r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
 		}
 	}
 }

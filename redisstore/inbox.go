@@ -141,8 +141,8 @@ func (s *Store) closeWithInbox(ctx context.Context, keys []string, args []any, u
 	if err == nil && wait != nil {
 		if n, werr := wait.Result(); werr != nil {
 			err = werr
-		} else if n < int64(s.replicas) {
-			err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait)
+		} else {
+			err = s.replicated(ctx, s.rdb, n)
 		}
 	}
 	if err != nil {

@@ -145,6 +145,16 @@ type Options struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas.
 	ReplicaTimeout time.Duration
+	// ReplicasConnected makes Replicas a most: a write whose master has
+	// fewer replicas connected than Replicas when the wait falls short
+	// needs only as many acknowledgements as it has, none when it has
+	// none. A failover that promoted a master's only replica leaves the
+	// slot's new master without one until another joins; without this,
+	// every save and claim in that slot fails meanwhile. What it gives
+	// up: a write made while a replica is cut off from its master (not
+	// connected) is not waited for, and a failover to that replica loses
+	// it.
+	ReplicasConnected bool
 	// AuditRetention is how long audit entries are kept: older ones are
 	// trimmed as entries are appended. Default DefaultAuditRetention
 	// (90 days).
@@ -166,6 +176,8 @@ type Store struct {
 	now          func() time.Time
 	replicas     int
 	replicaWait  time.Duration
+	// replicasConnected: Options.ReplicasConnected (replicas.go).
+	replicasConnected bool
 
 	// The audit chain (audit.go): auditMu orders this process's
 	// appends of their own; chain is the head it last saw.
@@ -202,25 +214,26 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		opts.Now = time.Now
 	}
 	return &Store{
-		rdb:             rdb,
-		prefix:          escape(opts.Prefix),
-		historyLimit:    opts.HistoryLimit,
-		ttl:             opts.TTL,
-		now:             opts.Now,
-		replicas:        opts.Replicas,
-		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
-		auditRetention:  cmp.Or(opts.AuditRetention, DefaultAuditRetention),
-		saveScript:      redis.NewScript(saveLua),
-		loadScript:      redis.NewScript(loadLua),
-		loadTailScript:  redis.NewScript(loadTailLua),
-		journalScript:   redis.NewScript(journalLua),
-		claimScript:     redis.NewScript(claimLua),
-		acceptScript:    redis.NewScript(acceptLua),
-		dueIntakeScript: redis.NewScript(dueIntakeLua),
-		renewScript:     redis.NewScript(renewLeaseLua),
-		releaseScript:   redis.NewScript(releaseLeaseLua),
-		acquireScript:   redis.NewScript(acquireLua),
-		scheduleScript:  redis.NewScript(scheduleLua),
+		rdb:               rdb,
+		prefix:            escape(opts.Prefix),
+		historyLimit:      opts.HistoryLimit,
+		ttl:               opts.TTL,
+		now:               opts.Now,
+		replicas:          opts.Replicas,
+		replicaWait:       cmp.Or(opts.ReplicaTimeout, 2*time.Second),
+		replicasConnected: opts.ReplicasConnected,
+		auditRetention:    cmp.Or(opts.AuditRetention, DefaultAuditRetention),
+		saveScript:        redis.NewScript(saveLua),
+		loadScript:        redis.NewScript(loadLua),
+		loadTailScript:    redis.NewScript(loadTailLua),
+		journalScript:     redis.NewScript(journalLua),
+		claimScript:       redis.NewScript(claimLua),
+		acceptScript:      redis.NewScript(acceptLua),
+		dueIntakeScript:   redis.NewScript(dueIntakeLua),
+		renewScript:       redis.NewScript(renewLeaseLua),
+		releaseScript:     redis.NewScript(releaseLeaseLua),
+		acquireScript:     redis.NewScript(acquireLua),
+		scheduleScript:    redis.NewScript(scheduleLua),
 
 		openScript:          redis.NewScript(openLua),
 		closeScript:         redis.NewScript(closeLua),
@@ -580,8 +593,11 @@ func (s *Store) evalAndWait(ctx context.Context, node redis.Cmdable, src string,
 	if err != nil && res.Err() == nil && wait.Err() != nil {
 		res.SetErr(wait.Err())
 	}
-	if n, _ := wait.Int64(); res.Err() == nil && n < int64(s.replicas) {
-		res.SetErr(fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait))
+	if res.Err() == nil && wait.Err() == nil {
+		n, _ := wait.Int64()
+		if err := s.replicated(ctx, node, n); err != nil {
+			res.SetErr(err)
+		}
 	}
 	return res
 }
