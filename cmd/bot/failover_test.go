@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -156,34 +157,49 @@ func (h *harness) eventWithRetries(eventID string, ev map[string]any) {
 // once.
 func TestFailoverDuringAClose(t *testing.T) {
 	for _, kind := range failoverKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			h, cluster := newClusterHarness(t)
-			other := h.replica()
-			h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
-			// The card is the last thing the run posts before it saves
-			// the pause and closes: hold it, fail over, let it go.
-			cardPosted, release := h.slack.HoldNext("chat.postMessage", 1) // the root, then the card
-			defer release()
-			h.command("deploy", nil, nil)
-			root := h.root(1)
-			h.within(30*time.Second, func() bool {
-				select {
-				case <-cardPosted:
-					return true
-				default:
-					return false
-				}
-			}, "the card to be posted")
-			done := cluster.StartFailover(t, threadKey(root), kind.kill)
-			release()
-			done()
-			since := time.Now()
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAClose(t, kind.kill, nil) })
+	}
+}
 
-			card := h.cards(root, 1)[0]
-			h.approveOnceItTakes(other, card, false)
-			h.recovered(root, "Deployed.", since)
-			h.settled(root, "Deployed.")
-		})
+// observer, if not nil, is called as a failover scenario's test ends,
+// failed or not, with its harness and the conversation's root message,
+// before the bot is stopped.
+type observer func(h *harness, root slacktest.Call)
+
+func failoverDuringAClose(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	other := h.replica()
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	// The card is the last thing the run posts before it saves the
+	// pause and closes: hold it, fail over, let it go.
+	cardPosted, release := h.slack.HoldNext("chat.postMessage", 1) // the root, then the card
+	defer release()
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	h.observeWith(observe, root)
+	h.within(30*time.Second, func() bool {
+		select {
+		case <-cardPosted:
+			return true
+		default:
+			return false
+		}
+	}, "the card to be posted")
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	release()
+	done()
+	since := time.Now()
+
+	card := h.cards(root, 1)[0]
+	h.approveOnceItTakes(other, card, false)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}
+
+// observeWith has observe called as the test ends (see observer).
+func (h *harness) observeWith(observe observer, root slacktest.Call) {
+	if observe != nil {
+		h.t.Cleanup(func() { observe(h, root) })
 	}
 }
 
@@ -192,35 +208,45 @@ func TestFailoverDuringAClose(t *testing.T) {
 // again while it is not), and carried on exactly once.
 func TestFailoverDuringAReplysIntake(t *testing.T) {
 	for i, kind := range failoverKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			h, cluster := newClusterHarness(t)
-			h.replica()
-			h.model.Then(llmtest.Reply("The capital of France is Paris."), llmtest.Reply("About 2.1 million people."))
-			h.command("what is the capital of France?", nil, nil)
-			root := h.root(1)
-			h.reply(root, "Paris")
-			h.waitStatusOnCluster(root, "done")
-
-			const question = "how many people live there?"
-			done := cluster.StartFailover(t, threadKey(root), kind.kill)
-			h.eventWithRetries("Ev0FAILOVER"+strconv.Itoa(i), map[string]any{"type": "message", "channel": root.Channel,
-				"user": requester, "text": question, "ts": "1800000000.00000" + strconv.Itoa(i+1), "thread_ts": root.TS})
-			done()
-			since := time.Now()
-
-			h.recovered(root, "About 2.1 million people.", since)
-			h.settled(root, "About 2.1 million people.")
-			asked := 0
-			for _, r := range h.model.Requests() {
-				if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && last.Text() == question {
-					asked++
-				}
-			}
-			if asked != 1 {
-				t.Errorf("the model was asked %q %d times, want once", question, asked)
-			}
-		})
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAReplysIntake(t, kind.kill, i, nil) })
 	}
+}
+
+// theQuestion is the reply failoverDuringAReplysIntake sends.
+const theQuestion = "how many people live there?"
+
+func failoverDuringAReplysIntake(t *testing.T, kill bool, i int, observe observer) {
+	h, cluster := newClusterHarness(t)
+	h.replica()
+	h.model.Then(llmtest.Reply("The capital of France is Paris."), llmtest.Reply("About 2.1 million people."))
+	h.command("what is the capital of France?", nil, nil)
+	root := h.root(1)
+	h.observeWith(observe, root)
+	h.reply(root, "Paris")
+	h.waitStatusOnCluster(root, "done")
+
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	h.eventWithRetries("Ev0FAILOVER"+strconv.Itoa(i), map[string]any{"type": "message", "channel": root.Channel,
+		"user": requester, "text": theQuestion, "ts": "1800000000." + fmt.Sprintf("%06d", i+1), "thread_ts": root.TS})
+	done()
+	since := time.Now()
+
+	h.recovered(root, "About 2.1 million people.", since)
+	h.settled(root, "About 2.1 million people.")
+	if n := h.asked(theQuestion); n != 1 {
+		t.Errorf("the model was asked %q %d times, want once", theQuestion, n)
+	}
+}
+
+// asked counts the model's requests that end with the person's text.
+func (h *harness) asked(text string) int {
+	n := 0
+	for _, r := range h.model.Requests() {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && last.Text() == text {
+			n++
+		}
+	}
+	return n
 }
 
 // (c) An Approve click arrives while the thread's master fails over.
@@ -228,23 +254,26 @@ func TestFailoverDuringAReplysIntake(t *testing.T) {
 // once the cluster has its new master: the call runs once.
 func TestFailoverDuringAClaim(t *testing.T) {
 	for _, kind := range failoverKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			h, cluster := newClusterHarness(t)
-			other := h.replica()
-			root, card := h.deployFlow("Deployed.")
-			h.waitStatusOnCluster(root, "paused")
-
-			done := cluster.StartFailover(t, threadKey(root), kind.kill)
-			resp := h.clickOn(other, card, "approve", approver)
-			resp.Body.Close()
-			done()
-			since := time.Now()
-
-			h.approveOnceItTakes(other, card, true)
-			h.recovered(root, "Deployed.", since)
-			h.settled(root, "Deployed.")
-		})
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAClaim(t, kind.kill, nil) })
 	}
+}
+
+func failoverDuringAClaim(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	other := h.replica()
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	resp := h.clickOn(other, card, "approve", approver)
+	resp.Body.Close()
+	done()
+	since := time.Now()
+
+	h.approveOnceItTakes(other, card, true)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
 }
 
 // approveOnceItTakes makes sure the card is approved, as a person
