@@ -237,14 +237,18 @@ const recordCardFor = 30 * time.Second
 // recordCard records the ts of a card just posted under key, trying
 // again while the store does not answer (a failover of the thread's
 // master): a card whose ts is lost is never redrawn, and keeps its
-// buttons after its call is decided and run. The record is set once, so
-// a try whose answer was lost and the one after it agree.
+// buttons after its call is decided and run. It keeps trying when the
+// run that posted the card stops (its lease lapsed during the failover):
+// the card is in the thread either way, and where it is must be known to
+// whoever decides it. The record is set once, so a try whose answer was
+// lost and the one after it agree.
 func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) error {
-	deadline := time.Now().Add(recordCardFor)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCardFor)
+	defer cancel()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		_, _, err := r.store.Claim(ctx, thread, key, []byte(ts))
-		if err == nil || time.Now().Add(backoff).After(deadline) {
-			return err
+		if err == nil {
+			return nil
 		}
 		if r.log != nil {
 			r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")

@@ -335,6 +335,11 @@ func (h *harness) settled(root slacktest.Call, answer string) {
 	if strings.Contains(answer, "Deployed") && h.target.Count("POST /deploy") != 1 {
 		h.t.Errorf("deploy ran %d times, want once", h.target.Count("POST /deploy"))
 	}
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.Contains(h.card(c), `"action_id":"approve"`) {
+			h.t.Errorf("a card still offers Approve after its call was decided: %s", h.card(c))
+		}
+	}
 	h.noStorageErrors(root)
 }
 
