@@ -141,7 +141,11 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 	if err != nil {
 		return nil, err
 	}
-	store := redisstore.New(rdb, redisstore.Options{Prefix: opts.Prefix, Replicas: replicas, AuditRetention: retention})
+	// Chosen by the bot, the number of replicas to wait for follows
+	// what each master has: after a failover promoted a master's only
+	// replica, its slots are not refused until another joins.
+	store := redisstore.New(rdb, redisstore.Options{Prefix: opts.Prefix, Replicas: replicas,
+		ReplicasConnected: getenv("REDIS_WAIT_REPLICAS") == "", AuditRetention: retention})
 	var toolNames []string
 	for _, t := range box.FixedTools() { // MCP servers' tools come and go
 		toolNames = append(toolNames, t.Name())

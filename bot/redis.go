@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -83,6 +85,7 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 			for _, h := range hooks {
 				node.AddHook(h)
 			}
+			node.AddHook(followFailovers{cc})
 		})
 		rdb = cc
 	} else {
@@ -226,5 +229,41 @@ func warnOpenRedis(ctx context.Context, getenv func(string) string, policy *tool
 	if rdb.Ping(ctx).Err() == nil {
 		log.WithField("mcp_servers", strings.Join(stdio, ",")).Warn("Redis accepts connections without a password, and the policy starts stdio MCP servers: " +
 			"a process on this host could write claims and decisions into Redis directly. Require a password (requirepass, or an ACL user) and put it in REDIS_URL.")
+	}
+}
+
+// followFailovers makes a cluster client read the slot map again as soon
+// as a node cannot be reached. When a master dies its replica takes its
+// slots over, but go-redis keeps sending their commands to the dead node
+// — "connection refused", and the bot answers "try again" — until it
+// reloads the map on its own, a minute later: a failover would cost that
+// minute instead of the seconds of the election. The reload runs in the
+// background, at most one at a time (go-redis spaces them 200 ms apart).
+type followFailovers struct{ cc *redis.ClusterClient }
+
+func (f followFailovers) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f followFailovers) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f.unreachable(ctx, err)
+		return err
+	}
+}
+
+func (f followFailovers) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		f.unreachable(ctx, err)
+		return err
+	}
+}
+
+// unreachable reloads the slot map if err says a node could not be
+// dialled.
+func (f followFailovers) unreachable(ctx context.Context, err error) {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		f.cc.ReloadState(ctx)
 	}
 }

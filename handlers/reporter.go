@@ -106,7 +106,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		card, _, err := r.store.Claim(ctx, e.Thread, cardKey(c.Key, c.Attempts), []byte(ts))
+		card, err := r.recordCard(ctx, e.Thread, cardKey(c.Key, c.Attempts), ts)
 		if err != nil {
 			return err
 		}
@@ -241,6 +241,37 @@ func (r *Reporter) retry(ctx context.Context, fn func() error) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
+		}
+	}
+}
+
+// recordCardFor is how long recordCard keeps trying: longer than a
+// Redis Cluster takes to promote a dead master's replica.
+const recordCardFor = 30 * time.Second
+
+// recordCard records the ts of a card just posted under key, trying
+// again while the store does not answer (a failover of the thread's
+// master): a card whose ts is lost is never redrawn, and keeps its
+// buttons after its call is decided and run. It keeps trying when the
+// run that posted the card stops (its lease lapsed during the failover):
+// the card is in the thread either way, and where it is must be known to
+// whoever decides it. The record is set once, so a try whose answer was
+// lost and the one after it agree.
+func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCardFor)
+	defer cancel()
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		card, _, err := r.store.Claim(ctx, thread, key, []byte(ts))
+		if err == nil {
+			return card, nil
+		}
+		if r.log != nil {
+			r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
 		}
 	}
 }

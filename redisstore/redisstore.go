@@ -36,6 +36,9 @@
 //	                        thread's wake-up (records.go). Its hash tag is the
 //	                        schedule's name, which puts both in one Cluster slot
 //	cs:waiting      hash    thread → how many of its calls wait for a person
+//	{cs:waiting}:by:<thread>
+//	                string  the number of the lease acquisition that last wrote the
+//	                        thread's waiting count (waiting.go); in the count's slot
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
 //	                        older than Options.AuditRetention are trimmed as entries
@@ -142,6 +145,16 @@ type Options struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas.
 	ReplicaTimeout time.Duration
+	// ReplicasConnected makes Replicas a most: a write whose master has
+	// fewer replicas connected than Replicas when the wait falls short
+	// needs only as many acknowledgements as it has, none when it has
+	// none. A failover that promoted a master's only replica leaves the
+	// slot's new master without one until another joins; without this,
+	// every save and claim in that slot fails meanwhile. What it gives
+	// up: a write made while a replica is cut off from its master (not
+	// connected) is not waited for, and a failover to that replica loses
+	// it.
+	ReplicasConnected bool
 	// AuditRetention is how long audit entries are kept: older ones are
 	// trimmed as entries are appended. Default DefaultAuditRetention
 	// (90 days).
@@ -163,6 +176,8 @@ type Store struct {
 	now          func() time.Time
 	replicas     int
 	replicaWait  time.Duration
+	// replicasConnected: Options.ReplicasConnected (replicas.go).
+	replicasConnected bool
 
 	// The audit chain (audit.go): auditMu orders this process's
 	// appends of their own; chain is the head it last saw.
@@ -224,6 +239,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		claimDecisionScript: redis.NewScript(claimDecisionLua),
 		auditScript:         redis.NewScript(auditLua),
 		inboxScript:         redis.NewScript(updateInboxLua),
+
+		replicasConnected: opts.ReplicasConnected,
 	}
 }
 
@@ -577,8 +594,11 @@ func (s *Store) evalAndWait(ctx context.Context, node redis.Cmdable, src string,
 	if err != nil && res.Err() == nil && wait.Err() != nil {
 		res.SetErr(wait.Err())
 	}
-	if n, _ := wait.Int64(); res.Err() == nil && n < int64(s.replicas) {
-		res.SetErr(fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaWait))
+	if res.Err() == nil && wait.Err() == nil {
+		n, _ := wait.Int64()
+		if err := s.replicated(ctx, node, n); err != nil {
+			res.SetErr(err)
+		}
 	}
 	return res
 }

@@ -20,9 +20,9 @@ import (
 // slot, so on Redis Cluster the script does the thread's part and they
 // are written by separate commands, in the order that keeps the same
 // guarantees (a decision's wake-up is written before its claim), and
-// guarded where order alone cannot be had: the wake-up is written on
-// behalf of the lease's acquisition, and a later acquisition's wins
-// (setWakeup). A claim that takes the lease then writes its wake-up a
+// guarded where order alone cannot be had: the wake-up and the waiting
+// count are written on behalf of the lease's acquisition, and a later
+// acquisition's wins (setWakeup, setWaitingFor). A claim that takes the lease then writes its wake-up a
 // second time, as that acquisition's: one more round trip.
 
 var _ runner.Sessions = (*Store)(nil)
@@ -86,11 +86,11 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 // thread may have been taken and scheduled since, and the wake-up this
 // session set when it began is still there to have the thread looked at
 // again. On a single server the check and the writes are one script. On
-// a cluster the schedule is in another slot and is written after the
-// lease is released, so another process may take the thread and set its
-// own wake-up before this write arrives: the write is made on behalf of
-// this acquisition's number, which loses to that of any later one
-// (setWakeup).
+// a cluster the schedule and the waiting count are in other slots and
+// are written after the lease is released, so another process may take
+// the thread and set its own before these writes arrive: each is made on
+// behalf of this acquisition's number, which loses to that of any later
+// one (setWaitingFor, setWakeup).
 func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
 	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
 	if err != nil {
@@ -152,7 +152,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 		}
 	}
 	if seq, held := reply[2].(string); cluster && c.Schedule && held {
-		if err := s.SetWaiting(ctx, c.Thread, c.Waiting); err != nil {
+		if _, err := s.setWaitingFor(ctx, c.Thread, seq, c.Waiting); err != nil {
 			return nil, err
 		}
 		if _, err := s.setWakeup(ctx, c.Thread, seq, c.Wake, false); err != nil {

@@ -154,45 +154,90 @@ func parseClusterNodes(out string) []clusterNode {
 // every node agrees. It returns the address of the slot's new master.
 func (c *ReplicatedCluster) Failover(tb testing.TB, key string) string {
 	tb.Helper()
+	return c.StartFailover(tb, key, false)()
+}
+
+// StartFailover begins to fail the master of key's slot over to its
+// replica and returns as soon as it has: by CLUSTER FAILOVER on the
+// replica, or, with kill, by killing (SIGKILL) the master once the
+// replica has caught up with it — the killed node stays down. It is for
+// tests that fail a master over while the code under test works: done
+// waits until every node left maps the slot to its new master (and, after
+// a kill, reports the cluster ok), and returns that master's address.
+// Call done from the test's goroutine.
+func (c *ReplicatedCluster) StartFailover(tb testing.TB, key string, kill bool) (done func() string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	tb.Cleanup(cancel)
 	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
+	master, replica := c.masterAndReplica(ctx, tb, slot)
+	alive := c.nodes
+	if kill {
+		if err := waitCaughtUp(ctx, master, replica); err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		alive = nil
+		for _, s := range c.nodes {
+			if s.Addr() == master {
+				s.Kill()
+			} else {
+				alive = append(alive, s)
+			}
+		}
+		c.nodes = alive
+	} else {
+		r := redis.NewClient(&redis.Options{Addr: replica})
+		err := r.Do(ctx, "CLUSTER", "FAILOVER").Err()
+		r.Close()
+		if err != nil {
+			tb.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica, err)
+		}
+	}
+	return func() string {
+		tb.Helper()
+		defer cancel()
+		for _, s := range alive {
+			if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
+				tb.Fatalf("redistest: %v", err)
+			}
+			if !kill {
+				continue
+			}
+			if err := waitClusterOK(ctx, s.Addr()); err != nil {
+				tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
+			}
+		}
+		return replica
+	}
+}
+
+// masterAndReplica returns the addresses of the master that owns slot
+// and of its replica.
+func (c *ReplicatedCluster) masterAndReplica(ctx context.Context, tb testing.TB, slot int) (master, replica string) {
+	tb.Helper()
 	node := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr()})
-	defer node.Close()
 	out, err := node.ClusterNodes(ctx).Result()
+	node.Close()
 	if err != nil {
 		tb.Fatalf("redistest: CLUSTER NODES: %v", err)
 	}
 	nodes := parseClusterNodes(out)
-	var master clusterNode
+	master = ownerOf(nodes, slot)
+	var masterID string
 	for _, n := range nodes {
-		for _, r := range n.slots {
-			if n.isMaster && slot >= r[0] && slot <= r[1] {
-				master = n
-			}
+		if n.addr == master {
+			masterID = n.id
 		}
 	}
-	var replica string
 	for _, n := range nodes {
-		if master.id != "" && n.master == master.id {
+		if masterID != "" && n.master == masterID {
 			replica = n.addr
 		}
 	}
 	if replica == "" {
 		tb.Fatalf("redistest: no replica of the master of slot %d in:\n%s", slot, out)
 	}
-	r := redis.NewClient(&redis.Options{Addr: replica})
-	defer r.Close()
-	if err := r.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-		tb.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica, err)
-	}
-	// Done when every node maps the slot to the new master.
-	for _, s := range c.nodes {
-		if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
-			tb.Fatalf("redistest: %v", err)
-		}
-	}
-	return replica
+	return master, replica
 }
 
 // waitOwner waits until the node at addr maps slot to the master at
@@ -251,51 +296,17 @@ func waitClusterOK(ctx context.Context, addr string) error {
 // the address of the slot's new master. The killed node stays down.
 func (c *ReplicatedCluster) KillMaster(tb testing.TB, key string) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
-	node := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr()})
-	out, err := node.ClusterNodes(ctx).Result()
-	node.Close()
-	if err != nil {
-		tb.Fatalf("redistest: CLUSTER NODES: %v", err)
-	}
-	nodes := parseClusterNodes(out)
-	master := ownerOf(nodes, slot)
-	var masterID, replica string
-	for _, n := range nodes {
-		if n.addr == master {
-			masterID = n.id
-		}
-	}
-	for _, n := range nodes {
-		if masterID != "" && n.master == masterID {
-			replica = n.addr
-		}
-	}
-	if replica == "" {
-		tb.Fatalf("redistest: no replica of the master of slot %d in:\n%s", slot, out)
-	}
-	if err := waitCaughtUp(ctx, master, replica); err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	var alive []*Server
+	return c.StartFailover(tb, key, true)()
+}
+
+// Addrs returns the addresses of the nodes still up, for a client of
+// the cluster's own (a cluster URL's seeds).
+func (c *ReplicatedCluster) Addrs() []string {
+	addrs := make([]string, 0, len(c.nodes))
 	for _, s := range c.nodes {
-		if s.Addr() == master {
-			s.Kill()
-		} else {
-			alive = append(alive, s)
-		}
+		addrs = append(addrs, s.Addr())
 	}
-	for _, s := range alive {
-		if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
-			tb.Fatalf("redistest: %v", err)
-		}
-		if err := waitClusterOK(ctx, s.Addr()); err != nil {
-			tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
-		}
-	}
-	return replica
+	return addrs
 }
 
 // waitCaughtUp waits until the replica at replica has processed the

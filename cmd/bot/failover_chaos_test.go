@@ -1,0 +1,102 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/slacksim/slacktest"
+)
+
+var failoverRuns = flag.Int("failover.n", 0, "how many conversations TestFailoverChaos runs, each with a failover of its thread's master (0: it does not run)")
+
+// TestFailoverChaos is the fault-injection driver of the failover tests,
+// off the default path (it takes about half a minute a conversation):
+//
+//	bash .ci/with-redis go test ./cmd/bot/ -run TestFailoverChaos -failover.n=12 -v
+//
+// Each conversation starts a Redis Cluster of three masters with a
+// replica each and two bot processes, and fails the master of its
+// thread over at one moment — a close, a reply's intake, a claim — by
+// CLUSTER FAILOVER or by killing it, in turn. At the end it prints how
+// many conversations had a call run or an answer posted twice
+// (duplicate), an acknowledged reply or an approved call never carried
+// on (lost), or did not finish (stuck).
+func TestFailoverChaos(t *testing.T) {
+	if *failoverRuns <= 0 {
+		t.Skip("the failover driver runs with -failover.n=N")
+	}
+	type tally struct{ runs, failed, duplicate, lost, stuck int }
+	var mu sync.Mutex
+	byMoment := map[string]*tally{}
+	moments := []string{"close", "intake", "claim"}
+	for i := range *failoverRuns {
+		moment, kill := moments[i%3], (i/3)%2 == 1
+		how := "CLUSTER FAILOVER"
+		if kill {
+			how = "kill"
+		}
+		name := fmt.Sprintf("%02d %s/%s", i, moment, how)
+		mu.Lock()
+		if byMoment[moment+"/"+how] == nil {
+			byMoment[moment+"/"+how] = &tally{}
+		}
+		tl := byMoment[moment+"/"+how]
+		tl.runs++
+		mu.Unlock()
+		observe := func(h *harness, root slacktest.Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			answer, calls := "Deployed.", h.target.Count("POST /deploy")
+			if moment == "intake" {
+				answer, calls = "About 2.1 million people.", h.asked(theQuestion)
+			}
+			answers := h.answers(root, answer)
+			switch {
+			case calls > 1 || answers > 1:
+				tl.duplicate++
+			case calls == 0:
+				tl.lost++
+			case answers == 0:
+				tl.stuck++
+			}
+		}
+		ok := t.Run(name, func(t *testing.T) {
+			switch moment {
+			case "close":
+				failoverDuringAClose(t, kill, observe)
+			case "intake":
+				failoverDuringAReplysIntake(t, kill, i, observe)
+			case "claim":
+				failoverDuringAClaim(t, kill, observe)
+			}
+		})
+		if !ok {
+			mu.Lock()
+			tl.failed++
+			mu.Unlock()
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-24s %5s %7s %9s %5s %6s\n", "moment/failover", "runs", "failed", "duplicate", "lost", "stuck")
+	var sum tally
+	for _, m := range moments {
+		for _, how := range []string{"CLUSTER FAILOVER", "kill"} {
+			tl := byMoment[m+"/"+how]
+			if tl == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "%-24s %5d %7d %9d %5d %6d\n", m+"/"+how, tl.runs, tl.failed, tl.duplicate, tl.lost, tl.stuck)
+			sum.runs += tl.runs
+			sum.failed += tl.failed
+			sum.duplicate += tl.duplicate
+			sum.lost += tl.lost
+			sum.stuck += tl.stuck
+		}
+	}
+	fmt.Fprintf(&b, "%-24s %5d %7d %9d %5d %6d\n", "all", sum.runs, sum.failed, sum.duplicate, sum.lost, sum.stuck)
+	t.Logf("failovers, one per conversation:\n%s", b.String())
+	fmt.Print(b.String())
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/redisstore/redistest"
+	"github.com/countersign/countersign/slacksim/slacktest"
+)
+
+// The tests below run two bot processes on a Redis Cluster of three
+// masters with a replica each, and fail the master of a conversation's
+// slot over — by CLUSTER FAILOVER, as an operator does, and by killing
+// it — at the moments where a failover used to cost a conversation: while
+// a run ends its step and lets the thread go, while a thread reply is
+// taken in, and while an Approve click is claimed. Each waits for the
+// moment by what the bot does (a Slack call held, a state reached), never
+// for time, and checks what the people in the thread see.
+
+// leasePeriod is the runner's lease (runner.Options.LeaseTTL's default):
+// a conversation must recover from a failover within two of them.
+const leasePeriod = 10 * time.Second
+
+// failoverKinds are the two ways a master goes away.
+var failoverKinds = []struct {
+	name string
+	kill bool
+}{{"CLUSTER FAILOVER", false}, {"master killed", true}}
+
+// newClusterHarness is newHarness on a Redis Cluster with replicas, as
+// an operator configures it: REDIS_CLUSTER=true and a cluster URL
+// naming every node as a seed.
+func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
+	t.Helper()
+	cluster := redistest.ClusterWithReplicas(t)
+	h := &harness{
+		t:      t,
+		slack:  slacktest.NewServer(t),
+		model:  llmtest.NewOpenAIServer(t),
+		target: newTarget(t),
+		signer: slacktest.NewSigner(signingSecret),
+		addr:   freeAddr(t),
+		logs:   &syncBuffer{},
+	}
+	addrs := cluster.Addrs()
+	h.env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"SLACK_BOT_TOKEN=" + botToken,
+		"SLACK_SIGNING_SECRET=" + signingSecret,
+		"SLACK_API_URL=" + h.slack.URL(),
+		"REDIS_URL=redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr="),
+		"REDIS_CLUSTER=true",
+		"LLM_PROVIDER=openai",
+		"OPENAI_API_KEY=test-key",
+		"OPENAI_BASE_URL=" + h.model.URL(),
+		"BOT_ADDR=" + h.addr,
+		"LOG_FORMAT=json",
+		"LOG_LEVEL=debug",
+	}
+	t.Cleanup(func() {
+		h.stop()
+		if t.Failed() {
+			t.Logf("bot logs:\n%s", h.logs.String())
+		}
+	})
+	h.start()
+	return h, cluster
+}
+
+// threadKey is a Redis key in root's thread's slot.
+func threadKey(root slacktest.Call) string {
+	return "cs:{" + handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS) + "}:head"
+}
+
+// within waits, up to d, until cond holds.
+func (h *harness) within(d time.Duration, cond func() bool, format string, args ...any) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out after %v waiting for "+format, append([]any{d}, args...)...)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recovered waits, with a deadline generous for a busy machine, until
+// the thread shows want, and fails the test if that took more than two
+// lease periods from since (the end of the failover).
+func (h *harness) recovered(root slacktest.Call, want string, since time.Time) {
+	h.t.Helper()
+	h.within(6*leasePeriod, func() bool { return h.answers(root, want) > 0 }, "%q in the thread", want)
+	if took := time.Since(since); took > 2*leasePeriod {
+		h.t.Errorf("the conversation recovered %v after the failover; want within two lease periods (%v)", took.Round(time.Millisecond), 2*leasePeriod)
+	}
+}
+
+// answers counts the thread's messages whose text is want.
+func (h *harness) answers(root slacktest.Call, want string) int {
+	n := 0
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.TrimSpace(c.Text) == want {
+			n++
+		}
+	}
+	return n
+}
+
+// noStorageErrors fails the test if a message of root's thread, as it
+// reads now, shows a storage error or asks to try again.
+func (h *harness) noStorageErrors(root slacktest.Call) {
+	h.t.Helper()
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		text := strings.ToLower(h.card(c))
+		for _, bad := range []string{"moved", "clusterdown", "try again", "tryagain", "connection refused"} {
+			if strings.Contains(text, bad) {
+				h.t.Errorf("after recovery the thread still shows %q: %s", bad, h.card(c))
+			}
+		}
+	}
+}
+
+// eventWithRetries sends an Events API event as Slack does: again, with
+// X-Slack-Retry-Num, while the bot answers with an error, at most three
+// times more.
+func (h *harness) eventWithRetries(eventID string, ev map[string]any) {
+	h.t.Helper()
+	body := slacktest.EventCallback(eventID, ev)
+	for retry := 0; retry <= 3; retry++ {
+		var header http.Header
+		if retry > 0 {
+			header = http.Header{"X-Slack-Retry-Num": {strconv.Itoa(retry)}, "X-Slack-Retry-Reason": {"http_error"}}
+		}
+		resp := h.send("/slack/events", "application/json", body, header)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		h.t.Logf("the event was answered %d; Slack sends it again", resp.StatusCode)
+		time.Sleep(time.Second) // Slack's own pace, not a wait for a state
+	}
+	h.t.Fatalf("the bot never acknowledged event %s", eventID)
+}
+
+// (a) The run that posts the approval card then saves the pause and
+// lets the thread go; the thread's master fails over as it does. The
+// card is decided once the cluster has its new master, and the call runs
+// once.
+func TestFailoverDuringAClose(t *testing.T) {
+	for _, kind := range failoverKinds {
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAClose(t, kind.kill, nil) })
+	}
+}
+
+// observer, if not nil, is called as a failover scenario's test ends,
+// failed or not, with its harness and the conversation's root message,
+// before the bot is stopped.
+type observer func(h *harness, root slacktest.Call)
+
+func failoverDuringAClose(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	other := h.replica()
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	// The card is the last thing the run posts before it saves the
+	// pause and closes: hold it, fail over, let it go.
+	cardPosted, release := h.slack.HoldNext("chat.postMessage", 1) // the root, then the card
+	defer release()
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	h.observeWith(observe, root)
+	h.within(30*time.Second, func() bool {
+		select {
+		case <-cardPosted:
+			return true
+		default:
+			return false
+		}
+	}, "the card to be posted")
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	release()
+	done()
+	since := time.Now()
+
+	card := h.cards(root, 1)[0]
+	h.approveOnceItTakes(other, card, false)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}
+
+// observeWith has observe called as the test ends (see observer).
+func (h *harness) observeWith(observe observer, root slacktest.Call) {
+	if observe != nil {
+		h.t.Cleanup(func() { observe(h, root) })
+	}
+}
+
+// (b) A reply in the thread of a finished conversation arrives while
+// the thread's master fails over: it is acknowledged (Slack sends it
+// again while it is not), and carried on exactly once.
+func TestFailoverDuringAReplysIntake(t *testing.T) {
+	for i, kind := range failoverKinds {
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAReplysIntake(t, kind.kill, i, nil) })
+	}
+}
+
+// theQuestion is the reply failoverDuringAReplysIntake sends.
+const theQuestion = "how many people live there?"
+
+func failoverDuringAReplysIntake(t *testing.T, kill bool, i int, observe observer) {
+	h, cluster := newClusterHarness(t)
+	h.replica()
+	h.model.Then(llmtest.Reply("The capital of France is Paris."), llmtest.Reply("About 2.1 million people."))
+	h.command("what is the capital of France?", nil, nil)
+	root := h.root(1)
+	h.observeWith(observe, root)
+	h.reply(root, "Paris")
+	h.waitStatusOnCluster(root, "done")
+
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	h.eventWithRetries("Ev0FAILOVER"+strconv.Itoa(i), map[string]any{"type": "message", "channel": root.Channel,
+		"user": requester, "text": theQuestion, "ts": "1800000000." + fmt.Sprintf("%06d", i+1), "thread_ts": root.TS})
+	done()
+	since := time.Now()
+
+	h.recovered(root, "About 2.1 million people.", since)
+	h.settled(root, "About 2.1 million people.")
+	if n := h.asked(theQuestion); n != 1 {
+		t.Errorf("the model was asked %q %d times, want once", theQuestion, n)
+	}
+}
+
+// asked counts the model's requests that end with the person's text.
+func (h *harness) asked(text string) int {
+	n := 0
+	for _, r := range h.model.Requests() {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && last.Text() == text {
+			n++
+		}
+	}
+	return n
+}
+
+// (c) An Approve click arrives while the thread's master fails over.
+// The click either takes, or the person is told to try again and does,
+// once the cluster has its new master: the call runs once.
+func TestFailoverDuringAClaim(t *testing.T) {
+	for _, kind := range failoverKinds {
+		t.Run(kind.name, func(t *testing.T) { failoverDuringAClaim(t, kind.kill, nil) })
+	}
+}
+
+func failoverDuringAClaim(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	other := h.replica()
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	done := cluster.StartFailover(t, threadKey(root), kill)
+	resp := h.clickOn(other, card, "approve", approver)
+	resp.Body.Close()
+	done()
+	since := time.Now()
+
+	h.approveOnceItTakes(other, card, true)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}
+
+// approveOnceItTakes makes sure the card is approved, as a person
+// would: they click Approve (on the replica at addr) unless they already
+// have, and again each time the card does not show the decision and they
+// were told to try again.
+func (h *harness) approveOnceItTakes(addr string, card slacktest.Call, clicked bool) {
+	h.t.Helper()
+	told := 0
+	if !clicked {
+		resp := h.clickOn(addr, card, "approve", approver)
+		resp.Body.Close()
+	}
+	for attempt := 0; ; attempt++ {
+		var again bool
+		h.within(2*leasePeriod, func() bool {
+			again = len(h.tryAgains()) > told
+			return again || strings.Contains(h.card(card), "by <@"+approver+">")
+		}, "the card to show the approval")
+		if !again {
+			return
+		}
+		if attempt == 3 {
+			h.t.Fatalf("the approver was told to try again %d times", attempt+1)
+		}
+		told = len(h.tryAgains())
+		h.t.Logf("the approver was told to try again; they click again")
+		resp := h.clickOn(addr, card, "approve", approver)
+		resp.Body.Close()
+	}
+}
+
+// tryAgains returns the "try again" messages the approver got.
+func (h *harness) tryAgains() []slacktest.Call {
+	var out []slacktest.Call
+	for _, c := range h.slack.CallsTo("chat.postEphemeral") {
+		if c.User == approver && strings.Contains(strings.ToLower(c.Text), "try again") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// settled checks, once the thread shows answer, what the people in it
+// see: the answer once, each approved call run once, no storage error
+// left in the thread, and the conversation done.
+func (h *harness) settled(root slacktest.Call, answer string) {
+	h.t.Helper()
+	h.waitStatusOnCluster(root, "done")
+	if n := len(h.roots()); n != 1 {
+		h.t.Errorf("%d root messages, want one", n)
+	}
+	if n := h.answers(root, answer); n != 1 {
+		h.t.Errorf("%q was posted %d times, want once", answer, n)
+	}
+	if n := h.target.Count("POST /deploy"); n > 1 {
+		h.t.Errorf("deploy ran %d times, want at most once", n)
+	}
+	if strings.Contains(answer, "Deployed") && h.target.Count("POST /deploy") != 1 {
+		h.t.Errorf("deploy ran %d times, want once", h.target.Count("POST /deploy"))
+	}
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.Contains(h.card(c), `"action_id":"approve"`) {
+			h.t.Errorf("a card still offers Approve after its call was decided: %s", h.card(c))
+		}
+	}
+	h.noStorageErrors(root)
+}
+
+// waitStatusOnCluster is waitStatus reading only the standard output of
+// `bot checkpoints list --json`: on a cluster with replicas the command
+// says on its standard error, as the bot does, that writes wait for them.
+func (h *harness) waitStatusOnCluster(root slacktest.Call, status string) {
+	h.t.Helper()
+	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	h.eventually(func() bool {
+		cmd := exec.Command(botBinary, "checkpoints", "list", "--thread", thread, "--json")
+		cmd.Env = h.env
+		out, err := cmd.Output()
+		var hist []struct {
+			Status string `json:"status"`
+		}
+		if err != nil || json.Unmarshal(out, &hist) != nil || len(hist) == 0 {
+			return false
+		}
+		return hist[0].Status == status
+	}, "thread %s to be %s", thread, status)
+}
