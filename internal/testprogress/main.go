@@ -45,4 +45,3 @@ func main() {
 		os.Exit(1)
 	}
 }
-
