@@ -11,8 +11,10 @@
 //	bot version            the build's version
 //
 // Configuration comes from the environment (docs/configuration.md).
-// With nothing configured the bot uses an embedded Redis, whose data is
-// lost on exit, and an offline demo model.
+// With nothing configured the bot keeps its threads in a redis-server it
+// starts with its data in the user's state directory (with redis-server on
+// PATH; otherwise an embedded Redis, whose data is lost on exit), and uses
+// an offline demo model.
 package main
 
 import (
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/termtext"
 )
 
@@ -208,8 +211,10 @@ examples:
 `,
 	"chat": `
 Talks to the agent in the terminal, asking approve / edit / reject at a
-prompt. With REDIS_URL a paused thread survives quitting (q at a prompt)
-and resumes with --thread; the embedded Redis keeps nothing across runs.
+prompt. A paused thread survives quitting (q at a prompt) and resumes
+with --thread, in the Redis of REDIS_URL or, with REDIS_URL unset and
+redis-server on PATH, the local one in ~/.local/state/countersign; the
+embedded Redis (no redis-server) keeps nothing across runs.
 
 examples:
   bot chat
@@ -293,7 +298,7 @@ func runCheckpoints(ctx context.Context, args []string, e env) error {
 // needRedis refuses to run an operator command on the embedded Redis,
 // which starts empty and would only say that nothing is there.
 func needRedis(e env, name string) error {
-	if e.getenv("REDIS_URL") == "" {
+	if e.getenv("REDIS_URL") == "" && bot.LocalRedisDir(e.getenv) == "" {
 		return fmt.Errorf("%s reads the bot's Redis, and REDIS_URL is not set (the embedded Redis starts empty). "+
 			"Point it at the Redis the bot uses, e.g. REDIS_URL=redis://localhost:6379/0 bot %s", name, name)
 	}
