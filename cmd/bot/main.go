@@ -37,11 +37,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	var told *toldError
+	if errors.As(err, &told) {
+		os.Exit(1) // the command said why
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bot:", termtext.Text(err.Error())) // errors quote stored text
 		os.Exit(1)
 	}
 }
+
+// toldError is a failure a command has already described in its output
+// (bot audit verify's BROKEN: line): the bot exits 1 and prints no more.
+type toldError struct{ err error }
+
+func (e *toldError) Error() string { return e.err.Error() }
+func (e *toldError) Unwrap() error { return e.err }
 
 // command is one subcommand: what it does, in a line, and how to run it.
 type command struct {
@@ -259,13 +270,19 @@ examples:
 // parse parses a subcommand's args. Help that is asked for goes to
 // stdout, and the command then ends without error (flag.ErrHelp).
 func parse(fs *flag.FlagSet, args []string, e env) error {
+	// The flag package prints a bad flag's error and the whole usage;
+	// the error is returned instead, once, with where to find the usage.
+	fs.SetOutput(io.Discard)
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
 			fs.SetOutput(e.stdout)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%s: %w (bot %s --help lists the flags)", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected argument %q (bot %s --help lists the flags)", fs.Name(), fs.Arg(0), fs.Name())
