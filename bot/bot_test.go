@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
 )
@@ -62,12 +63,20 @@ func (c *cards) seen() ([]agent.Call, []string) {
 	return append([]agent.Call(nil), c.waiting...), append([]string(nil), c.answers...)
 }
 
-// newBot wires a bot on REDIS_URL, under a prefix of its own, with the
-// planner model and the counting deploy tool.
+// newBot wires a bot on REDIS_URL (or, without it, the test Redis of
+// redistest), under a prefix of its own, with the planner model and the
+// counting deploy tool.
 func newBot(t *testing.T, rep runner.Reporter, calls *atomic.Int64) *bot.Bot {
 	t.Helper()
+	getenv := os.Getenv
 	if os.Getenv("REDIS_URL") == "" {
-		t.Skip("REDIS_URL is not set")
+		url := "redis://" + redistest.Options(t).Addr + "/0"
+		getenv = func(k string) string {
+			if k == "REDIS_URL" {
+				return url
+			}
+			return os.Getenv(k)
+		}
 	}
 	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
 	if err != nil {
@@ -78,7 +87,7 @@ func newBot(t *testing.T, rep runner.Reporter, calls *atomic.Int64) *bot.Bot {
 	}}
 	log := logrus.New()
 	log.Out = io.Discard
-	b, err := bot.New(context.Background(), os.Getenv, log, func(*redisstore.Store) runner.Reporter { return rep },
+	b, err := bot.New(context.Background(), getenv, log, func(*redisstore.Store) runner.Reporter { return rep },
 		bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{calls}}, Prefix: "bot-test-" + randomHex()})
 	if err != nil {
 		t.Fatalf("bot.New: %v", err)

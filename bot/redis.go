@@ -28,12 +28,26 @@ import (
 var redisPoolSize = 24 * runtime.GOMAXPROCS(0)
 
 // ConnectRedis connects to REDIS_URL (a cluster if REDIS_CLUSTER=true) or,
-// when it is unset, starts an embedded Redis. It returns the client, a
+// when it is unset, starts a local redis-server that keeps its data in the
+// state directory (see localredis.go, LocalRedisDir) or, without
+// redis-server on PATH, an embedded in-process Redis that keeps nothing. It returns the client, a
 // description for the start-up line, and a function that closes both.
 // hooks are added to the client before its first command (on a cluster,
 // to every node's client), so that they see every command the bot sends.
 func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
 	raw := getenv("REDIS_URL")
+	if dir := LocalRedisDir(getenv); dir != "" {
+		l, err := startLocalRedis(ctx, dir)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("local redis-server in %s (set REDIS_URL to use another Redis): %w", dir, err)
+		}
+		rdb := redis.NewClient(l.options())
+		for _, h := range hooks {
+			rdb.AddHook(h)
+		}
+		logLocalRedis(log, l)
+		return rdb, "local redis-server (data in " + dir + "; delete it to start afresh)", func() { _ = rdb.Close(); l.close() }, nil
+	}
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
 		password := embeddedRedisPassword()
@@ -60,8 +74,8 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		for _, h := range hooks {
 			rdb.AddHook(h)
 		}
-		log.Warn("REDIS_URL is not set: using an embedded in-process Redis; all threads are lost when the bot exits. " +
-			"Set REDIS_URL=redis://host:6379/0 to keep them.")
+		log.Warn("REDIS_URL is not set and " + noLocalRedis(getenv) + ": using an embedded in-process Redis; all threads are lost when the bot exits. " +
+			"With redis-server on PATH they are kept in " + stateDirOrDefault(getenv) + "; or set REDIS_URL=redis://host:6379/0.")
 		closeAll := func() { _ = rdb.Close(); close(stop); m.Close() }
 		return rdb, "embedded (in-process, data lost on exit)", closeAll, nil
 	}
@@ -180,6 +194,26 @@ type redisLogger struct{ log logrus.FieldLogger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.WithField("component", "redis").Warnf(format, v...)
+}
+
+// noLocalRedis says why the no-configuration default keeps nothing.
+func noLocalRedis(getenv func(string) string) string {
+	switch {
+	case !canLock:
+		return "this platform cannot lock a state directory"
+	case StateDir(getenv) == "":
+		return "neither XDG_STATE_HOME nor HOME is set"
+	}
+	return "there is no redis-server on PATH"
+}
+
+// stateDirOrDefault names the state directory for a message, even when
+// there is none.
+func stateDirOrDefault(getenv func(string) string) string {
+	if d := StateDir(getenv); d != "" {
+		return d
+	}
+	return "~/.local/state/countersign"
 }
 
 // embeddedRedisPassword is a password for the embedded Redis, new at

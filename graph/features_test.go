@@ -79,6 +79,7 @@ func mafWorkflow(t *testing.T, store graph.Store, log *execLog, gated ...string)
 // driving the fork runs exactly the executions that followed that
 // checkpoint in the direct run.
 func TestMAFWorkflowBarrierAndForkAtEveryCheckpoint(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		gated []string
@@ -150,6 +151,7 @@ func TestMAFWorkflowBarrierAndForkAtEveryCheckpoint(t *testing.T) {
 // TestJoinArrivalsAreInTheCheckpoint: paused after baz, the checkpoint
 // says baz has arrived at the barrier and quux waits for qux.
 func TestJoinArrivalsAreInTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log execLog
 	g := mafWorkflow(t, newStore(), &log)
@@ -168,6 +170,7 @@ func TestJoinArrivalsAreInTheCheckpoint(t *testing.T) {
 // TestStepNodesRunConcurrently: two nodes of one step each wait until the
 // other has started; run one after the other, neither would finish.
 func TestStepNodesRunConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	started := map[string]chan struct{}{"x": make(chan struct{}), "y": make(chan struct{})}
 	other := map[string]string{"x": "y", "y": "x"}
@@ -199,6 +202,7 @@ func TestStepNodesRunConcurrently(t *testing.T) {
 // TestMergeIsDeterministic: whichever node finishes first, the merged
 // state lists the nodes' changes in the order the step scheduled them.
 func TestMergeIsDeterministic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, first := range []string{"x", "y"} {
 		t.Run(first+" finishes first", func(t *testing.T) {
@@ -233,6 +237,7 @@ func TestMergeIsDeterministic(t *testing.T) {
 // TestMergeConflictNamesTheField: two nodes set one field differently and
 // it has no reducer: the step fails, naming the field and the nodes.
 func TestMergeConflictNamesTheField(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	set := func(n int) graph.NodeFunc[state] {
 		return func(_ context.Context, s *state, _ graph.SaveFunc) error { s.Tries = n; return nil }
@@ -266,6 +271,7 @@ func TestMergeConflictNamesTheField(t *testing.T) {
 // distinct IDs; answering p runs p only, and the run pauses again on q
 // under the same ID; answering q finishes the step.
 func TestSeveralInterruptsAnsweredOneAtATime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	gate := func(name string) graph.NodeFunc[state] {
@@ -338,6 +344,7 @@ func TestSeveralInterruptsAnsweredOneAtATime(t *testing.T) {
 // TestFailingBranchKeepsTheOthersWork: good finishes, bad fails; the
 // failed checkpoint keeps good's work, and resuming runs bad only.
 func TestFailingBranchKeepsTheOthersWork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	bad := func(_ context.Context, s *state, _ graph.SaveFunc) error {
@@ -379,6 +386,7 @@ func TestFailingBranchKeepsTheOthersWork(t *testing.T) {
 // but their changes conflict; resuming merges again (nothing re-runs) and
 // fails again, rather than pausing on nothing.
 func TestResumingAMergeConflictFailsAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	set := func(name string, n int) graph.NodeFunc[state] {

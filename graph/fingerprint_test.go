@@ -52,6 +52,7 @@ func (d deployment) compile(t *testing.T, store graph.Store, c *counter) *graph.
 }
 
 func TestFingerprintRulesAcrossADeploy(t *testing.T) {
+	t.Parallel()
 	v1 := deployment{parts: map[string]string{"tool:x": "schema-1"}}
 	tests := []struct {
 		name    string
@@ -117,6 +118,7 @@ func TestFingerprintRulesAcrossADeploy(t *testing.T) {
 }
 
 func TestStopEndsARefusedThread(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newStore()
 	var c counter
@@ -137,6 +139,7 @@ func TestStopEndsARefusedThread(t *testing.T) {
 }
 
 func TestCheckpointsWithoutFingerprintResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newStore()
 	var c counter

@@ -87,6 +87,7 @@ func linear(t *testing.T, c *counter, store graph.Store, opts graph.Options) *gr
 }
 
 func TestLinearRunCheckpointsEveryStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	store := newStore()
@@ -122,6 +123,7 @@ func TestLinearRunCheckpointsEveryStep(t *testing.T) {
 }
 
 func TestStaticInterrupts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		opts       graph.Options
@@ -198,6 +200,7 @@ func approve(_ context.Context, path graph.NodePath, s *state) error {
 }
 
 func TestDynamicInterruptResumesWithTheStateItHad(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	g := approvalGraph(t, newStore(), &c)
@@ -234,6 +237,7 @@ func TestDynamicInterruptResumesWithTheStateItHad(t *testing.T) {
 }
 
 func TestResumeRefusesWhatIsNotPausedOrStale(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	store := newStore()
@@ -271,6 +275,7 @@ func TestResumeRefusesWhatIsNotPausedOrStale(t *testing.T) {
 }
 
 func TestConcurrentResumesOneWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	g := approvalGraph(t, newStore(), &c)
@@ -306,6 +311,7 @@ func TestConcurrentResumesOneWins(t *testing.T) {
 }
 
 func TestFailureSavesInputAndRetriesOnlyTheFailedNode(t *testing.T) {
+	t.Parallel()
 	for _, panics := range []bool{false, true} {
 		t.Run(fmt.Sprintf("panic=%v", panics), func(t *testing.T) {
 			ctx := context.Background()
@@ -358,6 +364,7 @@ func TestFailureSavesInputAndRetriesOnlyTheFailedNode(t *testing.T) {
 // right pauses; when it resumes, left must not run again and join must
 // run once, having seen both branches.
 func TestFanInRemembersArrivedBranches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	right := func(_ context.Context, s *state, _ graph.SaveFunc) error {
@@ -396,6 +403,7 @@ func TestFanInRemembersArrivedBranches(t *testing.T) {
 }
 
 func TestSaveBeforeSideEffectSurvivesFailure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	effects := 0
 	node := func(ctx context.Context, s *state, save graph.SaveFunc) error {
@@ -427,6 +435,7 @@ func TestSaveBeforeSideEffectSurvivesFailure(t *testing.T) {
 }
 
 func TestForkAndContinue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	g := approvalGraph(t, newStore(), &c)
@@ -512,6 +521,7 @@ func (r *recordingStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
 }
 
 func TestSavesSendOnlyNewJournalEntries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var c counter
 	rec := &recordingStore{Store: newStore()}
@@ -536,6 +546,7 @@ func TestSavesSendOnlyNewJournalEntries(t *testing.T) {
 }
 
 func TestCompileRejectsBrokenGraphs(t *testing.T) {
+	t.Parallel()
 	noop := func(context.Context, *state, graph.SaveFunc) error { return nil }
 	tests := []struct {
 		name  string

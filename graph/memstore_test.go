@@ -8,6 +8,7 @@ import (
 )
 
 func TestMemoryStore(t *testing.T) {
+	t.Parallel()
 	graphtest.TestStore(t, func(t *testing.T) graph.Store {
 		return graph.NewMemoryStore(graph.MemoryOptions{HistoryLimit: graphtest.HistoryLimit})
 	})

@@ -55,6 +55,7 @@ func splitGraph(t *testing.T, merge bool, sends *execLog) *graph.Graph[split] {
 // state, the answer reaching the subgraph, and a history whose checkpoints
 // follow one another — in fewer of them.
 func TestMergedSavesAcrossEveryKindOfStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	type outcome struct {
 		state split
@@ -112,6 +113,7 @@ func TestMergedSavesAcrossEveryKindOfStep(t *testing.T) {
 // runs it again from there. Start on an existing thread is still refused,
 // even though the refusal now comes from the pass's first write.
 func TestPassStartIsWrittenWithItsFirstSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fail := true
 	var calls int

@@ -77,6 +77,7 @@ func review(_ context.Context, path graph.NodePath, d *doc) error {
 }
 
 func TestSubgraphInterruptResumesWithPathAndSubgraphState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log execLog
 	g := parentGraph(t, newStore(), &log)
@@ -126,6 +127,7 @@ func NodePathString(p []string) string { return graph.NodePath(p).String() }
 // TestForkInsideSubgraph: forking at every checkpoint, those inside the
 // subgraph included, and driving the fork runs exactly what followed.
 func TestForkInsideSubgraph(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log execLog
 	g := parentGraph(t, newStore(), &log)
@@ -185,6 +187,7 @@ func driveNested(ctx context.Context, g *graph.Graph[state], thread string) (*gr
 // step; the subgraph pauses, the other node's work is kept, and the
 // answer (by interrupt ID) merges both.
 func TestSubgraphBesideAnotherNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log execLog
 	sub := graph.Nest(docGraph(t, &log),

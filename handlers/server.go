@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -51,6 +52,7 @@ type Server struct {
 	opts     Options
 	log      logrus.FieldLogger
 	work     sync.WaitGroup
+	busy     atomic.Int64 // background jobs queued or running
 	// slots bounds the background jobs running at once, so that a burst
 	// of requests queues work instead of starving acknowledgements of
 	// CPU and Redis connections.
@@ -105,13 +107,21 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
 	ctx = context.WithoutCancel(ctx)
 	s.work.Add(1)
+	s.busy.Add(1)
 	go func() {
 		defer s.work.Done()
+		defer s.busy.Add(-1)
 		s.slots <- struct{}{}
 		defer func() { <-s.slots }()
 		fn(ctx)
 	}()
 }
+
+// Busy is how many background jobs (runs, resumes, answers to clicks)
+// are queued or running. A job is counted before its request is
+// answered, so 0 once every answer is out means all that was
+// acknowledged is done: the bot is quiet. Safe for concurrent use.
+func (s *Server) Busy() int { return int(s.busy.Load()) }
 
 // Shutdown waits for background work to finish, or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {

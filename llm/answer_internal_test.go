@@ -18,6 +18,7 @@ func readSSE(p provider, body string) (Message, error) {
 }
 
 func TestStreamEnds(t *testing.T) {
+	t.Parallel()
 	const text = `data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}` + "\n\n"
 	const finish = `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
 	tests := []struct {
@@ -50,6 +51,7 @@ func TestStreamEnds(t *testing.T) {
 // continues the last one; a call without an id gets nine letters and
 // digits, the same on every read.
 func TestCallsWithoutIndex(t *testing.T) {
+	t.Parallel()
 	body := `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}` + "\n\n" +
 		`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}` + "\n\n" +
 		`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}` + "\n\n" +

@@ -62,6 +62,7 @@ var madeUpID = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
 
 // Each recorded answer, read as the person and the agent need it.
 func TestRecordedAnswers(t *testing.T) {
+	t.Parallel()
 	const cut = "The three steps are: first, stop the service; second,"
 	const sorry = "I'm sorry, I can't help with that request."
 	tests := []struct {
@@ -132,6 +133,7 @@ func TestRecordedAnswers(t *testing.T) {
 // transient like its HTTP equivalent: Retry asks again, and the person
 // sees the broken text finished with a note, then the new answer.
 func TestBrokenStreamIsRetried(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ provider, recording, wantErr string }{
 		{"openai", "openai-error-midstream.sse", "server_error"},
 		{"openai", "openai-cut.sse", "broke off"},
@@ -174,6 +176,7 @@ func TestBrokenStreamIsRetried(t *testing.T) {
 
 // OpenAI's insufficient_quota 429 is said as such and not retried.
 func TestOutOfQuotaIsNotRetried(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		p := openAIRecorded(t, llm.OpenAIOptions{})
 		quota := llmtest.Recording(t, "openai-quota.json")

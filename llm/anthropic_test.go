@@ -30,6 +30,7 @@ func newAnthropic(t *testing.T, srv *llmtest.AnthropicServer) *llm.Anthropic {
 // TestAnthropicParallelToolCalls runs one model turn with text and two
 // tool calls, sends both results back, and gets the final answer.
 func TestAnthropicParallelToolCalls(t *testing.T) {
+	t.Parallel()
 	callA := llmtest.Call("toolu_a", "http_request", argsA)
 	callB := llmtest.Call("toolu_b", "http_request", argsB)
 	srv := llmtest.NewAnthropicServer(t,
@@ -131,6 +132,7 @@ func TestAnthropicParallelToolCalls(t *testing.T) {
 // text and two tool calls, keeps only the text, and the API rejects what
 // follows.
 func TestLangchainAnthropicDropsParts(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("unused"))
 	client, err := anthropic.New(anthropic.WithToken("k"), anthropic.WithBaseURL(srv.URL()))
 	if err != nil {
@@ -159,6 +161,7 @@ func TestLangchainAnthropicDropsParts(t *testing.T) {
 }
 
 func TestAnthropicUserTurnOrder(t *testing.T) {
+	t.Parallel()
 	// A reply in the thread while calls were pending lands after the
 	// results (tool_result blocks must lead the user turn); several system
 	// messages become one system prompt; blank messages are skipped.
@@ -195,6 +198,7 @@ func TestAnthropicUserTurnOrder(t *testing.T) {
 }
 
 func TestAnthropicInvalidArgumentsInHistory(t *testing.T) {
+	t.Parallel()
 	// A call whose arguments were broken JSON (the agent answered it
 	// with an error) must not make the conversation unsendable.
 	bad := llmtest.Call("toolu_bad", "http_request", `{"url": "https://a.example"`)
@@ -215,6 +219,7 @@ func TestAnthropicInvalidArgumentsInHistory(t *testing.T) {
 }
 
 func TestAnthropicEmptyReply(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewAnthropicServer(t, llmtest.Reply(""))
 	got, err := newAnthropic(t, srv).Generate(context.Background(), []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, nil)
 	if err != nil {
@@ -226,6 +231,7 @@ func TestAnthropicEmptyReply(t *testing.T) {
 }
 
 func TestAnthropicErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		status    int
@@ -257,6 +263,7 @@ func TestAnthropicErrors(t *testing.T) {
 }
 
 func TestNewAnthropicOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		opts    llm.AnthropicOptions
@@ -284,6 +291,7 @@ func TestNewAnthropicOptions(t *testing.T) {
 }
 
 func TestAnthropicBaseURLWithoutV1(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("hi"))
 	m, err := llm.NewAnthropic(llm.AnthropicOptions{BaseURL: strings.TrimSuffix(srv.URL(), "/v1")})
 	if err != nil {

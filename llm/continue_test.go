@@ -78,6 +78,7 @@ const (
 // An answer cut off at the length limit is continued once, as each
 // provider allows, and read as one answer: streamed, it only grows.
 func TestCutOffAnswerIsContinued(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		for _, p := range continuedProviders(t) {
 			ext := ".json"
@@ -129,6 +130,7 @@ func TestCutOffAnswerIsContinued(t *testing.T) {
 // An answer cut off again keeps its note and is not continued a second
 // time; a cut-off tool call is never continued.
 func TestCutOffAnswerIsContinuedOnce(t *testing.T) {
+	t.Parallel()
 	for _, p := range continuedProviders(t) {
 		t.Run(p.name, func(t *testing.T) {
 			p.then(llmtest.Recording(t, p.cut+".json"), llmtest.Recording(t, p.cut+".json"))
@@ -162,6 +164,7 @@ func TestCutOffAnswerIsContinuedOnce(t *testing.T) {
 
 // A continuation that fails leaves the cut-off answer as it was.
 func TestFailedContinuationKeepsTheAnswer(t *testing.T) {
+	t.Parallel()
 	for _, p := range continuedProviders(t) {
 		t.Run(p.name, func(t *testing.T) {
 			p.then(llmtest.Recording(t, p.cut+".json"), llmtest.Raw{Status: 400, Body: `{"error":{"message":"no","type":"invalid_request_error"}}`})

@@ -16,6 +16,7 @@ var _ llm.Model = (*llm.Demo)(nil)
 func user(s string) llm.Message { return llm.Message{Role: llm.RoleUser, Content: s} }
 
 func TestDemoAsksToFetch(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		msgs    []llm.Message
@@ -73,6 +74,7 @@ func TestDemoAsksToFetch(t *testing.T) {
 }
 
 func TestDemoAfterToolResult(t *testing.T) {
+	t.Parallel()
 	call := llm.ToolCall{ID: "demo-1", Name: "http_request", Arguments: `{"method":"GET","url":"https://example.com"}`}
 	conv := func(result llm.Message) []llm.Message {
 		result.Role, result.ToolCallID, result.Name = llm.RoleTool, call.ID, call.Name
@@ -113,6 +115,7 @@ func TestDemoAfterToolResult(t *testing.T) {
 }
 
 func TestDemoLongResultIsShortened(t *testing.T) {
+	t.Parallel()
 	body := strings.Repeat("lorem ipsum ", 500)
 	conv := []llm.Message{
 		user("fetch https://example.com"),
@@ -129,6 +132,7 @@ func TestDemoLongResultIsShortened(t *testing.T) {
 }
 
 func TestDemoOtherwiseExplains(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		msgs  []llm.Message
@@ -165,6 +169,7 @@ func TestDemoOtherwiseExplains(t *testing.T) {
 }
 
 func TestDemoNameAndContext(t *testing.T) {
+	t.Parallel()
 	d := llm.NewDemo()
 	if got := d.Name(); got != "demo (offline)" {
 		t.Errorf("Name() = %q, want %q", got, "demo (offline)")
@@ -177,6 +182,7 @@ func TestDemoNameAndContext(t *testing.T) {
 }
 
 func TestDemoSummarisesAnEditedCall(t *testing.T) {
+	t.Parallel()
 	msgs := []llm.Message{
 		{Role: llm.RoleUser, Content: "fetch https://example.com/old"},
 		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "demo-1", Name: "http_request", Arguments: `{"method":"GET","url":"https://example.com/old"}`}}},
@@ -202,6 +208,7 @@ var mcpTools = append([]llm.ToolDef{
 }, testTools...)
 
 func TestDemoCallsANamedTool(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		text     string
 		wantName string
@@ -244,6 +251,7 @@ func TestDemoCallsANamedTool(t *testing.T) {
 }
 
 func TestDemoNamedToolNotOffered(t *testing.T) {
+	t.Parallel()
 	got, err := llm.NewDemo().Generate(context.Background(), []llm.Message{user("use everything__echo to say hi")}, testTools)
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +267,7 @@ func TestDemoNamedToolNotOffered(t *testing.T) {
 }
 
 func TestDemoSummarisesANamedToolCall(t *testing.T) {
+	t.Parallel()
 	msgs := []llm.Message{
 		user("use everything__echo to say hi"),
 		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "demo-1", Name: "everything__echo", Arguments: `{"message":"hi"}`}}},
@@ -274,6 +283,7 @@ func TestDemoSummarisesANamedToolCall(t *testing.T) {
 }
 
 func TestDemoHelpNamesMCP(t *testing.T) {
+	t.Parallel()
 	got, _ := llm.NewDemo().Generate(context.Background(), []llm.Message{user("help")}, testTools)
 	for _, w := range []string{"MCP", "server__tool", "use everything__echo to say hi", "bot tools"} {
 		if !strings.Contains(got.Content, w) {

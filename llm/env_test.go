@@ -10,6 +10,7 @@ import (
 )
 
 func TestFromEnv(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		env      map[string]string
@@ -56,6 +57,7 @@ func TestFromEnv(t *testing.T) {
 }
 
 func TestFromEnvTalksToServer(t *testing.T) {
+	t.Parallel()
 	// The setup an end-to-end test uses: OPENAI_BASE_URL at the fake.
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("hi from the fake"))
 	env := map[string]string{"OPENAI_BASE_URL": srv.URL()}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestNewStatusError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		header http.Header
@@ -62,6 +63,7 @@ func TestNewStatusError(t *testing.T) {
 }
 
 func TestMergeTurns(t *testing.T) {
+	t.Parallel()
 	in := `{"model":"m","max_tokens":10,"system":"s","messages":[
 		{"role":"user","content":"plain"},
 		{"role":"user","content":[{"type":"text","text":"b"}]},
@@ -100,6 +102,7 @@ func TestMergeTurns(t *testing.T) {
 }
 
 func TestObjectArguments(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{`{"a":1}`, `{"a":1}`},
 		{` {"b": [1, 2]} `, ` {"b": [1, 2]} `},

@@ -31,6 +31,7 @@ var goldenConversation = []llm.Message{
 }
 
 func TestMessageJSONGolden(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("testdata", "conversation.golden.json")
 	got, err := json.MarshalIndent(goldenConversation, "", "  ")
 	if err != nil {
@@ -69,6 +70,7 @@ func TestMessageJSONGolden(t *testing.T) {
 }
 
 func TestToolCallUnmarshalsOnItsOwn(t *testing.T) {
+	t.Parallel()
 	// langchaingo's ToolCall loses its function when decoded on its own;
 	// ours keeps every field.
 	want := llm.ToolCall{ID: "call_1", Name: "http_request", Arguments: `{"url":"https://a.example"}`}

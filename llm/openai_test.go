@@ -43,6 +43,7 @@ func newOpenAI(t *testing.T, srv *llmtest.OpenAIServer) *llm.OpenAI {
 // TestOpenAIParallelToolCalls runs one model turn with text and two tool
 // calls, sends both results back, and gets the final answer.
 func TestOpenAIParallelToolCalls(t *testing.T) {
+	t.Parallel()
 	callA := llmtest.Call("call_a", "http_request", argsA)
 	callB := llmtest.Call("call_b", "http_request", argsB)
 	srv := llmtest.NewOpenAIServer(t,
@@ -129,6 +130,7 @@ func TestOpenAIParallelToolCalls(t *testing.T) {
 }
 
 func TestOpenAIToolCallOnly(t *testing.T) {
+	t.Parallel()
 	// A turn with calls and no text, and a call the server sends without
 	// an ID or arguments (some compatible servers do).
 	srv := llmtest.NewOpenAIServer(t,
@@ -156,6 +158,7 @@ func TestOpenAIToolCallOnly(t *testing.T) {
 }
 
 func TestOpenAIWithoutKey(t *testing.T) {
+	t.Parallel()
 	// A compatible server without auth, and a base URL without /v1.
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("hi"))
 	m, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: strings.TrimSuffix(srv.URL(), "/v1")})
@@ -178,6 +181,7 @@ func TestOpenAIWithoutKey(t *testing.T) {
 }
 
 func TestOpenAIErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		status    int
@@ -212,6 +216,7 @@ func TestOpenAIErrors(t *testing.T) {
 }
 
 func TestOpenAINetworkError(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
@@ -226,6 +231,7 @@ func TestOpenAINetworkError(t *testing.T) {
 }
 
 func TestOpenAICancelled(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("hi"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -236,6 +242,7 @@ func TestOpenAICancelled(t *testing.T) {
 }
 
 func TestOpenAIRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewOpenAIServer(t)
 	m := newOpenAI(t, srv)
 	tests := []struct {
@@ -260,6 +267,7 @@ func TestOpenAIRejectsBadInput(t *testing.T) {
 }
 
 func TestNewOpenAIOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		opts    llm.OpenAIOptions

@@ -25,6 +25,7 @@ func temperatureOf(t *testing.T, body json.RawMessage) *float64 {
 // OpenAI does); LLM_TEMPERATURE unset sends none at all; set, it is sent
 // to the models that take it.
 func TestTemperatureFitsTheModel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		provider, model, temperature string
 		want                         *float64
@@ -104,6 +105,7 @@ func show(f *float64) any {
 
 // Anthropic is told which tool results report a failure.
 func TestAnthropicIsError(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("ok"))
 	m, err := llm.NewAnthropic(llm.AnthropicOptions{BaseURL: srv.URL()})
 	if err != nil {

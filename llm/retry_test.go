@@ -32,6 +32,7 @@ func (s *sleeps) all() []time.Duration {
 }
 
 func TestRetryAgainstServer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		fails       int
@@ -79,6 +80,7 @@ func TestRetryAgainstServer(t *testing.T) {
 }
 
 func TestRetryBackoff(t *testing.T) {
+	t.Parallel()
 	var s sleeps
 	base, maxDelay := 100*time.Millisecond, 500*time.Millisecond
 	model := llmtest.NewScripted()
@@ -104,6 +106,7 @@ func TestRetryBackoff(t *testing.T) {
 }
 
 func TestRetryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	var s sleeps
 	model := llmtest.NewScripted().
 		ThenError(&llm.StatusError{StatusCode: 429, RetryAfter: 3 * time.Second}).
@@ -120,6 +123,7 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 }
 
 func TestRetryStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	model := llmtest.NewScripted().
 		ThenError(&llm.StatusError{StatusCode: 500}).
@@ -139,6 +143,7 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestRetryDefaultSleepHonoursContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	model := llmtest.NewScripted().ThenError(&llm.StatusError{StatusCode: 500})
@@ -154,6 +159,7 @@ func TestRetryDefaultSleepHonoursContext(t *testing.T) {
 }
 
 func TestRetryName(t *testing.T) {
+	t.Parallel()
 	m := llm.Retry(llmtest.NewScripted().WithName("openai gpt-test"), llm.RetryOptions{})
 	if got := m.Name(); got != "openai gpt-test" {
 		t.Errorf("Name() = %q, want %q", got, "openai gpt-test")
@@ -161,6 +167,7 @@ func TestRetryName(t *testing.T) {
 }
 
 func TestIsTransient(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error

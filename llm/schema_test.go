@@ -10,6 +10,7 @@ import (
 )
 
 func TestNormaliseTool(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, schema string
 		want         string // "" when the tool is left out
@@ -59,6 +60,7 @@ func TestNormaliseTool(t *testing.T) {
 // A tool's schema is normalised once, not at every request, and a tool
 // left out is reported with its name.
 func TestToolSetRemembers(t *testing.T) {
+	t.Parallel()
 	log, hook := logtest.NewNullLogger()
 	s := newToolSet("openai", log)
 	defs := []ToolDef{

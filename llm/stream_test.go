@@ -82,6 +82,7 @@ func streamsAsGenerates(t *testing.T, m llm.Streamer, final string) {
 }
 
 func TestOpenAIStreams(t *testing.T) {
+	t.Parallel()
 	for _, tt := range streamReplies {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := llmtest.NewOpenAIServer(t, tt.reply, tt.reply)
@@ -97,6 +98,7 @@ func TestOpenAIStreams(t *testing.T) {
 }
 
 func TestAnthropicStreams(t *testing.T) {
+	t.Parallel()
 	for _, tt := range streamReplies {
 		t.Run(tt.name, func(t *testing.T) {
 			streamsAsGenerates(t, newAnthropic(t, llmtest.NewAnthropicServer(t, tt.reply, tt.reply)), tt.reply.Content)
@@ -107,6 +109,7 @@ func TestAnthropicStreams(t *testing.T) {
 // TestStreamStopsOnError: an error from the TextFunc ends the model call
 // with that error, and the rest of the reply is not streamed.
 func TestStreamStopsOnError(t *testing.T) {
+	t.Parallel()
 	stop := errors.New("stop here")
 	for _, provider := range []string{"openai", "anthropic"} {
 		t.Run(provider, func(t *testing.T) {
@@ -139,6 +142,7 @@ func TestStreamStopsOnError(t *testing.T) {
 // TestRetryStreamsAgain: a retried request streams its reply from the
 // start, and the caller gets the reply once.
 func TestRetryStreamsAgain(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("after the outage"))
 	srv.FailNext(1, 503)
 	m := llm.Retry(newOpenAI(t, srv), llm.RetryOptions{Attempts: 3, Sleep: func(context.Context, time.Duration) error { return nil }})
@@ -155,6 +159,7 @@ func TestRetryStreamsAgain(t *testing.T) {
 
 // TestStreamFallsBack: a model that cannot stream shows its text once.
 func TestStreamFallsBack(t *testing.T) {
+	t.Parallel()
 	m := llmtest.NewScripted(llmtest.Reply("all at once"))
 	var rec recorder
 	got, err := llm.Stream(context.Background(), m, []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, nil, rec.fn)
@@ -168,6 +173,7 @@ func TestStreamFallsBack(t *testing.T) {
 
 // TestDemoStreamsWordByWord: the playground shows the demo's answer grow.
 func TestDemoStreamsWordByWord(t *testing.T) {
+	t.Parallel()
 	d := &llm.Demo{Pause: -1}
 	conv := []llm.Message{{Role: llm.RoleUser, Content: "hello"}}
 	want, err := d.Generate(context.Background(), conv, nil)

@@ -156,6 +156,15 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 	return m
 }
 
+// Background exports busy as countersign_background_jobs: the jobs the
+// Slack front end acknowledged and has not finished. Call it once.
+func (m *Metrics) Background(busy func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "countersign_background_jobs",
+		Help: "Work the Slack front end acknowledged and has not finished (runs, resumes, answers to clicks), queued or running.",
+	}, func() float64 { return float64(busy()) }))
+}
+
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

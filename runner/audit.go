@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/tools"
 )
 
 // The audit trail. Every entry names an event:
@@ -30,8 +32,11 @@ import (
 //	           crash or a tool that could not tell), skipped or marked_done
 //	           (a person settled an unknown outcome)
 //
-// with the thread, the call, the tool, the arguments (credentials masked)
-// and their hash ("args_hash"), who ("by", and for executions and
+// with the thread, the call, the tool, the arguments the model gave
+// ("args", credentials masked) and their hash ("args_hash"), and when a
+// person edited them, the edited arguments ("edited_args", masked) and
+// their hash ("edited_args_hash"): a decision decided, and an execution
+// sent, the edited arguments when there are, else the model's. Who ("by", and for executions and
 // outcomes the "requester" and the "replica" that ran the call) and when
 // ("at"). A decision's entry is written with its claim. An execution's is
 // written before the call is sent, and a call whose execution cannot be
@@ -94,16 +99,53 @@ func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Cal
 // callFields are the fields of an execution's or an outcome's entry.
 func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[string]string {
 	f := map[string]string{
-		"event": event, "args_hash": c.RunHash(), "attempt": strconv.Itoa(c.Attempts),
+		"event": event, "attempt": strconv.Itoa(c.Attempts),
 		"requester": c.AskedBy(st), "replica": s.opts.Owner, "at": s.opts.Now().UTC().Format(time.RFC3339Nano),
 	}
 	if d := c.Decision; d != nil && d.Kind != interrupt.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
-	if len(c.EditedArgs) > 0 {
-		f["edited_args"] = string(c.EditedArgs) // masked by auditRecord
-	}
 	return f
+}
+
+// auditRecord is the audit record of an event about call c. fields name
+// the event; "edited_args", if there, are the arguments an edit decided
+// (otherwise the call's, if a person edited them before). The record
+// carries each set of arguments with its hash (tools.ArgsHash of the
+// tool and the canonical arguments, the hash a card shows), secrets in
+// the arguments masked: "args" and "args_hash" for the model's,
+// "edited_args" and "edited_args_hash" for the edited ones. A
+// decision's own "hash" (the hash the person saw) is one of the two and
+// is not kept apart ("hash" is the audit chain's). "event" is
+// "refusal" for a refused decision, "note" for a noted reply, else
+// "decision" unless fields say.
+func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
+	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool}
+	for k, v := range fields {
+		rec[k] = v
+	}
+	delete(rec, "hash")
+	rec["args"] = string(tools.MaskSecrets(c.Tool, c.Args))
+	rec["args_hash"] = tools.ArgsHash(c.Tool, c.Args)
+	edited := c.EditedArgs
+	if e, ok := fields["edited_args"]; ok {
+		edited = json.RawMessage(e)
+	}
+	if len(edited) > 0 {
+		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, edited))
+		rec["edited_args_hash"] = tools.ArgsHash(c.Tool, edited)
+	}
+	if rec["event"] == "" {
+		switch rec["decision"] {
+		case "refused":
+			rec["event"] = "refusal"
+		case "noted":
+			rec["event"] = "note"
+		default:
+			rec["event"] = "decision"
+		}
+	}
+	return rec
 }
 
 // auditFinished records the outcome of a call that ran (OnCall): done,

@@ -270,9 +270,75 @@ func TestAuditOfAnEditMasksCredentials(t *testing.T) {
 		}
 	}
 	canonical, _ := tools.Canonical(json.RawMessage(edited))
-	if execution == nil || execution["args_hash"] != tools.ArgsHash("deploy", canonical) || execution["decision"] != "edit" ||
-		!strings.Contains(execution["edited_args"], "Bearer ••••••") {
-		t.Errorf("deploy's execution entry = %v; want the edited arguments' hash and the edit, masked", execution)
+	if execution == nil || execution["edited_args_hash"] != tools.ArgsHash("deploy", canonical) || execution["decision"] != "edit" ||
+		execution["args_hash"] != deploy.RunHash() || !strings.Contains(execution["edited_args"], "Bearer ••••••") {
+		t.Errorf("deploy's execution entry = %v; want the model's arguments' hash, the edited arguments' hash and the edit, masked", execution)
+	}
+}
+
+// Every decision's entry carries the arguments it decided with their
+// hash: a reject's too, and an edit's both the model's arguments (with
+// their hash) and the edited ones (with theirs), each under its own
+// name. An approval after an edit names the edited arguments it
+// approved. The chain still verifies.
+func TestAuditEntriesCarryTheHashOfTheirArguments(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	svc, store := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	deploy := waitingCall(t, svc, "th", "deploy")
+	del := waitingCall(t, svc, "th", "delete")
+	reject := decision("th", del, interrupt.Reject, "U_BOB")
+	reject.Hash = "" // a reject binds to no hash (the modal's carries none)
+	if err := svc.Decide(ctx, reject); err != nil {
+		t.Fatal(err)
+	}
+	edited := fmt.Sprintf(`{"method":"POST","url":%q,"body":"v3"}`, w.base+"/deploy")
+	d := decision("th", deploy, interrupt.Edit, "U_BOB")
+	d.Args, d.Hash = json.RawMessage(edited), ""
+	if err := svc.Decide(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Fatalf("deploy ran %d times, want 1", n)
+	}
+	trail(t, w) // the chain verifies
+	canonical, _ := tools.Canonical(json.RawMessage(edited))
+	editedHash := tools.ArgsHash("deploy", canonical)
+	entries, _ := store.AuditEntries(ctx, "", time.Time{}, 100)
+	var decisions int
+	for _, e := range entries {
+		f := e.Fields
+		if f["event"] != "decision" {
+			continue
+		}
+		decisions++
+		switch {
+		case f["tool"] == "delete" && f["decision"] == "reject":
+			if f["args_hash"] != del.RunHash() || f["args"] == "" || f["edited_args"] != "" || f["edited_args_hash"] != "" {
+				t.Errorf("the reject's entry = %v; want the call's arguments and their hash %s, and no edit", f, del.RunHash())
+			}
+		case f["tool"] == "deploy" && f["decision"] == "edit":
+			var args map[string]any
+			if f["args_hash"] != deploy.RunHash() || json.Unmarshal([]byte(f["args"]), &args) != nil || args["body"] != "v2" ||
+				f["edited_args_hash"] != editedHash || !strings.Contains(f["edited_args"], `"v3"`) {
+				t.Errorf("the edit's entry = %v; want the model's arguments (v2) with hash %s and the edited ones (v3) with hash %s",
+					f, deploy.RunHash(), editedHash)
+			}
+		default:
+			t.Errorf("unexpected decision entry %v", f)
+		}
+		if _, ok := f["hash"]; !ok || f["hash"] == f["args_hash"] || f["hash"] == f["edited_args_hash"] {
+			t.Errorf("entry %v: want \"hash\" to be the chain's own hash, not an arguments' hash", f)
+		}
+	}
+	if decisions != 2 {
+		t.Errorf("%d decision entries, want 2 (the reject, the edit)", decisions)
 	}
 }
 

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
-	"github.com/countersign/countersign/tools"
 )
 
 // Schedule keeps, per thread, when the service must look at it again
@@ -201,35 +199,6 @@ func (s *Service) audit(ctx context.Context, thread string, c agent.Call, fields
 	if err := s.store.Audit(ctx, s.auditRecord(thread, c, fields)); err != nil {
 		s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("writing the audit record")
 	}
-}
-
-// auditRecord is the audit record of an event about call c, secrets in
-// its arguments masked. The arguments' hash is "args_hash" ("hash" is
-// the audit chain's); "event" is "refusal" for a refused decision,
-// "note" for a note, else "decision", unless fields say.
-func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
-	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool, "args": string(tools.MaskSecrets(c.Tool, c.Args))}
-	for k, v := range fields {
-		rec[k] = v
-	}
-	if h, ok := rec["hash"]; ok {
-		rec["args_hash"] = h
-		delete(rec, "hash")
-	}
-	if rec["event"] == "" {
-		switch rec["decision"] {
-		case "refused":
-			rec["event"] = "refusal"
-		case "noted":
-			rec["event"] = "note"
-		default:
-			rec["event"] = "decision"
-		}
-	}
-	if edited, ok := rec["edited_args"]; ok {
-		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, json.RawMessage(edited)))
-	}
-	return rec
 }
 
 // Audit records an event that is not a decision, such as a refused click.

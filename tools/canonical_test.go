@@ -11,6 +11,7 @@ import (
 )
 
 func TestCanonical(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in, want string
 	}{
@@ -33,6 +34,7 @@ func TestCanonical(t *testing.T) {
 // TestCanonicalRefusesWhatReadersDisagreeOn is the attack the card must
 // not fall for: arguments whose first key is shown and whose last key runs.
 func TestCanonicalRefusesWhatReadersDisagreeOn(t *testing.T) {
+	t.Parallel()
 	pad := strings.Repeat("x", 3000)
 	tests := []struct{ name, in string }{
 		{"duplicate key", `{"method":"GET","url":"https://a.example/shown","pad":"` + pad + `","method":"DELETE","url":"https://a.example/hidden"}`},
@@ -58,6 +60,7 @@ func TestCanonicalRefusesWhatReadersDisagreeOn(t *testing.T) {
 }
 
 func TestArgsHashBindsToolAndArguments(t *testing.T) {
+	t.Parallel()
 	a := tools.ArgsHash("http_request", json.RawMessage(`{"method":"GET"}`))
 	if b := tools.ArgsHash("http_request", json.RawMessage(`{"method":"GET"}`)); a != b {
 		t.Errorf("ArgsHash is not stable: %s, %s", a, b)

@@ -54,6 +54,7 @@ func countingServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *
 }
 
 func TestHTTPRequestResult(t *testing.T) {
+	t.Parallel()
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
@@ -100,6 +101,7 @@ func TestHTTPRequestResult(t *testing.T) {
 }
 
 func TestHTTPRequestSendsMethodHeadersAndBody(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		method, auth, contentType, body string
 	}
@@ -124,6 +126,7 @@ func TestHTTPRequestSendsMethodHeadersAndBody(t *testing.T) {
 }
 
 func TestHTTPRequestAllowHosts(t *testing.T) {
+	t.Parallel()
 	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "hello")
 	})
@@ -171,6 +174,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestHTTPRequestHostPatterns(t *testing.T) {
+	t.Parallel()
 	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{
 			StatusCode: http.StatusOK,
@@ -214,6 +218,7 @@ func TestHTTPRequestHostPatterns(t *testing.T) {
 }
 
 func TestHTTPRequestRedirects(t *testing.T) {
+	t.Parallel()
 	target, targetHits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "arrived")
 	})
@@ -308,6 +313,7 @@ func TestHTTPRequestRedirects(t *testing.T) {
 }
 
 func TestHTTPRequestTruncatesBody(t *testing.T) {
+	t.Parallel()
 	// "é" and "€" take 2 and 3 bytes, so a byte limit falls inside them.
 	body := strings.Repeat("aé€", 100) // 600 bytes
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -348,6 +354,7 @@ func TestHTTPRequestTruncatesBody(t *testing.T) {
 }
 
 func TestHTTPRequestLongBodyCountsAtLeast(t *testing.T) {
+	t.Parallel()
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(strings.Repeat("x", 3<<20)))
 	})
@@ -362,6 +369,7 @@ func TestHTTPRequestLongBodyCountsAtLeast(t *testing.T) {
 }
 
 func TestHTTPRequestErrors(t *testing.T) {
+	t.Parallel()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	slow, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -390,6 +398,7 @@ func TestHTTPRequestErrors(t *testing.T) {
 }
 
 func TestHTTPRequestIdempotent(t *testing.T) {
+	t.Parallel()
 	h := tools.NewHTTPRequest(tools.HTTPOptions{})
 	tests := []struct {
 		args string
@@ -414,6 +423,7 @@ func TestHTTPRequestIdempotent(t *testing.T) {
 }
 
 func TestHTTPRequestDescriptionNamesHosts(t *testing.T) {
+	t.Parallel()
 	h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{"api.example.com", "127.0.0.1"}})
 	if want := "Only these hosts may be called: api.example.com, 127.0.0.1."; !strings.Contains(h.Description(), want) {
 		t.Errorf("Description() = %q, want it to contain %q", h.Description(), want)
@@ -424,6 +434,7 @@ func TestHTTPRequestDescriptionNamesHosts(t *testing.T) {
 }
 
 func TestCapText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		text string
 		max  int

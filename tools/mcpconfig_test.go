@@ -39,6 +39,7 @@ func env(kv ...string) func(string) string {
 }
 
 func TestParsePolicyMCPServers(t *testing.T) {
+	t.Parallel()
 	p, err := tools.ParsePolicyEnv([]byte(issuePolicy), env("EVERYTHING_TOKEN", "tok-1", "TICKETS_TOKEN", "tok-2"))
 	if err != nil {
 		t.Fatalf("ParsePolicyEnv(issue example) = %v", err)
@@ -89,6 +90,7 @@ func TestParsePolicyMCPServers(t *testing.T) {
 }
 
 func TestParsePolicyMCPServerErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yaml, want string
 	}{
@@ -120,6 +122,7 @@ func TestParsePolicyMCPServerErrors(t *testing.T) {
 
 // A server's rule takes the quorum and decision keys of a tool's rule.
 func TestMCPServerQuorum(t *testing.T) {
+	t.Parallel()
 	y := "mcp_servers:\n  a:\n    command: [x]\n    approvers: [S0OPS]\n    approvals_required: 2\n    decisions: [approve, reject]\n    confirm: true\n"
 	p, err := tools.ParsePolicyEnv([]byte(y), env())
 	if err != nil {
@@ -132,6 +135,7 @@ func TestMCPServerQuorum(t *testing.T) {
 }
 
 func TestExpandEnvDefaults(t *testing.T) {
+	t.Parallel()
 	y := "mcp_servers:\n  a:\n    command: [x, \"${DIR:-/tmp}\", \"$${NOT}\"]\n    env: {EMPTY: \"${E:-}\", SET: \"a${V}b\"}\n"
 	p, err := tools.ParsePolicyEnv([]byte(y), env("V", "1"))
 	if err != nil {
@@ -147,6 +151,7 @@ func TestExpandEnvDefaults(t *testing.T) {
 }
 
 func TestMCPServerInheritEnvAndUser(t *testing.T) {
+	t.Parallel()
 	y := "mcp_servers:\n  a:\n    command: [x]\n    inherit_env: [HTTPS_PROXY, NODE_EXTRA_CA_CERTS]\n    user: mcp-a\n"
 	p, err := tools.ParsePolicyEnv([]byte(y), env())
 	if err != nil {
@@ -161,6 +166,7 @@ func TestMCPServerInheritEnvAndUser(t *testing.T) {
 // Every way of handing a server one of the bot's own secrets is refused
 // at start-up, with the line and the server.
 func TestMCPServerNeverGetsBotSecrets(t *testing.T) {
+	t.Parallel()
 	getenv := env("SLACK_SIGNING_SECRET", "8f2e-signing-secret", "SLACK_BOT_TOKEN", "xoxb-123-456", "COPY", "xoxb-123-456",
 		"REDIS_URL", "redis://:hunter22@redis:6379/0")
 	tests := []struct {
@@ -258,6 +264,7 @@ func FuzzParseMCPServers(f *testing.F) {
 // and headers: values are hidden wherever a server's configuration is
 // shown, and in errors that quote it.
 func TestMCPServerSecrets(t *testing.T) {
+	t.Parallel()
 	y := `mcp_servers:
   tickets:
     url: "https://bot:hunter22@${MCP_HOST}/mcp/${MCP_PATH}?api_key=${MCP_KEY}&region=eu&debug#frag"
@@ -298,6 +305,7 @@ func TestMCPServerSecrets(t *testing.T) {
 // A URL holds no character that would end it in an error's text, so that
 // redaction finds all of it there.
 func TestMCPServerURLCharacters(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"http://h/mcp?k=a b", `http://h/mcp?k="x"`, "http://h/mcp?k=<x>", "http://h/mcp?k=`x`", "http://h/mcp?k=${V}"} {
 		y := fmt.Sprintf("mcp_servers:\n  a:\n    url: %q\n", u)
 		if _, err := tools.ParsePolicyEnv([]byte(y), env("V", "a b")); err == nil || !strings.Contains(err.Error(), "want an http:// or https:// URL") {
@@ -307,6 +315,7 @@ func TestMCPServerURLCharacters(t *testing.T) {
 }
 
 func TestMCPServerSelfAlias(t *testing.T) {
+	t.Parallel()
 	_, _ = tools.ParsePolicyEnv([]byte("mcp_servers:\n  a:\n    command: &c [x, *c]\n"), env())
 	_, _ = tools.ParsePolicyEnv([]byte("mcp_servers:\n  a:\n    command: [x]\n    env: &e {A: *e}\n"), env())
 }

@@ -23,6 +23,7 @@ const designPolicy = `tools:
 `
 
 func TestParsePolicy(t *testing.T) {
+	t.Parallel()
 	defaults := tools.DefaultRule()
 	tests := []struct {
 		name string
@@ -103,6 +104,7 @@ func TestParsePolicy(t *testing.T) {
 }
 
 func TestParsePolicyErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -167,6 +169,7 @@ func TestParsePolicyErrors(t *testing.T) {
 
 // approvers: anyone is the anyone-may-approve rule.
 func TestApproversAnyone(t *testing.T) {
+	t.Parallel()
 	p, err := tools.ParsePolicy([]byte("tools:\n  a:\n    approvers: anyone\n    self_approval: false\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +186,7 @@ func TestApproversAnyone(t *testing.T) {
 }
 
 func TestMaxCallsPerTurn(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		yaml string
 		want int
@@ -280,6 +284,7 @@ func checkQuorumRule(t *testing.T, data []byte, name string, r tools.Rule) {
 }
 
 func TestRuleQuorumAndDecisions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		rule     tools.Rule
@@ -307,6 +312,7 @@ func TestRuleQuorumAndDecisions(t *testing.T) {
 }
 
 func TestLoadPolicy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(good, []byte(designPolicy), 0o600); err != nil {
@@ -335,6 +341,7 @@ func TestLoadPolicy(t *testing.T) {
 }
 
 func TestDefaultPolicy(t *testing.T) {
+	t.Parallel()
 	p := tools.DefaultPolicy()
 	want := tools.Rule{Approval: tools.ApprovalRequired, SelfApproval: true, ExpiresAfter: 24 * time.Hour}
 	for _, name := range []string{"http_request", "anything_else"} {
@@ -349,6 +356,7 @@ func TestDefaultPolicy(t *testing.T) {
 }
 
 func TestPolicyRuleFor(t *testing.T) {
+	t.Parallel()
 	p, err := tools.ParsePolicy([]byte(designPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +367,7 @@ func TestPolicyRuleFor(t *testing.T) {
 }
 
 func TestApprovalText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a    tools.Approval
 		text string
@@ -389,6 +398,7 @@ func TestApprovalText(t *testing.T) {
 }
 
 func TestMayApprove(t *testing.T) {
+	t.Parallel()
 	groups := map[string][]string{"S0OPS": {"U0CAROL"}}
 	inGroup := func(group, user string) (bool, error) {
 		if group == "S0BROKEN" {
@@ -438,6 +448,7 @@ func TestMayApprove(t *testing.T) {
 }
 
 func TestMayApproveWithoutGroupLookup(t *testing.T) {
+	t.Parallel()
 	r := tools.Rule{Approvers: []string{"U0BOB", "S0OPS"}}
 	if ok, _, err := r.MayApprove("U0BOB", "U0ALICE", nil); !ok || err != nil {
 		t.Errorf("MayApprove(U0BOB) = %v, %v; want true, nil: a listed user needs no group lookup", ok, err)
@@ -448,6 +459,7 @@ func TestMayApproveWithoutGroupLookup(t *testing.T) {
 }
 
 func TestIsGroupID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		id   string
 		want bool
@@ -469,6 +481,7 @@ func TestIsGroupID(t *testing.T) {
 }
 
 func TestNameIDs(t *testing.T) {
+	t.Parallel()
 	if got, want := tools.NameIDs([]string{"U0BOB", "S0OPS", ""}), "user U0BOB, group S0OPS, someone"; got != want {
 		t.Errorf("NameIDs = %q, want %q", got, want)
 	}

@@ -22,6 +22,7 @@ const reachPolicy = `tools:
 `
 
 func TestParseReach(t *testing.T) {
+	t.Parallel()
 	withRule := func(approvers []string, reach tools.Reach) tools.Rule {
 		r := tools.DefaultRule()
 		r.Approvers, r.Reach = approvers, reach
@@ -62,6 +63,7 @@ func TestParseReach(t *testing.T) {
 }
 
 func TestParseReachErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -111,6 +113,7 @@ func TestParseReachErrors(t *testing.T) {
 
 // An MCP server's rule reaches its tools' approvers the same way.
 func TestMCPServerReach(t *testing.T) {
+	t.Parallel()
 	p, err := tools.ParsePolicy([]byte("mcp_servers:\n  s:\n    url: https://mcp.example.com/\n    notify: C0123ABCD\n    remind_after: 30m\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +125,7 @@ func TestMCPServerReach(t *testing.T) {
 }
 
 func TestReminders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		reach tools.Reach
 		want  int
@@ -139,6 +143,7 @@ func TestReminders(t *testing.T) {
 }
 
 func TestFormatDuration(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		d    time.Duration
 		want string

@@ -42,6 +42,7 @@ func mustPolicy(t *testing.T, yaml string) *tools.Policy {
 }
 
 func TestNewRegistryOffersPerPolicy(t *testing.T) {
+	t.Parallel()
 	all := []tools.Tool{
 		fakeTool{"zeta", objectSchema},
 		fakeTool{"alpha", objectSchema},
@@ -77,6 +78,7 @@ func TestNewRegistryOffersPerPolicy(t *testing.T) {
 }
 
 func TestRegistryLookupRule(t *testing.T) {
+	t.Parallel()
 	p := mustPolicy(t, "tools:\n  alpha:\n    approval: never\n    approvers: [U0BOB]\n")
 	r, err := tools.NewRegistry(p, fakeTool{"alpha", objectSchema})
 	if err != nil {
@@ -89,6 +91,7 @@ func TestRegistryLookupRule(t *testing.T) {
 }
 
 func TestNewRegistryErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		policy *tools.Policy
@@ -120,6 +123,7 @@ func TestNewRegistryErrors(t *testing.T) {
 }
 
 func TestRegistryValidate(t *testing.T) {
+	t.Parallel()
 	r, err := tools.NewRegistry(nil, tools.NewHTTPRequest(tools.HTTPOptions{}), fakeTool{"list", `{
 		"type": "object",
 		"properties": {"items": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}}
@@ -166,6 +170,7 @@ func TestRegistryValidate(t *testing.T) {
 }
 
 func TestRegistryValidateUnknownTool(t *testing.T) {
+	t.Parallel()
 	p := mustPolicy(t, "tools:\n  alpha: {}\n")
 	r, err := tools.NewRegistry(p, fakeTool{"alpha", objectSchema}, fakeTool{"beta", objectSchema})
 	if err != nil {
@@ -179,6 +184,7 @@ func TestRegistryValidateUnknownTool(t *testing.T) {
 }
 
 func TestArgsErrorIsShort(t *testing.T) {
+	t.Parallel()
 	e := &tools.ArgsError{}
 	for _, p := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		e.Problems = append(e.Problems, tools.ArgsProblem{Path: p, Message: "missing property"})
@@ -190,6 +196,7 @@ func TestArgsErrorIsShort(t *testing.T) {
 }
 
 func TestBuiltins(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		policy    *tools.Policy
@@ -217,6 +224,7 @@ func TestBuiltins(t *testing.T) {
 }
 
 func TestBuiltinsUnlistedInAFile(t *testing.T) {
+	t.Parallel()
 	p := mustPolicy(t, "tools: {}\n")
 	r, err := tools.NewRegistry(p, tools.Builtins(p, nil)...)
 	if err != nil {

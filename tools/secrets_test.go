@@ -12,6 +12,7 @@ import (
 )
 
 func TestMaskSecrets(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"no headers", `{"method":"GET","url":"https://x"}`, `{"method":"GET","url":"https://x"}`},
 		{"harmless headers", `{"headers":{"Accept":"text/plain"},"url":"https://x"}`, `{"headers":{"Accept":"text/plain"},"url":"https://x"}`},
@@ -35,6 +36,7 @@ func TestMaskSecrets(t *testing.T) {
 // The arguments passed in are not changed: the checkpoint keeps the
 // real values for the tool.
 func TestMaskSecretsLeavesItsInputAlone(t *testing.T) {
+	t.Parallel()
 	in := json.RawMessage(`{"headers":{"Authorization":"Bearer s3cr3t"}}`)
 	before := string(in)
 	_ = tools.MaskSecrets("http_request", in)
@@ -68,6 +70,7 @@ func mustJSON(s string) string {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	m := tools.Masked
 	var s tools.Secrets
 	s.Add("Bearer s3cr3t-tok", "abc") // "abc" is too short to look for

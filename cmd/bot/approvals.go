@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -18,7 +17,7 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-const approvalsUsage = "approvals list [--user U…] [--json]"
+const approvalsUsage = "approvals list [--user U…] [--wide|--json]"
 
 // approvalRow is one call of "bot approvals list".
 type approvalRow struct {
@@ -68,8 +67,13 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 	var users userList
 	fs.Var(&users, "user", "only the calls this Slack user may decide (repeat it, or separate IDs with commas, for several)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	wide := fs.Bool("wide", false, "print every column whole instead of fitting the terminal")
 	if err := parse(fs, args[1:], e); err != nil {
 		return err
+	}
+	width := termWidth(e.getenv)
+	if *wide {
+		width = 0
 	}
 	if err := needRedis(e, "approvals list"); err != nil {
 		return err
@@ -137,12 +141,14 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	header := "WAITING\tTOOL\tTARGET\tREQUESTER\tAPPROVERS\tTHREAD\tCALL"
+	header := []string{"WAITING", "TOOL", "TARGET", "REQUESTER", "APPROVERS", "THREAD", "CALL"}
 	if len(users) > 0 {
-		header += "\tFOR"
+		header = append(header, "FOR")
 	}
-	fmt.Fprintln(tw, header)
+	tab := newTable(header...).shrinks(2, 3, 4).endShrinks(5)
+	if len(users) > 0 {
+		tab.shrinks(7)
+	}
 	now := time.Now()
 	for _, r := range rows {
 		cells := []string{waitedText(now, r.Since), r.Tool, callTarget(r.Tool, r.Args), orNone(r.Requester), approversText(r), r.Thread, r.Call}
@@ -152,10 +158,9 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 		for i, c := range cells {
 			cells[i] = termtext.Line(c)
 		}
-		line := strings.Join(cells, "\t")
-		fmt.Fprintln(tw, line)
+		tab.add(cells...)
 	}
-	return tw.Flush()
+	return tab.write(e.stdout, width)
 }
 
 // approversText says who may decide a call, for the table. A call whose

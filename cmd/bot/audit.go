@@ -19,7 +19,8 @@ import (
 
 const auditUsage = `usage: bot audit [head|verify|export] [flags]
 
-  bot audit [--thread ID] [--since 24h|7d|RFC3339] [--limit N] [--json]   the newest entries, newest first
+  bot audit [--thread ID] [--since 24h|7d|RFC3339] [--limit N] [--wide|--json]
+                                                                           the newest entries, newest first
   bot audit head                                                           the chain's head, SEQ:HASH, to note elsewhere
   bot audit verify [--file PATH [--format jsonl|csv]] [--head SEQ:HASH]    check the hash chain; exit 1 at a break,
                                                                            or if the chain does not hold that head
@@ -59,6 +60,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 	since := fs.String("since", "", "only records since then: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
 	limit := fs.Int("limit", 100, "at most this many records, newest first")
 	asJSON := fs.Bool("json", false, "print one JSON object per line (bot audit export writes the whole trail, for log shippers)")
+	wide := fs.Bool("wide", false, "print each record whole on one line, every field and full hashes, instead of a table that fits the terminal")
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
@@ -79,6 +81,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	shown := 0
+	tab := newTable("TIME", "EVENT", "BY", "THREAD", "CALL", "TOOL", "ARGS", "DETAIL").endShrinks(3).shrinks(2, 5, 7)
 	for _, rec := range recs {
 		at := auditTime(rec["id"])
 		if !from.IsZero() && at.Before(from) {
@@ -99,12 +102,49 @@ func runAudit(ctx context.Context, args []string, e env) error {
 			}
 			continue
 		}
-		fmt.Fprintln(e.stdout, auditLine(rec))
+		if *wide {
+			fmt.Fprintln(e.stdout, auditLine(rec))
+			continue
+		}
+		tab.add(auditRow(rec, at)...)
 	}
 	if shown == 0 && !*asJSON {
 		fmt.Fprintln(e.stdout, "No audit records match.")
+		return nil
 	}
-	return nil
+	if *asJSON || *wide {
+		return nil
+	}
+	return tab.write(e.stdout, termWidth(e.getenv))
+}
+
+// auditRow is a record as a row of the listing: the event says what
+// happened (a decision's kind, "refused", "execution", an outcome), hashes
+// are shortened, the edited arguments' hash after the model's
+// ("a1b2c3d4>e5f6a7b8").
+func auditRow(rec map[string]string, at time.Time) []string {
+	what := rec["event"]
+	switch rec["event"] {
+	case "decision":
+		what = rec["decision"]
+	case "refusal":
+		what = "refused"
+	case "outcome":
+		what = rec["outcome"]
+	}
+	args := shortHash(rec["args_hash"])
+	if h := rec["edited_args_hash"]; h != "" {
+		args += ">" + shortHash(h)
+	}
+	var detail []string
+	for _, k := range []string{"reason", "attempted", "error"} {
+		if v := rec[k]; v != "" {
+			detail = append(detail, k+": "+v)
+		}
+	}
+	cell := func(s string) string { return orNone(oneLine(s, 200)) }
+	return []string{at.UTC().Format("01-02 15:04:05"), cell(what), cell(rec["by"]), cell(rec["thread"]),
+		cell(rec["call"]), cell(rec["tool"]), orNone(args), cell(strings.Join(detail, "; "))}
 }
 
 // parseSince reads a --since flag: a duration back from now (Go's, or
@@ -287,8 +327,10 @@ func verifyFailed(e env, rep audit.Report, err error) error {
 			noun = "entry"
 		}
 		fmt.Fprintf(e.stdout, "BROKEN: %v\n%d %s verified before the break.\n", b, rep.Entries, noun)
+	default:
+		return fmt.Errorf("audit verify: %w", err)
 	}
-	return fmt.Errorf("audit verify: %w", err)
+	return &toldError{fmt.Errorf("audit verify: %w", err)}
 }
 
 // auditExport writes the trail, oldest first, one entry per line.

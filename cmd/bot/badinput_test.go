@@ -55,7 +55,7 @@ func TestRequestsThatFailVerification(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", tt.name, resp.StatusCode, tt.status)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	h.quiet()
 	if n := len(h.slack.CallsTo("chat.postMessage")); n != 0 || len(h.model.Requests()) != 0 {
 		t.Errorf("refused requests were processed: %d messages, %d model calls", n, len(h.model.Requests()))
 	}
@@ -110,7 +110,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	h.ephemeral(requester, "You can't decide this call")
 	h.click(card, "edit", "U0RANDOM")
 	h.ephemeral("U0RANDOM", "You can't decide this call")
-	time.Sleep(200 * time.Millisecond)
+	h.quiet()
 	if n := h.target.Count("POST /deploy"); n != 0 || !strings.Contains(h.card(card), `"action_id":"approve"`) || len(h.slack.CallsTo("views.open")) != 0 {
 		t.Fatalf("refused clicks changed something: %d runs, card %s", n, h.card(card))
 	}

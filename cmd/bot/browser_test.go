@@ -87,6 +87,7 @@ func startPlayground(t *testing.T, env ...string) *playgroundBot {
 // artifact directory (kept with go test -artifacts).
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
+	needs(t, "Chromium")
 	path := os.Getenv("CHROMIUM_PATH")
 	if path == "" {
 		path = "/usr/bin/chromium"

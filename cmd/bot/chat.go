@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
@@ -62,7 +63,8 @@ func chat(ctx context.Context, args []string, e env) error {
 	defer svc.close()
 
 	term.printf("Countersign chat · model: %s · redis: %s · %s · log: %s\n", svc.model.Name(), svc.redis, policyInForce(e.getenv), *logPath)
-	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread, embedded: e.getenv("REDIS_URL") == ""}
+	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread,
+		embedded: e.getenv("REDIS_URL") == "" && bot.LocalRedisDir(e.getenv) == "", local: bot.LocalRedisDir(e.getenv)}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)
 		term.printf("Thread %s. Type a request; Ctrl-D quits.\n", c.thread)
@@ -71,6 +73,9 @@ func chat(ctx context.Context, args []string, e env) error {
 		if c.embedded {
 			term.printf("REDIS_URL is not set, so this is the embedded Redis, which keeps nothing across runs: " +
 				"to resume a thread, run every chat with the same REDIS_URL, e.g. REDIS_URL=redis://localhost:6379/0.\n")
+		} else if c.local != "" {
+			term.printf("REDIS_URL is not set, so this is the local redis-server with its data in %s: "+
+				"if the thread was started on another Redis, set REDIS_URL to it.\n", c.local)
 		} else {
 			term.printf("If it was started before, check that REDIS_URL is the Redis it was started on.\n")
 		}
@@ -88,6 +93,9 @@ type chatSession struct {
 	// embedded is whether the Redis is the embedded one, which keeps
 	// nothing after the process exits.
 	embedded bool
+	// local is the state directory of the local redis-server, when that
+	// is the Redis (REDIS_URL unset, redis-server on PATH).
+	local string
 }
 
 // loop reads what the person types and acts on the thread's state until
@@ -149,6 +157,8 @@ func (c *chatSession) loop(ctx context.Context) error {
 				c.term.printf("Bye. REDIS_URL is not set, so this thread is gone with the embedded Redis; "+
 					"to keep a paused thread, chat with REDIS_URL set (e.g. REDIS_URL=redis://localhost:6379/0 %s chat) "+
 					"and resume it with --thread.\n", selfCommand())
+			} else if c.local != "" {
+				c.term.printf("Bye. Resume with: %s chat --thread %s (the thread is kept in %s)\n", selfCommand(), c.thread, c.local)
 			} else {
 				c.term.printf("Bye. Resume with the same REDIS_URL: %s chat --thread %s\n", selfCommand(), c.thread)
 			}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -37,20 +36,21 @@ forked thread is driven like any other, e.g. with: bot chat --thread NEW
 // checkpoints is the operator's view of the checkpoints in Redis.
 func checkpoints(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
-		fmt.Fprint(e.stdout, checkpointsUsage+helpText["checkpoints"])
 		if len(args) == 0 {
-			return errors.New("checkpoints: name a subcommand: list, show, fork or delete")
+			return errors.New("checkpoints: name a subcommand: list, show, fork or delete (bot checkpoints --help shows them)")
 		}
+		fmt.Fprint(e.stdout, checkpointsUsage+helpText["checkpoints"])
 		return nil
 	}
 	sub, args := args[0], args[1:]
 	fs := flags("checkpoints "+sub, "checkpoints "+sub+" --thread ID [flags]", e)
 	thread := fs.String("thread", "", "the thread (bot threads list names them)")
 	var cpID, to *string
-	var asJSON, yes *bool
+	var asJSON, yes, wide *bool
 	switch sub {
 	case "list":
 		asJSON = fs.Bool("json", false, "print JSON")
+		wide = fs.Bool("wide", false, "print every column whole instead of fitting the terminal")
 	case "show":
 		cpID = fs.String("checkpoint", "", "a checkpoint ID from list (default the latest)")
 		asJSON = fs.Bool("json", false, "print JSON")
@@ -61,8 +61,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	case "delete":
 		yes = fs.Bool("yes", false, "delete without asking")
 	default:
-		fmt.Fprint(e.stderr, checkpointsUsage)
-		return fmt.Errorf("checkpoints: unknown subcommand %q", sub)
+		return fmt.Errorf("checkpoints: unknown subcommand %q: the subcommands are list, show, fork and delete (bot checkpoints --help)", sub)
 	}
 	if err := parse(fs, args, e); err != nil {
 		return err
@@ -90,7 +89,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	case "list":
 		hist, err := svc.store.History(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
-			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
+			return noThread(*thread)
 		}
 		if err != nil {
 			return err
@@ -102,13 +101,17 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			}
 			return writeJSONTo(stdout, masked)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSTEP\tSTATUS\tNEXT\tWAITING\tMESSAGES\tCREATED")
+		// The checkpoint ID is kept whole: fork and show take it.
+		tab := newTable("CHECKPOINT", "SEQ", "STEP", "STATUS", "NEXT", "WAITING", "MSGS", "CREATED").shrinks(4, 5)
 		for _, cp := range hist {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", termtext.Line(cp.ID), cp.Seq, cp.Step, cp.Status,
-				termtext.Line(strings.Join(cp.Next, ",")), termtext.Line(waitingCalls(cp)), cp.JournalLen, cp.Created.UTC().Format(time.RFC3339))
+			tab.add(termtext.Line(cp.ID), fmt.Sprint(cp.Seq), fmt.Sprint(cp.Step), cp.Status.String(),
+				termtext.Line(orNone(strings.Join(cp.Next, ","))), termtext.Line(waitingCalls(cp)), fmt.Sprint(cp.JournalLen), cp.Created.UTC().Format("01-02 15:04:05"))
 		}
-		return tw.Flush()
+		width := termWidth(e.getenv)
+		if *wide {
+			width = 0
+		}
+		return tab.write(stdout, width)
 	case "show":
 		cp, messages, err := loadCheckpoint(ctx, svc, *thread, *cpID)
 		if err != nil {
@@ -155,6 +158,9 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		if *to == "" {
 			*to = *thread + "/fork-" + *cpID
 		}
+		if _, _, err := loadCheckpoint(ctx, svc, *thread, *cpID); err != nil {
+			return err // no such thread or checkpoint, said as show says it
+		}
 		cp, err := g.Fork(ctx, *thread, *cpID, *to)
 		if err != nil {
 			return err
@@ -167,7 +173,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	case "delete":
 		head, err := svc.store.Head(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) {
-			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
+			return noThread(*thread)
 		}
 		if err != nil {
 			return err
@@ -195,15 +201,20 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
+// noThread is the one message for a thread the Redis does not have.
+func noThread(thread string) error {
+	return fmt.Errorf("no thread %q in this Redis (bot threads list names the threads)", thread)
+}
+
 // loadCheckpoint returns a checkpoint of the thread (the latest if id is
 // "") with the conversation as of it.
 func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
 	hist, err := svc.store.History(ctx, thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
+		return nil, nil, noThread(thread)
+	}
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(hist) == 0 {
-		return nil, nil, fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", thread)
 	}
 	i := 0
 	if id != "" {

@@ -36,7 +36,7 @@ func TestCheckpointsCommand(t *testing.T) {
 	if len(hist) < 4 || statuses[0] != "done" || paused == "" {
 		t.Fatalf("list = %v; want the flow's history, newest (done) first, with its pause", statuses)
 	}
-	text := h.cli(t, "", "checkpoints", "list", "--thread", thread)
+	text := h.cli(t, "", "checkpoints", "list", "--wide", "--thread", thread)
 	if !strings.Contains(text, "paused") || !strings.Contains(text, "0.0:http_request") {
 		t.Errorf("list's table does not show the pause and its waiting call:\n%s", text)
 	}

@@ -109,7 +109,7 @@ func TestThreadsAuditAndDelete(t *testing.T) {
 	if len(rows) != 1 || rows[0].Thread != thread || rows[0].Status.String() != "done" {
 		t.Errorf("threads list = %+v; want the one done thread %s", rows, thread)
 	}
-	audit := h.cli(t, "", "audit", "--thread", thread)
+	audit := h.cli(t, "", "audit", "--wide", "--thread", thread)
 	if !strings.Contains(audit, `decision="approve"`) || !strings.Contains(audit, `by="`+approver+`"`) || !strings.Contains(audit, "hash=") {
 		t.Errorf("audit of the thread:\n%s\nwant the approval by %s with its hash", audit, approver)
 	}
@@ -230,7 +230,7 @@ func TestApprovalsListChatThread(t *testing.T) {
 	if out, err := h.run("fetch the status\nq\n", "chat", "--thread", "chat-waiting"); err != nil || !strings.Contains(out, "Bye.") {
 		t.Fatalf("bot chat: %v\n%s\nwant it to pause and quit", err, out)
 	}
-	out := h.cli(t, "", "approvals", "list")
+	out := h.cli(t, "", "approvals", "list", "--wide")
 	if !strings.Contains(out, "chat-waiting") || !strings.Contains(out, "anyone (terminal chat)") || strings.Contains(out, "anyone in -") {
 		t.Errorf("bot approvals list:\n%s\nwant the chat's call, decided by anyone at the terminal", out)
 	}

@@ -116,6 +116,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 // metrics.
 func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
 	mux.Handle("/slack/", s.Metrics.Instrument(slack.Handler()))
+	s.Metrics.Background(slack.Busy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -205,7 +205,7 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 	}
 	root := h.root(1)
 	h.reply(root, "Hello!")
-	time.Sleep(300 * time.Millisecond) // give a second run the chance to show itself
+	h.quiet() // a second run would have started by now
 	roots := 0
 	for _, c := range h.slack.CallsTo("chat.postMessage") {
 		if strings.Contains(c.Text, "asked:") {

@@ -84,6 +84,7 @@ type harness struct {
 
 func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	t.Helper()
+	needs(t, "a redis-server process for the bot binary")
 	h := &harness{
 		t:      t,
 		slack:  slacktest.NewServer(t),

@@ -136,7 +136,7 @@ func TestHomeTabInbox(t *testing.T) {
 			t.Errorf("approvals list --user %s = %+v; want nothing", user, rows)
 		}
 	}
-	if out := h.cli(t, "", "approvals", "list", "--user", approver); !strings.Contains(out, "POST "+h.target.URL+"/deploy") || !strings.Contains(out, approver) {
+	if out := h.cli(t, "", "approvals", "list", "--wide", "--user", approver); !strings.Contains(out, "POST "+h.target.URL+"/deploy") || !strings.Contains(out, approver) {
 		t.Errorf("approvals list --user %s:\n%s\nwant the call in a table", approver, out)
 	}
 

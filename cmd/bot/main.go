@@ -11,8 +11,10 @@
 //	bot version            the build's version
 //
 // Configuration comes from the environment (docs/configuration.md).
-// With nothing configured the bot uses an embedded Redis, whose data is
-// lost on exit, and an offline demo model.
+// With nothing configured the bot keeps its threads in a redis-server it
+// starts with its data in the user's state directory (with redis-server on
+// PATH; otherwise an embedded Redis, whose data is lost on exit), and uses
+// an offline demo model.
 package main
 
 import (
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/termtext"
 )
 
@@ -34,11 +37,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	var told *toldError
+	if errors.As(err, &told) {
+		os.Exit(1) // the command said why
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bot:", termtext.Text(err.Error())) // errors quote stored text
 		os.Exit(1)
 	}
 }
+
+// toldError is a failure a command has already described in its output
+// (bot audit verify's BROKEN: line): the bot exits 1 and prints no more.
+type toldError struct{ err error }
+
+func (e *toldError) Error() string { return e.err.Error() }
+func (e *toldError) Unwrap() error { return e.err }
 
 // command is one subcommand: what it does, in a line, and how to run it.
 type command struct {
@@ -61,10 +75,10 @@ var commands = []struct {
 	{"serve", command{"serve Slack: HTTP, or Socket Mode with SLACK_APP_TOKEN (the default when SLACK_BOT_TOKEN is set)", runServe}},
 	{"playground", command{"a simulated Slack channel in the browser on BOT_ADDR (the default without SLACK_BOT_TOKEN)", runPlayground}},
 	{"chat", command{"talk to the agent in the terminal; --thread ID resumes a thread", runChat}},
-	{"threads", command{"list recent threads in Redis: status, waiting calls (needs REDIS_URL)", runThreads}},
-	{"approvals", command{"list the calls waiting for a decision, all or those --user may decide (needs REDIS_URL)", runApprovals}},
-	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (needs REDIS_URL)", runCheckpoints}},
-	{"audit", command{"the audit trail: list it, verify its hash chain, export it (needs REDIS_URL)", runAudit}},
+	{"threads", command{"list recent threads in Redis: status, waiting calls (REDIS_URL, or the local Redis)", runThreads}},
+	{"approvals", command{"list the calls waiting for a decision, all or those --user may decide (REDIS_URL, or the local Redis)", runApprovals}},
+	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (REDIS_URL, or the local Redis)", runCheckpoints}},
+	{"audit", command{"the audit trail: list it, verify its hash chain, export it (REDIS_URL, or the local Redis)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
@@ -208,8 +222,10 @@ examples:
 `,
 	"chat": `
 Talks to the agent in the terminal, asking approve / edit / reject at a
-prompt. With REDIS_URL a paused thread survives quitting (q at a prompt)
-and resumes with --thread; the embedded Redis keeps nothing across runs.
+prompt. A paused thread survives quitting (q at a prompt) and resumes
+with --thread, in the Redis of REDIS_URL or, with REDIS_URL unset and
+redis-server on PATH, the local one in ~/.local/state/countersign; the
+embedded Redis (no redis-server) keeps nothing across runs.
 
 examples:
   bot chat
@@ -254,13 +270,19 @@ examples:
 // parse parses a subcommand's args. Help that is asked for goes to
 // stdout, and the command then ends without error (flag.ErrHelp).
 func parse(fs *flag.FlagSet, args []string, e env) error {
+	// The flag package prints a bad flag's error and the whole usage;
+	// the error is returned instead, once, with where to find the usage.
+	fs.SetOutput(io.Discard)
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
 			fs.SetOutput(e.stdout)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%s: %w (bot %s --help lists the flags)", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected argument %q (bot %s --help lists the flags)", fs.Name(), fs.Arg(0), fs.Name())
@@ -293,7 +315,7 @@ func runCheckpoints(ctx context.Context, args []string, e env) error {
 // needRedis refuses to run an operator command on the embedded Redis,
 // which starts empty and would only say that nothing is there.
 func needRedis(e env, name string) error {
-	if e.getenv("REDIS_URL") == "" {
+	if e.getenv("REDIS_URL") == "" && bot.LocalRedisDir(e.getenv) == "" {
 		return fmt.Errorf("%s reads the bot's Redis, and REDIS_URL is not set (the embedded Redis starts empty). "+
 			"Point it at the Redis the bot uses, e.g. REDIS_URL=redis://localhost:6379/0 bot %s", name, name)
 	}

@@ -20,6 +20,7 @@ import (
 // under tools:.
 func everythingPolicy(t *testing.T, rules string) string {
 	t.Helper()
+	needs(t, "Node's npx (an MCP server from npm)")
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx; "+

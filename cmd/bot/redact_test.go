@@ -22,6 +22,7 @@ func TestServerURLSecretsAreNotShown(t *testing.T) {
 		password    = "hunter2-in-a-file" // written in the file
 		argToken    = "lt-arg-5d21c0"     // LOCAL_TOKEN, in an argument
 	)
+	needs(t, "Node (an MCP server)")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found (%v): install Node (apt-get install nodejs npm) or run `make test`", err)

@@ -151,7 +151,7 @@ func TestThreadReplyContinuesTheConversation(t *testing.T) {
 		"text": "About 2.1 million people.", "ts": "1800000000.000002", "thread_ts": root.TS})
 	h.event("", map[string]any{"type": "message", "subtype": "message_changed", "channel": root.Channel,
 		"ts": "1800000000.000003", "thread_ts": root.TS})
-	time.Sleep(300 * time.Millisecond)
+	h.quiet()
 	if n := len(h.model.Requests()); n != 2 {
 		t.Errorf("the model was called %d times, want 2: the bot's own messages and edits are not turns", n)
 	}

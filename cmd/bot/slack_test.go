@@ -96,11 +96,13 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// New requests are refused while it drains.
-	time.Sleep(200 * time.Millisecond)
-	if resp, err := http.Get("http://" + h.addr + "/healthz"); err == nil {
-		resp.Body.Close()
-		t.Errorf("the bot still answers during shutdown")
-	}
+	h.eventually(func() bool {
+		resp, err := http.Get("http://" + h.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	}, "the bot to stop answering during shutdown")
 	if err := h.bot.Wait(); err != nil {
 		t.Errorf("bot exited with %v, want a clean exit", err)
 	}

@@ -108,7 +108,7 @@ func TestOperatorCommandsPrintNoTerminalEscapes(t *testing.T) {
 			}
 		}
 	}
-	if out := h.cli(t, "", "audit"); !strings.Contains(out, `reason="freeze\x1b[2J All calls verified"`) {
+	if out := h.cli(t, "", "audit", "--wide"); !strings.Contains(out, `reason="freeze\x1b[2J All calls verified"`) {
 		t.Errorf("bot audit:\n%s\nwant the reason quoted, its escapes shown", out)
 	}
 	// The JSON is still the stored text.

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -64,13 +64,18 @@ func runThreads(ctx context.Context, args []string, e env) error {
 		args = []string{"list", "--help"} // the one subcommand's help
 	}
 	if len(args) == 0 || args[0] != "list" {
-		return fmt.Errorf("threads: the subcommand is list (usage: bot threads list [--limit N] [--json])")
+		return fmt.Errorf("threads: the subcommand is list (usage: bot threads list [--limit N] [--wide|--json])")
 	}
-	fs := flags("threads list", "threads list [--limit N] [--json]", e)
+	fs := flags("threads list", "threads list [--limit N] [--wide|--json]", e)
 	limit := fs.Int("limit", 20, "how many threads, most recently updated first (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	wide := fs.Bool("wide", false, "print every column whole instead of fitting the terminal")
 	if err := parse(fs, args[1:], e); err != nil {
 		return err
+	}
+	width := termWidth(e.getenv)
+	if *wide {
+		width = 0
 	}
 	store, closeStore, err := operatorStore(ctx, e, "threads list")
 	if err != nil {
@@ -111,11 +116,10 @@ func runThreads(ctx context.Context, args []string, e env) error {
 		fmt.Fprintln(e.stdout, "No threads in this Redis.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "THREAD\tSTATUS\tUPDATED\tMESSAGES\tWAITING")
+	tab := newTable("THREAD", "STATUS", "UPDATED", "MSGS", "WAITING").shrinks(4) // thread IDs whole: --thread takes them
 	for _, r := range rows {
 		waiting := strings.Join(r.Waiting, ",")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", termtext.Line(r.Thread), r.Status, r.Updated.UTC().Format(time.RFC3339), r.Messages, termtext.Line(orNone(waiting)))
+		tab.add(termtext.Line(r.Thread), r.Status.String(), r.Updated.UTC().Format(time.RFC3339), strconv.Itoa(r.Messages), termtext.Line(orNone(waiting)))
 	}
-	return tw.Flush()
+	return tab.write(e.stdout, width)
 }

@@ -11,6 +11,7 @@ import (
 )
 
 func TestToolsCommand(t *testing.T) {
+	needs(t, "Node's npx (an MCP server from npm)")
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("npx not found (%v): install Node (apt-get install nodejs npm) or run `make test`", err)

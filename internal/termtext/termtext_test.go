@@ -22,6 +22,7 @@ const (
 )
 
 func TestText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in, text, line string
 	}{
@@ -51,6 +52,7 @@ func TestText(t *testing.T) {
 // JSON passed through the escaper is still JSON, with the same values:
 // operator commands print their --json output through it.
 func TestTextKeepsJSON(t *testing.T) {
+	t.Parallel()
 	in := map[string]string{"result": clipboard + clearScreen + fakeLine + link + c1CSI + rawC1 + bidi + "\r\n"}
 	b, err := json.MarshalIndent(in, "", "\t")
 	if err != nil {

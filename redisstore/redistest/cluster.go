@@ -42,6 +42,7 @@ func ClusterWithReplicas(tb testing.TB) *ReplicatedCluster {
 
 func startCluster(tb testing.TB, replicas int) *ReplicatedCluster {
 	tb.Helper()
+	NeedsRealRedis(tb, "a Redis Cluster")
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		tb.Fatalf("redistest: redis-cli is not on PATH: %s", installHint)

@@ -1,8 +1,11 @@
-// Package redistest gives tests a real Redis: the server named by REDIS_URL,
-// or throwaway redis-server processes on loopback ports, including a small
-// Redis Cluster. It never fakes Redis, and it never skips: a test that asks
-// for Redis on a machine without redis-server fails and says how to install
-// it.
+// Package redistest gives tests a Redis: the server named by REDIS_URL, or
+// throwaway redis-server processes on loopback ports, including a small
+// Redis Cluster. Under -short (the fast tier, `make test-fast`) Options and
+// Client give the bot's own in-process Redis instead, and the helpers that
+// need a real server skip the test, naming the tier that runs it (see
+// inprocess.go). Without -short it never fakes Redis and never skips: a
+// test that asks for Redis on a machine without redis-server fails and says
+// how to install it.
 //
 // Tests of several packages may share one server through REDIS_URL at the
 // same time, so they must use keys (thread names) of their own and never
@@ -34,7 +37,8 @@ const installHint = "install Redis (Debian/Ubuntu: apt-get install redis-server,
 const startTimeout = 20 * time.Second
 
 // Options returns client options for the test Redis: REDIS_URL when it is
-// set, otherwise a throwaway redis-server started for the test. Use it to
+// set, otherwise under -short the in-process Redis, otherwise a throwaway
+// redis-server started for the test. Use it to
 // build a client with settings of your own (a counting dialer, a pool size);
 // Client is the shortcut for the common case.
 func Options(tb testing.TB) *redis.Options {
@@ -45,6 +49,9 @@ func Options(tb testing.TB) *redis.Options {
 			tb.Fatalf("redistest: REDIS_URL: %v", err)
 		}
 		return opts
+	}
+	if testing.Short() {
+		return &redis.Options{Addr: inProcess(tb).Addr()}
 	}
 	srv := startServer(tb, nil)
 	return &redis.Options{Addr: srv.Addr()}
@@ -78,9 +85,10 @@ type Server struct {
 }
 
 // StartServer starts a redis-server on a free loopback port, killed when the
-// test ends.
+// test ends. Under -short it skips the test (see NeedsRealRedis).
 func StartServer(tb testing.TB) *Server {
 	tb.Helper()
+	NeedsRealRedis(tb, "a redis-server process of its own")
 	return startServer(tb, []string{"--appendonly", "yes", "--appendfsync", "always"})
 }
 
@@ -259,6 +267,7 @@ func tail(path string) string {
 // until the replication link is up.
 func StartReplica(tb testing.TB, master *Server) *Server {
 	tb.Helper()
+	NeedsRealRedis(tb, "a replica")
 	s := startServer(tb, []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.port)})
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer rdb.Close()

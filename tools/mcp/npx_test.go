@@ -26,14 +26,24 @@ import (
 // npx finds npx, which runs the MCP servers published on npm. The tests
 // that need it fail rather than skip without it: `make test` installs
 // Node when it is missing and fetches the servers once (.ci/with-redis).
+// Under -short (`make test-fast`) they skip: that tier runs no Node.
 func npx(t *testing.T) string {
 	t.Helper()
+	needsNode(t)
 	path, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("npx not found (%v): these tests run MCP servers from npm with Node's npx; "+
 			"install Node (apt-get install nodejs npm) or run them through `make test`", err)
 	}
 	return path
+}
+
+// needsNode skips a test that runs Node under -short.
+func needsNode(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Node (an MCP server); `make test` runs it (go test without -short)")
+	}
 }
 
 func everythingPolicy(t *testing.T, extra string) string {
@@ -140,6 +150,7 @@ func TestEverythingKilledMidCall(t *testing.T) {
 }
 
 func TestServerThatDoesNotStart(t *testing.T) {
+	needsNode(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found: %v", err)
@@ -181,6 +192,7 @@ func TestFilesystemServer(t *testing.T) {
 }
 
 func TestServerWordsAreRedacted(t *testing.T) {
+	needsNode(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found: %v", err)
@@ -216,6 +228,7 @@ func nobodysDir(t *testing.T) string {
 // A stdio server runs as its entry's user when the bot is root, and a
 // user: the bot cannot switch to keeps it from starting.
 func TestServerRunsAsItsUser(t *testing.T) {
+	needsNode(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found: %v", err)

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+)
+
+// quiet waits until the bot is quiet: every request it has answered is
+// done with, which it reports as countersign_background_jobs 0 (a job is
+// counted before its request is answered). A test that asserts that
+// something did not happen waits for this first, instead of for time.
+func (h *harness) quiet() {
+	h.t.Helper()
+	h.eventually(func() bool {
+		resp, err := http.Get("http://" + h.addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if line == "countersign_background_jobs 0" {
+				return true
+			}
+		}
+		return false
+	}, "the bot to be quiet (countersign_background_jobs 0)")
+}

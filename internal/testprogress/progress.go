@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	// heartbeat is how often the tests still running are named.
+	heartbeat = 30 * time.Second
+	// slow is how long a passing top-level test runs before it gets a
+	// line of its own.
+	slow = 5 * time.Second
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Time       time.Time
+	Action     string
+	Package    string
+	Test       string
+	Elapsed    float64
+	Output     string
+	ImportPath string // build-output and build-fail
+}
+
+// pkgState is what is known of one package so far.
+type pkgState struct {
+	started time.Time
+	// output of each test (subtests under their own name) and of the
+	// package itself (""), kept until it passes.
+	output  map[string]*strings.Builder
+	running map[string]time.Time // top-level tests running
+	passed  int
+	skipped int
+	failed  []string
+}
+
+// progress turns test events into lines. It is safe for concurrent use:
+// read runs on one goroutine, tick on another.
+type progress struct {
+	mu     sync.Mutex
+	out    io.Writer
+	now    func() time.Time
+	pkgs   map[string]*pkgState
+	build  map[string]*strings.Builder // build output by import path
+	failed bool
+	// counts over all packages, for the summary
+	pkgsDone, pkgsFailed, tests, skips int
+	start                              time.Time
+}
+
+func newProgress(out io.Writer, now func() time.Time) *progress {
+	return &progress{out: out, now: now, pkgs: map[string]*pkgState{}, build: map[string]*strings.Builder{}, start: now()}
+}
+
+// read consumes the events on r; it reports whether anything failed.
+func (p *progress) read(r io.Reader) (bool, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			p.mu.Lock()
+			fmt.Fprintf(p.out, "%s\n", line)
+			p.mu.Unlock()
+			continue
+		}
+		p.handle(ev)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A package that never said pass or fail (go test killed) failed.
+	for name := range p.pkgs {
+		fmt.Fprintf(p.out, "FAIL %s: no result (go test stopped)\n", name)
+		p.failed = true
+	}
+	return p.failed, sc.Err()
+}
+
+func (p *progress) pkg(name string) *pkgState {
+	s, ok := p.pkgs[name]
+	if !ok {
+		s = &pkgState{started: p.now(), output: map[string]*strings.Builder{}, running: map[string]time.Time{}}
+		p.pkgs[name] = s
+	}
+	return s
+}
+
+// topLevel is the top-level test a test or subtest belongs to.
+func topLevel(test string) string {
+	top, _, _ := strings.Cut(test, "/")
+	return top
+}
+
+func (p *progress) handle(ev event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Action {
+	case "build-output":
+		b, ok := p.build[ev.ImportPath]
+		if !ok {
+			b = &strings.Builder{}
+			p.build[ev.ImportPath] = b
+		}
+		b.WriteString(ev.Output)
+		return
+	case "build-fail":
+		p.failed = true
+		fmt.Fprintf(p.out, "FAIL %s: build failed\n%s", ev.ImportPath, p.build[ev.ImportPath])
+		delete(p.build, ev.ImportPath)
+		return
+	}
+	if ev.Package == "" {
+		return
+	}
+	s := p.pkg(ev.Package)
+	switch ev.Action {
+	case "start":
+	case "run":
+		if ev.Test != "" && !strings.Contains(ev.Test, "/") {
+			s.running[ev.Test] = p.now()
+		}
+	case "output":
+		b, ok := s.output[ev.Test]
+		if !ok {
+			b = &strings.Builder{}
+			s.output[ev.Test] = b
+		}
+		b.WriteString(ev.Output)
+	case "pass", "fail", "skip":
+		if ev.Test == "" {
+			p.finishPackage(ev, s)
+			return
+		}
+		if strings.Contains(ev.Test, "/") {
+			return // a subtest: reported with its top-level test
+		}
+		p.finishTest(ev, s)
+	}
+}
+
+func (p *progress) finishTest(ev event, s *pkgState) {
+	delete(s.running, ev.Test)
+	elapsed := time.Duration(ev.Elapsed * float64(time.Second))
+	switch ev.Action {
+	case "pass":
+		s.passed++
+		if elapsed >= slow {
+			fmt.Fprintf(p.out, "  ok   %s %s (%s)\n", short(ev.Package), ev.Test, elapsed.Round(10*time.Millisecond))
+		}
+	case "skip":
+		s.skipped++
+	case "fail":
+		s.failed = append(s.failed, ev.Test)
+		fmt.Fprintf(p.out, "--- FAIL %s %s (%s)\n", short(ev.Package), ev.Test, elapsed.Round(10*time.Millisecond))
+		p.printOutput(s, ev.Test)
+	}
+	if ev.Action != "fail" {
+		// The output of a test that passed or skipped is not needed.
+		for name := range s.output {
+			if topLevel(name) == ev.Test {
+				delete(s.output, name)
+			}
+		}
+	}
+}
+
+// printOutput prints everything a failed top-level test and its subtests
+// wrote, in the order go test gave it for each.
+func (p *progress) printOutput(s *pkgState, test string) {
+	var names []string
+	for name := range s.output {
+		if topLevel(name) == test {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // the test before its subtests
+	for _, name := range names {
+		io.WriteString(p.out, indent(s.output[name].String()))
+		delete(s.output, name)
+	}
+}
+
+func (p *progress) finishPackage(ev event, s *pkgState) {
+	delete(p.pkgs, ev.Package)
+	p.pkgsDone++
+	p.tests += s.passed
+	p.skips += s.skipped
+	elapsed := time.Duration(ev.Elapsed * float64(time.Second)).Round(10 * time.Millisecond)
+	counts := fmt.Sprintf("%d passed", s.passed)
+	if s.skipped > 0 {
+		counts += fmt.Sprintf(", %d skipped", s.skipped)
+	}
+	switch ev.Action {
+	case "pass":
+		fmt.Fprintf(p.out, "ok   %s %s (%s)\n", ev.Package, elapsed, counts)
+	case "skip":
+		// no test files
+	case "fail":
+		p.failed = true
+		p.pkgsFailed++
+		fmt.Fprintf(p.out, "FAIL %s %s (%s, %d failed)\n", ev.Package, elapsed, counts, len(s.failed))
+		// What the package printed outside any test (a panic, a
+		// TestMain that gave up, a timeout) and tests cut off by it.
+		if b, ok := s.output[""]; ok {
+			io.WriteString(p.out, indent(b.String()))
+			delete(s.output, "")
+		}
+		var left []string
+		for name := range s.output {
+			left = append(left, topLevel(name))
+		}
+		slices.Sort(left)
+		for _, name := range slices.Compact(left) {
+			fmt.Fprintf(p.out, "--- %s %s did not finish:\n", short(ev.Package), name)
+			p.printOutput(s, name)
+		}
+	}
+}
+
+// tick names the tests running for longer than a heartbeat.
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	var names []string
+	for pkg, s := range p.pkgs {
+		for test, since := range s.running {
+			if now.Sub(since) >= heartbeat {
+				names = append(names, fmt.Sprintf("%s %s (%s)", short(pkg), test, now.Sub(since).Round(time.Second)))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	const most = 6
+	more := ""
+	if len(names) > most {
+		more = fmt.Sprintf(" and %d more", len(names)-most)
+		names = names[:most]
+	}
+	fmt.Fprintf(p.out, "     still running: %s%s\n", strings.Join(names, ", "), more)
+}
+
+// summary is the last line.
+func (p *progress) summary() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	verdict := "ok"
+	if p.failed {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(p.out, "%s: %d packages (%d failed), %d tests passed, %d skipped, in %s\n",
+		verdict, p.pkgsDone, p.pkgsFailed, p.tests, p.skips, p.now().Sub(p.start).Round(time.Second))
+}
+
+// short drops the module path from a package's import path.
+func short(pkg string) string {
+	const module = "github.com/countersign/countersign/"
+	if rest, ok := strings.CutPrefix(pkg, module); ok {
+		return rest
+	}
+	return pkg
+}
+
+// indent sets output off from the progress lines.
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.SplitAfter(s, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString("    " + l)
+		}
+	}
+	if !strings.HasSuffix(s, "\n") {
+		b.WriteString("\n")
+	}
+	return b.String()
+}

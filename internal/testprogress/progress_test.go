@@ -1,0 +1,81 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A run as go test -json reports it: one package passes with a slow test
+// and a skipped one, another fails with a subtest, a third does not
+// build, and go test prints a line of its own.
+const run = `{"Action":"start","Package":"github.com/countersign/countersign/runner"}
+{"Action":"run","Package":"github.com/countersign/countersign/runner","Test":"TestQuick"}
+{"Action":"output","Package":"github.com/countersign/countersign/runner","Test":"TestQuick","Output":"=== RUN   TestQuick\n"}
+{"Action":"pass","Package":"github.com/countersign/countersign/runner","Test":"TestQuick","Elapsed":0.01}
+{"Action":"run","Package":"github.com/countersign/countersign/runner","Test":"TestSlow"}
+{"Action":"pass","Package":"github.com/countersign/countersign/runner","Test":"TestSlow","Elapsed":7.5}
+{"Action":"run","Package":"github.com/countersign/countersign/runner","Test":"TestCluster"}
+{"Action":"output","Package":"github.com/countersign/countersign/runner","Test":"TestCluster","Output":"    x_test.go:9: needs a real redis-server\n"}
+{"Action":"skip","Package":"github.com/countersign/countersign/runner","Test":"TestCluster","Elapsed":0}
+{"Action":"pass","Package":"github.com/countersign/countersign/runner","Elapsed":8.1}
+{"Action":"run","Package":"github.com/countersign/countersign/audit","Test":"TestVerify"}
+{"Action":"run","Package":"github.com/countersign/countersign/audit","Test":"TestVerify/edited"}
+{"Action":"output","Package":"github.com/countersign/countersign/audit","Test":"TestVerify","Output":"=== RUN   TestVerify\n"}
+{"Action":"output","Package":"github.com/countersign/countersign/audit","Test":"TestVerify/edited","Output":"    audit_test.go:40: Verify() = nil, want a broken chain\n"}
+{"Action":"fail","Package":"github.com/countersign/countersign/audit","Test":"TestVerify/edited","Elapsed":0.2}
+{"Action":"fail","Package":"github.com/countersign/countersign/audit","Test":"TestVerify","Elapsed":0.2}
+{"Action":"output","Package":"github.com/countersign/countersign/audit","Output":"FAIL\n"}
+{"Action":"fail","Package":"github.com/countersign/countersign/audit","Elapsed":0.3}
+{"ImportPath":"github.com/countersign/countersign/tools","Action":"build-output","Output":"tools/x.go:3:1: syntax error\n"}
+{"ImportPath":"github.com/countersign/countersign/tools","Action":"build-fail"}
+go: some line of go test's own
+`
+
+func TestProgressLines(t *testing.T) {
+	var out strings.Builder
+	clock := time.Unix(0, 0)
+	p := newProgress(&out, func() time.Time { return clock })
+	failed, err := p.read(strings.NewReader(run))
+	if err != nil || !failed {
+		t.Fatalf("read() = %v, %v; want true, nil", failed, err)
+	}
+	p.summary()
+	got := out.String()
+	for _, want := range []string{
+		"  ok   runner TestSlow (7.5s)\n",
+		"ok   github.com/countersign/countersign/runner 8.1s (2 passed, 1 skipped)\n",
+		"--- FAIL audit TestVerify (200ms)\n    === RUN   TestVerify\n        audit_test.go:40: Verify() = nil, want a broken chain\n",
+		"FAIL github.com/countersign/countersign/audit 300ms (0 passed, 1 failed)\n",
+		"FAIL github.com/countersign/countersign/tools: build failed\ntools/x.go:3:1: syntax error\n",
+		"go: some line of go test's own\n",
+		"FAIL: 2 packages (1 failed), 2 tests passed, 1 skipped",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q; got:\n%s", want, got)
+		}
+	}
+	for _, notWant := range []string{"TestQuick", "needs a real redis-server"} {
+		if strings.Contains(got, notWant) {
+			t.Errorf("output has %q (a quick pass, a skip's output); got:\n%s", notWant, got)
+		}
+	}
+}
+
+// A test running past the heartbeat is named; a package cut off (go test
+// killed) fails.
+func TestProgressHeartbeatAndCutOff(t *testing.T) {
+	var out strings.Builder
+	clock := time.Unix(0, 0)
+	p := newProgress(&out, func() time.Time { return clock })
+	p.handle(event{Action: "run", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestLong"})
+	clock = clock.Add(heartbeat + time.Second)
+	p.tick()
+	if want := "still running: cmd/bot TestLong (31s)"; !strings.Contains(out.String(), want) {
+		t.Errorf("tick() printed %q, want %q", out.String(), want)
+	}
+	failed, _ := p.read(strings.NewReader(""))
+	if !failed || !strings.Contains(out.String(), "FAIL github.com/countersign/countersign/cmd/bot: no result") {
+		t.Errorf("a package with no result: failed = %v, output:\n%s", failed, out.String())
+	}
+}
