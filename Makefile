@@ -50,11 +50,11 @@ FUZZ_TARGETS = \
 	./handlers:FuzzDecisionPath \
 	./handlers:FuzzHomeDecisionPath \
 	./handlers:FuzzElicitForm \
-	./handlers:FuzzCards \
 	./handlers:FuzzReachText \
 	./slackui:FuzzMrkdwn \
 	./slackui:FuzzMarkdown \
 	./slackui:FuzzPlainText \
+	./slackui:FuzzCards \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

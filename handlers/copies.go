@@ -22,6 +22,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -57,7 +58,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 		if _, done := claims[key]; done {
 			return
 		}
-		ts, err := r.post(ctx, to, slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
+		ts, err := r.post(ctx, to, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
 		if err != nil {
 			log.WithField("channel", to).WithError(err).Warn("posting a copy of the card")
 			return
@@ -131,7 +132,7 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		}
 		err := r.retry(ctx, func() error {
 			_, _, _, err := r.api.UpdateMessageContext(ctx, to, string(ts),
-				slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
+				slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
 			return err
 		})
 		if err != nil {

@@ -1,8 +1,10 @@
 // Package handlers is Countersign's Slack front end: HTTP ingress for
 // slash commands, events and interactions (and the same dispatch for
-// Socket Mode), request verification, the approval cards and modals, and
-// the Reporter that posts a conversation's progress into its Slack
-// thread.
+// Socket Mode), request verification, the Reporter that posts a
+// conversation's progress into its Slack thread, the Home tab's
+// publisher, elicitation's flow and the user-group API. The cards, modals
+// and views it posts are package slackui's pure functions (views.go
+// names the identifiers it dispatches on).
 //
 // Every request is answered within Slack's three seconds: a handler
 // verifies and parses the request, does what must happen before the
@@ -39,10 +41,9 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/countersign/countersign/slackui"
 )
 
 // Store is what the handlers keep in Redis besides the runner's data.
@@ -74,17 +75,14 @@ type Store interface {
 	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
 }
 
-// ErrBadThread: a thread key is not "<team>:<channel>:<ts>".
-var ErrBadThread = errors.New("not a Slack thread key")
+// ErrBadThread: a thread key is not "<team>:<channel>:<ts>"
+// (slackui.ErrBadThread).
+var ErrBadThread = slackui.ErrBadThread
 
 // ThreadKey is the conversation key of a Slack thread.
-func ThreadKey(team, channel, ts string) string { return team + ":" + channel + ":" + ts }
+func ThreadKey(team, channel, ts string) string { return slackui.ThreadKey(team, channel, ts) }
 
 // ParseThread splits a thread key into team, channel and root ts.
 func ParseThread(thread string) (team, channel, ts string, err error) {
-	parts := strings.SplitN(thread, ":", 3)
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return "", "", "", fmt.Errorf("%w: %q", ErrBadThread, thread)
-	}
-	return parts[0], parts[1], parts[2], nil
+	return slackui.ParseThread(thread)
 }

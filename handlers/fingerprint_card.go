@@ -3,49 +3,12 @@ package handlers
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
-
-// The buttons of a run the updated bot cannot resume (runner.GraphChanged).
-const (
-	ActionRestartRun = "restart_run"
-	ActionCancelRun  = "cancel_run"
-)
-
-// GraphChangedCard is the message of a run that waited while the bot was
-// updated and cannot go on as it was: what changed (one change a line),
-// and the buttons Restart from here and Cancel, whose value is ref.
-func GraphChangedCard(changes string, ref string) []slack.Block {
-	var lines []string
-	for _, l := range strings.Split(changes, "\n") {
-		if l = oneLine(l); l != "" {
-			lines = append(lines, "• "+slackEscape(l))
-		}
-	}
-	text := "🔄 The bot was updated while this request waited, and it can't go on as it was:\n" +
-		clipText(strings.Join(lines, "\n"), budgetError) +
-		"\n*Restart from here* lets the agent plan again with what it can do now; *Cancel* stops this request."
-	return []slack.Block{
-		sectionBlock(text),
-		slack.NewActionBlock(BlockRunActions,
-			buttonElement(ActionRestartRun, "Restart from here", ref, slack.StylePrimary),
-			buttonElement(ActionCancelRun, "Cancel", ref, slack.StyleDanger)),
-	}
-}
-
-// CancelledText is the thread's line of a runner.RunCancelled event: who
-// cancelled the run, as a mention.
-func CancelledText(by []string) string {
-	who := "_someone_"
-	if len(by) > 0 {
-		who = mentionList(by, budgetMentions)
-	}
-	return "✖️ Cancelled by " + who + ": the bot was updated while this request waited."
-}
 
 // postGraphChanged posts the card of a runner.GraphChanged event.
 func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
@@ -55,7 +18,7 @@ func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel
 	}
 	_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
 		slack.MsgOptionText("The bot was updated while this request waited.", false),
-		slack.MsgOptionBlocks(GraphChangedCard(e.Text, value)...))
+		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
 }
 

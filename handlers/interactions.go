@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -237,9 +238,9 @@ func (s *Server) decisionModal(ctx context.Context, c click, kind interrupt.Kind
 	if c.fromHome {
 		value = homeMetaPrefix + value
 	}
-	view := RejectModal(*call, value)
+	view := slackui.RejectModal(*call, value)
 	if kind == interrupt.Edit {
-		view = EditModal(*call, value)
+		view = slackui.EditModal(*call, value)
 	}
 	return &view, ""
 }
@@ -250,7 +251,7 @@ func (s *Server) argsModal(ctx context.Context, c click) (*slack.ModalViewReques
 	if msg := answer(c.log, err); msg != "" {
 		return nil, msg
 	}
-	view := ArgsModal(*call)
+	view := slackui.ArgsModal(*call)
 	return &view, ""
 }
 

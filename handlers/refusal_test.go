@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // A refusal is shown in mrkdwn: its people and channel as live mentions,
@@ -31,7 +32,7 @@ func TestRefusalText(t *testing.T) {
 			t.Errorf("%s: refusalText() = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
+	if got := slackui.CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
 		t.Errorf("CancelledText() = %q", got)
 	}
 }

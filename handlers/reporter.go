@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // ref is what a button's opaque value stands for.
@@ -96,9 +97,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
+		blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
+			slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
 		if err != nil {
 			return err
 		}
@@ -132,12 +133,12 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(ErrorCard(e.Text, value)...))
+			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
 	case runner.RunCancelled:
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(CancelledText(e.People), false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.CancelledText(e.People), false))
 		return err
 	case runner.Reminder, runner.Escalated:
 		text := ReminderText(e.Call.Tool, e.People, e.Waited)
@@ -165,10 +166,10 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	if !ok {
 		return nil
 	}
-	blocks := SettledCard(c, requester, r.now())
+	blocks := slackui.SettledCard(c, requester, r.now())
 	err = r.retry(ctx, func() error {
 		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
+			slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
 	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
@@ -192,9 +193,9 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 	if err != nil {
 		return err
 	}
-	blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
+	blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
 	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(CardText(c), false),
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false),
 			slack.MsgOptionBlocks(blocks...))
 		return err
 	})

@@ -1,64 +1,9 @@
 package handlers
 
-import (
-	"strings"
+import "github.com/countersign/countersign/slackui"
 
-	"github.com/slack-go/slack"
-
-	"github.com/countersign/countersign/tools"
-)
-
-// ToolLookup finds a tool by the name the model calls it, to show where
-// it comes from on its card. *mcp.Manager and *tools.Registry are
-// ToolLookups.
-type ToolLookup interface {
-	Lookup(name string) (tools.Tool, tools.Rule, bool)
-}
-
-// budgetToolAbout is a tool's description on its card (a context
-// element holds 3000).
-const budgetToolAbout = 600
-
-// ToolBlock says where a tool from outside the bot comes from: the MCP
-// server and the tool's own name, its description, and the server's
-// annotations of it, marked as the server's word when the policy does
-// not trust them (the MCP specification warns that they may be wrong).
-// It returns nil for a built-in tool.
-func ToolBlock(t tools.Tool) slack.Block {
-	ot, ok := t.(tools.OriginTool)
-	if !ok {
-		return nil
-	}
-	o := ot.Origin()
-	lines := []string{"MCP server *" + slackEscape(clipText(o.Server, budgetName)) + "* · tool " + codeSpan(o.Tool)}
-	if d := strings.TrimSpace(t.Description()); d != "" {
-		lines = append(lines, clipText(slackEscape(oneLine(d)), budgetToolAbout))
-	}
-	if len(o.Hints) > 0 {
-		who := "the server says (not verified)"
-		if o.Trusted {
-			who = "the server says (trusted by the policy)"
-		}
-		lines = append(lines, "Annotations — "+who+": "+strings.Join(o.Hints, ", "))
-	}
-	return contextBlock(strings.Join(lines, "\n"))
-}
-
-// withToolBlock puts the tool's ToolBlock below a card's header.
-func withToolBlock(blocks []slack.Block, box ToolLookup, name string) []slack.Block {
-	if box == nil || len(blocks) == 0 {
-		return blocks
-	}
-	t, _, ok := box.Lookup(name)
-	if !ok {
-		return blocks
-	}
-	b := ToolBlock(t)
-	if b == nil {
-		return blocks
-	}
-	return append(blocks[:1:1], append([]slack.Block{b}, blocks[1:]...)...)
-}
+// ToolLookup finds a tool by the name the model calls it (slackui.ToolLookup).
+type ToolLookup = slackui.ToolLookup
 
 // WithTools makes the reporter name, on approval cards, the MCP server and
 // tool behind a call, with the tool's description and annotations.

@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"regexp"
@@ -11,11 +11,11 @@ import (
 // and writes them back.
 var slackLink = regexp.MustCompile(`<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>|<#([A-Z0-9]+)(?:\|([^>]*))?>`)
 
-// typedText turns the text of a Slack message or command into what the
+// TypedText turns the text of a Slack message or command into what the
 // person typed: links as their URL (with the label, when it differs),
 // channel references as #name, and &amp; &lt; &gt; unescaped — Slack
 // escapes those three characters in every text it sends.
-func typedText(s string) string {
+func TypedText(s string) string {
 	s = slackLink.ReplaceAllStringFunc(s, func(m string) string {
 		p := slackLink.FindStringSubmatch(m)
 		switch {
