@@ -142,30 +142,3 @@ func notOpened(actionID string, err error) string {
 	}
 	return "I couldn't open the form (" + err.Error() + "). Please try again."
 }
-
-// modalTitle is the title of the modal a button opens.
-func modalTitle(actionID string) string {
-	switch actionID {
-	case ActionEdit:
-		return "Edit arguments"
-	case ActionReject:
-		return "Reject call"
-	}
-	return "All arguments"
-}
-
-// checkingModal is the modal a button opens while its checks are slow:
-// nothing to submit, only a note that they are under way.
-func checkingModal(actionID string) slack.ModalViewRequest {
-	view := slack.ModalViewRequest{Type: slack.VTModal, Title: plainText(modalTitle(actionID)), Close: plainText("Cancel")}
-	view.Blocks.BlockSet = []slack.Block{sectionBlock("Checking the call…")}
-	return view
-}
-
-// noticeModal replaces the checking modal when there is no form to show:
-// it says why (mrkdwn, as the answer to a click would).
-func noticeModal(actionID, text string) slack.ModalViewRequest {
-	view := slack.ModalViewRequest{Type: slack.VTModal, Title: plainText(modalTitle(actionID)), Close: plainText("Close")}
-	view.Blocks.BlockSet = []slack.Block{sectionBlock(text)}
-	return view
-}

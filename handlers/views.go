@@ -1,7 +1,7 @@
 package handlers
 
 import (
-	"time"
+	"encoding/json"
 
 	"github.com/slack-go/slack"
 
@@ -51,12 +51,36 @@ func codeSpan(name string) string                  { return slackui.CodeSpan(nam
 func userMention(id string) string                 { return slackui.UserMention(id) }
 func approverMention(id string) string             { return slackui.ApproverMention(id) }
 func mentionList(ids []string, budget int) string  { return slackui.MentionList(ids, budget) }
-func slackDate(t time.Time) string                 { return slackui.Date(t) }
 func typedText(s string) string                    { return slackui.TypedText(s) }
-func plainText(text string) *slack.TextBlockObject { return slackui.PlainTextObject(text) }
-func sectionBlock(text string) *slack.SectionBlock { return slackui.SectionBlock(text) }
 func contextBlock(text string) *slack.ContextBlock { return slackui.ContextBlock(text) }
-func buttonElement(actionID, text, value string, style slack.Style) *slack.ButtonBlockElement {
-	return slackui.Button(actionID, text, value, style)
+func channelMention(id string) string              { return slackui.ChannelMention(id) }
+
+// The identifiers of elicitation messages and forms.
+const (
+	ActionElicitAnswer  = slackui.ActionElicitAnswer
+	ActionElicitDecline = slackui.ActionElicitDecline
+	ActionElicitCancel  = slackui.ActionElicitCancel
+	CallbackElicit      = slackui.CallbackElicit
+	ElicitActionID      = slackui.ElicitActionID
+	ElicitBlockPrefix   = slackui.ElicitBlockPrefix
+)
+
+func elicitQuestion(requester, tool, message string) slack.Block {
+	return slackui.ElicitQuestion(requester, tool, message)
 }
-func channelMention(id string) string { return slackui.ChannelMention(id) }
+func elicitFirstBlock(schema json.RawMessage) string { return slackui.ElicitFirstBlock(schema) }
+
+// elicitForm is the form of rec's requested schema, its fields in the
+// schema's order; meta is kept as the view's private metadata.
+func elicitForm(rec elicitRecord, meta string) (slack.ModalViewRequest, error) {
+	fields, err := slackui.ElicitFields(rec.Schema)
+	if err != nil {
+		return slack.ModalViewRequest{}, err
+	}
+	return slackui.ElicitForm(rec.Tool, rec.Message, fields, meta)
+}
+
+func checkingModal(actionID string) slack.ModalViewRequest { return slackui.CheckingModal(actionID) }
+func noticeModal(actionID, text string) slack.ModalViewRequest {
+	return slackui.NoticeModal(actionID, text)
+}
