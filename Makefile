@@ -49,12 +49,12 @@ FUZZ_TARGETS = \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
 	./handlers:FuzzHomeDecisionPath \
-	./handlers:FuzzReachText \
 	./slackui:FuzzMrkdwn \
 	./slackui:FuzzMarkdown \
 	./slackui:FuzzPlainText \
 	./slackui:FuzzCards \
 	./slackui:FuzzElicitForm \
+	./slackui:FuzzReachText \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

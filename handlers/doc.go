@@ -2,9 +2,9 @@
 // slash commands, events and interactions (and the same dispatch for
 // Socket Mode), request verification, the Reporter that posts a
 // conversation's progress into its Slack thread, the Home tab's
-// publisher, elicitation's flow and the user-group API. The cards, modals
-// and views it posts are package slackui's pure functions (views.go
-// names the identifiers it dispatches on).
+// publisher, elicitation's flow and the user-group API. The cards, modals,
+// views and texts it posts are package slackui's pure functions, and so
+// are the action IDs it dispatches clicks on.
 //
 // Every request is answered within Slack's three seconds: a handler
 // verifies and parses the request, does what must happen before the
@@ -24,7 +24,7 @@
 // Answers are shown as the model writes them: one message that grows
 // (Slack's streaming methods, or chat.update) and that the final answer
 // finishes; see stream.go. Every text from the model, a tool or a person
-// is escaped by package slackui for the format it is sent in (output.go).
+// is escaped by package slackui for the format it is sent in.
 //
 // The Home tab (home.go) is each person's inbox: the calls waiting for
 // them across channels, with the cards' buttons. A click there is decided
@@ -75,14 +75,6 @@ type Store interface {
 	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
 }
 
-// ErrBadThread: a thread key is not "<team>:<channel>:<ts>"
-// (slackui.ErrBadThread).
-var ErrBadThread = slackui.ErrBadThread
-
-// ThreadKey is the conversation key of a Slack thread.
+// ThreadKey is the conversation key of a Slack thread (slackui.ParseThread
+// splits it).
 func ThreadKey(team, channel, ts string) string { return slackui.ThreadKey(team, channel, ts) }
-
-// ParseThread splits a thread key into team, channel and root ts.
-func ParseThread(thread string) (team, channel, ts string, err error) {
-	return slackui.ParseThread(thread)
-}

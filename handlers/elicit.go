@@ -73,7 +73,7 @@ const elicitTTL = time.Hour
 // Elicit posts the question in the call's thread and waits for the
 // answer until ctx ends; then the message says that nobody answered.
 func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.ElicitAnswer, error) {
-	_, channel, root, err := ParseThread(el.Call.Thread)
+	_, channel, root, err := slackui.ParseThread(el.Call.Thread)
 	if err != nil {
 		return tools.ElicitAnswer{}, err
 	}
@@ -93,7 +93,7 @@ func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.Elic
 	}
 	log := e.log.WithFields(logrus.Fields{"thread": el.Call.Thread, "call": el.Call.Call, "tool": el.Tool})
 	ts, err := e.rep.post(ctx, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText(elicitText(rec), false), slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
+		slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
 	if err != nil {
 		return tools.ElicitAnswer{}, fmt.Errorf("post elicitation: %w", err)
 	}
@@ -120,9 +120,9 @@ func (e *Elicitor) settle(ctx context.Context, channel, ts string, rec elicitRec
 }
 
 func settleElicitation(ctx context.Context, rep *Reporter, channel, ts string, rec elicitRecord, line string) {
-	blocks := []slack.Block{elicitQuestion(rec.Requester, rec.Tool, rec.Message), contextBlock(line)}
+	blocks := []slack.Block{slackui.ElicitQuestion(rec.Requester, rec.Tool, rec.Message), slackui.ContextBlock(line)}
 	err := rep.retry(ctx, func() error {
-		_, _, _, err := rep.api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(elicitText(rec), false), slack.MsgOptionBlocks(blocks...))
+		_, _, _, err := rep.api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
 	if err != nil {
@@ -140,10 +140,6 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func elicitText(rec elicitRecord) string {
-	return clipText(slackEscape(rec.Tool+" asks: "+oneLine(rec.Message)), budgetCardText)
-}
-
 // elicitAction handles the buttons of an elicitation message, and
 // reports whether the click was one of them.
 func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) bool {
@@ -152,7 +148,7 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 	}
 	action := cb.ActionCallback.BlockActions[0]
 	switch action.ActionID {
-	case ActionElicitAnswer, ActionElicitDecline, ActionElicitCancel:
+	case slackui.ActionElicitAnswer, slackui.ActionElicitDecline, slackui.ActionElicitCancel:
 	default:
 		return false
 	}
@@ -169,7 +165,7 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 		answer(msg)
 		return true
 	}
-	if action.ActionID == ActionElicitAnswer {
+	if action.ActionID == slackui.ActionElicitAnswer {
 		view, err := elicitForm(rec, action.Value+"|"+cb.Message.Timestamp)
 		if err != nil {
 			log.WithError(err).Warn("elicitation form")
@@ -185,9 +181,9 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 		return true
 	}
 	ans := tools.ElicitAnswer{Action: tools.ElicitDecline, By: cb.User.ID}
-	line := "🚫 Declined by " + userMention(cb.User.ID) + "."
-	if action.ActionID == ActionElicitCancel {
-		ans.Action, line = tools.ElicitCancel, "✖️ Cancelled by "+userMention(cb.User.ID)+"."
+	line := "🚫 Declined by " + slackui.UserMention(cb.User.ID) + "."
+	if action.ActionID == slackui.ActionElicitCancel {
+		ans.Action, line = tools.ElicitCancel, "✖️ Cancelled by "+slackui.UserMention(cb.User.ID)+"."
 	}
 	answer(s.deliverElicitation(ctx, action.Value, rec, ans, cb.Channel.ID, cb.Message.Timestamp, line))
 	return true
@@ -196,14 +192,14 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 // elicitSubmission handles the elicitation form, and reports whether the
 // submission was one.
 func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) bool {
-	if cb.View.CallbackID != CallbackElicit {
+	if cb.View.CallbackID != slackui.CallbackElicit {
 		return false
 	}
 	ctx := r.Context()
 	id, ts, _ := strings.Cut(cb.View.PrivateMetadata, "|")
 	rec, msg := s.openElicitation(ctx, id, cb.User.ID)
 	if msg != "" {
-		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{elicitFirstBlock(rec.Schema): msg}))
+		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{slackui.ElicitFirstBlock(rec.Schema): msg}))
 		return true
 	}
 	content, problems := slackui.ElicitContent(rec.Schema, cb.View.State)
@@ -211,10 +207,10 @@ func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb sla
 		writeJSON(w, slack.NewErrorsViewSubmissionResponse(problems))
 		return true
 	}
-	_, channel, _, _ := ParseThread(rec.Thread)
+	_, channel, _, _ := slackui.ParseThread(rec.Thread)
 	ans := tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: cb.User.ID}
-	if msg := s.deliverElicitation(ctx, id, rec, ans, channel, ts, "✅ Answered by "+userMention(cb.User.ID)+"."); msg != "" {
-		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{elicitFirstBlock(rec.Schema): msg}))
+	if msg := s.deliverElicitation(ctx, id, rec, ans, channel, ts, "✅ Answered by "+slackui.UserMention(cb.User.ID)+"."); msg != "" {
+		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{slackui.ElicitFirstBlock(rec.Schema): msg}))
 		return true
 	}
 	w.WriteHeader(http.StatusOK) // closes the form
@@ -226,17 +222,17 @@ func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb sla
 func (s *Server) openElicitation(ctx context.Context, id, user string) (elicitRecord, string) {
 	var rec elicitRecord
 	if s.opts.Mailbox == nil || id == "" || len(id) > 100 {
-		return rec, textNotPending
+		return rec, slackui.TextNotPending
 	}
 	raw, ok, err := s.store.Ref(ctx, elicitRef(id))
 	switch {
 	case err != nil:
 		s.log.WithError(err).Error("looking up an elicitation")
-		return rec, textTryAgain
+		return rec, slackui.TextTryAgain
 	case !ok || json.Unmarshal(raw, &rec) != nil:
-		return rec, textNotPending
+		return rec, slackui.TextNotPending
 	case user != rec.Requester:
-		return rec, "Only " + userMention(rec.Requester) + ", who asked for this turn, can answer this."
+		return rec, "Only " + slackui.UserMention(rec.Requester) + ", who asked for this turn, can answer this."
 	}
 	return rec, ""
 }
@@ -248,7 +244,7 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 	first, err := s.store.Dedup(ctx, elicitRef(id), ttl)
 	if err != nil {
 		s.log.WithError(err).Error("claiming an elicitation answer")
-		return textTryAgain
+		return slackui.TextTryAgain
 	}
 	if !first {
 		return "This request is already answered or closed."
@@ -256,7 +252,7 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 	raw, _ := json.Marshal(ans)
 	if err := s.opts.Mailbox.Deliver(ctx, elicitRef(id), raw, ttl); err != nil {
 		s.log.WithError(err).Error("delivering an elicitation answer")
-		return textTryAgain
+		return slackui.TextTryAgain
 	}
 	s.log.WithFields(logrus.Fields{"thread": rec.Thread, "tool": rec.Tool, "action": string(ans.Action)}).Info("elicitation answered")
 	if ts != "" {
@@ -264,4 +260,14 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 		s.background(ctx, func(ctx context.Context) { settleElicitation(ctx, rep, channel, ts, rec, line) })
 	}
 	return ""
+}
+
+// elicitForm is the form of rec's requested schema, its fields in the
+// schema's order; meta is kept as the view's private metadata.
+func elicitForm(rec elicitRecord, meta string) (slack.ModalViewRequest, error) {
+	fields, err := slackui.ElicitFields(rec.Schema)
+	if err != nil {
+		return slack.ModalViewRequest{}, err
+	}
+	return slackui.ElicitForm(rec.Tool, rec.Message, fields, meta)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // event handles the Events API.
@@ -105,7 +106,7 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 		return intake{}, false
 	}
 	rec := intake{Team: team, Channel: ev.Channel, User: ev.User, TS: ev.TS, Root: ev.ThreadTS,
-		Text: typedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))}
+		Text: slackui.TypedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))}
 	if rec.Root == "" {
 		rec.Root = ev.TS
 	}
@@ -148,18 +149,18 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 // reports whether the reply is settled: false when the runner could not
 // be asked (a storage error), so that the intake drives it again.
 func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) bool {
-	_, _, root, _ := ParseThread(thread)
+	_, _, root, _ := slackui.ParseThread(thread)
 	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text})
 	var refused *runner.RefusedError
 	switch {
 	case err == nil:
 	case errors.As(err, &refused):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refusalText(refused)+
+		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+slackui.RefusalText(refused)+
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
 	case errors.Is(err, runner.ErrBusy):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, textBusy)
+		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextBusy)
 	case errors.Is(err, runner.ErrFailed):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, textFailed)
+		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextFailed)
 	case errors.Is(err, runner.ErrNoThread):
 	default:
 		// The reply was acknowledged and is stored: it stays due, and

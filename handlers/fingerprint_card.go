@@ -36,11 +36,11 @@ func (s *Server) changedRun(ctx context.Context, c click, restart bool) string {
 		var refused *runner.RefusedError
 		switch {
 		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+refusalText(refused)+".")
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+slackui.RefusalText(refused)+".")
 		case errors.Is(err, runner.ErrNotChanged):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This request was restarted or cancelled already.")
 		case errors.Is(err, runner.ErrBusy):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textBusy)
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextBusy)
 		case err != nil:
 			c.log.WithError(err).Error("restarting or cancelling a run after an update")
 		}

@@ -40,10 +40,7 @@ type HomeStore interface {
 	HomeOpeners(ctx context.Context, since time.Time) ([]string, error)
 }
 
-// Limits of the Home view: Slack allows 100 blocks in it.
 const (
-	homeMaxCalls  = slackui.HomeMaxCalls
-	homeMaxRecent = slackui.HomeMaxRecent
 	// homeOpenersFor is how long after opening the tab a person's view
 	// is kept up to date.
 	homeOpenersFor = 30 * 24 * time.Hour
@@ -118,14 +115,14 @@ func (h *Home) Publish(ctx context.Context, user, notice string) {
 	log := h.log.WithField("user", user)
 	// Only Slack threads: a conversation in the terminal (bot chat) has
 	// no card to click.
-	slackThread := func(e runner.InboxEntry) bool { _, _, _, err := ParseThread(e.Thread); return err == nil }
-	calls, err := h.svc.WaitingCalls(ctx, runner.InboxQuery{User: user, Where: slackThread, Limit: homeMaxCalls + 1})
+	slackThread := func(e runner.InboxEntry) bool { _, _, _, err := slackui.ParseThread(e.Thread); return err == nil }
+	calls, err := h.svc.WaitingCalls(ctx, runner.InboxQuery{User: user, Where: slackThread, Limit: slackui.HomeMaxCalls + 1})
 	if err != nil {
 		log.WithError(err).Warn("listing the calls waiting for someone")
-		notice = strings.TrimSpace(notice + "\n" + textTryAgain)
+		notice = strings.TrimSpace(notice + "\n" + slackui.TextTryAgain)
 	}
-	more := len(calls) > homeMaxCalls
-	calls = calls[:min(len(calls), homeMaxCalls)]
+	more := len(calls) > slackui.HomeMaxCalls
+	calls = calls[:min(len(calls), slackui.HomeMaxCalls)]
 	refs := make([]string, len(calls))
 	for i, w := range calls {
 		if refs[i], err = cardRef(ctx, h.store, w.Thread, w.AgentCall); err != nil {
@@ -133,7 +130,7 @@ func (h *Home) Publish(ctx context.Context, user, notice string) {
 			return
 		}
 	}
-	recent, err := h.svc.RecentDecisions(ctx, user, homeMaxRecent)
+	recent, err := h.svc.RecentDecisions(ctx, user, slackui.HomeMaxRecent)
 	if err != nil {
 		log.WithError(err).Warn("reading recent decisions")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // homeTeamURL is the workspace URL the gate's Home tab links threads to.
@@ -38,7 +39,7 @@ func homeOf(t *testing.T, g *gate, user string) (string, []string) {
 	var approve []string
 	buttons, values := buttonsOf(t, blocks.BlockSet)
 	for i, b := range buttons {
-		if b.actionID == handlers.ActionApprove {
+		if b.actionID == slackui.ActionApprove {
 			approve = append(approve, values[i])
 		}
 	}
@@ -69,7 +70,7 @@ func TestHomeTab(t *testing.T) {
 		}
 	}
 
-	forged := slacktest.BlockActions(slacktest.Click{Home: true, User: "U0MALLORY", ActionID: handlers.ActionApprove, Value: value})
+	forged := slacktest.BlockActions(slacktest.Click{Home: true, User: "U0MALLORY", ActionID: slackui.ActionApprove, Value: value})
 	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", forged); code != 200 {
 		t.Fatalf("the forged click = %d", code)
 	}
@@ -81,7 +82,7 @@ func TestHomeTab(t *testing.T) {
 		t.Fatalf("the tool ran %d times after a refused click", len(runs))
 	}
 
-	click := slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: handlers.ActionApprove, Value: value})
+	click := slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: slackui.ActionApprove, Value: value})
 	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", click); code != 200 {
 		t.Fatalf("the approver's click = %d", code)
 	}
@@ -132,20 +133,20 @@ func FuzzHomeDecisionPath(f *testing.F) {
 		}
 		var body []byte
 		if submit {
-			callback := handlers.CallbackReject
-			if action == handlers.ActionEdit {
-				callback = handlers.CallbackEdit
+			callback := slackui.CallbackReject
+			if action == slackui.ActionEdit {
+				callback = slackui.CallbackEdit
 			}
 			body = slacktest.ViewSubmission(slacktest.Submission{User: user, CallbackID: callback, PrivateMetadata: "home:" + value,
 				Values: map[string]map[string]string{
-					handlers.BlockArgs:   {handlers.InputArgs: args},
-					handlers.BlockReason: {handlers.InputReason: reason},
+					slackui.BlockArgs:   {slackui.InputArgs: args},
+					slackui.BlockReason: {slackui.InputReason: reason},
 				}})
 		} else {
 			body = slacktest.BlockActions(slacktest.Click{Home: true, User: user, ActionID: action, Value: value})
 		}
 		g.send(t, body)
-		g.send(t, slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: handlers.ActionApprove, Value: value}))
+		g.send(t, slacktest.BlockActions(slacktest.Click{Home: true, User: gateApprover, ActionID: slackui.ActionApprove, Value: value}))
 		g.check(t, thread, runsBefore, realValue)
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +37,7 @@ type Reporter struct {
 	store Store
 	now   func() time.Time
 	log   logrus.FieldLogger
-	tools ToolLookup // optional; see WithTools
+	tools slackui.ToolLookup // optional; see WithTools
 	// groups, if set, finds the members of user groups that get cards by
 	// direct message; see WithGroups.
 	groups *Groups
@@ -69,7 +68,7 @@ const refTTL = 30 * 24 * time.Hour
 
 // Report implements runner.Reporter.
 func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
-	team, channel, root, err := ParseThread(e.Thread)
+	team, channel, root, err := slackui.ParseThread(e.Thread)
 	if err != nil {
 		return err
 	}
@@ -124,7 +123,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if c.Status == agent.Failed && c.NeedsApproval {
 			return nil // its card says why, once
 		}
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.ResultText(c), false))
 		return err
 	case runner.RunFailed:
 		r.interruptStreams(ctx, e.Thread)
@@ -141,9 +140,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.CancelledText(e.People), false))
 		return err
 	case runner.Reminder, runner.Escalated:
-		text := ReminderText(e.Call.Tool, e.People, e.Waited)
+		text := slackui.ReminderText(e.Call.Tool, e.People, e.Waited)
 		if e.Kind == runner.Escalated {
-			text = EscalationText(e.Call.Tool, e.People, e.Waited)
+			text = slackui.EscalationText(e.Call.Tool, e.People, e.Waited)
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(text, false))
 		return err
@@ -247,29 +246,9 @@ func (r *Reporter) newRef(ctx context.Context, rf ref) (string, error) {
 
 func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d", call, attempt) }
 
-// resultText is the thread reply that shows a call's result.
-func resultText(c agent.Call) string {
-	result := c.Result
-	// The note telling the model that a person edited the arguments is
-	// for the model: people see the edit on the card.
-	if c.Editor() != "" {
-		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
-			result = rest
-		}
-	}
-	const limit = 2500
-	if len(result) > limit {
-		cut := limit
-		for cut > 0 && !utf8Start(result[cut]) {
-			cut--
-		}
-		result = result[:cut] + fmt.Sprintf("\n… (%d more bytes)", len(c.Result)-cut)
-	}
-	icon := "✔️"
-	if c.Status == agent.Failed {
-		icon = "❌"
-	}
-	return fmt.Sprintf("%s %s result:\n```\n%s\n```", icon, codeSpan(c.Tool), slackEscape(strings.ReplaceAll(result, "```", "'''")))
+// WithTools makes the reporter name, on approval cards, the MCP server and
+// tool behind a call, with the tool's description and annotations.
+func (r *Reporter) WithTools(box slackui.ToolLookup) *Reporter {
+	r.tools = box
+	return r
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

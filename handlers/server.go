@@ -177,26 +177,8 @@ func respond(ctx context.Context, responseURL, text string) error {
 	return nil
 }
 
-// cantPostText tells a person why the bot could not post their request,
-// and what to do.
-func cantPostText(err error) string {
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
-		return "I'm not in this channel, so I can't work here yet. Invite me with `/invite @Countersign`, then send your request again."
-	}
-	return "I couldn't post in this channel (" + err.Error() + "). Invite me with `/invite @Countersign` and try again."
-}
-
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// Texts people see.
-const (
-	textTryAgain   = "Countersign can't reach its database right now, so nothing was done. Please try again in a minute."
-	textNotPending = "This request is no longer pending."
-	textBusy       = "I'm still working on this thread. Reply again once I've answered."
-	textFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
-)

@@ -33,6 +33,11 @@ const (
 	ElicitBlockPrefix = "field:"
 )
 
+// ElicitText is the notification text of an elicitation message.
+func ElicitText(tool, message string) string {
+	return ClipText(MrkdwnInline(tool+" asks: "+OneLine(message)), BudgetCardText)
+}
+
 // ElicitQuestion is the question of an elicitation message.
 func ElicitQuestion(requester, tool, message string) slack.Block {
 	return SectionBlock(UserMention(requester) + ", " + CodeSpan(tool) + " asks for your input:\n> " +

@@ -1,4 +1,4 @@
-package handlers
+package slackui_test
 
 import (
 	"testing"
@@ -28,8 +28,8 @@ func TestRefusalText(t *testing.T) {
 			"only U1&gt;&lt;!channel &amp; C1|x"},
 	}
 	for _, tt := range tests {
-		if got := refusalText(tt.r); got != tt.want {
-			t.Errorf("%s: refusalText() = %q, want %q", tt.name, got, tt.want)
+		if got := slackui.RefusalText(tt.r); got != tt.want {
+			t.Errorf("%s: slackui.RefusalText() = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	if got := slackui.CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
