@@ -69,6 +69,7 @@ func TestHomeView(t *testing.T) {
 		t.Errorf("view type %q, want home", view.Type)
 	}
 	checkHomeView(t, view)
+	compareGolden(t, "home", view)
 	raw, _ := json.Marshal(view)
 	text := blockTexts(t, view.Blocks.BlockSet)
 	for _, want := range []string{
