@@ -34,6 +34,17 @@ import (
 )
 
 // Bot is the bot without a front end.
+//
+// Concurrency. New and Close are called once each, by the goroutine that
+// owns the bot (cmd/bot's serve, playground or chat, a test, a benchmark);
+// Close must come after the front end and the schedule have stopped using
+// it. In between, the fields are set and not changed, and what they hold
+// is safe for concurrent use (each type says how): front ends call Runner
+// from their request goroutines, the owner runs Runner.RunSchedule on a
+// goroutine of its own, the agent calls Tools from the threads' goroutines.
+// New starts goroutines only for the embedded Redis (its clock) when no
+// REDIS_URL is set; the MCP servers start when the tools are first
+// needed (mcp.Manager); Close stops both and closes Redis.
 type Bot struct {
 	// Runner is the conversation service: the only door to the bot.
 	Runner *runner.Service
