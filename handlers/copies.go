@@ -8,7 +8,7 @@ package handlers
 // value), so a click on it goes through runner.Decide like a click on the
 // card; Decide accepts it because the copy is recorded under
 // runner.CopyKey, in the thread's claims, where every replica finds it to
-// update it. A copy starts with a line that links to the thread.
+// update it.
 
 import (
 	"context"

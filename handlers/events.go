@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -106,7 +105,7 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 		return intake{}, false
 	}
 	rec := intake{Team: team, Channel: ev.Channel, User: ev.User, TS: ev.TS, Root: ev.ThreadTS,
-		Text: slackui.TypedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))}
+		Text: slackui.MentionText(ev.Text)}
 	if rec.Root == "" {
 		rec.Root = ev.TS
 	}
@@ -125,10 +124,6 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 	}
 	return rec, true
 }
-
-// mention matches a user mention, such as the bot's at the start of an
-// app_mention.
-var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
 
 // owns reports whether thread is a Countersign conversation. Only a
 // definite answer is one: an error reading the thread (Redis down, a

@@ -19,12 +19,9 @@ import (
 	"github.com/countersign/countersign/slackui"
 )
 
-// The Home tab: each person's inbox in Slack. It lists the calls that
-// wait for their decision across channels, newest first (the runner's
-// WaitingCalls: whom a call waits for is the runner's to say), with the
-// buttons of the calls' cards — the same action IDs and the same opaque
-// value, so a click goes through runner.Decide like any other, marked as
-// made from an inbox — and what they decided lately.
+// The Home tab: each person's inbox in Slack (slackui.HomeView). Whom a
+// call waits for is the runner's to say (WaitingCalls); a click in it
+// goes through runner.Decide like any other, marked as made from an inbox.
 //
 // A view is published when the person opens the tab (app_home_opened),
 // after they click in it, and whenever the runner reports that calls

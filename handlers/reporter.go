@@ -252,3 +252,15 @@ func (r *Reporter) WithTools(box slackui.ToolLookup) *Reporter {
 	r.tools = box
 	return r
 }
+
+// postGraphChanged posts the card of a runner.GraphChanged event.
+func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
+	value, err := r.newRef(ctx, ref{Thread: e.Thread})
+	if err != nil {
+		return err
+	}
+	_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
+		slack.MsgOptionText("The bot was updated while this request waited.", false),
+		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
+	return err
+}

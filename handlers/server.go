@@ -45,19 +45,16 @@ type Options struct {
 // Server answers Slack. Create it with New; serve Handler.
 //
 // Concurrency. Handler's endpoints are called by net/http's goroutines,
-// any number at once, and by RunSocketMode's one reader goroutine, which
-// dispatches each envelope to the same handlers in turn; they must not
-// block: each verifies, parses, does what must precede the answer (store
-// the request, claim a decision with runner.Decide, open a modal — at most
-// about a second, see modal.go) and answers. Everything else runs through
-// background: at most Options.MaxConcurrentWork jobs at once, on a context
-// that outlives the request, tracked for Shutdown; jobs are not ordered
-// with each other, and runs of one thread are kept apart by the runner's
-// lease, not here. A handler that claimed a decision always starts the
-// runner.Drive that applies it (drive), so a lease a claim took is driven
-// or lapses. RunIntake and RunSocketMode each run until their context
-// ends, on the caller's goroutine. Shutdown may be called once, after the
-// listeners stop; it waits for the background jobs.
+// any number at once, and by RunSocketMode's reader goroutine, one
+// envelope after another; they must not block: each verifies, parses,
+// does what must precede the answer (store the request, runner.Decide, a
+// modal: at most about a second, modal.go) and answers. The rest runs in
+// background jobs (at most Options.MaxConcurrentWork at once, unordered,
+// on a context that outlives the request); runs of one thread are kept
+// apart by the runner's lease. A handler whose decision was claimed
+// starts the runner.Drive that uses the lease the claim may have taken.
+// RunIntake and RunSocketMode run on the caller's goroutine until their
+// context ends; Shutdown, once the listeners stop, waits for the jobs.
 type Server struct {
 	api      *slack.Client
 	svc      *runner.Service

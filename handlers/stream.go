@@ -35,10 +35,8 @@ import (
 // (the text that arrived meanwhile is shown when the interval is up),
 // and the final answer is shown at once: the runner's Answer event
 // finishes the streamed message with the final text instead of posting
-// the answer again. The text is escaped for the format it goes in: a
-// streamed message's markdown_text is Markdown (slackui.MarkdownPart while
-// it grows, slackui.Markdown when final), a posted or updated message's
-// text is mrkdwn (slackui.Mrkdwn, as every final answer).
+// the answer again, escaped for the format it goes in
+// (slackui.ShownAnswer, slackui.FinalAnswer).
 //
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process

@@ -31,3 +31,13 @@ func TypedText(s string) string {
 	})
 	return strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
 }
+
+// mention matches a user mention, such as the bot's at the start of an
+// app_mention.
+var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
+
+// MentionText is TypedText of a message that mentions the bot (an
+// app_mention, a reply in a thread), with the user mentions left out.
+func MentionText(s string) string {
+	return TypedText(strings.TrimSpace(mention.ReplaceAllString(s, "")))
+}
