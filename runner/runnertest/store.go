@@ -3,10 +3,12 @@
 // same suite from its own tests:
 //
 //	func TestRunnerStoreContract(t *testing.T) {
-//		runnertest.TestStore(t, func(t *testing.T, now func() time.Time) runnertest.Store {
-//			return runner.NewMemoryStore(now)
+//		runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
+//			return runner.NewMemoryStore(nil)
 //		})
 //	}
+//
+// (Example shows it with the in-memory store.)
 //
 // The suite gives every thread a unique name, so several stores may share
 // one backing server at once. Lease expiry is tested with real time
