@@ -1,10 +1,11 @@
 // Package bot is the wiring: the one constructor of the bot without a
-// front end. New builds, from the environment (DESIGN.md §5), the model,
-// the tools and their policy, the Redis client and store, the agent, the
-// runner and the metrics, and connects them the one way the bot runs
-// them — the metrics' Redis-cost hook on the client before its first
-// command, the instrumented checkpoint store under the agent, the runner
-// as the agent's runner, the front end's reporter under the runner. The
+// front end. New builds, from the environment (docs/architecture.md,
+// Contracts), the model, the tools and their policy, the Redis client
+// and store, the agent, the runner and the metrics, and connects them
+// the one way the bot runs them — the metrics' Redis-cost hook on the
+// client before its first command, the instrumented checkpoint store
+// under the agent, the runner as the agent's runner, the front end's
+// reporter under the runner. The
 // binary (serve, the playground, bot chat, the operator commands), the
 // tests and the benchmarks all call New, so that what they run and
 // measure is what the bot runs.

@@ -18,7 +18,7 @@ import (
 
 // The identifiers of the cards' buttons and the modals' fields, which the
 // interaction handlers dispatch on. The approval buttons' action IDs are a
-// public contract (DESIGN.md §5): tests outside the repository click them.
+// public contract (docs/architecture.md, Contracts): tests outside the repository click them.
 const (
 	// Buttons of a pending call's card.
 	ActionApprove = "approve"

@@ -232,8 +232,8 @@ func buttonsOf(t *testing.T, blocks []slack.Block) (buttons []cardButton, values
 	return buttons, values
 }
 
-// TestCardButtons pins the buttons' action IDs and texts, which DESIGN.md
-// §5 makes a contract.
+// TestCardButtons pins the buttons' action IDs and texts, which
+// docs/architecture.md (Contracts) makes a contract.
 func TestCardButtons(t *testing.T) {
 	tests := []struct {
 		name   string
