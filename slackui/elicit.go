@@ -62,7 +62,11 @@ func ElicitMessage(requester, tool, message string, deadline time.Time, id strin
 // for it. A form shows its fields in the order it is given them, the
 // order of the server's schema (ElicitFields keeps it).
 type ElicitField struct {
-	Name        string
+	// Name is the property's name; Required says the schema requires
+	// it. Neither is read from the property's own schema, where "name"
+	// and "required" may mean something else (an object's required
+	// properties).
+	Name        string          `json:"-"`
 	Type        string          `json:"type"`
 	Title       string          `json:"title"`
 	Description string          `json:"description"`
@@ -74,7 +78,7 @@ type ElicitField struct {
 	Default     json.RawMessage `json:"default"`
 	Minimum     *float64        `json:"minimum"`
 	Maximum     *float64        `json:"maximum"`
-	Required    bool
+	Required    bool            `json:"-"`
 }
 
 // ElicitOption is one of a field's choices (oneOf or anyOf).

@@ -2,6 +2,7 @@ package slackui
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -132,6 +133,26 @@ func TestElicitFormKeepsTheFieldsOrder(t *testing.T) {
 	}
 	if got := fieldsOf(t, `{"properties":{"b":{"type":"string"},"a":{"type":"string"}}}`); got[0].Name != "b" || got[1].Name != "a" {
 		t.Errorf("ElicitFields = %s, %s; want the schema's order b, a", got[0].Name, got[1].Name)
+	}
+}
+
+// A property's own schema may hold keys named like the field's: an
+// object's "required" list, a "name". The form still reads the property's
+// name and whether the schema requires it from the schema's top level.
+func TestElicitFieldsIgnoreNestedKeys(t *testing.T) {
+	fields, err := ElicitFields(json.RawMessage(`{"type":"object","properties":{
+	  "who":{"type":"string","name":"not the field's name"},
+	  "target":{"type":"object","required":["host"],"properties":{"host":{"type":"string"}}}
+	},"required":["who"]}`))
+	if err != nil {
+		t.Fatalf("ElicitFields = %v, want the fields", err)
+	}
+	var got []string
+	for _, f := range fields {
+		got = append(got, fmt.Sprintf("%s required=%v", f.Name, f.Required))
+	}
+	if want := []string{"who required=true", "target required=false"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ElicitFields = %q, want %q", got, want)
 	}
 }
 
