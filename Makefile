@@ -59,12 +59,12 @@ FUZZ_TARGETS = \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
 	./handlers:FuzzHomeDecisionPath \
-	./handlers:FuzzElicitForm \
-	./handlers:FuzzCards \
-	./handlers:FuzzReachText \
 	./slackui:FuzzMrkdwn \
 	./slackui:FuzzMarkdown \
 	./slackui:FuzzPlainText \
+	./slackui:FuzzCards \
+	./slackui:FuzzElicitForm \
+	./slackui:FuzzReachText \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

@@ -96,7 +96,31 @@ type Runner interface {
 	OnStream(ctx context.Context, s *State, st Stream)
 }
 
-// Agent runs the ReAct graph.
+// Agent runs the ReAct graph. It is safe for concurrent use: one Agent
+// serves every thread of a process.
+//
+// Who calls what. RunBy is called once, by runner.New, before any thread
+// runs; it is not safe to call it while threads run. The graph's nodes
+// (the model node and the tools node) run on the goroutine that started
+// or resumed the thread (graph.Start, graph.Resume — the runner's, under
+// the thread's lease), one node at a time per thread; any number of
+// threads run at once on their own goroutines, and share only the model,
+// the toolbox and the rendered-prompt cache (guarded by its mutex).
+// Decide (which makes a state modifier), CheckDecision, Rule, Tools and
+// ValidateArgs may be called from any goroutine; a modifier touches only
+// the State it is given, on the goroutine that resumes the thread.
+//
+// Ordering. A turn's tool calls run one after another, in the order the
+// model asked for them, each saved as running before it is sent and as
+// done or failed after; the Runner hooks are called on the thread's
+// goroutine in that order: OnCall (running), BeforeCall, the send,
+// OnCall (done or failed). OnStream is called while the model writes,
+// before the model node returns.
+//
+// Blocking. A model call may take as long as the provider does (with its
+// retries); a tool call is cut off after Options.ToolTimeout. The Runner's
+// hooks hold the thread up while they run: they must not wait for the
+// thread itself (its lease is held by the caller).
 type Agent struct {
 	model llm.Model
 	box   Toolbox

@@ -418,7 +418,9 @@ func TestRespondAndExpire(t *testing.T) {
 	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deployKey: {Kind: interrupt.Expire}})); err != nil {
 		t.Fatalf("Resume(expire) = %v", err)
 	}
-	res, err = f.g.Resume(ctx, "t", f.agent.Respond(interrupt.Decision{By: "U3", Reason: "use staging instead"}))
+	// A reply in the thread answers the waiting call as a rejection with
+	// its text as the reason (the runner decides it as Respond).
+	res, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deleteKey: {Kind: interrupt.Respond, By: "U3", Reason: "use staging instead"}}))
 	if err != nil {
 		t.Fatalf("Resume(respond) = %v", err)
 	}
@@ -431,8 +433,7 @@ func TestRespondAndExpire(t *testing.T) {
 	if len(f.deploy.Runs())+len(f.delete.Runs()) != 0 {
 		t.Errorf("expired or rejected calls ran")
 	}
-	_ = deleteKey
-	if _, err := f.g.Resume(ctx, "t", f.agent.Respond(interrupt.Decision{By: "U3", Reason: "x"})); !errors.Is(err, graph.ErrNotPaused) {
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deleteKey: {Kind: interrupt.Respond, By: "U3", Reason: "x"}})); !errors.Is(err, graph.ErrNotPaused) {
 		t.Errorf("Resume(respond on a finished run) = %v, want ErrNotPaused", err)
 	}
 }

@@ -171,29 +171,6 @@ func apply(c *Call, d interrupt.Decision) {
 	}
 }
 
-// Respond returns a state modifier that answers every waiting call with a
-// person's free-text feedback, as a rejection with that text as the
-// reason.
-func (a *Agent) Respond(d interrupt.Decision) graph.StateModifier[State] {
-	return func(_ context.Context, _ graph.NodePath, s *State) error {
-		d.Kind = interrupt.Respond
-		if err := d.Validate(); err != nil {
-			return err
-		}
-		n := 0
-		for i := range s.Calls {
-			if c := &s.Calls[i]; c.Status.Waiting() {
-				apply(c, d)
-				n++
-			}
-		}
-		if n == 0 {
-			return ErrNothingToApply
-		}
-		return nil
-	}
-}
-
 // UserTurn returns a state modifier that adds by's message to a finished
 // conversation, for Graph.Continue. by becomes the requester of the calls
 // the model makes in answer.

@@ -1,10 +1,11 @@
 // Package bot is the wiring: the one constructor of the bot without a
-// front end. New builds, from the environment (DESIGN.md §5), the model,
-// the tools and their policy, the Redis client and store, the agent, the
-// runner and the metrics, and connects them the one way the bot runs
-// them — the metrics' Redis-cost hook on the client before its first
-// command, the instrumented checkpoint store under the agent, the runner
-// as the agent's runner, the front end's reporter under the runner. The
+// front end. New builds, from the environment (docs/architecture.md,
+// Contracts), the model, the tools and their policy, the Redis client
+// and store, the agent, the runner and the metrics, and connects them
+// the one way the bot runs them — the metrics' Redis-cost hook on the
+// client before its first command, the instrumented checkpoint store
+// under the agent, the runner as the agent's runner, the front end's
+// reporter under the runner. The
 // binary (serve, the playground, bot chat, the operator commands), the
 // tests and the benchmarks all call New, so that what they run and
 // measure is what the bot runs.
@@ -34,6 +35,17 @@ import (
 )
 
 // Bot is the bot without a front end.
+//
+// Concurrency. New and Close are called once each, by the goroutine that
+// owns the bot (cmd/bot's serve, playground or chat, a test, a benchmark);
+// Close must come after the front end and the schedule have stopped using
+// it. In between, the fields are set and not changed, and what they hold
+// is safe for concurrent use (each type says how): front ends call Runner
+// from their request goroutines, the owner runs Runner.RunSchedule on a
+// goroutine of its own, the agent calls Tools from the threads' goroutines.
+// New starts goroutines only for the embedded Redis (its clock) when no
+// REDIS_URL is set; the MCP servers start when the tools are first
+// needed (mcp.Manager); Close stops both and closes Redis.
 type Bot struct {
 	// Runner is the conversation service: the only door to the bot.
 	Runner *runner.Service

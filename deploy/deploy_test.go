@@ -32,8 +32,8 @@ import (
 // The tests run in deploy/; the repository root is one level up.
 const repoRoot = ".."
 
-// envVars are the variables the bot reads (DESIGN §5, and the usage text
-// of cmd/bot). The examples may set nothing else.
+// envVars are the variables the bot reads (docs/architecture.md,
+// Contracts; and the usage text of cmd/bot). The examples may set nothing else.
 var envVars = []string{
 	"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL", "SLACK_STREAMING",
 	"REDIS_URL", "REDIS_CLUSTER", "REDIS_WAIT_REPLICAS",

@@ -6,20 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/slackui"
 	"github.com/sirupsen/logrus"
 )
 
 // dedupTTL is how long a delivery is remembered; Slack retries within
 // minutes.
 const dedupTTL = time.Hour
-
-// helpText is mrkdwn, in which "<" and ">" are written as entities: Slack
-// reads a bare "<…>" as a link or mention.
-const helpText = "*Countersign* runs an AI agent for you, and asks before any risky action.\n" +
-	"• `/agent &lt;request&gt;` — start: I post your request and work in its thread.\n" +
-	"• Each tool call that needs approval gets a card: *Approve*, *Edit* (change the arguments) or *Reject* (with a reason).\n" +
-	"• Reply in the thread to give feedback while a call waits, or to continue the conversation after I answer.\n" +
-	"• You can also mention me: `@Countersign &lt;request&gt;`."
 
 // command handles /agent.
 func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -33,19 +26,19 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 	log := s.log.WithFields(logrus.Fields{"team": team, "channel": channel, "user": user, "command": form.Get("command")})
 
 	if text == "" || strings.EqualFold(text, "help") {
-		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": helpText})
+		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": slackui.HelpText})
 		return
 	}
 	// Slack retries a command it did not see answered in time; the
 	// trigger_id is the same on every delivery. The request is stored
 	// before it is answered, so that it outlives this process.
 	id := "command:" + form.Get("trigger_id")
-	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: typedText(text), Typed: text,
+	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: slackui.TypedText(text), Typed: text,
 		ResponseURL: form.Get("response_url")}
 	first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
 		log.WithError(err).Error("accepting a slash command")
-		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": textTryAgain})
+		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": slackui.TextTryAgain})
 		return
 	}
 	if !first {

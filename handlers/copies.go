@@ -8,20 +8,20 @@ package handlers
 // value), so a click on it goes through runner.Decide like a click on the
 // card; Decide accepts it because the copy is recorded under
 // runner.CopyKey, in the thread's claims, where every replica finds it to
-// update it. A copy starts with a line that links to the thread.
+// update it.
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -74,7 +74,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 			posted = append(posted, copyRecord{to, string(ts)})
 			return
 		}
-		ts, err := r.post(ctx, to, slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
+		ts, err := r.post(ctx, to, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
 		if err != nil {
 			failed = true
 			log.WithField("channel", to).WithError(err).Warn("posting a copy of the card")
@@ -192,7 +192,7 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		to, ts := cp.channel, cp.ts
 		err := r.retry(ctx, func() error {
 			_, _, _, err := r.api.UpdateMessageContext(ctx, to, ts,
-				slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(copyBlocks(channel, link, blocks)...))
+				slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
 			return err
 		})
 		if err != nil {
@@ -214,7 +214,7 @@ func (r *Reporter) threadLink(ctx context.Context, log logrus.FieldLogger, threa
 		link, err = r.api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: channel, Ts: root})
 		return err
 	})
-	if err != nil || !linkable(link) {
+	if err != nil || !slackui.Linkable(link) {
 		log.WithError(err).Warn("finding the link to the thread")
 		return ""
 	}
@@ -249,56 +249,4 @@ func decodeCopies(v []byte) []copyRecord {
 		}
 	}
 	return out
-}
-
-// linkable reports whether link can stand in a <link|label> of a Slack
-// message.
-func linkable(link string) bool {
-	return strings.HasPrefix(link, "https://") && len(link) <= 500 && !strings.ContainsAny(link, "<>| \n")
-}
-
-// copyBlocks are a copy's blocks: a line that says where the call waits,
-// with a link to its thread, then the card's own.
-func copyBlocks(channel, link string, card []slack.Block) []slack.Block {
-	where := "Waiting in " + copyWhere(channel)
-	if linkable(link) {
-		where += " · <" + link + "|Open the thread>"
-	}
-	return append([]slack.Block{contextBlock(where)}, card...)
-}
-
-// copyWhere links the channel of a copy's thread; anything that is not
-// a channel ID is shown as "a thread".
-func copyWhere(id string) string {
-	if m := channelMention(id); strings.HasPrefix(m, "<#") {
-		return m
-	}
-	return "a thread"
-}
-
-func idMentions(ids []string) string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = approverMention(id)
-	}
-	return strings.Join(out, ", ")
-}
-
-// ReminderText is the thread message that reminds people (user and
-// user-group IDs; none when anyone may decide) that a call to tool has
-// waited for approval for waited.
-func ReminderText(tool string, people []string, waited time.Duration) string {
-	what := fmt.Sprintf("%s has waited %s for approval", clipText(slackEscape(oneLine(tool)), budgetName), tools.FormatDuration(waited))
-	if len(people) == 0 {
-		return "Reminder: " + what
-	}
-	return "Reminder: " + idMentions(people) + " — " + what
-}
-
-// EscalationText is the thread message that tells people (user and
-// user-group IDs) that a call to tool waited for approval for waited, and
-// that they may now decide it.
-func EscalationText(tool string, people []string, waited time.Duration) string {
-	return fmt.Sprintf("Escalated: %s — %s has waited %s for approval; you may now decide it too (the card is above).",
-		idMentions(people), clipText(slackEscape(oneLine(tool)), budgetName), tools.FormatDuration(waited))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -100,7 +101,7 @@ func (g *gate) pending(tb testing.TB) (thread, value string) {
 		tb.Fatal(err)
 	}
 	for _, c := range g.slack.Messages(slacktest.ChannelID, ts) {
-		if v, ok := c.ButtonValue(handlers.ActionApprove); ok {
+		if v, ok := c.ButtonValue(slackui.ActionApprove); ok {
 			return thread, v
 		}
 	}
@@ -194,14 +195,14 @@ func FuzzDecisionPath(f *testing.F) {
 		}
 		var body []byte
 		if submit {
-			callback := handlers.CallbackReject
-			if action == handlers.ActionEdit {
-				callback = handlers.CallbackEdit
+			callback := slackui.CallbackReject
+			if action == slackui.ActionEdit {
+				callback = slackui.CallbackEdit
 			}
 			body = slacktest.ViewSubmission(slacktest.Submission{User: user, CallbackID: callback, PrivateMetadata: value,
 				Values: map[string]map[string]string{
-					handlers.BlockArgs:   {handlers.InputArgs: args},
-					handlers.BlockReason: {handlers.InputReason: reason},
+					slackui.BlockArgs:   {slackui.InputArgs: args},
+					slackui.BlockReason: {slackui.InputReason: reason},
 				}})
 		} else {
 			body = slacktest.BlockActions(slacktest.Click{User: user, Channel: channel, ActionID: action, Value: value})
@@ -209,7 +210,7 @@ func FuzzDecisionPath(f *testing.F) {
 		g.send(t, body)
 		// Then the approver clicks Approve on the card, so that what ran
 		// is checked against what was approved whichever decision won.
-		g.send(t, slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: handlers.ActionApprove, Value: value}))
+		g.send(t, slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value}))
 		g.check(t, thread, runsBefore, realValue)
 	})
 }

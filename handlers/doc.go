@@ -1,15 +1,12 @@
 // Package handlers is Countersign's Slack front end: HTTP ingress for
-// slash commands, events and interactions (and the same dispatch for
-// Socket Mode), request verification, the approval cards and modals, and
-// the Reporter that posts a conversation's progress into its Slack
-// thread.
-//
-// Every request is answered within Slack's three seconds: a handler
-// verifies and parses the request, does what must happen before the
-// answer (claiming a decision, opening a modal while the trigger is
-// fresh — before checks that storage makes slow, see modal.go), and
-// leaves the rest — running the agent — to background work
-// on a context that survives the request and that Shutdown waits for.
+// slash commands, events and interactions (and Socket Mode), request
+// verification, the Reporter that posts a conversation's progress into
+// its Slack thread, the Home tab's publisher (home.go: each person's
+// inbox, decided like the cards), elicitation's flow and the user-group
+// API. The cards, modals, views and texts it posts, and the action IDs
+// it dispatches clicks on, are package slackui's. Every request is
+// answered within Slack's three seconds; the rest is background work
+// (see Server).
 //
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the
 // Reporter finds where to post from it. Cards carry an opaque reference
@@ -22,11 +19,7 @@
 // Answers are shown as the model writes them: one message that grows
 // (Slack's streaming methods, or chat.update) and that the final answer
 // finishes; see stream.go. Every text from the model, a tool or a person
-// is escaped by package slackui for the format it is sent in (output.go).
-//
-// The Home tab (home.go) is each person's inbox: the calls waiting for
-// them across channels, with the cards' buttons. A click there is decided
-// like a click on the card, by runner.Decide, as made from an inbox.
+// is escaped by package slackui for the format it is sent in.
 //
 // A tool's request for input during a call (elicit.go) is not a decision
 // on a call and does not go through the runner: the Elicitor posts it in
@@ -39,10 +32,9 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/countersign/countersign/slackui"
 )
 
 // Store is what the handlers keep in Redis besides the runner's data.
@@ -78,17 +70,6 @@ type Store interface {
 	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
 }
 
-// ErrBadThread: a thread key is not "<team>:<channel>:<ts>".
-var ErrBadThread = errors.New("not a Slack thread key")
-
-// ThreadKey is the conversation key of a Slack thread.
-func ThreadKey(team, channel, ts string) string { return team + ":" + channel + ":" + ts }
-
-// ParseThread splits a thread key into team, channel and root ts.
-func ParseThread(thread string) (team, channel, ts string, err error) {
-	parts := strings.SplitN(thread, ":", 3)
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return "", "", "", fmt.Errorf("%w: %q", ErrBadThread, thread)
-	}
-	return parts[0], parts[1], parts[2], nil
-}
+// ThreadKey is the conversation key of a Slack thread (slackui.ParseThread
+// splits it).
+func ThreadKey(team, channel, ts string) string { return slackui.ThreadKey(team, channel, ts) }

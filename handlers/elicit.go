@@ -6,17 +6,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -28,18 +27,6 @@ import (
 // the store's mailbox to the process whose call is waiting, whichever
 // replica received the click. No answer before the call's deadline
 // cancels the request, and the message says so.
-
-// Action and callback IDs of elicitation messages and forms.
-const (
-	ActionElicitAnswer  = "elicit_answer"
-	ActionElicitDecline = "elicit_decline"
-	ActionElicitCancel  = "elicit_cancel"
-	CallbackElicit      = "elicit"
-	// ElicitActionID is the action ID of every input of the form; the
-	// block ID is ElicitBlockPrefix and the property's name.
-	ElicitActionID    = "value"
-	ElicitBlockPrefix = "field:"
-)
 
 // Mailbox carries an answer from the process that received it to the one
 // waiting for it. *redisstore.Store is a Mailbox; several processes may
@@ -87,7 +74,7 @@ const elicitTTL = time.Hour
 // Elicit posts the question in the call's thread and waits for the
 // answer until ctx ends; then the message says that nobody answered.
 func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.ElicitAnswer, error) {
-	_, channel, root, err := ParseThread(el.Call.Thread)
+	_, channel, root, err := slackui.ParseThread(el.Call.Thread)
 	if err != nil {
 		return tools.ElicitAnswer{}, err
 	}
@@ -107,7 +94,7 @@ func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.Elic
 	}
 	log := e.log.WithFields(logrus.Fields{"thread": el.Call.Thread, "call": el.Call.Call, "tool": el.Tool})
 	ts, err := e.rep.post(ctx, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText(elicitText(rec), false), slack.MsgOptionBlocks(ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
+		slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
 	if err != nil {
 		return tools.ElicitAnswer{}, fmt.Errorf("post elicitation: %w", err)
 	}
@@ -134,9 +121,9 @@ func (e *Elicitor) settle(ctx context.Context, channel, ts string, rec elicitRec
 }
 
 func settleElicitation(ctx context.Context, rep *Reporter, channel, ts string, rec elicitRecord, line string) {
-	blocks := []slack.Block{elicitQuestion(rec.Requester, rec.Tool, rec.Message), contextBlock(line)}
+	blocks := []slack.Block{slackui.ElicitQuestion(rec.Requester, rec.Tool, rec.Message), slackui.ContextBlock(line)}
 	err := rep.retry(ctx, func() error {
-		_, _, _, err := rep.api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(elicitText(rec), false), slack.MsgOptionBlocks(blocks...))
+		_, _, _, err := rep.api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
 	if err != nil {
@@ -154,29 +141,6 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func elicitText(rec elicitRecord) string {
-	return clipText(slackEscape(rec.Tool+" asks: "+oneLine(rec.Message)), budgetCardText)
-}
-
-func elicitQuestion(requester, tool, message string) slack.Block {
-	return sectionBlock(userMention(requester) + ", " + codeSpan(tool) + " asks for your input:\n> " +
-		strings.ReplaceAll(clipText(slackEscape(message), budgetReason), "\n", "\n> "))
-}
-
-// ElicitMessage is the thread message that asks the requester for input,
-// with the Answer, Decline and Cancel buttons; every button's value is id.
-func ElicitMessage(requester, tool, message string, deadline time.Time, id string) []slack.Block {
-	return []slack.Block{
-		elicitQuestion(requester, tool, message),
-		contextBlock("Only " + userMention(requester) + " can answer. Without an answer by " + slackDate(deadline) + " the request is cancelled."),
-		slack.NewActionBlock("elicit_actions",
-			buttonElement(ActionElicitAnswer, "Answer", id, slack.StylePrimary),
-			buttonElement(ActionElicitDecline, "Decline", id, slack.StyleDefault),
-			buttonElement(ActionElicitCancel, "Cancel", id, slack.StyleDanger),
-		),
-	}
-}
-
 // elicitAction handles the buttons of an elicitation message, and
 // reports whether the click was one of them.
 func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) bool {
@@ -185,7 +149,7 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 	}
 	action := cb.ActionCallback.BlockActions[0]
 	switch action.ActionID {
-	case ActionElicitAnswer, ActionElicitDecline, ActionElicitCancel:
+	case slackui.ActionElicitAnswer, slackui.ActionElicitDecline, slackui.ActionElicitCancel:
 	default:
 		return false
 	}
@@ -202,8 +166,8 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 		answer(msg)
 		return true
 	}
-	if action.ActionID == ActionElicitAnswer {
-		view, err := ElicitForm(rec.Tool, rec.Message, rec.Schema, action.Value+"|"+cb.Message.Timestamp)
+	if action.ActionID == slackui.ActionElicitAnswer {
+		view, err := elicitForm(rec, action.Value+"|"+cb.Message.Timestamp)
 		if err != nil {
 			log.WithError(err).Warn("elicitation form")
 			answer("I can't build a form for this request (" + err.Error() + "). Decline or cancel it.")
@@ -218,9 +182,9 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 		return true
 	}
 	ans := tools.ElicitAnswer{Action: tools.ElicitDecline, By: cb.User.ID}
-	line := "🚫 Declined by " + userMention(cb.User.ID) + "."
-	if action.ActionID == ActionElicitCancel {
-		ans.Action, line = tools.ElicitCancel, "✖️ Cancelled by "+userMention(cb.User.ID)+"."
+	line := "🚫 Declined by " + slackui.UserMention(cb.User.ID) + "."
+	if action.ActionID == slackui.ActionElicitCancel {
+		ans.Action, line = tools.ElicitCancel, "✖️ Cancelled by "+slackui.UserMention(cb.User.ID)+"."
 	}
 	answer(s.deliverElicitation(ctx, action.Value, rec, ans, cb.Channel.ID, cb.Message.Timestamp, line))
 	return true
@@ -229,25 +193,25 @@ func (s *Server) elicitAction(w http.ResponseWriter, r *http.Request, cb slack.I
 // elicitSubmission handles the elicitation form, and reports whether the
 // submission was one.
 func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb slack.InteractionCallback) bool {
-	if cb.View.CallbackID != CallbackElicit {
+	if cb.View.CallbackID != slackui.CallbackElicit {
 		return false
 	}
 	ctx := r.Context()
 	id, ts, _ := strings.Cut(cb.View.PrivateMetadata, "|")
 	rec, msg := s.openElicitation(ctx, id, cb.User.ID)
 	if msg != "" {
-		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{elicitFirstBlock(rec.Schema): msg}))
+		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{slackui.ElicitFirstBlock(rec.Schema): msg}))
 		return true
 	}
-	content, problems := ElicitContent(rec.Schema, cb.View.State)
+	content, problems := slackui.ElicitContent(rec.Schema, cb.View.State)
 	if len(problems) > 0 {
 		writeJSON(w, slack.NewErrorsViewSubmissionResponse(problems))
 		return true
 	}
-	_, channel, _, _ := ParseThread(rec.Thread)
+	_, channel, _, _ := slackui.ParseThread(rec.Thread)
 	ans := tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: cb.User.ID}
-	if msg := s.deliverElicitation(ctx, id, rec, ans, channel, ts, "✅ Answered by "+userMention(cb.User.ID)+"."); msg != "" {
-		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{elicitFirstBlock(rec.Schema): msg}))
+	if msg := s.deliverElicitation(ctx, id, rec, ans, channel, ts, "✅ Answered by "+slackui.UserMention(cb.User.ID)+"."); msg != "" {
+		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{slackui.ElicitFirstBlock(rec.Schema): msg}))
 		return true
 	}
 	w.WriteHeader(http.StatusOK) // closes the form
@@ -259,17 +223,17 @@ func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb sla
 func (s *Server) openElicitation(ctx context.Context, id, user string) (elicitRecord, string) {
 	var rec elicitRecord
 	if s.opts.Mailbox == nil || id == "" || len(id) > 100 {
-		return rec, textNotPending
+		return rec, slackui.TextNotPending
 	}
 	raw, ok, err := s.store.Ref(ctx, elicitRef(id))
 	switch {
 	case err != nil:
 		s.log.WithError(err).Error("looking up an elicitation")
-		return rec, textTryAgain
+		return rec, slackui.TextTryAgain
 	case !ok || json.Unmarshal(raw, &rec) != nil:
-		return rec, textNotPending
+		return rec, slackui.TextNotPending
 	case user != rec.Requester:
-		return rec, "Only " + userMention(rec.Requester) + ", who asked for this turn, can answer this."
+		return rec, "Only " + slackui.UserMention(rec.Requester) + ", who asked for this turn, can answer this."
 	}
 	return rec, ""
 }
@@ -290,14 +254,14 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 	winner, first, err := s.store.Claim(ctx, rec.Thread, elicitRef(id), raw)
 	if err != nil {
 		s.log.WithError(err).Error("claiming an elicitation answer")
-		return textTryAgain
+		return slackui.TextTryAgain
 	}
 	if !first && !bytes.Equal(winner, raw) {
 		return "This request is already answered or closed."
 	}
 	if err := s.opts.Mailbox.Deliver(ctx, elicitRef(id), raw, ttl); err != nil {
 		s.log.WithError(err).Error("delivering an elicitation answer")
-		return textTryAgain
+		return slackui.TextTryAgain
 	}
 	s.log.WithFields(logrus.Fields{"thread": rec.Thread, "tool": rec.Tool, "action": string(ans.Action)}).Info("elicitation answered")
 	if ts != "" {
@@ -307,304 +271,12 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 	return ""
 }
 
-// elicitField is one property of a requested schema.
-type elicitField struct {
-	Name        string
-	Type        string          `json:"type"`
-	Title       string          `json:"title"`
-	Description string          `json:"description"`
-	Enum        []any           `json:"enum"`
-	EnumNames   []string        `json:"enumNames"`
-	OneOf       []elicitOption  `json:"oneOf"`
-	AnyOf       []elicitOption  `json:"anyOf"`
-	Items       *elicitField    `json:"items"`
-	Default     json.RawMessage `json:"default"`
-	Minimum     *float64        `json:"minimum"`
-	Maximum     *float64        `json:"maximum"`
-	Required    bool
-}
-
-type elicitOption struct {
-	Const any    `json:"const"`
-	Title string `json:"title"`
-}
-
-// elicitFields reads a requested schema's properties, in their order.
-func elicitFields(schema json.RawMessage) ([]elicitField, error) {
-	var s struct {
-		Properties json.RawMessage `json:"properties"`
-		Required   []string        `json:"required"`
-	}
-	if err := json.Unmarshal(schema, &s); err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	var fields []elicitField
-	if len(s.Properties) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(s.Properties))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("schema: properties is not an object")
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("schema: %w", err)
-		}
-		f := elicitField{Name: fmt.Sprint(t)}
-		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("schema: property %s: %w", f.Name, err)
-		}
-		for _, r := range s.Required {
-			f.Required = f.Required || r == f.Name
-		}
-		fields = append(fields, f)
-	}
-	return fields, nil
-}
-
-// options are a field's choices: enum (with enumNames), or oneOf/anyOf
-// entries of const and title; for an array, its items'.
-func (f elicitField) options() []*slack.OptionBlockObject {
-	src := f
-	if f.Type == "array" && f.Items != nil {
-		src = *f.Items
-	}
-	var out []*slack.OptionBlockObject
-	add := func(v any, title string) {
-		value := fmt.Sprint(v)
-		if title == "" {
-			title = value
-		}
-		out = append(out, slack.NewOptionBlockObject(clipText(value, 150), plainText(clipText(title, 75)), nil))
-	}
-	for i, v := range src.Enum {
-		title := ""
-		if i < len(src.EnumNames) {
-			title = src.EnumNames[i]
-		}
-		add(v, title)
-	}
-	for _, o := range append(src.OneOf, src.AnyOf...) {
-		add(o.Const, o.Title)
-	}
-	return out
-}
-
-// maxElicitFields keeps the form within Slack's 100 blocks.
-const maxElicitFields = 90
-
-// ElicitForm is the modal that asks for the requested schema's values:
-// a text input per string, a number input per number or integer, a
-// checkbox per boolean, a menu per enum, a multi-select per array of
-// enum values. Other properties are not asked for. meta is kept as the
-// view's private metadata.
-func ElicitForm(tool, message string, schema json.RawMessage, meta string) (slack.ModalViewRequest, error) {
-	fields, err := elicitFields(schema)
+// elicitForm is the form of rec's requested schema, its fields in the
+// schema's order; meta is kept as the view's private metadata.
+func elicitForm(rec elicitRecord, meta string) (slack.ModalViewRequest, error) {
+	fields, err := slackui.ElicitFields(rec.Schema)
 	if err != nil {
 		return slack.ModalViewRequest{}, err
 	}
-	if len(fields) > maxElicitFields {
-		return slack.ModalViewRequest{}, fmt.Errorf("%d fields are more than a form can show", len(fields))
-	}
-	blocks := []slack.Block{sectionBlock(codeSpan(tool) + " asks:\n" + clipText(slackEscape(message), budgetReason))}
-	for _, f := range fields {
-		el := elicitElement(f)
-		if el == nil {
-			if f.Required {
-				return slack.ModalViewRequest{}, fmt.Errorf("field %q of type %q cannot be asked in a form", f.Name, f.Type)
-			}
-			continue
-		}
-		label := f.Title
-		if label == "" {
-			label = f.Name
-		}
-		in := slack.NewInputBlock(ElicitBlockPrefix+f.Name, plainText(clipText(label, 2000)), nil, el)
-		if f.Description != "" {
-			in.Hint = plainText(clipText(f.Description, 2000))
-		}
-		in.Optional = !f.Required
-		blocks = append(blocks, in)
-	}
-	return slack.ModalViewRequest{
-		Type:            slack.VTModal,
-		CallbackID:      CallbackElicit,
-		Title:           plainText("Input needed"),
-		Submit:          plainText("Send"),
-		Close:           plainText("Not now"),
-		PrivateMetadata: meta,
-		Blocks:          slack.Blocks{BlockSet: blocks},
-	}, nil
+	return slackui.ElicitForm(rec.Tool, rec.Message, fields, meta)
 }
-
-func elicitElement(f elicitField) slack.BlockElement {
-	opts := f.options()
-	switch {
-	case f.Type == "array" && len(opts) > 0:
-		el := slack.NewOptionsMultiSelectBlockElement(slack.MultiOptTypeStatic, nil, ElicitActionID, opts...)
-		var defs []string
-		if json.Unmarshal(f.Default, &defs) == nil {
-			for _, d := range defs {
-				for _, o := range opts {
-					if o.Value == d {
-						el.InitialOptions = append(el.InitialOptions, o)
-					}
-				}
-			}
-		}
-		return el
-	case len(opts) > 0:
-		el := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, nil, ElicitActionID, opts...)
-		var def any
-		if json.Unmarshal(f.Default, &def) == nil && def != nil {
-			for _, o := range opts {
-				if o.Value == fmt.Sprint(def) {
-					el.InitialOption = o
-				}
-			}
-		}
-		return el
-	case f.Type == "string":
-		el := slack.NewPlainTextInputBlockElement(nil, ElicitActionID)
-		var def string
-		if json.Unmarshal(f.Default, &def) == nil {
-			el.InitialValue = def
-		}
-		return el
-	case f.Type == "number", f.Type == "integer":
-		el := slack.NewNumberInputBlockElement(nil, ElicitActionID, f.Type == "number")
-		if len(f.Default) > 0 {
-			el.InitialValue = string(f.Default)
-		}
-		if f.Minimum != nil {
-			el.MinValue = strconv.FormatFloat(*f.Minimum, 'f', -1, 64)
-		}
-		if f.Maximum != nil {
-			el.MaxValue = strconv.FormatFloat(*f.Maximum, 'f', -1, 64)
-		}
-		return el
-	case f.Type == "boolean":
-		yes := slack.NewOptionBlockObject("true", plainText("Yes"), nil)
-		el := slack.NewCheckboxGroupsBlockElement(ElicitActionID, yes)
-		if string(f.Default) == "true" {
-			el.InitialOptions = []*slack.OptionBlockObject{yes}
-		}
-		return el
-	}
-	return nil
-}
-
-// ElicitContent reads a submitted form into the answer's content, typed
-// as the schema says, and checks it against the schema. Problems are
-// keyed by block ID, for the form's inline errors.
-func ElicitContent(schema json.RawMessage, state *slack.ViewState) (map[string]any, map[string]string) {
-	fields, err := elicitFields(schema)
-	if err != nil {
-		return nil, map[string]string{elicitFirstBlock(schema): err.Error()}
-	}
-	content := map[string]any{}
-	problems := map[string]string{}
-	for _, f := range fields {
-		block := ElicitBlockPrefix + f.Name
-		var a slack.BlockAction
-		if state != nil {
-			a = state.Values[block][ElicitActionID]
-		}
-		switch {
-		case f.Type == "array":
-			var vs []string
-			for _, o := range a.SelectedOptions {
-				vs = append(vs, o.Value)
-			}
-			if len(vs) > 0 {
-				content[f.Name] = vs
-			}
-		case f.Type == "boolean":
-			if len(f.options()) == 0 {
-				content[f.Name] = len(a.SelectedOptions) > 0
-				continue
-			}
-			fallthrough
-		default:
-			v := a.Value
-			if a.SelectedOption.Value != "" {
-				v = a.SelectedOption.Value
-			}
-			if v == "" {
-				continue
-			}
-			switch f.Type {
-			case "number":
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					problems[block] = "Enter a number."
-					continue
-				}
-				content[f.Name] = n
-			case "integer":
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					problems[block] = "Enter a whole number."
-					continue
-				}
-				content[f.Name] = n
-			default:
-				content[f.Name] = v
-			}
-		}
-	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
-	raw, _ := json.Marshal(content)
-	if err := validateAgainst(schema, raw); err != nil {
-		var aerr *tools.ArgsError
-		if errors.As(err, &aerr) {
-			for _, p := range aerr.Problems {
-				name, _, _ := strings.Cut(p.Path, ".")
-				block := ElicitBlockPrefix + name
-				if name == "" {
-					block = elicitFirstBlock(schema)
-				}
-				if problems[block] == "" {
-					problems[block] = p.Message
-				}
-			}
-			return nil, problems
-		}
-		return nil, map[string]string{elicitFirstBlock(schema): err.Error()}
-	}
-	return content, nil
-}
-
-// elicitFirstBlock is where a form's errors that belong to no one field
-// are shown.
-func elicitFirstBlock(schema json.RawMessage) string {
-	fields, _ := elicitFields(schema)
-	for _, f := range fields {
-		if elicitElement(f) != nil {
-			return ElicitBlockPrefix + f.Name
-		}
-	}
-	return ElicitBlockPrefix
-}
-
-// validateAgainst checks content against a requested schema with the
-// tools package's validator, which words problems for people.
-func validateAgainst(schema, content json.RawMessage) error {
-	reg, err := tools.NewRegistry(tools.DefaultPolicy(), schemaOnly{schema})
-	if err != nil {
-		return nil // a schema the validator refuses: the server checks
-	}
-	return reg.Validate(schemaOnly{}.Name(), content)
-}
-
-// schemaOnly is a tool that is nothing but a schema, to validate with.
-type schemaOnly struct{ schema json.RawMessage }
-
-func (schemaOnly) Name() string                                          { return "elicitation" }
-func (schemaOnly) Description() string                                   { return "" }
-func (s schemaOnly) Schema() json.RawMessage                             { return s.schema }
-func (schemaOnly) Idempotent(json.RawMessage) bool                       { return true }
-func (schemaOnly) Call(context.Context, json.RawMessage) (string, error) { return "", nil }

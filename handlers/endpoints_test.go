@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // Fast tests of the three Slack endpoints, in process: signed requests
@@ -106,11 +107,11 @@ func TestInteractionsEndpoint(t *testing.T) {
 		t.Errorf("malformed payload = %d, want 400", code)
 	}
 	_, value := g.pending(t)
-	unknown := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: handlers.ActionApprove, Value: "0123456789abcdef01234567"})
+	unknown := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: "0123456789abcdef01234567"})
 	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", unknown); code != 200 {
 		t.Errorf("a click on an unknown card = %d, want 200", code)
 	}
-	click := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: handlers.ActionApprove, Value: value})
+	click := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value})
 	if code, body := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", click); code != 200 || body != "" {
 		t.Errorf("approve = %d %q", code, body)
 	}

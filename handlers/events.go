@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // event handles the Events API.
@@ -105,7 +105,7 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 		return intake{}, false
 	}
 	rec := intake{Team: team, Channel: ev.Channel, User: ev.User, TS: ev.TS, Root: ev.ThreadTS,
-		Text: typedText(strings.TrimSpace(mention.ReplaceAllString(ev.Text, "")))}
+		Text: slackui.MentionText(ev.Text)}
 	if rec.Root == "" {
 		rec.Root = ev.TS
 	}
@@ -124,10 +124,6 @@ func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 	}
 	return rec, true
 }
-
-// mention matches a user mention, such as the bot's at the start of an
-// app_mention.
-var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
 
 // owns reports whether thread is a Countersign conversation. Only a
 // definite answer is one: an error reading the thread (Redis down, a
@@ -148,7 +144,7 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 // reports whether the reply is settled: false when the runner could not
 // be asked (a storage error), so that the intake drives it again.
 func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) bool {
-	_, _, root, _ := ParseThread(thread)
+	_, _, root, _ := slackui.ParseThread(thread)
 	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text})
 	var refused *runner.RefusedError
 	switch {
@@ -159,12 +155,12 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 		log.WithField("thread", thread).WithError(err).Warn("checking a reply; it stays due and is tried again")
 		return false
 	case errors.As(err, &refused):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+refusalText(refused)+
+		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+slackui.RefusalText(refused)+
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
 	case errors.Is(err, runner.ErrBusy):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, textBusy)
+		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextBusy)
 	case errors.Is(err, runner.ErrFailed):
-		s.ephemeral(ctx, ev.Channel, root, ev.User, textFailed)
+		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextFailed)
 	case errors.Is(err, runner.ErrNoThread):
 	default:
 		// The reply was acknowledged and is stored: it stays due, and

@@ -102,7 +102,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 		case owned:
 			rec.Kind = intakeReply // a mention in a conversation's thread
 		case rec.Text == "":
-			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, helpText)
+			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.HelpText)
 			return true
 		}
 	}
@@ -123,7 +123,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 		return false // another process is starting it
 	}
 	log.WithError(err).Error("starting a conversation")
-	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, textTryAgain)
+	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.TextTryAgain)
 	return false
 }
 
@@ -177,7 +177,7 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	}
 	if err != nil {
 		log.WithError(err).Warn("posting the request's root message")
-		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, cantPostText(err))
+		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, slackui.CantPostText(err))
 		return true, false
 	}
 	rec.Root = ts

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -67,7 +67,7 @@ func (c click) decision(kind interrupt.Kind) runner.Decision {
 	if c.fromHome {
 		// The call's own channel; the runner checks that the person may
 		// decide it from outside that channel.
-		_, d.Channel, _, _ = ParseThread(c.ref.Thread)
+		_, d.Channel, _, _ = slackui.ParseThread(c.ref.Thread)
 		d.FromInbox = true
 	}
 	return d
@@ -113,16 +113,16 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	if cc.ok {
 		c := cc.click
 		switch action.ActionID {
-		case ActionApprove, ActionRetry:
+		case slackui.ActionApprove, slackui.ActionRetry:
 			answer = s.decide(ctx, c, c.decision(interrupt.Approve))
-		case ActionMarkDone:
+		case slackui.ActionMarkDone:
 			answer = s.decide(ctx, c, c.decision(interrupt.MarkDone))
-		case ActionSkip:
+		case slackui.ActionSkip:
 			answer = s.decide(ctx, c, c.decision(interrupt.Reject))
-		case ActionRetryRun:
+		case slackui.ActionRetryRun:
 			answer = s.retryRun(ctx, c)
-		case ActionRestartRun, ActionCancelRun:
-			answer = s.changedRun(ctx, c, action.ActionID == ActionRestartRun)
+		case slackui.ActionRestartRun, slackui.ActionCancelRun:
+			answer = s.changedRun(ctx, c, action.ActionID == slackui.ActionRestartRun)
 		}
 	}
 	w.WriteHeader(http.StatusOK)
@@ -146,7 +146,7 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 	first, err := s.store.Dedup(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL)
 	if err != nil {
 		log.WithError(err).Error("dedup of a click")
-		return checkedClick{answer: textTryAgain}
+		return checkedClick{answer: slackui.TextTryAgain}
 	}
 	if !first {
 		return checkedClick{repeat: true}
@@ -154,10 +154,10 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 	rf, ok, err := s.lookupRef(ctx, action.Value)
 	if err != nil {
 		log.WithError(err).Error("looking up a card reference")
-		return checkedClick{answer: textTryAgain}
+		return checkedClick{answer: slackui.TextTryAgain}
 	}
 	if !ok {
-		return checkedClick{answer: textNotPending}
+		return checkedClick{answer: slackui.TextNotPending}
 	}
 	return checkedClick{ok: true, click: click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}}
 }
@@ -188,18 +188,18 @@ func answer(log logrus.FieldLogger, err error) string {
 	case err == nil:
 		return ""
 	case errors.As(err, &lost):
-		return alreadyText(lost.Decision)
+		return slackui.AlreadyText(lost.Decision)
 	case errors.As(err, &refused) && refused.TryAgain:
-		return refusalText(refused) + "." // not an answer about the person
+		return slackui.RefusalText(refused) + "." // not an answer about the person
 	case errors.As(err, &refused):
-		return "You can't decide this call: " + refusalText(refused) + "."
+		return "You can't decide this call: " + slackui.RefusalText(refused) + "."
 	case errors.As(err, &invalid):
 		return "These arguments don't fit the tool: " + invalid.Err.Error()
 	case errors.Is(err, runner.ErrNotPending):
-		return textNotPending
+		return slackui.TextNotPending
 	}
 	log.WithError(err).Error("recording a decision")
-	return textTryAgain
+	return slackui.TextTryAgain
 }
 
 // decide records d and drives the run in the background; it returns what
@@ -237,9 +237,9 @@ func (s *Server) decisionModal(ctx context.Context, c click, kind interrupt.Kind
 	if c.fromHome {
 		value = homeMetaPrefix + value
 	}
-	view := RejectModal(*call, value)
+	view := slackui.RejectModal(*call, value)
 	if kind == interrupt.Edit {
-		view = EditModal(*call, value)
+		view = slackui.EditModal(*call, value)
 	}
 	return &view, ""
 }
@@ -250,7 +250,7 @@ func (s *Server) argsModal(ctx context.Context, c click) (*slack.ModalViewReques
 	if msg := answer(c.log, err); msg != "" {
 		return nil, msg
 	}
-	view := ArgsModal(*call)
+	view := slackui.ArgsModal(*call)
 	return &view, ""
 }
 
@@ -263,16 +263,16 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 		switch {
 		case err == nil:
 		case errors.As(err, &refused) && refused.TryAgain:
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), refusalText(refused)+".") // not an answer about the person
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.RefusalText(refused)+".") // not an answer about the person
 		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+refusalText(refused)+".")
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+slackui.RefusalText(refused)+".")
 		case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
 			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This run is no longer stopped; nothing to retry.")
 		case errors.Is(err, runner.ErrBusy):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textBusy)
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextBusy)
 		default:
 			c.log.WithError(err).Error("retrying a run")
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), textTryAgain)
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextTryAgain)
 		}
 	})
 	return ""
@@ -290,28 +290,28 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 	rf, ok, err := s.lookupRef(ctx, meta)
 	if err != nil {
 		log.WithError(err).Error("looking up a card reference")
-		writeErrors(w, cb, textTryAgain)
+		writeErrors(w, cb, slackui.TextTryAgain)
 		return
 	}
 	if !ok {
-		writeErrors(w, cb, textNotPending)
+		writeErrors(w, cb, slackui.TextNotPending)
 		return
 	}
 	c := click{cb: cb, action: &slack.BlockAction{ActionID: cb.View.CallbackID, Value: meta}, ref: rf, log: log.WithField("thread", rf.Thread),
 		fromHome: fromHome && s.home != nil}
 	var d runner.Decision
 	switch cb.View.CallbackID {
-	case CallbackEdit:
-		args := strings.TrimSpace(inputValue(cb, BlockArgs, InputArgs))
+	case slackui.CallbackEdit:
+		args := strings.TrimSpace(inputValue(cb, slackui.BlockArgs, slackui.InputArgs))
 		if !json.Valid([]byte(args)) {
 			writeErrors(w, cb, "That is not valid JSON. Check the brackets, quotes and commas.")
 			return
 		}
 		d = c.decision(interrupt.Edit)
 		d.Args = json.RawMessage(args)
-	case CallbackReject:
+	case slackui.CallbackReject:
 		d = c.decision(interrupt.Reject)
-		d.Reason = strings.TrimSpace(inputValue(cb, BlockReason, InputReason))
+		d.Reason = strings.TrimSpace(inputValue(cb, slackui.BlockReason, slackui.InputReason))
 	default:
 		w.WriteHeader(http.StatusOK)
 		return
@@ -319,7 +319,7 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 	// A modal is opened from a card in a channel, but its submission
 	// carries no channel: it is the card's own. One opened from the Home
 	// tab is decided as made from there.
-	_, d.Channel, _, _ = ParseThread(rf.Thread)
+	_, d.Channel, _, _ = slackui.ParseThread(rf.Thread)
 	d.Team, d.FromInbox = cb.Team.ID, fromHome
 	err = s.svc.Decide(ctx, d)
 	var lost *runner.AlreadyDecidedError
@@ -354,9 +354,9 @@ func sameSubmission(first interrupt.Decision, d runner.Decision) bool {
 
 // writeErrors shows msg inline in the modal's one input.
 func writeErrors(w http.ResponseWriter, cb slack.InteractionCallback, msg string) {
-	block := BlockReason
-	if cb.View.CallbackID == CallbackEdit {
-		block = BlockArgs
+	block := slackui.BlockReason
+	if cb.View.CallbackID == slackui.CallbackEdit {
+		block = slackui.BlockArgs
 	}
 	writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{block: msg}))
 }
@@ -368,24 +368,36 @@ func inputValue(cb slack.InteractionCallback, block, action string) string {
 	return ""
 }
 
-// refusalText is a refusal in mrkdwn: its words escaped, its people and
-// channels as Slack mentions.
-func refusalText(r *runner.RefusedError) string {
-	return r.Render(slackEscape, func(ids []string) string { return mentionList(ids, budgetMentions) }, channelMention)
-}
-
-// alreadyText tells a late clicker who decided first.
-func alreadyText(d interrupt.Decision) string {
-	if d.Kind == interrupt.Expire {
-		return "This request has expired."
-	}
-	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), mentionList(d.Approvers(), budgetMentions))
-}
-
 // threadTS is the thread a click happened in, for ephemeral answers.
 func threadTS(cb slack.InteractionCallback) string {
 	if cb.Container.ThreadTs != "" {
 		return cb.Container.ThreadTs
 	}
 	return cb.Message.ThreadTimestamp
+}
+
+// changedRun restarts or cancels, from its card, a run the updated bot
+// cannot resume.
+func (s *Server) changedRun(ctx context.Context, c click, restart bool) string {
+	m := runner.Message{Thread: c.ref.Thread, Team: c.cb.Team.ID, Channel: c.channel(), By: c.user()}
+	s.background(ctx, func(ctx context.Context) {
+		var err error
+		if restart {
+			err = s.svc.RestartChanged(ctx, m)
+		} else {
+			err = s.svc.CancelChanged(ctx, m)
+		}
+		var refused *runner.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+slackui.RefusalText(refused)+".")
+		case errors.Is(err, runner.ErrNotChanged):
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This request was restarted or cancelled already.")
+		case errors.Is(err, runner.ErrBusy):
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextBusy)
+		case err != nil:
+			c.log.WithError(err).Error("restarting or cancelling a run after an update")
+		}
+	})
+	return ""
 }

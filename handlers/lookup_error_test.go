@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -83,11 +84,11 @@ func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
 		}
 	}
 
-	click(handlers.ActionElicitDecline)
+	click(slackui.ActionElicitDecline)
 	if got := ephemerals(g.slack, gateRequester); len(got) != 1 || !strings.Contains(got[0], "try again") {
 		t.Fatalf("after a failed delivery the person was told %q; want to try again", got)
 	}
-	click(handlers.ActionElicitDecline)
+	click(slackui.ActionElicitDecline)
 	if got := ephemerals(g.slack, gateRequester); len(got) != 1 {
 		t.Fatalf("the same answer, sent again, was answered %q; want it delivered", got[1:])
 	}
@@ -101,7 +102,7 @@ func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
 	if err := json.Unmarshal(raw, &ans); err != nil || ans.Action != tools.ElicitDecline || ans.By != gateRequester {
 		t.Fatalf("delivered %s, %v; want the decline", raw, err)
 	}
-	click(handlers.ActionElicitCancel)
+	click(slackui.ActionElicitCancel)
 	if got := ephemerals(g.slack, gateRequester); len(got) != 2 || !strings.Contains(got[1], "already answered") {
 		t.Fatalf("another answer after the first was answered %q; want \"already answered\"", got)
 	}
@@ -290,7 +291,7 @@ func TestSlashCommandDuringASlackErrorIsCarriedOn(t *testing.T) {
 	}
 	cards := 0
 	for _, c := range g.slack.CallsTo("chat.postMessage") {
-		if _, ok := c.ButtonValue(handlers.ActionApprove); ok {
+		if _, ok := c.ButtonValue(slackui.ActionApprove); ok {
 			cards++
 		}
 	}
@@ -309,7 +310,7 @@ func TestRetryDuringAStorageErrorSaysTryAgain(t *testing.T) {
 	thread, value := g.pending(t)
 	hook.match = strings.Split(thread, ":")[2]
 	hook.on.Store(true)
-	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: handlers.ActionRetryRun, Value: value}))
+	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: slackui.ActionRetryRun, Value: value}))
 	hook.on.Store(false)
 	if hook.failed.Load() == 0 {
 		t.Fatal("no command met the injected fault: the test does not test anything")
@@ -389,7 +390,7 @@ func TestElicitationAnsweredTooLate(t *testing.T) {
 	}
 	var id, ts string
 	for _, c := range g.slack.Messages(slacktest.ChannelID, root) {
-		if v, ok := c.ButtonValue(handlers.ActionElicitDecline); ok {
+		if v, ok := c.ButtonValue(slackui.ActionElicitDecline); ok {
 			id, ts = v, c.TS
 		}
 	}
@@ -399,7 +400,7 @@ func TestElicitationAnsweredTooLate(t *testing.T) {
 	if c, _ := g.slack.Message(slacktest.ChannelID, ts); !strings.Contains(c.Text+string(c.Blocks), "Nobody answered in time") {
 		t.Errorf("the question after its time: %s %s; want it closed", c.Text, c.Blocks)
 	}
-	body := slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: handlers.ActionElicitDecline, Value: id, MessageTS: ts, ThreadTS: root})
+	body := slacktest.BlockActions(slacktest.Click{User: gateRequester, ActionID: slackui.ActionElicitDecline, Value: id, MessageTS: ts, ThreadTS: root})
 	resp, err := http.DefaultClient.Do(g.signer.Request(http.MethodPost, web.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()))
 	if err != nil {
 		t.Fatal(err)

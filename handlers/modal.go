@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/slackui"
 )
 
 // Buttons that open a modal (Edit, Reject, Show all) must call views.open
@@ -29,7 +30,7 @@ const modalBudget = time.Second
 
 // opensModal reports whether a button opens a modal.
 func opensModal(actionID string) bool {
-	return actionID == ActionEdit || actionID == ActionReject || actionID == ActionShowArgs
+	return actionID == slackui.ActionEdit || actionID == slackui.ActionReject || actionID == slackui.ActionShowArgs
 }
 
 // modalCheck is what the checks of a click that opens a modal found: the
@@ -63,7 +64,7 @@ func (s *Server) modalAction(ctx context.Context, w http.ResponseWriter, cb slac
 		if mc.view != nil {
 			if _, err := s.api.OpenViewContext(ctx, cb.TriggerID, *mc.view); err != nil {
 				log.WithError(err).Error("opening a modal")
-				mc.answer = notOpened(action.ActionID, err)
+				mc.answer = slackui.NotOpened(action.ActionID, err)
 			}
 		}
 		w.WriteHeader(http.StatusOK)
@@ -72,7 +73,7 @@ func (s *Server) modalAction(ctx context.Context, w http.ResponseWriter, cb slac
 	case <-budget.C:
 	}
 	log.Warn("the checks of a click are slow; opening its modal before them")
-	opened, openErr := s.api.OpenViewContext(ctx, cb.TriggerID, checkingModal(action.ActionID))
+	opened, openErr := s.api.OpenViewContext(ctx, cb.TriggerID, slackui.CheckingModal(action.ActionID))
 	if openErr != nil {
 		log.WithError(openErr).Error("opening a modal")
 	}
@@ -87,15 +88,15 @@ func (s *Server) modalAction(ctx context.Context, w http.ResponseWriter, cb slac
 				return
 			}
 			if mc.view != nil {
-				mc.answer = notOpened(action.ActionID, openErr)
+				mc.answer = slackui.NotOpened(action.ActionID, openErr)
 			}
 			tellClicker(mc.answer)
 			return
 		}
-		view := noticeModal(action.ActionID, mc.answer)
+		view := slackui.NoticeModal(action.ActionID, mc.answer)
 		switch {
 		case mc.repeat:
-			view = noticeModal(action.ActionID, "This click is already being answered in another window.")
+			view = slackui.NoticeModal(action.ActionID, "This click is already being answered in another window.")
 		case mc.view != nil:
 			view = *mc.view
 		}
@@ -105,7 +106,7 @@ func (s *Server) modalAction(ctx context.Context, w http.ResponseWriter, cb slac
 				return
 			}
 			if mc.view != nil {
-				mc.answer = notOpened(action.ActionID, err)
+				mc.answer = slackui.NotOpened(action.ActionID, err)
 			}
 			tellClicker(mc.answer)
 			return
@@ -124,48 +125,12 @@ func (s *Server) checkModal(ctx context.Context, cb slack.InteractionCallback, a
 	}
 	var mc modalCheck
 	switch action.ActionID {
-	case ActionEdit:
+	case slackui.ActionEdit:
 		mc.view, mc.answer = s.decisionModal(ctx, cc.click, interrupt.Edit)
-	case ActionReject:
+	case slackui.ActionReject:
 		mc.view, mc.answer = s.decisionModal(ctx, cc.click, interrupt.Reject)
-	case ActionShowArgs:
+	case slackui.ActionShowArgs:
 		mc.view, mc.answer = s.argsModal(ctx, cc.click)
 	}
 	return mc
-}
-
-// notOpened tells the person that the modal of a button could not be
-// opened.
-func notOpened(actionID string, err error) string {
-	if actionID == ActionShowArgs {
-		return "I couldn't open the arguments (" + err.Error() + "). Please try again."
-	}
-	return "I couldn't open the form (" + err.Error() + "). Please try again."
-}
-
-// modalTitle is the title of the modal a button opens.
-func modalTitle(actionID string) string {
-	switch actionID {
-	case ActionEdit:
-		return "Edit arguments"
-	case ActionReject:
-		return "Reject call"
-	}
-	return "All arguments"
-}
-
-// checkingModal is the modal a button opens while its checks are slow:
-// nothing to submit, only a note that they are under way.
-func checkingModal(actionID string) slack.ModalViewRequest {
-	view := slack.ModalViewRequest{Type: slack.VTModal, Title: plainText(modalTitle(actionID)), Close: plainText("Cancel")}
-	view.Blocks.BlockSet = []slack.Block{sectionBlock("Checking the call…")}
-	return view
-}
-
-// noticeModal replaces the checking modal when there is no form to show:
-// it says why (mrkdwn, as the answer to a click would).
-func noticeModal(actionID, text string) slack.ModalViewRequest {
-	view := slack.ModalViewRequest{Type: slack.VTModal, Title: plainText(modalTitle(actionID)), Close: plainText("Close")}
-	view.Blocks.BlockSet = []slack.Block{sectionBlock(text)}
-	return view
 }

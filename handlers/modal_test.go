@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // holdHook makes storage as slow as a test needs: while it is on, every
@@ -140,14 +140,14 @@ func (g *gate) shownView(t *testing.T) (callbackID, metadata, blocks string) {
 func TestEditModalOpensBeforeSlowStorage(t *testing.T) {
 	g, hook := slowGate(t)
 	_, value := g.pending(t)
-	g.slowClick(t, hook, slacktest.Click{User: gateApprover, ActionID: handlers.ActionEdit, Value: value, TriggerID: "trigger.edit-slow"})
+	g.slowClick(t, hook, slacktest.Click{User: gateApprover, ActionID: slackui.ActionEdit, Value: value, TriggerID: "trigger.edit-slow"})
 
 	callback, metadata, blocks := g.shownView(t)
-	if callback != handlers.CallbackEdit || metadata != value || !strings.Contains(blocks, `\"n\": 1`) {
+	if callback != slackui.CallbackEdit || metadata != value || !strings.Contains(blocks, `\"n\": 1`) {
 		t.Fatalf("the modal shows %s %q %s; want the edit form with the call's arguments", callback, metadata, blocks)
 	}
 	g.send(t, slacktest.ViewSubmission(slacktest.Submission{User: gateApprover, CallbackID: callback, PrivateMetadata: metadata,
-		Values: map[string]map[string]string{handlers.BlockArgs: {handlers.InputArgs: `{"n": 2}`}}}))
+		Values: map[string]map[string]string{slackui.BlockArgs: {slackui.InputArgs: `{"n": 2}`}}}))
 	if runs := g.tool.Runs(); len(runs) != 1 || !strings.Contains(string(runs[0]), `2`) {
 		t.Fatalf("deploy ran %q; want once, with the edited arguments", runs)
 	}
@@ -158,11 +158,11 @@ func TestEditModalOpensBeforeSlowStorage(t *testing.T) {
 func TestRejectModalOfADecidedCallSaysSo(t *testing.T) {
 	g, hook := slowGate(t)
 	_, value := g.pending(t)
-	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: handlers.ActionApprove, Value: value}))
+	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value}))
 	if n := len(g.tool.Runs()); n != 1 {
 		t.Fatalf("deploy ran %d times after its approval, want once", n)
 	}
-	g.slowClick(t, hook, slacktest.Click{User: gateRequester, ActionID: handlers.ActionReject, Value: value, TriggerID: "trigger.reject-slow"})
+	g.slowClick(t, hook, slacktest.Click{User: gateRequester, ActionID: slackui.ActionReject, Value: value, TriggerID: "trigger.reject-slow"})
 
 	callback, _, blocks := g.shownView(t)
 	var sections []struct{ Text struct{ Text string } }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // ref is what a button's opaque value stands for.
@@ -39,7 +39,7 @@ type Reporter struct {
 	store Store
 	now   func() time.Time
 	log   logrus.FieldLogger
-	tools ToolLookup // optional; see WithTools
+	tools slackui.ToolLookup // optional; see WithTools
 	// groups, if set, finds the members of user groups that get cards by
 	// direct message; see WithGroups.
 	groups *Groups
@@ -72,7 +72,7 @@ const refTTL = 30 * 24 * time.Hour
 
 // Report implements runner.Reporter.
 func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
-	team, channel, root, err := ParseThread(e.Thread)
+	team, channel, root, err := slackui.ParseThread(e.Thread)
 	if err != nil {
 		return err
 	}
@@ -100,9 +100,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
+		blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
+			slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if c.Status == agent.Failed && c.NeedsApproval {
 			return nil // its card says why, once
 		}
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(resultText(c), false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.ResultText(c), false))
 		return err
 	case runner.RunFailed:
 		r.interruptStreams(ctx, e.Thread)
@@ -147,17 +147,17 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(ErrorCard(e.Text, value)...))
+			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
 	case runner.RunCancelled:
-		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(CancelledText(e.People), false))
+		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.CancelledText(e.People), false))
 		return err
 	case runner.Reminder, runner.Escalated:
-		text := ReminderText(e.Call.Tool, e.People, e.Waited)
+		text := slackui.ReminderText(e.Call.Tool, e.People, e.Waited)
 		if e.Kind == runner.Escalated {
-			text = EscalationText(e.Call.Tool, e.People, e.Waited)
+			text = slackui.EscalationText(e.Call.Tool, e.People, e.Waited)
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(text, false))
 		return err
@@ -180,10 +180,10 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	if !ok {
 		return nil
 	}
-	blocks := SettledCard(c, requester, r.now())
+	blocks := slackui.SettledCard(c, requester, r.now())
 	err = r.retry(ctx, func() error {
 		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
+			slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
 	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
@@ -207,9 +207,9 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 	if err != nil {
 		return err
 	}
-	blocks := withToolBlock(PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
+	blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
 	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(CardText(c), false),
+		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false),
 			slack.MsgOptionBlocks(blocks...))
 		return err
 	})
@@ -343,29 +343,21 @@ func (c *roundCache) put(thread, call string, attempt int, rec map[string][]byte
 	c.m[roundCacheKey(thread, call, attempt)] = rec
 }
 
-// resultText is the thread reply that shows a call's result.
-func resultText(c agent.Call) string {
-	result := c.Result
-	// The note telling the model that a person edited the arguments is
-	// for the model: people see the edit on the card.
-	if c.Editor() != "" {
-		if first, rest, ok := strings.Cut(result, "\n"); ok && strings.HasPrefix(first, "Note: ") {
-			result = rest
-		}
-	}
-	const limit = 2500
-	if len(result) > limit {
-		cut := limit
-		for cut > 0 && !utf8Start(result[cut]) {
-			cut--
-		}
-		result = result[:cut] + fmt.Sprintf("\n… (%d more bytes)", len(c.Result)-cut)
-	}
-	icon := "✔️"
-	if c.Status == agent.Failed {
-		icon = "❌"
-	}
-	return fmt.Sprintf("%s %s result:\n```\n%s\n```", icon, codeSpan(c.Tool), slackEscape(strings.ReplaceAll(result, "```", "'''")))
+// WithTools makes the reporter name, on approval cards, the MCP server and
+// tool behind a call, with the tool's description and annotations.
+func (r *Reporter) WithTools(box slackui.ToolLookup) *Reporter {
+	r.tools = box
+	return r
 }
 
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+// postGraphChanged posts the card of a runner.GraphChanged event.
+func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
+	value, err := r.newRef(ctx, ref{Thread: e.Thread})
+	if err != nil {
+		return err
+	}
+	_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
+		slack.MsgOptionText("The bot was updated while this request waited.", false),
+		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
+	return err
+}

@@ -44,6 +44,18 @@ type Options struct {
 }
 
 // Server answers Slack. Create it with New; serve Handler.
+//
+// Concurrency. Handler's endpoints are called by net/http's goroutines,
+// any number at once, and by RunSocketMode's reader goroutine, one
+// envelope after another; they must not block: each verifies, parses,
+// does what must precede the answer (store the request, runner.Decide, a
+// modal: at most about a second, modal.go) and answers. The rest runs in
+// background jobs (at most Options.MaxConcurrentWork at once, unordered,
+// on a context that outlives the request); runs of one thread are kept
+// apart by the runner's lease. A handler whose decision was claimed
+// starts the runner.Drive that uses the lease the claim may have taken.
+// RunIntake and RunSocketMode run on the caller's goroutine until their
+// context ends; Shutdown, once the listeners stop, waits for the jobs.
 type Server struct {
 	api      *slack.Client
 	svc      *runner.Service
@@ -187,26 +199,8 @@ func respond(ctx context.Context, responseURL, text string) error {
 	return nil
 }
 
-// cantPostText tells a person why the bot could not post their request,
-// and what to do.
-func cantPostText(err error) string {
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
-		return "I'm not in this channel, so I can't work here yet. Invite me with `/invite @Countersign`, then send your request again."
-	}
-	return "I couldn't post in this channel (" + err.Error() + "). Invite me with `/invite @Countersign` and try again."
-}
-
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// Texts people see.
-const (
-	textTryAgain   = "Countersign can't reach its database right now, so nothing was done. Please try again in a minute."
-	textNotPending = "This request is no longer pending."
-	textBusy       = "I'm still working on this thread. Reply again once I've answered."
-	textFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
-)

@@ -35,10 +35,8 @@ import (
 // (the text that arrived meanwhile is shown when the interval is up),
 // and the final answer is shown at once: the runner's Answer event
 // finishes the streamed message with the final text instead of posting
-// the answer again. The text is escaped for the format it goes in: a
-// streamed message's markdown_text is Markdown (slackui.MarkdownPart while
-// it grows, slackui.Markdown when final), a posted or updated message's
-// text is mrkdwn (slackui.Mrkdwn, as every final answer).
+// the answer again, escaped for the format it goes in
+// (slackui.ShownAnswer, slackui.FinalAnswer).
 //
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process
@@ -76,41 +74,8 @@ func (r *Reporter) SetStreaming(o StreamOptions) {
 	}
 }
 
-// interruptedNote ends a message whose answer was cut off.
-const interruptedNote = "… (interrupted; the answer continues below)"
-
-// noteAfter is the note to add to shown: after a space.
-func noteAfter(shown string) string {
-	if shown == "" || strings.HasSuffix(shown, " ") || strings.HasSuffix(shown, "\n") {
-		return interruptedNote
-	}
-	return " " + interruptedNote
-}
-
 // thinkingStatus is the assistant thread's status while the model works.
 const thinkingStatus = "is thinking…"
-
-// shownAnswer is the text so far of an answer as the thread shows it
-// while it grows: Markdown in a streamed message, mrkdwn in a posted one.
-// A message that grows with the streaming methods can only be appended
-// to, so while it grows its code blocks are left open (a closing fence
-// added now would be in the way of the text that follows); the final
-// text (finalAnswer) closes them.
-func shownAnswer(native bool, s string) string {
-	if native {
-		return slackui.MarkdownPart(s)
-	}
-	return slackui.Mrkdwn(s)
-}
-
-// finalAnswer is an answer's final text as the thread shows it: Markdown
-// in a streamed message, mrkdwn in a posted one.
-func finalAnswer(native bool, s string) string {
-	if native {
-		return slackui.Markdown(s)
-	}
-	return slackui.Mrkdwn(s)
-}
 
 // streams are the answers this process is streaming. Safe for concurrent
 // use.
@@ -261,7 +226,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 	la.started = true
 	rec := streamRecord{Channel: channel}
 	if !r.streams.noNative.Load() {
-		shown := shownAnswer(true, e.Text)
+		shown := slackui.ShownAnswer(true, e.Text)
 		requester := ""
 		if e.State != nil {
 			requester = cmp.Or(e.State.TurnBy, e.State.Requester)
@@ -287,7 +252,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		}
 	}
 	if rec.TS == "" {
-		shown := shownAnswer(false, e.Text)
+		shown := slackui.ShownAnswer(false, e.Text)
 		_, ts, err := r.api.PostMessageContext(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(shown, false))
 		if err != nil {
 			la.broken = true
@@ -303,7 +268,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 // flush shows la.want if it is not shown yet; la.mu is held. A failure
 // is left for the next change (or the final answer) to catch up.
 func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
-	shown := shownAnswer(la.rec.Native, la.want)
+	shown := slackui.ShownAnswer(la.rec.Native, la.want)
 	if shown == la.rec.Shown {
 		return nil
 	}
@@ -316,7 +281,7 @@ func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
 		// grows, so end it and redraw the message.
 		_, _, _ = r.api.StopStreamContext(ctx, la.rec.Channel, la.rec.TS)
 		la.rec.Native = false
-		shown = shownAnswer(false, la.want)
+		shown = slackui.ShownAnswer(false, la.want)
 		fallthrough
 	default:
 		_, _, _, err = r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
@@ -340,7 +305,7 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 	}
 	err := r.retry(ctx, func() error {
 		if la.rec.Native {
-			shown := finalAnswer(true, final)
+			shown := slackui.FinalAnswer(true, final)
 			rest, grows := strings.CutPrefix(shown, la.rec.Shown)
 			var opts []slack.MsgOption
 			if grows && rest != "" {
@@ -355,7 +320,7 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 			// shows other text: redraw the message, as mrkdwn.
 			la.rec.Native = false
 		}
-		shown := finalAnswer(false, final)
+		shown := slackui.FinalAnswer(false, final)
 		_, _, _, err := r.api.UpdateMessageContext(ctx, la.rec.Channel, la.rec.TS, slack.MsgOptionText(shown, false))
 		if err == nil {
 			la.rec.Shown = shown
@@ -394,7 +359,7 @@ func (r *Reporter) answer(ctx context.Context, e runner.Event, channel, root str
 			return r.finishOrPost(ctx, la, e, hash, channel, root)
 		}
 	}
-	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(finalAnswer(false, e.Text), false))
+	_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.FinalAnswer(false, e.Text), false))
 	return err
 }
 
@@ -408,7 +373,7 @@ func (r *Reporter) finishOrPost(ctx context.Context, la *liveAnswer, e runner.Ev
 		return err
 	}
 	r.logger().WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
-	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(finalAnswer(false, e.Text), false)); err != nil {
+	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.FinalAnswer(false, e.Text), false)); err != nil {
 		return err
 	}
 	la.rec.Done, la.rec.Final = true, hash
@@ -452,7 +417,7 @@ func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
 func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
 	log := r.logger().WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
 	done := false
-	note := noteAfter(rec.Shown)
+	note := slackui.NoteAfter(rec.Shown)
 	if rec.Native {
 		_, _, err := r.api.StopStreamContext(ctx, rec.Channel, rec.TS, slack.MsgOptionMarkdownText(note))
 		done = err == nil

@@ -180,6 +180,19 @@ type Groups interface {
 // Errors: ErrNotPending, *RefusedError, *InvalidArgsError,
 // *AlreadyDecidedError (someone decided first), or a storage error.
 // Several processes may call Decide on one call at once: one wins.
+//
+// The thread's lease: when the store offers Sessions and nobody holds the
+// lease, the claim takes it in the same round trip, for the caller's
+// Drive, and Decide parks that session in the service (without renewing
+// the lease) instead of releasing it. The caller must then call Drive on
+// the thread, in this process, soon — within half of Options.LeaseTTL it
+// uses the parked session, after that it lets it go and takes the lease
+// anew. A Drive that never comes stalls the thread until the lease lapses
+// (Options.LeaseTTL, 10s by default): no other process can run it
+// meanwhile; the claim also wrote a wake-up a lease away, so the
+// schedule's Tick then applies the decision. Only a nil error can leave a
+// session parked (a lease a claim took before a later step failed is not
+// parked, and lapses); Check never takes the lease.
 func (s *Service) Decide(ctx context.Context, d Decision) error {
 	c, err := s.decide(ctx, d)
 	return s.auditRefusal(ctx, d, c, err)

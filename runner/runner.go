@@ -171,7 +171,37 @@ type Options struct {
 	Stream bool
 }
 
-// Service runs conversations.
+// Service runs conversations. It is safe for concurrent use, by many
+// goroutines and many processes sharing one store.
+//
+// Who calls what. Front ends call Start, Reply, Decide, Check, Retry,
+// RestartChanged, CancelChanged and Drive from their request goroutines,
+// any number at once and for any threads; the operator's commands and the
+// Home tab call the read-only methods (State, Call, WaitingCalls, WaitsFor,
+// RecentDecisions, Changed) likewise. RunSchedule runs Tick on one
+// goroutine of each process, one due thread after another. The agent calls
+// BeforeCall, OnCall and OnStream on the goroutine running the thread,
+// under its lease.
+//
+// Ordering. Runs of one thread never overlap, across processes: Start,
+// Reply, Retry, Drive and Tick's drive do a thread's work only while
+// holding its lease (lease.go), which they renew in a goroutine of their
+// own while they work and release when done; whoever cannot take it
+// leaves the work to the holder and returns (Drive, Tick) or waits up to
+// Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). Every
+// save of a run is fenced by the token of its acquisition of the lease,
+// and a call is not sent once the lease is lost (BeforeCall). So a
+// thread's Reporter events come from one goroutine at a time, in the
+// run's order; events of different threads interleave. Decide, Check and
+// the read-only methods take no lease and may run beside a run of the
+// same thread: a decision is claimed in the store, and the run that holds
+// the lease finds it before letting go (or the next Drive does).
+//
+// Blocking. Start, Reply, Retry, Drive and Tick run the model and tools
+// and may take minutes; Decide and Check make a few store round trips and
+// show nothing, so a front end calls them before acknowledging a click,
+// and Drive afterwards, in the background. The Reporter is called on the
+// run's goroutine and holds it up while it posts.
 type Service struct {
 	agent *agent.Agent
 	graph *graph.Graph[agent.State]

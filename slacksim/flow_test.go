@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -294,13 +295,13 @@ func TestEditModalShowsErrorsThenApproves(t *testing.T) {
 
 	submit := func(args string) {
 		w.mustUI("/ui/submit", map[string]any{"user": you, "view_id": view.ID,
-			"values": map[string]any{handlers.BlockArgs: map[string]string{handlers.InputArgs: args}}})
+			"values": map[string]any{slackui.BlockArgs: map[string]string{slackui.InputArgs: args}}})
 	}
 	submit(`{"method": "GET", "url": `)
-	shown := w.view(you, func(v slacksim.View) bool { return v.Errors[handlers.BlockArgs] != "" })
-	if !strings.Contains(shown.Errors[handlers.BlockArgs], "not valid JSON") || shown.Hash == view.Hash {
+	shown := w.view(you, func(v slacksim.View) bool { return v.Errors[slackui.BlockArgs] != "" })
+	if !strings.Contains(shown.Errors[slackui.BlockArgs], "not valid JSON") || shown.Hash == view.Hash {
 		t.Errorf("after invalid JSON the modal shows %q with hash %s (was %s); want the JSON error and a new hash",
-			shown.Errors[handlers.BlockArgs], shown.Hash, view.Hash)
+			shown.Errors[slackui.BlockArgs], shown.Hash, view.Hash)
 	}
 	submit(fmt.Sprintf(`{"method": "GET", "url": %q}`, w.target.URL+"/edited"))
 	w.eventually("the modal to close", func(st slacksim.State) (slacksim.Message, bool) {

@@ -1,5 +1,19 @@
-// Package slackui is Slack text formats and, later, Block Kit views as
-// pure functions.
+// Package slackui is Countersign's Slack views: the Block Kit of the
+// approval cards (cards.go, the quorum card quorumcard.go, the arguments
+// argsview.go, a tool's origin toolcard.go, a run the updated bot cannot
+// resume fingerprint_card.go), the Home tab's view (home.go), and the
+// text formats they are written in, as pure functions: data in — an
+// agent.Call, a runner.Gate, a person's inbox — and slack.Blocks or a
+// view request out. Package handlers posts them, publishes them and
+// dispatches the clicks on their buttons by the action IDs defined here;
+// nothing here talks to Slack or to storage. It imports runner only for
+// the plain data the Home view and the quorum card show (runner.Gate,
+// runner.Waiting, runner.DecisionRecord), never handlers.
+//
+// Every text built here is measured in UTF-16 code units against Block
+// Kit's limits (blocktext.go), and the tests check every view against
+// them, against golden files in testdata/ (go test -update rewrites
+// them) and, by fuzzing, against hostile input.
 //
 // Slack reads text in three formats, and text from the model, a tool, an
 // MCP server or a person is escaped for the one it goes in, with one
@@ -24,9 +38,9 @@
 //
 // The bot's own markup — the mention of a requester, a date, a link it
 // builds — is added around escaped text by the caller, never taken from
-// it. The package does no I/O and keeps no state; its functions are safe
-// for concurrent use. Package slackuitest checks text the way Slack
-// reads it, for tests.
+// it (Date, UserMention, ChannelMention, MentionList). The package does
+// no I/O and keeps no state; its functions are safe for concurrent use.
+// Package slackuitest checks text the way Slack reads it, for tests.
 package slackui
 
 import "strings"

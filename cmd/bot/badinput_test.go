@@ -15,7 +15,8 @@ import (
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
-// DESIGN.md §6: bad input gets a clear answer and loses nothing.
+// Bad input gets a clear answer and loses nothing (docs/architecture.md,
+// Bad input).
 
 func TestRequestsThatFailVerification(t *testing.T) {
 	h := newHarness(t, "")

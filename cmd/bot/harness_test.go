@@ -28,8 +28,8 @@ import (
 // The tests in this package run the real bot binary as a subprocess, as
 // an operator would, against a real Redis, the Slack Web API fake and a
 // model fake that speaks OpenAI's wire protocol. They talk to it only
-// through the contracts of DESIGN.md §5: environment variables, signed
-// HTTP requests, and the Web API calls it makes.
+// through the contracts of docs/architecture.md (Contracts): environment
+// variables, signed HTTP requests, and the Web API calls it makes.
 
 // raceBuild is set when the tests run with -race; the binary is then
 // built with the race detector too.

@@ -117,9 +117,6 @@ func NewAnthropicServer(t testing.TB, replies ...llm.Message) *AnthropicServer {
 // URL is the base URL for a client, ending in /v1.
 func (s *AnthropicServer) URL() string { return s.srv.URL + "/v1" }
 
-// Close stops the server; the test's cleanup also does.
-func (s *AnthropicServer) Close() { s.srv.Close() }
-
 // Then appends replies to the script. Call it from the test goroutine:
 // a reply that cannot be sent fails the test.
 func (s *AnthropicServer) Then(replies ...llm.Message) {
@@ -140,9 +137,6 @@ func (s *AnthropicServer) ThenRaw(raws ...Raw) { s.script.pushRaw(raws...) }
 // FailNext makes the next n requests fail with the HTTP status (e.g. 500,
 // 429 or 529) before the script goes on.
 func (s *AnthropicServer) FailNext(n, status int) { s.script.failNext(n, status) }
-
-// Remaining is the number of scripted answers not used yet.
-func (s *AnthropicServer) Remaining() int { return s.script.remaining() }
 
 // Requests returns every request received so far, in order.
 func (s *AnthropicServer) Requests() []AnthropicRequest {

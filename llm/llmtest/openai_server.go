@@ -127,9 +127,6 @@ func NewOpenAIServer(t testing.TB, replies ...llm.Message) *OpenAIServer {
 // URL is the base URL for a client, ending in /v1 (as OPENAI_BASE_URL).
 func (s *OpenAIServer) URL() string { return s.srv.URL + "/v1" }
 
-// Close stops the server; the test's cleanup also does.
-func (s *OpenAIServer) Close() { s.srv.Close() }
-
 // Then appends replies to the script.
 func (s *OpenAIServer) Then(replies ...llm.Message) { s.script.push(replies...) }
 

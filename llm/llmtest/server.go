@@ -151,8 +151,6 @@ type problem struct {
 	code  string // OpenAI's "code" field, or ""
 }
 
-func (p *problem) Error() string { return p.msg }
-
 func badf(param, format string, args ...any) *problem {
 	return &problem{msg: fmt.Sprintf(format, args...), param: param}
 }

@@ -18,10 +18,6 @@ type ChunkHook func(request, chunk int, text string)
 // none).
 func (s *OpenAIServer) OnChunk(h ChunkHook) { s.script.setHook(h) }
 
-// OnChunk sets the hook called before each streamed text chunk (nil:
-// none).
-func (s *AnthropicServer) OnChunk(h ChunkHook) { s.script.setHook(h) }
-
 func (s *script) setHook(h ChunkHook) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -14,6 +14,8 @@
 //		})
 //	}
 //
+// (Example shows it with the in-memory store.)
+//
 // The suite gives every thread a unique name, so several stores may share
 // one backing server at once. Lease expiry is tested with real time
 // (leases of tens of milliseconds), since a server keeps its own clock.

@@ -89,6 +89,27 @@ const DefaultMaxResult = 16 << 10
 
 // Manager is the agent's toolbox: built-in tools and MCP servers' tools.
 // It is safe for concurrent use.
+//
+// Goroutines. Start (or the first Tools, Lookup or Wait) starts one
+// goroutine per server, which connects, lists its tools, waits for the
+// connection to end and reconnects with backoff until Close; the MCP SDK
+// runs a server's requests to the bot (an elicitation, a tools/list_changed
+// notice) on goroutines of its own, and a list change lists the tools
+// again on another goroutine of the Manager's. Close ends them all and
+// waits for them; call it once, when no thread runs.
+//
+// Callers. The agent calls Tools, Lookup and Validate, and the tools'
+// Call, from the goroutines of the threads it runs, any number at once;
+// front ends and operator commands call Status, Describe and Lookup from
+// theirs. The tool list is swapped whole (an atomic pointer), so a caller
+// sees the list before or after a server's change, never a mix; a tool
+// looked up before its server went down fails its call with an error.
+//
+// Blocking. Tools, Lookup and Wait wait for the servers' first try, at
+// most Options.StartWait, once; afterwards they do not block. A tool's
+// call blocks until its server answers or its timeout ends; an
+// elicitation during a call blocks that call until the person answers or
+// the call's deadline passes. SetElicitor may be called at any time.
 type Manager struct {
 	policy   *tools.Policy
 	builtins []tools.Tool

@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"bytes"
@@ -13,13 +13,12 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/interrupt"
-	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
 // The identifiers of the cards' buttons and the modals' fields, which the
 // interaction handlers dispatch on. The approval buttons' action IDs are a
-// public contract (DESIGN.md §5): tests outside the repository click them.
+// public contract (docs/architecture.md, Contracts): tests outside the repository click them.
 const (
 	// Buttons of a pending call's card.
 	ActionApprove = "approve"
@@ -71,12 +70,12 @@ const (
 	budgetCode     = 2700 // a code block's content, without its fences (section limit 3000)
 	budgetDiff     = 1500 // the lines of an edit's diff, in a code block
 	budgetDiffLine = 300  // one value in the diff
-	budgetReason   = 1200 // the model's reason, before quoting (which at most doubles it)
+	BudgetReason   = 1200 // the model's reason, before quoting (which at most doubles it)
 	budgetDecision = 1000 // a rejection's reason on a settled card
 	budgetResult   = 500  // the first line of a tool's result
-	budgetError    = 2500 // the error on an error card
-	budgetName     = 100  // a user ID or tool name inside other text
-	budgetCardText = 300  // the notification text
+	BudgetError    = 2500 // the error on an error card
+	BudgetName     = 100  // a user ID or tool name inside other text
+	BudgetCardText = 300  // the notification text
 )
 
 // The outcome-unknown card's explanation.
@@ -94,24 +93,24 @@ const unknownCallText = "⚠️ The bot stopped while this call was running, so 
 func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []slack.Block {
 	if c.Status == agent.Unknown {
 		blocks := []slack.Block{
-			headerBlock("Outcome unknown: " + c.Tool),
-			sectionBlock(unknownCallText),
+			HeaderBlock("Outcome unknown: " + c.Tool),
+			SectionBlock(unknownCallText),
 		}
 		blocks = append(blocks, argsCardBlocks(c, ref)...)
 		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
 		return append(blocks, slack.NewActionBlock(BlockCallActions,
-			buttonElement(ActionRetry, "Retry", ref, slack.StylePrimary),
-			buttonElement(ActionMarkDone, "Mark done", ref, slack.StyleDefault),
-			buttonElement(ActionSkip, "Skip", ref, slack.StyleDanger),
+			Button(ActionRetry, "Retry", ref, slack.StylePrimary),
+			Button(ActionMarkDone, "Mark done", ref, slack.StyleDefault),
+			Button(ActionSkip, "Skip", ref, slack.StyleDanger),
 		))
 	}
-	blocks := []slack.Block{headerBlock("Approval needed: " + c.Tool)}
+	blocks := []slack.Block{HeaderBlock("Approval needed: " + c.Tool)}
 	blocks = append(blocks, argsCardBlocks(c, ref)...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	return append(blocks, slack.NewActionBlock(BlockCallActions,
-		buttonElement(ActionApprove, "Approve", ref, slack.StylePrimary),
-		buttonElement(ActionEdit, "Edit", ref, slack.StyleDefault),
-		buttonElement(ActionReject, "Reject", ref, slack.StyleDanger),
+		Button(ActionApprove, "Approve", ref, slack.StylePrimary),
+		Button(ActionEdit, "Edit", ref, slack.StyleDefault),
+		Button(ActionReject, "Reject", ref, slack.StyleDanger),
 	))
 }
 
@@ -125,17 +124,17 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 		lines = append(lines, l)
 	}
 	if c.EditedBy != "" && c.Decision != nil && c.Decision.Kind != interrupt.Edit {
-		lines = append(lines, "✏️ The arguments were edited by "+userMention(c.EditedBy)+" before the approvals")
+		lines = append(lines, "✏️ The arguments were edited by "+UserMention(c.EditedBy)+" before the approvals")
 	}
 	if l := progressLine(c); l != "" {
 		lines = append(lines, l)
 	}
-	blocks := []slack.Block{headerBlock("Tool call: " + c.Tool)}
+	blocks := []slack.Block{HeaderBlock("Tool call: " + c.Tool)}
 	if len(lines) > 0 {
-		blocks = append(blocks, sectionBlock(strings.Join(lines, "\n")))
+		blocks = append(blocks, SectionBlock(strings.Join(lines, "\n")))
 	}
 	if c.Editor() != "" {
-		blocks = append(blocks, sectionBlock("*What changed*\n"+codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), shownArgs(c)), budgetDiff+budgetDiffLine)))
+		blocks = append(blocks, SectionBlock("*What changed*\n"+codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), ShownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
 	view, _ := argsView(c)
 	blocks = append(blocks, view...)
@@ -162,15 +161,15 @@ func CardText(c agent.Call) string {
 	default:
 		text = tool + ": " + callStatusWord(c)
 	}
-	return clipText(slackEscape(text), budgetCardText)
+	return ClipText(slackEscape(text), BudgetCardText)
 }
 
 // ErrorCard is the message of a run that stopped with an error, with a
 // Retry button whose value is ref.
 func ErrorCard(errText string, ref string) []slack.Block {
 	return []slack.Block{
-		sectionBlock("⚠️ The run stopped: " + clipText(slackEscape(oneLine(errText)), budgetError)),
-		slack.NewActionBlock(BlockRunActions, buttonElement(ActionRetryRun, "Retry", ref, slack.StylePrimary)),
+		SectionBlock("⚠️ The run stopped: " + ClipText(slackEscape(OneLine(errText)), BudgetError)),
+		slack.NewActionBlock(BlockRunActions, Button(ActionRetryRun, "Retry", ref, slack.StylePrimary)),
 	}
 }
 
@@ -187,18 +186,18 @@ func ErrorCard(errText string, ref string) []slack.Block {
 func EditModal(c agent.Call, ref string) slack.ModalViewRequest {
 	view := slack.ModalViewRequest{
 		Type:            slack.VTModal,
-		Title:           plainText("Edit arguments"),
-		Close:           plainText("Cancel"),
+		Title:           PlainTextObject("Edit arguments"),
+		Close:           PlainTextObject("Cancel"),
 		CallbackID:      CallbackEdit,
 		PrivateMetadata: ref,
 	}
-	toolLine := contextBlock("Tool: " + codeSpan(c.Tool))
+	toolLine := ContextBlock("Tool: " + CodeSpan(c.Tool))
 	args, ok := editableArgs(c.RunArgs())
 	if !ok {
-		view.Close = plainText("Close")
+		view.Close = PlainTextObject("Close")
 		view.Blocks.BlockSet = []slack.Block{
 			toolLine,
-			sectionBlock(fmt.Sprintf("The arguments are %s characters long, and a text field in Slack holds at most %s, so they cannot be edited here. "+
+			SectionBlock(fmt.Sprintf("The arguments are %s characters long, and a text field in Slack holds at most %s, so they cannot be edited here. "+
 				"Approve or reject the call as it stands, or reply in the thread to tell the agent what to change.",
 				withCommas(slackLen(string(indentJSON(c.RunArgs())))), withCommas(MaxArgsLen))),
 		}
@@ -209,17 +208,17 @@ func EditModal(c agent.Call, ref string) slack.ModalViewRequest {
 		WithMaxLength(MaxArgsLen).
 		WithInitialValue(args)
 	input.FocusOnLoad = true
-	view.Submit = plainText("Approve")
+	view.Submit = PlainTextObject("Approve")
 	hint := "Submitting approves the call with these arguments. They must be valid JSON that fits the tool."
 	if c.Quorum() > 1 {
 		// Several people approve this call: an edit is a proposal.
-		view.Submit = plainText("Propose")
+		view.Submit = PlainTextObject("Propose")
 		hint = fmt.Sprintf("Submitting replaces the arguments and resets the approvals: the call then runs once %d people approve the new ones on its card (you may be one). "+
 			"They must be valid JSON that fits the tool.", c.Quorum())
 	}
 	view.Blocks.BlockSet = []slack.Block{
 		toolLine,
-		slack.NewInputBlock(BlockArgs, plainText("Arguments (JSON)"), plainText(hint), input),
+		slack.NewInputBlock(BlockArgs, PlainTextObject("Arguments (JSON)"), PlainTextObject(hint), input),
 	}
 	return view
 }
@@ -228,30 +227,30 @@ func EditModal(c agent.Call, ref string) slack.ModalViewRequest {
 // multiline input (block BlockReason, action InputReason) for the reason,
 // which the model is told. ref is the modal's private metadata.
 func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
-	input := slack.NewPlainTextInputBlockElement(plainText("What should the agent do instead?"), InputReason).
+	input := slack.NewPlainTextInputBlockElement(PlainTextObject("What should the agent do instead?"), InputReason).
 		WithMultiline(true).
 		WithMaxLength(MaxReasonLen)
 	input.FocusOnLoad = true
 	view := slack.ModalViewRequest{
 		Type:            slack.VTModal,
-		Title:           plainText("Reject call"),
-		Submit:          plainText("Reject"),
-		Close:           plainText("Cancel"),
+		Title:           PlainTextObject("Reject call"),
+		Submit:          PlainTextObject("Reject"),
+		Close:           PlainTextObject("Cancel"),
 		CallbackID:      CallbackReject,
 		PrivateMetadata: ref,
 	}
 	view.Blocks.BlockSet = []slack.Block{
-		contextBlock("Tool: " + codeSpan(c.Tool)),
-		slack.NewInputBlock(BlockReason, plainText("Reason"),
-			plainText("The call is not run. The model is told who rejected it and why, and may try something else."), input).
+		ContextBlock("Tool: " + CodeSpan(c.Tool)),
+		slack.NewInputBlock(BlockReason, PlainTextObject("Reason"),
+			PlainTextObject("The call is not run. The model is told who rejected it and why, and may try something else."), input).
 			WithOptional(true),
 	}
 	return view
 }
 
-// shownArgs are the arguments a call runs with, as people see them: with
+// ShownArgs are the arguments a call runs with, as people see them: with
 // credentials masked.
-func shownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
+func ShownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
 
 // argsCardBlocks shows a waiting call's arguments, the hash an approval
 // binds to, and a "Show all" button if the arguments were shortened.
@@ -267,18 +266,18 @@ func argsCardBlocks(c agent.Call, ref string) []slack.Block {
 // expiresFrom is set: the deadline is shown relative to it) and what the
 // model said alongside it.
 func requestBlocks(c agent.Call, requester string, expiresFrom time.Time) []slack.Block {
-	fields := []*slack.TextBlockObject{mrkdwnText("*Requested by*\n" + userMention(requester))}
+	fields := []*slack.TextBlockObject{mrkdwnText("*Requested by*\n" + UserMention(requester))}
 	if !expiresFrom.IsZero() {
 		deadline := "no deadline"
 		if !c.Expires.IsZero() {
-			deadline = slackDate(c.Expires) + " (" + untilText(c.Expires.Sub(expiresFrom)) + ")"
+			deadline = Date(c.Expires) + " (" + UntilText(c.Expires.Sub(expiresFrom)) + ")"
 		}
 		fields = append(fields, mrkdwnText("*Expires*\n"+deadline))
 	}
 	blocks := []slack.Block{slack.NewSectionBlock(nil, fields, nil)}
 	if reason := strings.TrimSpace(c.Reason); reason != "" {
-		quoted := "> " + strings.ReplaceAll(clipText(slackEscape(reason), budgetReason), "\n", "\n> ")
-		blocks = append(blocks, sectionBlock("*Why the model asks*\n"+quoted))
+		quoted := "> " + strings.ReplaceAll(ClipText(slackEscape(reason), BudgetReason), "\n", "\n> ")
+		blocks = append(blocks, SectionBlock("*Why the model asks*\n"+quoted))
 	}
 	return blocks
 }
@@ -299,11 +298,11 @@ func decisionLine(c agent.Call, now time.Time) string {
 	if at.IsZero() {
 		at = now
 	}
-	by := userMention(d.By) + " at " + slackDate(at)
+	by := UserMention(d.By) + " at " + Date(at)
 	switch d.Kind {
 	case interrupt.Approve:
 		if len(d.Approvals) > 1 {
-			return "✅ Approved by " + mentionList(d.Approvers(), budgetMentions) + " at " + slackDate(at)
+			return "✅ Approved by " + MentionList(d.Approvers(), BudgetMentions) + " at " + Date(at)
 		}
 		if earlierRuns(c) > 0 {
 			return "🔁 Retry approved by " + by
@@ -360,7 +359,7 @@ func resultLine(c agent.Call) string {
 	for _, l := range lines {
 		if l = strings.TrimSpace(l); l != "" {
 			l = strings.TrimPrefix(l, "Error: ")
-			return clipText(slackEscape(l), budgetResult)
+			return ClipText(slackEscape(l), budgetResult)
 		}
 	}
 	return ""
@@ -404,7 +403,7 @@ func reasonSuffix(reason string) string {
 	if reason = strings.TrimSpace(reason); reason == "" {
 		return ""
 	}
-	return ": " + clipText(slackEscape(oneLine(reason)), budgetDecision)
+	return ": " + ClipText(slackEscape(OneLine(reason)), budgetDecision)
 }
 
 // argsDiff lists what an edit changed in the arguments' top-level keys,
@@ -417,7 +416,7 @@ func argsDiff(before, after json.RawMessage) string {
 		if canonicalJSON(before) == canonicalJSON(after) {
 			return "no changes"
 		}
-		return "~ " + clipText(canonicalJSON(before), budgetDiffLine) + " → " + clipText(canonicalJSON(after), budgetDiffLine)
+		return "~ " + ClipText(canonicalJSON(before), budgetDiffLine) + " → " + ClipText(canonicalJSON(after), budgetDiffLine)
 	}
 	keys := make([]string, 0, len(old)+len(edited))
 	for k := range old {
@@ -433,14 +432,14 @@ func argsDiff(before, after json.RawMessage) string {
 	for _, k := range keys {
 		o, inOld := old[k]
 		e, inEdited := edited[k]
-		name := clipText(strconv.Quote(k), budgetName)
+		name := ClipText(strconv.Quote(k), BudgetName)
 		switch {
 		case !inOld:
-			lines = append(lines, "+ "+name+": "+clipText(canonicalJSON(e), budgetDiffLine))
+			lines = append(lines, "+ "+name+": "+ClipText(canonicalJSON(e), budgetDiffLine))
 		case !inEdited:
 			lines = append(lines, "- "+name)
 		case canonicalJSON(o) != canonicalJSON(e):
-			lines = append(lines, "~ "+name+": "+clipText(canonicalJSON(o), budgetDiffLine)+" → "+clipText(canonicalJSON(e), budgetDiffLine))
+			lines = append(lines, "~ "+name+": "+ClipText(canonicalJSON(o), budgetDiffLine)+" → "+ClipText(canonicalJSON(e), budgetDiffLine))
 		}
 	}
 	if len(lines) == 0 {
@@ -505,24 +504,24 @@ func editableArgs(args json.RawMessage) (string, bool) {
 	return "", false
 }
 
-func headerBlock(text string) *slack.HeaderBlock {
-	return slack.NewHeaderBlock(plainText(clipText(oneLine(text), budgetHeader)))
+func HeaderBlock(text string) *slack.HeaderBlock {
+	return slack.NewHeaderBlock(PlainTextObject(ClipText(OneLine(text), budgetHeader)))
 }
 
-func sectionBlock(text string) *slack.SectionBlock {
+func SectionBlock(text string) *slack.SectionBlock {
 	return slack.NewSectionBlock(mrkdwnText(text), nil, nil)
 }
 
-func contextBlock(text string) *slack.ContextBlock {
+func ContextBlock(text string) *slack.ContextBlock {
 	return slack.NewContextBlock("", mrkdwnText(text))
 }
 
-func buttonElement(actionID, text, value string, style slack.Style) *slack.ButtonBlockElement {
-	return slack.NewButtonBlockElement(actionID, value, plainText(text)).WithStyle(style)
+func Button(actionID, text, value string, style slack.Style) *slack.ButtonBlockElement {
+	return slack.NewButtonBlockElement(actionID, value, PlainTextObject(text)).WithStyle(style)
 }
 
-func plainText(text string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, slackui.PlainText(text), true, false)
+func PlainTextObject(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, PlainText(text), true, false)
 }
 
 // mrkdwnText is a verbatim mrkdwn text: Slack does not turn bare URLs, channel

@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"strings"
@@ -22,14 +22,14 @@ func live(s string) []string {
 }
 
 func TestResultTextEscapes(t *testing.T) {
-	got := resultText(agent.Call{Tool: "http_request", Status: agent.Done, Result: "HTTP 200\n" + hostile + "\n```\n<!everyone>"})
+	got := ResultText(agent.Call{Tool: "http_request", Status: agent.Done, Result: "HTTP 200\n" + hostile + "\n```\n<!everyone>"})
 	if l := live(got); l != nil {
-		t.Errorf("resultText = %q; has live markup %q", got, l)
+		t.Errorf("ResultText = %q; has live markup %q", got, l)
 	}
 	if strings.Count(got, "```")%2 != 0 {
-		t.Errorf("resultText = %q; unbalanced code fences", got)
+		t.Errorf("ResultText = %q; unbalanced code fences", got)
 	}
 	if !strings.Contains(got, "&lt;!here&gt;") {
-		t.Errorf("resultText = %q; want the text shown escaped", got)
+		t.Errorf("ResultText = %q; want the text shown escaped", got)
 	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 const (
 	budgetConfirmTitle = 100
 	budgetConfirmText  = 300
-	budgetMentions     = 1500 // a list of mentions on a card
+	BudgetMentions     = 1500 // a list of mentions on a card
 )
 
 // PendingCard is ApprovalCard with what g says about deciding c: the
@@ -36,32 +36,32 @@ func PendingCard(c agent.Call, requester string, ref string, now time.Time, g *r
 	if c.Status == agent.Unknown || g == nil {
 		return ApprovalCard(c, requester, ref, now)
 	}
-	blocks := []slack.Block{headerBlock("Approval needed: " + c.Tool)}
+	blocks := []slack.Block{HeaderBlock("Approval needed: " + c.Tool)}
 	if announce {
 		if l := announceLine(*g); l != "" {
-			blocks = append(blocks, sectionBlock(l))
+			blocks = append(blocks, SectionBlock(l))
 		}
 	}
 	if c.Revision > 0 {
-		blocks = append(blocks, sectionBlock("✏️ *Approvals reset: the arguments were edited* by "+userMention(c.EditedBy)+
+		blocks = append(blocks, SectionBlock("✏️ *Approvals reset: the arguments were edited* by "+UserMention(c.EditedBy)+
 			". Earlier approvals were of other arguments; these need approving anew.\n*What changed*\n"+
-			codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), shownArgs(c)), budgetDiff+budgetDiffLine)))
+			codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), ShownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
 	blocks = append(blocks, argsCardBlocks(c, ref)...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	if l := gateLines(*g); l != "" {
-		blocks = append(blocks, sectionBlock(l))
+		blocks = append(blocks, SectionBlock(l))
 	}
-	approve := buttonElement(ActionApprove, "Approve", ref, slack.StylePrimary)
+	approve := Button(ActionApprove, "Approve", ref, slack.StylePrimary)
 	if g.Confirm {
 		approve = approve.WithConfirm(approveConfirm(c, *g))
 	}
 	buttons := []slack.BlockElement{approve}
 	if g.Offers(interrupt.Edit) {
-		buttons = append(buttons, buttonElement(ActionEdit, "Edit", ref, slack.StyleDefault))
+		buttons = append(buttons, Button(ActionEdit, "Edit", ref, slack.StyleDefault))
 	}
 	if g.Offers(interrupt.Reject) {
-		buttons = append(buttons, buttonElement(ActionReject, "Reject", ref, slack.StyleDanger))
+		buttons = append(buttons, Button(ActionReject, "Reject", ref, slack.StyleDanger))
 	}
 	return append(blocks, slack.NewActionBlock(BlockCallActions, buttons...))
 }
@@ -73,7 +73,7 @@ func PendingText(c agent.Call, g *runner.Gate) string {
 	if g == nil || c.Status != agent.Pending || len(g.StillToApprove()) == 0 {
 		return text
 	}
-	return text + " · " + mentionList(g.StillToApprove(), budgetCardText)
+	return text + " · " + MentionList(g.StillToApprove(), BudgetCardText)
 }
 
 // announceLine asks the listed approvers for their decision; "" when
@@ -87,7 +87,7 @@ func announceLine(g runner.Gate) string {
 	if g.Missing() > 1 {
 		ask = fmt.Sprintf("%d approvals from you are needed", g.Missing())
 	}
-	return "📣 " + mentionList(who, budgetMentions) + ": " + ask + "."
+	return "📣 " + MentionList(who, BudgetMentions) + ": " + ask + "."
 }
 
 // gateLines show a quorum's progress and who may still approve; "" for a
@@ -103,7 +103,7 @@ func gateLines(g runner.Gate) string {
 		for _, a := range g.Approvals {
 			who = append(who, a.By)
 		}
-		progress += ": " + mentionList(who, budgetMentions)
+		progress += ": " + MentionList(who, BudgetMentions)
 	}
 	lines = append(lines, progress)
 	more := fmt.Sprintf("%d more %s", g.Missing(), plural(g.Missing(), "approval", "approvals"))
@@ -117,7 +117,7 @@ func gateLines(g runner.Gate) string {
 		}
 		lines = append(lines, line+".")
 	default:
-		lines = append(lines, "Still to approve: "+more+" from "+mentionList(still, budgetMentions)+".")
+		lines = append(lines, "Still to approve: "+more+" from "+MentionList(still, BudgetMentions)+".")
 	}
 	return strings.Join(lines, "\n")
 }
@@ -133,7 +133,7 @@ func approvedOrAsked(g runner.Gate) string {
 	if !g.SelfApproval && g.Requester != "" && !g.Approved(g.Requester) {
 		who = append(who, g.Requester)
 	}
-	return mentionList(who, budgetMentions)
+	return MentionList(who, BudgetMentions)
 }
 
 // approveConfirm is Slack's "are you sure?" dialog on Approve: it names
@@ -144,24 +144,24 @@ func approveConfirm(c agent.Call, g runner.Gate) *slack.ConfirmationBlockObject 
 		text = fmt.Sprintf("Your approval counts toward the %d that %s needs before it runs: %s", g.Required, c.Tool, callTarget(c))
 	}
 	return slack.NewConfirmationBlockObject(
-		plainText(clipText(oneLine("Approve "+c.Tool+"?"), budgetConfirmTitle)),
-		plainText(clipText(oneLine(text), budgetConfirmText)),
-		plainText("Approve"),
-		plainText("Cancel"),
+		PlainTextObject(ClipText(OneLine("Approve "+c.Tool+"?"), budgetConfirmTitle)),
+		PlainTextObject(ClipText(OneLine(text), budgetConfirmText)),
+		PlainTextObject("Approve"),
+		PlainTextObject("Cancel"),
 	)
 }
 
 // callTarget says in one line what a call acts on: an HTTP request's
 // method and the URL it dials, or the arguments as compact JSON.
 func callTarget(c agent.Call) string {
-	args := shownArgs(c)
+	args := ShownArgs(c)
 	if c.Tool == tools.HTTPRequestName {
 		var a struct {
 			Method string `json:"method"`
 			URL    string `json:"url"`
 		}
 		if json.Unmarshal(args, &a) == nil && a.URL != "" {
-			shown, _ := dialledURL(a.URL)
+			shown, _ := DialledURL(a.URL)
 			return strings.TrimSpace(a.Method + " " + shown)
 		}
 	}
@@ -172,21 +172,21 @@ func callTarget(c agent.Call) string {
 	return string(args)
 }
 
-// approverMention mentions a Slack user, or a user group (tools.IsGroupID).
-func approverMention(id string) string {
+// ApproverMention mentions a Slack user, or a user group (tools.IsGroupID).
+func ApproverMention(id string) string {
 	if tools.IsGroupID(id) {
 		return "<!subteam^" + id + ">"
 	}
-	return userMention(id)
+	return UserMention(id)
 }
 
-// mentionList mentions people and groups, "a, b and c", within budget
+// MentionList mentions people and groups, "a, b and c", within budget
 // characters: those past it are counted, not named.
-func mentionList(ids []string, budget int) string {
+func MentionList(ids []string, budget int) string {
 	var names []string
 	used := 0
 	for i, id := range ids {
-		m := approverMention(id)
+		m := ApproverMention(id)
 		if used+len(m)+2 > budget-20 && i < len(ids)-1 {
 			names = append(names, fmt.Sprintf("%d more", len(ids)-i))
 			break

@@ -1,9 +1,10 @@
-package handlers
+package slackui_test
 
 import (
 	"testing"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // A refusal is shown in mrkdwn: its people and channel as live mentions,
@@ -27,11 +28,11 @@ func TestRefusalText(t *testing.T) {
 			"only U1&gt;&lt;!channel &amp; C1|x"},
 	}
 	for _, tt := range tests {
-		if got := refusalText(tt.r); got != tt.want {
-			t.Errorf("%s: refusalText() = %q, want %q", tt.name, got, tt.want)
+		if got := slackui.RefusalText(tt.r); got != tt.want {
+			t.Errorf("%s: slackui.RefusalText() = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
+	if got := slackui.CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
 		t.Errorf("CancelledText() = %q", got)
 	}
 }

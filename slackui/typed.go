@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"regexp"
@@ -11,11 +11,11 @@ import (
 // and writes them back.
 var slackLink = regexp.MustCompile(`<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>|<#([A-Z0-9]+)(?:\|([^>]*))?>`)
 
-// typedText turns the text of a Slack message or command into what the
+// TypedText turns the text of a Slack message or command into what the
 // person typed: links as their URL (with the label, when it differs),
 // channel references as #name, and &amp; &lt; &gt; unescaped — Slack
 // escapes those three characters in every text it sends.
-func typedText(s string) string {
+func TypedText(s string) string {
 	s = slackLink.ReplaceAllStringFunc(s, func(m string) string {
 		p := slackLink.FindStringSubmatch(m)
 		switch {
@@ -30,4 +30,14 @@ func typedText(s string) string {
 		}
 	})
 	return strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
+}
+
+// mention matches a user mention, such as the bot's at the start of an
+// app_mention.
+var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
+
+// MentionText is TypedText of a message that mentions the bot (an
+// app_mention, a reply in a thread), with the user mentions left out.
+func MentionText(s string) string {
+	return TypedText(strings.TrimSpace(mention.ReplaceAllString(s, "")))
 }

@@ -1,4 +1,4 @@
-package handlers_test
+package slackui_test
 
 import (
 	"encoding/json"
@@ -8,9 +8,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // quorumGate: two of Bob, Carol and the ops group approve; Bob has; the
@@ -34,8 +34,8 @@ func TestPendingCardGolden(t *testing.T) {
 		name        string
 		cardMessage cardMessage
 	}{
-		{"pending-quorum-posted", cardMessage{handlers.PendingText(pendingCall(), quorumGate()), handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true)}},
-		{"pending-quorum-reset", cardMessage{handlers.CardText(edited), handlers.PendingCard(edited, cardAsker, cardRef, cardNow, reset, false)}},
+		{"pending-quorum-posted", cardMessage{slackui.PendingText(pendingCall(), quorumGate()), slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true)}},
+		{"pending-quorum-reset", cardMessage{slackui.CardText(edited), slackui.PendingCard(edited, cardAsker, cardRef, cardNow, reset, false)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,8 +48,8 @@ func TestPendingCardGolden(t *testing.T) {
 // The card shows the quorum's progress and who may still approve; it
 // mentions the approvers only when first posted.
 func TestPendingCardShowsTheQuorum(t *testing.T) {
-	posted := blockTexts(t, handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true))
-	updated := blockTexts(t, handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), false))
+	posted := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true))
+	updated := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), false))
 	for _, want := range []string{
 		"1 of 2 approvals*: <@U0BOB>",
 		"Still to approve: 1 more approval from <@U0CAROL> and <!subteam^S0OPS>.",
@@ -65,20 +65,20 @@ func TestPendingCardShowsTheQuorum(t *testing.T) {
 	if strings.Contains(updated, "📣") {
 		t.Errorf("an update mentions the approvers again:\n%s", updated)
 	}
-	if text := handlers.PendingText(pendingCall(), quorumGate()); !strings.HasSuffix(text, " · <@U0CAROL> and <!subteam^S0OPS>") {
+	if text := slackui.PendingText(pendingCall(), quorumGate()); !strings.HasSuffix(text, " · <@U0CAROL> and <!subteam^S0OPS>") {
 		t.Errorf("PendingText() = %q, want it to name who may still approve", text)
 	}
 	// Anyone may approve: no one to mention; the card says who may not.
 	anyone := &runner.Gate{Required: 3, Approvals: []interrupt.Approval{{By: cardApprover}}, Requester: cardAsker,
 		Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject}}
-	got := blockTexts(t, handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, anyone, true))
+	got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, anyone, true))
 	if want := "Still to approve: 2 more approvals from anyone in the channel but <@U0BOB> and <@U0ASKER>."; !strings.Contains(got, want) || strings.Contains(got, "📣") {
 		t.Errorf("card of anyone's approval lacks %q, or mentions people:\n%s", want, got)
 	}
 	// Too few approvers are left.
 	stuck := &runner.Gate{Required: 2, Approvers: []string{cardApprover, cardAsker}, Requester: cardAsker,
 		Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}}
-	if got := blockTexts(t, handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, stuck, false)); !strings.Contains(got, "Too few approvers are left") {
+	if got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, stuck, false)); !strings.Contains(got, "Too few approvers are left") {
 		t.Errorf("card of an unreachable quorum does not say so:\n%s", got)
 	}
 }
@@ -99,7 +99,7 @@ func TestPendingCardButtons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			blocks := handlers.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, tt.gate, true)
+			blocks := slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, tt.gate, true)
 			got, _ := buttonsOf(t, blocks)
 			if len(got) != len(tt.want) {
 				t.Fatalf("buttons = %v, want %v", got, tt.want)
@@ -152,7 +152,7 @@ func approveConfirm(t *testing.T, blocks []slack.Block) *slack.ConfirmationBlock
 			continue
 		}
 		for _, e := range a.Elements.ElementSet {
-			if btn, ok := e.(*slack.ButtonBlockElement); ok && btn.ActionID == handlers.ActionApprove {
+			if btn, ok := e.(*slack.ButtonBlockElement); ok && btn.ActionID == slackui.ActionApprove {
 				return btn.Confirm
 			}
 		}
@@ -170,7 +170,7 @@ func TestSettledCardOfAQuorum(t *testing.T) {
 		c.Decision = decisionOf(interrupt.Approve, "")
 		c.Decision.Approvals = []interrupt.Approval{{By: cardApprover}, {By: "U0DAVE"}}
 	})
-	got := blockTexts(t, handlers.SettledCard(c, cardAsker, cardNow))
+	got := blockTexts(t, slackui.SettledCard(c, cardAsker, cardNow))
 	for _, want := range []string{"✅ Approved by <@U0BOB> and <@U0DAVE> at", "edited by <@U0CAROL>", "What changed", "✔️ Done: HTTP 201 Created"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("settled card lacks %q:\n%s", want, got)
@@ -181,7 +181,7 @@ func TestSettledCardOfAQuorum(t *testing.T) {
 // The edit form of a call several people approve says that it proposes.
 func TestEditModalOfAQuorum(t *testing.T) {
 	c := callWith(func(c *agent.Call) { c.ApprovalsRequired = 2 })
-	view := handlers.EditModal(c, cardRef)
+	view := slackui.EditModal(c, cardRef)
 	checkModal(t, view)
 	if got := blockTexts(t, view.Blocks); view.Submit.Text != "Propose" || !strings.Contains(got, "resets the approvals") {
 		t.Errorf("edit modal of a quorum: submit %q, texts %s", view.Submit.Text, got)

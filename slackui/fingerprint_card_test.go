@@ -1,4 +1,4 @@
-package handlers_test
+package slackui_test
 
 import (
 	"encoding/json"
@@ -7,12 +7,12 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/slackui"
 )
 
 func TestGraphChangedCard(t *testing.T) {
 	changes := "the tool http_request is no longer available\nthe tool <!here> changed its arguments"
-	blocks := handlers.GraphChangedCard(changes, "ref-1")
+	blocks := slackui.GraphChangedCard(changes, "ref-1")
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -1,8 +1,10 @@
-package handlers
+package slackui
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/slack-go/slack"
@@ -19,14 +21,18 @@ const everythingSchema = `{"type":"object","properties":{
   "instruments":{"type":"array","items":{"type":"string","enum":["Guitar","Piano"]},"default":["Guitar"]}
 },"required":["name"]}`
 
-func TestElicitForm(t *testing.T) {
-	view, err := ElicitForm("everything__ask", "Please <!here> provide", json.RawMessage(everythingSchema), "id|ts")
+// fieldsOf reads a schema's fields, failing the test if it cannot.
+func fieldsOf(t *testing.T, schema string) []ElicitField {
+	t.Helper()
+	fields, err := ElicitFields(json.RawMessage(schema))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("ElicitFields(%s) = %v", schema, err)
 	}
-	if view.CallbackID != CallbackElicit || view.PrivateMetadata != "id|ts" {
-		t.Errorf("view = %s/%s, want the elicitation callback and metadata", view.CallbackID, view.PrivateMetadata)
-	}
+	return fields
+}
+
+// formInputs lists a form's inputs as "block element [required]".
+func formInputs(view slack.ModalViewRequest) []string {
 	var got []string
 	for _, b := range view.Blocks.BlockSet[1:] {
 		in := b.(*slack.InputBlock)
@@ -36,6 +42,18 @@ func TestElicitForm(t *testing.T) {
 		}
 		got = append(got, in.BlockID+" "+kind)
 	}
+	return got
+}
+
+func TestElicitForm(t *testing.T) {
+	view, err := ElicitForm("everything__ask", "Please <!here> provide", fieldsOf(t, everythingSchema), "id|ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.CallbackID != CallbackElicit || view.PrivateMetadata != "id|ts" {
+		t.Errorf("view = %s/%s, want the elicitation callback and metadata", view.CallbackID, view.PrivateMetadata)
+	}
+	got := formInputs(view)
 	want := []string{
 		"field:name plain_text_input required", "field:check checkboxes", "field:integer number_input",
 		"field:number number_input", "field:friend static_select", "field:hero static_select", "field:instruments multi_static_select",
@@ -89,12 +107,65 @@ func TestElicitContent(t *testing.T) {
 	}
 }
 
+// The form asks for the fields in the order it is given them — the
+// server's, which a schema's JSON object does not keep once decoded into
+// a map — whatever that order is.
+func TestElicitFormKeepsTheFieldsOrder(t *testing.T) {
+	fields := fieldsOf(t, `{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"string"},"mid":{"type":"integer"}}}`)
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		var given, want []string
+		var list []ElicitField
+		for _, i := range order {
+			list = append(list, fields[i])
+			given = append(given, fields[i].Name)
+		}
+		view, err := ElicitForm("t", "m", list, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range formInputs(view) {
+			name, _, _ := strings.Cut(strings.TrimPrefix(in, ElicitBlockPrefix), " ")
+			want = append(want, name)
+		}
+		if !reflect.DeepEqual(want, given) {
+			t.Errorf("ElicitForm(fields %v) asks for %v, want them in the order given", given, want)
+		}
+	}
+	if got := fieldsOf(t, `{"properties":{"b":{"type":"string"},"a":{"type":"string"}}}`); got[0].Name != "b" || got[1].Name != "a" {
+		t.Errorf("ElicitFields = %s, %s; want the schema's order b, a", got[0].Name, got[1].Name)
+	}
+}
+
+// A property's own schema may hold keys named like the field's: an
+// object's "required" list, a "name". The form still reads the property's
+// name and whether the schema requires it from the schema's top level.
+func TestElicitFieldsIgnoreNestedKeys(t *testing.T) {
+	fields, err := ElicitFields(json.RawMessage(`{"type":"object","properties":{
+	  "who":{"type":"string","name":"not the field's name"},
+	  "target":{"type":"object","required":["host"],"properties":{"host":{"type":"string"}}}
+	},"required":["who"]}`))
+	if err != nil {
+		t.Fatalf("ElicitFields = %v, want the fields", err)
+	}
+	var got []string
+	for _, f := range fields {
+		got = append(got, fmt.Sprintf("%s required=%v", f.Name, f.Required))
+	}
+	if want := []string{"who required=true", "target required=false"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ElicitFields = %q, want %q", got, want)
+	}
+}
+
 func FuzzElicitForm(f *testing.F) {
 	f.Add(everythingSchema)
 	f.Add(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"const":1,"title":"One"}]}}}}`)
 	f.Add(`{"properties":[]}`)
 	f.Fuzz(func(t *testing.T, schema string) {
-		view, err := ElicitForm("t", "m", json.RawMessage(schema), "x")
+		fields, err := ElicitFields(json.RawMessage(schema))
+		if err != nil {
+			return
+		}
+		view, err := ElicitForm("t", "m", fields, "x")
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package handlers_test
+package slackui_test
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -141,23 +141,23 @@ func TestCardGolden(t *testing.T) {
 		name        string
 		cardMessage cardMessage
 	}{
-		{"pending", cardMessage{handlers.CardText(pendingCall()), handlers.ApprovalCard(pendingCall(), cardAsker, cardRef, cardNow)}},
-		{"unknown", cardMessage{handlers.CardText(callUnknown), handlers.ApprovalCard(callUnknown, cardAsker, cardRef, cardNow)}},
-		{"approved", cardMessage{handlers.CardText(callApproved), handlers.SettledCard(callApproved, cardAsker, cardNow)}},
-		{"edited", cardMessage{handlers.CardText(callEdited), handlers.SettledCard(callEdited, cardAsker, cardNow)}},
-		{"edited-done", cardMessage{handlers.CardText(callEditedDone), handlers.SettledCard(callEditedDone, cardAsker, cardNow)}},
-		{"rejected", cardMessage{handlers.CardText(callRejected), handlers.SettledCard(callRejected, cardAsker, cardNow)}},
-		{"rejected-no-reason", cardMessage{handlers.CardText(callRejectedNoReason), handlers.SettledCard(callRejectedNoReason, cardAsker, cardNow)}},
-		{"responded", cardMessage{handlers.CardText(callResponded), handlers.SettledCard(callResponded, cardAsker, cardNow)}},
-		{"expired", cardMessage{handlers.CardText(callExpired), handlers.SettledCard(callExpired, cardAsker, cardNow)}},
-		{"running", cardMessage{handlers.CardText(callRunning), handlers.SettledCard(callRunning, cardAsker, cardNow)}},
-		{"done", cardMessage{handlers.CardText(callDone), handlers.SettledCard(callDone, cardAsker, cardNow)}},
-		{"failed", cardMessage{handlers.CardText(callFailed), handlers.SettledCard(callFailed, cardAsker, cardNow)}},
-		{"retried", cardMessage{handlers.CardText(callRetried), handlers.SettledCard(callRetried, cardAsker, cardNow)}},
-		{"marked-done", cardMessage{handlers.CardText(callMarkedDone), handlers.SettledCard(callMarkedDone, cardAsker, cardNow)}},
-		{"skipped", cardMessage{handlers.CardText(callSkipped), handlers.SettledCard(callSkipped, cardAsker, cardNow)}},
-		{"no-approval", cardMessage{handlers.CardText(callNoApproval), handlers.SettledCard(callNoApproval, cardAsker, cardNow)}},
-		{"error", cardMessage{"The run stopped with an error.", handlers.ErrorCard("llm: openai: 503 Service Unavailable after 5 attempts", cardRef)}},
+		{"pending", cardMessage{slackui.CardText(pendingCall()), slackui.ApprovalCard(pendingCall(), cardAsker, cardRef, cardNow)}},
+		{"unknown", cardMessage{slackui.CardText(callUnknown), slackui.ApprovalCard(callUnknown, cardAsker, cardRef, cardNow)}},
+		{"approved", cardMessage{slackui.CardText(callApproved), slackui.SettledCard(callApproved, cardAsker, cardNow)}},
+		{"edited", cardMessage{slackui.CardText(callEdited), slackui.SettledCard(callEdited, cardAsker, cardNow)}},
+		{"edited-done", cardMessage{slackui.CardText(callEditedDone), slackui.SettledCard(callEditedDone, cardAsker, cardNow)}},
+		{"rejected", cardMessage{slackui.CardText(callRejected), slackui.SettledCard(callRejected, cardAsker, cardNow)}},
+		{"rejected-no-reason", cardMessage{slackui.CardText(callRejectedNoReason), slackui.SettledCard(callRejectedNoReason, cardAsker, cardNow)}},
+		{"responded", cardMessage{slackui.CardText(callResponded), slackui.SettledCard(callResponded, cardAsker, cardNow)}},
+		{"expired", cardMessage{slackui.CardText(callExpired), slackui.SettledCard(callExpired, cardAsker, cardNow)}},
+		{"running", cardMessage{slackui.CardText(callRunning), slackui.SettledCard(callRunning, cardAsker, cardNow)}},
+		{"done", cardMessage{slackui.CardText(callDone), slackui.SettledCard(callDone, cardAsker, cardNow)}},
+		{"failed", cardMessage{slackui.CardText(callFailed), slackui.SettledCard(callFailed, cardAsker, cardNow)}},
+		{"retried", cardMessage{slackui.CardText(callRetried), slackui.SettledCard(callRetried, cardAsker, cardNow)}},
+		{"marked-done", cardMessage{slackui.CardText(callMarkedDone), slackui.SettledCard(callMarkedDone, cardAsker, cardNow)}},
+		{"skipped", cardMessage{slackui.CardText(callSkipped), slackui.SettledCard(callSkipped, cardAsker, cardNow)}},
+		{"no-approval", cardMessage{slackui.CardText(callNoApproval), slackui.SettledCard(callNoApproval, cardAsker, cardNow)}},
+		{"error", cardMessage{"The run stopped with an error.", slackui.ErrorCard("llm: openai: 503 Service Unavailable after 5 attempts", cardRef)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,9 +172,9 @@ func TestModalGolden(t *testing.T) {
 		name string
 		view slack.ModalViewRequest
 	}{
-		{"edit", handlers.EditModal(pendingCall(), cardRef)},
-		{"edit-too-long", handlers.EditModal(callWith(func(c *agent.Call) { c.Args = hugeArgs(100_000, "x") }), cardRef)},
-		{"reject", handlers.RejectModal(pendingCall(), cardRef)},
+		{"edit", slackui.EditModal(pendingCall(), cardRef)},
+		{"edit-too-long", slackui.EditModal(callWith(func(c *agent.Call) { c.Args = hugeArgs(100_000, "x") }), cardRef)},
+		{"reject", slackui.RejectModal(pendingCall(), cardRef)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,29 +232,29 @@ func buttonsOf(t *testing.T, blocks []slack.Block) (buttons []cardButton, values
 	return buttons, values
 }
 
-// TestCardButtons pins the buttons' action IDs and texts, which DESIGN.md
-// §5 makes a contract.
+// TestCardButtons pins the buttons' action IDs and texts, which
+// docs/architecture.md (Contracts) makes a contract.
 func TestCardButtons(t *testing.T) {
 	tests := []struct {
 		name   string
 		blocks []slack.Block
 		want   []cardButton
 	}{
-		{"pending", handlers.ApprovalCard(pendingCall(), cardAsker, cardRef, cardNow), []cardButton{
+		{"pending", slackui.ApprovalCard(pendingCall(), cardAsker, cardRef, cardNow), []cardButton{
 			{"approve", "Approve", "primary"}, {"edit", "Edit", ""}, {"reject", "Reject", "danger"},
 		}},
-		{"unknown", handlers.ApprovalCard(callUnknown, cardAsker, cardRef, cardNow), []cardButton{
+		{"unknown", slackui.ApprovalCard(callUnknown, cardAsker, cardRef, cardNow), []cardButton{
 			{"retry", "Retry", "primary"}, {"mark_done", "Mark done", ""}, {"skip", "Skip", "danger"},
 		}},
-		{"error", handlers.ErrorCard("boom", cardRef), []cardButton{{"retry_run", "Retry", "primary"}}},
-		{"approved", handlers.SettledCard(callApproved, cardAsker, cardNow), nil},
-		{"edited", handlers.SettledCard(callEdited, cardAsker, cardNow), nil},
-		{"rejected", handlers.SettledCard(callRejected, cardAsker, cardNow), nil},
-		{"expired", handlers.SettledCard(callExpired, cardAsker, cardNow), nil},
-		{"running", handlers.SettledCard(callRunning, cardAsker, cardNow), nil},
-		{"done", handlers.SettledCard(callDone, cardAsker, cardNow), nil},
-		{"failed", handlers.SettledCard(callFailed, cardAsker, cardNow), nil},
-		{"skipped", handlers.SettledCard(callSkipped, cardAsker, cardNow), nil},
+		{"error", slackui.ErrorCard("boom", cardRef), []cardButton{{"retry_run", "Retry", "primary"}}},
+		{"approved", slackui.SettledCard(callApproved, cardAsker, cardNow), nil},
+		{"edited", slackui.SettledCard(callEdited, cardAsker, cardNow), nil},
+		{"rejected", slackui.SettledCard(callRejected, cardAsker, cardNow), nil},
+		{"expired", slackui.SettledCard(callExpired, cardAsker, cardNow), nil},
+		{"running", slackui.SettledCard(callRunning, cardAsker, cardNow), nil},
+		{"done", slackui.SettledCard(callDone, cardAsker, cardNow), nil},
+		{"failed", slackui.SettledCard(callFailed, cardAsker, cardNow), nil},
+		{"skipped", slackui.SettledCard(callSkipped, cardAsker, cardNow), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,8 +269,8 @@ func TestCardButtons(t *testing.T) {
 			}
 		})
 	}
-	if handlers.ActionApprove != "approve" || handlers.ActionEdit != "edit" || handlers.ActionReject != "reject" {
-		t.Errorf("approval action IDs = %q, %q, %q, want approve, edit, reject", handlers.ActionApprove, handlers.ActionEdit, handlers.ActionReject)
+	if slackui.ActionApprove != "approve" || slackui.ActionEdit != "edit" || slackui.ActionReject != "reject" {
+		t.Errorf("approval action IDs = %q, %q, %q, want approve, edit, reject", slackui.ActionApprove, slackui.ActionEdit, slackui.ActionReject)
 	}
 }
 
@@ -335,7 +335,7 @@ func TestSettledCardStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := blockTexts(t, handlers.SettledCard(tt.call, cardAsker, cardNow))
+			got := blockTexts(t, slackui.SettledCard(tt.call, cardAsker, cardNow))
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("SettledCard() texts lack %q:\n%s", w, got)
@@ -385,7 +385,7 @@ func TestSettledCardDiff(t *testing.T) {
 				c.Args, c.EditedArgs = json.RawMessage(tt.args), json.RawMessage(tt.edited)
 				c.Status, c.Decision = agent.Edited, decisionOf(interrupt.Edit, "")
 			})
-			if got := whatChanged(t, handlers.SettledCard(c, cardAsker, cardNow)); got != tt.want {
+			if got := whatChanged(t, slackui.SettledCard(c, cardAsker, cardNow)); got != tt.want {
 				t.Errorf("What changed = %q, want %q", got, tt.want)
 			}
 		})
@@ -399,7 +399,7 @@ func TestSettledCardDiff(t *testing.T) {
 		c.Args, c.EditedArgs = before, json.RawMessage(`{}`)
 		c.Status, c.Decision = agent.Edited, decisionOf(interrupt.Edit, "")
 	})
-	got := whatChanged(t, handlers.SettledCard(c, cardAsker, cardNow))
+	got := whatChanged(t, slackui.SettledCard(c, cardAsker, cardNow))
 	if !strings.HasPrefix(got, `- "key_000"`) || !regexp.MustCompile(`… and \d+ more$`).MatchString(got) {
 		t.Errorf("What changed of 500 removals = %q, want the first ones and a count of the rest", got)
 	}
@@ -407,7 +407,7 @@ func TestSettledCardDiff(t *testing.T) {
 
 func TestApprovalCardContent(t *testing.T) {
 	c := pendingCall()
-	got := blockTexts(t, handlers.ApprovalCard(c, cardAsker, cardRef, cardNow))
+	got := blockTexts(t, slackui.ApprovalCard(c, cardAsker, cardRef, cardNow))
 	for _, w := range []string{
 		"Approval needed: http_request",
 		"<@U0ASKER>",
@@ -444,7 +444,7 @@ func TestCardText(t *testing.T) {
 		{callWith(func(c *agent.Call) { c.Decision = &interrupt.Decision{Kind: interrupt.Expire} }), "http_request: expired"},
 	}
 	for _, tt := range tests {
-		if got := handlers.CardText(tt.call); got != tt.want {
+		if got := slackui.CardText(tt.call); got != tt.want {
 			t.Errorf("CardText(%s %s) = %q, want %q", tt.call.Tool, tt.call.Status, got, tt.want)
 		}
 	}
@@ -471,7 +471,7 @@ func TestEditModal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			view := handlers.EditModal(tt.call, cardRef)
+			view := slackui.EditModal(tt.call, cardRef)
 			checkModal(t, view)
 			if view.CallbackID != "edit_call" || view.PrivateMetadata != cardRef || view.Title.Text != "Edit arguments" {
 				t.Errorf("EditModal() callback %q, metadata %q, title %q", view.CallbackID, view.PrivateMetadata, view.Title.Text)
@@ -508,7 +508,7 @@ func TestEditModal(t *testing.T) {
 }
 
 func TestRejectModal(t *testing.T) {
-	view := handlers.RejectModal(pendingCall(), cardRef)
+	view := slackui.RejectModal(pendingCall(), cardRef)
 	checkModal(t, view)
 	if view.CallbackID != "reject_call" || view.PrivateMetadata != cardRef || view.Title.Text != "Reject call" ||
 		view.Submit.Text != "Reject" || view.Close.Text != "Cancel" {
@@ -606,23 +606,23 @@ func TestCardLimits(t *testing.T) {
 				t.Run(cname, func(t *testing.T) {
 					requester := long("<!channel>", 100)
 					if c.Status.Waiting() {
-						blocks := handlers.ApprovalCard(c, requester, cardRef, cardNow)
+						blocks := slackui.ApprovalCard(c, requester, cardRef, cardNow)
 						checkMessage(t, blocks)
 						if got := blockTexts(t, blocks); !strings.Contains(got, "Show all") {
 							t.Errorf("ApprovalCard() of shortened arguments offers no Show all")
 						}
-						checkModal(t, handlers.ArgsModal(c))
+						checkModal(t, slackui.ArgsModal(c))
 					}
-					checkMessage(t, handlers.SettledCard(c, requester, cardNow))
-					checkText(t, "CardText", handlers.CardText(c), 3000, "mrkdwn")
-					checkModal(t, handlers.EditModal(c, cardRef))
-					checkModal(t, handlers.RejectModal(c, cardRef))
+					checkMessage(t, slackui.SettledCard(c, requester, cardNow))
+					checkText(t, "CardText", slackui.CardText(c), 3000, "mrkdwn")
+					checkModal(t, slackui.EditModal(c, cardRef))
+					checkModal(t, slackui.RejectModal(c, cardRef))
 				})
 			}
 		})
 	}
 	t.Run("error card", func(t *testing.T) {
-		checkMessage(t, handlers.ErrorCard(long("<!channel> ``` 🙂 &", 50_000), cardRef))
+		checkMessage(t, slackui.ErrorCard(long("<!channel> ``` 🙂 &", 50_000), cardRef))
 	})
 }
 
@@ -815,7 +815,7 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 			args, _ := json.Marshal(map[string]any{"method": "DELETE", "url": tt.url, "body": strings.Repeat("x", 10_000),
 				"headers": map[string]string{"X-Long": strings.Repeat("y", 5000)}})
 			c := callWith(func(c *agent.Call) { c.Args = args })
-			blocks := handlers.ApprovalCard(c, cardAsker, cardRef, cardNow)
+			blocks := slackui.ApprovalCard(c, cardAsker, cardRef, cardNow)
 			checkMessage(t, blocks)
 			got := strings.ReplaceAll(blockTexts(t, blocks), "\n```\n_(continued)_\n```\n", "")
 			for _, w := range append(tt.want, "DELETE", "Show all", "more characters") {
@@ -823,7 +823,7 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 					t.Errorf("the card lacks %.100q:\n%.600s", w, got)
 				}
 			}
-			modal := handlers.ArgsModal(c)
+			modal := slackui.ArgsModal(c)
 			checkModal(t, modal)
 			if all := blockTexts(t, modal); strings.Count(all, "x") < 10_000 || strings.Count(all, "y") < 5000 {
 				t.Errorf("Show all does not show every character of the body and headers")
@@ -844,7 +844,7 @@ func TestShowAllShowsTheLongestArguments(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		c := callWith(func(c *agent.Call) { c.Tool, c.Args = "other", canonical })
-		modal := handlers.ArgsModal(c)
+		modal := slackui.ArgsModal(c)
 		checkModal(t, modal)
 		if got := blockTexts(t, modal); strings.Contains(got, "longer than a Slack window holds") {
 			t.Errorf("%s: Show all cannot show the arguments", name)

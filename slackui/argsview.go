@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"bytes"
@@ -38,20 +38,20 @@ const (
 // tool's arguments are shown as pretty JSON. clipped reports whether
 // anything was shortened, in which case the card offers "Show all".
 func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
-	args := shownArgs(c)
+	args := ShownArgs(c)
 	if c.Tool == tools.HTTPRequestName {
 		if blocks, clipped, ok := httpArgsView(args); ok {
 			return blocks, clipped
 		}
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
-		return []slack.Block{sectionBlock("*Arguments*\n_none_")}, false
+		return []slack.Block{SectionBlock("*Arguments*\n_none_")}, false
 	}
 	pretty := string(indentJSON(args))
-	code, shown := fitCode(pretty, budgetCode)
-	blocks = []slack.Block{sectionBlock("*Arguments*\n" + code)}
+	code, shown := FitCode(pretty, budgetCode)
+	blocks = []slack.Block{SectionBlock("*Arguments*\n" + code)}
 	if total := len([]rune(pretty)); shown < total {
-		blocks = append(blocks, contextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
+		blocks = append(blocks, ContextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
 			withCommas(shown), withCommas(total))))
 		return blocks, true
 	}
@@ -70,41 +70,41 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 	if json.Unmarshal(args, &a) != nil {
 		return nil, false, false
 	}
-	shownURL, unicodeHost := dialledURL(a.URL)
+	shownURL, unicodeHost := DialledURL(a.URL)
 	blocks = wholeCode("*Request*", a.Method+" "+shownURL)
 	if unicodeHost != "" {
-		blocks = append(blocks, contextBlock("🌐 The host "+codeSpan(hostOf(shownURL))+" is written "+codeSpan(unicodeHost)+" in Unicode."))
+		blocks = append(blocks, ContextBlock("🌐 The host "+CodeSpan(hostOf(shownURL))+" is written "+CodeSpan(unicodeHost)+" in Unicode."))
 	}
 	if len(a.Headers) > 0 {
 		var lines []string
 		for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
 			value, more := clipCount(a.Headers[name], budgetHeaderValue)
 			clipped = clipped || more > 0
-			name, moreName := clipCount(name, budgetName)
+			name, moreName := clipCount(name, BudgetName)
 			clipped = clipped || moreName > 0
 			lines = append(lines, name+": "+value+moreText(more))
 		}
-		code, shown := fitCode(strings.Join(lines, "\n"), budgetCode)
+		code, shown := FitCode(strings.Join(lines, "\n"), budgetCode)
 		clipped = clipped || shown < len([]rune(strings.Join(lines, "\n")))
-		blocks = append(blocks, sectionBlock("*Headers*\n"+code))
+		blocks = append(blocks, SectionBlock("*Headers*\n"+code))
 	}
 	if a.Body != nil {
 		body, more := clipCount(*a.Body, budgetBody)
 		clipped = clipped || more > 0
-		code, _ := fitCode(body, budgetCode)
+		code, _ := FitCode(body, budgetCode)
 		text := "*Body*\n" + code
 		if more > 0 {
 			text += "\n_" + strings.TrimPrefix(moreText(more), " ") + "_"
 		}
-		blocks = append(blocks, sectionBlock(text))
+		blocks = append(blocks, SectionBlock(text))
 	}
 	return blocks, clipped, true
 }
 
-// dialledURL is the URL as the tool will dial it: a Unicode host in its
+// DialledURL is the URL as the tool will dial it: a Unicode host in its
 // punycode form. unicodeHost is the host's Unicode form when it differs
 // from what is shown.
-func dialledURL(raw string) (shown, unicodeHost string) {
+func DialledURL(raw string) (shown, unicodeHost string) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return raw, ""
@@ -142,7 +142,7 @@ func wholeCode(title, text string) []slack.Block {
 	var blocks []slack.Block
 	for rest := text; ; {
 		content, shown, complete := codeContent(rest, budgetCode)
-		blocks = append(blocks, sectionBlock(title+"\n```\n"+content+"\n```"))
+		blocks = append(blocks, SectionBlock(title+"\n```\n"+content+"\n```"))
 		if complete {
 			return blocks
 		}
@@ -173,13 +173,13 @@ func moreText(more int) string {
 
 // showAllBlock is the "Show all" button under shortened arguments.
 func showAllBlock(ref string) slack.Block {
-	return slack.NewActionBlock(BlockArgsActions, buttonElement(ActionShowArgs, "Show all", ref, slack.StyleDefault))
+	return slack.NewActionBlock(BlockArgsActions, Button(ActionShowArgs, "Show all", ref, slack.StyleDefault))
 }
 
 // hashLine shows the short form of the hash an approval is bound to.
 func hashLine(c agent.Call) slack.Block {
 	hash := c.RunHash()
-	return contextBlock("🔏 Arguments hash " + codeSpan("sha256:"+tools.ShortHash(hash)) + " — an approval runs exactly these arguments.")
+	return ContextBlock("🔏 Arguments hash " + CodeSpan("sha256:"+tools.ShortHash(hash)) + " — an approval runs exactly these arguments.")
 }
 
 // ArgsModal shows every byte of a call's arguments (credentials masked),
@@ -188,17 +188,17 @@ func hashLine(c agent.Call) slack.Block {
 func ArgsModal(c agent.Call) slack.ModalViewRequest {
 	view := slack.ModalViewRequest{
 		Type:  slack.VTModal,
-		Title: plainText("All arguments"),
-		Close: plainText("Close"),
+		Title: PlainTextObject("All arguments"),
+		Close: PlainTextObject("Close"),
 	}
-	head := contextBlock("Tool " + codeSpan(c.Tool) + " · hash " + codeSpan("sha256:"+tools.ShortHash(c.RunHash())))
-	for _, text := range []string{string(indentJSON(shownArgs(c))), string(shownArgs(c))} {
+	head := ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))
+	for _, text := range []string{string(indentJSON(ShownArgs(c))), string(ShownArgs(c))} {
 		if parts, ok := codeParts(text); ok {
 			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
 			return view
 		}
 	}
-	view.Blocks.BlockSet = []slack.Block{head, contextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one.")}
+	view.Blocks.BlockSet = []slack.Block{head, ContextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one.")}
 	return view
 }
 
@@ -208,7 +208,7 @@ func codeParts(text string) ([]slack.Block, bool) {
 	var blocks []slack.Block
 	for rest := text; len(blocks) < maxArgsModalParts; {
 		content, shown, complete := codeContent(rest, maxArgsModalCode)
-		blocks = append(blocks, sectionBlock("```\n"+content+"\n```"))
+		blocks = append(blocks, SectionBlock("```\n"+content+"\n```"))
 		if complete {
 			return blocks, true
 		}

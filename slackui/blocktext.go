@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 // The Slack text toolkit: measuring and cutting mrkdwn within Block Kit's
 // limits, code blocks that text cannot break out of, and mentions and
@@ -11,14 +11,12 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/countersign/countersign/slackui"
 )
 
-// fitCode puts text in a mrkdwn code block of at most budget characters
+// FitCode puts text in a mrkdwn code block of at most budget characters
 // of content, escaped for Slack, and cut with a final "…" line if it is
 // longer. shown is how many of the text's characters the block holds.
-func fitCode(text string, budget int) (code string, shown int) {
+func FitCode(text string, budget int) (code string, shown int) {
 	const cut = "\n…"
 	content, shown, complete := codeContent(text, budget)
 	if !complete {
@@ -51,47 +49,47 @@ func codeContent(text string, limit int) (content string, shown int, complete bo
 	return b.String(), shown, true
 }
 
-// codeFence is fitCode without the count.
+// codeFence is FitCode without the count.
 func codeFence(text string, budget int) string {
-	code, _ := fitCode(text, budget)
+	code, _ := FitCode(text, budget)
 	return code
 }
 
-// codeSpan shows a short name as inline code; backticks in it would end
+// CodeSpan shows a short name as inline code; backticks in it would end
 // the span, so they are dropped.
-func codeSpan(name string) string {
-	name = clipText(slackEscape(strings.ReplaceAll(name, "`", "")), budgetName)
+func CodeSpan(name string) string {
+	name = ClipText(slackEscape(strings.ReplaceAll(name, "`", "")), BudgetName)
 	if name == "" {
 		return "_unnamed_"
 	}
 	return "`" + name + "`"
 }
 
-// userMention links a Slack user ID. Anything that is not one is shown as
+// UserMention links a Slack user ID. Anything that is not one is shown as
 // text, so that a name cannot smuggle in a mention of @channel.
-func userMention(id string) string {
+func UserMention(id string) string {
 	if id == "" {
 		return "_someone_"
 	}
 	for _, r := range id {
 		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
-			return clipText(slackEscape(id), budgetName)
+			return ClipText(slackEscape(id), BudgetName)
 		}
 	}
-	if len(id) > budgetName {
-		return clipText(id, budgetName)
+	if len(id) > BudgetName {
+		return ClipText(id, BudgetName)
 	}
 	return "<@" + id + ">"
 }
 
-// slackDate shows a time in each reader's own time zone, with a UTC
+// Date shows a time in each reader's own time zone, with a UTC
 // fallback for clients that cannot.
-func slackDate(t time.Time) string {
+func Date(t time.Time) string {
 	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format("Jan 2, 2006 15:04 UTC"))
 }
 
-// untilText says how far away a deadline is.
-func untilText(d time.Duration) string {
+// UntilText says how far away a deadline is.
+func UntilText(d time.Duration) string {
 	d = d.Round(time.Minute)
 	switch {
 	case d <= 0:
@@ -111,15 +109,15 @@ func untilText(d time.Duration) string {
 // slackEscape makes text from the model, a tool or a person show as it is
 // in the bot's own mrkdwn: escaped, with invalid UTF-8 replaced, and with
 // no code fence of its own (slackui.MrkdwnInline).
-func slackEscape(s string) string { return slackui.MrkdwnInline(s) }
+func slackEscape(s string) string { return MrkdwnInline(s) }
 
-// oneLine puts text on one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine puts text on one line.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// clipText shortens s to at most max characters (UTF-16 code units), cutting
+// ClipText shortens s to at most max characters (UTF-16 code units), cutting
 // between characters and never inside an escape like &amp;, and ends it
 // with "…" if it was cut.
-func clipText(s string, max int) string {
+func ClipText(s string, max int) string {
 	if slackLen(s) <= max {
 		return s
 	}

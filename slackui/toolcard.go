@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"strings"
@@ -30,9 +30,9 @@ func ToolBlock(t tools.Tool) slack.Block {
 		return nil
 	}
 	o := ot.Origin()
-	lines := []string{"MCP server *" + slackEscape(clipText(o.Server, budgetName)) + "* · tool " + codeSpan(o.Tool)}
+	lines := []string{"MCP server *" + slackEscape(ClipText(o.Server, BudgetName)) + "* · tool " + CodeSpan(o.Tool)}
 	if d := strings.TrimSpace(t.Description()); d != "" {
-		lines = append(lines, clipText(slackEscape(oneLine(d)), budgetToolAbout))
+		lines = append(lines, ClipText(slackEscape(OneLine(d)), budgetToolAbout))
 	}
 	if len(o.Hints) > 0 {
 		who := "the server says (not verified)"
@@ -41,11 +41,11 @@ func ToolBlock(t tools.Tool) slack.Block {
 		}
 		lines = append(lines, "Annotations — "+who+": "+strings.Join(o.Hints, ", "))
 	}
-	return contextBlock(strings.Join(lines, "\n"))
+	return ContextBlock(strings.Join(lines, "\n"))
 }
 
-// withToolBlock puts the tool's ToolBlock below a card's header.
-func withToolBlock(blocks []slack.Block, box ToolLookup, name string) []slack.Block {
+// WithToolBlock puts the tool's ToolBlock below a card's header.
+func WithToolBlock(blocks []slack.Block, box ToolLookup, name string) []slack.Block {
 	if box == nil || len(blocks) == 0 {
 		return blocks
 	}
@@ -58,11 +58,4 @@ func withToolBlock(blocks []slack.Block, box ToolLookup, name string) []slack.Bl
 		return blocks
 	}
 	return append(blocks[:1:1], append([]slack.Block{b}, blocks[1:]...)...)
-}
-
-// WithTools makes the reporter name, on approval cards, the MCP server and
-// tool behind a call, with the tool's description and annotations.
-func (r *Reporter) WithTools(box ToolLookup) *Reporter {
-	r.tools = box
-	return r
 }

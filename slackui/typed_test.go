@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import "testing"
 
@@ -14,8 +14,8 @@ func TestTypedText(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := typedText(tt.in); got != tt.want {
-			t.Errorf("typedText(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := TypedText(tt.in); got != tt.want {
+			t.Errorf("TypedText(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

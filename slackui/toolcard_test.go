@@ -1,4 +1,4 @@
-package handlers
+package slackui
 
 import (
 	"context"
@@ -61,9 +61,9 @@ func TestToolBlock(t *testing.T) {
 	if b := ToolBlock(originToolless{}); b != nil {
 		t.Errorf("ToolBlock(built-in) = %v, want nil", b)
 	}
-	blocks := withToolBlock([]slack.Block{headerBlock("h"), sectionBlock("s")}, lookupOne{originTool{origin: tools.Origin{Server: "gh", Tool: "t"}}}, "x")
+	blocks := WithToolBlock([]slack.Block{HeaderBlock("h"), SectionBlock("s")}, lookupOne{originTool{origin: tools.Origin{Server: "gh", Tool: "t"}}}, "x")
 	if len(blocks) != 3 || blocks[1].BlockType() != slack.MBTContext {
-		t.Errorf("withToolBlock = %d blocks, want the tool's context block under the header", len(blocks))
+		t.Errorf("WithToolBlock = %d blocks, want the tool's context block under the header", len(blocks))
 	}
 }
 

@@ -1,4 +1,4 @@
-package handlers_test
+package slackui_test
 
 import (
 	"encoding/json"
@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackui"
 )
 
 // FuzzCards renders every card and modal of a call made of fuzzed text
@@ -25,18 +25,18 @@ func FuzzCards(f *testing.F) {
 			Key: "0.0", ID: "c1", Tool: tool, Args: json.RawMessage(args), Reason: reason,
 			Status: agent.Pending, NeedsApproval: true, Expires: cardNow.Add(time.Hour),
 		}
-		checkMessage(t, handlers.ApprovalCard(c, requester, cardRef, cardNow))
+		checkMessage(t, slackui.ApprovalCard(c, requester, cardRef, cardNow))
 		gate := &runner.Gate{Required: 1 + int(kind)%4, Approvals: []interrupt.Approval{{By: requester}, {By: reason}},
 			Approvers: []string{requester, "S0OPS", result}, Requester: requester, Confirm: true,
 			Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}}
 		for _, announce := range []bool{true, false} {
 			q := c
 			q.Revision, q.EditedBy, q.EditedArgs = int(kind)%2, requester, json.RawMessage(result)
-			checkMessage(t, handlers.PendingCard(q, requester, cardRef, cardNow, gate, announce))
-			checkText(t, "PendingText", handlers.PendingText(q, gate), 3000, "mrkdwn")
+			checkMessage(t, slackui.PendingCard(q, requester, cardRef, cardNow, gate, announce))
+			checkText(t, "PendingText", slackui.PendingText(q, gate), 3000, "mrkdwn")
 		}
-		checkModal(t, handlers.EditModal(c, cardRef))
-		checkModal(t, handlers.RejectModal(c, cardRef))
+		checkModal(t, slackui.EditModal(c, cardRef))
+		checkModal(t, slackui.RejectModal(c, cardRef))
 		kinds := []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire}
 		k := kinds[int(kind)%len(kinds)]
 		c.Decision = &interrupt.Decision{Kind: k, By: requester, Reason: reason, At: cardNow}
@@ -44,10 +44,10 @@ func FuzzCards(f *testing.F) {
 		if k == interrupt.Edit {
 			c.EditedArgs = json.RawMessage(result)
 		}
-		checkMessage(t, handlers.SettledCard(c, requester, cardNow))
+		checkMessage(t, slackui.SettledCard(c, requester, cardNow))
 		c.Status = agent.Failed
-		checkMessage(t, handlers.SettledCard(c, requester, cardNow))
-		checkText(t, "CardText", handlers.CardText(c), 3000, "mrkdwn")
-		checkMessage(t, handlers.ErrorCard(result, cardRef))
+		checkMessage(t, slackui.SettledCard(c, requester, cardNow))
+		checkText(t, "CardText", slackui.CardText(c), 3000, "mrkdwn")
+		checkMessage(t, slackui.ErrorCard(result, cardRef))
 	})
 }

@@ -1,0 +1,63 @@
+package slackui
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/runner"
+)
+
+// What the bot answers a person, in mrkdwn: ephemeral answers to clicks,
+// commands and replies, and the help.
+
+// Texts people see.
+const (
+	TextTryAgain   = "Countersign can't reach its database right now, so nothing was done. Please try again in a minute."
+	TextNotPending = "This request is no longer pending."
+	TextBusy       = "I'm still working on this thread. Reply again once I've answered."
+	TextFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
+)
+
+// HelpText is mrkdwn, in which "<" and ">" are written as entities: Slack
+// reads a bare "<…>" as a link or mention.
+const HelpText = "*Countersign* runs an AI agent for you, and asks before any risky action.\n" +
+	"• `/agent &lt;request&gt;` — start: I post your request and work in its thread.\n" +
+	"• Each tool call that needs approval gets a card: *Approve*, *Edit* (change the arguments) or *Reject* (with a reason).\n" +
+	"• Reply in the thread to give feedback while a call waits, or to continue the conversation after I answer.\n" +
+	"• You can also mention me: `@Countersign &lt;request&gt;`."
+
+// CantPostText tells a person why the bot could not post their request,
+// and what to do.
+func CantPostText(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
+		return "I'm not in this channel, so I can't work here yet. Invite me with `/invite @Countersign`, then send your request again."
+	}
+	return "I couldn't post in this channel (" + err.Error() + "). Invite me with `/invite @Countersign` and try again."
+}
+
+// NotOpened tells the person that the modal of a button could not be
+// opened.
+func NotOpened(actionID string, err error) string {
+	if actionID == ActionShowArgs {
+		return "I couldn't open the arguments (" + err.Error() + "). Please try again."
+	}
+	return "I couldn't open the form (" + err.Error() + "). Please try again."
+}
+
+// RefusalText is a refusal in mrkdwn: its words escaped, its people and
+// channels as Slack mentions.
+func RefusalText(r *runner.RefusedError) string {
+	return r.Render(MrkdwnInline, func(ids []string) string { return MentionList(ids, BudgetMentions) }, ChannelMention)
+}
+
+// AlreadyText tells a late clicker who decided first.
+func AlreadyText(d interrupt.Decision) string {
+	if d.Kind == interrupt.Expire {
+		return "This request has expired."
+	}
+	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), MentionList(d.Approvers(), BudgetMentions))
+}
