@@ -8,8 +8,6 @@ import (
 	"github.com/countersign/countersign/graph"
 )
 
-
-
 // A failed run whose approved call was not sent is retried by the
 // schedule a bounded number of times, each later than the one before;
 // then it shows as a failed run, for a person's Retry. Without a
