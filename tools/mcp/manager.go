@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,7 +279,8 @@ func (m *Manager) Status() []Status {
 }
 
 // Describe writes one line per server for /readyz: "mcp NAME: up (N
-// tools)" or "mcp NAME: down: why".
+// tools)" or "mcp NAME: down: why", and under it one line per tool the
+// server lists but that is not offered: "  left out TOOL: why".
 func (m *Manager) Describe() string {
 	var sb strings.Builder
 	for _, st := range m.Status() {
@@ -290,6 +292,9 @@ func (m *Manager) Describe() string {
 			fmt.Fprintf(&sb, ": %s", st.Err)
 		}
 		sb.WriteByte('\n')
+		for _, l := range st.LeftOut {
+			fmt.Fprintf(&sb, "  left out %s: %s\n", strconv.QuoteToGraphic(l.Tool), l.Why)
+		}
 	}
 	return sb.String()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,17 @@ type Status struct {
 	// Endpoint is the server's URL or command, as it may be shown
 	// (tools.MCPServer.Shown).
 	Endpoint string
+	// LeftOut are the tools the server lists but that are not offered,
+	// and why, sorted by name.
+	LeftOut []LeftOut
+}
+
+// LeftOut is a tool of a server that is not offered to the model.
+type LeftOut struct {
+	// Tool is the server's own name for it.
+	Tool string
+	// Why is said in a few words.
+	Why string
 }
 
 // server is one configured MCP server: its connection, kept up by run,
@@ -77,7 +89,10 @@ type server struct {
 	err      error
 	sess     *session
 	tools    []*tool // last listed; kept while down, so calls get a clear error
+	leftOut  []LeftOut
 	inflight map[*inflight]struct{}
+
+	exec executions // what the server says of its tools' execution
 }
 
 // session is one connection to the server.
@@ -140,7 +155,7 @@ func (s *server) track(c *inflight) func() {
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown()}
+	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown(), LeftOut: slices.Clone(s.leftOut)}
 	if s.err != nil && s.state != Up {
 		st.Err = s.redact(s.err.Error())
 	}
@@ -214,13 +229,13 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
-		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, e: &s.exec}
 	} else {
 		hc := s.m.opts.HTTPClient
 		if hc == nil {
 			hc = http.DefaultClient
 		}
-		hc = &http.Client{Transport: headers{set: s.cfg.Headers, next: hc.Transport}, Timeout: hc.Timeout, Jar: hc.Jar}
+		hc = &http.Client{Transport: sniffHTTP{next: headers{set: s.cfg.Headers, next: hc.Transport}, e: &s.exec}, Timeout: hc.Timeout, Jar: hc.Jar}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
@@ -270,10 +285,18 @@ func (s *server) once() {
 // refresh lists the server's tools again.
 func (s *server) refresh(ctx context.Context, sess *session) error {
 	var list []*tool
+	var left []LeftOut
 	seen := map[string]string{}
 	for t, err := range sess.cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
+		}
+		if s.exec.taskSupport(t.Name) == TaskRequired {
+			// Offered, it would be approved and then fail: the SDK
+			// cannot run a call as a task.
+			left = append(left, LeftOut{Tool: t.Name, Why: "it runs only as a task (execution.taskSupport: required), which this client does not support"})
+			s.log.WithField("tool", t.Name).Info("MCP tool left out: it runs only as a task")
+			continue
 		}
 		mt, err := newTool(s, t)
 		if err == nil {
@@ -281,17 +304,20 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 		}
 		if err != nil {
 			s.log.WithError(err).WithField("tool", t.Name).Warn("MCP tool left out")
+			left = append(left, LeftOut{Tool: t.Name, Why: s.redact(err.Error())})
 			continue
 		}
 		if other, dup := seen[mt.name]; dup {
 			s.log.WithFields(logrus.Fields{"tool": t.Name, "other": other, "name": mt.name}).Warn("MCP tool left out: its name clashes with another's")
+			left = append(left, LeftOut{Tool: t.Name, Why: fmt.Sprintf("its name %s clashes with that of %s", mt.name, other)})
 			continue
 		}
 		seen[mt.name] = t.Name
 		list = append(list, mt)
 	}
+	slices.SortFunc(left, func(a, b LeftOut) int { return strings.Compare(a.Tool, b.Tool) })
 	s.mu.Lock()
-	s.tools = list
+	s.tools, s.leftOut = list, left
 	s.mu.Unlock()
 	return nil
 }
