@@ -45,6 +45,8 @@ type Reporter struct {
 	streams streams
 	// home, if set, publishes Home tabs again when the inbox changes.
 	home atomic.Pointer[Home]
+	// running are the cards of the calls running here (see progress.go).
+	running runningCards
 }
 
 // WithHome makes the reporter keep the Home tabs of those who opened
@@ -117,6 +119,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts-1, requester)
 	case runner.CallFinished:
 		c := *e.Call
+		r.running.finished(e.Thread, c.Key)
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
 		}
@@ -171,6 +174,9 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 			slack.MsgOptionText(CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
+	if c.Status == agent.Running && err == nil {
+		r.running.started(thread, c.Key, &runningCard{channel: channel, ts: string(ts), text: CardText(c), blocks: blocks})
+	}
 	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
 	return err
 }

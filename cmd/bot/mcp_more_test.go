@@ -46,3 +46,65 @@ func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
 		}
 	}
 }
+
+// A long call's progress reaches its card while it runs, and each
+// progress notification gives the call more time: the server's timeout
+// is 4s, the call takes 8 and reports progress every second, and it
+// finishes with its result.
+func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
+	policy := strings.Replace(everythingPolicy(t, ""), "    approvers:", "    timeout: 4s\n    approvers:", 1)
+	h := newHarness(t, policy)
+	h.model.Then(
+		llmtest.Reply("Running it.", llmtest.Call("c1", "everything__trigger-long-running-operation", `{"duration":8,"steps":8}`)),
+		llmtest.Reply("It's done."),
+	)
+	h.command("run the long job", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.eventually(func() bool {
+		for _, c := range h.slack.CallsTo("chat.update") {
+			if c.TS == card.TS && strings.Contains(string(c.Blocks), "Progress: ") && strings.Contains(string(c.Blocks), " of 8 (") {
+				return true
+			}
+		}
+		return false
+	}, "the card to show the call's progress")
+	h.reply(root, "It's done.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "Long running operation completed") {
+		t.Errorf("the model was told %q; want the result of the call, which outlived the server's timeout with progress", got)
+	}
+	h.eventually(func() bool { return strings.Contains(h.card(card), "Done") }, "the card to show the call done")
+	if got := h.card(card); strings.Contains(got, "Progress: ") {
+		t.Errorf("the finished card still shows progress: %s", got)
+	}
+}
+
+// A server's log notifications go to the bot's log, with the server's
+// name and level, and never to the model.
+func TestMCPServerLogsGoToTheLogNotTheModel(t *testing.T) {
+	h := newHarness(t, everythingPolicy(t, "  everything__toggle-simulated-logging: {approval: never}\n"))
+	h.model.Then(
+		llmtest.Reply("Turning logs on.", llmtest.Call("c1", "everything__toggle-simulated-logging", `{}`)),
+		llmtest.Reply("Logging is on."),
+	)
+	h.command("turn on the logs", nil, nil)
+	root := h.root(1)
+	h.eventually(func() bool {
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, `"msg":"MCP server log"`) && strings.Contains(line, `"mcp_server":"everything"`) &&
+				strings.Contains(line, `"server_level":"`) && (strings.Contains(line, "level message") || strings.Contains(line, "level-message")) {
+				return true
+			}
+		}
+		return false
+	}, "the server's log message in the bot's log")
+	h.reply(root, "Logging is on.")
+	for _, r := range h.model.Requests() {
+		for _, m := range r.Messages {
+			if text := m.Text(); strings.Contains(text, "level message") || strings.Contains(text, "level-message") {
+				t.Errorf("the model was shown a server's log message: %q", text)
+			}
+		}
+	}
+}

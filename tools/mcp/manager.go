@@ -99,6 +99,7 @@ type Manager struct {
 
 	reg  atomic.Pointer[tools.Registry]
 	elic atomic.Pointer[tools.Elicitor]
+	prog atomic.Pointer[ProgressReporter]
 
 	startOnce sync.Once
 	rebuildMu sync.Mutex
@@ -158,6 +159,16 @@ func New(policy *tools.Policy, builtins []tools.Tool, opts Options) (*Manager, e
 // SetElicitor sets who asks people for input, for front ends that are
 // built after the Manager.
 func (m *Manager) SetElicitor(e tools.Elicitor) { m.elic.Store(&e) }
+
+// SetProgressReporter sets who shows people the progress of calls.
+func (m *Manager) SetProgressReporter(p ProgressReporter) { m.prog.Store(&p) }
+
+func (m *Manager) progressReporter() ProgressReporter {
+	if p := m.prog.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (m *Manager) elicitor() tools.Elicitor {
 	if e := m.elic.Load(); e != nil {
@@ -258,13 +269,14 @@ func (m *Manager) Validate(name string, args json.RawMessage) error {
 	return m.reg.Load().Validate(name, args)
 }
 
-// ToolTimeout is the longest of the servers' call timeouts, or fallback
-// if that is longer: what the agent should allow one call, so that a
+// ToolTimeout is the longest a server's call may last (its timeout,
+// pushed back by progress up to MaxCall), or fallback if
+// that is longer: what the agent should allow one call, so that a
 // server's own timeout is the one that ends its calls.
 func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
 	d := fallback
 	for _, s := range m.servers {
-		d = max(d, s.cfg.Timeout+5*time.Second)
+		d = max(d, MaxCall(s.cfg.Timeout)+5*time.Second)
 	}
 	return d
 }

@@ -110,11 +110,13 @@ func (s *session) closed() bool {
 	}
 }
 
-// inflight is a call being made, for elicitation to find whom to ask.
+// inflight is a call being made, for elicitation to find whom to ask
+// and progress to find its call.
 type inflight struct {
-	info     tools.CallInfo
-	tool     string
-	deadline time.Time
+	info  tools.CallInfo
+	tool  string
+	token string // its progress token
+	dl    *callDeadline
 }
 
 func newServer(cfg tools.MCPServer, m *Manager) *server {
@@ -204,10 +206,13 @@ func (s *server) run(ctx context.Context) {
 // connectAndServe connects, lists the tools, and waits for the
 // connection to end.
 func (s *server) connectAndServe(ctx context.Context) (err error) {
-	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
+	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{
 		// No roots: a server's own configuration says what it may touch.
-		Capabilities:       &sdk.ClientCapabilities{},
-		ElicitationHandler: s.elicit,
+		Capabilities:                &sdk.ClientCapabilities{},
+		ElicitationHandler:          s.elicit,
+		ProgressNotificationHandler: s.progress,
+		LoggingMessageHandler:       s.logMessage, //nolint:staticcheck // deprecated in the newest protocol, still sent by servers
+
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			s.m.goRefresh(s)
 		},
@@ -357,7 +362,7 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 	if err != nil || req.Params.RequestedSchema == nil {
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	ctx, cancel := context.WithDeadline(ctx, c.dl.deadline())
 	defer cancel()
 	ans, err := el.Elicit(ctx, tools.Elicitation{Call: c.info, Tool: c.tool, Message: req.Params.Message, Schema: schema})
 	if err != nil {
