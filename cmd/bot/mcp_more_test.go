@@ -108,3 +108,32 @@ func TestMCPServerLogsGoToTheLogNotTheModel(t *testing.T) {
 		}
 	}
 }
+
+// A result links to a resource; the model reads it through the server's
+// read tool, which waits for approval like the server's other tools and
+// then gives the model the resource's text.
+func TestMCPReadALinkedResource(t *testing.T) {
+	h := newHarness(t, everythingPolicy(t, "  everything__get-resource-links: {approval: never}\n"))
+	const uri = "demo://resource/dynamic/text/2"
+	h.model.Then(
+		llmtest.Reply("Listing.", llmtest.Call("c1", "everything__get-resource-links", `{"count":2}`)),
+		llmtest.Reply("Reading the text one.", llmtest.Call("c2", "everything__read_resource", `{"uri":"`+uri+`"}`)),
+		llmtest.Reply("It says it is a plaintext resource."),
+	)
+	h.command("what does the text resource say?", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	// The model was told of the link and of the tool that reads it.
+	link := h.model.Requests()[1].Messages
+	if got, want := link[len(link)-1].Text(), "[resource link "+uri+` "Text Resource 2"; read it with everything__read_resource]`; !strings.Contains(got, want) {
+		t.Errorf("the model was told %q; want the link and the read tool (%s)", got, want)
+	}
+	if got := h.card(card); !strings.Contains(got, "Approval needed: everything__read_resource") || !strings.Contains(got, uri) {
+		t.Errorf("the read's card = %s; want the read tool and the URI", got)
+	}
+	h.click(card, "approve", approver)
+	h.reply(root, "It says it is a plaintext resource.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "Resource 2: This is a plaintext resource") {
+		t.Errorf("the model was told %q; want the resource's text", got)
+	}
+}

@@ -90,6 +90,7 @@ type server struct {
 	sess     *session
 	tools    []*tool // last listed; kept while down, so calls get a clear error
 	leftOut  []LeftOut
+	canRead  bool // the server offers resources, and the read tool is offered
 	inflight map[*inflight]struct{}
 
 	exec executions // what the server says of its tools' execution
@@ -152,6 +153,16 @@ func (s *server) track(c *inflight) func() {
 		delete(s.inflight, c)
 		s.mu.Unlock()
 	}
+}
+
+// readToolName is the name of the server's read tool, "" if it has none.
+func (s *server) readToolName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.canRead {
+		return ""
+	}
+	return ToolName(s.cfg.Name, ReadResourceTool)
 }
 
 func (s *server) status() Status {
@@ -320,9 +331,17 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 		seen[mt.name] = t.Name
 		list = append(list, mt)
 	}
+	read := false
+	if offersResources(sess.cs) {
+		if other, dup := seen[ToolName(s.cfg.Name, ReadResourceTool)]; dup {
+			s.log.WithField("tool", other).Warn("the server has a tool of the read tool's name: resources cannot be read")
+		} else {
+			list, read = append(list, readTool(s)), true
+		}
+	}
 	slices.SortFunc(left, func(a, b LeftOut) int { return strings.Compare(a.Tool, b.Tool) })
 	s.mu.Lock()
-	s.tools, s.leftOut = list, left
+	s.tools, s.leftOut, s.canRead = list, left, read
 	s.mu.Unlock()
 	return nil
 }

@@ -35,6 +35,7 @@ type tool struct {
 	name   string // <server>__<tool>, as offered
 	remote *sdk.Tool
 	schema json.RawMessage
+	read   bool // the server's read tool (see resources.go)
 }
 
 var (
@@ -129,6 +130,9 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	done := t.srv.track(&inflight{info: info, tool: t.name, token: token, dl: dl})
 	defer done()
 
+	if t.read {
+		return t.readResource(ctx, sess, args)
+	}
 	params := &sdk.CallToolParams{Name: t.remote.Name, Arguments: args}
 	if info.Thread != "" {
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
@@ -145,7 +149,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
-	text := resultText(res, t.srv.m.opts.MaxResult)
+	text := resultText(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
 	if res.IsError {
 		return "", errors.New(t.srv.redact(text))
 	}
