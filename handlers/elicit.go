@@ -303,6 +303,7 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicitRe
 type elicitField struct {
 	Name        string
 	Type        string          `json:"type"`
+	Format      string          `json:"format"`
 	Title       string          `json:"title"`
 	Description string          `json:"description"`
 	Enum        []any           `json:"enum"`
@@ -386,11 +387,13 @@ func (f elicitField) options() []*slack.OptionBlockObject {
 // maxElicitFields keeps the form within Slack's 100 blocks.
 const maxElicitFields = 90
 
-// ElicitForm is the modal that asks for the requested schema's values:
-// a text input per string, a number input per number or integer, a
-// checkbox per boolean, a menu per enum, a multi-select per array of
-// enum values. Other properties are not asked for. meta is kept as the
-// view's private metadata.
+// ElicitForm is the modal that asks for the requested schema's values, in
+// the order of the schema's properties: a text input per string, a date
+// picker per string of format date, a date and time picker per string of
+// format date-time, a number input per number or integer, a checkbox per
+// boolean, a menu per enum, a multi-select per array of enum values.
+// Other properties are not asked for. meta is kept as the view's private
+// metadata.
 func ElicitForm(tool, message string, schema json.RawMessage, meta string) (slack.ModalViewRequest, error) {
 	fields, err := elicitFields(schema)
 	if err != nil {
@@ -457,6 +460,22 @@ func elicitElement(f elicitField) slack.BlockElement {
 			}
 		}
 		return el
+	case f.Type == "string" && f.Format == "date":
+		el := slack.NewDatePickerBlockElement(ElicitActionID)
+		var def string
+		if json.Unmarshal(f.Default, &def) == nil {
+			el.InitialDate = def
+		}
+		return el
+	case f.Type == "string" && f.Format == "date-time":
+		el := slack.NewDateTimePickerBlockElement(ElicitActionID)
+		var def string
+		if json.Unmarshal(f.Default, &def) == nil {
+			if t, err := time.Parse(time.RFC3339, def); err == nil {
+				el.InitialDateTime = t.Unix()
+			}
+		}
+		return el
 	case f.Type == "string":
 		el := slack.NewPlainTextInputBlockElement(nil, ElicitActionID)
 		var def string
@@ -520,8 +539,13 @@ func ElicitContent(schema json.RawMessage, state *slack.ViewState) (map[string]a
 			fallthrough
 		default:
 			v := a.Value
-			if a.SelectedOption.Value != "" {
+			switch {
+			case a.SelectedOption.Value != "":
 				v = a.SelectedOption.Value
+			case a.SelectedDate != "":
+				v = a.SelectedDate
+			case a.SelectedDateTime != 0:
+				v = time.Unix(a.SelectedDateTime, 0).UTC().Format(time.RFC3339)
 			}
 			if v == "" {
 				continue

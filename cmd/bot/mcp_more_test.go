@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // server-everything's simulate-research-query runs only as a task, which
@@ -135,5 +138,70 @@ func TestMCPReadALinkedResource(t *testing.T) {
 	h.reply(root, "It says it is a plaintext resource.")
 	if got := lastToolResult(t, h); !strings.Contains(got, "Resource 2: This is a plaintext resource") {
 		t.Errorf("the model was told %q; want the resource's text", got)
+	}
+}
+
+// server-everything asks for every kind of input: the form shows its
+// fields in the server's order (not sorted by name), each with the input
+// of its type, and the typed answers reach the server.
+func TestMCPElicitationFormKeepsTheServersOrderAndTypes(t *testing.T) {
+	h := newHarness(t, everythingPolicy(t, "  everything__trigger-elicitation-request: {approval: never}\n"))
+	h.model.Then(
+		llmtest.Reply("I need your details.", llmtest.Call("c1", "everything__trigger-elicitation-request", `{}`)),
+		llmtest.Reply("Thanks, Ada."),
+	)
+	h.command("sign me up", nil, nil)
+	root := h.root(1)
+	question := h.reply(root, "asks")
+	h.click(question, "elicit_answer", requester)
+	opened := h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0]
+	var view struct {
+		Blocks []struct {
+			BlockID string `json:"block_id"`
+			Element struct {
+				Type string `json:"type"`
+			} `json:"element"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(opened.Params["view"]), &view); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range view.Blocks {
+		if name, ok := strings.CutPrefix(b.BlockID, "field:"); ok {
+			got = append(got, name+"="+b.Element.Type)
+		}
+	}
+	want := []string{"name=plain_text_input", "check=checkboxes", "firstLine=plain_text_input", "email=plain_text_input",
+		"homepage=plain_text_input", "birthdate=datepicker", "integer=number_input", "number=number_input",
+		"untitledSingleSelectEnum=static_select", "untitledMultipleSelectEnum=multi_static_select",
+		"titledSingleSelectEnum=static_select", "titledMultipleSelectEnum=multi_static_select", "legacyTitledEnum=static_select"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the form's fields are\n%v\nwant the server's order and an input of each type\n%v", got, want)
+	}
+	meta := decodeView(t, opened)
+	option := func(v string) map[string]any {
+		return map[string]any{"value": v, "text": map[string]any{"type": "plain_text", "text": v}}
+	}
+	resp := h.submit(slacktest.Submission{User: requester, CallbackID: meta.CallbackID, PrivateMetadata: meta.PrivateMetadata,
+		Values: map[string]map[string]string{"field:name": {"value": "Ada Lovelace"}},
+		State: map[string]map[string]any{
+			"field:check":                      {"value": map[string]any{"type": "checkboxes", "selected_options": []any{option("true")}}},
+			"field:birthdate":                  {"value": map[string]any{"type": "datepicker", "selected_date": "1815-12-10"}},
+			"field:integer":                    {"value": map[string]any{"type": "number_input", "value": "7"}},
+			"field:untitledSingleSelectEnum":   {"value": map[string]any{"type": "static_select", "selected_option": option("Joey")}},
+			"field:untitledMultipleSelectEnum": {"value": map[string]any{"type": "multi_static_select", "selected_options": []any{option("Piano"), option("Drums")}}},
+			"field:titledMultipleSelectEnum":   {"value": map[string]any{"type": "multi_static_select", "selected_options": []any{option("fish-2")}}},
+		}})
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
+		t.Fatalf("submitting the form answered %d %q", resp.StatusCode, body)
+	}
+	h.reply(root, "Thanks, Ada.")
+	result := lastToolResult(t, h)
+	for _, want := range []string{"Name: Ada Lovelace", "Agreed to terms: true", "Birthdate: 1815-12-10", "Favorite Integer: 7",
+		`"untitledSingleSelectEnum": "Joey"`, `"Piano"`, `"Drums"`, `"fish-2"`} {
+		if !strings.Contains(result, want) {
+			t.Errorf("the server got %q; want %s in it", result, want)
+		}
 	}
 }

@@ -93,7 +93,7 @@ type server struct {
 	canRead  bool // the server offers resources, and the read tool is offered
 	inflight map[*inflight]struct{}
 
-	exec executions // what the server says of its tools' execution
+	wire wireNotes // what is read off the wire (sniff.go)
 }
 
 // session is one connection to the server.
@@ -245,13 +245,13 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
-		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, e: &s.exec}
+		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, w: &s.wire}
 	} else {
 		hc := s.m.opts.HTTPClient
 		if hc == nil {
 			hc = http.DefaultClient
 		}
-		hc = &http.Client{Transport: sniffHTTP{next: headers{set: s.cfg.Headers, next: hc.Transport}, e: &s.exec}, Timeout: hc.Timeout, Jar: hc.Jar}
+		hc = &http.Client{Transport: sniffHTTP{next: headers{set: s.cfg.Headers, next: hc.Transport}, w: &s.wire}, Timeout: hc.Timeout, Jar: hc.Jar}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
@@ -307,7 +307,7 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
-		if s.exec.taskSupport(t.Name) == TaskRequired {
+		if s.wire.exec.taskSupport(t.Name) == TaskRequired {
 			// Offered, it would be approved and then fail: the SDK
 			// cannot run a call as a task.
 			left = append(left, LeftOut{Tool: t.Name, Why: "it runs only as a task (execution.taskSupport: required), which this client does not support"})
@@ -377,7 +377,8 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		return &sdk.ElicitResult{Action: string(tools.ElicitCancel)}, nil
 	}
 	c := calls[0]
-	schema, err := json.Marshal(req.Params.RequestedSchema)
+	// The schema as the server wrote it: its properties in its order.
+	schema, err := s.wire.forms.raw(req.Params.RequestedSchema)
 	if err != nil || req.Params.RequestedSchema == nil {
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}

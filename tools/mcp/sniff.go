@@ -13,11 +13,140 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The SDK's Tool has no field for a tool's execution (execution.taskSupport
-// of the tasks extension): what a server says of it is read from the
-// tools/list results as they arrive, before the SDK decodes them. A tool
-// whose taskSupport is "required" can only be run as a task, which the SDK
-// cannot do: it is not offered (see server.refresh).
+// Two things a server says are lost when the SDK decodes its messages, and
+// are read from the wire as the messages arrive:
+//
+//   - The SDK's Tool has no field for a tool's execution
+//     (execution.taskSupport of the tasks extension). A tool whose
+//     taskSupport is "required" can only be run as a task, which the SDK
+//     cannot do: it is not offered (see server.refresh).
+//   - A request for input's schema is decoded into a map, which loses the
+//     order of its properties: the order the server wants its form in. The
+//     schema as the server wrote it is kept (forms), and found again from
+//     the decoded one.
+
+// wireNotes is what is read off a server's wire.
+type wireNotes struct {
+	exec  executions
+	forms forms
+}
+
+// observe reads one JSON-RPC message from the server.
+func (w *wireNotes) observe(msg jsonrpc.Message) {
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		if m.Error == nil {
+			w.exec.observe(m.Result)
+			w.forms.fromResult(m.Result)
+		}
+	case *jsonrpc.Request:
+		if m.Method == "elicitation/create" {
+			w.forms.fromParams(m.Params)
+		}
+	}
+}
+
+// observeMessage reads one JSON-RPC message off the wire.
+func (w *wireNotes) observeMessage(data []byte) {
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		w.observe(msg)
+	}
+}
+
+// forms are the requested schemas of the latest requests for input, as
+// the server wrote them, by their canonical form (keys sorted).
+type forms struct {
+	mu   sync.Mutex
+	keys []string
+	m    map[string]json.RawMessage
+}
+
+// maxForms is how many schemas forms keeps; a schema is looked for right
+// after it arrived.
+const maxForms = 32
+
+func canonical(v any) (string, bool) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	var x any
+	if json.Unmarshal(b, &x) != nil {
+		return "", false
+	}
+	b, err = json.Marshal(x)
+	return string(b), err == nil
+}
+
+func (f *forms) add(raw json.RawMessage) {
+	if len(raw) == 0 || len(raw) > maxSniff {
+		return
+	}
+	key, ok := canonical(raw)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]json.RawMessage{}
+	}
+	if _, ok := f.m[key]; !ok {
+		f.keys = append(f.keys, key)
+	}
+	f.m[key] = bytes.Clone(raw)
+	for len(f.keys) > maxForms {
+		delete(f.m, f.keys[0])
+		f.keys = f.keys[1:]
+	}
+}
+
+// fromParams keeps the schema of an elicitation/create request.
+func (f *forms) fromParams(params json.RawMessage) {
+	var p struct {
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}
+	if json.Unmarshal(params, &p) == nil {
+		f.add(p.RequestedSchema)
+	}
+}
+
+// fromResult keeps the schemas of a result's input requests (an "input
+// required" result).
+func (f *forms) fromResult(result json.RawMessage) {
+	if !bytes.Contains(result, []byte(`"inputRequests"`)) {
+		return
+	}
+	var r struct {
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return
+	}
+	for _, ir := range r.InputRequests {
+		if ir.Method == "elicitation/create" {
+			f.fromParams(ir.Params)
+		}
+	}
+}
+
+// raw is the schema as the server wrote it, found from its decoded form;
+// else the decoded form, encoded again.
+func (f *forms) raw(decoded any) (json.RawMessage, error) {
+	key, ok := canonical(decoded)
+	if ok {
+		f.mu.Lock()
+		raw, found := f.m[key]
+		f.mu.Unlock()
+		if found {
+			return raw, nil
+		}
+	}
+	return json.Marshal(decoded)
+}
 
 // TaskRequired is taskSupport's value for a tool that runs only as a task.
 const TaskRequired = "required"
@@ -69,23 +198,12 @@ func (e *executions) observe(result json.RawMessage) {
 	}
 }
 
-// observeMessage reads one JSON-RPC message off the wire.
-func (e *executions) observeMessage(data []byte) {
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		return
-	}
-	if r, ok := msg.(*jsonrpc.Response); ok && r.Error == nil {
-		e.observe(r.Result)
-	}
-}
-
-// sniffTransport shows a stdio connection's responses to e. (The stdio
+// sniffTransport shows a stdio connection's messages to w. (The stdio
 // connection has nothing the SDK asks of a client connection beside
 // sdk.Connection, so wrapping it changes nothing else.)
 type sniffTransport struct {
 	sdk.Transport
-	e *executions
+	w *wireNotes
 }
 
 func (t sniffTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -93,28 +211,28 @@ func (t sniffTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sniffConn{Connection: c, e: t.e}, nil
+	return sniffConn{Connection: c, w: t.w}, nil
 }
 
 type sniffConn struct {
 	sdk.Connection
-	e *executions
+	w *wireNotes
 }
 
 func (c sniffConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if r, ok := msg.(*jsonrpc.Response); ok && err == nil && r.Error == nil {
-		c.e.observe(r.Result)
+	if err == nil {
+		c.w.observe(msg)
 	}
 	return msg, err
 }
 
 // sniffHTTP shows the JSON-RPC messages of an HTTP server's answers (a
-// JSON body, or the data lines of an event stream) to e, as they are
+// JSON body, or the data lines of an event stream) to w, as they are
 // read. It keeps at most maxSniff bytes of one message.
 type sniffHTTP struct {
 	next http.RoundTripper
-	e    *executions
+	w    *wireNotes
 }
 
 const maxSniff = 4 << 20
@@ -125,23 +243,23 @@ func (s sniffHTTP) RoundTrip(r *http.Request) (*http.Response, error) {
 		next = http.DefaultTransport
 	}
 	resp, err := next.RoundTrip(r)
-	if err != nil || r.Method != http.MethodPost || resp.Body == nil {
+	if err != nil || resp.Body == nil {
 		return resp, err
 	}
 	ct := resp.Header.Get("Content-Type")
 	switch {
-	case strings.HasPrefix(ct, "application/json"):
-		resp.Body = &sniffBody{ReadCloser: resp.Body, e: s.e}
+	case strings.HasPrefix(ct, "application/json") && r.Method == http.MethodPost:
+		resp.Body = &sniffBody{ReadCloser: resp.Body, w: s.w}
 	case strings.HasPrefix(ct, "text/event-stream"):
-		resp.Body = &sniffBody{ReadCloser: resp.Body, e: s.e, events: true}
+		resp.Body = &sniffBody{ReadCloser: resp.Body, w: s.w, events: true}
 	}
 	return resp, nil
 }
 
-// sniffBody passes a body through, and shows what it read to e.
+// sniffBody passes a body through, and shows what it read to w.
 type sniffBody struct {
 	io.ReadCloser
-	e      *executions
+	w      *wireNotes
 	events bool
 	buf    []byte
 	over   bool // the current message is longer than maxSniff
@@ -151,7 +269,7 @@ func (b *sniffBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.feed(p[:n])
 	if err == io.EOF && !b.events && !b.over {
-		b.e.observeMessage(b.buf)
+		b.w.observeMessage(b.buf)
 		b.buf = nil
 	}
 	return n, err
@@ -181,7 +299,7 @@ func (b *sniffBody) feed(p []byte) {
 		if !b.over {
 			line := append(b.buf, p[:i]...)
 			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
-				b.e.observeMessage(bytes.TrimSpace(data))
+				b.w.observeMessage(bytes.TrimSpace(data))
 			}
 		}
 		b.buf, b.over = b.buf[:0], false
