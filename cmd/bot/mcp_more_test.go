@@ -205,3 +205,78 @@ func TestMCPElicitationFormKeepsTheServersOrderAndTypes(t *testing.T) {
 		}
 	}
 }
+
+// submitOn submits a modal to the bot at addr.
+func (h *harness) submitOn(addr string, s slacktest.Submission) *http.Response {
+	h.t.Helper()
+	req := h.signer.Request(http.MethodPost, "http://"+addr+"/slack/interactions", "application/x-www-form-urlencoded", slacktest.ViewSubmission(s), time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("submit on %s: %v", addr, err)
+	}
+	return resp
+}
+
+// The replica running a call is killed while the call's form waits for
+// an answer (its stdio server dies with it). Another replica shows the
+// same request and takes the answer; the call, cut off, is retried from
+// the outcome-unknown card, its server asks again, and the saved answer
+// is its answer: one request in the thread, the call finishes once.
+func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
+	h := newHarness(t, everythingPolicy(t, ""))
+	h.model.Then(
+		llmtest.Reply("I need your details.", llmtest.Call("c1", "everything__trigger-elicitation-request", `{}`)),
+		llmtest.Reply("Thanks, Ada."),
+	)
+	h.command("sign me up", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	question := h.reply(root, "asks")
+	other := h.replica()
+	h.kill()
+
+	h.clickOn(other, question, "elicit_answer", requester)
+	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+	resp := h.submitOn(other, slacktest.Submission{User: requester, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+		Values: map[string]map[string]string{"field:name": {"value": "Ada Lovelace"}}})
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
+		t.Fatalf("submitting the form to the other replica answered %d %q", resp.StatusCode, body)
+	}
+	h.eventually(func() bool { return strings.Contains(h.card(question), "Answered by <@"+requester+">") }, "the request to say who answered")
+
+	// The other replica takes the thread over once the killed one's lease
+	// lapses: the call was cut off.
+	var unknown slacktest.Call
+	deadline := time.Now().Add(60 * time.Second)
+	for unknown.TS == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no outcome-unknown card after the replica died")
+		}
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, "retry") && hasAction(c, "mark_done") {
+				unknown = c
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.clickOn(other, unknown, "retry", approver)
+	h.reply(root, "Thanks, Ada.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "Name: Ada Lovelace") {
+		t.Errorf("the model was told %q; want the answer given after the crash", got)
+	}
+	asked := 0
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.Contains(c.Text, "asks") && hasAction(c, "elicit_answer") || strings.Contains(h.card(c), "asks for your input") {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Errorf("%d requests for input in the thread, want the one, answered once", asked)
+	}
+	if n := len(h.model.Requests()); n != 2 {
+		t.Errorf("the model was asked %d times, want 2: the call finished once", n)
+	}
+	if !strings.Contains(h.logs.String(), "answered with the answer given before") {
+		t.Errorf("the retried call was not answered from the saved answer")
+	}
+}
