@@ -222,8 +222,9 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		Capabilities:                &sdk.ClientCapabilities{},
 		ElicitationHandler:          s.elicit,
 		ProgressNotificationHandler: s.progress,
-		LoggingMessageHandler:       s.logMessage, //nolint:staticcheck // deprecated in the newest protocol, still sent by servers
-
+		// Deprecated by the newest protocol, and still what servers send.
+		//lint:ignore SA1019 servers still send log notifications
+		LoggingMessageHandler: s.logMessage,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			s.m.goRefresh(s)
 		},
