@@ -220,9 +220,16 @@ func (h *harness) submitOn(addr string, s slacktest.Submission) *http.Response {
 // The replica running a call is killed while the call's form waits for
 // an answer (its stdio server dies with it). Another replica shows the
 // same request and takes the answer; the call, cut off, is retried from
-// the outcome-unknown card, its server asks again, and the saved answer
-// is its answer: one request in the thread, the call finishes once.
+// the outcome-unknown card and its server asks again. Answered before the
+// retry, the saved answer is the answer at once; answered after it, the
+// same message takes it. Either way: one request in the thread, the call
+// finishes once.
 func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
+	t.Run("answered before the retry", func(t *testing.T) { inputRequestAcrossACrash(t, true) })
+	t.Run("answered after the retry", func(t *testing.T) { inputRequestAcrossACrash(t, false) })
+}
+
+func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {
 	h := newHarness(t, everythingPolicy(t, ""))
 	h.model.Then(
 		llmtest.Reply("I need your details.", llmtest.Call("c1", "everything__trigger-elicitation-request", `{}`)),
@@ -235,14 +242,19 @@ func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
 	other := h.replica()
 	h.kill()
 
-	h.clickOn(other, question, "elicit_answer", requester)
-	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
-	resp := h.submitOn(other, slacktest.Submission{User: requester, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
-		Values: map[string]map[string]string{"field:name": {"value": "Ada Lovelace"}}})
-	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
-		t.Fatalf("submitting the form to the other replica answered %d %q", resp.StatusCode, body)
+	answer := func() {
+		h.clickOn(other, question, "elicit_answer", requester)
+		view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+		resp := h.submitOn(other, slacktest.Submission{User: requester, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+			Values: map[string]map[string]string{"field:name": {"value": "Ada Lovelace"}}})
+		if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
+			t.Fatalf("submitting the form to the other replica answered %d %q", resp.StatusCode, body)
+		}
+		h.eventually(func() bool { return strings.Contains(h.card(question), "Answered by <@"+requester+">") }, "the request to say who answered")
 	}
-	h.eventually(func() bool { return strings.Contains(h.card(question), "Answered by <@"+requester+">") }, "the request to say who answered")
+	if answerFirst {
+		answer()
+	}
 
 	// The other replica takes the thread over once the killed one's lease
 	// lapses: the call was cut off.
@@ -259,14 +271,31 @@ func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	updates := len(h.slack.CallsTo("chat.update"))
 	h.clickOn(other, unknown, "retry", approver)
+	want := "answered with the answer given before"
+	if !answerFirst {
+		want = "the request already posted waits for the answer"
+		h.eventually(func() bool { return strings.Contains(h.logs.String(), want) }, "the retried call to wait on the same request")
+		// The message now gives the new attempt's deadline; its buttons
+		// are the same.
+		h.eventually(func() bool {
+			for _, c := range h.slack.CallsTo("chat.update")[updates:] {
+				if c.TS == question.TS && strings.Contains(string(c.Blocks), "elicit_answer") {
+					return true
+				}
+			}
+			return false
+		}, "the request to be shown again with its new deadline")
+		answer()
+	}
 	h.reply(root, "Thanks, Ada.")
 	if got := lastToolResult(t, h); !strings.Contains(got, "Name: Ada Lovelace") {
 		t.Errorf("the model was told %q; want the answer given after the crash", got)
 	}
 	asked := 0
 	for _, c := range h.slack.Messages(root.Channel, root.TS) {
-		if strings.Contains(c.Text, "asks") && hasAction(c, "elicit_answer") || strings.Contains(h.card(c), "asks for your input") {
+		if hasAction(c, "elicit_answer") || strings.Contains(h.card(c), "asks for your input") {
 			asked++
 		}
 	}
@@ -276,7 +305,7 @@ func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
 	if n := len(h.model.Requests()); n != 2 {
 		t.Errorf("the model was asked %d times, want 2: the call finished once", n)
 	}
-	if !strings.Contains(h.logs.String(), "answered with the answer given before") {
-		t.Errorf("the retried call was not answered from the saved answer")
+	if !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %q", want)
 	}
 }
