@@ -56,7 +56,7 @@ func (t *tool) readResource(ctx context.Context, sess *session, args json.RawMes
 	res, err := sess.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: a.URI})
 	switch {
 	case err == nil:
-	case errors.Is(context.Cause(ctx), errCallTimeout):
+	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s", t.srv.cfg.Name, t.srv.cfg.Timeout)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the read: %w", t.srv.cfg.Name, ErrUnavailable)

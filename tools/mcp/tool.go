@@ -142,7 +142,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	res, err := sess.cs.CallTool(ctx, params)
 	switch {
 	case err == nil:
-	case errors.Is(context.Cause(ctx), errCallTimeout):
+	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
