@@ -23,11 +23,21 @@
 // or idempotentHint).
 //
 // A server's request for input during a call (elicitation/create, form
-// mode) goes to the Elicitor, which asks the person who asked for the
-// run; no answer within the call's timeout cancels it. The request is
-// attributed to the one call of that server in flight in this process;
-// when several are, it is cancelled rather than shown to someone who
-// may not be the right person. URL-mode requests are declined.
+// mode, or an "input required" result, which the SDK answers and retries
+// with the server's state) goes to the Elicitor, which asks the person
+// who asked for the run; no answer within the call's timeout cancels it.
+// The request is attributed to the one call of that server in flight in
+// this process; when several are, it is cancelled rather than shown to
+// someone who may not be the right person. URL-mode requests are
+// declined. Its schema reaches the Elicitor as the server wrote it, so
+// that the form keeps the server's order (sniff.go).
+//
+// A tool that runs only as a task (execution.taskSupport: required) is
+// not offered (Status.LeftOut says so). Every call asks for progress:
+// progress gives the call more time, up to MaxCall, and goes to the
+// ProgressReporter (progress.go). Log notifications go to the log, never
+// to the model. A server with resources has a read tool,
+// <server>__read_resource (resources.go).
 //
 // A stdio server never holds the bot's secrets nor its privileges over
 // the bot: it starts with BaseEnv, its inherit_env and its env only; when
