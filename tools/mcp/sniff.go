@@ -263,6 +263,10 @@ type sniffBody struct {
 	events bool
 	buf    []byte
 	over   bool // the current message is longer than maxSniff
+	// data is the current event's data: its data lines, joined by
+	// newlines, until the blank line that ends the event.
+	data     []byte
+	dataOver bool
 }
 
 func (b *sniffBody) Read(p []byte) (int, error) {
@@ -296,13 +300,37 @@ func (b *sniffBody) feed(p []byte) {
 			}
 			return
 		}
-		if !b.over {
-			line := append(b.buf, p[:i]...)
-			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
-				b.w.observeMessage(bytes.TrimSpace(data))
-			}
+		if b.over {
+			b.dataOver = true
+		} else {
+			b.line(bytes.TrimSuffix(append(b.buf, p[:i]...), []byte("\r")))
 		}
 		b.buf, b.over = b.buf[:0], false
 		p = p[i+1:]
 	}
+}
+
+// line reads one line of an event stream: a data line adds to the
+// event's data, a blank line ends the event.
+func (b *sniffBody) line(line []byte) {
+	if len(line) == 0 {
+		if !b.dataOver && len(b.data) > 0 {
+			b.w.observeMessage(b.data)
+		}
+		b.data, b.dataOver = b.data[:0], false
+		return
+	}
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok || b.dataOver {
+		return
+	}
+	data = bytes.TrimPrefix(data, []byte(" "))
+	if len(b.data)+len(data)+1 > maxSniff {
+		b.data, b.dataOver = nil, true
+		return
+	}
+	if len(b.data) > 0 {
+		b.data = append(b.data, '\n')
+	}
+	b.data = append(b.data, data...)
 }

@@ -16,9 +16,10 @@ func FuzzSniffBody(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`), 3)
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"number"}}}}}`), 10)
 	f.Add([]byte("data: {\"x\":\r\n\n"), 1)
+	f.Add([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":9,\"result\":{}}\n\n"), 7)
 	f.Fuzz(func(t *testing.T, extra []byte, cut int) {
 		for _, events := range []bool{false, true} {
-			body := append(append([]byte{}, extra...), '\n')
+			body := append(append([]byte{}, extra...), "\n\n"...)
 			if events {
 				body = append(append(append(body, "data: "...), list...), "\n\n"...)
 			} else {
@@ -68,5 +69,18 @@ func TestFormsKeepTheServersOrder(t *testing.T) {
 	}
 	if z, a := bytes.Index(raw, []byte("zeta")), bytes.Index(raw, []byte("alpha")); z < 0 || a < z {
 		t.Errorf("schema = %s; want zeta before alpha, as the server wrote it", raw)
+	}
+}
+
+// An event's data may come in several data lines.
+func TestSniffEventOfSeveralDataLines(t *testing.T) {
+	var w wireNotes
+	stream := "event: message\r\nid: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\r\ndata: \"result\":{\"tools\":[{\"name\":\"t\",\"execution\":{\"taskSupport\":\"required\"}}]}}\r\n\r\n"
+	b := &sniffBody{ReadCloser: io.NopCloser(&chunked{data: []byte(stream), n: 5}), w: &w, events: true}
+	if _, err := io.ReadAll(b); err != nil {
+		t.Fatal(err)
+	}
+	if w.exec.taskSupport("t") != TaskRequired {
+		t.Errorf("the tools/list result in two data lines was not read")
 	}
 }
