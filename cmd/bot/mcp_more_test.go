@@ -11,6 +11,11 @@ import (
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
+// serverStart bounds the wait for what comes after server-everything's
+// start, the first time a process needs it: npx is slow on a busy
+// machine, the more so under the race detector.
+const serverStart = 90 * time.Second
+
 // server-everything's simulate-research-query runs only as a task, which
 // the client cannot do: it is not offered, so no card is ever shown for a
 // call that would fail, and `bot tools` and /readyz say why it is missing.
@@ -18,7 +23,7 @@ func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
 	h := newHarness(t, everythingPolicy(t, ""))
 	h.model.Then(llmtest.Reply("Adding.", llmtest.Call("c1", "everything__get-sum", `{"a":1,"b":1}`)))
 	h.command("add", nil, nil)
-	h.cards(h.root(1), 1)
+	h.cardWith(h.root(1), "approve", serverStart)
 	offered := map[string]bool{}
 	for _, tool := range h.model.Requests()[0].Tools {
 		offered[tool.Function.Name] = true
@@ -63,7 +68,7 @@ func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
 	)
 	h.command("run the long job", nil, nil)
 	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	card := h.cardWith(root, "approve", serverStart)
 	h.click(card, "approve", approver)
 	h.eventually(func() bool {
 		for _, c := range h.slack.CallsTo("chat.update") {
@@ -125,7 +130,7 @@ func TestMCPReadALinkedResource(t *testing.T) {
 	)
 	h.command("what does the text resource say?", nil, nil)
 	root := h.root(1)
-	card := h.cards(root, 1)[0]
+	card := h.cardWith(root, "approve", serverStart)
 	// The model was told of the link and of the tool that reads it.
 	link := h.model.Requests()[1].Messages
 	if got, want := link[len(link)-1].Text(), "[resource link "+uri+` "Text Resource 2"; read it with everything__read_resource]`; !strings.Contains(got, want) {
@@ -152,7 +157,7 @@ func TestMCPElicitationFormKeepsTheServersOrderAndTypes(t *testing.T) {
 	)
 	h.command("sign me up", nil, nil)
 	root := h.root(1)
-	question := h.reply(root, "asks")
+	question := h.cardWith(root, "elicit_answer", serverStart)
 	h.click(question, "elicit_answer", requester)
 	opened := h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0]
 	var view struct {
@@ -237,8 +242,8 @@ func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {
 	)
 	h.command("sign me up", nil, nil)
 	root := h.root(1)
-	h.click(h.cards(root, 1)[0], "approve", approver)
-	question := h.reply(root, "asks")
+	h.click(h.cardWith(root, "approve", serverStart), "approve", approver)
+	question := h.cardWith(root, "elicit_answer", serverStart)
 	other := h.replica()
 	h.kill()
 
@@ -276,7 +281,13 @@ func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {
 	want := "answered with the answer given before"
 	if !answerFirst {
 		want = "the request already posted waits for the answer"
-		h.eventually(func() bool { return strings.Contains(h.logs.String(), want) }, "the retried call to wait on the same request")
+		// The other replica starts its own server first.
+		for !strings.Contains(h.logs.String(), want) {
+			if time.Now().After(deadline.Add(serverStart)) {
+				t.Fatalf("the retried call did not wait on the same request")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		// The message now gives the new attempt's deadline; its buttons
 		// are the same.
 		h.eventually(func() bool {
@@ -289,7 +300,7 @@ func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {
 		}, "the request to be shown again with its new deadline")
 		answer()
 	}
-	h.reply(root, "Thanks, Ada.")
+	replyWithin(t, h, root, "Thanks, Ada.", serverStart)
 	if got := lastToolResult(t, h); !strings.Contains(got, "Name: Ada Lovelace") {
 		t.Errorf("the model was told %q; want the answer given after the crash", got)
 	}
@@ -308,4 +319,20 @@ func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {
 	if !strings.Contains(h.logs.String(), want) {
 		t.Errorf("the log does not say %q", want)
 	}
+}
+
+// replyWithin waits up to within for a thread message whose text
+// contains want.
+func replyWithin(t *testing.T, h *harness, root slacktest.Call, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if strings.Contains(c.Text, want) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for a reply containing %q", want)
 }
