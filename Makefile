@@ -73,6 +73,7 @@ FUZZ_TARGETS = \
 	./tools:FuzzRedact \
 	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
+	./tools/mcp:FuzzSniffBody \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \

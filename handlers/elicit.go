@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,18 @@ import (
 // the store's mailbox to the process whose call is waiting, whichever
 // replica received the click. No answer before the call's deadline
 // cancels the request, and the message says so.
+//
+// A request is saved in the store like a card: what was asked, of whom,
+// until when, and, once given, its answer. It outlives the process that
+// asked: if that process dies while the form waits, the message's buttons
+// still work on any replica, and the answer is kept. The call itself was
+// cut off with its process (a stdio server dies with it), so it runs
+// again as any call cut off by a crash does (at once if it is
+// idempotent, else when a person chooses Retry on the outcome-unknown
+// card). When its server then asks the same question in the same call,
+// the saved request is used again rather than a new one posted: an answer
+// given meanwhile is the answer at once, otherwise the same message waits
+// for one, its deadline now the new attempt's.
 
 // Mailbox carries an answer from the process that received it to the one
 // waiting for it. *redisstore.Store is a Mailbox; several processes may
@@ -45,6 +58,11 @@ type elicitRecord struct {
 	Message   string          `json:"message"`
 	Schema    json.RawMessage `json:"schema"`
 	Deadline  time.Time       `json:"deadline"`
+	// Call and Attempt are the call and the attempt that asked; TS is
+	// the message that asks.
+	Call    string `json:"call,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	TS      string `json:"ts,omitempty"`
 }
 
 // Elicitor asks people in Slack threads for what a tool needs. It is a
@@ -82,29 +100,57 @@ func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.Elic
 	if !ok {
 		deadline = time.Now().Add(24 * time.Hour)
 	}
-	rec := elicitRecord{Thread: el.Call.Thread, Requester: el.Call.Requester, Tool: el.Tool, Message: el.Message, Schema: el.Schema, Deadline: deadline}
-	raw, _ := json.Marshal(rec)
-	id, err := randomID()
-	if err != nil {
-		return tools.ElicitAnswer{}, err
-	}
 	ttl := time.Until(deadline) + elicitTTL
-	if err := e.rep.store.PutRef(ctx, elicitRef(id), raw, ttl); err != nil {
-		return tools.ElicitAnswer{}, fmt.Errorf("store elicitation: %w", err)
-	}
 	log := e.log.WithFields(logrus.Fields{"thread": el.Call.Thread, "call": el.Call.Call, "tool": el.Tool})
-	ts, err := e.rep.post(ctx, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
-	if err != nil {
-		return tools.ElicitAnswer{}, fmt.Errorf("post elicitation: %w", err)
+	byCall := elicitCallRef(el)
+	id, rec, saved, found := e.earlier(ctx, byCall, el.Call.Attempt)
+	switch {
+	case found && saved != nil:
+		log.WithField("action", string(saved.Action)).Info("the call asked again; answered with the answer given before")
+		return *saved, nil
+	case found:
+		// Still waiting: the same message waits on, until the new deadline.
+		rec.Deadline, rec.Attempt = deadline, el.Call.Attempt
+		if err := e.save(ctx, id, rec, byCall, ttl); err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		if rec.TS != "" {
+			err := e.rep.retry(ctx, func() error {
+				_, _, _, err := e.rep.api.UpdateMessageContext(ctx, channel, rec.TS, slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false),
+					slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
+				return err
+			})
+			if err != nil {
+				log.WithError(err).Warn("updating the deadline of a request for input")
+			}
+		}
+		log.Info("the call asked again; the request already posted waits for the answer")
+	default:
+		rec = elicitRecord{Thread: el.Call.Thread, Requester: el.Call.Requester, Tool: el.Tool, Message: el.Message, Schema: el.Schema,
+			Deadline: deadline, Call: el.Call.Call, Attempt: el.Call.Attempt}
+		if id, err = randomID(); err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		if err := e.save(ctx, id, rec, "", ttl); err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		ts, err := e.rep.post(ctx, channel, slack.MsgOptionTS(root),
+			slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
+		if err != nil {
+			return tools.ElicitAnswer{}, fmt.Errorf("post elicitation: %w", err)
+		}
+		rec.TS = ts
+		if err := e.save(ctx, id, rec, byCall, ttl); err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		log.Info("asked the requester for input")
 	}
-	log.Info("asked the requester for input")
 	data, err := e.mail.Receive(ctx, elicitRef(id))
 	if err != nil {
 		// Whoever answers now is told it is too late.
 		bg := context.WithoutCancel(ctx)
 		if _, first, derr := e.rep.store.Claim(bg, rec.Thread, elicitRef(id), []byte(elicitClosed)); derr == nil && first {
-			e.settle(bg, channel, ts, rec, "⌛ Nobody answered in time; the request was cancelled.")
+			e.settle(bg, channel, rec.TS, rec, "⌛ Nobody answered in time; the request was cancelled.")
 		}
 		return tools.ElicitAnswer{}, err
 	}
@@ -114,6 +160,52 @@ func (e *Elicitor) Elicit(ctx context.Context, el tools.Elicitation) (tools.Elic
 	}
 	log.WithField("action", string(ans.Action)).Info("the requester answered")
 	return ans, nil
+}
+
+// earlier finds the request an earlier attempt of the call made with the
+// same question, and its answer if it has one (the answer is claimed in
+// the thread, see deliverElicitation). A request that expired is not used
+// again.
+func (e *Elicitor) earlier(ctx context.Context, byCall string, attempt int) (string, elicitRecord, *tools.ElicitAnswer, bool) {
+	var rec elicitRecord
+	raw, ok, err := e.rep.store.Ref(ctx, byCall)
+	if err != nil || !ok {
+		return "", rec, nil, false
+	}
+	id := string(raw)
+	raw, ok, err = e.rep.store.Ref(ctx, elicitRef(id))
+	if err != nil || !ok || json.Unmarshal(raw, &rec) != nil || rec.Attempt == attempt {
+		return "", rec, nil, false
+	}
+	claims, err := e.rep.store.ClaimValues(ctx, rec.Thread, []string{elicitRef(id)})
+	if err != nil {
+		return "", rec, nil, false
+	}
+	v, answered := claims[elicitRef(id)]
+	if !answered {
+		return id, rec, nil, true
+	}
+	var ans tools.ElicitAnswer
+	if string(v) == elicitClosed || json.Unmarshal(v, &ans) != nil {
+		return "", rec, nil, false
+	}
+	return id, rec, &ans, true
+}
+
+// save stores a request, and, if byCall is set, that it is its call's
+// request for its question.
+func (e *Elicitor) save(ctx context.Context, id string, rec elicitRecord, byCall string, ttl time.Duration) error {
+	raw, _ := json.Marshal(rec)
+	if err := e.rep.store.PutRef(ctx, elicitRef(id), raw, ttl); err != nil {
+		return fmt.Errorf("store elicitation: %w", err)
+	}
+	if byCall == "" {
+		return nil
+	}
+	if err := e.rep.store.PutRef(ctx, byCall, []byte(id), ttl); err != nil {
+		return fmt.Errorf("store elicitation: %w", err)
+	}
+	return nil
 }
 
 func (e *Elicitor) settle(ctx context.Context, channel, ts string, rec elicitRecord, line string) {
@@ -132,6 +224,17 @@ func settleElicitation(ctx context.Context, rep *Reporter, channel, ts string, r
 }
 
 func elicitRef(id string) string { return "elicit:" + id }
+
+// elicitCallRef names a call's request for one question: the thread, the
+// call, the tool, the message and the schema.
+func elicitCallRef(el tools.Elicitation) string {
+	h := sha256.New()
+	for _, part := range []string{el.Call.Thread, el.Call.Call, el.Tool, el.Message, string(el.Schema)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return "elicit-call:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
 
 func randomID() (string, error) {
 	var b [12]byte

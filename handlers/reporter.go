@@ -49,6 +49,8 @@ type Reporter struct {
 	home atomic.Pointer[Home]
 	// rounds keeps the records of recent cards (see roundRecords).
 	rounds roundCache
+	// running are the cards of the calls running here (see progress.go).
+	running runningCards
 }
 
 // WithHome makes the reporter keep the Home tabs of those who opened
@@ -132,6 +134,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts-1, requester)
 	case runner.CallFinished:
 		c := *e.Call
+		r.running.finished(e.Thread, c.Key)
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
 		}
@@ -186,6 +189,9 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 			slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 		return err
 	})
+	if c.Status == agent.Running && err == nil {
+		r.running.started(thread, c.Key, &runningCard{channel: channel, ts: string(ts), text: slackui.CardText(c), blocks: blocks})
+	}
 	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign/slacksim/internal/wire"
@@ -119,11 +120,12 @@ func (s *Simulator) blockActions(u User, m Message, action map[string]any, trigg
 func (s *Simulator) viewPayload(kind string, u User, v View, values map[string]map[string]string, triggerID string) []byte {
 	var view map[string]any
 	_ = json.Unmarshal(v.View, &view) // the simulator wrote it
+	types := elementTypes(view)
 	state := map[string]any{}
 	for block, actions := range values {
 		vs := map[string]any{}
 		for action, value := range actions {
-			vs[action] = map[string]any{"type": "plain_text_input", "value": value}
+			vs[action] = inputState(types[block+"\x00"+action], value)
 		}
 		state[block] = vs
 	}
@@ -147,4 +149,53 @@ func (s *Simulator) viewPayload(kind string, u User, v View, values map[string]m
 
 func (s *Simulator) userJSON(u User) map[string]any {
 	return map[string]any{"id": u.ID, "username": strings.ToLower(u.Name), "name": strings.ToLower(u.Name), "team_id": s.opts.TeamID}
+}
+
+// elementTypes are the types of a view's input elements, by block ID and
+// action ID (joined by a NUL).
+func elementTypes(view map[string]any) map[string]string {
+	types := map[string]string{}
+	blocks, _ := view["blocks"].([]any)
+	for _, b := range blocks {
+		block, _ := b.(map[string]any)
+		el, _ := block["element"].(map[string]any)
+		id, _ := block["block_id"].(string)
+		action, _ := el["action_id"].(string)
+		if t, ok := el["type"].(string); ok {
+			types[id+"\x00"+action] = t
+		}
+	}
+	return types
+}
+
+// inputState is an input's state in a submission, as Slack sends it for
+// the element's type, from the value the page read from it: the text,
+// the selected values as a JSON array, the date, or a Unix time.
+func inputState(elementType, value string) map[string]any {
+	option := func(v string) map[string]any {
+		return map[string]any{"value": v, "text": map[string]any{"type": "plain_text", "text": v}}
+	}
+	switch elementType {
+	case "static_select":
+		if value == "" {
+			return map[string]any{"type": elementType, "selected_option": nil}
+		}
+		return map[string]any{"type": elementType, "selected_option": option(value)}
+	case "multi_static_select", "checkboxes":
+		var vs []string
+		_ = json.Unmarshal([]byte(value), &vs) // none selected when it is not a list
+		opts := []any{}
+		for _, v := range vs {
+			opts = append(opts, option(v))
+		}
+		return map[string]any{"type": elementType, "selected_options": opts}
+	case "datepicker":
+		return map[string]any{"type": elementType, "selected_date": value}
+	case "datetimepicker":
+		n, _ := strconv.ParseInt(value, 10, 64)
+		return map[string]any{"type": elementType, "selected_date_time": n}
+	case "number_input":
+		return map[string]any{"type": elementType, "value": value}
+	}
+	return map[string]any{"type": "plain_text_input", "value": value}
 }

@@ -68,6 +68,7 @@ type ElicitField struct {
 	// properties).
 	Name        string          `json:"-"`
 	Type        string          `json:"type"`
+	Format      string          `json:"format"`
 	Title       string          `json:"title"`
 	Description string          `json:"description"`
 	Enum        []any           `json:"enum"`
@@ -153,10 +154,12 @@ func (f ElicitField) options() []*slack.OptionBlockObject {
 // maxElicitFields keeps the form within Slack's 100 blocks.
 const maxElicitFields = 90
 
-// ElicitForm is the modal that asks for the requested schema's values:
-// a text input per string, a number input per number or integer, a
-// checkbox per boolean, a menu per enum, a multi-select per array of
-// enum values, one input per field in the order of fields. Other
+// ElicitForm is the modal that asks for the requested schema's values,
+// one input per field in the order of fields: a text input per string, a
+// date picker per string of format date, a date and time picker per
+// string of format date-time, a number input per number or integer, a
+// checkbox per boolean, a menu per enum, a multi-select per array of enum
+// values. Other
 // properties are not asked for. meta is kept as the view's private
 // metadata.
 func ElicitForm(tool, message string, fields []ElicitField, meta string) (slack.ModalViewRequest, error) {
@@ -218,6 +221,22 @@ func elicitElement(f ElicitField) slack.BlockElement {
 				if o.Value == fmt.Sprint(def) {
 					el.InitialOption = o
 				}
+			}
+		}
+		return el
+	case f.Type == "string" && f.Format == "date":
+		el := slack.NewDatePickerBlockElement(ElicitActionID)
+		var def string
+		if json.Unmarshal(f.Default, &def) == nil {
+			el.InitialDate = def
+		}
+		return el
+	case f.Type == "string" && f.Format == "date-time":
+		el := slack.NewDateTimePickerBlockElement(ElicitActionID)
+		var def string
+		if json.Unmarshal(f.Default, &def) == nil {
+			if t, err := time.Parse(time.RFC3339, def); err == nil {
+				el.InitialDateTime = t.Unix()
 			}
 		}
 		return el
@@ -284,8 +303,13 @@ func ElicitContent(schema json.RawMessage, state *slack.ViewState) (map[string]a
 			fallthrough
 		default:
 			v := a.Value
-			if a.SelectedOption.Value != "" {
+			switch {
+			case a.SelectedOption.Value != "":
 				v = a.SelectedOption.Value
+			case a.SelectedDate != "":
+				v = a.SelectedDate
+			case a.SelectedDateTime != 0:
+				v = time.Unix(a.SelectedDateTime, 0).UTC().Format(time.RFC3339)
 			}
 			if v == "" {
 				continue

@@ -105,6 +105,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	rep.WithTools(svc.tools) // before anything runs
 	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
+	svc.tools.SetProgressReporter(rep)
 	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store,
 		Home: svc.store, TeamURL: auth.URL})
 	rep.WithHome(srv.Home())

@@ -76,6 +76,12 @@ func toolsCmd(ctx context.Context, getenv func(string) string, stdout, stderr io
 		if st.Err != "" {
 			fmt.Fprintf(stdout, "\nMCP server %s is %s, its tools are not listed: %s\n  (%s)\n", st.Name, st.State, st.Err, st.Endpoint)
 		}
+		if len(st.LeftOut) > 0 {
+			fmt.Fprintf(stdout, "\nMCP server %s lists these tools, which are not offered:\n", st.Name)
+			for _, l := range st.LeftOut {
+				fmt.Fprintf(stdout, "  %s: %s\n", quotedName(l.Tool), l.Why)
+			}
+		}
 	}
 	if modelErr != nil {
 		fmt.Fprintf(stdout, "\nThe model is not configured, so the tools it would leave out are not known: %v\n", modelErr)

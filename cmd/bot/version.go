@@ -4,12 +4,20 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/countersign/countersign/tools/mcp"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=v1.2.3");
 // without it the module version and VCS revision from the build info
 // stand in.
 var version = ""
+
+// MCP servers are told the bot's version.
+func init() {
+	ver, _, _ := buildVersion()
+	mcp.SetClientVersion(ver)
+}
 
 // buildVersion describes this build: its version, VCS revision and Go
 // version.

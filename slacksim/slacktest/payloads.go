@@ -123,13 +123,16 @@ func AppHomeOpened(eventID, user string) []byte {
 }
 
 // Submission is a person submitting a modal, for ViewSubmission. Values
-// are the plain_text_input values by block ID and action ID. Empty fields
+// are the plain_text_input values by block ID and action ID; State, the
+// state of other inputs, as Slack sends it (e.g. {"type": "datepicker",
+// "selected_date": "2026-01-02"}), by block ID and action ID. Empty fields
 // get defaults: User UserID, ViewID and Hash fresh unique values.
 type Submission struct {
 	User                        string
 	ViewID, Hash                string
 	CallbackID, PrivateMetadata string
 	Values                      map[string]map[string]string
+	State                       map[string]map[string]any
 }
 
 // ViewSubmission is the form body Slack sends when a person submits a
@@ -143,6 +146,16 @@ func ViewSubmission(s Submission) []byte {
 		vs := map[string]any{}
 		for action, value := range actions {
 			vs[action] = map[string]any{"type": "plain_text_input", "value": value}
+		}
+		values[block] = vs
+	}
+	for block, actions := range s.State {
+		vs, _ := values[block].(map[string]any)
+		if vs == nil {
+			vs = map[string]any{}
+		}
+		for action, state := range actions {
+			vs[action] = state
 		}
 		values[block] = vs
 	}

@@ -331,10 +331,103 @@
     });
   }
 
+  // inputControl is the control of an input block's element, or null for
+  // an element the playground does not draw. Its data-kind says how
+  // readValues reads it (see controlValue).
+  function inputControl(e) {
+    const optionEl = (o) => {
+      const opt = el('option', null, o.text ? o.text.text : o.value);
+      opt.value = o.value;
+      return opt;
+    };
+    const initial = (e.initial_options || []).map((o) => o.value);
+    switch (e.type) {
+      case 'plain_text_input': {
+        const input = e.multiline ? el('textarea') : el('input');
+        if (!e.multiline) input.type = 'text';
+        input.value = e.initial_value || '';
+        if (e.placeholder) input.placeholder = e.placeholder.text;
+        if (e.max_length) input.maxLength = e.max_length;
+        input.spellcheck = false;
+        return input;
+      }
+      case 'number_input': {
+        const input = el('input');
+        input.type = 'number';
+        input.step = e.is_decimal_allowed ? 'any' : '1';
+        if (e.min_value !== undefined) input.min = e.min_value;
+        if (e.max_value !== undefined) input.max = e.max_value;
+        input.value = e.initial_value || '';
+        return input;
+      }
+      case 'static_select': {
+        const select = el('select');
+        select.append(optionEl({ value: '', text: { text: '—' } }), ...(e.options || []).map(optionEl));
+        select.value = e.initial_option ? e.initial_option.value : '';
+        return select;
+      }
+      case 'multi_static_select': {
+        const select = el('select');
+        select.multiple = true;
+        select.dataset.kind = 'multi';
+        select.append(...(e.options || []).map(optionEl));
+        for (const o of select.options) o.selected = initial.includes(o.value);
+        return select;
+      }
+      case 'checkboxes': {
+        const group = el('div', 'checks');
+        group.dataset.kind = 'checks';
+        group.setAttribute('role', 'group');
+        for (const o of e.options || []) {
+          const label = el('label', 'check');
+          const box = el('input');
+          box.type = 'checkbox';
+          box.value = o.value;
+          box.checked = initial.includes(o.value);
+          label.append(box, ' ' + (o.text ? o.text.text : o.value));
+          group.append(label);
+        }
+        return group;
+      }
+      case 'datepicker': {
+        const input = el('input');
+        input.type = 'date';
+        input.value = e.initial_date || '';
+        return input;
+      }
+      case 'datetimepicker': {
+        const input = el('input');
+        input.type = 'datetime-local';
+        input.dataset.kind = 'datetime';
+        if (e.initial_date_time) {
+          const d = new Date(e.initial_date_time * 1000);
+          input.value = new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+        }
+        return input;
+      }
+    }
+    return null;
+  }
+
+  // controlValue is what a control holds, as the simulator reads it: the
+  // text, the selected values as a JSON array, or a Unix time.
+  function controlValue(input) {
+    switch (input.dataset.kind) {
+      case 'multi':
+        return JSON.stringify(Array.from(input.selectedOptions).map((o) => o.value));
+      case 'checks':
+        return JSON.stringify(Array.from(input.querySelectorAll('input:checked')).map((c) => c.value));
+      case 'datetime':
+        return input.value ? String(Math.floor(new Date(input.value).getTime() / 1000)) : '';
+    }
+    return input.value;
+  }
+
   function inputBlock(b, ctx) {
     const wrap = el('div', 'input-block');
     const e = b.element || {};
-    if (e.type !== 'plain_text_input') {
+    const input = inputControl(e);
+    if (!input) {
       wrap.append(el('div', 'unsupported', '[' + e.type + ' input]'));
       return wrap;
     }
@@ -342,17 +435,11 @@
     const label = el('label', null, b.label ? b.label.text : '');
     label.htmlFor = id;
     if (b.optional) label.append(el('span', 'optional', ' (optional)'));
-    const input = e.multiline ? el('textarea') : el('input');
-    if (!e.multiline) input.type = 'text';
     input.id = id;
     input.dataset.block = b.block_id;
     input.dataset.action = e.action_id;
-    input.value = e.initial_value || '';
-    if (e.placeholder) input.placeholder = e.placeholder.text;
-    if (e.max_length) input.maxLength = e.max_length;
     if (e.focus_on_load) input.dataset.focus = 'true';
     input.required = !b.optional;
-    input.spellcheck = false;
     wrap.append(label, input);
     const described = [];
     const error = ctx.view && ctx.view.errors ? ctx.view.errors[b.block_id] : '';
@@ -507,7 +594,7 @@
     const values = {};
     for (const input of root.querySelectorAll('[data-block]')) {
       values[input.dataset.block] = values[input.dataset.block] || {};
-      values[input.dataset.block][input.dataset.action] = input.value;
+      values[input.dataset.block][input.dataset.action] = controlValue(input);
     }
     return values;
   }
@@ -579,7 +666,7 @@
     if (keep) {
       for (const input of form.querySelectorAll('[data-block]')) {
         const k = keep[input.dataset.block];
-        if (k && input.dataset.action in k) input.value = k[input.dataset.action];
+        if (k && input.dataset.action in k && !input.dataset.kind) input.value = k[input.dataset.action];
       }
     }
     const focus = form.querySelector('[aria-invalid=true]') || (isNew && (form.querySelector('[data-focus]') || form.querySelector('[data-block]')));
@@ -594,7 +681,8 @@
       const wrap = input.closest('.input-block');
       const old = wrap.querySelector('.field-error.local');
       if (old) old.remove();
-      if (input.required && input.value.trim() === '') {
+      const value = controlValue(input);
+      if (input.required && (value === undefined || value.trim() === '' || value === '[]')) {
         const err = el('div', 'field-error local', 'Please complete this required field.');
         err.setAttribute('role', 'alert');
         wrap.classList.add('invalid');

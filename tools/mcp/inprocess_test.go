@@ -406,8 +406,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestToolTimeout(t *testing.T) {
 	m := newManager(t, "mcp_servers:\n  a:\n    url: http://127.0.0.1:1/mcp\n    timeout: 10m\n  b:\n    url: http://127.0.0.1:1/mcp\n", mcp.Options{})
-	if got := m.ToolTimeout(2 * time.Minute); got != 10*time.Minute+5*time.Second {
-		t.Errorf("ToolTimeout = %v, want the longest server timeout and a margin", got)
+	// Progress may keep a call of a going for up to an hour.
+	if got := m.ToolTimeout(2 * time.Minute); got != time.Hour+5*time.Second {
+		t.Errorf("ToolTimeout = %v, want the longest a server's call may last and a margin", got)
 	}
 }
 

@@ -23,11 +23,21 @@
 // or idempotentHint).
 //
 // A server's request for input during a call (elicitation/create, form
-// mode) goes to the Elicitor, which asks the person who asked for the
-// run; no answer within the call's timeout cancels it. The request is
-// attributed to the one call of that server in flight in this process;
-// when several are, it is cancelled rather than shown to someone who
-// may not be the right person. URL-mode requests are declined.
+// mode, or an "input required" result, which the SDK answers and retries
+// with the server's state) goes to the Elicitor, which asks the person
+// who asked for the run; no answer within the call's timeout cancels it.
+// The request is attributed to the one call of that server in flight in
+// this process; when several are, it is cancelled rather than shown to
+// someone who may not be the right person. URL-mode requests are
+// declined. Its schema reaches the Elicitor as the server wrote it, so
+// that the form keeps the server's order (sniff.go).
+//
+// A tool that runs only as a task (execution.taskSupport: required) is
+// not offered (Status.LeftOut says so). Every call asks for progress:
+// progress gives the call more time, up to MaxCall, and goes to the
+// ProgressReporter (progress.go). Log notifications go to the log, never
+// to the model. A server with resources has a read tool,
+// <server>__read_resource (resources.go).
 //
 // A stdio server never holds the bot's secrets nor its privileges over
 // the bot: it starts with BaseEnv, its inherit_env and its env only; when
@@ -46,6 +56,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,6 +130,7 @@ type Manager struct {
 
 	reg  atomic.Pointer[tools.Registry]
 	elic atomic.Pointer[tools.Elicitor]
+	prog atomic.Pointer[ProgressReporter]
 
 	startOnce sync.Once
 	rebuildMu sync.Mutex
@@ -178,6 +190,16 @@ func New(policy *tools.Policy, builtins []tools.Tool, opts Options) (*Manager, e
 // SetElicitor sets who asks people for input, for front ends that are
 // built after the Manager.
 func (m *Manager) SetElicitor(e tools.Elicitor) { m.elic.Store(&e) }
+
+// SetProgressReporter sets who shows people the progress of calls.
+func (m *Manager) SetProgressReporter(p ProgressReporter) { m.prog.Store(&p) }
+
+func (m *Manager) progressReporter() ProgressReporter {
+	if p := m.prog.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (m *Manager) elicitor() tools.Elicitor {
 	if e := m.elic.Load(); e != nil {
@@ -278,13 +300,14 @@ func (m *Manager) Validate(name string, args json.RawMessage) error {
 	return m.reg.Load().Validate(name, args)
 }
 
-// ToolTimeout is the longest of the servers' call timeouts, or fallback
-// if that is longer: what the agent should allow one call, so that a
+// ToolTimeout is the longest a server's call may last (its timeout,
+// pushed back by progress up to MaxCall), or fallback if
+// that is longer: what the agent should allow one call, so that a
 // server's own timeout is the one that ends its calls.
 func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
 	d := fallback
 	for _, s := range m.servers {
-		d = max(d, s.cfg.Timeout+5*time.Second)
+		d = max(d, MaxCall(s.cfg.Timeout)+5*time.Second)
 	}
 	return d
 }
@@ -299,7 +322,8 @@ func (m *Manager) Status() []Status {
 }
 
 // Describe writes one line per server for /readyz: "mcp NAME: up (N
-// tools)" or "mcp NAME: down: why".
+// tools)" or "mcp NAME: down: why", and under it one line per tool the
+// server lists but that is not offered: "  left out TOOL: why".
 func (m *Manager) Describe() string {
 	var sb strings.Builder
 	for _, st := range m.Status() {
@@ -311,6 +335,9 @@ func (m *Manager) Describe() string {
 			fmt.Fprintf(&sb, ": %s", st.Err)
 		}
 		sb.WriteByte('\n')
+		for _, l := range st.LeftOut {
+			fmt.Fprintf(&sb, "  left out %s: %s\n", strconv.QuoteToGraphic(l.Tool), l.Why)
+		}
 	}
 	return sb.String()
 }

@@ -15,15 +15,16 @@ import (
 // resources) summarised by type and size, since the model is only
 // handed text. The whole is cut to max bytes as http_request cuts a body
 // (tools.CapText), so that no server can bloat a checkpoint or a model
-// request.
-func resultText(res *sdk.CallToolResult, max int) string {
-	return tools.CapText(allText(res), max)
+// request. Resources say which tool reads them, if the server has one
+// (readTool).
+func resultText(res *sdk.CallToolResult, max int, readTool string) string {
+	return tools.CapText(allText(res, readTool), max)
 }
 
-func allText(res *sdk.CallToolResult) string {
+func allText(res *sdk.CallToolResult, readTool string) string {
 	var parts []string
 	for _, c := range res.Content {
-		parts = append(parts, contentText(c))
+		parts = append(parts, contentText(c, readTool))
 	}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
@@ -58,7 +59,11 @@ func contains(parts []string, s string) bool {
 	return false
 }
 
-func contentText(c sdk.Content) string {
+func contentText(c sdk.Content, readTool string) string {
+	how := ""
+	if readTool != "" {
+		how = "; read it with " + readTool
+	}
 	switch c := c.(type) {
 	case *sdk.TextContent:
 		return c.Text
@@ -67,7 +72,7 @@ func contentText(c sdk.Content) string {
 	case *sdk.AudioContent:
 		return fmt.Sprintf("[audio %s, %s]", c.MIMEType, size(len(c.Data)))
 	case *sdk.ResourceLink:
-		return fmt.Sprintf("[resource link %s %q]", c.URI, c.Name)
+		return fmt.Sprintf("[resource link %s %q%s]", c.URI, c.Name, how)
 	case *sdk.EmbeddedResource:
 		if c.Resource == nil {
 			return "[embedded resource]"
@@ -75,7 +80,7 @@ func contentText(c sdk.Content) string {
 		if c.Resource.Text != "" {
 			return fmt.Sprintf("[resource %s, %s]\n%s", c.Resource.URI, mimeOr(c.Resource.MIMEType, "text"), c.Resource.Text)
 		}
-		return fmt.Sprintf("[resource %s, %s, %s]", c.Resource.URI, mimeOr(c.Resource.MIMEType, "binary"), size(len(c.Resource.Blob)))
+		return fmt.Sprintf("[resource %s, %s, %s%s]", c.Resource.URI, mimeOr(c.Resource.MIMEType, "binary"), size(len(c.Resource.Blob)), how)
 	case nil:
 		return "[empty content]"
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,17 @@ type Status struct {
 	// Endpoint is the server's URL or command, as it may be shown
 	// (tools.MCPServer.Shown).
 	Endpoint string
+	// LeftOut are the tools the server lists but that are not offered,
+	// and why, sorted by name.
+	LeftOut []LeftOut
+}
+
+// LeftOut is a tool of a server that is not offered to the model.
+type LeftOut struct {
+	// Tool is the server's own name for it.
+	Tool string
+	// Why is said in a few words.
+	Why string
 }
 
 // server is one configured MCP server: its connection, kept up by run,
@@ -77,7 +89,11 @@ type server struct {
 	err      error
 	sess     *session
 	tools    []*tool // last listed; kept while down, so calls get a clear error
+	leftOut  []LeftOut
+	canRead  bool // the server offers resources, and the read tool is offered
 	inflight map[*inflight]struct{}
+
+	wire wireNotes // what is read off the wire (sniff.go)
 }
 
 // session is one connection to the server.
@@ -95,11 +111,13 @@ func (s *session) closed() bool {
 	}
 }
 
-// inflight is a call being made, for elicitation to find whom to ask.
+// inflight is a call being made, for elicitation to find whom to ask
+// and progress to find its call.
 type inflight struct {
-	info     tools.CallInfo
-	tool     string
-	deadline time.Time
+	info  tools.CallInfo
+	tool  string
+	token string // its progress token
+	dl    *callDeadline
 }
 
 func newServer(cfg tools.MCPServer, m *Manager) *server {
@@ -137,10 +155,20 @@ func (s *server) track(c *inflight) func() {
 	}
 }
 
+// readToolName is the name of the server's read tool, "" if it has none.
+func (s *server) readToolName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.canRead {
+		return ""
+	}
+	return ToolName(s.cfg.Name, ReadResourceTool)
+}
+
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown()}
+	st := Status{Name: s.cfg.Name, State: s.state, Tools: len(s.tools), Endpoint: s.cfg.Shown(), LeftOut: slices.Clone(s.leftOut)}
 	if s.err != nil && s.state != Up {
 		st.Err = s.redact(s.err.Error())
 	}
@@ -189,10 +217,14 @@ func (s *server) run(ctx context.Context) {
 // connectAndServe connects, lists the tools, and waits for the
 // connection to end.
 func (s *server) connectAndServe(ctx context.Context) (err error) {
-	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
+	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{
 		// No roots: a server's own configuration says what it may touch.
-		Capabilities:       &sdk.ClientCapabilities{},
-		ElicitationHandler: s.elicit,
+		Capabilities:                &sdk.ClientCapabilities{},
+		ElicitationHandler:          s.elicit,
+		ProgressNotificationHandler: s.progress,
+		// Deprecated by the newest protocol, and still what servers send.
+		//lint:ignore SA1019 servers still send log notifications
+		LoggingMessageHandler: s.logMessage,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			s.m.goRefresh(s)
 		},
@@ -214,13 +246,13 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
-		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, w: &s.wire}
 	} else {
 		hc := s.m.opts.HTTPClient
 		if hc == nil {
 			hc = http.DefaultClient
 		}
-		hc = &http.Client{Transport: headers{set: s.cfg.Headers, next: hc.Transport}, Timeout: hc.Timeout, Jar: hc.Jar}
+		hc = &http.Client{Transport: sniffHTTP{next: headers{set: s.cfg.Headers, next: hc.Transport}, w: &s.wire}, Timeout: hc.Timeout, Jar: hc.Jar}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
@@ -270,10 +302,18 @@ func (s *server) once() {
 // refresh lists the server's tools again.
 func (s *server) refresh(ctx context.Context, sess *session) error {
 	var list []*tool
+	var left []LeftOut
 	seen := map[string]string{}
 	for t, err := range sess.cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
+		}
+		if s.wire.exec.taskSupport(t.Name) == TaskRequired {
+			// Offered, it would be approved and then fail: the SDK
+			// cannot run a call as a task.
+			left = append(left, LeftOut{Tool: t.Name, Why: "it runs only as a task (execution.taskSupport: required), which this client does not support"})
+			s.log.WithField("tool", t.Name).Info("MCP tool left out: it runs only as a task")
+			continue
 		}
 		mt, err := newTool(s, t)
 		if err == nil {
@@ -281,17 +321,28 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 		}
 		if err != nil {
 			s.log.WithError(err).WithField("tool", t.Name).Warn("MCP tool left out")
+			left = append(left, LeftOut{Tool: t.Name, Why: s.redact(err.Error())})
 			continue
 		}
 		if other, dup := seen[mt.name]; dup {
 			s.log.WithFields(logrus.Fields{"tool": t.Name, "other": other, "name": mt.name}).Warn("MCP tool left out: its name clashes with another's")
+			left = append(left, LeftOut{Tool: t.Name, Why: fmt.Sprintf("its name %s clashes with that of %s", mt.name, other)})
 			continue
 		}
 		seen[mt.name] = t.Name
 		list = append(list, mt)
 	}
+	read := false
+	if offersResources(sess.cs) {
+		if other, dup := seen[ToolName(s.cfg.Name, ReadResourceTool)]; dup {
+			s.log.WithField("tool", other).Warn("the server has a tool of the read tool's name: resources cannot be read")
+		} else {
+			list, read = append(list, readTool(s)), true
+		}
+	}
+	slices.SortFunc(left, func(a, b LeftOut) int { return strings.Compare(a.Tool, b.Tool) })
 	s.mu.Lock()
-	s.tools = list
+	s.tools, s.leftOut, s.canRead = list, left, read
 	s.mu.Unlock()
 	return nil
 }
@@ -327,11 +378,12 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		return &sdk.ElicitResult{Action: string(tools.ElicitCancel)}, nil
 	}
 	c := calls[0]
-	schema, err := json.Marshal(req.Params.RequestedSchema)
+	// The schema as the server wrote it: its properties in its order.
+	schema, err := s.wire.forms.raw(req.Params.RequestedSchema)
 	if err != nil || req.Params.RequestedSchema == nil {
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	ctx, cancel := context.WithDeadline(ctx, c.dl.deadline())
 	defer cancel()
 	ans, err := el.Elicit(ctx, tools.Elicitation{Call: c.info, Tool: c.tool, Message: req.Params.Message, Schema: schema})
 	if err != nil {

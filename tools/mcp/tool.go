@@ -35,6 +35,7 @@ type tool struct {
 	name   string // <server>__<tool>, as offered
 	remote *sdk.Tool
 	schema json.RawMessage
+	read   bool // the server's read tool (see resources.go)
 }
 
 var (
@@ -123,28 +124,32 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.srv.cfg.Timeout)
+	ctx, dl, cancel := withDeadline(ctx, t.srv.cfg.Timeout)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
-	done := t.srv.track(&inflight{info: info, tool: t.name, deadline: deadline})
+	token := newProgressToken()
+	done := t.srv.track(&inflight{info: info, tool: t.name, token: token, dl: dl})
 	defer done()
 
+	if t.read {
+		return t.readResource(ctx, sess, args)
+	}
 	params := &sdk.CallToolParams{Name: t.remote.Name, Arguments: args}
 	if info.Thread != "" {
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
 	}
+	params.SetProgressToken(token)
 	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
 	res, err := sess.cs.CallTool(ctx, params)
 	switch {
 	case err == nil:
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
-	text := resultText(res, t.srv.m.opts.MaxResult)
+	text := resultText(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
 	if res.IsError {
 		return "", errors.New(t.srv.redact(text))
 	}
