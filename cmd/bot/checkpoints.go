@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/llm"
@@ -84,11 +85,11 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	defer svc.close()
+	defer svc.Close()
 	stdout := e.stdout
 	switch sub {
 	case "list":
-		hist, err := svc.store.History(ctx, *thread)
+		hist, err := svc.Store.History(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
 			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
 		}
@@ -148,7 +149,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		}
 		return nil
 	case "fork":
-		g := svc.runner.Agent().Graph()
+		g := svc.Runner.Agent().Graph()
 		if *cpID == "" {
 			return errors.New("checkpoints fork: --checkpoint is required")
 		}
@@ -165,7 +166,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(stdout, "forked %s at %s (step %d, %s) into %s\n", *thread, *cpID, cp.Step, cp.Status, *to)
 		return nil
 	case "delete":
-		head, err := svc.store.Head(ctx, *thread)
+		head, err := svc.Store.Head(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) {
 			return fmt.Errorf("no thread %q in Redis (bot threads list names the threads)", *thread)
 		}
@@ -180,13 +181,13 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 				return nil
 			}
 		}
-		if err := svc.store.Delete(ctx, *thread); err != nil {
+		if err := svc.Store.Delete(ctx, *thread); err != nil {
 			return err
 		}
-		if err := svc.store.Forget(ctx, *thread); err != nil {
+		if err := svc.Store.Forget(ctx, *thread); err != nil {
 			return err
 		}
-		if err := svc.store.SetWaiting(ctx, *thread, 0); err != nil {
+		if err := svc.Store.SetWaiting(ctx, *thread, 0); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", *thread)
@@ -197,8 +198,8 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 
 // loadCheckpoint returns a checkpoint of the thread (the latest if id is
 // "") with the conversation as of it.
-func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
-	hist, err := svc.store.History(ctx, thread)
+func loadCheckpoint(ctx context.Context, svc *bot.Bot, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
+	hist, err := svc.Store.History(ctx, thread)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,7 +214,7 @@ func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*grap
 		}
 	}
 	cp := hist[i]
-	entries, err := svc.store.Journal(ctx, thread, cp.JournalLen)
+	entries, err := svc.Store.Journal(ctx, thread, cp.JournalLen)
 	if err != nil {
 		return nil, nil, err
 	}
