@@ -78,13 +78,16 @@ type longThread struct {
 	h    *harness
 	rdb  *redis.Client
 	mine map[string]int64 // commands this driver sent to Redis itself
+	name string           // tells the conversation's texts from other ones'
 	root slacktest.Call
 	turn int
 }
 
-func newLongThread(tb testing.TB, h *harness, redisAddr string) *longThread {
+// newLongThread returns a driver of a new conversation, name, through
+// the bot h runs on the Redis server at redisAddr.
+func newLongThread(tb testing.TB, h *harness, redisAddr, name string) *longThread {
 	tb.Helper()
-	lt := &longThread{h: h, rdb: redis.NewClient(&redis.Options{Addr: redisAddr}), mine: map[string]int64{}}
+	lt := &longThread{h: h, rdb: redis.NewClient(&redis.Options{Addr: redisAddr}), mine: map[string]int64{}, name: name}
 	lt.rdb.AddHook(countHook(lt.mine))
 	tb.Cleanup(func() { lt.rdb.Close() })
 	return lt
@@ -115,15 +118,16 @@ func (lt *longThread) next() threadTurn {
 	t.Helper()
 	lt.turn++
 	n := lt.turn
-	answer := fmt.Sprintf("Answer #%03d: the item is fine.", n)
+	item := fmt.Sprintf("%s-%d", lt.name, n)
+	answer := fmt.Sprintf("Answer %s: the item is fine.", item)
 	h.model.Then(
-		llmtest.Reply(fmt.Sprintf("Checking item %d.", n), call(fmt.Sprintf("call_%d", n), "GET", fmt.Sprintf("%s/item/%d", h.target.URL, n), "")),
+		llmtest.Reply("Checking item "+item+".", call(fmt.Sprintf("call_%d", n), "GET", h.target.URL+"/item/"+item, "")),
 		llmtest.Reply(answer),
 	)
 	lt.settle()
 	before := lt.read()
 	start := time.Now()
-	text := fmt.Sprintf("turn %d: is item %d fine?", n, n)
+	text := fmt.Sprintf("turn %d: is item %s fine?", n, item)
 	if n == 1 {
 		resp := h.command(text, nil, nil)
 		if resp.StatusCode != http.StatusOK {
@@ -180,7 +184,7 @@ func (lt *longThread) next() threadTurn {
 	}, "answer %d", n)
 	took += time.Since(start)
 	lt.settle()
-	if got := h.target.Count(fmt.Sprintf("GET /item/%d", n)); got != 1 {
+	if got := h.target.Count("GET /item/" + item); got != 1 {
 		t.Fatalf("turn %d: the approved call ran %d times, want 1", n, got)
 	}
 	return threadTurn{N: n, Took: took, threadCounts: lt.read().minus(before)}
@@ -363,7 +367,7 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 		t.Skip("30 turns through the binary")
 	}
 	h := newHarness(t, "")
-	lt := newLongThread(t, h, h.redis.Addr())
+	lt := newLongThread(t, h, h.redis.Addr(), "a")
 	var turns []threadTurn
 	for range 30 {
 		turns = append(turns, lt.next())
@@ -439,8 +443,8 @@ func BenchmarkLongThreadThroughSlack(b *testing.B) {
 	at := map[int][]threadTurn{}
 	var shown *threadTurn
 	for b.Loop() {
-		for range convs {
-			lt := newLongThread(b, h, opts.Addr)
+		for j := range convs {
+			lt := newLongThread(b, h, opts.Addr, fmt.Sprintf("c%d", j))
 			for range turns {
 				tt := lt.next()
 				if slices.Contains(marks, tt.N) {
