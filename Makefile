@@ -11,7 +11,7 @@
 
 GO ?= go
 
-.PHONY: test test-fast bench bench-long run lint fuzz
+.PHONY: test test-fast bench bench-long bench-thread run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
@@ -33,6 +33,17 @@ bench:
 ## turn at turns 1, 10, 50 and 100
 bench-long:
 	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThread -benchtime 1x ./internal/cyclebench/
+
+## bench-thread: the long thread through the bot binary as it serves Slack
+## (signed thread replies, cards, clicks on Approve; Slack and model
+## fakes): per turn at turns 1, 2, 10, 50 and 100, the Redis commands,
+## round trips and bytes each way from the bot's /metrics, the commands
+## Redis ran in all (scripts' included), p50/p99; and the
+## countersign_redis_* lines of one turn. THREAD_FLAGS passes -thread.*
+## flags, e.g. THREAD_FLAGS='-thread.threads 1'.
+THREAD_FLAGS ?=
+bench-thread:
+	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThreadThroughSlack -benchtime 1x ./cmd/bot/ $(THREAD_FLAGS)
 
 ## run: the bot, configured from the environment (see README and docs/configuration.md)
 run:

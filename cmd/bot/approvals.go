@@ -102,9 +102,9 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	defer svc.close()
+	defer svc.Close()
 
-	all, err := svc.runner.WaitingCalls(ctx, runner.InboxQuery{})
+	all, err := svc.Runner.WaitingCalls(ctx, runner.InboxQuery{})
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 			row.Approvers = []string{}
 		}
 		for _, u := range users {
-			ok, err := svc.runner.WaitsFor(ctx, w.InboxEntry, u)
+			ok, err := svc.Runner.WaitsFor(ctx, w.InboxEntry, u)
 			if err != nil {
 				fmt.Fprintf(e.stderr, "bot approvals list: whether %s waits for %s: %v\n", w.Call, u, err)
 			}

@@ -60,15 +60,15 @@ func chat(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	defer svc.close()
+	defer svc.Close()
 
-	term.printf("Countersign chat · model: %s · redis: %s · %s · log: %s\n", svc.model.Name(), svc.redis, policyInForce(e.getenv), *logPath)
-	c := &chatSession{svc: svc.runner, term: term, user: *user, thread: *thread,
+	term.printf("Countersign chat · model: %s · redis: %s · %s · log: %s\n", svc.Model.Name(), svc.Redis, policyInForce(e.getenv), *logPath)
+	c := &chatSession{svc: svc.Runner, term: term, user: *user, thread: *thread,
 		embedded: e.getenv("REDIS_URL") == "" && bot.LocalRedisDir(e.getenv) == "", local: bot.LocalRedisDir(e.getenv)}
 	if c.thread == "" {
 		c.thread = "chat-" + randomHex(4)
 		term.printf("Thread %s. Type a request; Ctrl-D quits.\n", c.thread)
-	} else if _, err := svc.runner.State(ctx, c.thread); errors.Is(err, runner.ErrNoThread) {
+	} else if _, err := svc.Runner.State(ctx, c.thread); errors.Is(err, runner.ErrNoThread) {
 		term.printf("There is no thread %s in this Redis: a request starts it.\n", c.thread)
 		if c.embedded {
 			term.printf("REDIS_URL is not set, so this is the embedded Redis, which keeps nothing across runs: " +

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/llm"
@@ -83,11 +84,11 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	defer svc.close()
+	defer svc.Close()
 	stdout := e.stdout
 	switch sub {
 	case "list":
-		hist, err := svc.store.History(ctx, *thread)
+		hist, err := svc.Store.History(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
 			return noThread(*thread)
 		}
@@ -151,7 +152,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		}
 		return nil
 	case "fork":
-		g := svc.runner.Agent().Graph()
+		g := svc.Runner.Agent().Graph()
 		if *cpID == "" {
 			return errors.New("checkpoints fork: --checkpoint is required")
 		}
@@ -171,7 +172,7 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(stdout, "forked %s at %s (step %d, %s) into %s\n", *thread, *cpID, cp.Step, cp.Status, *to)
 		return nil
 	case "delete":
-		head, err := svc.store.Head(ctx, *thread)
+		head, err := svc.Store.Head(ctx, *thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) {
 			return noThread(*thread)
 		}
@@ -186,13 +187,13 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 				return nil
 			}
 		}
-		if err := svc.store.Delete(ctx, *thread); err != nil {
+		if err := svc.Store.Delete(ctx, *thread); err != nil {
 			return err
 		}
-		if err := svc.store.Forget(ctx, *thread); err != nil {
+		if err := svc.Store.Forget(ctx, *thread); err != nil {
 			return err
 		}
-		if err := svc.store.SetWaiting(ctx, *thread, 0); err != nil {
+		if err := svc.Store.SetWaiting(ctx, *thread, 0); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", *thread)
@@ -208,8 +209,8 @@ func noThread(thread string) error {
 
 // loadCheckpoint returns a checkpoint of the thread (the latest if id is
 // "") with the conversation as of it.
-func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
-	hist, err := svc.store.History(ctx, thread)
+func loadCheckpoint(ctx context.Context, svc *bot.Bot, thread, id string) (*graph.Checkpoint, []llm.Message, error) {
+	hist, err := svc.Store.History(ctx, thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) || (err == nil && len(hist) == 0) {
 		return nil, nil, noThread(thread)
 	}
@@ -224,7 +225,7 @@ func loadCheckpoint(ctx context.Context, svc *service, thread, id string) (*grap
 		}
 	}
 	cp := hist[i]
-	entries, err := svc.store.Journal(ctx, thread, cp.JournalLen)
+	entries, err := svc.Store.Journal(ctx, thread, cp.JournalLen)
 	if err != nil {
 		return nil, nil, err
 	}

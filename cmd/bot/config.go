@@ -13,10 +13,8 @@ import (
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
-	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
-	"github.com/countersign/countersign/tools/mcp"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -42,47 +40,29 @@ func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Le
 	return log, nil
 }
 
-// service is the wired bot (bot.New) as the commands use it.
-type service struct {
-	*bot.Bot
-	runner  *runner.Service
-	store   *redisstore.Store
-	metrics *metrics.Metrics
-	model   llm.Model
-	tools   *mcp.Manager
-	redis   string
-}
-
-// close stops the bot's tools and closes Redis.
-func (s *service) close() { s.Close() }
-
 // newService wires the bot without a front end (bot.New) from the
 // environment, for this build. model, if nil, comes from the LLM_*
 // variables; newReporter builds the front end's reporter once the store
 // exists.
 func newService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
+	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*bot.Bot, error) {
 	return newStreamingService(ctx, getenv, log, model, groups, false, newReporter)
 }
 
 // newStreamingService is newService for a front end that shows answers as
 // they are written if stream is set.
 func newStreamingService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	groups runner.Groups, stream bool, newReporter func(*redisstore.Store) runner.Reporter) (*service, error) {
+	groups runner.Groups, stream bool, newReporter func(*redisstore.Store) runner.Reporter) (*bot.Bot, error) {
 	ver, rev, gov := buildVersion()
-	b, err := bot.New(ctx, getenv, log, newReporter, bot.Options{
+	return bot.New(ctx, getenv, log, newReporter, bot.Options{
 		Model: model, Groups: groups, Stream: stream, Version: ver, Revision: rev, GoVersion: gov,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &service{Bot: b, runner: b.Runner, store: b.Store, metrics: b.Metrics, model: b.Model, tools: b.Tools, redis: b.Redis}, nil
 }
 
 // newSlackBot wires a bot that reports to Slack through api, and the
 // handlers that answer Slack's requests signed with secret.
 func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	api *slack.Client, secret string) (*service, *handlers.Server, error) {
+	api *slack.Client, secret string) (*bot.Bot, *handlers.Server, error) {
 	auth, err := api.AuthTestContext(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
@@ -103,11 +83,11 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	if err != nil {
 		return nil, nil, err
 	}
-	rep.WithTools(svc.tools) // before anything runs
-	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
-	svc.tools.SetProgressReporter(rep)
-	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store,
-		Home: svc.store, TeamURL: auth.URL})
+	rep.WithTools(svc.Tools) // before anything runs
+	svc.Tools.SetElicitor(handlers.NewElicitor(api, svc.Store, svc.Store, log))
+	svc.Tools.SetProgressReporter(rep)
+	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
+		Home: svc.Store, TeamURL: auth.URL})
 	rep.WithHome(srv.Home())
 	return svc, srv, nil
 }
@@ -115,24 +95,24 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 // routes adds what every server of the bot serves: the Slack endpoints
 // (timed, for the acknowledgement histogram), health, readiness and
 // metrics.
-func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
-	mux.Handle("/slack/", s.Metrics.Instrument(slack.Handler()))
-	s.Metrics.Background(slack.Busy)
+func routes(mux *http.ServeMux, b *bot.Bot, slack *handlers.Server) {
+	mux.Handle("/slack/", b.Metrics.Instrument(slack.Handler()))
+	b.Metrics.Background(slack.Busy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := s.Store.Ping(ctx); err != nil {
+		if err := b.Store.Ping(ctx); err != nil {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return
 		}
 		// A server that is down costs its tools, not readiness: its
 		// state is a detail below. So does a tool the model is not
 		// offered.
-		fmt.Fprint(w, "ready\n"+s.Tools.Describe())
-		for _, l := range leftOut(s.model, s.Tools.Tools()) {
+		fmt.Fprint(w, "ready\n"+b.Tools.Describe())
+		for _, l := range leftOut(b.Model, b.Tools.Tools()) {
 			fmt.Fprintf(w, "tool left out: %s\n", l)
 		}
 	})
-	mux.Handle("GET /metrics", s.Metrics.Handler())
+	mux.Handle("GET /metrics", b.Metrics.Handler())
 }

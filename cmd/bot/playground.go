@@ -68,18 +68,18 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	if err != nil {
 		return fmt.Errorf("playground: %w", err)
 	}
-	defer svc.close()
-	svc.routes(mux, srv)
+	defer svc.Close()
+	routes(mux, svc, srv)
 	mux.Handle("/", sim.PageHandler())
 
 	page := base + "/"
-	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page, "policy": getenv("BOT_POLICY")}).
-		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open %s", svc.redis, model.Name(), policyInForce(getenv), page)
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.Redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page, "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open %s", svc.Redis, model.Name(), policyInForce(getenv), page)
 	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	go svc.runner.RunSchedule(runCtx, 2*time.Second)
+	go svc.Runner.RunSchedule(runCtx, 2*time.Second)
 	go srv.RunIntake(runCtx, 2*time.Second)
 	select {
 	case <-ctx.Done():

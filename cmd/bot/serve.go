@@ -71,7 +71,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer svc.close()
+	defer svc.Close()
 
 	mode := "HTTP"
 	if appToken != "" {
@@ -81,11 +81,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if addr == "" {
 		addr = "127.0.0.1:3000"
 	}
-	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.redis, "model": svc.model.Name(), "addr": addr, "policy": getenv("BOT_POLICY")}).
-		Infof("Countersign serving Slack (%s) · redis: %s · model: %s · %s", mode, svc.redis, svc.model.Name(), policyInForce(getenv))
+	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.Redis, "model": svc.Model.Name(), "addr": addr, "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign serving Slack (%s) · redis: %s · model: %s · %s", mode, svc.Redis, svc.Model.Name(), policyInForce(getenv))
 
 	mux := http.NewServeMux()
-	svc.routes(mux, srv)
+	routes(mux, svc, srv)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	defer stopRun()
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(ln) }()
-	go svc.runner.RunSchedule(runCtx, 2*time.Second)
+	go svc.Runner.RunSchedule(runCtx, 2*time.Second)
 	go srv.RunIntake(runCtx, 2*time.Second)
 	if appToken != "" {
 		go func() { errc <- srv.RunSocketMode(runCtx, socketmode.New(api)) }()

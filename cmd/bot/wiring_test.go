@@ -30,7 +30,7 @@ func TestWiredStoreLoadsTails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("newService: %v", err)
 	}
-	defer svc.close()
+	defer svc.Close()
 	if _, ok := svc.Checkpoints.(graph.TailLoader); !ok {
 		t.Fatalf("the wired checkpoint store %T is not a graph.TailLoader", svc.Checkpoints)
 	}

@@ -6,13 +6,16 @@
 //	cyclebench -redis redis://127.0.0.1:6379/0 -cycles 2000 -history 100
 //
 // It measures through the agent and the store alone (impl=agent) and
-// through the bot's own wiring, bot.New (impl=runner): a "cycles" phase of
-// turn-1 cycles on new threads, and a "hist" phase that grows
+// through the bot's own wiring, bot.New (impl=runner): a "cycles" phase
+// of turn-1 cycles on new threads; a "hist" phase that grows
 // conversations to -history turns and reports turns 1, 10, 50 and
-// -history. Bytes are counted on the client's connection (in_B: written to
-// Redis, out_B: read from it), round trips (rt) and commands (cmds; a
-// script is one) by a go-redis hook. Its keys live under
-// a prefix of their own and are deleted afterwards. See the cyclebench
+// -history; and an "unseen" phase that measures turn -history of other
+// conversations through another Cycler on the same Redis (for the
+// runner, another bot.New: another replica, which has not seen them and
+// reads each once). Bytes are counted on the client's connection (in_B:
+// written to Redis, out_B: read from it), round trips (rt) and commands
+// (cmds; a script is one) by a go-redis hook. Its keys live under a
+// prefix of their own and are deleted afterwards. See the cyclebench
 // package for the workload.
 package main
 
@@ -44,6 +47,7 @@ func run(ctx context.Context, args []string) error {
 	warmup := fs.Int("warmup", 200, "warm-up cycles before measuring")
 	history := fs.Int("history", 100, "turns of the history-growth phase")
 	reps := fs.Int("reps", 50, "conversations grown in the history phase (cycles measured per mark)")
+	unseen := fs.Int("unseen", -1, "conversations measured at turn -history by another replica, which has not seen them (default -reps; 0: none)")
 	impls := fs.String("impl", "agent,runner", "what to measure: agent, runner, or both")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -62,7 +66,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("countersign cyclebench | %s %s/%s GOMAXPROCS=%d | redis %s\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), opts.Addr)
-	plan := cyclebench.Plan{Warmup: *warmup, Cycles: *cycles, History: *history, Reps: *reps}
+	if *unseen < 0 {
+		*unseen = *reps
+	}
+	plan := cyclebench.Plan{Warmup: *warmup, Cycles: *cycles, History: *history, Reps: *reps, Unseen: *unseen}
 	for _, impl := range strings.Split(*impls, ",") {
 		impl := cyclebench.Impl(strings.TrimSpace(impl))
 		if impl != cyclebench.Agent && impl != cyclebench.Runner {

@@ -134,6 +134,12 @@ func (c *Cycler) Cycle(ctx context.Context, thread string) (int, error) {
 	return turn, nil
 }
 
+// Adopt takes up thread at turn turn: a thread another process (another
+// Cycler on the same Redis and prefix, as another replica of the bot)
+// has had turn turns of, that this one has not seen. The next Cycle on
+// it is turn turn+1, and has to read the conversation from Redis.
+func (c *Cycler) Adopt(thread string, turn int) { c.turns[thread] = turn }
+
 func (c *Cycler) agentCycle(ctx context.Context, thread string, turn int) error {
 	g := c.agent.Graph()
 	var res *graph.Result[agent.State]

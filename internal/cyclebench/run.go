@@ -21,6 +21,11 @@ type Plan struct {
 	History int
 	// Reps is how many conversations the "hist" phase grows.
 	Reps int
+	// Unseen is how many conversations the "unseen" phase grows to turn
+	// History-1 and then measures at turn History through another
+	// Cycler on the same Redis — another replica, which has to read each
+	// conversation once; 0 skips the phase.
+	Unseen int
 }
 
 // Result is the stats of one phase at one turn.
@@ -94,6 +99,36 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 				report(Result{Impl: impl, Phase: "hist", Hist: turn, Stats: Summarize(at[turn])})
 			}
 		}
+	}
+	if plan.History > 0 && plan.Unseen > 0 {
+		for j := range plan.Unseen {
+			for range plan.History - 1 {
+				if _, err := c.Cycle(ctx, fmt.Sprintf("unseen/%d", j)); err != nil {
+					return err
+				}
+			}
+		}
+		other, err := New(impl, rdb, prefix)
+		if err != nil {
+			return err
+		}
+		// A replica that has been serving other threads.
+		for i := range plan.Warmup {
+			if _, err := other.Cycle(ctx, fmt.Sprintf("other/warm/%d", i)); err != nil {
+				return err
+			}
+		}
+		samples := make([]Sample, 0, plan.Unseen)
+		for j := range plan.Unseen {
+			thread := fmt.Sprintf("unseen/%d", j)
+			other.Adopt(thread, plan.History-1)
+			s, _, err := other.Measure(ctx, m, thread)
+			if err != nil {
+				return err
+			}
+			samples = append(samples, s)
+		}
+		report(Result{Impl: impl, Phase: "unseen", Hist: plan.History, Stats: Summarize(samples)})
 	}
 	return nil
 }
