@@ -25,16 +25,21 @@ import (
 // restart with nothing configured. The directory holds:
 //
 //	appendonlydir/  Redis's data (delete the directory to start afresh)
-//	password        the running server's password (0600)
 //	server          the running server's address
 //	lock            held while a bot's server runs
 //	redis.log       the server's log
+//
+// The password is in no file: it lives in the bot's memory and reaches
+// the server on its stdin. A file the bot's user can read, a stdio MCP
+// server started as that user could read too, and with it approve its
+// own calls (docs/tools.md, "What a tool process can and cannot see").
 //
 // One server runs per directory: the lock is held by the bot that
 // started it and by the server itself (it inherits the locked file), so
 // a server still writing its file after its bot died keeps a new one
 // from starting on the same data. A second bot started while one runs
-// (an operator command beside `bot serve`) uses the running server.
+// (an operator command beside `bot serve`) is told so: it cannot know
+// the running server's password, by design.
 //
 // The child stops with the bot: the bot stops it on exit, and on Linux
 // the kernel ends it (SIGTERM, so it writes its file) if the bot dies.
@@ -74,8 +79,8 @@ func LocalRedisDir(getenv func(string) string) string {
 	return dir
 }
 
-// localRedis is a redis-server in the state directory, started by this
-// process (cmd is set) or by another bot (cmd is nil).
+// localRedis is the redis-server this process started on the state
+// directory.
 type localRedis struct {
 	dir, addr, password string
 	lock                *os.File
@@ -106,11 +111,12 @@ func startLocalRedis(ctx context.Context, dir string) (*localRedis, error) {
 		if ok {
 			break
 		}
-		// Another bot's server: use it if it answers; otherwise it is
+		// Another bot's server: say so if it answers; otherwise it is
 		// starting or stopping, so wait for the lock.
-		if l, err := runningLocalRedis(ctx, dir); err == nil {
+		if addr, ok := runningLocalRedis(dir); ok {
 			lock.Close()
-			return l, nil
+			return nil, fmt.Errorf("%w: a running bot keeps its threads in %s (its redis-server is at %s); stop that bot first, "+
+				"or set REDIS_URL to a Redis both can reach", ErrLocalRedisInUse, dir, addr)
 		}
 		if time.Now().After(deadline) {
 			lock.Close()
@@ -131,25 +137,24 @@ func startLocalRedis(ctx context.Context, dir string) (*localRedis, error) {
 	return l, nil
 }
 
-// runningLocalRedis connects to the server another bot runs on dir.
-func runningLocalRedis(ctx context.Context, dir string) (*localRedis, error) {
-	addr, err := os.ReadFile(filepath.Join(dir, "server"))
+// ErrLocalRedisInUse: the state directory's redis-server runs for
+// another bot.
+var ErrLocalRedisInUse = errors.New("the local Redis is in use")
+
+// runningLocalRedis reports whether the server another bot runs on dir
+// answers, and its address.
+func runningLocalRedis(dir string) (string, bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, "server"))
 	if err != nil {
-		return nil, err
+		return "", false
 	}
-	password, err := os.ReadFile(filepath.Join(dir, "password"))
+	addr := strings.TrimSpace(string(raw))
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return nil, err
+		return "", false
 	}
-	l := &localRedis{dir: dir, addr: strings.TrimSpace(string(addr)), password: strings.TrimSpace(string(password))}
-	rdb := redis.NewClient(l.options())
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, err
-	}
-	return l, nil
+	conn.Close()
+	return addr, true
 }
 
 func (l *localRedis) options() *redis.Options {
@@ -164,9 +169,7 @@ func (l *localRedis) start(ctx context.Context, deadline time.Time) error {
 		return err
 	}
 	l.password = embeddedRedisPassword()
-	if err := writePrivate(filepath.Join(l.dir, "password"), l.password); err != nil {
-		return err
-	}
+	_ = os.Remove(filepath.Join(l.dir, "password")) // kept by a version that shared the server
 	_ = os.Remove(filepath.Join(l.dir, "server"))
 	port, err := freeLoopbackPort()
 	if err != nil {
@@ -281,11 +284,7 @@ func lastLine(path string) string {
 // logLocalRedis says at start-up where the threads are kept and how to
 // start afresh.
 func logLocalRedis(log logrus.FieldLogger, l *localRedis) {
-	how := "started for this bot"
-	if l.cmd == nil {
-		how = "of the bot already running"
-	}
-	log.WithFields(logrus.Fields{"dir": l.dir, "addr": l.addr}).Info("REDIS_URL is not set: threads are kept in a local redis-server (" + how +
-		") with its data in " + l.dir + ", so they survive a restart. To start afresh, stop the bot and delete that directory; " +
+	log.WithFields(logrus.Fields{"dir": l.dir, "addr": l.addr}).Info("REDIS_URL is not set: threads are kept in a local redis-server (started for this bot)" +
+		" with its data in " + l.dir + ", so they survive a restart. To start afresh, stop the bot and delete that directory; " +
 		"to use another Redis, set REDIS_URL.")
 }

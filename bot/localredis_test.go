@@ -2,10 +2,15 @@ package bot_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/bot"
@@ -13,10 +18,11 @@ import (
 )
 
 // With REDIS_URL unset and redis-server on PATH, ConnectRedis starts a
-// redis-server on the state directory; a second process meanwhile (an
-// operator command beside the bot) uses that server and leaves it
-// running when it closes; what was written is there after a restart.
-func TestLocalRedisIsSharedAndKeepsItsData(t *testing.T) {
+// redis-server on the state directory, whose password is in no file; a
+// second process meanwhile (an operator command beside the bot) is told
+// the directory is in use and leaves the server running; what was
+// written is there after a restart.
+func TestLocalRedisKeepsItsDataAndItsPassword(t *testing.T) {
 	redistest.NeedsRealRedis(t, "redis-server on PATH, which the no-configuration default starts")
 	state := t.TempDir()
 	getenv := func(k string) string {
@@ -42,16 +48,35 @@ func TestLocalRedisIsSharedAndKeepsItsData(t *testing.T) {
 	if err := first.Set(ctx, "cs:kept", "v1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	second, _, closeSecond, err := bot.ConnectRedis(ctx, getenv, log)
+	if _, _, closeSecond, err := bot.ConnectRedis(ctx, getenv, log); !errors.Is(err, bot.ErrLocalRedisInUse) {
+		if err == nil {
+			closeSecond()
+		}
+		t.Errorf("a second process beside the running bot: %v; want ErrLocalRedisInUse", err)
+	}
+	if err := first.Ping(ctx).Err(); err != nil {
+		t.Errorf("the server stopped when the second process gave up: %v", err)
+	}
+	// No file in the directory holds the password the server wants.
+	c, ok := first.(*redis.Client)
+	if !ok {
+		t.Fatalf("the local Redis's client is a %T, want a *redis.Client", first)
+	}
+	password := c.Options().Password
+	if password == "" {
+		t.Fatal("the local redis-server takes no password")
+	}
+	err = filepath.WalkDir(state, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), password) {
+			t.Errorf("%s holds the local Redis's password", path)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if v, err := second.Get(ctx, "cs:kept").Result(); err != nil || v != "v1" {
-		t.Errorf("a second process read %q, %v; want the first's server and v1", v, err)
-	}
-	closeSecond()
-	if err := first.Ping(ctx).Err(); err != nil {
-		t.Errorf("the server stopped when the second process closed: %v", err)
 	}
 	closeFirst()
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -238,7 +239,18 @@ func warnOpenRedis(ctx context.Context, getenv func(string) string, policy *tool
 			stdio = append(stdio, name)
 		}
 	}
-	if raw == "" || len(stdio) == 0 {
+	if len(stdio) == 0 {
+		return
+	}
+	if raw == "" {
+		// The local redis-server's password is in no file, but its data
+		// is in the state directory, which a stdio server started as
+		// the bot's own user may write like any of that user's files.
+		if dir := LocalRedisDir(getenv); dir != "" && os.Geteuid() != 0 {
+			log.WithFields(logrus.Fields{"mcp_servers": strings.Join(stdio, ","), "dir": dir}).Warn("the policy starts stdio MCP servers as this bot's user, " +
+				"who owns the local Redis's data in " + dir + ": such a server could change it while the bot is stopped. " +
+				"Run the bot as root (servers then run as nobody, or as their user:) or set REDIS_URL to a Redis with a password.")
+		}
 		return
 	}
 	var opts *redis.Options
