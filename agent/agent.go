@@ -426,7 +426,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	defer cancel()
 	start := a.now()
 	// A tool that asks for input asks whoever asked for this call's turn.
-	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel}
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel, EditedBy: c.Editor()}
 	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {

@@ -22,6 +22,10 @@ type CallInfo struct {
 	Requester string
 	// Channel is where the conversation takes place.
 	Channel string
+	// EditedBy is who edited the arguments the call runs with, or "" if
+	// they are the model's. A tool that acts as the Requester asks them to
+	// confirm arguments someone else wrote.
+	EditedBy string
 }
 
 // InfoTool is a Tool that wants to know which call it runs. The agent

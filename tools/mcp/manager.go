@@ -96,8 +96,9 @@ type Manager struct {
 	opts     Options
 	log      logrus.FieldLogger
 
-	reg  atomic.Pointer[tools.Registry]
-	elic atomic.Pointer[tools.Elicitor]
+	reg   atomic.Pointer[tools.Registry]
+	elic  atomic.Pointer[tools.Elicitor]
+	oauth oauthHooks
 
 	startOnce sync.Once
 	rebuildMu sync.Mutex
@@ -264,6 +265,9 @@ func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
 	d := fallback
 	for _, s := range m.servers {
 		d = max(d, s.cfg.Timeout+5*time.Second)
+		if s.cfg.Auth == tools.AuthRequester {
+			d = max(d, s.cfg.Timeout+ConnectWait+5*time.Second)
+		}
 	}
 	return d
 }
