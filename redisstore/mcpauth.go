@@ -23,7 +23,7 @@ import (
 var _ mcpauth.Store = (*Store)(nil)
 
 func (s *Store) connKey(server string) string { return s.prefix + ":mcpconn:" + escape(server) }
-func (s *Store) connServersKey() string      { return s.prefix + ":mcpconn-servers" }
+func (s *Store) connServersKey() string       { return s.prefix + ":mcpconn-servers" }
 func (s *Store) authStateKey(state string) string {
 	return s.prefix + ":mcpauth-state:" + escape(state)
 }
