@@ -105,6 +105,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	rep.WithTools(svc.tools) // before anything runs
 	svc.tools.SetElicitor(handlers.NewElicitor(api, svc.store, svc.store, log))
+	svc.tools.SetPrompter(handlers.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.runner, svc.store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.store,
 		Home: svc.store, TeamURL: auth.URL})
 	rep.WithHome(srv.Home())
@@ -116,6 +117,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 // metrics.
 func (s *service) routes(mux *http.ServeMux, slack *handlers.Server) {
 	mux.Handle("/slack/", s.Metrics.Instrument(slack.Handler()))
+	mux.Handle("GET "+bot.CallbackPath, slack.OAuthCallback(s.Auth))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
