@@ -45,6 +45,15 @@ func runMCP(ctx context.Context, args []string, e env) error {
 	return fmt.Errorf("unknown command %q of bot mcp (bot mcp --help lists them)", sub)
 }
 
+// serverFirst moves a leading server name after the flags, so that both
+// "revoke tickets --user U" and "revoke --user U tickets" parse.
+func serverFirst(args []string) []string {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return append(slices.Clone(args[1:]), args[0])
+	}
+	return args
+}
+
 // mcpServerArg reads the one argument of a command that names a server.
 func mcpServerArg(fs interface {
 	NArg() int
@@ -93,7 +102,7 @@ func operatorBroker(ctx context.Context, e env, name string) (*mcpauth.Broker, *
 func mcpConnect(ctx context.Context, args []string, e env) error {
 	fs := flags("mcp connect", "mcp connect SERVER [--user U]", e)
 	user := fs.String("user", "", "connect as this Slack user (default: the bot's own identity)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(serverFirst(args)); err != nil {
 		return err
 	}
 	b, policy, closeStore, err := operatorBroker(ctx, e, "connect")
@@ -224,7 +233,7 @@ func mcpConnections(ctx context.Context, args []string, e env) error {
 func mcpRevoke(ctx context.Context, args []string, e env) error {
 	fs := flags("mcp revoke", "mcp revoke SERVER [--user U]", e)
 	user := fs.String("user", "", "the Slack user whose connection to revoke (default: the bot's own)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(serverFirst(args)); err != nil {
 		return err
 	}
 	b, policy, closeStore, err := operatorBroker(ctx, e, "revoke")
