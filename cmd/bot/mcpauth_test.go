@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -220,5 +221,78 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 	h.reply(root, "Still you.")
 	if n := srv.Calls(requester); n != 2 {
 		t.Errorf("whoami ran %d times as %s, want 2", n, requester)
+	}
+}
+
+// Someone who edits the arguments of a call that runs as its requester
+// does not get to act as the requester: the call waits for the requester
+// to confirm the new arguments, the editor cannot confirm them, and a
+// declined confirmation runs nothing.
+func TestMCPEditOfARequesterCallWaitsForTheRequester(t *testing.T) {
+	h, srv := oauthHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Noting.", llmtest.Call("c1", "tickets__whoami", `{"note":"mine"}`)),
+		llmtest.Reply("Noted."),
+		llmtest.Reply("Again.", llmtest.Call("c2", "tickets__whoami", `{"note":"mine"}`)),
+		llmtest.Reply("Not noted."),
+	)
+	h.command("note it", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "edit", approver)
+	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+	if resp := h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+		Values: map[string]map[string]string{"args": {"args_input": `{"note":"bob's"}`}}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("edit answered %d", resp.StatusCode)
+	}
+	question := h.reply(root, "edited its arguments")
+	if !strings.Contains(h.card(question), "<@"+requester+">") || !strings.Contains(h.card(question), "bob's") {
+		t.Errorf("the confirmation does not name the requester or show the arguments: %s", h.card(question))
+	}
+	// The editor tries to confirm for the requester.
+	h.click(question, "elicit_answer", approver)
+	h.ephemeral(approver, "Only <@"+requester+">")
+	if srv.Calls(requester) != 0 || len(h.slack.CallsTo("views.open")) != 1 {
+		t.Fatal("the editor's click did something")
+	}
+	// The requester confirms; connects; the call runs as them, once.
+	h.click(question, "elicit_answer", requester)
+	form := decodeView(t, h.slack.WaitFor(t, "views.open", 2, 10*time.Second)[1])
+	if resp := h.submit(slacktest.Submission{User: requester, CallbackID: form.CallbackID, PrivateMetadata: form.PrivateMetadata}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("confirming answered %d", resp.StatusCode)
+	}
+	if status, _ := h.browse(h.connectPrompt(requester, 1), requester); status != http.StatusOK {
+		t.Fatalf("callback = %d", status)
+	}
+	h.reply(root, "Noted.")
+	if n := srv.Calls(requester); n != 1 {
+		t.Fatalf("whoami ran %d times as %s, want once", n, requester)
+	}
+
+	// Next turn: the editor edits again, the requester declines: nothing
+	// runs, and the model is told why.
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester, "text": "once more", "ts": "1700000100.000100", "thread_ts": root.TS})
+	card = h.cards(root, 2)[1]
+	h.click(card, "edit", approver)
+	view = decodeView(t, h.slack.WaitFor(t, "views.open", 3, 10*time.Second)[2])
+	h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+		Values: map[string]map[string]string{"args": {"args_input": `{"note":"bob's again"}`}}})
+	var second slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if strings.Contains(h.card(c), "bob's again") && hasAction(c, "elicit_decline") {
+				second = c
+				return true
+			}
+		}
+		return false
+	}, "a second confirmation")
+	h.click(second, "elicit_decline", requester)
+	h.reply(root, "Not noted.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "did not confirm") {
+		t.Errorf("the model was told %q, want that the requester did not confirm", got)
+	}
+	if n := srv.Calls(requester); n != 1 {
+		t.Errorf("whoami ran %d times as %s, want still once", n, requester)
 	}
 }

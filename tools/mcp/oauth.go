@@ -163,8 +163,9 @@ func (s *server) connectError(user string, err error) error {
 // not confirm arguments someone else edited.
 var ErrNotConfirmed = errors.New("the requester did not confirm the edited arguments")
 
-// confirmSchema is the form of confirmEdit.
-var confirmSchema = json.RawMessage(`{"type":"object","properties":{"confirm":{"type":"boolean","title":"Run it as me with these arguments"}},"required":["confirm"]}`)
+// confirmSchema is the form of confirmEdit: nothing to fill in; an
+// accepted answer confirms.
+var confirmSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // confirmEdit asks the requester to confirm arguments someone else
 // edited, before a call runs with the requester's token.
@@ -183,12 +184,10 @@ func (s *server) confirmEdit(ctx context.Context, info tools.CallInfo, tool stri
 	}
 	ans, err := el.Elicit(ctx, tools.Elicitation{
 		Call: info, Tool: tool, Schema: confirmSchema,
-		Message: fmt.Sprintf("This call runs with your own connection to %s, and someone else (%s) edited its arguments. It runs only if you confirm them: %s", s.cfg.Name, info.EditedBy, shown),
+		Message: fmt.Sprintf("This call runs with your own connection to %s, and someone else (%s) edited its arguments. "+
+			"It runs only if you confirm them (Answer, then submit); Decline and it does not run. The arguments: %s", s.cfg.Name, info.EditedBy, shown),
 	})
 	if err != nil || ans.Action != tools.ElicitAccept || ans.By != "" && ans.By != info.Requester {
-		return refused
-	}
-	if ok, _ := ans.Content["confirm"].(bool); !ok {
 		return refused
 	}
 	return nil
