@@ -449,6 +449,16 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	log.WithField("duration", a.now().Sub(start)).Info("tool call done")
 }
 
+// RunsAs is whose identity call c of s runs with at its tool's server
+// (tools.IdentityTool), or "" when the tool acts as no one.
+func (a *Agent) RunsAs(s *State, c Call) string {
+	tool, _, ok := a.box.Lookup(c.Tool)
+	if it, isID := tool.(tools.IdentityTool); ok && isID {
+		return it.RunsAs(c.AskedBy(s))
+	}
+	return ""
+}
+
 // callTool runs the tool, turning a panic into an error.
 func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, err error) {
 	defer func() {

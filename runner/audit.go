@@ -117,6 +117,11 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 	if len(c.EditedArgs) > 0 {
 		f["edited_args"] = string(c.EditedArgs) // masked by auditRecord
 	}
+	if event == "execution" {
+		if as := s.agent.RunsAs(st, c); as != "" {
+			f["as"] = as // whose identity the call runs with, never a token
+		}
+	}
 	return f
 }
 

@@ -62,6 +62,15 @@ type Elicitation struct {
 	Schema json.RawMessage
 }
 
+// IdentityTool is a Tool that acts as someone: an MCP server's tool with
+// OAuth. RunsAs says whose identity a call asked for by requester runs
+// with: the requester's ID, "service" for the bot's own, or "" when the
+// tool has none. The audit trail records it.
+type IdentityTool interface {
+	Tool
+	RunsAs(requester string) string
+}
+
 // ElicitAction is how a person answered an Elicitation.
 type ElicitAction string
 

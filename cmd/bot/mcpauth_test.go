@@ -173,6 +173,19 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 	if n := srv.Calls(requester); n != 1 {
 		t.Errorf("whoami ran %d times as %s, want once", n, requester)
 	}
+	// The audit trail says whose identity the call ran with.
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	defer rdb.Close()
+	records, _ := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+	var as []string
+	for _, r := range records {
+		if r.Values["event"] == "execution" {
+			as = append(as, fmt.Sprint(r.Values["as"]))
+		}
+	}
+	if len(as) != 1 || as[0] != requester {
+		t.Errorf("audited executions ran as %q, want one as %s", as, requester)
+	}
 	// The same link again does nothing.
 	if status, _ := h.browse(authURL, requester); status != http.StatusBadRequest {
 		t.Errorf("a second use of the authorization request answered %d, want 400", status)

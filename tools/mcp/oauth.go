@@ -229,3 +229,17 @@ func Dial(ctx context.Context, cfg tools.MCPServer, b *mcpauth.Broker, user stri
 	}
 	return cs, list, nil
 }
+
+var _ tools.IdentityTool = (*tool)(nil)
+
+// RunsAs says whose identity a call runs with: the requester's (auth:
+// requester), the bot's ("service"), or none (static headers).
+func (t *tool) RunsAs(requester string) string {
+	switch t.srv.cfg.Auth {
+	case tools.AuthRequester:
+		return requester
+	case tools.AuthService:
+		return "service"
+	}
+	return ""
+}
