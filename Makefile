@@ -63,6 +63,10 @@ FUZZ_TARGETS = \
 	./tools:FuzzRedact \
 	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
+	./mcpauth:FuzzOpen \
+	./mcpauth:FuzzParseKey \
+	./mcpauth:FuzzCallbackQuery \
+	./mcpauth:FuzzWWWAuthenticate \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \
