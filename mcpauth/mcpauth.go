@@ -386,6 +386,13 @@ func oneLine(s string) string {
 // prompt.
 func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, call tools.CallInfo) (auth.OAuthHandler, error) {
 	id := Identity{Server: cfg.Name, User: user}
+	if cfg.OAuth.Grant == tools.GrantClientCredentials && cfg.OAuth.PrivateKey != "" {
+		key, alg, err := parsePrivateKey(cfg.OAuth.PrivateKey)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %q: oauth: private_key: %w", cfg.Name, err)
+		}
+		return &jwtHandler{clientID: cfg.OAuth.ClientID, key: key, alg: alg, scopes: cfg.OAuth.Scopes, hc: b.opts.HTTPClient, now: b.opts.Now}, nil
+	}
 	if cfg.OAuth.Grant == tools.GrantClientCredentials {
 		return extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
 			Credentials: &oauthex.ClientCredentials{ClientID: cfg.OAuth.ClientID, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: cfg.OAuth.ClientSecret}},

@@ -54,12 +54,17 @@ const (
 //	    oauth:
 //	      client_id: countersign        # a pre-registered client
 //	      client_secret: ${TICKETS_OAUTH_SECRET}
+//	      private_key: ${TICKETS_KEY_PEM} # client_credentials: private_key_jwt
 //	      client_metadata_url: https://bot.example.com/oauth/client.json
 //	      scopes: [tickets.read, tickets.write]
 //	      grant: client_credentials     # auth: service only
 type MCPOAuth struct {
 	ClientID     string
 	ClientSecret string // a secret: in MCPServer.Secrets, never logged
+	// PrivateKey is a PEM private key (EC P-256 or RSA) the client
+	// credentials grant signs its client assertion with (private_key_jwt)
+	// instead of sending ClientSecret. A secret.
+	PrivateKey string
 	// ClientMetadataURL is the bot's client ID metadata document (an
 	// https URL with a path).
 	ClientMetadataURL string
@@ -69,7 +74,7 @@ type MCPOAuth struct {
 	Grant string
 }
 
-var mcpOAuthKeys = []string{"client_id", "client_secret", "client_metadata_url", "scopes", "grant"}
+var mcpOAuthKeys = []string{"client_id", "client_secret", "private_key", "client_metadata_url", "scopes", "grant"}
 
 func parseMCPAuth(n *yaml.Node) (MCPAuth, error) {
 	if n.Kind == yaml.ScalarNode {
@@ -96,7 +101,7 @@ func parseMCPOAuth(name string, n *yaml.Node, getenv func(string) string, s *MCP
 		}
 		var err error
 		switch key.Value {
-		case "client_id", "client_secret", "client_metadata_url":
+		case "client_id", "client_secret", "private_key", "client_metadata_url":
 			if val.Kind != yaml.ScalarNode {
 				err = errors.New("want a string")
 				break
@@ -111,6 +116,9 @@ func parseMCPOAuth(name string, n *yaml.Node, getenv func(string) string, s *MCP
 				s.OAuth.ClientID = v
 			case "client_secret":
 				s.OAuth.ClientSecret = v
+				s.Secrets.Add(v)
+			case "private_key":
+				s.OAuth.PrivateKey = v
 				s.Secrets.Add(v)
 			case "client_metadata_url":
 				s.OAuth.ClientMetadataURL = v
@@ -137,7 +145,7 @@ func parseMCPOAuth(name string, n *yaml.Node, getenv func(string) string, s *MCP
 // checkMCPAuth checks that auth: and oauth: fit together and with the
 // server's transport.
 func checkMCPAuth(n *yaml.Node, s *MCPServer, seen map[string]bool) error {
-	if s.OAuth.Grant == "" {
+	if s.OAuth.Grant == "" && s.Auth != AuthStatic {
 		s.OAuth.Grant = GrantAuthorizationCode
 	}
 	switch {
@@ -147,8 +155,10 @@ func checkMCPAuth(n *yaml.Node, s *MCPServer, seen map[string]bool) error {
 		return lineErrorf(n, "MCP server %q: oauth: needs auth: service or auth: requester", s.Name)
 	case s.OAuth.Grant == GrantClientCredentials && s.Auth != AuthService:
 		return lineErrorf(n, "MCP server %q: the client_credentials grant is the bot's own identity: want auth: service", s.Name)
-	case s.OAuth.Grant == GrantClientCredentials && (s.OAuth.ClientID == "" || s.OAuth.ClientSecret == ""):
-		return lineErrorf(n, "MCP server %q: the client_credentials grant needs client_id and client_secret", s.Name)
+	case s.OAuth.Grant == GrantClientCredentials && (s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" && s.OAuth.PrivateKey == ""):
+		return lineErrorf(n, "MCP server %q: the client_credentials grant needs client_id, and client_secret or private_key", s.Name)
+	case s.OAuth.PrivateKey != "" && s.OAuth.Grant != GrantClientCredentials:
+		return lineErrorf(n, "MCP server %q: oauth: private_key applies to grant: client_credentials", s.Name)
 	case s.OAuth.ClientSecret != "" && s.OAuth.ClientID == "":
 		return lineErrorf(n, "MCP server %q: oauth: client_secret needs client_id", s.Name)
 	}

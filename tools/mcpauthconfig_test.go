@@ -22,7 +22,7 @@ func TestParseMCPAuth(t *testing.T) {
 		{"stdio", "command: [x]\n    auth: requester\n", 0, "only to a url: server"},
 		{"oauth without auth", "url: https://h/mcp\n    oauth: {client_id: c}\n", 0, "needs auth:"},
 		{"client credentials as requester", "url: https://h/mcp\n    auth: requester\n    oauth: {client_id: c, client_secret: s, grant: client_credentials}\n", 0, "want auth: service"},
-		{"client credentials without secret", "url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, grant: client_credentials}\n", 0, "needs client_id and client_secret"},
+		{"client credentials without secret", "url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, grant: client_credentials}\n", 0, "needs client_id, and client_secret or private_key"},
 		{"metadata URL not https", "url: https://h/mcp\n    auth: service\n    oauth: {client_metadata_url: \"http://bot/client.json\"}\n", 0, "https URL with a path"},
 		{"unknown key", "url: https://h/mcp\n    auth: service\n    oauth: {client: c}\n", 0, "client"},
 		{"bot secret", "url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, client_secret: \"${SLACK_BOT_TOKEN}\"}\n", 0, "never given the bot's own secrets"},

@@ -321,7 +321,7 @@ func refuseBotSecrets(n *yaml.Node, s MCPServer, getenv func(string) string) err
 			return err
 		}
 	}
-	values := slices.Concat(s.Command, []string{s.URL, s.OAuth.ClientID, s.OAuth.ClientSecret, s.OAuth.ClientMetadataURL})
+	values := slices.Concat(s.Command, []string{s.URL, s.OAuth.ClientID, s.OAuth.ClientSecret, s.OAuth.PrivateKey, s.OAuth.ClientMetadataURL})
 	for _, m := range []map[string]string{s.Env, s.Headers} {
 		for _, v := range m {
 			values = append(values, v)

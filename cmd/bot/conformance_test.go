@@ -43,7 +43,7 @@ var conformanceScenarios = []struct {
 	{"auth/resource-mismatch", ""},
 	{"auth/offline-access-scope", ""},
 	{"auth/offline-access-not-supported", ""},
-	{"auth/client-credentials-jwt", "private_key_jwt client authentication is not implemented; client credentials use a secret"},
+	{"auth/client-credentials-jwt", ""},
 	{"auth/client-credentials-basic", ""},
 	{"auth/cross-app-access-complete-flow", "enterprise-managed authorization (an IdP's ID token exchanged for an ID-JAG): the bot holds no person's IdP token"},
 }

@@ -283,6 +283,7 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	var cc struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
+		PrivateKey   string `json:"private_key_pem"`
 	}
 	if raw := e.getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		_ = json.Unmarshal([]byte(raw), &cc)
@@ -291,7 +292,7 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	cfg := tools.MCPServer{Name: "conformance", URL: fs.Arg(0), Auth: tools.AuthService,
 		OAuth: tools.MCPOAuth{ClientMetadataURL: *cimd, ClientID: cc.ClientID, ClientSecret: cc.ClientSecret, Grant: tools.GrantAuthorizationCode}}
 	if strings.HasPrefix(scenario, "auth/client-credentials") {
-		cfg.OAuth.Grant = tools.GrantClientCredentials
+		cfg.OAuth.Grant, cfg.OAuth.PrivateKey = tools.GrantClientCredentials, cc.PrivateKey
 	}
 	log, err := newLogger(e.getenv, e.stderr, logrus.InfoLevel)
 	if err != nil {
