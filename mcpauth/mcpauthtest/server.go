@@ -191,8 +191,6 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": int(s.opts.TokenTTL.Seconds()), "refresh_token": rt, "scope": g.scope})
 }
 
-type userKey struct{}
-
 // protect answers 401 with the resource metadata to a request without a
 // valid token (but initialize and tools/list with PublicDiscovery).
 func (s *Server) protect(next http.Handler) http.Handler {
