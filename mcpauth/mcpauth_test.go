@@ -197,3 +197,38 @@ func TestKeys(t *testing.T) {
 		t.Errorf("KeyFromEnv(unset) = %d bytes, %t, %v; want a generated key", len(k), generated, err)
 	}
 }
+
+// A token about to expire is renewed with the refresh token, without the
+// person, and the renewed one is sealed and saved.
+func TestRenewedTokenIsSaved(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// oauth2 renews a token within 10s of its expiry: 5s tokens are
+	// renewed at their next use.
+	srv := mcpauthtest.New(t, mcpauthtest.Options{PublicDiscovery: true, TokenTTL: 5 * time.Second})
+	store := mcpauth.NewMemStore()
+	b, _ := mcpauth.New(store, key, mcpauth.Options{RedirectURL: redirect})
+	cfg := tools.MCPServer{Name: "tickets", URL: srv.URL(), Auth: tools.AuthRequester}
+	var prompts []mcpauth.Prompt
+	whoami(t, ctx, cfg, b, "U1", browser(t, b, "U1", &prompts))
+	first, _ := store.Connection(ctx, "tickets", "U1")
+	if got := whoami(t, ctx, cfg, b, "U1", browser(t, b, "U1", &prompts)); got != "you are U1" || len(prompts) != 1 {
+		t.Fatalf("whoami = %q after %d prompts, want U1 renewed without a prompt", got, len(prompts))
+	}
+	second, _ := store.Connection(ctx, "tickets", "U1")
+	if bytes.Equal(first, second) {
+		t.Error("the renewed token was not saved")
+	}
+	if n := len(srv.Tokens()); n < 4 {
+		t.Errorf("%d tokens issued, want a renewal", n)
+	}
+	for _, tok := range srv.Tokens() {
+		if bytes.Contains(second, []byte(tok)) {
+			t.Fatal("the store holds a renewed token in clear")
+		}
+	}
+	list, _ := b.Connections(ctx, "", "U1")
+	if len(list) != 1 || !list[0].Refreshable {
+		t.Errorf("Connections = %+v, want one renewable connection", list)
+	}
+}
