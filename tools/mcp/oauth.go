@@ -72,13 +72,13 @@ func (m *Manager) prompter() mcpauth.Prompter {
 var ErrNoAuthStore = errors.New("OAuth needs a connection store (mcpauth.Broker), and none is set")
 
 // authorize gives the shared session's transport the bot's identity.
+// Without a Broker (`bot tools`, which opens no Redis) the session goes
+// without a token: a server that lets its tools be listed so is listed,
+// another is down and says why.
 func (s *server) authorize(t *sdk.StreamableClientTransport) error {
-	if s.cfg.Auth == tools.AuthStatic {
-		return nil
-	}
 	b := s.m.oauth.broker.Load()
-	if b == nil {
-		return fmt.Errorf("MCP server %q: %w", s.cfg.Name, ErrNoAuthStore)
+	if s.cfg.Auth == tools.AuthStatic || b == nil {
+		return nil
 	}
 	h, err := b.Handler(s.cfg, mcpauth.Service, nil, tools.CallInfo{})
 	if err != nil {
