@@ -85,6 +85,10 @@ FUZZ_TARGETS = \
 	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
 	./tools/mcp:FuzzSniffBody \
+	./mcpauth:FuzzOpen \
+	./mcpauth:FuzzParseKey \
+	./mcpauth:FuzzCallbackQuery \
+	./mcpauth:FuzzWWWAuthenticate \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \

@@ -452,7 +452,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	defer cancel()
 	start := a.now()
 	// A tool that asks for input asks whoever asked for this call's turn.
-	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel}
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel, EditedBy: c.Editor()}
 	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
@@ -473,6 +473,16 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	}
 	c.Status, c.IsError, c.Result = Done, false, prefix+result
 	log.WithField("duration", a.now().Sub(start)).Info("tool call done")
+}
+
+// RunsAs is whose identity call c of s runs with at its tool's server
+// (tools.IdentityTool), or "" when the tool acts as no one.
+func (a *Agent) RunsAs(s *State, c Call) string {
+	tool, _, ok := a.box.Lookup(c.Tool)
+	if it, isID := tool.(tools.IdentityTool); ok && isID {
+		return it.RunsAs(c.AskedBy(s))
+	}
+	return ""
 }
 
 // callTool runs the tool, turning a panic into an error.

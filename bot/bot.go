@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -61,6 +62,8 @@ type Bot struct {
 	Model     llm.Model
 	Policy    *tools.Policy
 	Tools     *mcp.Manager
+	// Auth keeps the MCP servers' OAuth connections.
+	Auth *mcpauth.Broker
 	// Redis describes the Redis in use, for the start-up line (its
 	// password redacted).
 	Redis string
@@ -158,6 +161,11 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 	// replica, its slots are not refused until another joins.
 	store := redisstore.New(rdb, redisstore.Options{Prefix: opts.Prefix, Replicas: replicas,
 		ReplicasConnected: getenv("REDIS_WAIT_REPLICAS") == "", AuditRetention: retention})
+	broker, err := NewBroker(getenv, log, store, policy)
+	if err != nil {
+		return nil, err
+	}
+	box.SetAuth(broker, nil)
 	var toolNames []string
 	for _, t := range box.FixedTools() { // MCP servers' tools come and go
 		toolNames = append(toolNames, t.Name())
@@ -186,7 +194,7 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 		Members: members, Stream: opts.Stream,
 	})
 	return &Bot{Runner: svc, Store: store, Checkpoints: checkpoints, Metrics: obs, RedisCost: cost,
-		Model: model, Policy: policy, Tools: box}, nil
+		Model: model, Policy: policy, Tools: box, Auth: broker}, nil
 }
 
 // Close stops the tools' servers and closes Redis (the embedded server

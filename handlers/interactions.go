@@ -81,6 +81,10 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 	}
 	ctx := r.Context()
 	action := cb.ActionCallback.BlockActions[0]
+	if action.ActionID == slackui.ActionMCPConnect {
+		w.WriteHeader(http.StatusOK) // a link: the browser does the rest
+		return
+	}
 	log := s.log.WithFields(logrus.Fields{"user": cb.User.ID, "channel": cb.Channel.ID, "action": action.ActionID})
 	fromHome := cb.View.Type == slack.VTHomeTab
 	if fromHome && s.home == nil {

@@ -105,6 +105,11 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 	if d := c.Decision; d != nil && d.Kind != interrupt.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
+	if event == "execution" {
+		if as := s.agent.RunsAs(st, c); as != "" {
+			f["as"] = as // whose identity the call runs with, never a token
+		}
+	}
 	return f
 }
 

@@ -22,6 +22,10 @@ type CallInfo struct {
 	Requester string
 	// Channel is where the conversation takes place.
 	Channel string
+	// EditedBy is who edited the arguments the call runs with, or "" if
+	// they are the model's. A tool that acts as the Requester asks them to
+	// confirm arguments someone else wrote.
+	EditedBy string
 }
 
 // InfoTool is a Tool that wants to know which call it runs. The agent
@@ -56,6 +60,15 @@ type Elicitation struct {
 	// Schema is the JSON schema of the answer: an object of flat
 	// properties (string, number, integer, boolean, enum).
 	Schema json.RawMessage
+}
+
+// IdentityTool is a Tool that acts as someone: an MCP server's tool with
+// OAuth. RunsAs says whose identity a call asked for by requester runs
+// with: the requester's ID, "service" for the bot's own, or "" when the
+// tool has none. The audit trail records it.
+type IdentityTool interface {
+	Tool
+	RunsAs(requester string) string
 }
 
 // ElicitAction is how a person answered an Elicitation.

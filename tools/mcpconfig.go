@@ -77,6 +77,11 @@ type MCPServer struct {
 	// Rule is the rule of the server's tools that have no entry of their
 	// own under tools:.
 	Rule Rule
+	// Auth says whose identity the calls run as (auth:); OAuth is how
+	// the bot is known to the server's authorization server (oauth:). See
+	// MCPOAuth.
+	Auth  MCPAuth
+	OAuth MCPOAuth
 	// Secrets are the server's env: and headers: values and the parts of
 	// its command and URL that came from ${VAR}: whatever shows the
 	// server's configuration, or an error or output of it, shows it
@@ -116,7 +121,7 @@ func (p *Policy) mcpServerFor(name string) (MCPServer, bool) {
 	return s, ok
 }
 
-var mcpServerKeys = append([]string{"command", "env", "inherit_env", "user", "url", "headers", "timeout", "trust_annotations"},
+var mcpServerKeys = append([]string{"command", "env", "inherit_env", "user", "url", "headers", "timeout", "trust_annotations", "auth", "oauth"},
 	slices.DeleteFunc(slices.Clone(ruleKeys), func(k string) bool { return k == "allow_hosts" })...)
 
 func parseMCPServers(n *yaml.Node, getenv func(string) string, out map[string]MCPServer) error {
@@ -190,6 +195,12 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 			s.Timeout, err = parseExpiresAfter(val)
 		case "trust_annotations":
 			err = parseBool(val, &s.TrustAnnotations)
+		case "auth":
+			s.Auth, err = parseMCPAuth(val)
+		case "oauth":
+			if err = parseMCPOAuth(name, val, getenv, &s); err != nil {
+				return s, err
+			}
 		case "approval":
 			err = parseApproval(val, &s.Rule.Approval)
 		case "approvers":
@@ -224,6 +235,9 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 		return s, lineErrorf(n, "MCP server %q: inherit_env: applies only to a command: server", name)
 	case seen["user"] && !seen["command"]:
 		return s, lineErrorf(n, "MCP server %q: user: applies only to a command: server", name)
+	}
+	if err := checkMCPAuth(n, &s, seen); err != nil {
+		return s, err
 	}
 	if err := refuseBotSecrets(n, s, getenv); err != nil {
 		return s, err
@@ -292,7 +306,7 @@ func parseServerUser(n *yaml.Node) (string, error) {
 func refuseBotSecrets(n *yaml.Node, s MCPServer, getenv func(string) string) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key := n.Content[i].Value
-		if key != "command" && key != "env" && key != "url" && key != "headers" {
+		if key != "command" && key != "env" && key != "url" && key != "headers" && key != "oauth" {
 			continue
 		}
 		var err error
@@ -307,7 +321,7 @@ func refuseBotSecrets(n *yaml.Node, s MCPServer, getenv func(string) string) err
 			return err
 		}
 	}
-	values := slices.Concat(s.Command, []string{s.URL})
+	values := slices.Concat(s.Command, []string{s.URL, s.OAuth.ClientID, s.OAuth.ClientSecret, s.OAuth.PrivateKey, s.OAuth.ClientMetadataURL})
 	for _, m := range []map[string]string{s.Env, s.Headers} {
 		for _, v := range m {
 			values = append(values, v)

@@ -222,6 +222,8 @@ func FuzzParseMCPServers(f *testing.F) {
 	f.Add("mcp_servers:\n  a:\n    url: http://h${TICKETS_TOKEN}/x${EVERYTHING_TOKEN}y?k=1\n  b:\n    command: [x, \"-t=${TICKETS_TOKEN}\"]\n")
 	f.Add("mcp_servers:\n  a:\n    command: [x, \"${SLACK_BOT_TOKEN:-}\"]\n    inherit_env: [PATH]\n    user: nobody\n")
 	f.Add("mcp_servers:\n  a:\n    command: [x]\n    env: {A: \"${COPY}\"}\n")
+	f.Add("mcp_servers:\n  a:\n    url: https://h/mcp\n    auth: requester\n    oauth: {client_id: c, client_secret: \"${TICKETS_TOKEN}\", scopes: [a, b]}\n")
+	f.Add("mcp_servers:\n  a:\n    url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, client_secret: \"${COPY}\", grant: client_credentials}\n")
 	const botSecret = "xoxb-fuzz-secret"
 	f.Fuzz(func(t *testing.T, y string) {
 		secrets := []string{"tok-everything-1", "tok-tickets-2"}
@@ -236,7 +238,7 @@ func FuzzParseMCPServers(f *testing.F) {
 				t.Errorf("server %q: command %q and url %q", name, s.Command, s.URL)
 			}
 			// No server that parses is given the bot's secret.
-			all := append(append(append([]string{s.URL, s.User}, s.Command...), s.InheritEnv...), fmt.Sprint(s.Env), fmt.Sprint(s.Headers))
+			all := append(append(append([]string{s.URL, s.User, s.OAuth.ClientID, s.OAuth.ClientSecret, s.OAuth.ClientMetadataURL}, s.Command...), s.InheritEnv...), fmt.Sprint(s.Env), fmt.Sprint(s.Headers))
 			for _, v := range all {
 				if strings.Contains(v, botSecret) {
 					t.Errorf("server %q is given the bot's token: %q", name, v)

@@ -86,6 +86,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	rep.WithTools(svc.Tools) // before anything runs
 	svc.Tools.SetElicitor(handlers.NewElicitor(api, svc.Store, svc.Store, log))
 	svc.Tools.SetProgressReporter(rep)
+	svc.Tools.SetPrompter(handlers.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
 		Home: svc.Store, TeamURL: auth.URL})
 	rep.WithHome(srv.Home())
@@ -97,6 +98,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 // metrics.
 func routes(mux *http.ServeMux, b *bot.Bot, slack *handlers.Server) {
 	mux.Handle("/slack/", b.Metrics.Instrument(slack.Handler()))
+	mux.Handle("GET "+bot.CallbackPath, slack.OAuthCallback(b.Auth))
 	b.Metrics.Background(slack.Busy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -80,6 +80,7 @@ var commands = []struct {
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (REDIS_URL, or the local Redis)", runCheckpoints}},
 	{"audit", command{"the audit trail: list it, verify its hash chain, export it (REDIS_URL, or the local Redis)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
+	{"mcp", command{"the MCP servers' OAuth connections: connect, connections, revoke (needs REDIS_URL and MCP_TOKEN_KEY)", runMCP}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
 }
@@ -134,7 +135,7 @@ without an API key.
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
-AUDIT_RETENTION, LOG_LEVEL, LOG_FORMAT (see README.md, docs/configuration.md).
+AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL, LOG_LEVEL, LOG_FORMAT (see README.md, docs/configuration.md).
 `
 }
 
@@ -260,6 +261,23 @@ examples:
 	"checkpoints delete": `
 examples:
   REDIS_URL=redis://localhost:6379/0 bot checkpoints delete --thread chat-retry --yes
+`,
+	"mcp": `
+The OAuth connections of BOT_POLICY's MCP servers (auth: service or auth:
+requester), kept in the Redis of REDIS_URL, sealed with MCP_TOKEN_KEY:
+
+  connect SERVER [--user U]   make the bot's connection (or U's): prints the
+                              authorization URL; the bot's /oauth/callback
+                              completes it, or paste the address the browser
+                              ended on
+  connections [--user U] [--server S] [--json]
+                              list connections (never their tokens)
+  revoke SERVER [--user U]    delete the bot's connection (or U's)
+
+examples:
+  REDIS_URL=redis://localhost:6379/0 MCP_TOKEN_KEY=… bot mcp connect tickets
+  REDIS_URL=redis://localhost:6379/0 MCP_TOKEN_KEY=… bot mcp connections --user U012ABCDEF
+  REDIS_URL=redis://localhost:6379/0 MCP_TOKEN_KEY=… bot mcp revoke tickets --user U012ABCDEF
 `,
 	"version": `
 examples:

@@ -128,9 +128,10 @@ type Manager struct {
 	opts     Options
 	log      logrus.FieldLogger
 
-	reg  atomic.Pointer[tools.Registry]
-	elic atomic.Pointer[tools.Elicitor]
-	prog atomic.Pointer[ProgressReporter]
+	reg   atomic.Pointer[tools.Registry]
+	elic  atomic.Pointer[tools.Elicitor]
+	prog  atomic.Pointer[ProgressReporter]
+	oauth oauthHooks
 
 	startOnce sync.Once
 	rebuildMu sync.Mutex
@@ -308,6 +309,9 @@ func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
 	d := fallback
 	for _, s := range m.servers {
 		d = max(d, MaxCall(s.cfg.Timeout)+5*time.Second)
+		if s.cfg.Auth == tools.AuthRequester {
+			d = max(d, MaxCall(s.cfg.Timeout)+ConnectWait+5*time.Second)
+		}
 	}
 	return d
 }

@@ -248,12 +248,11 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		cmd.Stderr = &stderr
 		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, w: &s.wire}
 	} else {
-		hc := s.m.opts.HTTPClient
-		if hc == nil {
-			hc = http.DefaultClient
+		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries}
+		if err := s.authorize(t); err != nil {
+			return err
 		}
-		hc = &http.Client{Transport: sniffHTTP{next: headers{set: s.cfg.Headers, next: hc.Transport}, w: &s.wire}, Timeout: hc.Timeout, Jar: hc.Jar}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
+		transport = t
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
 	defer cancel()

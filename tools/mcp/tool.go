@@ -120,11 +120,12 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 // the model; a server that dies during the call gives an error wrapping
 // tools.ErrOutcomeUnknown.
 func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, error) {
-	sess, err := t.srv.session()
+	sess, release, timeout, err := t.srv.sessionFor(ctx, info, t.name, args)
 	if err != nil {
 		return "", err
 	}
-	ctx, dl, cancel := withDeadline(ctx, t.srv.cfg.Timeout)
+	defer release()
+	ctx, dl, cancel := withDeadline(ctx, timeout)
 	defer cancel()
 	token := newProgressToken()
 	done := t.srv.track(&inflight{info: info, tool: t.name, token: token, dl: dl})

@@ -1,0 +1,53 @@
+package bot
+
+import (
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/mcpauth"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/mcp"
+)
+
+// CallbackPath is the path of the bot's OAuth callback, where the
+// authorization servers of MCP servers send people back.
+const CallbackPath = "/oauth/callback"
+
+// RedirectURL is the bot's OAuth callback as browsers reach it:
+// BOT_PUBLIC_URL (the bot's public base URL) or, without it, BOT_ADDR's.
+func RedirectURL(getenv func(string) string) string {
+	base := strings.TrimRight(getenv("BOT_PUBLIC_URL"), "/")
+	if base == "" {
+		addr := getenv("BOT_ADDR")
+		if addr == "" {
+			addr = "127.0.0.1:3000"
+		}
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		base = "http://" + addr
+	}
+	return base + CallbackPath
+}
+
+// NewBroker is the keeper of the MCP servers' OAuth connections, in the
+// store, sealed with MCP_TOKEN_KEY. Without that variable a key is made
+// for this process, and a warning says so when a server uses OAuth:
+// connections made with it open only in this process.
+func NewBroker(getenv func(string) string, log logrus.FieldLogger, store *redisstore.Store, policy *tools.Policy) (*mcpauth.Broker, error) {
+	key, generated, err := mcpauth.KeyFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if generated {
+		for _, s := range policy.MCPServers {
+			if s.Auth != tools.AuthStatic {
+				log.Warn("MCP_TOKEN_KEY is not set: OAuth tokens are sealed with a key made for this process; connections are lost at restart and other replicas cannot open them (set MCP_TOKEN_KEY to 32 random bytes, base64)")
+				break
+			}
+		}
+	}
+	return mcpauth.New(store, key, mcpauth.Options{RedirectURL: RedirectURL(getenv), StateTTL: mcp.ConnectWait, Logger: log.WithField("component", "mcpauth")})
+}

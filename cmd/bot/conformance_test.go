@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// conformanceSuite is the MCP conformance suite the client is tested
+// with (fetched by .ci/with-redis --node).
+const conformanceSuite = "@modelcontextprotocol/conformance@0.1.16"
+
+// conformanceScenarios are the suite's client scenarios the bot's client
+// runs, and why one is expected to fail (not built, or not one a bot can act in), if it is.
+var conformanceScenarios = []struct {
+	name, knownFailure string
+}{
+	{"initialize", ""},
+	{"tools_call", ""},
+	{"auth/metadata-default", ""},
+	{"auth/metadata-var1", ""},
+	{"auth/metadata-var2", ""},
+	{"auth/metadata-var3", ""},
+	{"auth/basic-cimd", ""},
+	{"auth/scope-from-www-authenticate", ""},
+	{"auth/scope-from-scopes-supported", ""},
+	{"auth/scope-omitted-when-undefined", ""},
+	{"auth/scope-step-up", ""},
+	{"auth/scope-retry-limit", ""},
+	{"auth/token-endpoint-auth-basic", ""},
+	{"auth/token-endpoint-auth-post", ""},
+	{"auth/token-endpoint-auth-none", ""},
+	{"auth/pre-registration", ""},
+	{"auth/2025-03-26-oauth-metadata-backcompat", "its authorization server metadata names an issuer other than the URL it is served for; the SDK refuses it (RFC 8414 §3.3), which keeps mix-up protection"},
+	{"auth/2025-03-26-oauth-endpoint-fallback", ""},
+	{"auth/resource-mismatch", ""},
+	{"auth/offline-access-scope", ""},
+	{"auth/offline-access-not-supported", ""},
+	{"auth/client-credentials-jwt", ""},
+	{"auth/client-credentials-basic", ""},
+	{"auth/cross-app-access-complete-flow", "enterprise-managed authorization (an IdP's ID token exchanged for an ID-JAG): the bot holds no person's IdP token"},
+}
+
+var conformanceResult = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`)
+
+// The MCP conformance suite's client scenarios, with `bot mcp
+// conformance-client` — the bot's MCP and OAuth code — as the client and
+// the suite's own servers; the client plays the person's browser.
+func TestMCPConformanceClientScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the conformance suite's servers: not in -short")
+	}
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Fatalf("npx not found (%v): the conformance suite runs with Node's npx; run the test through .ci/with-redis --node", err)
+	}
+	env := os.Environ()
+	if out, err := exec.Command("node", "--version").Output(); err == nil {
+		major, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0], "v"))
+		if major < 22 {
+			shim, _ := filepath.Abs("testdata/node-globsync/register.mjs")
+			env = append(env, "NODE_OPTIONS=--import "+shim)
+		}
+	}
+	command := botBinary + " mcp conformance-client --client-metadata-url https://conformance-test.local/client-metadata.json"
+	var table strings.Builder
+	table.WriteString("| scenario | checks passed | result |\n| --- | --- | --- |\n")
+	for _, sc := range conformanceScenarios {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, npx, "-y", conformanceSuite, "client", "--command", command, "--scenario", sc.name)
+		cmd.Env, cmd.Dir = env, t.TempDir()
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		m := conformanceResult.FindStringSubmatch(string(out))
+		passed := m != nil && m[3] == "0" && strings.Contains(string(out), "OVERALL: PASSED")
+		checks, result := "-", "fail"
+		if m != nil {
+			checks = m[1] + "/" + m[2]
+		}
+		switch {
+		case passed:
+			result = "pass"
+		case sc.knownFailure != "":
+			result = "fail (expected: " + sc.knownFailure + ")"
+		}
+		fmt.Fprintf(&table, "| %s | %s | %s |\n", sc.name, checks, result)
+		if !passed && sc.knownFailure == "" {
+			t.Errorf("scenario %s failed:\n%s", sc.name, tail(string(out), 40))
+		}
+	}
+	t.Logf("MCP conformance, client scenarios:\n%s", table.String())
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
