@@ -6,15 +6,22 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 // TestIntake: a request is accepted once, held by the attempt that
 // accepted it; only a hold that lapsed gives it to another attempt, and an
 // attempt that lost it can neither write its record nor say it started.
+// On every kind of Redis the store runs on.
 func TestIntake(t *testing.T) {
+	for name, client := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			testIntake(t, redisstore.New(client(t), redisstore.Options{Prefix: uniqueName("intake")}))
+		})
+	}
+}
+
+func testIntake(t *testing.T, s *redisstore.Store) {
 	ctx := context.Background()
-	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("intake")})
 	const id = "command:t1"
 	now := time.Now()
 	first, err := s.Accept(ctx, id, "a", []byte(`{"text":"deploy"}`), now.Add(15*time.Second), time.Hour)
