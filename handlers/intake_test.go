@@ -260,26 +260,35 @@ func TestQueuedPastTheRetryAgeIsCarriedOnOnce(t *testing.T) {
 }
 
 // TestHeldRequestOfADeadReplicaIsCarriedOnOnce: replica A accepts
-// "/agent deploy", which waits for A's only slot; A stops renewing its
-// holds (its intake loop is gone, as in a process that hangs or dies).
-// Replica B's intake carries the request on once its hold lapses. When
-// A's queued attempt finally runs, it finds the request is no longer its
-// own: one root message, one conversation.
+// "/agent deploy" and a thread reply, which wait for A's only slot; A
+// stops renewing its holds (its intake loop is gone, as in a process that
+// hangs or dies). Replica B's intake carries both on once their holds
+// lapse. When A's queued attempts finally run, they find the requests are
+// no longer theirs: one root message, one conversation, one turn for the
+// reply.
 func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	b := newIntakeBed(t)
 	a := b.replica(1)
 	other := b.replica(4)
 	ctx := context.Background()
+	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000))
+	if err := other.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
+		Channel: slacktest.ChannelID, Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, root, _ := handlers.ParseThread(thread)
 
 	b.command(a, "block")
 	<-b.blocked
 	b.command(a, "deploy")
+	b.reply(a, root, "and the docs")
 
 	b.advance(time.Minute)
 	other.runIntake()
 	b.until("B carries the request on", func() bool {
 		ts := b.roots()["deploy"]
-		return len(ts) == 1 && turns(t, other.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts[0]), "deploy") == 1
+		return len(ts) == 1 && turns(t, other.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts[0]), "deploy") == 1 &&
+			turns(t, other.svc, thread, "and the docs") == 1
 	})
 	other.stop()
 	if err := other.srv.Shutdown(ctx); err != nil {
@@ -296,6 +305,9 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	}
 	if n := turns(t, a.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots["deploy"][0]), "deploy"); n != 1 {
 		t.Errorf("the conversation ran the request %d times, want once", n)
+	}
+	if n := turns(t, a.svc, thread, "and the docs"); n != 1 {
+		t.Errorf("the reply is %d turns of its conversation, want 1", n)
 	}
 	if len(roots["block"]) != 1 {
 		t.Errorf("%d root messages for the first request, want 1", len(roots["block"]))
