@@ -56,18 +56,25 @@ type Store interface {
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 
-	// Accept records a request under id before it is acknowledged, and
-	// schedules it to be driven again at due; false if id was recorded
-	// already (a repeated delivery). One round trip.
-	Accept(ctx context.Context, id string, record []byte, due time.Time, ttl time.Duration) (bool, error)
-	// UpdateIntake replaces an accepted request's record.
-	UpdateIntake(ctx context.Context, id string, record []byte) error
-	// Started says the request no longer needs driving.
-	Started(ctx context.Context, id string) error
-	// DueIntake takes up to n accepted requests whose time has come,
-	// putting each off until "until"; several processes may call it at
-	// once and each request goes to one of them.
-	DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error)
+	// Accept records a request under id before it is acknowledged, held
+	// by the attempt whose token is token until due; false if id was
+	// recorded already (a repeated delivery). One round trip.
+	Accept(ctx context.Context, id, token string, record []byte, due time.Time, ttl time.Duration) (bool, error)
+	// UpdateIntake replaces an accepted request's record and renews its
+	// hold until "until", only while token holds it; false if it does
+	// not (another attempt has the request).
+	UpdateIntake(ctx context.Context, id, token string, record []byte, until time.Time) (bool, error)
+	// HoldIntake renews the hold of each request of holds (id to token)
+	// that its token still holds and that has not started, until
+	// "until", and returns the ids it renewed.
+	HoldIntake(ctx context.Context, holds map[string]string, until time.Time) (map[string]bool, error)
+	// Started says the request no longer needs driving, if token holds
+	// it.
+	Started(ctx context.Context, id, token string) error
+	// DueIntake takes up to n accepted requests whose hold has lapsed,
+	// each now held by token until "until"; several processes may call
+	// it at once and each request goes to one of them.
+	DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error)
 }
 
 // ThreadKey is the conversation key of a Slack thread (slackui.ParseThread

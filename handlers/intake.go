@@ -2,9 +2,12 @@ package handlers
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -22,10 +25,29 @@ import (
 // driven again after intakeRetry) to started (its conversation has a
 // checkpoint, or its reply was handed to the runner); RunIntake drives
 // again whatever is still accepted when its time comes.
+//
+// A request is carried on by one attempt at a time, in this process and
+// across replicas. The attempt that accepted it holds it, with a token;
+// the hold lasts intakeRetry and RunIntake renews the holds of this
+// process's attempts, queued or running, on every tick, so a request
+// that waits long for a free slot is not driven again beside itself.
+// Only a hold that lapsed — its process died or stalled — lets another
+// attempt take the request, under a new token. Each step with an effect
+// is conditional on the token: the record's "posting" and root are
+// written only while it holds the request, and the conversation is
+// started or the reply handed on only after the hold was renewed. An
+// attempt that lost the request stops, and the one that has it finds a
+// root message already posted by its metadata (postRoot).
 
-// intakeRetry is how long an accepted request may take to start before
+// intakeRetry is how long an accepted request's hold lasts unless its
+// holder renews it: how long a process that died may leave it before
 // another process (or this one) drives it again.
 const intakeRetry = 15 * time.Second
+
+// postTimeout bounds the post of a root message, well within the hold
+// renewed just before it: an attempt whose hold lapses is not still
+// posting when another attempt looks for the message.
+const postTimeout = intakeRetry / 3
 
 // Kinds of accepted requests.
 const (
@@ -57,33 +79,105 @@ type intake struct {
 	Posting bool `json:"posting,omitempty"`
 }
 
-// accept stores rec under id and reports whether it is new. An error
-// means the request cannot be taken now.
-func (s *Server) accept(ctx context.Context, id string, rec intake) (bool, error) {
+// accept stores rec under id, held by a new token, and reports the token
+// and whether the request is new. An error means the request cannot be
+// taken now.
+func (s *Server) accept(ctx context.Context, id string, rec intake) (token string, first bool, err error) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	return s.store.Accept(ctx, id, raw, s.opts.Now().Add(intakeRetry), dedupTTL)
+	token = rand.Text()
+	first, err = s.store.Accept(ctx, id, token, raw, s.opts.Now().Add(intakeRetry), dedupTTL)
+	return token, first, err
 }
 
-// carryOn drives an accepted request on, in the background: it posts a
-// command's root message unless that was done, starts the conversation or
-// hands the reply to the runner, and records that the request started.
-// It is safe to run again for the same request.
-func (s *Server) carryOn(ctx context.Context, id string, rec intake) {
+// heldRequests are the requests this process's attempts hold, queued or
+// running: id to token. It is safe for concurrent use.
+type heldRequests struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// add records that an attempt of this process holds id under token. If
+// one does already, it now holds id under token, and add reports false:
+// no second attempt is to be started.
+func (h *heldRequests) add(id, token string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]string{}
+	}
+	_, had := h.m[id]
+	h.m[id] = token
+	return !had
+}
+
+// token is the token under which this process holds id.
+func (h *heldRequests) token(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[id]
+}
+
+func (h *heldRequests) remove(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, id)
+}
+
+// all returns a copy of the holds.
+func (h *heldRequests) all() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.m)
+}
+
+// carryOn drives an accepted request on, in the background, as the
+// attempt that holds it under token: it posts a command's root message
+// unless that was done, starts the conversation or hands the reply to
+// the runner, and records that the request started. If an attempt of
+// this process has the request already, that attempt goes on under
+// token and no other is started. It is safe to run again for the same
+// request: an attempt that no longer holds it stops.
+func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
+	if !s.held.add(id, token) {
+		return
+	}
 	s.background(ctx, func(ctx context.Context) {
+		defer s.held.remove(id)
 		log := s.log.WithFields(logrus.Fields{"team": rec.Team, "channel": rec.Channel, "user": rec.User, "request": rec.Kind})
+		// The request may have waited for a slot: go on only if this
+		// attempt still holds it.
+		if held, err := s.holds(ctx, id, log); err != nil || !held {
+			return
+		}
 		if s.carry(ctx, id, rec, log) {
-			if err := s.store.Started(ctx, id); err != nil {
+			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
 				log.WithError(err).Warn("recording that a request started")
 			}
 		}
 	})
 }
 
+// holds renews this process's hold of request id and reports whether it
+// still has it. An error says nothing: the request is driven again once
+// the hold lapses.
+func (s *Server) holds(ctx context.Context, id string, log logrus.FieldLogger) (bool, error) {
+	held, err := s.store.HoldIntake(ctx, map[string]string{id: s.held.token(id)}, s.opts.Now().Add(intakeRetry))
+	if err != nil {
+		log.WithError(err).Warn("renewing the hold of a request; it is driven again later")
+		return false, err
+	}
+	if !held[id] {
+		log.Info("the request is carried on by another attempt, or started")
+	}
+	return held[id], nil
+}
+
 // carry does the request's work and reports whether it is settled (done,
-// or failed for good); false leaves it to be driven again.
+// failed for good, or no longer this attempt's); false leaves it to be
+// driven again.
 func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
 	if rec.Kind == intakeCommand && rec.Root == "" {
 		if settled, posted := s.postRoot(ctx, id, &rec, log); !posted {
@@ -92,12 +186,25 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	}
 	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
 	log = log.WithField("thread", thread)
+	owned := false
 	if rec.Kind == intakeMention {
-		owned, err := s.owns(ctx, thread)
+		var err error
+		owned, err = s.owns(ctx, thread)
 		if err != nil {
 			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
 			return false
 		}
+	}
+	// The last step has an effect that must not happen twice (a reply
+	// handed on twice is two turns): go on only while this attempt
+	// holds the request, renewed for the step.
+	switch held, err := s.holds(ctx, id, log); {
+	case err != nil:
+		return false
+	case !held:
+		return true
+	}
+	if rec.Kind == intakeMention {
 		switch {
 		case owned:
 			rec.Kind = intakeReply // a mention in a conversation's thread
@@ -140,7 +247,10 @@ const requestMetadata = "countersign_request"
 // between posting it and recording it: the intake says "posting" before
 // the post, the message carries the request's id in its metadata, and a
 // later attempt that finds "posting" looks for that message in the
-// channel before it posts.
+// channel before it posts. Two attempts never post at once: "posting" is
+// written only by the attempt that holds the request, which renews its
+// hold with it and posts within postTimeout, well before the hold could
+// lapse.
 func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logrus.FieldLogger) (settled, posted bool) {
 	if rec.Posting {
 		ts, err := s.findRoot(ctx, rec.Channel, id)
@@ -148,7 +258,10 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 		switch {
 		case ts != "":
 			rec.Root = ts
-			s.recordIntake(ctx, id, *rec, log, "recording the root message")
+			held, err := s.recordIntake(ctx, id, *rec, log, "recording the root message")
+			if err == nil && !held {
+				return true, false // another attempt has it, and the root
+			}
 			return false, true
 		case errors.As(err, &slackErr):
 			// Slack answered, and will not show the channel (no
@@ -158,30 +271,38 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 			log.WithError(err).Warn("looking for the request's root message; trying again later")
 			return false, false
 		}
-	} else {
-		rec.Posting = true
-		if err := s.recordIntake(ctx, id, *rec, log, "recording that the root message is being posted"); err != nil {
-			return false, false
-		}
 	}
-	_, ts, err := s.api.PostMessageContext(ctx, rec.Channel,
+	// "posting" is written, or written again, by the holder only: it
+	// renews the hold for the post.
+	rec.Posting = true
+	switch held, err := s.recordIntake(ctx, id, *rec, log, "recording that the root message is being posted"); {
+	case err != nil:
+		return false, false
+	case !held:
+		return true, false // another attempt has the request
+	}
+	pctx, cancel := context.WithTimeout(ctx, postTimeout)
+	_, ts, err := s.api.PostMessageContext(pctx, rec.Channel,
 		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, slackui.MrkdwnAsSent(rec.Typed)), false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: requestMetadata, EventPayload: map[string]any{"request": id}}))
-	if err != nil && !slackRefused(err) {
-		// Slack gave no answer about the post (rate limited, a transient
-		// error, a broken connection — the message may even be there):
-		// the request stays due, and its next attempt looks for the
-		// message before posting.
-		log.WithError(err).Warn("posting the request's root message; trying again later")
-		return false, false
-	}
-	if err != nil {
+	cancel()
+	switch {
+	case err == nil:
+	case slackRefused(err):
+		// Slack answered: the bot cannot post here.
 		log.WithError(err).Warn("posting the request's root message")
 		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, slackui.CantPostText(err))
 		return true, false
+	default:
+		// Rate limited, or no answer: the message may be posted; the
+		// next attempt looks for it first.
+		log.WithError(err).Warn("posting the request's root message; trying again later")
+		return false, false
 	}
 	rec.Root = ts
-	s.recordIntake(ctx, id, *rec, log, "recording the root message")
+	if held, err := s.recordIntake(ctx, id, *rec, log, "recording the root message"); err == nil && !held {
+		return true, false // the hold lapsed during the post; the new holder finds the root
+	}
 	return false, true
 }
 
@@ -218,24 +339,33 @@ func (s *Server) findRoot(ctx context.Context, channel, id string) (string, erro
 	return "", nil
 }
 
-// recordIntake replaces the stored record of request id with rec.
-func (s *Server) recordIntake(ctx context.Context, id string, rec intake, log logrus.FieldLogger, what string) error {
+// recordIntake replaces the stored record of request id with rec, and
+// renews the hold, if this process's attempt still holds the request; it
+// reports whether it does.
+func (s *Server) recordIntake(ctx context.Context, id string, rec intake, log logrus.FieldLogger, what string) (bool, error) {
 	raw, err := json.Marshal(rec)
+	held := false
 	if err == nil {
-		err = s.store.UpdateIntake(ctx, id, raw)
+		held, err = s.store.UpdateIntake(ctx, id, s.held.token(id), raw, s.opts.Now().Add(intakeRetry))
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		log.WithError(err).Warn(what)
+	case !held:
+		log.Info("the request is carried on by another attempt, or started")
 	}
-	return err
+	return held, err
 }
 
 // RunIntake drives again, every interval until ctx ends, the accepted
-// requests whose time has come: those of a process that died between
-// acknowledging them and starting their conversation.
+// requests whose hold has lapsed: those of a process that died (or
+// stalled) between acknowledging them and starting their conversation.
+// First, on each tick, it renews the holds of this process's attempts,
+// queued or running, so that none of them is taken for lapsed.
 func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var renewed time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -243,7 +373,16 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		now := s.opts.Now()
-		due, err := s.store.DueIntake(ctx, now, now.Add(intakeRetry), 50)
+		if now.Sub(renewed) >= intakeRetry/3 {
+			if held := s.held.all(); len(held) > 0 {
+				if _, err := s.store.HoldIntake(ctx, held, now.Add(intakeRetry)); err != nil {
+					s.log.WithError(err).Warn("renewing the holds of queued and running requests")
+				}
+			}
+			renewed = now
+		}
+		token := rand.Text()
+		due, err := s.store.DueIntake(ctx, token, now, now.Add(intakeRetry), 50)
 		if err != nil {
 			s.log.WithError(err).Warn("reading accepted requests")
 		}
@@ -251,11 +390,11 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 			var rec intake
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				s.log.WithError(err).WithField("request", id).Warn("an accepted request cannot be read; dropping it")
-				_ = s.store.Started(ctx, id)
+				_ = s.store.Started(ctx, id, token)
 				continue
 			}
 			s.log.WithFields(logrus.Fields{"request": rec.Kind, "channel": rec.Channel}).Info("carrying on a request accepted earlier")
-			s.carryOn(ctx, id, rec)
+			s.carryOn(ctx, id, token, rec)
 		}
 	}
 }

@@ -70,6 +70,9 @@ type Server struct {
 	// CPU and Redis connections.
 	slots chan struct{}
 	home  *Home // nil without Options.Home
+	// held are the intake's requests this process's attempts hold
+	// (intake.go).
+	held heldRequests
 }
 
 // New returns a server. signingSecret verifies requests. Who may decide

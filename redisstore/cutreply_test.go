@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestFirstOrRepeatSurvivesACutAnswer(t *testing.T) {
 			return s.Dedup(ctx, "action:U0BOB:1700000000.1:approve", time.Minute)
 		}},
 		{"accept", func(s *redisstore.Store) (bool, error) {
-			return s.Accept(ctx, "event:Ev0CUT", []byte(`{"kind":"reply"}`), time.Now().Add(15*time.Second), time.Minute)
+			return s.Accept(ctx, "event:Ev0CUT", rand.Text(), []byte(`{"kind":"reply"}`), time.Now().Add(15*time.Second), time.Minute)
 		}},
 	}
 	for _, tt := range tests {

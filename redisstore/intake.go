@@ -10,14 +10,25 @@ import (
 )
 
 // The intake keeps a request from before it is acknowledged until its
-// conversation is under way: a record per request, and an index of when
-// each must be looked at again if nobody has said it started. Both keys
-// share the hash tag {intake}, so one script writes them together on a
-// cluster too.
-
-// acceptLua records a request once and schedules its re-drive.
+// conversation is under way: a record per request, the token of the
+// attempt that holds it, and an index of when each must be looked at
+// again if nobody has said it started. All keys share the hash tag
+// {intake}, so one script writes them together on a cluster too.
 //
-//	KEYS: record, due index, the record's token
+// A request is handled by one attempt at a time: the attempt that
+// accepted it holds it, and its time in the index is the hold's expiry,
+// which the holder renews while the request waits for a free slot or
+// runs. DueIntake gives a request whose hold lapsed (its holder died, or
+// stalled past its lease) to a new attempt, with a new token; every step
+// that has an effect — the record's "posting", its root, "started" — is
+// written only while the step's token still holds the request, so an
+// attempt that lost it cannot post a second root or start a second
+// conversation.
+
+// acceptLua records a request once, held by the call that records it,
+// and schedules its re-drive.
+//
+//	KEYS: record, due index, the holder's token
 //	ARGV: id, record, expiry in ms, due in unix ms, token
 //
 // It returns 1 if this call recorded it — or an earlier attempt of this
@@ -46,24 +57,94 @@ end
 return ids
 `
 
+// takeIntakeLua gives a request taken by dueIntakeLua to a new attempt
+// and returns its record, or false if the record has expired.
+//
+//	KEYS: record, the holder's token
+//	ARGV: token
+const takeIntakeLua = `
+local rec = redis.call('GET', KEYS[1])
+if rec == false then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
+else
+  redis.call('SET', KEYS[2], ARGV[1])
+end
+return rec
+`
+
+// holdIntakeLua renews the holds of several requests: each one still
+// held by its token and not started has its time moved to "until".
+//
+//	KEYS: due index, then the holder's token key of each request
+//	ARGV: until in unix ms, then the id and token of each request
+//
+// It returns, for each request in order, 1 if the token still holds it
+// and it is not started, else 0.
+const holdIntakeLua = `
+local out = {}
+for i = 2, #KEYS do
+  local id, tok = ARGV[2*i-2], ARGV[2*i-1]
+  if redis.call('GET', KEYS[i]) == tok and redis.call('ZSCORE', KEYS[1], id) then
+    redis.call('ZADD', KEYS[1], 'XX', ARGV[1], id)
+    out[#out+1] = 1
+  else
+    out[#out+1] = 0
+  end
+end
+return out
+`
+
+// updateIntakeLua replaces a request's record (keeping its expiry) and
+// renews its hold, if token still holds it.
+//
+//	KEYS: record, due index, the holder's token
+//	ARGV: id, record, token, until in unix ms
+const updateIntakeLua = `
+if redis.call('GET', KEYS[3]) ~= ARGV[3] or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'XX', 'KEEPTTL')
+redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
+return 1
+`
+
+// startedLua takes a request out of the index if token holds it.
+//
+//	KEYS: due index, the holder's token
+//	ARGV: id, token
+const startedLua = `
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`
+
+// The scripts of the intake's holds.
+var (
+	takeIntakeScript   = redis.NewScript(takeIntakeLua)
+	holdIntakeScript   = redis.NewScript(holdIntakeLua)
+	updateIntakeScript = redis.NewScript(updateIntakeLua)
+	startedScript      = redis.NewScript(startedLua)
+)
+
 func (s *Store) intakeKeys(id string) (record, due string) {
 	base := s.prefix + ":{intake}:"
 	return base + "req:" + escape(id), base + "due"
 }
 
-// intakeToken is the key of the token of the call that recorded id.
+// intakeToken is the key of the token of the attempt that holds id.
 func (s *Store) intakeToken(id string) string {
 	return s.prefix + ":{intake}:tok:" + escape(id)
 }
 
-// Accept records a request under id before it is acknowledged, and
-// schedules it to be driven again at due unless Started says it began. It
-// reports false, writing nothing, if id was recorded already: a repeated
-// delivery. The record is kept for ttl. A retry of this call by the
-// client, after a cut answer, still reports true. One round trip.
-func (s *Store) Accept(ctx context.Context, id string, record []byte, due time.Time, ttl time.Duration) (bool, error) {
+// Accept records a request under id before it is acknowledged, held by
+// the attempt whose token is token until due: unless that attempt renews
+// its hold (HoldIntake) or says it started (Started), DueIntake gives the
+// request to another attempt at due. It reports false, writing nothing,
+// if id was recorded already: a repeated delivery. The record is kept for
+// ttl. A retry of this call by the client, after a cut answer, still
+// reports true. One round trip.
+func (s *Store) Accept(ctx context.Context, id, token string, record []byte, due time.Time, ttl time.Duration) (bool, error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := s.acceptScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, ttl.Milliseconds(), due.UnixMilli(), newToken()).Int()
+	n, err := s.acceptScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, ttl.Milliseconds(), due.UnixMilli(), token).Int()
 	if err != nil {
 		return false, fmt.Errorf("accept %s: %w", id, err)
 	}
@@ -71,31 +152,68 @@ func (s *Store) Accept(ctx context.Context, id string, record []byte, due time.T
 }
 
 // UpdateIntake replaces the record of an accepted request (keeping its
-// expiry), e.g. once its root message is posted.
-func (s *Store) UpdateIntake(ctx context.Context, id string, record []byte) error {
-	rec, _ := s.intakeKeys(id)
-	if err := s.rdb.SetArgs(ctx, rec, record, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("update intake %s: %w", id, err)
+// expiry), e.g. once its root message is posted, and renews the hold
+// until "until" — only if token still holds the request and it has not
+// started. It reports whether it did: false means another attempt has
+// the request, and this one must stop.
+func (s *Store) UpdateIntake(ctx context.Context, id, token string, record []byte, until time.Time) (bool, error) {
+	rec, idx := s.intakeKeys(id)
+	n, err := updateIntakeScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, token, until.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("update intake %s: %w", id, err)
 	}
-	return nil
+	return n == 1, nil
 }
 
-// Started says the request's conversation is under way: it is no longer
-// driven again. Its record stays until it expires, so repeats of it are
-// still recognised.
-func (s *Store) Started(ctx context.Context, id string) error {
+// HoldIntake renews, until "until", the hold of each request of holds (id
+// to token) that its token still holds and that has not started, and
+// returns the ids it renewed. One round trip per 500 requests.
+func (s *Store) HoldIntake(ctx context.Context, holds map[string]string, until time.Time) (map[string]bool, error) {
+	_, idx := s.intakeKeys("")
+	held := make(map[string]bool, len(holds))
+	ids := make([]string, 0, len(holds))
+	for id := range holds {
+		ids = append(ids, id)
+	}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 500)]
+		ids = ids[len(batch):]
+		keys := []string{idx}
+		args := []any{until.UnixMilli()}
+		for _, id := range batch {
+			keys = append(keys, s.intakeToken(id))
+			args = append(args, id, holds[id])
+		}
+		res, err := holdIntakeScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		if err != nil {
+			return held, fmt.Errorf("hold intake: %w", err)
+		}
+		for i, id := range batch {
+			if i < len(res) && res[i] == 1 {
+				held[id] = true
+			}
+		}
+	}
+	return held, nil
+}
+
+// Started says the request's conversation is under way, if token holds
+// it: it is no longer driven again. Its record stays until it expires, so
+// repeats of it are still recognised.
+func (s *Store) Started(ctx context.Context, id, token string) error {
 	_, idx := s.intakeKeys(id)
-	if err := s.rdb.ZRem(ctx, idx, id).Err(); err != nil {
+	if err := startedScript.Run(ctx, s.rdb, []string{idx, s.intakeToken(id)}, id, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("intake %s started: %w", id, err)
 	}
 	return nil
 }
 
-// DueIntake takes up to n accepted requests whose time has come and
-// returns their records by id; each is put off until "until", so that
-// several processes do not drive one request at once. A request whose
-// record has expired is dropped.
-func (s *Store) DueIntake(ctx context.Context, now, until time.Time, n int) (map[string][]byte, error) {
+// DueIntake takes up to n accepted requests whose time has come — whose
+// holder neither renewed its hold nor said they started — and returns
+// their records by id, each now held by token until "until". Several
+// processes may call it at once; each request goes to one of them. A
+// request whose record has expired is dropped.
+func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error) {
 	_, idx := s.intakeKeys("")
 	ids, err := s.dueIntakeScript.Run(ctx, s.rdb, []string{idx}, now.UnixMilli(), until.UnixMilli(), n).StringSlice()
 	if err != nil {
@@ -104,7 +222,7 @@ func (s *Store) DueIntake(ctx context.Context, now, until time.Time, n int) (map
 	out := make(map[string][]byte, len(ids))
 	for _, id := range ids {
 		rec, _ := s.intakeKeys(id)
-		raw, err := s.rdb.Get(ctx, rec).Bytes()
+		raw, err := takeIntakeScript.Run(ctx, s.rdb, []string{rec, s.intakeToken(id)}, token).Text()
 		if errors.Is(err, redis.Nil) {
 			_ = s.rdb.ZRem(ctx, idx, id).Err()
 			continue
@@ -112,7 +230,7 @@ func (s *Store) DueIntake(ctx context.Context, now, until time.Time, n int) (map
 		if err != nil {
 			return out, fmt.Errorf("intake %s: %w", id, err)
 		}
-		out[id] = raw
+		out[id] = []byte(raw)
 	}
 	return out, nil
 }

@@ -82,6 +82,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		saveLua: OpSave, loadLua: OpLoad, loadTailLua: OpLoad, journalLua: OpLoad,
 		claimLua: OpClaim, claimDecisionLua: OpClaim, approveLua: OpClaim,
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
+		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
 		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,

@@ -65,7 +65,7 @@ func TestOperationNamesWhatACommandIsFor(t *testing.T) {
 		{redisstore.OpLease, func() error { _, err := s.AcquireLease(ctx, "T1:C1:1.1", "p1", time.Second); return err }},
 		{redisstore.OpIntake, func() error { _, err := s.Dedup(ctx, "event:Ev1", time.Minute); return err }},
 		{redisstore.OpIntake, func() error {
-			_, err := s.Accept(ctx, "event:Ev2", []byte(`{}`), time.Now(), time.Minute)
+			_, err := s.Accept(ctx, "event:Ev2", "t1", []byte(`{}`), time.Now(), time.Minute)
 			return err
 		}},
 		{redisstore.OpSchedule, func() error { return s.Wake(ctx, "T1:C1:1.1", time.Now()) }},

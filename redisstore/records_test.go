@@ -121,42 +121,6 @@ func TestWaiting(t *testing.T) {
 	}
 }
 
-func TestIntake(t *testing.T) {
-	ctx := context.Background()
-	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("intake")})
-	now := time.Now()
-	first, err := s.Accept(ctx, "command:t1", []byte(`{"text":"deploy"}`), now.Add(15*time.Second), time.Hour)
-	if err != nil || !first {
-		t.Fatalf("Accept() = %v, %v; want true", first, err)
-	}
-	if again, err := s.Accept(ctx, "command:t1", []byte(`{"text":"other"}`), now, time.Hour); err != nil || again {
-		t.Errorf("Accept(repeat) = %v, %v; want false", again, err)
-	}
-	if due, err := s.DueIntake(ctx, now, now.Add(time.Minute), 10); err != nil || len(due) != 0 {
-		t.Errorf("DueIntake(before its time) = %v, %v; want nothing", due, err)
-	}
-	if err := s.UpdateIntake(ctx, "command:t1", []byte(`{"text":"deploy","root":"1.2"}`)); err != nil {
-		t.Fatal(err)
-	}
-	later := now.Add(20 * time.Second)
-	due, err := s.DueIntake(ctx, later, later.Add(15*time.Second), 10)
-	if err != nil || string(due["command:t1"]) != `{"text":"deploy","root":"1.2"}` {
-		t.Fatalf("DueIntake(after its time) = %q, %v; want the updated record", due, err)
-	}
-	if due, _ := s.DueIntake(ctx, later, later.Add(15*time.Second), 10); len(due) != 0 {
-		t.Errorf("DueIntake(again at once) = %q; one process drives a request at a time", due)
-	}
-	if err := s.Started(ctx, "command:t1"); err != nil {
-		t.Fatal(err)
-	}
-	if due, _ := s.DueIntake(ctx, later.Add(time.Hour), later.Add(2*time.Hour), 10); len(due) != 0 {
-		t.Errorf("DueIntake(after Started) = %q; want nothing", due)
-	}
-	if again, _ := s.Accept(ctx, "command:t1", []byte(`{}`), now, time.Hour); again {
-		t.Error("a started request was accepted again")
-	}
-}
-
 // TestReplicasAcknowledgeWhatGatesASideEffect: with Replicas set, a save
 // and a claim return only once a replica has them — and fail, rather than
 // let a side effect go ahead, when no replica answers.
