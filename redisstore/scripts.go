@@ -55,10 +55,13 @@ return {1, audited}
 const saveCheckpointLua = `
 local function save_check(KEYS, ARGV)
   if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-  local h = redis.call('HMGET', KEYS[1], 'seq', 'id')
+  local h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
   if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
-  if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then return 0 end
+  -- The head's journal_len is the journal's length: only a save writes
+  -- either, both in one script, and both keys share one expiry.
+  local n = tonumber(h[3]) or redis.call('LLEN', KEYS[2])
+  if n ~= tonumber(ARGV[2]) then return 0 end
   return 1, redis.call('PTTL', KEYS[1])
 end
 
@@ -140,14 +143,16 @@ return redis.call('LRANGE', KEYS[2], 0, n - 1)
 //	ARGV: claim key, value, expiry in milliseconds
 //
 // It returns {1} when this call set the claim, else {0, the stored value}.
-// A new claim makes the claims hash live at least as long as the head.
+// A new claim makes the claims hash live at least as long as the head: a
+// hash without an expiry gets the head's (or the minimum, if longer); one
+// with an expiry has it already, since a save that extends the head's
+// extends the claims' to the same.
 const claimLua = `
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 end
-local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
 return {1}
 `
