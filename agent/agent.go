@@ -96,6 +96,14 @@ type Runner interface {
 	OnStream(ctx context.Context, s *State, st Stream)
 }
 
+// RunningSaver is a Runner that writes, with the save that marks a call
+// running, what it would otherwise write in BeforeCall (runner.Service:
+// the call's execution in the audit trail), where its store can do both
+// in one step. The context it returns is that save's and BeforeCall's.
+type RunningSaver interface {
+	RunningSave(ctx context.Context, s *State, c Call) context.Context
+}
+
 // Agent runs the ReAct graph. It is safe for concurrent use: one Agent
 // serves every thread of a process.
 //
@@ -356,14 +364,15 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		before := *c
 		c.Status = Running
 		c.Attempts++
-		if err := save(ctx); err != nil {
+		callCtx := a.runningSave(ctx, s, *c)
+		if err := save(callCtx); err != nil {
 			return err
 		}
 		// People hear of the call first, then BeforeCall checks the
 		// lease: nothing that can stall (a slow Slack) stands between
 		// the check and the send.
 		a.notify(ctx, s, *c)
-		if err := a.beforeCall(ctx, s, *c); err != nil {
+		if err := a.beforeCall(callCtx, s, *c); err != nil {
 			return a.unsent(ctx, s, c, before, save, err)
 		}
 		c.Unsent = 0
@@ -515,6 +524,14 @@ func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save
 	}
 	log.WithField("unsent", c.Unsent).Warn("call not sent; it is approved again, to be sent when the run is retried")
 	return err
+}
+
+// runningSave returns the context of the save that marks c running.
+func (a *Agent) runningSave(ctx context.Context, s *State, c Call) context.Context {
+	if rs, ok := a.runner.(RunningSaver); ok {
+		return rs.RunningSave(ctx, s, c)
+	}
+	return ctx
 }
 
 // beforeCall asks the runner's BeforeCall about a call.

@@ -102,7 +102,7 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 // entry. It returns {-1} when the head is not the expected one (nothing
 // written); else {status, the decision's claim or false, the approvals,
 // 1 if it took the lease else 0[, the head's ID, {the claims' values},
-// the acquisition's number]},
+// the acquisition's number (on a cluster; else nil)]},
 // where status is 0 when the decision was claimed before (nothing
 // recorded), 2 when the approver had approved already (nothing
 // recorded), 1 when the approval was recorded, and 3 when it was also
@@ -126,13 +126,13 @@ if n >= tonumber(ARGV[5]) then
   redis.call('HSET', KEYS[1], ARGV[1], claim)
   status = 3
 end
-local ttl = math.max(tonumber(ARGV[7]), redis.call('PTTL', KEYS[2]))
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[7]), redis.call('PTTL', KEYS[2])))
 end
 if ARGV[11] == '' or tonumber(ARGV[12]) <= 0 then return {status, claim, list, 0} end
 if not redis.call('SET', KEYS[3], ARGV[11], 'NX', 'PX', ARGV[12]) then return {status, claim, list, 0} end
-local seq = acquired(KEYS[4], ARGV[13])
+local seq = false
+if not KEYS[5] then seq = acquired(KEYS[4], ARGV[13]) end
 local vals = {}
 if #ARGV >= 14 then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 14, #ARGV)) end
 return {status, claim, list, 1, redis.call('HGET', KEYS[2], 'id'), vals, seq}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
@@ -300,5 +301,54 @@ func TestAuditVerifyPages(t *testing.T) {
 	}
 	if rep, err := store.VerifyAudit(ctx); err != nil || rep.Entries != batches*each || rep.Last.Seq != batches*each {
 		t.Errorf("VerifyAudit = %+v, %v; want %d entries", rep, err, batches*each)
+	}
+}
+
+// A save that carries audit entries (a call's execution, runner.SaveAudit)
+// appends them in the same step on a single server, and says so; one
+// that a fence stops appends nothing; on a cluster, where the stream is
+// in another slot, the save leaves them to the runner. Either way the
+// chain verifies.
+func TestSaveAppendsItsAuditEntries(t *testing.T) {
+	for _, tt := range servers {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := redisstore.New(tt.rdb(t), redisstore.Options{Prefix: uniqueName("saveaudit")})
+			thread := uniqueName("T1:C1")
+			token, err := store.AcquireLease(ctx, thread, "runner-1", time.Minute)
+			if err != nil || token == "" {
+				t.Fatalf("AcquireLease = %q, %v", token, err)
+			}
+			first := firstCheckpoint(thread, "hello")
+			sa := &runner.SaveAudit{Records: []map[string]string{
+				{"event": "outcome", "thread": thread, "outcome": "done"}, {"event": "execution", "thread": thread, "tool": "deploy"},
+			}}
+			if err := store.Save(runner.WithSaveAudit(graph.WithFence(ctx, token), sa), first); err != nil {
+				t.Fatalf("Save with its entries = %v", err)
+			}
+			appended := !sa.Pending()
+			if wantAppended := tt.name != "cluster"; appended != wantAppended {
+				t.Fatalf("the save appended its entries: %v; want %v on %s", appended, wantAppended, tt.name)
+			}
+			stale := &runner.SaveAudit{Records: []map[string]string{{"event": "execution", "thread": thread, "tool": "delete"}}}
+			if err := store.Save(runner.WithSaveAudit(graph.WithFence(ctx, "runner-0:stale"), stale), nextCheckpoint(first, "again")); !errors.Is(err, redisstore.ErrFenced) {
+				t.Fatalf("Save fenced by another token = %v, want ErrFenced", err)
+			}
+			if !stale.Pending() {
+				t.Fatal("a fenced save appended its entries")
+			}
+			rep, err := store.VerifyAudit(ctx)
+			entries, _ := store.AuditEntries(ctx, "", time.Time{}, 10)
+			want := 0
+			if appended {
+				want = 2
+			}
+			if err != nil || rep.Entries != want || len(entries) != want {
+				t.Fatalf("VerifyAudit = %+v, %v, entries %v; want %d entries", rep, err, entries, want)
+			}
+			if appended && (entries[0].Fields["event"] != "outcome" || entries[1].Fields["tool"] != "deploy") {
+				t.Errorf("entries = %v; want the outcome, then the execution", entries)
+			}
+		})
 	}
 }

@@ -109,6 +109,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/runner"
 )
 
 // ErrEmptyThread: a call named no thread.
@@ -187,6 +188,7 @@ type Store struct {
 	chain          audit.Head
 
 	saveScript, loadScript, journalScript *redis.Script
+	saveAuditScript                       *redis.Script
 	loadTailScript                        *redis.Script
 	claimScript                           *redis.Script
 	acceptScript, dueIntakeScript         *redis.Script
@@ -223,6 +225,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		replicaWait:     cmp.Or(opts.ReplicaTimeout, 2*time.Second),
 		auditRetention:  cmp.Or(opts.AuditRetention, DefaultAuditRetention),
 		saveScript:      redis.NewScript(saveLua),
+		saveAuditScript: redis.NewScript(saveAuditLua),
 		loadScript:      redis.NewScript(loadLua),
 		loadTailScript:  redis.NewScript(loadTailLua),
 		journalScript:   redis.NewScript(journalLua),
@@ -344,14 +347,34 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
 	}
 	ttl := s.expiry(cp.KeepUntil)
-	args := make([]any, 0, 8+len(cp.Journal))
+	args := make([]any, 0, 12+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
 		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
+	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
+	// Audit entries that go with the save (runner.SaveAudit) are
+	// appended in the same script on a single server; on a cluster the
+	// audit stream is in another slot, and the runner appends them on
+	// their own.
+	sa := runner.SaveAuditOf(ctx)
+	var audit []any
+	if sa != nil && len(sa.Records) > 0 && !s.isCluster() {
+		if audit, err = s.auditBlock(sa.Records); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
+		}
+		keys = append(keys, s.auditKey(), s.auditHeadKey())
+		args = append(args, s.auditMinID(), len(audit))
+		args = append(args, audit...)
+	}
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
-	saved, err := s.runScript(ctx, s.saveScript, saveLua, []string{k.head, k.journal, k.history, k.claims, k.lease}, args...).Int()
+	var saved int
+	if audit != nil {
+		saved, err = s.saveAudited(ctx, keys, args, sa)
+	} else {
+		saved, err = s.runScript(ctx, s.saveScript, saveLua, keys, args...).Int()
+	}
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
 	}
@@ -362,6 +385,27 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		return fmt.Errorf("save checkpoint %s seq %d with journal from %d: %w", cp.Thread, cp.Seq, cp.JournalFrom, graph.ErrConflict)
 	}
 	return nil
+}
+
+// saveAudited runs saveAuditLua and returns saveLua's reply; when the
+// save appended sa's entries, it says so to sa.
+func (s *Store) saveAudited(ctx context.Context, keys []string, args []any, sa *runner.SaveAudit) (int, error) {
+	res, err := s.runScript(ctx, s.saveAuditScript, saveAuditLua, keys, args...).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	saved, _ := res[0].(int64)
+	// The checkpoint is saved whatever became of the entries: those not
+	// appended (the chain's head had moved) are the runner's to append.
+	if saved == 1 {
+		if appended, err := s.learnAuditHead(res[1]); err == nil && appended {
+			sa.Appended()
+		}
+	}
+	return int(saved), nil
 }
 
 // checkSave reports a checkpoint that cannot be saved because it contradicts

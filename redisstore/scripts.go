@@ -22,34 +22,69 @@ package redisstore
 // then cost no write per key. A journal that this save creates gets the
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
-const saveLua = `
-local head, journal, history, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-local from = tonumber(ARGV[2])
-local h = redis.call('HMGET', head, 'seq', 'id')
-if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
-if h[2] and h[2] ~= ARGV[10] then return 0 end
-if redis.call('LLEN', journal) ~= from then return 0 end
-local left = redis.call('PTTL', head)
-
-local first, batch = 11, 1000
-for i = first, #ARGV, batch do
-  redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
-end
-redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3], 'id', ARGV[9])
-local limit = tonumber(ARGV[5])
-if redis.call('LPUSH', history, ARGV[4]) > limit then
-  redis.call('LTRIM', history, 0, limit - 1)
-end
-
-if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
-  for i = 1, 4 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[6])
-  end
-elseif from == 0 and #ARGV >= first then
-  redis.call('PEXPIRE', journal, left)
-end
+const saveLua = saveCheckpointLua + `
+local saved, left = save_check(KEYS, ARGV)
+if saved ~= 1 then return saved end
+save_write(KEYS, ARGV, 11, left)
 return 1
+`
+
+// saveAuditLua is saveLua that also appends audit entries (a call's
+// execution) when it saves, in the same step: after the save's checks and
+// before its writes, so that entries it cannot append leave the thread
+// as it was (the script fails).
+//
+//	KEYS: saveLua's, then audit stream, audit head
+//	ARGV: saveLua's first 10, then the audit minimum ID, the number a of
+//	      audit arguments, a arguments (audit_append's block), then the new
+//	      journal entries
+//
+// It returns {saveLua's reply, audit_append's reply if it saved else nil}.
+const saveAuditLua = auditAppendLua + saveCheckpointLua + `
+local saved, left = save_check(KEYS, ARGV)
+if saved ~= 1 then return {saved, false} end
+local audited = audit_append(KEYS[6], KEYS[7], ARGV[11], ARGV, 13)
+save_write(KEYS, ARGV, 13 + tonumber(ARGV[12]), left)
+return {1, audited}
+`
+
+// saveCheckpointLua is saveLua's work as Lua functions of its keys and
+// arguments: save_check returns 1 and the head's PTTL if the save may be
+// made, else saveLua's reply; save_write makes it, with the journal
+// entries from ARGV[first] on.
+const saveCheckpointLua = `
+local function save_check(KEYS, ARGV)
+  if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
+  local h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
+  if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+  if h[2] and h[2] ~= ARGV[10] then return 0 end
+  -- The head's journal_len is the journal's length: only a save writes
+  -- either, both in one script, and both keys share one expiry.
+  local n = tonumber(h[3]) or redis.call('LLEN', KEYS[2])
+  if n ~= tonumber(ARGV[2]) then return 0 end
+  return 1, redis.call('PTTL', KEYS[1])
+end
+
+local function save_write(KEYS, ARGV, first, left)
+  local head, journal, history = KEYS[1], KEYS[2], KEYS[3]
+  local batch = 1000
+  for i = first, #ARGV, batch do
+    redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
+  end
+  redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3], 'id', ARGV[9])
+  local limit = tonumber(ARGV[5])
+  if redis.call('LPUSH', history, ARGV[4]) > limit then
+    redis.call('LTRIM', history, 0, limit - 1)
+  end
+
+  if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
+    for i = 1, 4 do
+      redis.call('PEXPIRE', KEYS[i], ARGV[6])
+    end
+  elseif tonumber(ARGV[2]) == 0 and #ARGV >= first then
+    redis.call('PEXPIRE', journal, left)
+  end
+end
 `
 
 // loadLua reads the head checkpoint (the newest history entry) and exactly
@@ -108,14 +143,16 @@ return redis.call('LRANGE', KEYS[2], 0, n - 1)
 //	ARGV: claim key, value, expiry in milliseconds
 //
 // It returns {1} when this call set the claim, else {0, the stored value}.
-// A new claim makes the claims hash live at least as long as the head.
+// A new claim makes the claims hash live at least as long as the head: a
+// hash without an expiry gets the head's (or the minimum, if longer); one
+// with an expiry has it already, since a save that extends the head's
+// extends the claims' to the same.
 const claimLua = `
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 end
-local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
 return {1}
 `

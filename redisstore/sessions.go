@@ -306,11 +306,13 @@ func unixMs(t time.Time) string {
 //	      not, thread, fence ms, then the claim keys to read
 //
 // It returns {1 if the lease was acquired else 0, the head's checkpoint
-// ID or nil, {the claims' values}, the acquisition's number or nil}.
+// ID or nil, {the claims' values}, the acquisition's number or nil}. The
+// number orders writes of the schedule on a cluster (setWakeup): a single
+// server writes it in this script, and neither takes nor returns one.
 const openLua = acquiredLua + `
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local seq = false
-if held then seq = acquired(KEYS[4], ARGV[6]) end
+if held and not KEYS[5] then seq = acquired(KEYS[4], ARGV[6]) end
 local wake = ARGV[4]
 if held then wake = ARGV[3] end
 if KEYS[5] and wake ~= '' then
@@ -359,8 +361,9 @@ local function close_thread(KEYS, ARGV)
     wrote = true
   end
   if wrote then
-    local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3]))
-    if redis.call('PTTL', claims) < ttl then redis.call('PEXPIRE', claims, ttl) end
+    if redis.call('PTTL', claims) < 0 then
+      redis.call('PEXPIRE', claims, math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3])))
+    end
   end
   if held and KEYS[5] and ARGV[5] ~= '' then
     if ARGV[5] == '0' then
@@ -399,8 +402,8 @@ end
 // It returns {-1} when the head is not the expected one (nothing
 // written), {0, the stored value} when the claim was someone else's, and
 // {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
-// audit_append's reply or nil, the acquisition's number or nil} when this
-// call set the claim.
+// audit_append's reply or nil, the acquisition's number (on a cluster;
+// else nil)} when this call set the claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + `
 local head = false
 if ARGV[4] ~= '' then
@@ -413,9 +416,8 @@ end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 end
-local ttl = math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2]))
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
 local n = tonumber(ARGV[11])
 local audited = false
@@ -424,7 +426,8 @@ if KEYS[6] and n > 0 then
 end
 if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited, false} end
 if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
-local seq = acquired(KEYS[4], ARGV[10])
+local seq = false
+if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
 local vals = {}
 if #ARGV >= 12 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 12 + n, #ARGV)) end
 if not head then head = redis.call('HGET', KEYS[2], 'id') end

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,10 +54,74 @@ func (s *Service) auditAll(ctx context.Context, records []map[string]string) err
 	return s.store.AuditAll(ctx, records)
 }
 
+// SaveAudit holds audit entries that a checkpoint's save may append in
+// the same step, where the store can (on a single server, redisstore):
+// the execution of a call, and the outcomes queued before it, with the
+// save that marks the call running. A store that appended them says so
+// with Appended; one that cannot leaves them, and BeforeCall appends them
+// on their own, after its lease check, as without a SaveAudit.
+type SaveAudit struct {
+	Records  []map[string]string
+	queued   int // of Records, the session's queued entries
+	appended atomic.Bool
+}
+
+// Appended records that the store appended Records with the save.
+func (a *SaveAudit) Appended() { a.appended.Store(true) }
+
+// Pending reports whether Records are still to be appended.
+func (a *SaveAudit) Pending() bool { return !a.appended.Load() }
+
+type saveAuditKey struct{}
+
+var _ agent.RunningSaver = (*Service)(nil)
+
+// WithSaveAudit returns ctx for a save that carries a's entries; a nil a
+// carries none.
+func WithSaveAudit(ctx context.Context, a *SaveAudit) context.Context {
+	return context.WithValue(ctx, saveAuditKey{}, a)
+}
+
+// SaveAuditOf returns the entries to append with the save ctx belongs
+// to, or nil.
+func SaveAuditOf(ctx context.Context) *SaveAudit {
+	a, _ := ctx.Value(saveAuditKey{}).(*SaveAudit)
+	return a
+}
+
+// RunningSave is the agent's hook before the save that marks call c
+// running (agent.RunningSaver): the save carries the call's execution
+// entry, with the outcomes the session has not written yet, so that a
+// store that can write both in one step spares BeforeCall a round trip.
+func (s *Service) RunningSave(ctx context.Context, st *agent.State, c agent.Call) context.Context {
+	ss, _ := ctx.Value(sessionKey{}).(*session)
+	if !s.opts.Audit || ss == nil || ss.token == "" {
+		return ctx
+	}
+	queued := ss.peekAudit()
+	rec := s.auditRecord(runThread(ctx, st), c, s.callFields(st, c, "execution"))
+	return WithSaveAudit(ctx, &SaveAudit{Records: append(queued, rec), queued: len(queued)})
+}
+
+// savedExecution reports whether the save before the call appended its
+// execution entry (RunningSave), and then forgets the session's queued
+// entries that went with it.
+func savedExecution(ctx context.Context) bool {
+	a := SaveAuditOf(ctx)
+	if a == nil || !a.appended.Load() {
+		return false
+	}
+	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
+		ss.dropAuditFront(a.queued)
+	}
+	return true
+}
+
 // auditExecution records that call c of st is about to be sent, with the
-// outcomes the session has not written yet.
+// outcomes the session has not written yet, unless the save that marked
+// it running did.
 func (s *Service) auditExecution(ctx context.Context, st *agent.State, c agent.Call) error {
-	if !s.opts.Audit {
+	if !s.opts.Audit || savedExecution(ctx) {
 		return nil
 	}
 	thread := runThread(ctx, st)

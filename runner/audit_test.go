@@ -134,6 +134,46 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 	}
 }
 
+// On a single server a call's execution is written by the save that
+// marks it running. A trail that cannot take it fails that save: the call
+// is not sent nor saved as running, the run fails, and its Retry, once
+// the trail takes entries again, runs the call once.
+func TestNoCallRunsUnauditedWithItsSave(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	svc, _ := w.service(t, nil, time.Second)
+	// An audit stream that is not a stream takes no entries.
+	stream := w.prefix + ":audit"
+	if err := w.rdb.Set(ctx, stream, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := svc.State(ctx, "th")
+	if n := tg.Count("GET /lookup"); n != 0 || res.Status() != graph.Failed {
+		t.Fatalf("lookup ran %d times with the trail down, run %s; want not run, failed", n, res.Status())
+	}
+	for _, c := range res.State.Calls {
+		if c.Status == agent.Running {
+			t.Fatalf("the lookup is saved as running: a retry would take it for a call cut off")
+		}
+	}
+	if err := w.rdb.Del(ctx, stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Retry(ctx, runner.Message{Thread: "th", By: "U_ALICE"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.Count("GET /lookup"); n != 1 {
+		t.Errorf("lookup ran %d times after the retry, want 1", n)
+	}
+	got := trail(t, w)
+	if want := []string{"decision  retry_run", "execution lookup", "outcome lookup done"}; !slices.Equal(got, want) {
+		t.Errorf("trail = %q, want %q", got, want)
+	}
+}
+
 // onceFailingAuditor is a store whose audit trail refuses the first
 // entry of one event for one tool.
 type onceFailingAuditor struct {

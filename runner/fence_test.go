@@ -3,7 +3,9 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,6 +160,17 @@ func TestStalledRunOfTheSameProcess(t *testing.T) {
 	}
 	if finished != 1 {
 		t.Errorf("people were shown the lookup finish %d times, want once; events %v", finished, rep.kinds())
+	}
+	// The stalled run's save wrote the lookup's execution before the
+	// stall; the trail says it was not sent.
+	lookups := map[string]int{}
+	for _, e := range trail(t, w) {
+		if strings.Contains(e, " lookup") {
+			lookups[e]++
+		}
+	}
+	if want := map[string]int{"execution lookup": 2, "outcome lookup unsent": 1, "outcome lookup done": 1}; !maps.Equal(lookups, want) {
+		t.Errorf("the lookup's trail = %v, want %v", lookups, want)
 	}
 }
 

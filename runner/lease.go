@@ -128,9 +128,15 @@ func runThread(ctx context.Context, st *agent.State) string {
 // makes it the agent's (agent.Runner). It confirms that the run's acquisition of
 // the thread's lease still holds, and fails with ErrLeaseLost if not, so
 // that the call is not sent; then it writes the call's execution to the
-// audit trail, and fails if it cannot, so that no call runs unrecorded.
+// audit trail, unless the save that marked the call running did
+// (RunningSave), and fails if it cannot, so that no call runs unrecorded.
 func (s *Service) BeforeCall(ctx context.Context, st *agent.State, c agent.Call) error {
 	if err := s.confirmLease(ctx, st, c); err != nil {
+		if s.opts.Audit && savedExecution(ctx) {
+			// The save that marked it running wrote its execution:
+			// the trail says it was not sent after all.
+			s.auditOutcome(ctx, st, c, "unsent", map[string]string{"reason": "the lease was lost before the call was sent"})
+		}
 		return err
 	}
 	return s.auditExecution(ctx, st, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -162,6 +163,20 @@ func (ss *session) takeAudit() []map[string]string {
 	recs := ss.audit
 	ss.audit = nil
 	return recs
+}
+
+// peekAudit returns a copy of the queued entries.
+func (ss *session) peekAudit() []map[string]string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.Clone(ss.audit)
+}
+
+// dropAuditFront forgets the first n queued entries, written since.
+func (ss *session) dropAuditFront(n int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.audit = ss.audit[min(n, len(ss.audit)):]
 }
 
 // auditMark and dropAudit forget the entries queued since a mark.
