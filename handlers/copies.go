@@ -21,6 +21,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
@@ -36,7 +37,7 @@ const permalinkKey = "permalink"
 // WithGroups makes the reporter send a card by direct message to the
 // members of the user groups its rule lists (notify_dm); without it only
 // the users listed by ID get one.
-func (r *Reporter) WithGroups(g *Groups) *Reporter {
+func (r *Reporter) WithGroups(g *slackdir.Groups) *Reporter {
 	r.groups = g
 	return r
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
@@ -139,7 +140,7 @@ func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true, Groups: handlers.NewGroups(api, 0, nil)})
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true, Groups: slackdir.NewGroups(api, 0, nil)})
 	now := time.Now()
 	var later atomic.Bool
 	clock := func() time.Time {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -42,7 +43,7 @@ type Reporter struct {
 	tools slackui.ToolLookup // optional; see WithTools
 	// groups, if set, finds the members of user groups that get cards by
 	// direct message; see WithGroups.
-	groups *Groups
+	groups *slackdir.Groups
 	// streams are the answers being streamed (see stream.go).
 	streams streams
 	// home, if set, publishes Home tabs again when the inbox changes.

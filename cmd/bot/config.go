@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -72,7 +73,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	var rep *handlers.Reporter
-	groups := handlers.NewGroups(api, 0, nil)
+	groups := slackdir.NewGroups(api, 0, nil)
 	svc, err := newStreamingService(ctx, getenv, log, model, groups, streamed, func(store *redisstore.Store) runner.Reporter {
 		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		if streamed {

@@ -1,4 +1,8 @@
-package handlers
+// Package slackdir answers who is in a Slack user group or channel, from
+// Slack's API, remembering the answers for a while. Approval rules name
+// user groups and channels; the runner asks this package whether a person
+// is in them, and the reporter whom to send a card by direct message.
+package slackdir
 
 import (
 	"context"
