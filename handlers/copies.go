@@ -190,14 +190,9 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		copies = encodeCopies(found)
 	}
 	for _, cp := range decodeCopies(copies) {
-		to, ts := cp.channel, cp.ts
-		err := r.retry(ctx, func() error {
-			_, _, _, err := r.api.UpdateMessageContext(ctx, to, ts,
-				slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
-			return err
-		})
+		err := r.update(ctx, cp.channel, cp.ts, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
 		if err != nil {
-			r.logger().WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": to}).WithError(err).Warn("updating a copy of the card")
+			r.logger().WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": cp.channel}).WithError(err).Warn("updating a copy of the card")
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackdir"
+	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -185,11 +185,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return nil
 	}
 	blocks := slackui.SettledCard(c, requester, r.now())
-	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
-		return err
-	})
+	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	if c.Status == agent.Running && err == nil {
 		r.running.started(thread, c.Key, &runningCard{channel: channel, ts: string(ts), text: slackui.CardText(c), blocks: blocks})
 	}
@@ -215,42 +211,23 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 		return err
 	}
 	blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
-	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false),
-			slack.MsgOptionBlocks(blocks...))
-		return err
-	})
+	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	r.updateCopies(ctx, e.Thread, channel, c, c.Attempts, blocks, cards)
 	return err
 }
 
 // post posts a message and returns its ts.
 func (r *Reporter) post(ctx context.Context, channel string, opts ...slack.MsgOption) (string, error) {
-	var ts string
-	err := r.retry(ctx, func() error {
-		var err error
-		_, ts, err = r.api.PostMessageContext(ctx, channel, opts...)
-		return err
-	})
-	return ts, err
+	return slackretry.Post(ctx, r.api, channel, opts...)
 }
 
-// retry calls fn again while Slack answers 429, waiting as it says.
-func (r *Reporter) retry(ctx context.Context, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		var limited *slack.RateLimitedError
-		if !errors.As(err, &limited) || attempt >= 5 {
-			return err
-		}
-		wait := min(max(limited.RetryAfter, 100*time.Millisecond), 30*time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+// update changes a message.
+func (r *Reporter) update(ctx context.Context, channel, ts string, opts ...slack.MsgOption) error {
+	return slackretry.Update(ctx, r.api, channel, ts, opts...)
 }
+
+// retry calls fn again while Slack answers 429 (slackretry.Do).
+func (r *Reporter) retry(ctx context.Context, fn func() error) error { return slackretry.Do(ctx, fn) }
 
 // recordCardFor is how long recordCard keeps trying: longer than a
 // Redis Cluster takes to promote a dead master's replica.
