@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
@@ -384,7 +385,7 @@ func TestElicitationAnsweredTooLate(t *testing.T) {
 	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
-	el := handlers.NewElicitor(api, g.store, g.store, nil)
+	el := elicit.New(api, g.store, g.store, nil)
 	if _, err := el.Elicit(ctx, tools.Elicitation{Call: tools.CallInfo{Thread: thread, Call: "0.1", Requester: gateRequester, Channel: slacktest.ChannelID},
 		Tool: "deploy", Message: "which region?", Schema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"}}}`)}); err == nil {
 		t.Fatal("Elicit answered with nobody answering")

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
@@ -85,7 +86,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	rep.WithTools(svc.Tools) // before anything runs
-	svc.Tools.SetElicitor(handlers.NewElicitor(api, svc.Store, svc.Store, log))
+	svc.Tools.SetElicitor(elicit.New(api, svc.Store, svc.Store, log))
 	svc.Tools.SetProgressReporter(rep)
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
 		Home: svc.Store, TeamURL: auth.URL})
