@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,11 @@ func (r *Reporter) WithHome(h *Home) *Reporter {
 func NewReporter(api *slack.Client, store Store, now func() time.Time, log logrus.FieldLogger) *Reporter {
 	if now == nil {
 		now = time.Now
+	}
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = l
 	}
 	return &Reporter{api: api, store: store, now: now, log: log}
 }
@@ -146,7 +152,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.RunFailed:
 		r.interruptStreams(ctx, e.Thread)
-		value, err := r.newRef(ctx, ref{Thread: e.Thread})
+		value, err := putRef(ctx, r.store, ref{Thread: e.Thread})
 		if err != nil {
 			return err
 		}
@@ -206,7 +212,7 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 	if !ok {
 		return nil
 	}
-	value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	value, err := putRef(ctx, r.store, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
 	if err != nil {
 		return err
 	}
@@ -249,9 +255,7 @@ func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]by
 		if err == nil {
 			return card, nil
 		}
-		if r.log != nil {
-			r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
-		}
+		r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -260,15 +264,15 @@ func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]by
 	}
 }
 
-// newRef stores rf under a fresh random reference.
-func (r *Reporter) newRef(ctx context.Context, rf ref) (string, error) {
+// putRef stores rf under a fresh random reference, for refTTL.
+func putRef(ctx context.Context, store Store, rf ref) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
 	value := hex.EncodeToString(b[:])
 	raw, _ := json.Marshal(rf)
-	if err := r.store.PutRef(ctx, value, raw, refTTL); err != nil {
+	if err := store.PutRef(ctx, value, raw, refTTL); err != nil {
 		return "", fmt.Errorf("store card reference: %w", err)
 	}
 	return value, nil
@@ -336,7 +340,7 @@ func (r *Reporter) WithTools(box slackui.ToolLookup) *Reporter {
 
 // postGraphChanged posts the card of a runner.GraphChanged event.
 func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
-	value, err := r.newRef(ctx, ref{Thread: e.Thread})
+	value, err := putRef(ctx, r.store, ref{Thread: e.Thread})
 	if err != nil {
 		return err
 	}
