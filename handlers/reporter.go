@@ -157,7 +157,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
+			slack.MsgOptionText(slackui.TextRunFailed, false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
@@ -345,7 +345,7 @@ func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel
 		return err
 	}
 	_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText("The bot was updated while this request waited.", false),
+		slack.MsgOptionText(slackui.TextGraphChanged, false),
 		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
 }

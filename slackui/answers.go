@@ -21,6 +21,13 @@ const (
 	TextFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
 )
 
+// The notification texts of the error card and of the card of a run the
+// updated bot cannot resume (ErrorCard, GraphChangedCard).
+const (
+	TextRunFailed    = "The run stopped with an error."
+	TextGraphChanged = "The bot was updated while this request waited."
+)
+
 // HelpText is mrkdwn, in which "<" and ">" are written as entities: Slack
 // reads a bare "<…>" as a link or mention.
 const HelpText = "*Countersign* runs an AI agent for you, and asks before any risky action.\n" +
