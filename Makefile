@@ -66,7 +66,7 @@ lint:
 FUZZTIME ?= 1m
 FUZZ_TARGETS = \
 	./graph:FuzzNestedCheckpoint \
-	./handlers:FuzzVerify \
+	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
 	./handlers:FuzzHomeDecisionPath \

@@ -13,7 +13,6 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -21,8 +20,8 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slackui"
-	"github.com/countersign/countersign/tools"
 )
 
 // maxDMs caps the direct messages of one card: a user group larger than
@@ -36,7 +35,7 @@ const permalinkKey = "permalink"
 // WithGroups makes the reporter send a card by direct message to the
 // members of the user groups its rule lists (notify_dm); without it only
 // the users listed by ID get one.
-func (r *Reporter) WithGroups(g *Groups) *Reporter {
+func (r *Reporter) WithGroups(g *slackdir.Groups) *Reporter {
 	r.groups = g
 	return r
 }
@@ -47,7 +46,7 @@ func (r *Reporter) WithGroups(g *Groups) *Reporter {
 // It returns the index of the copies (copiesKey) and the link to the
 // thread the copies show, and whether the index is recorded.
 func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block) (index []byte, link string, indexed bool) {
-	log := r.logger().WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
+	log := r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
 	key := copiesKey(c.Key, c.Attempts)
 	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key})
 	if err != nil {
@@ -127,37 +126,9 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 // groups, once each, without the person who asked (who follows the
 // thread), and at most maxDMs of them.
 func (r *Reporter) dmUsers(ctx context.Context, log logrus.FieldLogger, ids []string, requester string) []string {
-	var users []string
-	add := func(u string) {
-		if u != requester && !slices.Contains(users, u) {
-			users = append(users, u)
-		}
-	}
-	for _, id := range ids {
-		if !tools.IsGroupID(id) {
-			add(id)
-			continue
-		}
-		if r.groups == nil {
-			log.WithField("group", id).Warn("no user-group lookup: the group's members get no direct message")
-			continue
-		}
-		// Slack's rate limit is no answer about who is in the group:
-		// it is waited out, as for the messages themselves.
-		var members []string
-		err := r.retry(ctx, func() error {
-			var err error
-			members, err = r.groups.Members(ctx, id)
-			return err
-		})
-		if err != nil {
-			log.WithField("group", id).WithError(err).Warn("listing a user group's members")
-			continue
-		}
-		for _, u := range members {
-			add(u)
-		}
-	}
+	users := r.groups.Users(ctx, ids, requester, func(group string, err error) {
+		log.WithField("group", group).WithError(err).Warn("listing a user group's members: they get no direct message")
+	})
 	if len(users) > maxDMs {
 		log.WithField("users", len(users)).Warnf("only the first %d approvers get the card by direct message", maxDMs)
 		users = users[:maxDMs]
@@ -175,7 +146,7 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		// among all the thread's records.
 		all, err := r.store.Claims(ctx, thread)
 		if err != nil {
-			r.logger().WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("reading the card's copies")
+			r.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("reading the card's copies")
 			return
 		}
 		copies = nil
@@ -189,14 +160,9 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		copies = encodeCopies(found)
 	}
 	for _, cp := range decodeCopies(copies) {
-		to, ts := cp.channel, cp.ts
-		err := r.retry(ctx, func() error {
-			_, _, _, err := r.api.UpdateMessageContext(ctx, to, ts,
-				slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
-			return err
-		})
+		err := r.update(ctx, cp.channel, cp.ts, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
 		if err != nil {
-			r.logger().WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": to}).WithError(err).Warn("updating a copy of the card")
+			r.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": cp.channel}).WithError(err).Warn("updating a copy of the card")
 		}
 	}
 }

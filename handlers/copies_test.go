@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -30,7 +31,7 @@ func TestCopiesKeptInStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(handlers.NewGroups(w.api, 0, nil))
+	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(slackdir.NewGroups(w.api, 0, nil))
 	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
 	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
 	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
@@ -168,7 +169,7 @@ func TestCopiesToAGroupWaitOutARateLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(handlers.NewGroups(w.api, 0, nil))
+	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(slackdir.NewGroups(w.api, 0, nil))
 	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
 	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
 	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),

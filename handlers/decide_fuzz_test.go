@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
@@ -73,7 +74,7 @@ func buildGateOn(tb testing.TB, rdb redis.UniversalClient, home bool) *gate {
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
 	rep := handlers.NewReporter(api, g.store, nil, nil)
-	lookups := handlers.NewGroups(api, 0, nil)
+	lookups := slackdir.NewGroups(api, 0, nil)
 	ropts := runner.Options{Audit: true, Groups: lookups}
 	hopts := handlers.Options{BotUserID: slacktest.BotUserID}
 	if home {

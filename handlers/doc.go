@@ -1,12 +1,13 @@
 // Package handlers is Countersign's Slack front end: HTTP ingress for
-// slash commands, events and interactions (and Socket Mode), request
-// verification, the Reporter that posts a conversation's progress into
-// its Slack thread, the Home tab's publisher (home.go: each person's
-// inbox, decided like the cards), elicitation's flow and the user-group
-// API. The cards, modals, views and texts it posts, and the action IDs
-// it dispatches clicks on, are package slackui's. Every request is
-// answered within Slack's three seconds; the rest is background work
-// (see Server).
+// slash commands, events and interactions (and Socket Mode), the Reporter
+// that posts a conversation's progress into its Slack thread, and the
+// Home tab's publisher (home.go: each person's inbox, decided like the
+// cards). The cards, modals, views and texts it posts, and the action IDs
+// it dispatches clicks on, are package slackui's; requests are checked
+// by package slacksig, user groups and channel members looked up by
+// package slackdir, and rate-limited Slack calls retried by package
+// slackretry. Every request is answered within Slack's three seconds;
+// the rest is background work (see Server).
 //
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the
 // Reporter finds where to post from it. Cards carry an opaque reference
@@ -21,10 +22,11 @@
 // finishes; see stream.go. Every text from the model, a tool or a person
 // is escaped by package slackui for the format it is sent in.
 //
-// A tool's request for input during a call (elicit.go) is not a decision
-// on a call and does not go through the runner: the Elicitor posts it in
-// the thread, only the person who asked for the run may answer it, and
-// the answer reaches the waiting call through the store's mailbox.
+// A tool's request for input during a call is not a decision on a call
+// and does not go through the runner: package elicit posts it in the
+// thread, only the person who asked for the run may answer it (elicit.go
+// here takes the answers), and the answer reaches the waiting call
+// through the store's mailbox.
 //
 // The package does not run agents or keep state of its own: the runner
 // does the first, the store the second.

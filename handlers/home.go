@@ -2,9 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -163,14 +160,9 @@ func cardRef(ctx context.Context, store Store, thread string, c agent.Call) (str
 // newCardRef stores a reference for c's card and records it for the
 // thread, unless one was recorded meanwhile: then that one is returned.
 func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	value, err := putRef(ctx, store, ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	if err != nil {
 		return "", err
-	}
-	value := hex.EncodeToString(b[:])
-	raw, _ := json.Marshal(ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
-	if err := store.PutRef(ctx, value, raw, refTTL); err != nil {
-		return "", fmt.Errorf("store card reference: %w", err)
 	}
 	winner, _, err := store.Claim(ctx, thread, cardRefKey(c.Key, c.Attempts), []byte(value))
 	if err != nil {

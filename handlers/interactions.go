@@ -185,25 +185,11 @@ func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error)
 // answer is what to tell a person whose decision the runner did not
 // record, or "" if it did.
 func answer(log logrus.FieldLogger, err error) string {
-	var lost *runner.AlreadyDecidedError
-	var refused *runner.RefusedError
-	var invalid *runner.InvalidArgsError
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &lost):
-		return slackui.AlreadyText(lost.Decision)
-	case errors.As(err, &refused) && refused.TryAgain:
-		return slackui.RefusalText(refused) + "." // not an answer about the person
-	case errors.As(err, &refused):
-		return "You can't decide this call: " + slackui.RefusalText(refused) + "."
-	case errors.As(err, &invalid):
-		return "These arguments don't fit the tool: " + invalid.Err.Error()
-	case errors.Is(err, runner.ErrNotPending):
-		return slackui.TextNotPending
+	msg, unknown := slackui.DecisionAnswer(err)
+	if unknown {
+		log.WithError(err).Error("recording a decision")
 	}
-	log.WithError(err).Error("recording a decision")
-	return slackui.TextTryAgain
+	return msg
 }
 
 // decide records d and drives the run in the background; it returns what
@@ -263,20 +249,12 @@ func (s *Server) retryRun(ctx context.Context, c click) string {
 	m := runner.Message{Thread: c.ref.Thread, Team: c.cb.Team.ID, Channel: c.channel(), By: c.user()}
 	s.background(ctx, func(ctx context.Context) {
 		err := s.svc.Retry(ctx, m)
-		var refused *runner.RefusedError
-		switch {
-		case err == nil:
-		case errors.As(err, &refused) && refused.TryAgain:
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.RefusalText(refused)+".") // not an answer about the person
-		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't retry this run: "+slackui.RefusalText(refused)+".")
-		case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This run is no longer stopped; nothing to retry.")
-		case errors.Is(err, runner.ErrBusy):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextBusy)
-		default:
+		msg, unknown := slackui.RetryAnswer(err)
+		if unknown {
 			c.log.WithError(err).Error("retrying a run")
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextTryAgain)
+		}
+		if msg != "" {
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), msg)
 		}
 	})
 	return ""
@@ -391,16 +369,12 @@ func (s *Server) changedRun(ctx context.Context, c click, restart bool) string {
 		} else {
 			err = s.svc.CancelChanged(ctx, m)
 		}
-		var refused *runner.RefusedError
-		switch {
-		case errors.As(err, &refused):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "You can't do this: "+slackui.RefusalText(refused)+".")
-		case errors.Is(err, runner.ErrNotChanged):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), "This request was restarted or cancelled already.")
-		case errors.Is(err, runner.ErrBusy):
-			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), slackui.TextBusy)
-		case err != nil:
+		msg, unknown := slackui.ChangedRunAnswer(err)
+		if unknown {
 			c.log.WithError(err).Error("restarting or cancelling a run after an update")
+		}
+		if msg != "" {
+			s.ephemeral(ctx, c.channel(), threadTS(c.cb), c.user(), msg)
 		}
 	})
 	return ""

@@ -17,11 +17,13 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
@@ -139,7 +141,7 @@ func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true, Groups: handlers.NewGroups(api, 0, nil)})
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true, Groups: slackdir.NewGroups(api, 0, nil)})
 	now := time.Now()
 	var later atomic.Bool
 	clock := func() time.Time {
@@ -383,7 +385,7 @@ func TestElicitationAnsweredTooLate(t *testing.T) {
 	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
-	el := handlers.NewElicitor(api, g.store, g.store, nil)
+	el := elicit.New(api, g.store, g.store, nil)
 	if _, err := el.Elicit(ctx, tools.Elicitation{Call: tools.CallInfo{Thread: thread, Call: "0.1", Requester: gateRequester, Channel: slacktest.ChannelID},
 		Tool: "deploy", Message: "which region?", Schema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"}}}`)}); err == nil {
 		t.Fatal("Elicit answered with nobody answering")

@@ -118,11 +118,7 @@ func (r *Reporter) showProgress(ctx context.Context, card *runningCard) {
 	}
 	card.sent = time.Now()
 	blocks := append(append([]slack.Block{}, card.blocks...), slackui.ContextBlock(card.line))
-	err := r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, card.channel, card.ts, slack.MsgOptionText(card.text, false), slack.MsgOptionBlocks(blocks...))
-		return err
-	})
-	if err != nil {
+	if err := r.update(ctx, card.channel, card.ts, slack.MsgOptionText(card.text, false), slack.MsgOptionBlocks(blocks...)); err != nil {
 		r.log.WithError(err).Warn("showing a call's progress on its card")
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
+	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -42,7 +44,7 @@ type Reporter struct {
 	tools slackui.ToolLookup // optional; see WithTools
 	// groups, if set, finds the members of user groups that get cards by
 	// direct message; see WithGroups.
-	groups *Groups
+	groups *slackdir.Groups
 	// streams are the answers being streamed (see stream.go).
 	streams streams
 	// home, if set, publishes Home tabs again when the inbox changes.
@@ -64,6 +66,11 @@ func (r *Reporter) WithHome(h *Home) *Reporter {
 func NewReporter(api *slack.Client, store Store, now func() time.Time, log logrus.FieldLogger) *Reporter {
 	if now == nil {
 		now = time.Now
+	}
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = l
 	}
 	return &Reporter{api: api, store: store, now: now, log: log}
 }
@@ -145,12 +152,12 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.RunFailed:
 		r.interruptStreams(ctx, e.Thread)
-		value, err := r.newRef(ctx, ref{Thread: e.Thread})
+		value, err := putRef(ctx, r.store, ref{Thread: e.Thread})
 		if err != nil {
 			return err
 		}
 		_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText("The run stopped with an error.", false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
+			slack.MsgOptionText(slackui.TextRunFailed, false), slack.MsgOptionBlocks(slackui.ErrorCard(e.Text, value)...))
 		return err
 	case runner.GraphChanged:
 		return r.postGraphChanged(ctx, e, channel, root)
@@ -184,11 +191,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return nil
 	}
 	blocks := slackui.SettledCard(c, requester, r.now())
-	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts),
-			slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
-		return err
-	})
+	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	if c.Status == agent.Running && err == nil {
 		r.running.started(thread, c.Key, &runningCard{channel: channel, ts: string(ts), text: slackui.CardText(c), blocks: blocks})
 	}
@@ -209,47 +212,28 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 	if !ok {
 		return nil
 	}
-	value, err := r.newRef(ctx, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	value, err := putRef(ctx, r.store, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
 	if err != nil {
 		return err
 	}
 	blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
-	err = r.retry(ctx, func() error {
-		_, _, _, err := r.api.UpdateMessageContext(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false),
-			slack.MsgOptionBlocks(blocks...))
-		return err
-	})
+	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	r.updateCopies(ctx, e.Thread, channel, c, c.Attempts, blocks, cards)
 	return err
 }
 
 // post posts a message and returns its ts.
 func (r *Reporter) post(ctx context.Context, channel string, opts ...slack.MsgOption) (string, error) {
-	var ts string
-	err := r.retry(ctx, func() error {
-		var err error
-		_, ts, err = r.api.PostMessageContext(ctx, channel, opts...)
-		return err
-	})
-	return ts, err
+	return slackretry.Post(ctx, r.api, channel, opts...)
 }
 
-// retry calls fn again while Slack answers 429, waiting as it says.
-func (r *Reporter) retry(ctx context.Context, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		var limited *slack.RateLimitedError
-		if !errors.As(err, &limited) || attempt >= 5 {
-			return err
-		}
-		wait := min(max(limited.RetryAfter, 100*time.Millisecond), 30*time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+// update changes a message.
+func (r *Reporter) update(ctx context.Context, channel, ts string, opts ...slack.MsgOption) error {
+	return slackretry.Update(ctx, r.api, channel, ts, opts...)
 }
+
+// retry calls fn again while Slack answers 429 (slackretry.Do).
+func (r *Reporter) retry(ctx context.Context, fn func() error) error { return slackretry.Do(ctx, fn) }
 
 // recordCardFor is how long recordCard keeps trying: longer than a
 // Redis Cluster takes to promote a dead master's replica.
@@ -271,9 +255,7 @@ func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]by
 		if err == nil {
 			return card, nil
 		}
-		if r.log != nil {
-			r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
-		}
+		r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -282,15 +264,15 @@ func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]by
 	}
 }
 
-// newRef stores rf under a fresh random reference.
-func (r *Reporter) newRef(ctx context.Context, rf ref) (string, error) {
+// putRef stores rf under a fresh random reference, for refTTL.
+func putRef(ctx context.Context, store Store, rf ref) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
 	value := hex.EncodeToString(b[:])
 	raw, _ := json.Marshal(rf)
-	if err := r.store.PutRef(ctx, value, raw, refTTL); err != nil {
+	if err := store.PutRef(ctx, value, raw, refTTL); err != nil {
 		return "", fmt.Errorf("store card reference: %w", err)
 	}
 	return value, nil
@@ -358,12 +340,12 @@ func (r *Reporter) WithTools(box slackui.ToolLookup) *Reporter {
 
 // postGraphChanged posts the card of a runner.GraphChanged event.
 func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel, root string) error {
-	value, err := r.newRef(ctx, ref{Thread: e.Thread})
+	value, err := putRef(ctx, r.store, ref{Thread: e.Thread})
 	if err != nil {
 		return err
 	}
 	_, err = r.post(ctx, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText("The bot was updated while this request waited.", false),
+		slack.MsgOptionText(slackui.TextGraphChanged, false),
 		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,7 +182,7 @@ func (r *Reporter) thinking(ctx context.Context, channel, root string) {
 		ChannelID: channel, ThreadTS: root, Status: thinkingStatus,
 	})
 	if err != nil {
-		r.logger().WithError(err).Debug("assistant thread status not set")
+		r.log.WithError(err).Debug("assistant thread status not set")
 	}
 }
 
@@ -241,14 +240,14 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 			// No message to append to or stop: the answer is posted
 			// below, and updated; streams are not tried again.
 			r.streams.noNative.Store(true)
-			r.logger().Warn("chat.startStream answered without a ts; answers stream with chat.update")
+			r.log.Warn("chat.startStream answered without a ts; answers stream with chat.update")
 		case errors.As(err, &slackErr):
 			// The workspace (or the app's scopes) has no streaming
 			// messages: post and update from now on.
 			r.streams.noNative.Store(true)
-			r.logger().WithField("error", slackErr.Err).Info("Slack refused chat.startStream; answers stream with chat.update")
+			r.log.WithField("error", slackErr.Err).Info("Slack refused chat.startStream; answers stream with chat.update")
 		default:
-			r.logger().WithError(err).Debug("chat.startStream failed; this answer streams with chat.update")
+			r.log.WithError(err).Debug("chat.startStream failed; this answer streams with chat.update")
 		}
 	}
 	if rec.TS == "" {
@@ -288,7 +287,7 @@ func (r *Reporter) flush(ctx context.Context, la *liveAnswer) error {
 	}
 	la.last = r.now()
 	if err != nil {
-		r.logger().WithError(err).Debug("streamed answer not updated")
+		r.log.WithError(err).Debug("streamed answer not updated")
 		return err
 	}
 	la.rec.Shown = shown
@@ -372,7 +371,7 @@ func (r *Reporter) finishOrPost(ctx context.Context, la *liveAnswer, e runner.Ev
 	if !errors.As(err, &refused) {
 		return err
 	}
-	r.logger().WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
+	r.log.WithField("error", refused.Err).Warn("the streamed answer could not be finished; posting it")
 	if _, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.FinalAnswer(false, e.Text), false)); err != nil {
 		return err
 	}
@@ -415,7 +414,7 @@ func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
 // finishInterrupted ends a cut-off message with the interrupted note and
 // records it as done.
 func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
-	log := r.logger().WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
+	log := r.log.WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
 	done := false
 	note := slackui.NoteAfter(rec.Shown)
 	if rec.Native {
@@ -451,15 +450,6 @@ func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bo
 func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) {
 	raw, _ := json.Marshal(rec)
 	if err := r.store.PutRef(ctx, key, raw, refTTL); err != nil {
-		r.logger().WithError(err).Warn("recording a streamed answer")
+		r.log.WithError(err).Warn("recording a streamed answer")
 	}
-}
-
-func (r *Reporter) logger() logrus.FieldLogger {
-	if r.log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		return l
-	}
-	return r.log
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
@@ -105,7 +106,7 @@ func newWorldOf(t *testing.T, home bool) *world {
 	ropts := runner.Options{Logger: log, Schedule: true, Audit: true, LeaseTTL: time.Second}
 	hopts := handlers.Options{BotUserID: slacksim.DefaultBotUserID, Logger: log}
 	if home {
-		lookups := handlers.NewGroups(api, 0, nil)
+		lookups := slackdir.NewGroups(api, 0, nil)
 		ropts.Inbox, ropts.Groups, ropts.Members = true, lookups, lookups
 		hopts.Home = store
 	}

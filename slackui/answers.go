@@ -21,6 +21,13 @@ const (
 	TextFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
 )
 
+// The notification texts of the error card and of the card of a run the
+// updated bot cannot resume (ErrorCard, GraphChangedCard).
+const (
+	TextRunFailed    = "The run stopped with an error."
+	TextGraphChanged = "The bot was updated while this request waited."
+)
+
 // HelpText is mrkdwn, in which "<" and ">" are written as entities: Slack
 // reads a bare "<…>" as a link or mention.
 const HelpText = "*Countersign* runs an AI agent for you, and asks before any risky action.\n" +
@@ -60,4 +67,65 @@ func AlreadyText(d interrupt.Decision) string {
 		return "This request has expired."
 	}
 	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), MentionList(d.Approvers(), BudgetMentions))
+}
+
+// DecisionAnswer is what to tell a person whose decision (or look at a
+// call) the runner did not take, or "" if it did; unknown reports an
+// error that the text (TextTryAgain) does not explain, to be logged.
+func DecisionAnswer(err error) (text string, unknown bool) {
+	var lost *runner.AlreadyDecidedError
+	var refused *runner.RefusedError
+	var invalid *runner.InvalidArgsError
+	switch {
+	case err == nil:
+		return "", false
+	case errors.As(err, &lost):
+		return AlreadyText(lost.Decision), false
+	case errors.As(err, &refused) && refused.TryAgain:
+		return RefusalText(refused) + ".", false // not an answer about the person
+	case errors.As(err, &refused):
+		return "You can't decide this call: " + RefusalText(refused) + ".", false
+	case errors.As(err, &invalid):
+		return "These arguments don't fit the tool: " + invalid.Err.Error(), false
+	case errors.Is(err, runner.ErrNotPending):
+		return TextNotPending, false
+	}
+	return TextTryAgain, true
+}
+
+// RetryAnswer is what to tell a person whose Retry on a run's error card
+// the runner refused, or "" if it did not; unknown as for DecisionAnswer.
+func RetryAnswer(err error) (text string, unknown bool) {
+	var refused *runner.RefusedError
+	switch {
+	case err == nil:
+		return "", false
+	case errors.As(err, &refused) && refused.TryAgain:
+		return RefusalText(refused) + ".", false // not an answer about the person
+	case errors.As(err, &refused):
+		return "You can't retry this run: " + RefusalText(refused) + ".", false
+	case errors.Is(err, runner.ErrNotFailed), errors.Is(err, runner.ErrNotPending):
+		return "This run is no longer stopped; nothing to retry.", false
+	case errors.Is(err, runner.ErrBusy):
+		return TextBusy, false
+	}
+	return TextTryAgain, true
+}
+
+// ChangedRunAnswer is what to tell a person whose Restart or Cancel on
+// the card of a run the updated bot cannot resume was refused, or "";
+// unknown reports an error to be logged, with nothing to tell.
+func ChangedRunAnswer(err error) (text string, unknown bool) {
+	var refused *runner.RefusedError
+	switch {
+	case err == nil:
+		return "", false
+	case errors.As(err, &refused):
+		return "You can't do this: " + RefusalText(refused) + ".", false
+	case errors.Is(err, runner.ErrNotChanged):
+		return "This request was restarted or cancelled already.", false
+	case errors.Is(err, runner.ErrBusy):
+		return TextBusy, false
+	}
+	return "", true
 }

@@ -1,6 +1,7 @@
 package slackui_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/countersign/countersign/runner"
@@ -34,5 +35,41 @@ func TestRefusalText(t *testing.T) {
 	}
 	if got := slackui.CancelledText([]string{"U0BOB"}); got != "✖️ Cancelled by <@U0BOB>: the bot was updated while this request waited." {
 		t.Errorf("CancelledText() = %q", got)
+	}
+}
+
+// Each way the runner refuses a click has its own answer; an error it
+// does not name is "try again" (or nothing, for a changed run's card) and
+// is reported as unknown, to be logged.
+func TestClickAnswers(t *testing.T) {
+	refused := &runner.RefusedError{Why: "only user U1 may approve this call", Parts: []runner.Part{{Text: "only "}, {People: []string{"U1"}}, {Text: " may approve this call"}}}
+	lookup := &runner.RefusedError{Why: "the approvers could not be listed", TryAgain: true}
+	other := errors.New("connection refused")
+	tests := []struct {
+		name    string
+		answer  func(error) (string, bool)
+		err     error
+		want    string
+		unknown bool
+	}{
+		{"decided", slackui.DecisionAnswer, nil, "", false},
+		{"decision refused", slackui.DecisionAnswer, refused, "You can't decide this call: only <@U1> may approve this call.", false},
+		{"decision lookup failed", slackui.DecisionAnswer, lookup, "the approvers could not be listed.", false},
+		{"decision not pending", slackui.DecisionAnswer, runner.ErrNotPending, slackui.TextNotPending, false},
+		{"decision store down", slackui.DecisionAnswer, other, slackui.TextTryAgain, true},
+		{"retried", slackui.RetryAnswer, nil, "", false},
+		{"retry refused", slackui.RetryAnswer, refused, "You can't retry this run: only <@U1> may approve this call.", false},
+		{"retry not failed", slackui.RetryAnswer, runner.ErrNotFailed, "This run is no longer stopped; nothing to retry.", false},
+		{"retry busy", slackui.RetryAnswer, runner.ErrBusy, slackui.TextBusy, false},
+		{"retry store down", slackui.RetryAnswer, other, slackui.TextTryAgain, true},
+		{"changed refused", slackui.ChangedRunAnswer, refused, "You can't do this: only <@U1> may approve this call.", false},
+		{"changed already", slackui.ChangedRunAnswer, runner.ErrNotChanged, "This request was restarted or cancelled already.", false},
+		{"changed store down", slackui.ChangedRunAnswer, other, "", true},
+	}
+	for _, tt := range tests {
+		got, unknown := tt.answer(tt.err)
+		if got != tt.want || unknown != tt.unknown {
+			t.Errorf("%s: got %q (unknown %v), want %q (unknown %v)", tt.name, got, unknown, tt.want, tt.unknown)
+		}
 	}
 }

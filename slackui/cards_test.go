@@ -157,7 +157,7 @@ func TestCardGolden(t *testing.T) {
 		{"marked-done", cardMessage{slackui.CardText(callMarkedDone), slackui.SettledCard(callMarkedDone, cardAsker, cardNow)}},
 		{"skipped", cardMessage{slackui.CardText(callSkipped), slackui.SettledCard(callSkipped, cardAsker, cardNow)}},
 		{"no-approval", cardMessage{slackui.CardText(callNoApproval), slackui.SettledCard(callNoApproval, cardAsker, cardNow)}},
-		{"error", cardMessage{"The run stopped with an error.", slackui.ErrorCard("llm: openai: 503 Service Unavailable after 5 attempts", cardRef)}},
+		{"error", cardMessage{slackui.TextRunFailed, slackui.ErrorCard("llm: openai: 503 Service Unavailable after 5 attempts", cardRef)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

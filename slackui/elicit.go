@@ -21,6 +21,39 @@ import (
 // a submitted form back into typed content. Package handlers runs the
 // flow: who may answer, and how the answer reaches the waiting call.
 
+// What an elicitation's message and its answers say.
+const (
+	TextElicitTimedOut = "⌛ Nobody answered in time; the request was cancelled."
+	TextElicitAnswered = "This request is already answered or closed."
+)
+
+// ElicitOutcome is the line that ends an answered request's message.
+func ElicitOutcome(action tools.ElicitAction, user string) string {
+	switch action {
+	case tools.ElicitAccept:
+		return "✅ Answered by " + UserMention(user) + "."
+	case tools.ElicitCancel:
+		return "✖️ Cancelled by " + UserMention(user) + "."
+	default:
+		return "🚫 Declined by " + UserMention(user) + "."
+	}
+}
+
+// ElicitNotYours tells someone that only the requester may answer.
+func ElicitNotYours(requester string) string {
+	return "Only " + UserMention(requester) + ", who asked for this turn, can answer this."
+}
+
+// ElicitNoForm says that the requested schema makes no form.
+func ElicitNoForm(err error) string {
+	return "I can't build a form for this request (" + err.Error() + "). Decline or cancel it."
+}
+
+// ElicitFormNotOpened says that Slack did not open the form.
+func ElicitFormNotOpened(err error) string {
+	return "I couldn't open the form (" + err.Error() + "). Please try again."
+}
+
 // Action and callback IDs of elicitation messages and forms.
 const (
 	ActionElicitAnswer  = "elicit_answer"

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/tools"
 )
 
 // everythingSchema is a part of what server-everything asks for.
@@ -174,4 +176,22 @@ func FuzzElicitForm(f *testing.F) {
 		}
 		ElicitContent(json.RawMessage(schema), &slack.ViewState{})
 	})
+}
+
+func TestElicitOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		action tools.ElicitAction
+		want   string
+	}{
+		{tools.ElicitAccept, "✅ Answered by <@U1>."},
+		{tools.ElicitDecline, "🚫 Declined by <@U1>."},
+		{tools.ElicitCancel, "✖️ Cancelled by <@U1>."},
+	} {
+		if got := ElicitOutcome(tc.action, "U1"); got != tc.want {
+			t.Errorf("ElicitOutcome(%s) = %q, want %q", tc.action, got, tc.want)
+		}
+	}
+	if got, want := ElicitNotYours("U2"), "Only <@U2>, who asked for this turn, can answer this."; got != want {
+		t.Errorf("ElicitNotYours = %q, want %q", got, want)
+	}
 }

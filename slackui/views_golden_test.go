@@ -41,7 +41,7 @@ func TestViewGolden(t *testing.T) {
 			slackui.ElicitMessage(cardAsker, "deployer__ask", "Which <!here> region?", cardNow.Add(10*60e9), "elicit-id")}},
 		{"modal-checking-edit", slackui.CheckingModal(slackui.ActionEdit)},
 		{"modal-notice-args", slackui.NoticeModal(slackui.ActionShowArgs, "This request is no longer pending.")},
-		{"card-graph-changed", cardMessage{"The bot was updated while this request waited.",
+		{"card-graph-changed", cardMessage{slackui.TextGraphChanged,
 			slackui.GraphChangedCard("tool deploy is gone\nthe prompt changed <!here>", cardRef)}},
 	}
 	for _, tt := range tests {

@@ -10,10 +10,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/internal/termtext"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -92,7 +92,7 @@ func runApprovals(ctx context.Context, args []string, e env) error {
 		if u := e.getenv("SLACK_API_URL"); u != "" {
 			opts = append(opts, slack.OptionAPIURL(u))
 		}
-		groups = handlers.NewGroups(slack.New(token, opts...), 0, nil)
+		groups = slackdir.NewGroups(slack.New(token, opts...), 0, nil)
 	} else if len(users) > 0 {
 		fmt.Fprintln(e.stderr, "bot approvals list: SLACK_BOT_TOKEN is not set, so user groups and channel members cannot be asked: "+
 			"calls that wait for a user group, or for anyone in their channel, are left out for --user.")

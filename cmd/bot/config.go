@@ -11,10 +11,12 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackdir"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -72,7 +74,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	var rep *handlers.Reporter
-	groups := handlers.NewGroups(api, 0, nil)
+	groups := slackdir.NewGroups(api, 0, nil)
 	svc, err := newStreamingService(ctx, getenv, log, model, groups, streamed, func(store *redisstore.Store) runner.Reporter {
 		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		if streamed {
@@ -84,7 +86,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	rep.WithTools(svc.Tools) // before anything runs
-	svc.Tools.SetElicitor(handlers.NewElicitor(api, svc.Store, svc.Store, log))
+	svc.Tools.SetElicitor(elicit.New(api, svc.Store, svc.Store, log))
 	svc.Tools.SetProgressReporter(rep)
 	svc.Tools.SetPrompter(handlers.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,

@@ -1,12 +1,20 @@
-package handlers
+// Package slackdir answers who is in a Slack user group or channel, from
+// Slack's API, remembering the answers for a while. Approval rules name
+// user groups and channels; the runner asks this package whether a person
+// is in them, and the reporter whom to send a card by direct message.
+package slackdir
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/slackretry"
+	"github.com/countersign/countersign/tools"
 )
 
 // Groups answers "is this user in that user group" from
@@ -101,4 +109,45 @@ func (g *Groups) InChannel(ctx context.Context, channel, user string) (bool, err
 		g.mu.Unlock()
 	}
 	return slices.Contains(c.users, user), nil
+}
+
+// ErrNoLookup: there is no user-group lookup (a nil *Groups).
+var ErrNoLookup = errors.New("no user-group lookup")
+
+// Users are the users that ids name, directly or as members of the user
+// groups among them, once each and in order, without skip. Slack's rate
+// limit is waited out, as for messages; a group whose members cannot be
+// listed (any group, when g is nil) is left out and passed to missed
+// with the reason.
+func (g *Groups) Users(ctx context.Context, ids []string, skip string, missed func(group string, err error)) []string {
+	var users []string
+	add := func(u string) {
+		if u != skip && !slices.Contains(users, u) {
+			users = append(users, u)
+		}
+	}
+	for _, id := range ids {
+		if !tools.IsGroupID(id) {
+			add(id)
+			continue
+		}
+		if g == nil {
+			missed(id, ErrNoLookup)
+			continue
+		}
+		var members []string
+		err := slackretry.Do(ctx, func() error {
+			var err error
+			members, err = g.Members(ctx, id)
+			return err
+		})
+		if err != nil {
+			missed(id, err)
+			continue
+		}
+		for _, u := range members {
+			add(u)
+		}
+	}
+	return users
 }

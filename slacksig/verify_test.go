@@ -1,4 +1,4 @@
-package handlers_test
+package slacksig_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/slacksig"
 )
 
 // Slack's documented example of request signing.
@@ -52,7 +52,7 @@ func TestVerifySlackExample(t *testing.T) {
 	if got := signV0(exampleSecret, exampleTimestamp, []byte(exampleBody)); got != exampleSignature {
 		t.Fatalf("test helper sign = %s, want %s", got, exampleSignature)
 	}
-	v := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime))
+	v := slacksig.NewVerifier(exampleSecret, fixedClock(exampleTime))
 	if err := v.Verify(signatureHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); err != nil {
 		t.Fatalf("Verify(Slack's example) = %v, want nil", err)
 	}
@@ -70,24 +70,24 @@ func TestVerify(t *testing.T) {
 	}{
 		{name: "valid", ts: exampleTimestamp, sig: exampleSignature, body: body},
 		{name: "5 minutes old", ts: at(-5 * time.Minute), sig: signV0(exampleSecret, at(-5*time.Minute), body), body: body},
-		{name: "5 minutes 1 second old", ts: at(-5*time.Minute - time.Second), sig: signV0(exampleSecret, at(-5*time.Minute-time.Second), body), body: body, want: handlers.ErrStaleRequest},
+		{name: "5 minutes 1 second old", ts: at(-5*time.Minute - time.Second), sig: signV0(exampleSecret, at(-5*time.Minute-time.Second), body), body: body, want: slacksig.ErrStaleRequest},
 		{name: "5 minutes ahead", ts: at(5 * time.Minute), sig: signV0(exampleSecret, at(5*time.Minute), body), body: body},
-		{name: "5 minutes 1 second ahead", ts: at(5*time.Minute + time.Second), sig: signV0(exampleSecret, at(5*time.Minute+time.Second), body), body: body, want: handlers.ErrStaleRequest},
-		{name: "a day old", ts: at(-24 * time.Hour), sig: signV0(exampleSecret, at(-24*time.Hour), body), body: body, want: handlers.ErrStaleRequest},
-		{name: "absurd timestamp", ts: "-9223372036854775808", sig: signV0(exampleSecret, "-9223372036854775808", body), body: body, want: handlers.ErrStaleRequest},
-		{name: "wrong signature", ts: exampleTimestamp, sig: "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b504", body: body, want: handlers.ErrBadSignature},
-		{name: "other secret", ts: exampleTimestamp, sig: signV0("another secret", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
-		{name: "body changed", ts: exampleTimestamp, sig: exampleSignature, body: append(body[:len(body):len(body)], '&'), want: handlers.ErrBadSignature},
-		{name: "timestamp changed", ts: at(time.Second), sig: exampleSignature, body: body, want: handlers.ErrBadSignature},
-		{name: "other scheme", ts: exampleTimestamp, sig: "v1=" + strings.TrimPrefix(exampleSignature, "v0="), body: body, want: handlers.ErrBadSignature},
-		{name: "no scheme", ts: exampleTimestamp, sig: strings.TrimPrefix(exampleSignature, "v0="), body: body, want: handlers.ErrBadSignature},
-		{name: "not hex", ts: exampleTimestamp, sig: "v0=zz", body: body, want: handlers.ErrBadSignature},
-		{name: "truncated signature", ts: exampleTimestamp, sig: exampleSignature[:20], body: body, want: handlers.ErrBadSignature},
-		{name: "timestamp not a number", ts: "yesterday", sig: exampleSignature, body: body, want: handlers.ErrBadSignature},
-		{name: "missing signature", ts: exampleTimestamp, body: body, want: handlers.ErrMissingSignature},
-		{name: "missing timestamp", sig: exampleSignature, body: body, want: handlers.ErrMissingSignature},
-		{name: "missing both", body: body, want: handlers.ErrMissingSignature},
-		{name: "no secret configured", secret: "-", ts: exampleTimestamp, sig: signV0("", exampleTimestamp, body), body: body, want: handlers.ErrBadSignature},
+		{name: "5 minutes 1 second ahead", ts: at(5*time.Minute + time.Second), sig: signV0(exampleSecret, at(5*time.Minute+time.Second), body), body: body, want: slacksig.ErrStaleRequest},
+		{name: "a day old", ts: at(-24 * time.Hour), sig: signV0(exampleSecret, at(-24*time.Hour), body), body: body, want: slacksig.ErrStaleRequest},
+		{name: "absurd timestamp", ts: "-9223372036854775808", sig: signV0(exampleSecret, "-9223372036854775808", body), body: body, want: slacksig.ErrStaleRequest},
+		{name: "wrong signature", ts: exampleTimestamp, sig: "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b504", body: body, want: slacksig.ErrBadSignature},
+		{name: "other secret", ts: exampleTimestamp, sig: signV0("another secret", exampleTimestamp, body), body: body, want: slacksig.ErrBadSignature},
+		{name: "body changed", ts: exampleTimestamp, sig: exampleSignature, body: append(body[:len(body):len(body)], '&'), want: slacksig.ErrBadSignature},
+		{name: "timestamp changed", ts: at(time.Second), sig: exampleSignature, body: body, want: slacksig.ErrBadSignature},
+		{name: "other scheme", ts: exampleTimestamp, sig: "v1=" + strings.TrimPrefix(exampleSignature, "v0="), body: body, want: slacksig.ErrBadSignature},
+		{name: "no scheme", ts: exampleTimestamp, sig: strings.TrimPrefix(exampleSignature, "v0="), body: body, want: slacksig.ErrBadSignature},
+		{name: "not hex", ts: exampleTimestamp, sig: "v0=zz", body: body, want: slacksig.ErrBadSignature},
+		{name: "truncated signature", ts: exampleTimestamp, sig: exampleSignature[:20], body: body, want: slacksig.ErrBadSignature},
+		{name: "timestamp not a number", ts: "yesterday", sig: exampleSignature, body: body, want: slacksig.ErrBadSignature},
+		{name: "missing signature", ts: exampleTimestamp, body: body, want: slacksig.ErrMissingSignature},
+		{name: "missing timestamp", sig: exampleSignature, body: body, want: slacksig.ErrMissingSignature},
+		{name: "missing both", body: body, want: slacksig.ErrMissingSignature},
+		{name: "no secret configured", secret: "-", ts: exampleTimestamp, sig: signV0("", exampleTimestamp, body), body: body, want: slacksig.ErrBadSignature},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +95,7 @@ func TestVerify(t *testing.T) {
 			if tt.secret == "-" {
 				secret = ""
 			}
-			v := handlers.NewVerifier(secret, fixedClock(exampleTime))
+			v := slacksig.NewVerifier(secret, fixedClock(exampleTime))
 			err := v.Verify(signatureHeader(tt.ts, tt.sig), tt.body)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Fatalf("Verify() = %v, want %v", err, tt.want)
@@ -108,19 +108,19 @@ func TestVerify(t *testing.T) {
 }
 
 func TestVerifyDefaultClock(t *testing.T) {
-	v := handlers.NewVerifier(exampleSecret, nil)
+	v := slacksig.NewVerifier(exampleSecret, nil)
 	now := strconv.FormatInt(time.Now().Unix(), 10)
 	if err := v.Verify(signatureHeader(now, signV0(exampleSecret, now, nil)), nil); err != nil {
 		t.Fatalf("Verify(signed now) = %v, want nil", err)
 	}
-	if err := v.Verify(signatureHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); !errors.Is(err, handlers.ErrStaleRequest) {
-		t.Fatalf("Verify(2018 example) = %v, want %v", err, handlers.ErrStaleRequest)
+	if err := v.Verify(signatureHeader(exampleTimestamp, exampleSignature), []byte(exampleBody)); !errors.Is(err, slacksig.ErrStaleRequest) {
+		t.Fatalf("Verify(2018 example) = %v, want %v", err, slacksig.ErrStaleRequest)
 	}
 }
 
 func TestVerifyMiddleware(t *testing.T) {
-	large := bytes.Repeat([]byte("a"), handlers.MaxBody+1)
-	exact := bytes.Repeat([]byte("a"), handlers.MaxBody)
+	large := bytes.Repeat([]byte("a"), slacksig.MaxBody+1)
+	exact := bytes.Repeat([]byte("a"), slacksig.MaxBody)
 	tests := []struct {
 		name     string
 		ts, sig  string
@@ -142,7 +142,7 @@ func TestVerifyMiddleware(t *testing.T) {
 			var called bool
 			var gotBody []byte
 			var gotForm string
-			h := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			h := slacksig.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
 				called, gotBody = true, body
 				if err := r.ParseForm(); err == nil {
 					gotForm = r.PostForm.Get("user_name")
@@ -189,7 +189,7 @@ func TestVerifyMiddlewareRefusesBeforeReading(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := handlers.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			h := slacksig.NewVerifier(exampleSecret, fixedClock(exampleTime)).Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) {
 				t.Error("next was called")
 			})
 			body := blockingReader{t: t}
@@ -220,14 +220,14 @@ func TestReadBody(t *testing.T) {
 	}{
 		{name: "empty", size: 0},
 		{name: "small", size: 10},
-		{name: "at the limit", size: handlers.MaxBody},
-		{name: "one byte over", size: handlers.MaxBody + 1, want: handlers.ErrTooLarge},
-		{name: "far over", size: 8 * handlers.MaxBody, want: handlers.ErrTooLarge},
+		{name: "at the limit", size: slacksig.MaxBody},
+		{name: "one byte over", size: slacksig.MaxBody + 1, want: slacksig.ErrTooLarge},
+		{name: "far over", size: 8 * slacksig.MaxBody, want: slacksig.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, tt.size)))
-			body, err := handlers.ReadBody(httptest.NewRecorder(), req)
+			body, err := slacksig.ReadBody(httptest.NewRecorder(), req)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Fatalf("ReadBody(%d bytes) error = %v, want %v", tt.size, err, tt.want)
 			}
