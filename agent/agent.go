@@ -464,7 +464,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel, EditedBy: c.Editor()}
 	result, err := callTool(ctx, tool, info, c.RunArgs())
 	prefix := ""
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Decision != nil && c.Decision.Kind == Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
 	} else if editor := c.Editor(); editor != "" && c.Decision != nil {
 		prefix = fmt.Sprintf("Note: %s edited the arguments, and %s approved them; the call ran with %s.\n",

@@ -13,7 +13,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -72,9 +71,9 @@ func newFixture(t testing.TB, store graph.Store, model llm.Model, deployIdempote
 }
 
 // decisions the tests make: approve deploy, reject delete.
-var script = map[string]interrupt.Decision{
-	"deploy": {Kind: interrupt.Approve, By: "U_BOB"},
-	"delete": {Kind: interrupt.Reject, By: "U_BOB", Reason: "too risky"},
+var script = map[string]agent.Decision{
+	"deploy": {Kind: agent.Approve, By: "U_BOB"},
+	"delete": {Kind: agent.Reject, By: "U_BOB", Reason: "too risky"},
 }
 
 // drive runs a thread to the end, answering each waiting call from script
@@ -95,9 +94,9 @@ func drive(ctx context.Context, t *testing.T, f *fixture, thread string) *graph.
 			c := res.State.Waiting()[0]
 			d := script[c.Tool]
 			if c.Status == agent.Unknown {
-				d = interrupt.Decision{Kind: interrupt.Approve, By: "U_BOB"} // retry
+				d = agent.Decision{Kind: agent.Approve, By: "U_BOB"} // retry
 			}
-			_, err = f.g.Resume(ctx, thread, f.agent.Decide(map[string]interrupt.Decision{c.Key: d}))
+			_, err = f.g.Resume(ctx, thread, f.agent.Decide(map[string]agent.Decision{c.Key: d}))
 		default:
 			t.Fatalf("thread %s is %s: %s", thread, res.Status(), res.Checkpoint.Error)
 		}
@@ -274,11 +273,11 @@ func TestEditRunsTheEditedArguments(t *testing.T) {
 	}
 	key := res.State.Waiting()[0].Key
 
-	bad := map[string]interrupt.Decision{key: {Kind: interrupt.Edit, By: "U2", Args: json.RawMessage(`{"n":"x"}`)}}
+	bad := map[string]agent.Decision{key: {Kind: agent.Edit, By: "U2", Args: json.RawMessage(`{"n":"x"}`)}}
 	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(bad)); err == nil {
 		t.Fatal("Resume(edit with args against the schema) = nil, want an error")
 	}
-	good := map[string]interrupt.Decision{key: {Kind: interrupt.Edit, By: "U2", Args: json.RawMessage(`{"n":42}`)}}
+	good := map[string]agent.Decision{key: {Kind: agent.Edit, By: "U2", Args: json.RawMessage(`{"n":42}`)}}
 	res, err = f.g.Resume(ctx, "t", f.agent.Decide(good))
 	if err != nil {
 		t.Fatalf("Resume(edit) = %v", err)
@@ -319,8 +318,8 @@ func TestEditOfACallNeedingSeveralApprovalsWaitsAgain(t *testing.T) {
 	if c.Quorum() != 2 || c.Revision != 0 {
 		t.Fatalf("new call: quorum %d, revision %d; want 2, 0", c.Quorum(), c.Revision)
 	}
-	edit := interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: json.RawMessage(`{"n":42}`)}
-	res, err = g.Resume(ctx, "t", a.Decide(map[string]interrupt.Decision{c.Key: edit}))
+	edit := agent.Decision{Kind: agent.Edit, By: "U2", Args: json.RawMessage(`{"n":42}`)}
+	res, err = g.Resume(ctx, "t", a.Decide(map[string]agent.Decision{c.Key: edit}))
 	if err != nil {
 		t.Fatalf("Resume(edit) = %v", err)
 	}
@@ -331,9 +330,9 @@ func TestEditOfACallNeedingSeveralApprovalsWaitsAgain(t *testing.T) {
 	if len(deploy.Runs()) != 0 {
 		t.Fatalf("deploy ran after an edit alone: %v", deploy.Runs())
 	}
-	approve := interrupt.Decision{Kind: interrupt.Approve, By: "U3", Hash: c.RunHash(),
-		Approvals: []interrupt.Approval{{By: "U2"}, {By: "U3"}}}
-	res, err = g.Resume(ctx, "t", a.Decide(map[string]interrupt.Decision{c.Key: approve}))
+	approve := agent.Decision{Kind: agent.Approve, By: "U3", Hash: c.RunHash(),
+		Approvals: []agent.Approval{{By: "U2"}, {By: "U3"}}}
+	res, err = g.Resume(ctx, "t", a.Decide(map[string]agent.Decision{c.Key: approve}))
 	if err != nil {
 		t.Fatalf("Resume(approve) = %v", err)
 	}
@@ -361,15 +360,15 @@ func TestDecisionsOnSettledOrUnknownCallsChangeNothing(t *testing.T) {
 			lookupKey = c.Key
 		}
 	}
-	approve := interrupt.Decision{Kind: interrupt.Approve, By: "U2"}
-	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deployKey: approve})); err != nil {
+	approve := agent.Decision{Kind: agent.Approve, By: "U2"}
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{deployKey: approve})); err != nil {
 		t.Fatal(err)
 	}
 	hist, _ := f.g.History(ctx, "t")
 	tests := []struct {
 		name string
 		key  string
-		d    interrupt.Decision
+		d    agent.Decision
 		want func(error) bool
 	}{
 		{"second approve", deployKey, approve, func(err error) bool {
@@ -381,10 +380,10 @@ func TestDecisionsOnSettledOrUnknownCallsChangeNothing(t *testing.T) {
 			return errors.As(err, &de)
 		}},
 		{"unknown call", "9.9", approve, func(err error) bool { return errors.Is(err, agent.ErrUnknownCall) }},
-		{"no decider", deployKey, interrupt.Decision{Kind: interrupt.Approve}, func(err error) bool { return err != nil }},
+		{"no decider", deployKey, agent.Decision{Kind: agent.Approve}, func(err error) bool { return err != nil }},
 	}
 	for _, tt := range tests {
-		_, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{tt.key: tt.d}))
+		_, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{tt.key: tt.d}))
 		if !tt.want(err) {
 			t.Errorf("Resume(%s) = %v", tt.name, err)
 		}
@@ -415,12 +414,12 @@ func TestRespondAndExpire(t *testing.T) {
 			deleteKey = c.Key
 		}
 	}
-	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deployKey: {Kind: interrupt.Expire}})); err != nil {
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{deployKey: {Kind: agent.Expire}})); err != nil {
 		t.Fatalf("Resume(expire) = %v", err)
 	}
 	// A reply in the thread answers the waiting call as a rejection with
 	// its text as the reason (the runner decides it as Respond).
-	res, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deleteKey: {Kind: interrupt.Respond, By: "U3", Reason: "use staging instead"}}))
+	res, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{deleteKey: {Kind: agent.Respond, By: "U3", Reason: "use staging instead"}}))
 	if err != nil {
 		t.Fatalf("Resume(respond) = %v", err)
 	}
@@ -433,7 +432,7 @@ func TestRespondAndExpire(t *testing.T) {
 	if len(f.deploy.Runs())+len(f.delete.Runs()) != 0 {
 		t.Errorf("expired or rejected calls ran")
 	}
-	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{deleteKey: {Kind: interrupt.Respond, By: "U3", Reason: "x"}})); !errors.Is(err, graph.ErrNotPaused) {
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{deleteKey: {Kind: agent.Respond, By: "U3", Reason: "x"}})); !errors.Is(err, graph.ErrNotPaused) {
 		t.Errorf("Resume(respond on a finished run) = %v, want ErrNotPaused", err)
 	}
 }
@@ -443,13 +442,13 @@ func TestRespondAndExpire(t *testing.T) {
 func TestCallCutOffByACrash(t *testing.T) {
 	tests := []struct {
 		name      string
-		d         interrupt.Decision
+		d         agent.Decision
 		wantRuns  int
 		wantInRes string
 	}{
-		{"retry", interrupt.Decision{Kind: interrupt.Approve, By: "U2"}, 1, "ran deploy"},
-		{"mark done", interrupt.Decision{Kind: interrupt.MarkDone, By: "U2"}, 0, "marked it as done"},
-		{"skip", interrupt.Decision{Kind: interrupt.Reject, By: "U2"}, 0, "Skipped by user U2"},
+		{"retry", agent.Decision{Kind: agent.Approve, By: "U2"}, 1, "ran deploy"},
+		{"mark done", agent.Decision{Kind: agent.MarkDone, By: "U2"}, 0, "marked it as done"},
+		{"skip", agent.Decision{Kind: agent.Reject, By: "U2"}, 0, "Skipped by user U2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,7 +463,7 @@ func TestCallCutOffByACrash(t *testing.T) {
 			key := res.State.Waiting()[0].Key
 			// The process "dies" right after saving the call as running.
 			store.crashAfterRunning = true
-			_, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: {Kind: interrupt.Approve, By: "U2"}}))
+			_, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{key: {Kind: agent.Approve, By: "U2"}}))
 			if !errors.Is(err, errCrash) {
 				t.Fatalf("Resume() = %v, want the simulated crash", err)
 			}
@@ -477,7 +476,7 @@ func TestCallCutOffByACrash(t *testing.T) {
 			if res.Status() != graph.Paused || len(waiting) != 1 || waiting[0].Status != agent.Unknown {
 				t.Fatalf("Recover() = %s %+v, want paused on one unknown call", res.Status(), waiting)
 			}
-			res, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: tt.d}))
+			res, err = f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{key: tt.d}))
 			if err != nil {
 				t.Fatalf("Resume(%s) = %v", tt.name, err)
 			}
@@ -536,23 +535,23 @@ func TestOnlyACheckedEditIsTrusted(t *testing.T) {
 	invalid := json.RawMessage(`{"n":"x"}`)
 	tests := []struct {
 		name string
-		d    interrupt.Decision
+		d    agent.Decision
 	}{
-		{"no hash", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid}},
-		{"the hash of valid arguments", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid,
+		{"no hash", agent.Decision{Kind: agent.Edit, By: "U2", Args: invalid}},
+		{"the hash of valid arguments", agent.Decision{Kind: agent.Edit, By: "U2", Args: invalid,
 			Hash: tools.ArgsHash("deploy", json.RawMessage(`{"n":2}`))}},
-		{"the hash of another tool", interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: invalid, Hash: tools.ArgsHash("other", invalid)}},
+		{"the hash of another tool", agent.Decision{Kind: agent.Edit, By: "U2", Args: invalid, Hash: tools.ArgsHash("other", invalid)}},
 	}
 	for _, tt := range tests {
-		if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: tt.d})); err == nil {
+		if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{key: tt.d})); err == nil {
 			t.Errorf("Resume(invalid edit with %s) = nil, want an error", tt.name)
 		}
 	}
 	if runs := f.deploy.Runs(); len(runs) != 0 {
 		t.Fatalf("deploy ran with %v, want not at all", runs)
 	}
-	unchecked := interrupt.Decision{Kind: interrupt.Edit, By: "U2", Args: json.RawMessage(` { "n" : 42 } `)}
-	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]interrupt.Decision{key: unchecked})); err != nil {
+	unchecked := agent.Decision{Kind: agent.Edit, By: "U2", Args: json.RawMessage(` { "n" : 42 } `)}
+	if _, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{key: unchecked})); err != nil {
 		t.Fatalf("Resume(edit) = %v", err)
 	}
 	if runs := f.deploy.Runs(); !slices.Equal(runs, []string{`{"n":42}`}) {

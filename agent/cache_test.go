@@ -9,7 +9,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 )
 
@@ -79,11 +78,11 @@ func TestStalePauseFromTheCache(t *testing.T) {
 			t.Fatalf("no %s call waits", tool)
 			return ""
 		}
-		approve := map[string]interrupt.Decision{key("deploy"): script["deploy"]}
+		approve := map[string]agent.Decision{key("deploy"): script["deploy"]}
 		if _, err := b.g.ResumeAt(ctx, "t", paused.Checkpoint.ID, b.agent.Decide(approve)); err != nil {
 			t.Fatalf("ResumeAt by the other process = %v", err)
 		}
-		reject := map[string]interrupt.Decision{key("delete"): script["delete"]}
+		reject := map[string]agent.Decision{key("delete"): script["delete"]}
 		_, err = a.g.ResumeAt(ctx, "t", paused.Checkpoint.ID, a.agent.Decide(reject))
 		if !errors.Is(err, graph.ErrConflict) {
 			t.Errorf("ResumeAt of the stale pause = %v, want ErrConflict", err)

@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -129,7 +128,7 @@ func TestOutsideToolsAreNotInTheFingerprint(t *testing.T) {
 	// A deploy adds a built-in tool: the graph changed, but not in what
 	// the paused call depends on, so the thread resumes.
 	after := newAgent(lookup, &agenttest.Tool{ToolName: "extra"})
-	if _, err := after.Graph().Resume(ctx, "T:C:1", after.Decide(map[string]interrupt.Decision{key: {Kind: interrupt.Approve, By: "U2"}})); err != nil {
+	if _, err := after.Graph().Resume(ctx, "T:C:1", after.Decide(map[string]agent.Decision{key: {Kind: agent.Approve, By: "U2"}})); err != nil {
 		t.Fatalf("Resume after the deploy = %v, want the remote call to run", err)
 	}
 	if len(remote.infos) != 1 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -47,12 +46,12 @@ func (e *DecidedError) Error() string {
 // modifier fails with ErrUnknownCall or a *DecidedError and nothing is
 // applied. Edited arguments must be valid for the tool: a checked claim
 // (see CheckDecision) is taken as it is.
-func (a *Agent) Decide(decisions map[string]interrupt.Decision) graph.StateModifier[State] {
+func (a *Agent) Decide(decisions map[string]Decision) graph.StateModifier[State] {
 	return func(_ context.Context, _ graph.NodePath, s *State) error {
 		if len(decisions) == 0 {
 			return ErrNothingToApply
 		}
-		checked := make(map[string]interrupt.Decision, len(decisions))
+		checked := make(map[string]Decision, len(decisions))
 		for key, d := range decisions {
 			ok, err := a.checkDecision(s, key, d)
 			if err != nil {
@@ -78,14 +77,14 @@ func (a *Agent) Decide(decisions map[string]interrupt.Decision) graph.StateModif
 // hash, or one that is not its arguments') is canonicalised and checked
 // against the tool's schema here, and one whose hash is not that of its
 // canonical arguments is refused.
-func (a *Agent) CheckDecision(s *State, key string, d interrupt.Decision) error {
+func (a *Agent) CheckDecision(s *State, key string, d Decision) error {
 	_, err := a.checkDecision(s, key, d)
 	return err
 }
 
 // checkDecision is CheckDecision; it returns d as apply takes it: an
 // edit's arguments canonical, with their hash.
-func (a *Agent) checkDecision(s *State, key string, d interrupt.Decision) (interrupt.Decision, error) {
+func (a *Agent) checkDecision(s *State, key string, d Decision) (Decision, error) {
 	if err := d.Validate(); err != nil {
 		return d, err
 	}
@@ -101,7 +100,7 @@ func (a *Agent) checkDecision(s *State, key string, d interrupt.Decision) (inter
 		return d, e
 	}
 	switch {
-	case d.Kind == interrupt.Edit && c.Status == Pending:
+	case d.Kind == Edit && c.Status == Pending:
 		if len(d.Args) > 0 && d.Hash != "" && d.Hash == tools.ArgsHash(c.Tool, d.Args) {
 			return d, nil // a checked claim
 		}
@@ -117,10 +116,10 @@ func (a *Agent) checkDecision(s *State, key string, d interrupt.Decision) (inter
 			return d, fmt.Errorf("%w: the edit's hash is not that of its arguments", ErrStaleDecision)
 		}
 		d.Args, d.Hash = args, hash
-	case d.Kind == interrupt.Approve && d.Hash != "" && d.Hash != c.RunHash():
+	case d.Kind == Approve && d.Hash != "" && d.Hash != c.RunHash():
 		return d, fmt.Errorf("%w: call %s has other arguments than the ones approved", ErrStaleDecision, key)
-	case d.Kind == interrupt.Edit, d.Kind == interrupt.MarkDone && c.Status != Unknown,
-		d.Kind == interrupt.Expire && c.Status != Pending:
+	case d.Kind == Edit, d.Kind == MarkDone && c.Status != Unknown,
+		d.Kind == Expire && c.Status != Pending:
 		return d, fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
 	}
 	return d, nil
@@ -132,15 +131,15 @@ func (a *Agent) checkDecision(s *State, key string, d interrupt.Decision) (inter
 // approval without a hash is bound to the arguments the call has now. An
 // edit of a call that needs several approvals replaces its arguments and
 // leaves it pending, in its next revision.
-func apply(c *Call, d interrupt.Decision) {
+func apply(c *Call, d Decision) {
 	c.Decision = &d
 	switch d.Kind {
-	case interrupt.Approve:
+	case Approve:
 		c.Status = Approved
 		if d.Hash == "" {
 			c.Decision.Hash = c.RunHash()
 		}
-	case interrupt.Edit:
+	case Edit:
 		args := d.Args
 		if c.Quorum() > 1 {
 			// Several people approve a call: an edit is a new proposal,
@@ -150,7 +149,7 @@ func apply(c *Call, d interrupt.Decision) {
 			return
 		}
 		c.Status, c.EditedArgs = Edited, args
-	case interrupt.Reject, interrupt.Respond:
+	case Reject, Respond:
 		c.Status, c.IsError = Rejected, true
 		if c.Attempts > 0 {
 			c.Result = fmt.Sprintf("Skipped by %s after the call was interrupted; it may or may not have had its effect.", mention(d.By))
@@ -162,10 +161,10 @@ func apply(c *Call, d interrupt.Decision) {
 		} else {
 			c.Result += "."
 		}
-	case interrupt.MarkDone:
+	case MarkDone:
 		c.Status, c.IsError = Done, false
 		c.Result = fmt.Sprintf("The call was interrupted while running; %s checked and marked it as done.", mention(d.By))
-	case interrupt.Expire:
+	case Expire:
 		c.Status, c.IsError = Expired, true
 		c.Result = "The request for approval expired before anyone decided; the call was not run."
 	}

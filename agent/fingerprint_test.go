@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -54,10 +53,10 @@ func redeploy(t *testing.T, f *fixture, store graph.Store, changeDeploy, newTool
 
 func TestDeployOverPausedThreads(t *testing.T) {
 	ctx := context.Background()
-	approveDeploy := func(s *agent.State) map[string]interrupt.Decision {
+	approveDeploy := func(s *agent.State) map[string]agent.Decision {
 		for _, c := range s.Waiting() {
 			if c.Tool == "deploy" {
-				return map[string]interrupt.Decision{c.Key: script["deploy"]}
+				return map[string]agent.Decision{c.Key: script["deploy"]}
 			}
 		}
 		return nil

@@ -14,7 +14,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -62,7 +61,7 @@ func TestGoldenCheckpointResumes(t *testing.T) {
 		if res.Status() != graph.Paused || len(waiting) != 2 || res.State.Requester != "U_ALICE" {
 			t.Fatalf("golden thread = %s, %d waiting, requester %q; want paused with 2 waiting for U_ALICE", res.Status(), len(waiting), res.State.Requester)
 		}
-		decisions := map[string]interrupt.Decision{}
+		decisions := map[string]agent.Decision{}
 		for _, c := range waiting {
 			decisions[c.Key] = script[c.Tool]
 		}

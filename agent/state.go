@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
@@ -103,7 +102,7 @@ type Call struct {
 	// Expires is when a pending call expires.
 	Expires time.Time `json:"expires,omitzero"`
 	// Decision is the person's decision, if one was made.
-	Decision *interrupt.Decision `json:"decision,omitempty"`
+	Decision *Decision `json:"decision,omitempty"`
 	// Result is what the model is told about the call.
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
@@ -142,7 +141,7 @@ func (c *Call) Quorum() int { return max(1, c.ApprovalsRequired) }
 // Editor is who edited the arguments the call runs with, or "" if they
 // are the model's.
 func (c *Call) Editor() string {
-	if c.Decision != nil && c.Decision.Kind == interrupt.Edit {
+	if c.Decision != nil && c.Decision.Kind == Edit {
 		return c.Decision.By
 	}
 	if len(c.EditedArgs) > 0 {

@@ -17,7 +17,6 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -113,7 +112,7 @@ func TestNewRunsAnApprovedCallOnceAudited(t *testing.T) {
 		t.Fatalf("after the request: %d cards, deploy ran %d times; want 1 card and no run", len(waiting), calls.Load())
 	}
 	c := waiting[0]
-	err := b.Runner.Decide(ctx, runner.Decision{Thread: "th", Call: c.Key, Round: c.Attempts, Hash: c.RunHash(), By: "U_BOB", Kind: interrupt.Approve})
+	err := b.Runner.Decide(ctx, runner.Decision{Thread: "th", Call: c.Key, Round: c.Attempts, Hash: c.RunHash(), By: "U_BOB", Kind: agent.Approve})
 	if err != nil {
 		t.Fatal(err)
 	}

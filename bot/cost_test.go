@@ -14,10 +14,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -140,7 +140,7 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 		}
 		c := card.Call
 		err = b.Runner.Decide(ctx, runner.Decision{Thread: thread, Call: c.Key, Round: c.Attempts, Hash: c.RunHash(),
-			Team: team, Channel: channel, By: "U0BOB", Kind: interrupt.Approve})
+			Team: team, Channel: channel, By: "U0BOB", Kind: agent.Approve})
 		if err != nil {
 			t.Fatalf("turn %d: Decide: %v", turn, err)
 		}

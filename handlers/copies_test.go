@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
@@ -70,7 +69,7 @@ func TestCopiesKeptInStep(t *testing.T) {
 
 	// Decided: the card that was recorded and every copy show the same.
 	decided := c
-	decided.Status, decided.Decision = agent.Approved, &interrupt.Decision{Kind: interrupt.Approve, By: "U0BOB", At: time.Now()}
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
 	report(t, r, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
 	card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS)
 	if !strings.Contains(card.Text, "approved") || bytes.Contains(card.Blocks, []byte(`"action_id"`)) {
@@ -144,7 +143,7 @@ func TestCopiesOfACardPostedBeforeTheIndex(t *testing.T) {
 	}
 
 	decided := c
-	decided.Status, decided.Decision = agent.Approved, &interrupt.Decision{Kind: interrupt.Approve, By: "U0BOB", At: time.Now()}
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
 	report(t, handlers.NewReporter(w.api, w.store, nil, nil), runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
 	card, _ := w.slack.Message(slacktest.ChannelID, w.slack.Messages(slacktest.ChannelID, root)[0].TS)
 	if !strings.Contains(card.Text, "approved") {

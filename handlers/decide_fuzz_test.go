@@ -17,7 +17,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -137,15 +136,15 @@ func (g *gate) check(tb testing.TB, thread string, runsBefore int, mustBeDecided
 		if !strings.HasPrefix(key, "decision:") {
 			continue
 		}
-		var d interrupt.Decision
+		var d agent.Decision
 		if err := json.Unmarshal(raw, &d); err != nil {
 			tb.Fatalf("claim %s: %v", key, err)
 		}
-		allowed := d.By == gateApprover || (d.Kind == interrupt.Reject && d.By == gateRequester)
+		allowed := d.By == gateApprover || (d.Kind == agent.Reject && d.By == gateRequester)
 		if !allowed {
 			tb.Fatalf("decision %s by %q recorded; the policy allows only %s (and the requester's own rejection)", d.Kind, d.By, gateApprover)
 		}
-		if d.Kind == interrupt.Approve || d.Kind == interrupt.Edit {
+		if d.Kind == agent.Approve || d.Kind == agent.Edit {
 			approved[d.Hash] = true
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
@@ -59,7 +59,7 @@ func (c click) channel() string { return c.cb.Channel.ID }
 
 // decision is the runner's decision of kind on the click's card, with
 // where and by whom it was made; the runner checks all of it.
-func (c click) decision(kind interrupt.Kind) runner.Decision {
+func (c click) decision(kind agent.Kind) runner.Decision {
 	d := runner.Decision{
 		Thread: c.ref.Thread, Call: c.ref.Call, Round: c.ref.Attempt, Hash: c.ref.Hash,
 		Team: c.cb.Team.ID, Channel: c.cb.Channel.ID, By: c.user(), Kind: kind,
@@ -118,11 +118,11 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 		c := cc.click
 		switch action.ActionID {
 		case slackui.ActionApprove, slackui.ActionRetry:
-			answer = s.decide(ctx, c, c.decision(interrupt.Approve))
+			answer = s.decide(ctx, c, c.decision(agent.Approve))
 		case slackui.ActionMarkDone:
-			answer = s.decide(ctx, c, c.decision(interrupt.MarkDone))
+			answer = s.decide(ctx, c, c.decision(agent.MarkDone))
 		case slackui.ActionSkip:
-			answer = s.decide(ctx, c, c.decision(interrupt.Reject))
+			answer = s.decide(ctx, c, c.decision(agent.Reject))
 		case slackui.ActionRetryRun:
 			answer = s.retryRun(ctx, c)
 		case slackui.ActionRestartRun, slackui.ActionCancelRun:
@@ -218,7 +218,7 @@ func (s *Server) drive(ctx context.Context, thread string) {
 
 // decisionModal is the edit or reject modal of the click's call, if the
 // person may make that decision, else what to tell them.
-func (s *Server) decisionModal(ctx context.Context, c click, kind interrupt.Kind) (*slack.ModalViewRequest, string) {
+func (s *Server) decisionModal(ctx context.Context, c click, kind agent.Kind) (*slack.ModalViewRequest, string) {
 	call, err := s.svc.Check(ctx, c.decision(kind))
 	if msg := answer(c.log, err); msg != "" {
 		return nil, msg
@@ -228,7 +228,7 @@ func (s *Server) decisionModal(ctx context.Context, c click, kind interrupt.Kind
 		value = homeMetaPrefix + value
 	}
 	view := slackui.RejectModal(*call, value)
-	if kind == interrupt.Edit {
+	if kind == agent.Edit {
 		view = slackui.EditModal(*call, value)
 	}
 	return &view, ""
@@ -289,10 +289,10 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 			writeErrors(w, cb, "That is not valid JSON. Check the brackets, quotes and commas.")
 			return
 		}
-		d = c.decision(interrupt.Edit)
+		d = c.decision(agent.Edit)
 		d.Args = json.RawMessage(args)
 	case slackui.CallbackReject:
-		d = c.decision(interrupt.Reject)
+		d = c.decision(agent.Reject)
 		d.Reason = strings.TrimSpace(inputValue(cb, slackui.BlockReason, slackui.InputReason))
 	default:
 		w.WriteHeader(http.StatusOK)
@@ -323,11 +323,11 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 
 // sameSubmission reports whether the decision claimed first is d itself,
 // delivered again.
-func sameSubmission(first interrupt.Decision, d runner.Decision) bool {
+func sameSubmission(first agent.Decision, d runner.Decision) bool {
 	if first.By != d.By || first.Kind != d.Kind {
 		return false
 	}
-	if d.Kind == interrupt.Edit {
+	if d.Kind == agent.Edit {
 		args, err := tools.Canonical(d.Args)
 		return err == nil && bytes.Equal(args, first.Args)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -126,9 +126,9 @@ func (s *Server) checkModal(ctx context.Context, cb slack.InteractionCallback, a
 	var mc modalCheck
 	switch action.ActionID {
 	case slackui.ActionEdit:
-		mc.view, mc.answer = s.decisionModal(ctx, cc.click, interrupt.Edit)
+		mc.view, mc.answer = s.decisionModal(ctx, cc.click, agent.Edit)
 	case slackui.ActionReject:
-		mc.view, mc.answer = s.decisionModal(ctx, cc.click, interrupt.Reject)
+		mc.view, mc.answer = s.decisionModal(ctx, cc.click, agent.Reject)
 	case slackui.ActionShowArgs:
 		mc.view, mc.answer = s.argsModal(ctx, cc.click)
 	}

@@ -1,10 +1,11 @@
-// Package interrupt is the vocabulary for pausing a graph run and answering
-// the pause: the typed interrupt error a node returns, the information it
-// carries, and the decisions a person can make about a pending tool call.
+// Package interrupt is the vocabulary for pausing a graph run: the typed
+// interrupt error a node returns (New, InterruptAndRerun) and the
+// information it carries (Info, Extract). What a person decides about a
+// paused tool call is the agent's (agent.Decision), which applies it.
 //
-// It depends on the standard library only, so every layer — the graph
-// engine, the agent, the runner and the front ends — can share it. It does
-// not save or resume anything; the graph package does that.
+// It depends on the standard library only, so the graph engine and
+// everything above it can share it. It does not save or resume anything;
+// the graph package does that.
 package interrupt
 
 import (

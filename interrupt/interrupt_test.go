@@ -31,33 +31,3 @@ func TestExtract(t *testing.T) {
 		}
 	}
 }
-
-func TestDecisionJSONIsStable(t *testing.T) {
-	for _, k := range []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire} {
-		d := interrupt.Decision{Kind: k, By: "U1", Args: json.RawMessage(`{"a":1}`), Reason: "r"}
-		b, err := json.Marshal(d)
-		if err != nil {
-			t.Fatalf("Marshal(%s) = %v", k, err)
-		}
-		var back interrupt.Decision
-		if err := json.Unmarshal(b, &back); err != nil || back.Kind != k {
-			t.Errorf("round trip of %s = %+v, %v", b, back, err)
-		}
-		if err := d.Validate(); err != nil {
-			t.Errorf("Validate(%s) = %v", k, err)
-		}
-	}
-	if b, _ := json.Marshal(interrupt.Decision{Kind: interrupt.MarkDone}); string(b[:20]) != `{"kind":"mark_done",` {
-		t.Errorf("MarkDone encodes as %s", b)
-	}
-	bad := []interrupt.Decision{
-		{Kind: interrupt.Edit, By: "U1", Args: json.RawMessage(`{`)},
-		{Kind: interrupt.Approve},
-		{Kind: 99, By: "U1"},
-	}
-	for _, d := range bad {
-		if err := d.Validate(); err == nil {
-			t.Errorf("Validate(%+v) = nil, want an error", d)
-		}
-	}
-}

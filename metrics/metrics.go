@@ -18,7 +18,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 )
 
@@ -122,7 +121,7 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 	for _, s := range []graph.Status{graph.Paused, graph.Done, graph.Failed} {
 		m.finished.WithLabelValues(s.String())
 	}
-	for _, k := range []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire} {
+	for _, k := range []agent.Kind{agent.Approve, agent.Edit, agent.Reject, agent.Respond, agent.MarkDone, agent.Expire} {
 		m.decisions.WithLabelValues(k.String())
 	}
 	for _, t := range opts.Tools {
@@ -205,7 +204,7 @@ func (m *Metrics) RunStarted(resumed bool) {
 func (m *Metrics) RunStopped(s graph.Status) { m.finished.WithLabelValues(s.String()).Inc() }
 
 // Decided implements runner.Observer.
-func (m *Metrics) Decided(k interrupt.Kind, waited time.Duration) {
+func (m *Metrics) Decided(k agent.Kind, waited time.Duration) {
 	m.decisions.WithLabelValues(k.String()).Inc()
 	if waited > 0 {
 		m.wait.Observe(waited.Seconds())

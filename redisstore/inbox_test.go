@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
@@ -91,7 +91,7 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 			if got, err = store.OpenThread(ctx, open); err != nil || !got.Held {
 				t.Fatalf("OpenThread after the close = %+v, %v; want the lease free", got, err)
 			}
-			d := runner.DecisionRecord{Thread: thread, Call: "1.0", Tool: "deploy", By: bob, Kind: interrupt.Approve, At: since}
+			d := runner.DecisionRecord{Thread: thread, Call: "1.0", Tool: "deploy", By: bob, Kind: agent.Approve, At: since}
 			u = &runner.InboxUpdate{Thread: thread, Decided: []runner.DecisionRecord{d}}
 			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: got.Token, Answered: -1, Inbox: u}); err != nil {
 				t.Fatalf("CloseThread(the call decided) = %v", err)
@@ -103,7 +103,7 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 				t.Errorf("InboxEntries after the decision = %+v, %v; want none", entries, err)
 			}
 			recent, err := store.RecentDecisions(ctx, bob, 10)
-			if err != nil || len(recent) != 1 || recent[0].Kind != interrupt.Approve || recent[0].Call != "1.0" {
+			if err != nil || len(recent) != 1 || recent[0].Kind != agent.Approve || recent[0].Call != "1.0" {
 				t.Errorf("RecentDecisions = %+v, %v; want bob's approval", recent, err)
 			}
 			if got, err := store.OpenThread(ctx, open); err != nil || !got.Held {

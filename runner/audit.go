@@ -18,7 +18,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -167,7 +166,7 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 		"event": event, "attempt": strconv.Itoa(c.Attempts),
 		"requester": c.AskedBy(st), "replica": s.opts.Owner, "at": s.opts.Now().UTC().Format(time.RFC3339Nano),
 	}
-	if d := c.Decision; d != nil && d.Kind != interrupt.Expire {
+	if d := c.Decision; d != nil && d.Kind != agent.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
 	if event == "execution" {
@@ -250,7 +249,7 @@ func (s *Service) auditCutOff(ctx context.Context, before, after *graph.Result[a
 
 // auditSettled records the outcome of unknown calls that people settled
 // with decisions (Mark done, Skip), as the decisions are applied.
-func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]interrupt.Decision) {
+func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]agent.Decision) {
 	for _, key := range slices.Sorted(maps.Keys(decisions)) {
 		d := decisions[key]
 		c, ok := before.State.Call(key)
@@ -260,9 +259,9 @@ func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.S
 		settled := *c
 		settled.Decision = &d
 		switch d.Kind {
-		case interrupt.MarkDone:
+		case agent.MarkDone:
 			s.auditOutcome(ctx, &before.State, settled, "marked_done", nil)
-		case interrupt.Reject, interrupt.Respond:
+		case agent.Reject, agent.Respond:
 			s.auditOutcome(ctx, &before.State, settled, "skipped", nil)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -59,7 +58,7 @@ func TestAuditTrailOfAConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	deploy := waitingCall(t, svc, "th", "deploy")
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -211,10 +210,10 @@ func TestUnsentCallIsApprovedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	deploy, del := waitingCall(t, svc, "th", "deploy"), waitingCall(t, svc, "th", "delete")
-	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
+	if err := svc.Decide(ctx, decision("th", deploy, agent.Approve, "U_BOB")); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Decide(ctx, script("th", del, "U_BOB", interrupt.MarkDone)); err != nil {
+	if err := svc.Decide(ctx, script("th", del, "U_BOB", agent.MarkDone)); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -248,7 +247,7 @@ func TestUnsentCallIsApprovedAgain(t *testing.T) {
 	}
 	// Whatever waits now is decided as the script says; a call whose
 	// outcome is unknown would be marked done, unsent.
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.MarkDone, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.MarkDone, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {
@@ -287,13 +286,13 @@ func TestAuditOfAnEditMasksCredentials(t *testing.T) {
 	deploy := waitingCall(t, svc, "th", "deploy")
 	const secret = "sk-live-0123456789"
 	edited := fmt.Sprintf(`{"method":"POST","url":%q,"body":"v3","headers":{"Authorization":"Bearer %s"}}`, w.base+"/deploy", secret)
-	d := decision("th", deploy, interrupt.Edit, "U_BOB")
+	d := decision("th", deploy, agent.Edit, "U_BOB")
 	d.Args = json.RawMessage(edited)
 	d.Hash = ""
 	if err := svc.Decide(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {
@@ -330,18 +329,18 @@ func TestAuditEntriesCarryTheHashOfTheirArguments(t *testing.T) {
 	}
 	deploy := waitingCall(t, svc, "th", "deploy")
 	del := waitingCall(t, svc, "th", "delete")
-	reject := decision("th", del, interrupt.Reject, "U_BOB")
+	reject := decision("th", del, agent.Reject, "U_BOB")
 	reject.Hash = "" // a reject binds to no hash (the modal's carries none)
 	if err := svc.Decide(ctx, reject); err != nil {
 		t.Fatal(err)
 	}
 	edited := fmt.Sprintf(`{"method":"POST","url":%q,"body":"v3"}`, w.base+"/deploy")
-	d := decision("th", deploy, interrupt.Edit, "U_BOB")
+	d := decision("th", deploy, agent.Edit, "U_BOB")
 	d.Args, d.Hash = json.RawMessage(edited), ""
 	if err := svc.Decide(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {
@@ -399,10 +398,10 @@ func TestUnsentCallIsRetriedWithoutAClick(t *testing.T) {
 		t.Fatal(err)
 	}
 	deploy, del := waitingCall(t, svc, "th", "deploy"), waitingCall(t, svc, "th", "delete")
-	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
+	if err := svc.Decide(ctx, decision("th", deploy, agent.Approve, "U_BOB")); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Decide(ctx, script("th", del, "U_BOB", interrupt.Approve)); err != nil {
+	if err := svc.Decide(ctx, script("th", del, "U_BOB", agent.Approve)); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {

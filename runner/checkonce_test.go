@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -51,24 +51,24 @@ tools:
 	updatedWorld := w
 	updatedWorld.policy = "tools:\n  lookup: {approval: never}\n  delete: {approval: required, approvers: [U0BOB]}\n"
 
-	otherChannel := inChannel(deploy, interrupt.Approve, "U0BOB")
+	otherChannel := inChannel(deploy, agent.Approve, "U0BOB")
 	otherChannel.Channel = "C2"
-	otherTeam := inChannel(deploy, interrupt.Approve, "U0BOB")
+	otherTeam := inChannel(deploy, agent.Approve, "U0BOB")
 	otherTeam.Team = "T2"
 	tests := []struct {
 		name    string
 		updated bool
 		d       runner.Decision
 	}{
-		{"someone who is not an approver", false, inChannel(deploy, interrupt.Approve, "U0MALLORY")},
-		{"the requester approves their own request", false, inChannel(deploy, interrupt.Approve, "U0ALICE")},
+		{"someone who is not an approver", false, inChannel(deploy, agent.Approve, "U0MALLORY")},
+		{"the requester approves their own request", false, inChannel(deploy, agent.Approve, "U0ALICE")},
 		{"a card of another channel", false, otherChannel},
 		{"a card of another workspace", false, otherTeam},
-		{"an unknown person", false, inChannel(deploy, interrupt.Approve, "")},
-		{"a decision no person makes", false, inChannel(deploy, interrupt.Expire, "U0BOB")},
-		{"a decision the rule does not offer", false, inChannel(del, interrupt.Edit, "U0BOB")},
-		{"a decision that does not apply to the call's status", false, inChannel(deploy, interrupt.MarkDone, "U0BOB")},
-		{"a tool the bot no longer offers", true, inChannel(deploy, interrupt.Approve, "U0BOB")},
+		{"an unknown person", false, inChannel(deploy, agent.Approve, "")},
+		{"a decision no person makes", false, inChannel(deploy, agent.Expire, "U0BOB")},
+		{"a decision the rule does not offer", false, inChannel(del, agent.Edit, "U0BOB")},
+		{"a decision that does not apply to the call's status", false, inChannel(deploy, agent.MarkDone, "U0BOB")},
+		{"a tool the bot no longer offers", true, inChannel(deploy, agent.Approve, "U0BOB")},
 	}
 	for _, tt := range tests {
 		for _, seen := range []bool{false, true} {
@@ -119,12 +119,12 @@ func TestAnEditIsCheckedOnce(t *testing.T) {
 			svc, _ = w.service(t, nil, time.Second)
 		}
 		before := len(w.deployChecks.seen())
-		d := decision("th", deploy, interrupt.Edit, "U_BOB")
+		d := decision("th", deploy, agent.Edit, "U_BOB")
 		d.Args = json.RawMessage(fmt.Sprintf(` { "url" : %q, "method":"POST",  "body": "v3" } `, w.base+"/deploy"))
 		if err := svc.Decide(ctx, d); err != nil {
 			t.Fatalf("Decide(edit) = %v", err)
 		}
-		if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+		if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if n := tg.Count("POST /deploy"); n != 1 {

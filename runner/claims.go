@@ -11,7 +11,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 )
 
 // Claiming decisions: each decision on a call is a set-once record, so
@@ -67,8 +66,8 @@ func unshownApprovals(ss *session, c agent.Call, claims map[string][]byte) bool 
 }
 
 // claimed returns the claimed decisions for calls that still wait.
-func (s *Service) claimed(ss *session, st *agent.State) (map[string]interrupt.Decision, error) {
-	out := map[string]interrupt.Decision{}
+func (s *Service) claimed(ss *session, st *agent.State) (map[string]agent.Decision, error) {
+	out := map[string]agent.Decision{}
 	for _, c := range st.Waiting() {
 		raw, ok := ss.claims[claimKey(c)]
 		if !ok {
@@ -88,7 +87,7 @@ func (s *Service) claimed(ss *session, st *agent.State) (map[string]interrupt.De
 }
 
 // claim records d as the decision on call c, or returns who won.
-func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision, expectHead string) error {
+func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agent.Decision, expectHead string) error {
 	key := c.Key
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -148,7 +147,7 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d inte
 }
 
 // decisionFields describes a decision for the audit record.
-func decisionFields(d interrupt.Decision) map[string]string {
+func decisionFields(d agent.Decision) map[string]string {
 	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
 	if d.Hash != "" {
 		f["hash"] = d.Hash

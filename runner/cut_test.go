@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
@@ -26,14 +26,14 @@ func TestClaimWhoseAnswerIsCut(t *testing.T) {
 	}
 	deploy := waitingCall(t, svc, "th", "deploy")
 	cutter.Arm()
-	err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U0CUTME"))
+	err := svc.Decide(ctx, decision("th", deploy, agent.Approve, "U0CUTME"))
 	if cutter.Cuts() != 1 {
 		t.Fatalf("%d answers were cut, want 1: the test does not test anything", cutter.Cuts())
 	}
 	if err != nil {
 		t.Fatalf("Decide(approve) with the claim's answer cut = %v, want nil: the retry found its own claim", err)
 	}
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := tg.Count("POST /deploy"); n != 1 {

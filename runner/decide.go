@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -44,7 +43,7 @@ type Decision struct {
 	By string
 	// Kind is Approve, Edit or Reject on a pending call; Approve (retry),
 	// MarkDone or Reject (skip) on a call whose outcome is unknown.
-	Kind interrupt.Kind
+	Kind agent.Kind
 	// Args are an Edit's new arguments; Reason a Reject's reason.
 	Args   json.RawMessage
 	Reason string
@@ -256,7 +255,7 @@ func (s *Service) Check(ctx context.Context, d Decision) (*agent.Call, error) {
 // its canonical arguments and their hash — and the call it decides. On an
 // error, call is the call found, if any.
 type checked struct {
-	claim interrupt.Decision
+	claim agent.Decision
 	call  *agent.Call
 }
 
@@ -277,7 +276,7 @@ func (s *Service) check(ctx context.Context, d Decision, dry bool) (checked, err
 // checkAt is check against the thread at res. It records nothing: a
 // refusal is returned, for Decide to audit.
 func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[agent.State], dry bool) (checked, error) {
-	ck := checked{claim: interrupt.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}}
+	ck := checked{claim: agent.Decision{Kind: d.Kind, By: d.By, At: s.opts.Now(), Reason: d.Reason}}
 	st := &res.State
 	c, ok := st.Call(d.Call)
 	ck.call = c
@@ -302,9 +301,9 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 		return ck, r
 	}
 	switch d.Kind {
-	case interrupt.Approve:
+	case agent.Approve:
 		ck.claim.Hash = c.RunHash()
-	case interrupt.Edit:
+	case agent.Edit:
 		if d.Args == nil && dry {
 			d.Args = c.RunArgs() // a form is about to open with them
 		}
@@ -319,7 +318,7 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 		if c.Quorum() > 1 && ck.claim.Hash == c.RunHash() && !dry {
 			// An "edit" that changes nothing, of a call that needs
 			// several approvals, approves the arguments as they are.
-			ck.claim.Kind, ck.claim.Args = interrupt.Approve, nil
+			ck.claim.Kind, ck.claim.Args = agent.Approve, nil
 		}
 	}
 	// The claim is checked: the agent trusts its arguments by their hash.
@@ -418,14 +417,14 @@ func (s *Service) refusal(ctx context.Context, st *agent.State, c *agent.Call, r
 		return refusedText("the person deciding is unknown")
 	}
 	switch d.Kind {
-	case interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.MarkDone:
+	case agent.Approve, agent.Edit, agent.Reject, agent.MarkDone:
 	default:
 		return refusedText(fmt.Sprintf("a person cannot %s a call", d.Kind))
 	}
 	if why := notOffered(rule, c, d.Kind, d.By == c.AskedBy(st)); why != "" {
 		return refusedText(why)
 	}
-	if d.Kind == interrupt.Reject && d.By == c.AskedBy(st) {
+	if d.Kind == agent.Reject && d.By == c.AskedBy(st) {
 		return nil // withdrawing one's own request is always allowed
 	}
 	if r := s.mayDecide(ctx, d.Thread, st, c, rule, d.By); r != nil {
@@ -611,7 +610,7 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 
 // feedback applies a reply to a paused run.
 func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
-	d := interrupt.Decision{Kind: interrupt.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
+	d := agent.Decision{Kind: agent.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
 	st := &res.State
 	// Who may reject what is settled first: a check that could not be
 	// made leaves the reply undecided (it is tried again), never taken
@@ -629,7 +628,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 				why = refusedText("the tool " + c.Tool + " is no longer offered")
 				continue
 			}
-			if w := notOffered(rule, &c, interrupt.Reject, false); w != "" {
+			if w := notOffered(rule, &c, agent.Reject, false); w != "" {
 				why = refusedText(w)
 				continue
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/runner"
 )
@@ -49,7 +48,7 @@ func startIn(t *testing.T, svc *runner.Service, channel, requester string) {
 }
 
 // inChannel is a decision on c made in channel C1 of team T1.
-func inChannel(c agent.Call, kind interrupt.Kind, by string) runner.Decision {
+func inChannel(c agent.Call, kind agent.Kind, by string) runner.Decision {
 	d := decision("th", c, kind, by)
 	d.Team, d.Channel = "T1", "C1"
 	return d
@@ -62,15 +61,15 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 	startIn(t, svc, "C1", "U0ALICE")
 	deploy := waitingCall(t, svc, "th", "deploy")
 
-	other := inChannel(deploy, interrupt.Approve, "U0BOB")
+	other := inChannel(deploy, agent.Approve, "U0BOB")
 	other.Channel = "C2"
-	staleHash := inChannel(deploy, interrupt.Approve, "U0BOB")
+	staleHash := inChannel(deploy, agent.Approve, "U0BOB")
 	staleHash.Hash = strings.Repeat("0", 64)
-	oldRound := inChannel(deploy, interrupt.Approve, "U0BOB")
+	oldRound := inChannel(deploy, agent.Approve, "U0BOB")
 	oldRound.Round = 1
-	otherTeam := inChannel(deploy, interrupt.Approve, "U0BOB")
+	otherTeam := inChannel(deploy, agent.Approve, "U0BOB")
 	otherTeam.Team = "T2"
-	badEdit := inChannel(deploy, interrupt.Edit, "U0BOB")
+	badEdit := inChannel(deploy, agent.Edit, "U0BOB")
 	badEdit.Args = []byte(`{"method":"GET","url":"http://x/","method":"DELETE"}`)
 	tests := []struct {
 		name    string
@@ -78,13 +77,13 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 		refused bool
 		want    error
 	}{
-		{"an outsider approves", inChannel(deploy, interrupt.Approve, "U0MALLORY"), true, nil},
-		{"an outsider rejects", inChannel(deploy, interrupt.Reject, "U0MALLORY"), true, nil},
-		{"an outsider edits", inChannel(deploy, interrupt.Edit, "U0MALLORY"), true, nil},
-		{"the requester approves their own call", inChannel(deploy, interrupt.Approve, "U0ALICE"), true, nil},
+		{"an outsider approves", inChannel(deploy, agent.Approve, "U0MALLORY"), true, nil},
+		{"an outsider rejects", inChannel(deploy, agent.Reject, "U0MALLORY"), true, nil},
+		{"an outsider edits", inChannel(deploy, agent.Edit, "U0MALLORY"), true, nil},
+		{"the requester approves their own call", inChannel(deploy, agent.Approve, "U0ALICE"), true, nil},
 		{"an approver clicks in another channel", other, true, nil},
 		{"an approver clicks from another team", otherTeam, true, nil},
-		{"a pending call is marked done", inChannel(deploy, interrupt.MarkDone, "U0BOB"), true, nil},
+		{"a pending call is marked done", inChannel(deploy, agent.MarkDone, "U0BOB"), true, nil},
 		{"a card with other arguments", staleHash, false, runner.ErrNotPending},
 		{"a card of another round", oldRound, false, runner.ErrNotPending},
 		{"an edit with a duplicate key", badEdit, false, nil},
@@ -128,10 +127,10 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 	}
 
 	// The requester may withdraw their own request; an approver decides.
-	if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", "delete"), interrupt.Reject, "U0ALICE")); err != nil {
+	if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", "delete"), agent.Reject, "U0ALICE")); err != nil {
 		t.Errorf("Decide(requester rejects own call) = %v, want nil", err)
 	}
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0CAROL")); err != nil {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0CAROL")); err != nil {
 		t.Errorf("Decide(approver) = %v, want nil", err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -154,7 +153,7 @@ func TestReplyCannotApproveOnesOwnRequest(t *testing.T) {
 	svc, _ := w.service(t, nil, time.Second)
 	startIn(t, svc, "C1", "U0ALICE")
 	for _, tool := range []string{"deploy", "delete"} {
-		if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", tool), interrupt.Reject, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", tool), agent.Reject, "U0BOB")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,10 +168,10 @@ func TestReplyCannotApproveOnesOwnRequest(t *testing.T) {
 		t.Errorf("the new turn's call was asked for by %q, want U0BOB", deploy.Requester)
 	}
 	var refused *runner.RefusedError
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); !errors.As(err, &refused) {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); !errors.As(err, &refused) {
 		t.Fatalf("Decide(U0BOB approves the call he asked for) = %v, want a refusal", err)
 	}
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0CAROL")); err != nil {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0CAROL")); err != nil {
 		t.Fatalf("Decide(U0CAROL) = %v", err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -205,7 +204,7 @@ func TestOutsidersReplyRejectsNothing(t *testing.T) {
 		t.Fatalf("after the outsider's reply: %s with %d waiting, want paused with both calls", res.Status(), len(w))
 	}
 	for _, tool := range []string{"deploy", "delete"} {
-		if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", tool), interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(waitingCall(t, svc, "th", tool), agent.Approve, "U0BOB")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,8 +279,8 @@ func TestOneLoadPerDecision(t *testing.T) {
 	startIn(t, svc, "C1", "U0ALICE")
 	deploy := waitingCall(t, svc, "th", "deploy")
 	for _, d := range []runner.Decision{
-		inChannel(deploy, interrupt.Approve, "U0MALLORY"), // refused
-		inChannel(deploy, interrupt.Approve, "U0BOB"),     // wins
+		inChannel(deploy, agent.Approve, "U0MALLORY"), // refused
+		inChannel(deploy, agent.Approve, "U0BOB"),     // wins
 	} {
 		before := w.loads.Load()
 		_ = svc.Decide(ctx, d)

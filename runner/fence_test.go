@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
@@ -146,7 +145,7 @@ func TestStalledRunOfTheSameProcess(t *testing.T) {
 	if err := <-later; err != nil {
 		t.Fatalf("later run: Drive() = %v", err)
 	}
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 20*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}; !slices.Equal(got, []int{1, 1, 0}) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -34,7 +34,7 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 			deploy := waitingCall(t, old, "th", "deploy")
 
 			// Bob approves under the old version; the new one drives.
-			approve := decision("th", deploy, interrupt.Approve, "U_BOB")
+			approve := decision("th", deploy, agent.Approve, "U_BOB")
 			approve.Channel = "C1"
 			if err := old.Decide(ctx, approve); err != nil {
 				t.Fatalf("Decide() = %v", err)

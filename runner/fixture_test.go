@@ -19,7 +19,6 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/internal/testtarget"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -62,20 +61,20 @@ func plan(base string) func(string) []llm.ToolCall {
 // script is how people decide the calls: approve deploy, reject delete. A
 // call whose outcome is unknown after a crash is retried, or marked done
 // if onUnknown says so.
-func script(thread string, c agent.Call, user string, onUnknown interrupt.Kind) runner.Decision {
-	d := decision(thread, c, interrupt.Approve, user)
+func script(thread string, c agent.Call, user string, onUnknown agent.Kind) runner.Decision {
+	d := decision(thread, c, agent.Approve, user)
 	switch {
 	case c.Status == agent.Unknown:
 		d.Kind = onUnknown
 	case c.Tool == "delete":
-		d.Kind, d.Reason = interrupt.Reject, "not today"
+		d.Kind, d.Reason = agent.Reject, "not today"
 	}
 	return d
 }
 
 // decision is a decision of kind on c by user, as a card of c would send
 // it.
-func decision(thread string, c agent.Call, kind interrupt.Kind, user string) runner.Decision {
+func decision(thread string, c agent.Call, kind agent.Kind, user string) runner.Decision {
 	return runner.Decision{Thread: thread, Call: c.Key, Round: c.Attempts, Hash: c.RunHash(), By: user, Kind: kind}
 }
 
@@ -265,7 +264,7 @@ func (b beforeCall) BeforeCall(ctx context.Context, s *agent.State, c agent.Call
 // finish drives a thread to the end as people following script would,
 // from any state: it decides waiting calls, waits out a dead process's
 // lease, and recovers cut-off runs.
-func finish(ctx context.Context, svc *runner.Service, thread, user string, onUnknown interrupt.Kind, deadline time.Duration) (*graph.Result[agent.State], error) {
+func finish(ctx context.Context, svc *runner.Service, thread, user string, onUnknown agent.Kind, deadline time.Duration) (*graph.Result[agent.State], error) {
 	stop := time.Now().Add(deadline)
 	for time.Now().Before(stop) {
 		res, err := svc.State(ctx, thread)

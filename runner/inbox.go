@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -64,15 +63,15 @@ func (e InboxEntry) same(o InboxEntry) bool {
 // DecisionRecord is a decision a person made, for their list of recent
 // decisions.
 type DecisionRecord struct {
-	Thread  string         `json:"thread"`
-	Call    string         `json:"call"`
-	Round   int            `json:"round,omitempty"`
-	Tool    string         `json:"tool"`
-	Team    string         `json:"team,omitempty"`
-	Channel string         `json:"channel,omitempty"`
-	By      string         `json:"by"`
-	Kind    interrupt.Kind `json:"kind"`
-	At      time.Time      `json:"at"`
+	Thread  string     `json:"thread"`
+	Call    string     `json:"call"`
+	Round   int        `json:"round,omitempty"`
+	Tool    string     `json:"tool"`
+	Team    string     `json:"team,omitempty"`
+	Channel string     `json:"channel,omitempty"`
+	By      string     `json:"by"`
+	Kind    agent.Kind `json:"kind"`
+	At      time.Time  `json:"at"`
 	// Reason is a rejection's reason, shortened to RecentReasonLen.
 	Reason string `json:"reason,omitempty"`
 }
@@ -315,7 +314,7 @@ func (s *Service) inboxEntries(res *graph.Result[agent.State]) []InboxEntry {
 }
 
 // decisionRecord is the record of decision d, applied to call c of st.
-func decisionRecord(thread string, st *agent.State, c agent.Call, d interrupt.Decision) DecisionRecord {
+func decisionRecord(thread string, st *agent.State, c agent.Call, d agent.Decision) DecisionRecord {
 	reason := d.Reason
 	if r := []rune(reason); len(r) > RecentReasonLen {
 		reason = string(r[:RecentReasonLen-1]) + "…"

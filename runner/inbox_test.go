@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -128,7 +127,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 	startIn(t, svc, "C1", "U0ALICE")
 	deploy := waitingCall(t, svc, "th", "deploy")
 	del := waitingCall(t, svc, "th", "delete")
-	fromInbox := func(c agent.Call, kind interrupt.Kind, by string) runner.Decision {
+	fromInbox := func(c agent.Call, kind agent.Kind, by string) runner.Decision {
 		d := decision("th", c, kind, by)
 		d.Team, d.FromInbox = "T1", true
 		return d
@@ -143,10 +142,10 @@ func TestDecideFromTheInbox(t *testing.T) {
 		why      string
 		rendered string
 	}{
-		{"not an approver", fromInbox(deploy, interrupt.Approve, "U0CAROL"), "only user U0BOB", "ONLY [U0BOB] MAY APPROVE THIS CALL"},
-		{"the requester", fromInbox(deploy, interrupt.Approve, "U0ALICE"), "yourself", "YOU ASKED FOR THIS CALL AND MAY NOT APPROVE IT YOURSELF"},
-		{"outside the channel", fromInbox(del, interrupt.Approve, "U0MALLORY"), "only members of channel C1", "ONLY MEMBERS OF {C1} MAY DECIDE THIS CALL"},
-		{"another workspace", func() runner.Decision { d := fromInbox(deploy, interrupt.Approve, "U0BOB"); d.Team = "T2"; return d }(), "another workspace", "THIS CALL BELONGS TO ANOTHER WORKSPACE"},
+		{"not an approver", fromInbox(deploy, agent.Approve, "U0CAROL"), "only user U0BOB", "ONLY [U0BOB] MAY APPROVE THIS CALL"},
+		{"the requester", fromInbox(deploy, agent.Approve, "U0ALICE"), "yourself", "YOU ASKED FOR THIS CALL AND MAY NOT APPROVE IT YOURSELF"},
+		{"outside the channel", fromInbox(del, agent.Approve, "U0MALLORY"), "only members of channel C1", "ONLY MEMBERS OF {C1} MAY DECIDE THIS CALL"},
+		{"another workspace", func() runner.Decision { d := fromInbox(deploy, agent.Approve, "U0BOB"); d.Team = "T2"; return d }(), "another workspace", "THIS CALL BELONGS TO ANOTHER WORKSPACE"},
 	}
 	for _, tt := range refusals {
 		err := svc.Decide(ctx, tt.d)
@@ -163,7 +162,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 		}
 	}
 	// A channel on an inbox decision is not what is checked.
-	d := fromInbox(deploy, interrupt.Approve, "U0BOB")
+	d := fromInbox(deploy, agent.Approve, "U0BOB")
 	d.Channel = "C9"
 	if err := svc.Decide(ctx, d); err != nil {
 		t.Fatalf("Decide(bob approves deploy from the inbox) = %v", err)
@@ -171,7 +170,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB"}); !slices.Equal(toolsOf(got), []string{"delete"}) {
 		t.Errorf("bob's inbox right after his approval = %v, want only delete", toolsOf(got))
 	}
-	if err := svc.Decide(ctx, fromInbox(del, interrupt.Reject, "U0CAROL")); err != nil {
+	if err := svc.Decide(ctx, fromInbox(del, agent.Reject, "U0CAROL")); err != nil {
 		t.Fatalf("Decide(carol, in the channel, rejects delete from the inbox) = %v", err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -184,10 +183,10 @@ func TestDecideFromTheInbox(t *testing.T) {
 		t.Errorf("the inbox after the decisions = %v, want empty", toolsOf(all))
 	}
 	recent, err := svc.RecentDecisions(ctx, "U0BOB", 10)
-	if err != nil || len(recent) != 1 || recent[0].Tool != "deploy" || recent[0].Kind != interrupt.Approve || recent[0].Channel != "C1" {
+	if err != nil || len(recent) != 1 || recent[0].Tool != "deploy" || recent[0].Kind != agent.Approve || recent[0].Channel != "C1" {
 		t.Errorf("RecentDecisions(bob) = %+v, %v; want his approval of deploy", recent, err)
 	}
-	if recent, _ := svc.RecentDecisions(ctx, "U0CAROL", 10); len(recent) != 1 || recent[0].Kind != interrupt.Reject {
+	if recent, _ := svc.RecentDecisions(ctx, "U0CAROL", 10); len(recent) != 1 || recent[0].Kind != agent.Reject {
 		t.Errorf("RecentDecisions(carol) = %+v, want her rejection", recent)
 	}
 	var removed, decided []string
@@ -219,13 +218,13 @@ func TestInboxWithoutMembers(t *testing.T) {
 	if got, _ := svc.WaitingCalls(ctx, runner.InboxQuery{User: "U0BOB"}); !slices.Equal(toolsOf(got), []string{"deploy"}) {
 		t.Errorf("WaitingCalls(bob) = %v, want only deploy, which names him", toolsOf(got))
 	}
-	d := decision("th", del, interrupt.Approve, "U0BOB")
+	d := decision("th", del, agent.Approve, "U0BOB")
 	d.Team, d.FromInbox = "T1", true
 	var refused *runner.RefusedError
 	if err := svc.Decide(ctx, d); !errors.As(err, &refused) || !strings.Contains(refused.Why, "decide it there") {
 		t.Errorf("Decide(from the inbox, no membership lookup) = %v, want refused", err)
 	}
-	if err := svc.Decide(ctx, inChannel(del, interrupt.Approve, "U0BOB")); err != nil {
+	if err := svc.Decide(ctx, inChannel(del, agent.Approve, "U0BOB")); err != nil {
 		t.Errorf("Decide(in the channel) = %v, want accepted", err)
 	}
 }
@@ -315,7 +314,7 @@ tools:
 	if got := inbox("U0BOB"); !slices.Equal(got, []string{"deploy"}) {
 		t.Fatalf("Bob's inbox before anyone approved = %v, want deploy", got)
 	}
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); err != nil {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -327,7 +326,7 @@ tools:
 	if got := inbox("U0CAROL"); !slices.Equal(got, []string{"deploy"}) {
 		t.Errorf("Carol's inbox after Bob approved = %v, want deploy", got)
 	}
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0CAROL")); err != nil {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0CAROL")); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
@@ -95,7 +95,7 @@ func TestGroupLookupErrorIsNoAnswer(t *testing.T) {
 	deploy := waitingCall(t, svc, "th", "deploy")
 
 	fail.Store(true)
-	tryAgain(t, "Decide(approve)", svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")))
+	tryAgain(t, "Decide(approve)", svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")))
 	tryAgain(t, "Reply", svc.Reply(ctx, runner.Message{Thread: "th", Team: "T1", Channel: "C1", By: "U0BOB", Text: "not today"}))
 	if n := refusals(t, w); n != 0 {
 		t.Errorf("%d refusals audited for look-ups that failed; want none", n)
@@ -139,7 +139,7 @@ func TestCopyLookupErrorIsNoAnswer(t *testing.T) {
 	if _, _, err := store.Claim(ctx, "th", runner.CopyKey(deploy.Key, deploy.Attempts, "C9"), []byte("1.2")); err != nil {
 		t.Fatal(err)
 	}
-	fromCopy := inChannel(deploy, interrupt.Approve, "U0BOB")
+	fromCopy := inChannel(deploy, agent.Approve, "U0BOB")
 	fromCopy.Channel = "C9"
 
 	fail.Store(true)
@@ -170,7 +170,7 @@ func TestMembershipLookupErrorIsNoAnswer(t *testing.T) {
 	svc, _ := w.service(t, nil, time.Second)
 	startIn(t, svc, "C1", "U0ALICE")
 	del := waitingCall(t, svc, "th", "delete")
-	fromInbox := decision("th", del, interrupt.Approve, "U0CAROL")
+	fromInbox := decision("th", del, agent.Approve, "U0CAROL")
 	fromInbox.Team, fromInbox.FromInbox = "T1", true
 
 	fail.Store(true)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
@@ -48,7 +48,7 @@ func child(mode string) int {
 		svc, _ := w.service(t, nil, time.Second)
 		at, _ := strconv.ParseInt(os.Getenv("CHILD_START_AT"), 10, 64)
 		time.Sleep(time.Until(time.Unix(0, at))) // start together with the other replica
-		err := svc.Decide(ctx, runner.Decision{Thread: thread, Call: os.Getenv("CHILD_CALL"), Kind: interrupt.Approve, By: user})
+		err := svc.Decide(ctx, runner.Decision{Thread: thread, Call: os.Getenv("CHILD_CALL"), Kind: agent.Approve, By: user})
 		var lost *runner.AlreadyDecidedError
 		switch {
 		case err == nil:
@@ -135,9 +135,9 @@ func child(mode string) int {
 				return 1
 			}
 		}
-		onUnknown := interrupt.Approve // retry
+		onUnknown := agent.Approve // retry
 		if os.Getenv("CHILD_ON_UNKNOWN") == "mark_done" {
-			onUnknown = interrupt.MarkDone
+			onUnknown = agent.MarkDone
 		}
 		res, err := finish(ctx, svc, thread, user, onUnknown, 30*time.Second)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -137,9 +136,9 @@ func quorumKeys(c agent.Call) []string {
 
 // decodeClaim reads a decision claim: the decision's JSON, followed, for
 // an approval that completed a quorum, by a newline and the approvals.
-func decodeClaim(raw []byte) (interrupt.Decision, error) {
+func decodeClaim(raw []byte) (agent.Decision, error) {
 	head, lines, quorum := bytes.Cut(raw, []byte("\n"))
-	var d interrupt.Decision
+	var d agent.Decision
 	if err := json.Unmarshal(head, &d); err != nil {
 		return d, err
 	}
@@ -151,14 +150,14 @@ func decodeClaim(raw []byte) (interrupt.Decision, error) {
 
 // parseApprovals reads the approvals Approve keeps, skipping lines it
 // cannot read.
-func parseApprovals(lines []byte) []interrupt.Approval {
-	var out []interrupt.Approval
+func parseApprovals(lines []byte) []agent.Approval {
+	var out []agent.Approval
 	for line := range bytes.SplitSeq(lines, []byte("\n")) {
 		by, entry, ok := bytes.Cut(line, []byte("\t"))
 		if !ok {
 			continue
 		}
-		var a interrupt.Approval
+		var a agent.Approval
 		if json.Unmarshal(entry, &a) != nil {
 			continue
 		}
@@ -170,7 +169,7 @@ func parseApprovals(lines []byte) []interrupt.Approval {
 
 // approvalsOf returns the approvals recorded for c's current arguments in
 // its current round, as claims hold them.
-func approvalsOf(claims map[string][]byte, c agent.Call) []interrupt.Approval {
+func approvalsOf(claims map[string][]byte, c agent.Call) []agent.Approval {
 	if c.Quorum() < 2 {
 		return nil
 	}
@@ -194,8 +193,8 @@ func (e *alreadyApprovedError) why() string {
 // (decided or not), *AlreadyDecidedError if the call was decided first,
 // *alreadyApprovedError if d.By approved it already, or ErrStale if
 // expectHead is set and no longer the thread's head.
-func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d interrupt.Decision, expectHead string) error {
-	entry, err := json.Marshal(interrupt.Approval{By: d.By, At: d.At})
+func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d agent.Decision, expectHead string) error {
+	entry, err := json.Marshal(agent.Approval{By: d.By, At: d.At})
 	if err != nil {
 		return err
 	}
@@ -262,8 +261,8 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d in
 
 // decideClaim records decision d on c: toward its quorum if it is an
 // approval of a call that needs several, else as its claim.
-func (s *Service) decideClaim(ctx context.Context, thread string, c agent.Call, d interrupt.Decision, expectHead string) error {
-	if d.Kind == interrupt.Approve && c.Status == agent.Pending && c.Quorum() > 1 {
+func (s *Service) decideClaim(ctx context.Context, thread string, c agent.Call, d agent.Decision, expectHead string) error {
+	if d.Kind == agent.Approve && c.Status == agent.Pending && c.Quorum() > 1 {
 		return s.approve(ctx, thread, c, d, expectHead)
 	}
 	return s.claim(ctx, thread, c, d, expectHead)
@@ -272,16 +271,16 @@ func (s *Service) decideClaim(ctx context.Context, thread string, c agent.Call, 
 // notOffered says why decision kind may not be made on c under its rule
 // ("" if it may): a rule's decisions: leaves some out. Withdrawing one's
 // own request is always allowed.
-func notOffered(rule tools.Rule, c *agent.Call, kind interrupt.Kind, requester bool) string {
+func notOffered(rule tools.Rule, c *agent.Call, kind agent.Kind, requester bool) string {
 	if c.Status != agent.Pending {
 		return "" // the choices of an outcome-unknown call are its own
 	}
 	switch kind {
-	case interrupt.Approve, interrupt.Edit, interrupt.Reject:
+	case agent.Approve, agent.Edit, agent.Reject:
 	default:
 		return ""
 	}
-	if rule.Offers(kind.String()) || (kind == interrupt.Reject && requester) {
+	if rule.Offers(kind.String()) || (kind == agent.Reject && requester) {
 		return ""
 	}
 	offered := rule.OfferedDecisions()
@@ -297,7 +296,7 @@ type Gate struct {
 	// Approvals are those given so far to its current arguments, oldest
 	// first.
 	Required  int
-	Approvals []interrupt.Approval
+	Approvals []agent.Approval
 	// Approvers are who may decide: Slack user and user-group IDs; none
 	// means anyone in the channel. Requester is who asked for the call,
 	// and may approve it only if SelfApproval.
@@ -306,17 +305,17 @@ type Gate struct {
 	SelfApproval bool
 	// Decisions are the decisions offered on the call: Approve, and Edit
 	// and Reject unless the policy leaves them out.
-	Decisions []interrupt.Kind
+	Decisions []agent.Kind
 	// Confirm: approving asks "are you sure?" first.
 	Confirm bool
 }
 
 // Offers reports whether the gate offers decision k.
-func (g Gate) Offers(k interrupt.Kind) bool { return slices.Contains(g.Decisions, k) }
+func (g Gate) Offers(k agent.Kind) bool { return slices.Contains(g.Decisions, k) }
 
 // Approved reports whether who has approved already.
 func (g Gate) Approved(who string) bool {
-	return slices.ContainsFunc(g.Approvals, func(a interrupt.Approval) bool { return a.By == who })
+	return slices.ContainsFunc(g.Approvals, func(a agent.Approval) bool { return a.By == who })
 }
 
 // Missing is how many more approvals the call needs.
@@ -360,7 +359,7 @@ func (s *Service) gate(st *agent.State, c agent.Call, claims map[string][]byte) 
 	g := &Gate{Required: c.Quorum(), Approvals: approvalsOf(claims, c), Approvers: rule.Approvers,
 		Requester: c.AskedBy(st), SelfApproval: rule.SelfApproval, Confirm: rule.Confirm}
 	for _, d := range rule.OfferedDecisions() {
-		var k interrupt.Kind
+		var k agent.Kind
 		if k.UnmarshalText([]byte(d)) == nil {
 			g.Decisions = append(g.Decisions, k)
 		}

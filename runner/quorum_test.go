@@ -12,7 +12,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
@@ -108,20 +107,20 @@ func TestQuorumOfTwo(t *testing.T) {
 		startIn(t, svc, "C1", "U0ALICE")
 		deploy := waitingCall(t, svc, "th", "deploy")
 		if e, ok := rep.gateEvent(runner.ApprovalNeeded, "deploy"); !ok || e.Gate.Required != 2 || !e.Gate.Confirm || len(e.Gate.Approvals) != 0 ||
-			!e.Gate.Offers(interrupt.Edit) || strings.Join(e.Gate.StillToApprove(), ",") != "U0BOB,U0CAROL,U0DAVE" {
+			!e.Gate.Offers(agent.Edit) || strings.Join(e.Gate.StillToApprove(), ",") != "U0BOB,U0CAROL,U0DAVE" {
 			t.Fatalf("the card's gate = %+v, %v; want 2 required, confirm, no approvals yet, Bob, Carol and Dave to approve", e.Gate, ok)
 		}
 
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0ALICE")); !refusedWith(err, "may not approve it yourself") {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0ALICE")); !refusedWith(err, "may not approve it yourself") {
 			t.Errorf("Decide(requester approves) = %v, want a refusal", err)
 		}
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0MALLORY")); !refusedWith(err, "only user U0BOB") {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0MALLORY")); !refusedWith(err, "only user U0BOB") {
 			t.Errorf("Decide(outsider approves) = %v, want a refusal", err)
 		}
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); err != nil {
 			t.Fatalf("Decide(Bob approves) = %v", err)
 		}
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); !refusedWith(err, "approved this call already (1 of 2 approvals); it needs 1 more approval") {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); !refusedWith(err, "approved this call already (1 of 2 approvals); it needs 1 more approval") {
 			t.Errorf("Decide(Bob approves again) = %v, want a refusal that says so", err)
 		}
 		if err := svc.Drive(ctx, "th"); err != nil {
@@ -144,11 +143,11 @@ func TestQuorumOfTwo(t *testing.T) {
 			t.Errorf("a second drive reported %v", got)
 		}
 
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0CAROL")); err != nil {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0CAROL")); err != nil {
 			t.Fatalf("Decide(Carol approves) = %v", err)
 		}
 		var lost *runner.AlreadyDecidedError
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.As(err, &lost) ||
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); !errors.As(err, &lost) ||
 			strings.Join(lost.Decision.Approvers(), ",") != "U0BOB,U0CAROL" {
 			t.Errorf("Decide(Dave, after the quorum) = %v, want already approved by Bob and Carol", err)
 		}
@@ -198,7 +197,7 @@ func TestQuorumRacingApprovals(t *testing.T) {
 				defer done.Done()
 				r := replicas[i%len(replicas)]
 				start.Wait()
-				errs[i] = r.Decide(ctx, inChannel(deploy, interrupt.Approve, people[i%len(people)]))
+				errs[i] = r.Decide(ctx, inChannel(deploy, agent.Approve, people[i%len(people)]))
 				if errs[i] == nil {
 					errs[i] = r.Drive(ctx, "th")
 				}
@@ -255,10 +254,10 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 		svc := replica(rep)
 		startIn(t, svc, "C1", "U0ALICE")
 		deploy := waitingCall(t, svc, "th", "deploy")
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); err != nil {
 			t.Fatal(err)
 		}
-		edit := inChannel(deploy, interrupt.Edit, "U0CAROL")
+		edit := inChannel(deploy, agent.Edit, "U0CAROL")
 		edit.Args = []byte(fmt.Sprintf(`{"method":"POST","url":%q,"body":"v3"}`, tg.URL+"/deploy-edited"))
 		if err := svc.Decide(ctx, edit); err != nil {
 			t.Fatalf("Decide(Carol edits) = %v", err)
@@ -278,10 +277,10 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 			t.Errorf("the edit was shown as a decision: %+v", c.Decision)
 		}
 		// Dave approves from the card as it was before the edit.
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.Is(err, runner.ErrNotPending) {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); !errors.Is(err, runner.ErrNotPending) {
 			t.Errorf("Decide(approval of the old arguments) = %v, want ErrNotPending", err)
 		}
-		if err := svc.Decide(ctx, inChannel(edited, interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(edited, agent.Approve, "U0BOB")); err != nil {
 			t.Fatalf("Decide(Bob approves the edit) = %v", err)
 		}
 		if err := svc.Drive(ctx, "th"); err != nil {
@@ -290,7 +289,7 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 		if n := tg.Count("POST /deploy-edited") + tg.Count("POST /deploy"); n != 0 {
 			t.Fatalf("deploy ran %d times after one approval of the edited arguments", n)
 		}
-		if err := svc.Decide(ctx, inChannel(edited, interrupt.Approve, "U0DAVE")); err != nil {
+		if err := svc.Decide(ctx, inChannel(edited, agent.Approve, "U0DAVE")); err != nil {
 			t.Fatalf("Decide(Dave approves the edit) = %v", err)
 		}
 		if err := svc.Drive(ctx, "th"); err != nil {
@@ -309,14 +308,14 @@ func TestQuorumOneRejectionEndsIt(t *testing.T) {
 		svc := replica(nil)
 		startIn(t, svc, "C1", "U0ALICE")
 		deploy := waitingCall(t, svc, "th", "deploy")
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Reject, "U0CAROL")); err != nil {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Reject, "U0CAROL")); err != nil {
 			t.Fatalf("Decide(Carol rejects) = %v", err)
 		}
 		var lost *runner.AlreadyDecidedError
-		if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.As(err, &lost) || lost.Decision.Kind != interrupt.Reject {
+		if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); !errors.As(err, &lost) || lost.Decision.Kind != agent.Reject {
 			t.Errorf("Decide(Dave approves after the rejection) = %v, want already rejected", err)
 		}
 		if err := svc.Drive(ctx, "th"); err != nil {
@@ -337,18 +336,18 @@ func TestDecisionsWithoutEdit(t *testing.T) {
 		svc := replica(rep)
 		startIn(t, svc, "C1", "U0ALICE")
 		del := waitingCall(t, svc, "th", "delete")
-		if e, ok := rep.gateEvent(runner.ApprovalNeeded, "delete"); !ok || e.Gate.Offers(interrupt.Edit) || !e.Gate.Offers(interrupt.Reject) || e.Gate.Confirm {
+		if e, ok := rep.gateEvent(runner.ApprovalNeeded, "delete"); !ok || e.Gate.Offers(agent.Edit) || !e.Gate.Offers(agent.Reject) || e.Gate.Confirm {
 			t.Errorf("delete's gate = %+v, %v; want approve and reject, no edit, no confirmation", e.Gate, ok)
 		}
-		if _, err := svc.Check(ctx, inChannel(del, interrupt.Edit, "U0BOB")); !refusedWith(err, "the policy offers only approve and reject for delete, not edit") {
+		if _, err := svc.Check(ctx, inChannel(del, agent.Edit, "U0BOB")); !refusedWith(err, "the policy offers only approve and reject for delete, not edit") {
 			t.Errorf("Check(edit) = %v, want a refusal", err)
 		}
-		forged := inChannel(del, interrupt.Edit, "U0BOB")
+		forged := inChannel(del, agent.Edit, "U0BOB")
 		forged.Args = []byte(fmt.Sprintf(`{"method":"POST","url":%q}`, tg.URL+"/elsewhere"))
 		if err := svc.Decide(ctx, forged); !refusedWith(err, "not edit") {
 			t.Errorf("Decide(forged edit) = %v, want a refusal", err)
 		}
-		if err := svc.Decide(ctx, inChannel(del, interrupt.Approve, "U0BOB")); err != nil {
+		if err := svc.Decide(ctx, inChannel(del, agent.Approve, "U0BOB")); err != nil {
 			t.Fatalf("Decide(approve) = %v", err)
 		}
 		if err := svc.Drive(ctx, "th"); err != nil {

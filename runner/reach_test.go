@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -152,7 +152,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 		return toolsOf(got)
 	}
 	var refused *runner.RefusedError
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.As(err, &refused) {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); !errors.As(err, &refused) {
 		t.Fatalf("Decide(on-call member, before escalation) = %v, want a refusal", err)
 	}
 	if got := davesInbox(); len(got) != 0 {
@@ -165,7 +165,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	if wake := wakeAt(t, w, "th"); !wake.Equal(t0.Add(4 * time.Hour)) {
 		t.Errorf("next wake-up at +%v, want +4h: the escalation", wake.Sub(t0))
 	}
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); !errors.As(err, &refused) {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); !errors.As(err, &refused) {
 		t.Fatalf("Decide(on-call member, 3h in) = %v, want a refusal", err)
 	}
 
@@ -185,7 +185,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	// Escalation lets the group decide, not everyone, and not the
 	// requester, who is in the group but may not approve their own call.
 	for _, who := range []string{"U0MALLORY", "U0ALICE"} {
-		err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, who))
+		err := svc.Decide(ctx, inChannel(deploy, agent.Approve, who))
 		if !errors.As(err, &refused) {
 			t.Fatalf("Decide(%s, after escalation) = %v, want a refusal", who, err)
 		}
@@ -207,7 +207,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 		t.Errorf("%d escalations audited, want 1", audited)
 	}
 
-	if err := svc.Decide(ctx, inChannel(deploy, interrupt.Approve, "U0DAVE")); err != nil {
+	if err := svc.Decide(ctx, inChannel(deploy, agent.Approve, "U0DAVE")); err != nil {
 		t.Fatalf("Decide(on-call member, after escalation) = %v, want nil", err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {
@@ -273,7 +273,7 @@ tools:
 	}
 
 	from := func(channel string) runner.Decision {
-		d := inChannel(deploy, interrupt.Approve, "U0BOB")
+		d := inChannel(deploy, agent.Approve, "U0BOB")
 		d.Channel = channel
 		return d
 	}
@@ -285,7 +285,7 @@ tools:
 		t.Fatal(err)
 	}
 	del := waitingCall(t, svc, "th", "delete")
-	otherCall := decision("th", del, interrupt.Approve, "U0BOB")
+	otherCall := decision("th", del, agent.Approve, "U0BOB")
 	otherCall.Team, otherCall.Channel = "T1", "C0NOTIFY"
 	otherRound := from("C0NOTIFY")
 	otherRound.Round = deploy.Attempts + 1
@@ -305,7 +305,7 @@ tools:
 	if err := svc.Decide(ctx, from("C0NOTIFY")); err != nil {
 		t.Fatalf("Decide(from the card's copy) = %v, want nil", err)
 	}
-	if err := svc.Decide(ctx, inChannel(del, interrupt.Reject, "U0BOB")); err != nil {
+	if err := svc.Decide(ctx, inChannel(del, agent.Reject, "U0BOB")); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Drive(ctx, "th"); err != nil {

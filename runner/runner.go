@@ -47,7 +47,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 )
 
 // Claims is a set-once record per thread and key.
@@ -117,11 +116,11 @@ var (
 // decided already, by Decision.By.
 type AlreadyDecidedError struct {
 	Key      string
-	Decision interrupt.Decision
+	Decision agent.Decision
 }
 
 func (e *AlreadyDecidedError) Error() string {
-	if e.Decision.Kind == interrupt.Expire {
+	if e.Decision.Kind == agent.Expire {
 		return fmt.Sprintf("call %s already expired", e.Key)
 	}
 	return fmt.Sprintf("call %s already %s by %s", e.Key, e.Decision.Kind.Past(), strings.Join(e.Decision.Approvers(), ", "))
@@ -328,7 +327,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 		return 0, err
 	}
 	now := s.opts.Now()
-	d := interrupt.Decision{Kind: interrupt.Expire, At: now}
+	d := agent.Decision{Kind: agent.Expire, At: now}
 	n := 0
 	for _, c := range res.State.Waiting() {
 		if c.Status != agent.Pending || c.Expires.IsZero() || now.Before(c.Expires) {
@@ -422,7 +421,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		// after the click, not in the click's acknowledgement.
 		for _, key := range slices.Sorted(maps.Keys(decisions)) {
 			c, _ := res.State.Call(key)
-			if decisions[key].Kind == interrupt.Edit && c.Quorum() > 1 {
+			if decisions[key].Kind == agent.Edit && c.Quorum() > 1 {
 				continue // it waits again: its card shows the reset once applied
 			}
 			decided, d := *c, decisions[key]
@@ -441,7 +440,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		if out != nil {
 			for _, key := range slices.Sorted(maps.Keys(decisions)) {
-				if d := decisions[key]; d.By != "" && d.Kind != interrupt.Expire {
+				if d := decisions[key]; d.By != "" && d.Kind != agent.Expire {
 					c, _ := res.State.Call(key)
 					ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
 				}
@@ -479,5 +478,5 @@ type noObserver struct{}
 
 func (noObserver) RunStarted(bool)                       {}
 func (noObserver) RunStopped(graph.Status)               {}
-func (noObserver) Decided(interrupt.Kind, time.Duration) {}
+func (noObserver) Decided(agent.Kind, time.Duration)     {}
 func (noObserver) ToolFinished(string, agent.CallStatus) {}

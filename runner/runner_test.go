@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -38,7 +38,7 @@ func TestFullConversation(t *testing.T) {
 	if got := rep.kinds(); !slices.Equal(got, want) {
 		t.Fatalf("events after Start = %v, want %v", got, want)
 	}
-	if _, err := finish(ctx, svc, "th", "U_BOB", interrupt.Approve, 10*time.Second); err != nil {
+	if _, err := finish(ctx, svc, "th", "U_BOB", agent.Approve, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := []int{tg.Count("GET /lookup"), tg.Count("POST /deploy"), tg.Count("POST /delete")}; !slices.Equal(got, []int{1, 1, 0}) {
@@ -83,7 +83,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			errs[i] = replica.Decide(ctx, decision("th", deploy, interrupt.Approve, "U"+string(rune('A'+i))))
+			errs[i] = replica.Decide(ctx, decision("th", deploy, agent.Approve, "U"+string(rune('A'+i))))
 			if errs[i] == nil {
 				errs[i] = replica.Drive(ctx, "th")
 			}
@@ -159,7 +159,7 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("after expiry: %s %q", res.Status(), res.State.Answer())
 	}
 	var lost *runner.AlreadyDecidedError
-	if err := svc.Decide(ctx, runner.Decision{Thread: "th", Call: "0.1", Kind: interrupt.Approve, By: "U_BOB"}); !errors.As(err, &lost) || lost.Decision.Kind != interrupt.Expire {
+	if err := svc.Decide(ctx, runner.Decision{Thread: "th", Call: "0.1", Kind: agent.Approve, By: "U_BOB"}); !errors.As(err, &lost) || lost.Decision.Kind != agent.Expire {
 		t.Errorf("Decide(after expiry) = %v, want that the call expired (it is settled)", err)
 	}
 }
@@ -207,7 +207,7 @@ func TestDecisionDuringStartIsNotStranded(t *testing.T) {
 		// replica": the lease is still held by Start.
 		if e.Kind == runner.ApprovalNeeded && e.Call.Tool == "deploy" {
 			replica, _ := w.service(t, nil, time.Minute)
-			if err := replica.Decide(ctx, decision(e.Thread, *e.Call, interrupt.Approve, "U_BOB")); err != nil {
+			if err := replica.Decide(ctx, decision(e.Thread, *e.Call, agent.Approve, "U_BOB")); err != nil {
 				t.Errorf("Decide() = %v", err)
 			}
 			if err := replica.Drive(ctx, e.Thread); err != nil {
@@ -238,7 +238,7 @@ func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
 	}
 	deploy := waitingCall(t, svc, "th", "deploy")
 	before := len(rep.kinds())
-	if err := svc.Decide(ctx, decision("th", deploy, interrupt.Approve, "U_BOB")); err != nil {
+	if err := svc.Decide(ctx, decision("th", deploy, agent.Approve, "U_BOB")); err != nil {
 		t.Fatal(err)
 	}
 	if got := rep.kinds()[before:]; len(got) != 0 {

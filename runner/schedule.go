@@ -9,7 +9,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 )
 
 // Schedule keeps, per thread, when the service must look at it again
@@ -42,7 +41,7 @@ type Observer interface {
 	RunStopped(status graph.Status)
 	// Decided: a decision (or an expiry) was claimed, waited after the
 	// call asked for it (0 when unknown).
-	Decided(kind interrupt.Kind, waited time.Duration)
+	Decided(kind agent.Kind, waited time.Duration)
 	// ToolFinished: a call ran, with this outcome (done or failed).
 	ToolFinished(tool string, status agent.CallStatus)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -62,8 +62,8 @@ func RefusalText(r *runner.RefusedError) string {
 }
 
 // AlreadyText tells a late clicker who decided first.
-func AlreadyText(d interrupt.Decision) string {
-	if d.Kind == interrupt.Expire {
+func AlreadyText(d agent.Decision) string {
+	if d.Kind == agent.Expire {
 		return "This request has expired."
 	}
 	return fmt.Sprintf("Already %s by %s.", d.Kind.Past(), MentionList(d.Approvers(), BudgetMentions))

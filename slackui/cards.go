@@ -12,7 +12,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -123,7 +122,7 @@ func SettledCard(c agent.Call, requester string, now time.Time) []slack.Block {
 	if l := decisionLine(c, now); l != "" {
 		lines = append(lines, l)
 	}
-	if c.EditedBy != "" && c.Decision != nil && c.Decision.Kind != interrupt.Edit {
+	if c.EditedBy != "" && c.Decision != nil && c.Decision.Kind != agent.Edit {
 		lines = append(lines, "✏️ The arguments were edited by "+UserMention(c.EditedBy)+" before the approvals")
 	}
 	if l := progressLine(c); l != "" {
@@ -300,7 +299,7 @@ func decisionLine(c agent.Call, now time.Time) string {
 	}
 	by := UserMention(d.By) + " at " + Date(at)
 	switch d.Kind {
-	case interrupt.Approve:
+	case agent.Approve:
 		if len(d.Approvals) > 1 {
 			return "✅ Approved by " + MentionList(d.Approvers(), BudgetMentions) + " at " + Date(at)
 		}
@@ -308,19 +307,19 @@ func decisionLine(c agent.Call, now time.Time) string {
 			return "🔁 Retry approved by " + by
 		}
 		return "✅ Approved by " + by
-	case interrupt.Edit:
+	case agent.Edit:
 		return "✏️ Edited and approved by " + by
-	case interrupt.Reject:
+	case agent.Reject:
 		line := "🚫 Rejected by " + by
 		if c.Attempts > 0 {
 			line = "⏭️ Skipped by " + by
 		}
 		return line + reasonSuffix(d.Reason)
-	case interrupt.Respond:
+	case agent.Respond:
 		return "💬 Rejected by " + by + " with a reply in the thread" + reasonSuffix(d.Reason)
-	case interrupt.MarkDone:
+	case agent.MarkDone:
 		return "☑️ Marked done by " + by
-	case interrupt.Expire:
+	case agent.Expire:
 		return "⌛ Expired — nobody decided in time"
 	}
 	return slackEscape(d.Kind.Past()) + " by " + by
@@ -332,7 +331,7 @@ func progressLine(c agent.Call) string {
 	case agent.Running:
 		return "⏳ Running…"
 	case agent.Done:
-		if c.Decision != nil && c.Decision.Kind == interrupt.MarkDone {
+		if c.Decision != nil && c.Decision.Kind == agent.MarkDone {
 			return "" // the decision line says it all
 		}
 		if l := resultLine(c); l != "" {
@@ -381,7 +380,7 @@ func callStatusWord(c agent.Call) string {
 		}
 		return "rejected"
 	case agent.Done:
-		if c.Decision != nil && c.Decision.Kind == interrupt.MarkDone {
+		if c.Decision != nil && c.Decision.Kind == agent.MarkDone {
 			return "marked done"
 		}
 	}

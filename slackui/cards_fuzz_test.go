@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 )
@@ -26,9 +25,9 @@ func FuzzCards(f *testing.F) {
 			Status: agent.Pending, NeedsApproval: true, Expires: cardNow.Add(time.Hour),
 		}
 		checkMessage(t, slackui.ApprovalCard(c, requester, cardRef, cardNow))
-		gate := &runner.Gate{Required: 1 + int(kind)%4, Approvals: []interrupt.Approval{{By: requester}, {By: reason}},
+		gate := &runner.Gate{Required: 1 + int(kind)%4, Approvals: []agent.Approval{{By: requester}, {By: reason}},
 			Approvers: []string{requester, "S0OPS", result}, Requester: requester, Confirm: true,
-			Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}}
+			Decisions: []agent.Kind{agent.Approve, agent.Reject}}
 		for _, announce := range []bool{true, false} {
 			q := c
 			q.Revision, q.EditedBy, q.EditedArgs = int(kind)%2, requester, json.RawMessage(result)
@@ -37,11 +36,11 @@ func FuzzCards(f *testing.F) {
 		}
 		checkModal(t, slackui.EditModal(c, cardRef))
 		checkModal(t, slackui.RejectModal(c, cardRef))
-		kinds := []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject, interrupt.Respond, interrupt.MarkDone, interrupt.Expire}
+		kinds := []agent.Kind{agent.Approve, agent.Edit, agent.Reject, agent.Respond, agent.MarkDone, agent.Expire}
 		k := kinds[int(kind)%len(kinds)]
-		c.Decision = &interrupt.Decision{Kind: k, By: requester, Reason: reason, At: cardNow}
+		c.Decision = &agent.Decision{Kind: k, By: requester, Reason: reason, At: cardNow}
 		c.Status, c.Attempts, c.Result = agent.Done, 1, result
-		if k == interrupt.Edit {
+		if k == agent.Edit {
 			c.EditedArgs = json.RawMessage(result)
 		}
 		checkMessage(t, slackui.SettledCard(c, requester, cardNow))

@@ -19,7 +19,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
@@ -71,9 +70,9 @@ func callWith(fn func(c *agent.Call)) agent.Call {
 	return c
 }
 
-func decisionOf(kind interrupt.Kind, reason string) *interrupt.Decision {
-	d := &interrupt.Decision{Kind: kind, By: cardApprover, At: cardDecided, Reason: reason}
-	if kind == interrupt.Expire {
+func decisionOf(kind agent.Kind, reason string) *agent.Decision {
+	d := &agent.Decision{Kind: kind, By: cardApprover, At: cardDecided, Reason: reason}
+	if kind == agent.Expire {
 		d.By, d.At = "", pendingCall().Expires
 	}
 	return d
@@ -82,47 +81,47 @@ func decisionOf(kind interrupt.Kind, reason string) *interrupt.Decision {
 var (
 	callEditedArgs = json.RawMessage(`{"method":"POST","url":"https://api.example.com/v1/deploys?dry_run=true","headers":{"Content-Type":"application/json"},"timeout":30}`)
 
-	callApproved = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Approved, decisionOf(interrupt.Approve, "") })
+	callApproved = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Approved, decisionOf(agent.Approve, "") })
 	callEdited   = callWith(func(c *agent.Call) {
-		c.Status, c.EditedArgs, c.Decision = agent.Edited, callEditedArgs, decisionOf(interrupt.Edit, "")
+		c.Status, c.EditedArgs, c.Decision = agent.Edited, callEditedArgs, decisionOf(agent.Edit, "")
 		c.Decision.Args = callEditedArgs
 	})
 	callRejected = callWith(func(c *agent.Call) {
-		c.Status, c.Decision = agent.Rejected, decisionOf(interrupt.Reject, "Not during the freeze — wait until Monday.")
+		c.Status, c.Decision = agent.Rejected, decisionOf(agent.Reject, "Not during the freeze — wait until Monday.")
 	})
-	callRejectedNoReason = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Rejected, decisionOf(interrupt.Reject, "") })
+	callRejectedNoReason = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Rejected, decisionOf(agent.Reject, "") })
 	callResponded        = callWith(func(c *agent.Call) {
-		c.Status, c.Decision = agent.Rejected, decisionOf(interrupt.Respond, "use the staging cluster first")
+		c.Status, c.Decision = agent.Rejected, decisionOf(agent.Respond, "use the staging cluster first")
 	})
-	callExpired = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Expired, decisionOf(interrupt.Expire, "") })
+	callExpired = callWith(func(c *agent.Call) { c.Status, c.Decision = agent.Expired, decisionOf(agent.Expire, "") })
 	callRunning = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.Decision = agent.Running, 1, decisionOf(interrupt.Approve, "")
+		c.Status, c.Attempts, c.Decision = agent.Running, 1, decisionOf(agent.Approve, "")
 	})
 	callDone = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.Decision = agent.Done, 1, decisionOf(interrupt.Approve, "")
+		c.Status, c.Attempts, c.Decision = agent.Done, 1, decisionOf(agent.Approve, "")
 		c.Result = "HTTP 201 Created\n{\"deploy\":\"d-1234\"}"
 	})
 	callEditedDone = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.EditedArgs, c.Decision = agent.Done, 1, callEditedArgs, decisionOf(interrupt.Edit, "")
+		c.Status, c.Attempts, c.EditedArgs, c.Decision = agent.Done, 1, callEditedArgs, decisionOf(agent.Edit, "")
 		c.Result = "Note: <@U0BOB> edited the arguments before approving; the call ran with " + string(callEditedArgs) + ".\nHTTP 202 Accepted"
 	})
 	callFailed = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.IsError, c.Decision = agent.Failed, 1, true, decisionOf(interrupt.Approve, "")
+		c.Status, c.Attempts, c.IsError, c.Decision = agent.Failed, 1, true, decisionOf(agent.Approve, "")
 		c.Result = "Error: Post \"https://api.example.com/v1/deploys\": dial tcp 10.0.0.7:443: connect: connection refused\nmore detail"
 	})
 	callUnknown = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.Decision = agent.Unknown, 1, decisionOf(interrupt.Approve, "")
+		c.Status, c.Attempts, c.Decision = agent.Unknown, 1, decisionOf(agent.Approve, "")
 	})
 	callRetried = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.Decision = agent.Done, 2, decisionOf(interrupt.Approve, "")
+		c.Status, c.Attempts, c.Decision = agent.Done, 2, decisionOf(agent.Approve, "")
 		c.Result = "HTTP 201 Created"
 	})
 	callMarkedDone = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.Decision = agent.Done, 1, decisionOf(interrupt.MarkDone, "")
+		c.Status, c.Attempts, c.Decision = agent.Done, 1, decisionOf(agent.MarkDone, "")
 		c.Result = "The call was interrupted while running; <@U0BOB> checked and marked it as done."
 	})
 	callSkipped = callWith(func(c *agent.Call) {
-		c.Status, c.Attempts, c.IsError, c.Decision = agent.Rejected, 1, true, decisionOf(interrupt.Reject, "")
+		c.Status, c.Attempts, c.IsError, c.Decision = agent.Rejected, 1, true, decisionOf(agent.Reject, "")
 	})
 	callNoApproval = callWith(func(c *agent.Call) {
 		c.Tool, c.Args, c.NeedsApproval, c.Expires = "get_time", json.RawMessage(`{}`), false, time.Time{}
@@ -329,7 +328,7 @@ func TestSettledCardStatus(t *testing.T) {
 		{"skipped", callSkipped, []string{"⏭️ Skipped by <@U0BOB> " + at}, []string{"Rejected"}},
 		{"no approval needed", callNoApproval, []string{"without approval", "✔️ Done: 2025-03-14T09:12:00Z"}, nil},
 		{"decision without a time", callWith(func(c *agent.Call) {
-			c.Status, c.Decision = agent.Approved, decisionOf(interrupt.Approve, "")
+			c.Status, c.Decision = agent.Approved, decisionOf(agent.Approve, "")
 			c.Decision.At = time.Time{}
 		}), []string{fmt.Sprintf("✅ Approved by <@U0BOB> at <!date^%d^", cardNow.Unix())}, nil},
 	}
@@ -383,7 +382,7 @@ func TestSettledCardDiff(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := callWith(func(c *agent.Call) {
 				c.Args, c.EditedArgs = json.RawMessage(tt.args), json.RawMessage(tt.edited)
-				c.Status, c.Decision = agent.Edited, decisionOf(interrupt.Edit, "")
+				c.Status, c.Decision = agent.Edited, decisionOf(agent.Edit, "")
 			})
 			if got := whatChanged(t, slackui.SettledCard(c, cardAsker, cardNow)); got != tt.want {
 				t.Errorf("What changed = %q, want %q", got, tt.want)
@@ -397,7 +396,7 @@ func TestSettledCardDiff(t *testing.T) {
 	before, _ := json.Marshal(many)
 	c := callWith(func(c *agent.Call) {
 		c.Args, c.EditedArgs = before, json.RawMessage(`{}`)
-		c.Status, c.Decision = agent.Edited, decisionOf(interrupt.Edit, "")
+		c.Status, c.Decision = agent.Edited, decisionOf(agent.Edit, "")
 	})
 	got := whatChanged(t, slackui.SettledCard(c, cardAsker, cardNow))
 	if !strings.HasPrefix(got, `- "key_000"`) || !regexp.MustCompile(`… and \d+ more$`).MatchString(got) {
@@ -441,7 +440,7 @@ func TestCardText(t *testing.T) {
 		{callWith(func(c *agent.Call) { c.Tool = "<!channel>" }), "Approval needed: &lt;!channel&gt;"},
 		// Decided while pending, as the card shows it before the run
 		// goes on (an expiry is never followed by a run).
-		{callWith(func(c *agent.Call) { c.Decision = &interrupt.Decision{Kind: interrupt.Expire} }), "http_request: expired"},
+		{callWith(func(c *agent.Call) { c.Decision = &agent.Decision{Kind: agent.Expire} }), "http_request: expired"},
 	}
 	for _, tt := range tests {
 		if got := slackui.CardText(tt.call); got != tt.want {
@@ -592,12 +591,12 @@ func TestCardLimits(t *testing.T) {
 			calls := map[string]agent.Call{
 				"pending":  big(func(*agent.Call) {}),
 				"unknown":  big(func(c *agent.Call) { c.Status, c.Attempts = agent.Unknown, 1 }),
-				"rejected": big(func(c *agent.Call) { c.Status, c.Decision = agent.Rejected, decisionOf(interrupt.Reject, reason) }),
+				"rejected": big(func(c *agent.Call) { c.Status, c.Decision = agent.Rejected, decisionOf(agent.Reject, reason) }),
 				"edited": big(func(c *agent.Call) {
-					c.Status, c.EditedArgs, c.Decision = agent.Edited, hugeArgs(100_000, "é<"), decisionOf(interrupt.Edit, "")
+					c.Status, c.EditedArgs, c.Decision = agent.Edited, hugeArgs(100_000, "é<"), decisionOf(agent.Edit, "")
 				}),
 				"edited whole": big(func(c *agent.Call) {
-					c.Status, c.EditedArgs, c.Decision = agent.Edited, json.RawMessage(`"`+long("`", 5000)+`"`), decisionOf(interrupt.Edit, "")
+					c.Status, c.EditedArgs, c.Decision = agent.Edited, json.RawMessage(`"`+long("`", 5000)+`"`), decisionOf(agent.Edit, "")
 				}),
 				"done":   big(func(c *agent.Call) { c.Status, c.Attempts, c.Result = agent.Done, 1, long("🙂<", 100_000) }),
 				"failed": big(func(c *agent.Call) { c.Status, c.Attempts, c.Result = agent.Failed, 1, "Error: "+long("&", 100_000) }),

@@ -10,7 +10,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
 )
@@ -117,15 +116,15 @@ func homeCallLine(w runner.Waiting, teamURL string, now time.Time) string {
 func recentLine(d runner.DecisionRecord, teamURL string) string {
 	var what string
 	switch d.Kind {
-	case interrupt.Approve:
+	case agent.Approve:
 		what = "✅ Approved"
-	case interrupt.Edit:
+	case agent.Edit:
 		what = "✏️ Edited and approved"
-	case interrupt.Reject:
+	case agent.Reject:
 		what = "🚫 Rejected"
-	case interrupt.Respond:
+	case agent.Respond:
 		what = "💬 Rejected with a reply"
-	case interrupt.MarkDone:
+	case agent.MarkDone:
 		what = "☑️ Marked done"
 	default:
 		what = slackEscape(d.Kind.Past())

@@ -13,7 +13,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
@@ -63,7 +62,7 @@ func TestHomeView(t *testing.T) {
 		Refs:    []string{"ref-fetch", "ref-deploy"},
 		TeamURL: homeTeamURL,
 		Recent: []runner.DecisionRecord{{Thread: slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1690000000.000100"),
-			Call: "1.0", Tool: "deploy", Channel: slacktest.ChannelID, By: cardApprover, Kind: interrupt.Reject, At: cardNow.Add(-time.Hour), Reason: "not <!here>"}},
+			Call: "1.0", Tool: "deploy", Channel: slacktest.ChannelID, By: cardApprover, Kind: agent.Reject, At: cardNow.Add(-time.Hour), Reason: "not <!here>"}},
 	}, cardNow)
 	if view.Type != slack.VTHomeTab {
 		t.Errorf("view type %q, want home", view.Type)
@@ -134,7 +133,7 @@ func TestHomeViewLimits(t *testing.T) {
 	var recent []runner.DecisionRecord
 	for i := range 30 {
 		recent = append(recent, runner.DecisionRecord{Thread: "not a slack thread", Tool: strings.Repeat("t<", 200), Channel: "<!here>",
-			Kind: interrupt.Kind(1 + i%5), By: cardApprover, At: cardNow, Reason: strings.Repeat("<!here> ``` ", 300)})
+			Kind: agent.Kind(1 + i%5), By: cardApprover, At: cardNow, Reason: strings.Repeat("<!here> ``` ", 300)})
 	}
 	view := slackui.HomeView(slackui.HomeContent{Calls: calls[:15], Refs: refs[:15], More: true, Recent: recent,
 		Notice: strings.Repeat("<@U0X> ", 1000), TeamURL: homeTeamURL}, cardNow)

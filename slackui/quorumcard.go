@@ -10,7 +10,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
 )
@@ -57,10 +56,10 @@ func PendingCard(c agent.Call, requester string, ref string, now time.Time, g *r
 		approve = approve.WithConfirm(approveConfirm(c, *g))
 	}
 	buttons := []slack.BlockElement{approve}
-	if g.Offers(interrupt.Edit) {
+	if g.Offers(agent.Edit) {
 		buttons = append(buttons, Button(ActionEdit, "Edit", ref, slack.StyleDefault))
 	}
-	if g.Offers(interrupt.Reject) {
+	if g.Offers(agent.Reject) {
 		buttons = append(buttons, Button(ActionReject, "Reject", ref, slack.StyleDanger))
 	}
 	return append(blocks, slack.NewActionBlock(BlockCallActions, buttons...))

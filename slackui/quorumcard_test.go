@@ -8,7 +8,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 )
@@ -17,9 +16,9 @@ import (
 // asker may not approve; no edit; Approve asks for a confirmation.
 func quorumGate() *runner.Gate {
 	return &runner.Gate{
-		Required: 2, Approvals: []interrupt.Approval{{By: cardApprover, At: cardDecided}},
+		Required: 2, Approvals: []agent.Approval{{By: cardApprover, At: cardDecided}},
 		Approvers: []string{cardApprover, "U0CAROL", "S0OPS", cardAsker}, Requester: cardAsker,
-		Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}, Confirm: true,
+		Decisions: []agent.Kind{agent.Approve, agent.Reject}, Confirm: true,
 	}
 }
 
@@ -69,15 +68,15 @@ func TestPendingCardShowsTheQuorum(t *testing.T) {
 		t.Errorf("PendingText() = %q, want it to name who may still approve", text)
 	}
 	// Anyone may approve: no one to mention; the card says who may not.
-	anyone := &runner.Gate{Required: 3, Approvals: []interrupt.Approval{{By: cardApprover}}, Requester: cardAsker,
-		Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject}}
+	anyone := &runner.Gate{Required: 3, Approvals: []agent.Approval{{By: cardApprover}}, Requester: cardAsker,
+		Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
 	got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, anyone, true))
 	if want := "Still to approve: 2 more approvals from anyone in the channel but <@U0BOB> and <@U0ASKER>."; !strings.Contains(got, want) || strings.Contains(got, "📣") {
 		t.Errorf("card of anyone's approval lacks %q, or mentions people:\n%s", want, got)
 	}
 	// Too few approvers are left.
 	stuck := &runner.Gate{Required: 2, Approvers: []string{cardApprover, cardAsker}, Requester: cardAsker,
-		Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Reject}}
+		Decisions: []agent.Kind{agent.Approve, agent.Reject}}
 	if got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, stuck, false)); !strings.Contains(got, "Too few approvers are left") {
 		t.Errorf("card of an unreachable quorum does not say so:\n%s", got)
 	}
@@ -92,10 +91,10 @@ func TestPendingCardButtons(t *testing.T) {
 		want    []cardButton
 		confirm bool
 	}{
-		{"all decisions", &runner.Gate{Required: 1, Decisions: []interrupt.Kind{interrupt.Approve, interrupt.Edit, interrupt.Reject}},
+		{"all decisions", &runner.Gate{Required: 1, Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}},
 			[]cardButton{{"approve", "Approve", "primary"}, {"edit", "Edit", ""}, {"reject", "Reject", "danger"}}, false},
 		{"approve and reject, confirmed", quorumGate(), []cardButton{{"approve", "Approve", "primary"}, {"reject", "Reject", "danger"}}, true},
-		{"approve only", &runner.Gate{Required: 1, Decisions: []interrupt.Kind{interrupt.Approve}}, []cardButton{{"approve", "Approve", "primary"}}, false},
+		{"approve only", &runner.Gate{Required: 1, Decisions: []agent.Kind{agent.Approve}}, []cardButton{{"approve", "Approve", "primary"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,8 +166,8 @@ func TestSettledCardOfAQuorum(t *testing.T) {
 	c := callWith(func(c *agent.Call) {
 		c.Status, c.Attempts, c.Result = agent.Done, 1, "Note: <@U0CAROL> edited the arguments, and <@U0BOB> and <@U0DAVE> approved them; the call ran with {}.\nHTTP 201 Created"
 		c.EditedArgs, c.EditedBy, c.Revision, c.ApprovalsRequired = callEditedArgs, "U0CAROL", 1, 2
-		c.Decision = decisionOf(interrupt.Approve, "")
-		c.Decision.Approvals = []interrupt.Approval{{By: cardApprover}, {By: "U0DAVE"}}
+		c.Decision = decisionOf(agent.Approve, "")
+		c.Decision.Approvals = []agent.Approval{{By: cardApprover}, {By: "U0DAVE"}}
 	})
 	got := blockTexts(t, slackui.SettledCard(c, cardAsker, cardNow))
 	for _, want := range []string{"✅ Approved by <@U0BOB> and <@U0DAVE> at", "edited by <@U0CAROL>", "What changed", "✔️ Done: HTTP 201 Created"} {

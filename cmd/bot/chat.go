@@ -21,7 +21,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
@@ -211,7 +210,7 @@ func (c *chatSession) decide(ctx context.Context, st *agent.State) (quit bool, e
 // when the rule says so.
 func (c *chatSession) ask(call agent.Call, gate *runner.Gate) (runner.Decision, bool) {
 	choices := "[a]pprove [e]dit [r]eject [q]uit> "
-	offers := func(interrupt.Kind) bool { return true }
+	offers := func(agent.Kind) bool { return true }
 	if call.Status == agent.Unknown {
 		choices = "[a] retry [m]ark done [r] skip [q]uit> "
 	} else if gate != nil {
@@ -220,10 +219,10 @@ func (c *chatSession) ask(call agent.Call, gate *runner.Gate) (runner.Decision, 
 		if !gate.Approved(c.user) {
 			opts = append(opts, "[a]pprove")
 		}
-		if offers(interrupt.Edit) {
+		if offers(agent.Edit) {
 			opts = append(opts, "[e]dit")
 		}
-		if offers(interrupt.Reject) || gate.Requester == c.user {
+		if offers(agent.Reject) || gate.Requester == c.user {
 			opts = append(opts, "[r]eject")
 		}
 		choices = strings.Join(append(opts, "[q]uit> "), " ")
@@ -236,7 +235,7 @@ func (c *chatSession) ask(call agent.Call, gate *runner.Gate) (runner.Decision, 
 		d := runner.Decision{Thread: c.thread, Call: call.Key, Round: call.Attempts, Hash: call.RunHash(), By: c.user}
 		switch answer {
 		case "a":
-			d.Kind = interrupt.Approve
+			d.Kind = agent.Approve
 			if gate != nil && gate.Confirm && call.Status == agent.Pending {
 				sure, ok := c.term.ask(fmt.Sprintf("Approve %s: %s? [y/N]> ", call.Tool, confirmTarget(call)))
 				if !ok {
@@ -247,18 +246,18 @@ func (c *chatSession) ask(call agent.Call, gate *runner.Gate) (runner.Decision, 
 				}
 			}
 		case "m":
-			d.Kind = interrupt.MarkDone
+			d.Kind = agent.MarkDone
 		case "r":
-			d.Kind = interrupt.Reject
+			d.Kind = agent.Reject
 			d.Reason, ok = c.term.ask("reason (optional)> ")
 			if !ok {
 				return runner.Decision{}, false
 			}
 		case "e":
-			if call.Status == agent.Pending && !offers(interrupt.Edit) {
+			if call.Status == agent.Pending && !offers(agent.Edit) {
 				continue
 			}
-			d.Kind = interrupt.Edit
+			d.Kind = agent.Edit
 			args, ok := c.term.ask("new arguments as one line of JSON> ")
 			if !ok {
 				return runner.Decision{}, false
@@ -418,7 +417,7 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 		}
 	case runner.CallDecided:
 		d := e.Call.Decision
-		if d.Kind == interrupt.Expire {
+		if d.Kind == agent.Expire {
 			t.printf("⌛ %s [%s] expired\n", e.Call.Tool, e.Call.Key)
 		} else {
 			t.printf("✔ %s [%s] %s by %s\n", e.Call.Tool, e.Call.Key, d.Kind.Past(), strings.Join(d.Approvers(), ", "))

@@ -35,7 +35,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -157,8 +156,8 @@ func (c *Cycler) agentCycle(ctx context.Context, thread string, turn int) error 
 		return fmt.Errorf("run stopped %s with %d calls waiting, want paused with 1", res.Status(), len(waiting))
 	}
 	call := waiting[0]
-	d := interrupt.Decision{Kind: interrupt.Approve, By: approver, At: time.Now(), Hash: call.RunHash()}
-	res, err = g.ResumeAt(ctx, thread, res.Checkpoint.ID, c.agent.Decide(map[string]interrupt.Decision{call.Key: d}))
+	d := agent.Decision{Kind: agent.Approve, By: approver, At: time.Now(), Hash: call.RunHash()}
+	res, err = g.ResumeAt(ctx, thread, res.Checkpoint.ID, c.agent.Decide(map[string]agent.Decision{call.Key: d}))
 	if err != nil {
 		return err
 	}
@@ -198,7 +197,7 @@ func (c *Cycler) runnerCycle(ctx context.Context, thread string, turn int) error
 	}
 	err = c.svc.Decide(ctx, runner.Decision{
 		Thread: thread, Call: call.Key, Round: call.Attempts, Hash: call.Hash,
-		Team: team, Channel: channel, By: approver, Kind: interrupt.Approve,
+		Team: team, Channel: channel, By: approver, Kind: agent.Approve,
 	})
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/interrupt"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -173,11 +173,11 @@ func testRecentDecisions(t *testing.T, s runner.Inbox) {
 	total := runner.RecentLimit + 5
 	for i := range total {
 		d := runner.DecisionRecord{Thread: th, Call: fmt.Sprint("1.", i), Tool: "deploy", Channel: "C1", By: bob,
-			Kind: interrupt.Approve, At: at.Add(time.Duration(i) * time.Minute)}
+			Kind: agent.Approve, At: at.Add(time.Duration(i) * time.Minute)}
 		u := &runner.InboxUpdate{Thread: th, Decided: []runner.DecisionRecord{d}}
 		if i == 0 {
 			u.Decided = append(u.Decided, runner.DecisionRecord{Thread: th, Call: "1.0", Tool: "deploy", By: carol,
-				Kind: interrupt.Reject, At: at, Reason: "not today"})
+				Kind: agent.Reject, At: at, Reason: "not today"})
 		}
 		if err := s.UpdateInbox(ctx, u); err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func testRecentDecisions(t *testing.T, s runner.Inbox) {
 	if err != nil || len(got) != runner.RecentLimit {
 		t.Fatalf("RecentDecisions(bob) = %d records, %v; want the newest %d", len(got), err, runner.RecentLimit)
 	}
-	if first := got[0]; first.Call != fmt.Sprint("1.", total-1) || first.Kind != interrupt.Approve || !first.At.Equal(at.Add(time.Duration(total-1)*time.Minute)) {
+	if first := got[0]; first.Call != fmt.Sprint("1.", total-1) || first.Kind != agent.Approve || !first.At.Equal(at.Add(time.Duration(total-1)*time.Minute)) {
 		t.Errorf("RecentDecisions(bob)[0] = %+v, want the last one", first)
 	}
 	if last := got[len(got)-1]; last.Call != fmt.Sprint("1.", total-runner.RecentLimit) {
@@ -197,7 +197,7 @@ func testRecentDecisions(t *testing.T, s runner.Inbox) {
 		t.Errorf("RecentDecisions(bob, 3) = %+v, want the 3 newest", got)
 	}
 	got, err = s.RecentDecisions(ctx, carol, 10)
-	if err != nil || len(got) != 1 || got[0].Reason != "not today" || got[0].Kind != interrupt.Reject {
+	if err != nil || len(got) != 1 || got[0].Reason != "not today" || got[0].Kind != agent.Reject {
 		t.Errorf("RecentDecisions(carol) = %+v, %v; want her one rejection", got, err)
 	}
 	if got := entriesOf(t, s, th); len(got) != 0 {

@@ -1,4 +1,4 @@
-package interrupt
+package agent
 
 import (
 	"encoding/json"
