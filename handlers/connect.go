@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
-	"net/http"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
@@ -66,36 +64,4 @@ func (c *ConnectPrompter) PromptConnect(ctx context.Context, p mcpauth.Prompt) e
 	}
 	c.log.WithFields(logrus.Fields{"thread": p.Call.Thread, "call": p.Call.Call, "user": p.Identity.User, "mcp_server": p.Identity.Server}).Info("asked the requester to connect")
 	return nil
-}
-
-var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>Countersign</title></head>
-<body><p>{{.}}</p></body></html>
-`))
-
-// OAuthCallback is GET /oauth/callback: it completes the connection the
-// authorization server sends the browser back for.
-func (s *Server) OAuthCallback(b *mcpauth.Broker) http.Handler {
-	log := s.log.WithField("component", "oauth")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Referrer-Policy", "no-referrer")
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		id, err := b.Complete(r.Context(), r.URL.Query())
-		status, msg := http.StatusOK, ""
-		switch {
-		case err == nil:
-			msg = fmt.Sprintf("Connected to %s. You can close this page and go back to Slack: the call goes on.", id.Server)
-			log.WithFields(logrus.Fields{"user": id.User, "mcp_server": id.Server}).Info("OAuth callback: code handed to the waiting call")
-		case errors.Is(err, mcpauth.ErrNoState):
-			status, msg = http.StatusBadRequest, "This connection link is unknown, was used already, or expired. Ask again from Slack."
-		case errors.Is(err, mcpauth.ErrDenied):
-			status, msg = http.StatusOK, fmt.Sprintf("The connection to %s was not made. The call that waited for it is told so.", id.Server)
-		default:
-			status, msg = http.StatusServiceUnavailable, "The connection could not be completed just now. Try the Connect button again."
-			log.WithError(err).Warn("OAuth callback: storage error")
-		}
-		w.WriteHeader(status)
-		_ = callbackPage.Execute(w, msg)
-	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksig"
 )
 
 // Options are the server's optional settings.
@@ -60,7 +61,7 @@ type Server struct {
 	api      *slack.Client
 	svc      *runner.Service
 	store    Store
-	verifier *Verifier
+	verifier *slacksig.Verifier
 	opts     Options
 	log      logrus.FieldLogger
 	work     sync.WaitGroup
@@ -92,7 +93,7 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	s := &Server{
 		slots: make(chan struct{}, opts.MaxConcurrentWork),
 		api:   api, svc: svc, store: store,
-		verifier: NewVerifier(signingSecret, opts.Now),
+		verifier: slacksig.NewVerifier(signingSecret, opts.Now),
 		opts:     opts,
 		log:      opts.Logger,
 	}

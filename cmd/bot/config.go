@@ -98,9 +98,9 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 // routes adds what every server of the bot serves: the Slack endpoints
 // (timed, for the acknowledgement histogram), health, readiness and
 // metrics.
-func routes(mux *http.ServeMux, b *bot.Bot, slack *handlers.Server) {
+func routes(mux *http.ServeMux, b *bot.Bot, slack *handlers.Server, log logrus.FieldLogger) {
 	mux.Handle("/slack/", b.Metrics.Instrument(slack.Handler()))
-	mux.Handle("GET "+bot.CallbackPath, slack.OAuthCallback(b.Auth))
+	mux.Handle("GET "+bot.CallbackPath, b.Auth.Callback(log))
 	b.Metrics.Background(slack.Busy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -69,7 +69,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 		return fmt.Errorf("playground: %w", err)
 	}
 	defer svc.Close()
-	routes(mux, svc, srv)
+	routes(mux, svc, srv, log)
 	mux.Handle("/", sim.PageHandler())
 
 	page := base + "/"

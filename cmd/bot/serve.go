@@ -85,7 +85,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		Infof("Countersign serving Slack (%s) · redis: %s · model: %s · %s", mode, svc.Redis, svc.Model.Name(), policyInForce(getenv))
 
 	mux := http.NewServeMux()
-	routes(mux, svc, srv)
+	routes(mux, svc, srv, log)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

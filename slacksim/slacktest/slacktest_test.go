@@ -16,7 +16,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
-	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/slacksig"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -422,7 +422,7 @@ func TestSignerSlackExample(t *testing.T) {
 // them, through a real HTTP round trip.
 func TestSignerVerifier(t *testing.T) {
 	now := time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)
-	v := handlers.NewVerifier("the-secret", func() time.Time { return now })
+	v := slacksig.NewVerifier("the-secret", func() time.Time { return now })
 	var got []byte
 	bot := httptest.NewServer(v.Middleware(func(w http.ResponseWriter, r *http.Request, body []byte) { got = body }))
 	defer bot.Close()
