@@ -16,7 +16,7 @@ GO ?= go
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
 test:
-	GO=$(GO) bash .ci/with-redis --chromium --node bash .ci/gotest -race $(TESTFLAGS) ./...
+	GO=$(GO) bash .ci/with-redis --chromium --node bash .ci/gotest -race -timeout 30m $(TESTFLAGS) ./...
 
 ## test-fast: go test -short: no server outside the test process (the
 ## in-process Redis; no redis-server, Cluster, Chromium or Node), in
