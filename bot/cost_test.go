@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -121,7 +122,7 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 	t.Cleanup(b.Close)
 
 	const team, channel = "T0TEAM", "C0CHANNEL"
-	thread := handlers.ThreadKey(team, channel, "1700000000.000100")
+	thread := slackui.ThreadKey(team, channel, "1700000000.000100")
 	cost := map[int]redisCost{}
 	for turn := 1; turn <= turns; turn++ {
 		before := scrapeRedisCost(t, b)

@@ -1,4 +1,7 @@
-// Package elicit asks people in Slack threads for what a tool needs.
+// Package elicit asks people in Slack threads for what a tool needs: the
+// input an MCP server asks for during a call (this file), and a
+// connection to a server that runs calls as the person who asked for
+// them (connect.go).
 //
 // A tool (an MCP server) asks, during a call, for input from the person
 // who asked for the run. The question is posted in the run's thread with

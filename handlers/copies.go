@@ -12,7 +12,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -47,7 +46,7 @@ func (r *Reporter) WithGroups(g *slackdir.Groups) *Reporter {
 // thread the copies show, and whether the index is recorded.
 func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block) (index []byte, link string, indexed bool) {
 	log := r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
-	key := copiesKey(c.Key, c.Attempts)
+	key := runner.CopiesKey(c.Key, c.Attempts)
 	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key})
 	if err != nil {
 		log.WithError(err).Warn("reading the card's copies")
@@ -57,7 +56,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 		return v, string(claims[permalinkKey]), true // every copy was posted and recorded
 	}
 	link = r.threadLink(ctx, log, e.Thread, channel, root, claims)
-	var posted []copyRecord
+	var posted []runner.CopyRecord
 	failed := false
 	post := func(to string) {
 		key := runner.CopyKey(c.Key, c.Attempts, to)
@@ -70,7 +69,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 			return
 		}
 		if ts, done := got[key]; done {
-			posted = append(posted, copyRecord{to, string(ts)})
+			posted = append(posted, runner.CopyRecord{Channel: to, TS: string(ts)})
 			return
 		}
 		ts, err := r.post(ctx, to, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
@@ -85,7 +84,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 			log.WithField("channel", to).WithError(err).Warn("recording a copy of the card")
 			return
 		}
-		posted = append(posted, copyRecord{to, string(won)})
+		posted = append(posted, runner.CopyRecord{Channel: to, TS: string(won)})
 	}
 	defer func() {
 		// The index lets the card's updates read its copies by key. A
@@ -95,7 +94,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 		if failed {
 			return
 		}
-		index, _, err = r.store.Claim(ctx, e.Thread, key, encodeCopies(posted))
+		index, _, err = r.store.Claim(ctx, e.Thread, key, runner.EncodeCopies(posted))
 		if err != nil {
 			log.WithError(err).Warn("recording the card's copies")
 			return
@@ -140,7 +139,7 @@ func (r *Reporter) dmUsers(ctx context.Context, log logrus.FieldLogger, ids []st
 // round attempt with blocks, as its card was.
 func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c agent.Call, attempt int, blocks []slack.Block, claims map[string][]byte) {
 	link := string(claims[permalinkKey])
-	copies, indexed := claims[copiesKey(c.Key, attempt)]
+	copies, indexed := claims[runner.CopiesKey(c.Key, attempt)]
 	if !indexed {
 		// A card posted before copies had an index: its copies are found
 		// among all the thread's records.
@@ -151,18 +150,18 @@ func (r *Reporter) updateCopies(ctx context.Context, thread, channel string, c a
 		}
 		copies = nil
 		prefix := runner.CopyKey(c.Key, attempt, "")
-		var found []copyRecord
+		var found []runner.CopyRecord
 		for key, ts := range all {
 			if to, ok := strings.CutPrefix(key, prefix); ok && to != "" {
-				found = append(found, copyRecord{to, string(ts)})
+				found = append(found, runner.CopyRecord{Channel: to, TS: string(ts)})
 			}
 		}
-		copies = encodeCopies(found)
+		copies = runner.EncodeCopies(found)
 	}
-	for _, cp := range decodeCopies(copies) {
-		err := r.update(ctx, cp.channel, cp.ts, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
+	for _, cp := range runner.DecodeCopies(copies) {
+		err := r.update(ctx, cp.Channel, cp.TS, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
 		if err != nil {
-			r.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": cp.channel}).WithError(err).Warn("updating a copy of the card")
+			r.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "channel": cp.Channel}).WithError(err).Warn("updating a copy of the card")
 		}
 	}
 }
@@ -188,31 +187,4 @@ func (r *Reporter) threadLink(ctx context.Context, log logrus.FieldLogger, threa
 		log.WithError(err).Warn("recording the link to the thread")
 	}
 	return link
-}
-
-// copiesKey names the index of the copies of call's card in decision
-// round attempt: one line per copy, its channel and its ts. It is written
-// once the copies are posted (each is recorded under runner.CopyKey as it
-// is), so that updating the card reads its copies by key.
-func copiesKey(call string, attempt int) string { return fmt.Sprintf("copies:%s#%d", call, attempt) }
-
-// copyRecord is one copy of a card: where it was posted, and its ts.
-type copyRecord struct{ channel, ts string }
-
-func encodeCopies(copies []copyRecord) []byte {
-	var b strings.Builder
-	for _, c := range copies {
-		b.WriteString(c.channel + " " + c.ts + "\n")
-	}
-	return []byte(b.String())
-}
-
-func decodeCopies(v []byte) []copyRecord {
-	var out []copyRecord
-	for _, line := range strings.Split(string(v), "\n") {
-		if to, ts, ok := strings.Cut(line, " "); ok && to != "" {
-			out = append(out, copyRecord{to, ts})
-		}
-	}
-	return out
 }

@@ -94,7 +94,7 @@ func buildGateOn(tb testing.TB, rdb redis.UniversalClient, home bool) *gate {
 // returns its thread and the card's button value.
 func (g *gate) pending(tb testing.TB) (thread, value string) {
 	ts := fmt.Sprintf("1700000000.%06d", g.n.Add(1))
-	thread = handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	thread = slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
 	err := g.svc.Start(context.Background(), runner.StartRequest{Thread: thread, Requester: gateRequester,
 		Team: slacktest.TeamID, Channel: slacktest.ChannelID, Text: "deploy"})
 	if err != nil {

@@ -35,8 +35,6 @@ package handlers
 import (
 	"context"
 	"time"
-
-	"github.com/countersign/countersign/slackui"
 )
 
 // Store is what the handlers keep in Redis besides the runner's data.
@@ -78,7 +76,3 @@ type Store interface {
 	// it at once and each request goes to one of them.
 	DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error)
 }
-
-// ThreadKey is the conversation key of a Slack thread (slackui.ParseThread
-// splits it).
-func ThreadKey(team, channel, ts string) string { return slackui.ThreadKey(team, channel, ts) }

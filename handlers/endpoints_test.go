@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 )
@@ -94,7 +93,7 @@ func TestEventsEndpoint(t *testing.T) {
 	if code, _ := g.post(t, "/slack/events", "application/json", reply); code != 200 {
 		t.Errorf("reply = %d", code)
 	}
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1700000002.000001")
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1700000002.000001")
 	res, err := g.svc.State(t.Context(), thread)
 	if err != nil || res.Status().String() != "done" || !strings.Contains(res.State.Answer(), "never mind") {
 		t.Errorf("after the reply: %v %v; want done, the call rejected with the reply", res, err)

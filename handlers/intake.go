@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -94,43 +93,30 @@ func (s *Server) accept(ctx context.Context, id string, rec intake) (token strin
 
 // heldRequests are the requests this process's attempts hold, queued or
 // running: id to token. It is safe for concurrent use.
-type heldRequests struct {
-	mu sync.Mutex
-	m  map[string]string
-}
+type heldRequests struct{ m sync.Map }
 
 // add records that an attempt of this process holds id under token. If
 // one does already, it now holds id under token, and add reports false:
 // no second attempt is to be started.
 func (h *heldRequests) add(id, token string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]string{}
-	}
-	_, had := h.m[id]
-	h.m[id] = token
+	_, had := h.m.Swap(id, token)
 	return !had
 }
 
 // token is the token under which this process holds id.
 func (h *heldRequests) token(id string) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m[id]
+	v, _ := h.m.Load(id)
+	token, _ := v.(string)
+	return token
 }
 
-func (h *heldRequests) remove(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.m, id)
-}
+func (h *heldRequests) remove(id string) { h.m.Delete(id) }
 
 // all returns a copy of the holds.
 func (h *heldRequests) all() map[string]string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return maps.Clone(h.m)
+	out := map[string]string{}
+	h.m.Range(func(id, token any) bool { out[id.(string)] = token.(string); return true })
+	return out
 }
 
 // carryOn drives an accepted request on, in the background, as the
@@ -184,7 +170,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 			return settled
 		}
 	}
-	thread := ThreadKey(rec.Team, rec.Channel, rec.Root)
+	thread := slackui.ThreadKey(rec.Team, rec.Channel, rec.Root)
 	log = log.WithField("thread", thread)
 	owned := false
 	if rec.Kind == intakeMention {

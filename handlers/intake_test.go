@@ -204,7 +204,7 @@ func TestQueuedPastTheRetryAgeIsCarriedOnOnce(t *testing.T) {
 	const replies = 5
 	threads := make([]string, replies)
 	for i := range threads {
-		threads[i] = handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, fmt.Sprintf("1700000300.%06d", time.Now().UnixNano()%1000000+int64(i)))
+		threads[i] = slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, fmt.Sprintf("1700000300.%06d", time.Now().UnixNano()%1000000+int64(i)))
 		if err := r.svc.Start(ctx, runner.StartRequest{Thread: threads[i], Requester: gateRequester, Team: slacktest.TeamID,
 			Channel: slacktest.ChannelID, Text: "hello"}); err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestQueuedPastTheRetryAgeIsCarriedOnOnce(t *testing.T) {
 			t.Errorf("%q has %d root messages, want 1", text, len(roots[text]))
 		}
 		for _, ts := range roots[text] {
-			if n := turns(t, r.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts), text); n != 1 {
+			if n := turns(t, r.svc, slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts), text); n != 1 {
 				t.Errorf("the thread of %q (root %s) ran it %d times, want once", text, ts, n)
 			}
 		}
@@ -272,7 +272,7 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	a := b.replica(1)
 	other := b.replica(4)
 	ctx := context.Background()
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000))
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000))
 	if err := other.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
 		Channel: slacktest.ChannelID, Text: "hello"}); err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	other.runIntake()
 	b.until("B carries the request on", func() bool {
 		ts := b.roots()["deploy"]
-		return len(ts) == 1 && turns(t, other.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts[0]), "deploy") == 1 &&
+		return len(ts) == 1 && turns(t, other.svc, slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts[0]), "deploy") == 1 &&
 			turns(t, other.svc, thread, "and the docs") == 1
 	})
 	other.stop()
@@ -304,7 +304,7 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	if len(roots["deploy"]) != 1 {
 		t.Fatalf("%d root messages for the request, want 1", len(roots["deploy"]))
 	}
-	if n := turns(t, a.svc, handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots["deploy"][0]), "deploy"); n != 1 {
+	if n := turns(t, a.svc, slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots["deploy"][0]), "deploy"); n != 1 {
 		t.Errorf("the conversation ran the request %d times, want once", n)
 	}
 	if n := turns(t, a.svc, thread, "and the docs"); n != 1 {

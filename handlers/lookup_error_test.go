@@ -67,7 +67,7 @@ func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
 	t.Cleanup(web.Close)
 	ctx := context.Background()
 
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1700000300.000001")
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, "1700000300.000001")
 	id := fmt.Sprintf("e%d", time.Now().UnixNano())
 	rec, _ := json.Marshal(map[string]any{"thread": thread, "requester": gateRequester, "tool": "deploy", "message": "which region?",
 		"schema": json.RawMessage(`{"type":"object","properties":{"region":{"type":"string"}}}`), "deadline": time.Now().Add(time.Hour)})
@@ -153,7 +153,7 @@ func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
 	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
 	web := httptest.NewServer(srv.Handler())
 	t.Cleanup(web.Close)
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
 	ctx := context.Background()
 	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
 		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
@@ -382,7 +382,7 @@ func TestElicitationAnsweredTooLate(t *testing.T) {
 	web := httptest.NewServer(srv.Handler())
 	t.Cleanup(web.Close)
 	root := "1700000600.000001"
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
 	el := elicit.New(api, g.store, g.store, nil)

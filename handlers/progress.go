@@ -38,42 +38,29 @@ type runningCard struct {
 
 // runningCards are the cards of the calls running in this process, by
 // thread and call.
-type runningCards struct {
-	mu sync.Mutex
-	m  map[string]*runningCard
-}
+type runningCards struct{ m sync.Map }
 
 func runningKey(thread, call string) string { return thread + "\x00" + call }
 
 // started remembers a call's running card.
 func (rc *runningCards) started(thread, call string, card *runningCard) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.m == nil {
-		rc.m = map[string]*runningCard{}
+	if old, had := rc.m.Swap(runningKey(thread, call), card); had {
+		old.(*runningCard).finish()
 	}
-	if old := rc.m[runningKey(thread, call)]; old != nil {
-		old.finish()
-	}
-	rc.m[runningKey(thread, call)] = card
 }
 
 // finished forgets a call's running card; an update for its progress
 // being sent ends first.
 func (rc *runningCards) finished(thread, call string) {
-	rc.mu.Lock()
-	card := rc.m[runningKey(thread, call)]
-	delete(rc.m, runningKey(thread, call))
-	rc.mu.Unlock()
-	if card != nil {
-		card.finish()
+	if card, had := rc.m.LoadAndDelete(runningKey(thread, call)); had {
+		card.(*runningCard).finish()
 	}
 }
 
 func (rc *runningCards) get(thread, call string) *runningCard {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.m[runningKey(thread, call)]
+	card, _ := rc.m.Load(runningKey(thread, call))
+	c, _ := card.(*runningCard)
+	return c
 }
 
 func (c *runningCard) finish() {

@@ -122,11 +122,11 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		index, link, indexed := []byte{}, "", false
 		if e.Copies != nil {
 			index, link, indexed = r.postCopies(ctx, e, channel, root, c, requester, blocks)
-		} else if index, _, err = r.store.Claim(ctx, e.Thread, copiesKey(c.Key, c.Attempts), index); err == nil {
+		} else if index, _, err = r.store.Claim(ctx, e.Thread, runner.CopiesKey(c.Key, c.Attempts), index); err == nil {
 			indexed = true // none
 		}
 		if indexed {
-			rec := map[string][]byte{cardKey(c.Key, c.Attempts): card, copiesKey(c.Key, c.Attempts): index}
+			rec := map[string][]byte{cardKey(c.Key, c.Attempts): card, runner.CopiesKey(c.Key, c.Attempts): index}
 			if link != "" {
 				rec[permalinkKey] = []byte(link)
 			}
@@ -289,12 +289,12 @@ func (r *Reporter) roundRecords(ctx context.Context, thread, call string, attemp
 	if rec, ok := r.rounds.get(thread, call, attempt); ok {
 		return rec, nil
 	}
-	rec, err := r.store.ClaimValues(ctx, thread, []string{cardKey(call, attempt), permalinkKey, copiesKey(call, attempt)})
+	rec, err := r.store.ClaimValues(ctx, thread, []string{cardKey(call, attempt), permalinkKey, runner.CopiesKey(call, attempt)})
 	if err != nil {
 		return nil, err
 	}
 	_, card := rec[cardKey(call, attempt)]
-	if _, indexed := rec[copiesKey(call, attempt)]; card && indexed {
+	if _, indexed := rec[runner.CopiesKey(call, attempt)]; card && indexed {
 		r.rounds.put(thread, call, attempt, rec)
 	}
 	return rec, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -126,7 +127,7 @@ func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 	t.Cleanup(web.Close)
 	signer := slacktest.NewSigner(gateSecret)
 
-	thread := handlers.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
 	ctx := context.Background()
 	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
 		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {

@@ -50,6 +50,37 @@ func CopyKey(call string, round int, channel string) string {
 	return fmt.Sprintf("copy:%s#%d:%s", call, round, channel)
 }
 
+// CopiesKey is the claim under which a front end records the index of
+// the copies of call's card in decision round: EncodeCopies of each
+// copy's channel and location. It is written once the copies are posted
+// (each is recorded under CopyKey as it is), so that updating the card
+// reads its copies by key.
+func CopiesKey(call string, round int) string { return fmt.Sprintf("copies:%s#%d", call, round) }
+
+// CopyRecord is one copy of a card: where it was posted (Channel) and
+// where it is there (TS, for Slack).
+type CopyRecord struct{ Channel, TS string }
+
+// EncodeCopies is the value of a CopiesKey claim: a line per copy.
+func EncodeCopies(copies []CopyRecord) []byte {
+	var b strings.Builder
+	for _, c := range copies {
+		b.WriteString(c.Channel + " " + c.TS + "\n")
+	}
+	return []byte(b.String())
+}
+
+// DecodeCopies reads what EncodeCopies wrote.
+func DecodeCopies(v []byte) []CopyRecord {
+	var out []CopyRecord
+	for _, line := range strings.Split(string(v), "\n") {
+		if to, ts, ok := strings.Cut(line, " "); ok && to != "" {
+			out = append(out, CopyRecord{Channel: to, TS: ts})
+		}
+	}
+	return out
+}
+
 func reminderKey(c agent.Call, n int) string {
 	return fmt.Sprintf("reminded:%s#%d:%d", c.Key, c.Attempts, n)
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/graph"
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // An operator lists a Slack flow's checkpoints, forks the paused one, and
@@ -19,7 +19,7 @@ func TestCheckpointsCommand(t *testing.T) {
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 
 	var hist []graph.Checkpoint
 	if err := json.Unmarshal([]byte(h.cli(t, "", "checkpoints", "list", "--thread", thread, "--json")), &hist); err != nil {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // runBot runs the binary with env and stdin, and returns its output and
@@ -100,7 +100,7 @@ func TestThreadsAuditAndDelete(t *testing.T) {
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 
 	var rows []threadRow
 	if err := json.Unmarshal([]byte(h.cli(t, "", "threads", "list", "--json")), &rows); err != nil {

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // The tests below run two bot processes on a Redis Cluster of three
@@ -78,7 +78,7 @@ func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
 
 // threadKey is a Redis key in root's thread's slot.
 func threadKey(root slacktest.Call) string {
-	return "cs:{" + handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS) + "}:head"
+	return "cs:{" + slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS) + "}:head"
 }
 
 // within waits, up to d, until cond holds.
@@ -348,7 +348,7 @@ func (h *harness) settled(root slacktest.Call, answer string) {
 // says on its standard error, as the bot does, that writes wait for them.
 func (h *harness) waitStatusOnCluster(root slacktest.Call, status string) {
 	h.t.Helper()
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	h.eventually(func() bool {
 		cmd := exec.Command(botBinary, "checkpoints", "list", "--thread", thread, "--json")
 		cmd.Env = h.env

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // homeView is what a person's Home tab shows: its texts, and the values
@@ -106,7 +106,7 @@ func TestHomeTabInbox(t *testing.T) {
 	h := newHarness(t, "tools:\n  http_request: {approval: required, approvers: ["+approver+"], self_approval: false}\n")
 	root, card := h.deployFlow("Deployed.")
 	value := buttonValue(t, card, "approve")
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	for _, user := range []string{approver, carol, requester} {
 		h.openHome(user)
 	}

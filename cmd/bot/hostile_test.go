@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // hostileText is what a fetched page can plant for the model to repeat.
@@ -145,7 +145,7 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 			t.Errorf("audit record %s; want the credentials masked", s)
 		}
 	}
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	for _, extra := range [][]string{nil, {"--json"}} {
 		out := h.cli(t, "", append([]string{"checkpoints", "show", "--thread", thread}, extra...)...)
 		if strings.Contains(out, secret) || !strings.Contains(out, "••••••") {

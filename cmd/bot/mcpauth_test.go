@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/mcpauth/mcpauthtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
@@ -197,7 +196,7 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 	if len(tokens) == 0 {
 		t.Fatal("no token was issued")
 	}
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	places := map[string]string{
 		"Redis":             redisText(t, h),
 		"the logs":          h.logs.String(),

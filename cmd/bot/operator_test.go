@@ -7,9 +7,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // A failure of an operator command is one line on the terminal, naming
@@ -71,7 +71,7 @@ func TestOperatorTablesFitTheTerminal(t *testing.T) {
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)
 	h.reply(root, "Deployed.")
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	// A second flow left waiting, for approvals list.
 	h.model.Then(llmtest.Reply("Deploying.", call("c2", "POST", h.target.URL+"/deploy", "v3")))
 	h.command("deploy v3", nil, nil)

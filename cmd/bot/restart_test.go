@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // The bot dies (SIGKILL) after posting the card; a new process serves the
@@ -106,7 +106,7 @@ func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
 // status, as `bot checkpoints list` reports it.
 func (h *harness) waitStatus(root slacktest.Call, status string) {
 	h.t.Helper()
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 	h.eventually(func() bool {
 		out, err := h.run("", "checkpoints", "list", "--thread", thread, "--json")
 		var hist []struct {

@@ -15,9 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/audit"
-	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // terminalAttack is what a fetched page plants for an operator's
@@ -71,7 +71,7 @@ func TestOperatorCommandsPrintNoTerminalEscapes(t *testing.T) {
 	root := h.root(1)
 	h.click(h.cards(root, 1)[0], "approve", approver)
 	h.reply(root, "The page says:")
-	thread := handlers.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
 
 	// A reject reason typed with escapes, for the audit trail.
 	h.command("deploy", nil, nil)
