@@ -11,7 +11,7 @@
 
 GO ?= go
 
-.PHONY: test test-fast bench bench-long bench-thread run lint fuzz
+.PHONY: test test-fast bench bench-long bench-thread chaos run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
@@ -44,6 +44,14 @@ bench-long:
 THREAD_FLAGS ?=
 bench-thread:
 	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThreadThroughSlack -benchtime 1x ./cmd/bot/ $(THREAD_FLAGS)
+
+## chaos: the failover driver (the chaos build tag): FAILOVER_RUNS
+## conversations on a Redis Cluster, each with its thread's master failed
+## over at a close, a reply's intake or a claim, by CLUSTER FAILOVER or by
+## a kill; prints how many had a duplicate, lost or stuck outcome
+FAILOVER_RUNS ?= 12
+chaos:
+	bash .ci/with-redis $(GO) test -tags chaos -count=1 -timeout 60m ./cmd/bot/ -run '^TestFailoverChaos$$' -failover.n=$(FAILOVER_RUNS) -v
 
 ## run: the bot, configured from the environment (see README and docs/configuration.md)
 run:

@@ -1,3 +1,5 @@
+//go:build chaos
+
 package main
 
 import (
@@ -10,12 +12,14 @@ import (
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
-var failoverRuns = flag.Int("failover.n", 0, "how many conversations TestFailoverChaos runs, each with a failover of its thread's master (0: it does not run)")
+var failoverRuns = flag.Int("failover.n", 12, "how many conversations TestFailoverChaos runs, each with a failover of its thread's master")
 
 // TestFailoverChaos is the fault-injection driver of the failover tests,
-// off the default path (it takes about half a minute a conversation):
+// built only with the chaos tag, off `make test` (it takes about half a
+// minute a conversation):
 //
-//	bash .ci/with-redis go test ./cmd/bot/ -run TestFailoverChaos -failover.n=12 -v
+//	make chaos                     # 12 conversations
+//	make chaos FAILOVER_RUNS=60
 //
 // Each conversation starts a Redis Cluster of three masters with a
 // replica each and two bot processes, and fails the master of its
@@ -25,9 +29,6 @@ var failoverRuns = flag.Int("failover.n", 0, "how many conversations TestFailove
 // (duplicate), an acknowledged reply or an approved call never carried
 // on (lost), or did not finish (stuck).
 func TestFailoverChaos(t *testing.T) {
-	if *failoverRuns <= 0 {
-		t.Skip("the failover driver runs with -failover.n=N")
-	}
 	type tally struct{ runs, failed, duplicate, lost, stuck int }
 	var mu sync.Mutex
 	byMoment := map[string]*tally{}
