@@ -243,6 +243,9 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 			return fmt.Errorf("the bot cannot close its /proc entries to the server (prctl): %w", err)
 		}
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+		// Never the bot's environment: serverEnv keeps only BaseEnv, LC_*,
+		// the server's inherit_env (no secret of the bot's: refused at
+		// start) and its own env:.
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
