@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
+	"github.com/countersign/countersign/slackui/slackuitest"
 )
 
 // homeTeamURL is the workspace URL the gate's Home tab links threads to.
@@ -43,7 +44,7 @@ func homeOf(t *testing.T, g *gate, user string) (string, []string) {
 			approve = append(approve, values[i])
 		}
 	}
-	return blockTexts(t, blocks.BlockSet), approve
+	return slackuitest.Texts(t, blocks.BlockSet), approve
 }
 
 // TestHomeTab: opening the Home tab shows the approver the call with the
@@ -98,7 +99,7 @@ func TestHomeTab(t *testing.T) {
 	c, _ := g.slack.Message(slacktest.ChannelID, card[0].TS)
 	var blocks slack.Blocks
 	_ = json.Unmarshal(c.Blocks, &blocks)
-	if text := blockTexts(t, blocks.BlockSet); !strings.Contains(text, "Approved by <@U0BOB>") {
+	if text := slackuitest.Texts(t, blocks.BlockSet); !strings.Contains(text, "Approved by <@U0BOB>") {
 		t.Errorf("the card after the approval from the Home tab:\n%s", text)
 	}
 }

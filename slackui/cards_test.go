@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/slackui"
+	"github.com/countersign/countersign/slackui/slackuitest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -273,38 +272,6 @@ func TestCardButtons(t *testing.T) {
 	}
 }
 
-// texts returns every text of the blocks, in order, as one string.
-func blockTexts(t *testing.T, v any) string {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if s, ok := v["text"].(string); ok {
-				out = append(out, s)
-			}
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				walk(v[k])
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	var generic any
-	if err := json.Unmarshal(raw, &generic); err != nil {
-		t.Fatal(err)
-	}
-	walk(generic)
-	return strings.Join(out, "\n")
-}
-
 func TestSettledCardStatus(t *testing.T) {
 	at := fmt.Sprintf("at <!date^%d^", cardDecided.Unix())
 	tests := []struct {
@@ -334,7 +301,7 @@ func TestSettledCardStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := blockTexts(t, slackui.SettledCard(tt.call, cardAsker, cardNow))
+			got := slackuitest.Texts(t, slackui.SettledCard(tt.call, cardAsker, cardNow))
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("SettledCard() texts lack %q:\n%s", w, got)
@@ -406,7 +373,7 @@ func TestSettledCardDiff(t *testing.T) {
 
 func TestApprovalCardContent(t *testing.T) {
 	c := pendingCall()
-	got := blockTexts(t, slackui.ApprovalCard(c, cardAsker, cardRef, cardNow))
+	got := slackuitest.Texts(t, slackui.ApprovalCard(c, cardAsker, cardRef, cardNow))
 	for _, w := range []string{
 		"Approval needed: http_request",
 		"<@U0ASKER>",
@@ -480,7 +447,7 @@ func TestEditModal(t *testing.T) {
 				if len(inputs) != 0 || view.Submit != nil {
 					t.Fatalf("EditModal(too long) has %d inputs and submit %v, want none", len(inputs), view.Submit)
 				}
-				if got := blockTexts(t, view); !strings.Contains(got, "cannot be edited here") || !strings.Contains(got, "http_request") {
+				if got := slackuitest.Texts(t, view); !strings.Contains(got, "cannot be edited here") || !strings.Contains(got, "http_request") {
 					t.Errorf("EditModal(too long) does not explain why:\n%s", got)
 				}
 				return
@@ -607,7 +574,7 @@ func TestCardLimits(t *testing.T) {
 					if c.Status.Waiting() {
 						blocks := slackui.ApprovalCard(c, requester, cardRef, cardNow)
 						checkMessage(t, blocks)
-						if got := blockTexts(t, blocks); !strings.Contains(got, "Show all") {
+						if got := slackuitest.Texts(t, blocks); !strings.Contains(got, "Show all") {
 							t.Errorf("ApprovalCard() of shortened arguments offers no Show all")
 						}
 						checkModal(t, slackui.ArgsModal(c))
@@ -816,7 +783,7 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 			c := callWith(func(c *agent.Call) { c.Args = args })
 			blocks := slackui.ApprovalCard(c, cardAsker, cardRef, cardNow)
 			checkMessage(t, blocks)
-			got := strings.ReplaceAll(blockTexts(t, blocks), "\n```\n_(continued)_\n```\n", "")
+			got := strings.ReplaceAll(slackuitest.Texts(t, blocks), "\n```\n_(continued)_\n```\n", "")
 			for _, w := range append(tt.want, "DELETE", "Show all", "more characters") {
 				if !strings.Contains(got, w) {
 					t.Errorf("the card lacks %.100q:\n%.600s", w, got)
@@ -824,7 +791,7 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 			}
 			modal := slackui.ArgsModal(c)
 			checkModal(t, modal)
-			if all := blockTexts(t, modal); strings.Count(all, "x") < 10_000 || strings.Count(all, "y") < 5000 {
+			if all := slackuitest.Texts(t, modal); strings.Count(all, "x") < 10_000 || strings.Count(all, "y") < 5000 {
 				t.Errorf("Show all does not show every character of the body and headers")
 			}
 		})
@@ -845,7 +812,7 @@ func TestShowAllShowsTheLongestArguments(t *testing.T) {
 		c := callWith(func(c *agent.Call) { c.Tool, c.Args = "other", canonical })
 		modal := slackui.ArgsModal(c)
 		checkModal(t, modal)
-		if got := blockTexts(t, modal); strings.Contains(got, "longer than a Slack window holds") {
+		if got := slackuitest.Texts(t, modal); strings.Contains(got, "longer than a Slack window holds") {
 			t.Errorf("%s: Show all cannot show the arguments", name)
 		}
 	}

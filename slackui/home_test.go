@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
+	"github.com/countersign/countersign/slackui/slackuitest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -70,7 +71,7 @@ func TestHomeView(t *testing.T) {
 	checkHomeView(t, view)
 	compareGolden(t, "home", view)
 	raw, _ := json.Marshal(view)
-	text := blockTexts(t, view.Blocks.BlockSet)
+	text := slackuitest.Texts(t, view.Blocks.BlockSet)
 	for _, want := range []string{
 		"GET https://api.example.com/&lt;!here&gt;",
 		"with 1 header",
@@ -99,7 +100,7 @@ func TestHomeView(t *testing.T) {
 		t.Errorf("buttons = %v, want %v", buttons, want)
 	}
 
-	empty := blockTexts(t, slackui.HomeView(slackui.HomeContent{Notice: "You can't decide this call."}, cardNow).Blocks.BlockSet)
+	empty := slackuitest.Texts(t, slackui.HomeView(slackui.HomeContent{Notice: "You can't decide this call."}, cardNow).Blocks.BlockSet)
 	for _, want := range []string{"Nothing waits for you", "Nothing yet.", "⚠️ You can't decide this call."} {
 		if !strings.Contains(empty, want) {
 			t.Errorf("the empty Home view does not say %q:\n%s", want, empty)

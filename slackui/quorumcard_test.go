@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
+	"github.com/countersign/countersign/slackui/slackuitest"
 )
 
 // quorumGate: two of Bob, Carol and the ops group approve; Bob has; the
@@ -47,8 +48,8 @@ func TestPendingCardGolden(t *testing.T) {
 // The card shows the quorum's progress and who may still approve; it
 // mentions the approvers only when first posted.
 func TestPendingCardShowsTheQuorum(t *testing.T) {
-	posted := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true))
-	updated := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), false))
+	posted := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true))
+	updated := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), false))
 	for _, want := range []string{
 		"1 of 2 approvals*: <@U0BOB>",
 		"Still to approve: 1 more approval from <@U0CAROL> and <!subteam^S0OPS>.",
@@ -70,14 +71,14 @@ func TestPendingCardShowsTheQuorum(t *testing.T) {
 	// Anyone may approve: no one to mention; the card says who may not.
 	anyone := &runner.Gate{Required: 3, Approvals: []agent.Approval{{By: cardApprover}}, Requester: cardAsker,
 		Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
-	got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, anyone, true))
+	got := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, anyone, true))
 	if want := "Still to approve: 2 more approvals from anyone in the channel but <@U0BOB> and <@U0ASKER>."; !strings.Contains(got, want) || strings.Contains(got, "📣") {
 		t.Errorf("card of anyone's approval lacks %q, or mentions people:\n%s", want, got)
 	}
 	// Too few approvers are left.
 	stuck := &runner.Gate{Required: 2, Approvers: []string{cardApprover, cardAsker}, Requester: cardAsker,
 		Decisions: []agent.Kind{agent.Approve, agent.Reject}}
-	if got := blockTexts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, stuck, false)); !strings.Contains(got, "Too few approvers are left") {
+	if got := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, stuck, false)); !strings.Contains(got, "Too few approvers are left") {
 		t.Errorf("card of an unreachable quorum does not say so:\n%s", got)
 	}
 }
@@ -169,7 +170,7 @@ func TestSettledCardOfAQuorum(t *testing.T) {
 		c.Decision = decisionOf(agent.Approve, "")
 		c.Decision.Approvals = []agent.Approval{{By: cardApprover}, {By: "U0DAVE"}}
 	})
-	got := blockTexts(t, slackui.SettledCard(c, cardAsker, cardNow))
+	got := slackuitest.Texts(t, slackui.SettledCard(c, cardAsker, cardNow))
 	for _, want := range []string{"✅ Approved by <@U0BOB> and <@U0DAVE> at", "edited by <@U0CAROL>", "What changed", "✔️ Done: HTTP 201 Created"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("settled card lacks %q:\n%s", want, got)
@@ -182,7 +183,7 @@ func TestEditModalOfAQuorum(t *testing.T) {
 	c := callWith(func(c *agent.Call) { c.ApprovalsRequired = 2 })
 	view := slackui.EditModal(c, cardRef)
 	checkModal(t, view)
-	if got := blockTexts(t, view.Blocks); view.Submit.Text != "Propose" || !strings.Contains(got, "resets the approvals") {
+	if got := slackuitest.Texts(t, view.Blocks); view.Submit.Text != "Propose" || !strings.Contains(got, "resets the approvals") {
 		t.Errorf("edit modal of a quorum: submit %q, texts %s", view.Submit.Text, got)
 	}
 }
