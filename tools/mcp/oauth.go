@@ -135,7 +135,7 @@ func (s *server) requesterSession(ctx context.Context, info tools.CallInfo, tool
 	if err != nil {
 		return nil, nil, err
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
+	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{
 		Capabilities:       &sdk.ClientCapabilities{},
 		ElicitationHandler: s.elicit,
 	})
@@ -214,7 +214,7 @@ func Dial(ctx context.Context, cfg tools.MCPServer, b *mcpauth.Broker, user stri
 		}
 		t.OAuthHandler = h
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
+	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MCP server %q: %w", cfg.Name, cfg.Secrets.RedactError(err))
