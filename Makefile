@@ -84,6 +84,7 @@ FUZZ_TARGETS = \
 	./slackui:FuzzCards \
 	./slackui:FuzzElicitForm \
 	./slackui:FuzzReachText \
+	./slackui:FuzzCallTask \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

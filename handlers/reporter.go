@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackdir"
+	"github.com/countersign/countersign/slackprogress"
 	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
@@ -51,9 +52,15 @@ type Reporter struct {
 	home atomic.Pointer[Home]
 	// rounds keeps the records of recent cards (see roundRecords).
 	rounds roundCache
-	// running are the cards of the calls running here (see progress.go).
-	running runningCards
+	// running are the calls running here, whose progress it shows: as
+	// a task in a streamed message where answers stream with Slack's
+	// streaming methods, else as a line under the call's card.
+	running *slackprogress.Calls
 }
+
+// Progress shows the progress of the calls running here (it is an
+// mcp.ProgressReporter).
+func (r *Reporter) Progress() *slackprogress.Calls { return r.running }
 
 // WithHome makes the reporter keep the Home tabs of those who opened
 // them up to date (Server.Home; nil: the tab is off).
@@ -72,7 +79,9 @@ func NewReporter(api *slack.Client, store Store, now func() time.Time, log logru
 		l.Out = io.Discard
 		log = l
 	}
-	return &Reporter{api: api, store: store, now: now, log: log}
+	r := &Reporter{api: api, store: store, now: now, log: log}
+	r.running = slackprogress.New(api, r.streams.native, log)
+	return r
 }
 
 // refTTL is how long a card's buttons stay usable beyond the call's
@@ -141,7 +150,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts-1, requester)
 	case runner.CallFinished:
 		c := *e.Call
-		r.running.finished(e.Thread, c.Key)
+		r.running.Finished(ctx, e.Thread, c.Key, c.Status != agent.Done)
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
 		}
@@ -188,12 +197,16 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 	}
 	ts, ok := cards[cardKey(c.Key, attempt)]
 	if !ok {
+		if c.Status == agent.Running {
+			r.running.Started(slackprogress.Call{Thread: thread, Key: c.Key, Tool: c.Tool, Requester: requester})
+		}
 		return nil
 	}
 	blocks := slackui.SettledCard(c, requester, r.now())
 	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	if c.Status == agent.Running && err == nil {
-		r.running.started(thread, c.Key, &runningCard{channel: channel, ts: string(ts), text: slackui.CardText(c), blocks: blocks})
+		r.running.Started(slackprogress.Call{Thread: thread, Key: c.Key, Tool: c.Tool, Requester: requester,
+			CardTS: string(ts), CardText: slackui.CardText(c), CardBlocks: blocks})
 	}
 	r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
 	return err

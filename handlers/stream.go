@@ -67,7 +67,7 @@ func (r *Reporter) SetStreaming(o StreamOptions) {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
-	r.streams.opts = o
+	r.streams.opts, r.streams.on = o, true
 	if o.UpdateOnly {
 		r.streams.noNative.Store(true)
 	}
@@ -80,11 +80,15 @@ const thinkingStatus = "is thinking…"
 // use.
 type streams struct {
 	opts     StreamOptions
+	on       bool        // answers stream (SetStreaming)
 	noNative atomic.Bool // Slack refused chat.startStream
 
 	mu   sync.Mutex
 	live map[string]*liveAnswer // by record key
 }
+
+// native reports whether answers stream with Slack's streaming methods.
+func (s *streams) native() bool { return s.on && !s.noNative.Load() }
 
 func (s *streams) interval() time.Duration {
 	if s.opts.Interval <= 0 {

@@ -97,6 +97,11 @@ type Message struct {
 	// Streaming: the message was started with chat.startStream and its
 	// stream has not been stopped.
 	Streaming bool `json:"streaming,omitempty"`
+
+	// markdown and tasks are what a streamed message received: its text
+	// and its tasks' latest updates, shown in Text.
+	markdown string
+	tasks    []streamTask
 }
 
 // View is an open modal.

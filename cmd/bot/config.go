@@ -87,7 +87,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	rep.WithTools(svc.Tools) // before anything runs
 	svc.Tools.SetElicitor(elicit.New(api, svc.Store, svc.Store, log))
-	svc.Tools.SetProgressReporter(rep)
+	svc.Tools.SetProgressReporter(rep.Progress())
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
 		Home: svc.Store, TeamURL: auth.URL})

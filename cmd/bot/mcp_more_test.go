@@ -55,36 +55,94 @@ func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
 	}
 }
 
-// A long call's progress reaches its card while it runs, and each
-// progress notification gives the call more time: the server's timeout
-// is 4s, the call takes 8 and reports progress every second, and it
-// finishes with its result.
+// A long call's progress is shown while it runs, and each progress
+// notification gives the call more time: the server's timeout is 4s, the
+// call takes 8 and reports progress every second, and it finishes with
+// its result. Where answers stream with Slack's streaming methods the
+// progress is a task in a streamed message of the thread, in progress
+// then complete, and the card shows no progress line; where they do not,
+// the line is on the card.
 func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
-	policy := strings.Replace(everythingPolicy(t, ""), "    approvers:", "    timeout: 4s\n    approvers:", 1)
-	h := newHarness(t, policy)
-	h.model.Then(
-		llmtest.Reply("Running it.", llmtest.Call("c1", "everything__trigger-long-running-operation", `{"duration":8,"steps":8}`)),
-		llmtest.Reply("It's done."),
-	)
-	h.command("run the long job", nil, nil)
-	root := h.root(1)
-	card := h.cardWith(root, "approve", serverStart)
-	h.click(card, "approve", approver)
-	h.eventually(func() bool {
-		for _, c := range h.slack.CallsTo("chat.update") {
-			if c.TS == card.TS && strings.Contains(string(c.Blocks), "Progress: ") && strings.Contains(string(c.Blocks), " of 8 (") {
-				return true
-			}
-		}
-		return false
-	}, "the card to show the call's progress")
-	h.reply(root, "It's done.")
-	if got := lastToolResult(t, h); !strings.Contains(got, "Long running operation completed") {
-		t.Errorf("the model was told %q; want the result of the call, which outlived the server's timeout with progress", got)
+	tests := []struct {
+		name string
+		env  []string
+		task bool
+	}{
+		{"streamed: a task", nil, true},
+		{"not streamed: the card", []string{"SLACK_STREAMING=off"}, false},
 	}
-	h.eventually(func() bool { return strings.Contains(h.card(card), "Done") }, "the card to show the call done")
-	if got := h.card(card); strings.Contains(got, "Progress: ") {
-		t.Errorf("the finished card still shows progress: %s", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			policy := strings.Replace(everythingPolicy(t, ""), "    approvers:", "    timeout: 4s\n    approvers:", 1)
+			h := newHarness(t, policy)
+			if len(tt.env) > 0 {
+				h.restartWith(tt.env...)
+			}
+			h.model.Then(
+				llmtest.Reply("Running it.", llmtest.Call("c1", "everything__trigger-long-running-operation", `{"duration":8,"steps":8}`)),
+				llmtest.Reply("It's done."),
+			)
+			h.command("run the long job", nil, nil)
+			root := h.root(1)
+			card := h.cardWith(root, "approve", serverStart)
+			h.click(card, "approve", approver)
+			progressOnCard := func() bool {
+				for _, c := range h.slack.CallsTo("chat.update") {
+					if c.TS == card.TS && strings.Contains(string(c.Blocks), "Progress: ") && strings.Contains(string(c.Blocks), " of 8 (") {
+						return true
+					}
+				}
+				return false
+			}
+			var task slacktest.Call
+			if tt.task {
+				h.eventually(func() bool {
+					for _, c := range h.slack.CallsTo("chat.startStream") {
+						tasks := h.slack.Tasks(c.Channel, c.TS)
+						if c.OK() && c.ThreadTS == root.TS && len(tasks) > 0 && strings.Contains(tasks[len(tasks)-1].Details, " of 8 (") {
+							task = c
+							return true
+						}
+					}
+					return false
+				}, "the call's progress as a task in a streamed message")
+			} else {
+				h.eventually(progressOnCard, "the card to show the call's progress")
+			}
+			h.reply(root, "It's done.")
+			if got := lastToolResult(t, h); !strings.Contains(got, "Long running operation completed") {
+				t.Errorf("the model was told %q; want the result of the call, which outlived the server's timeout with progress", got)
+			}
+			h.eventually(func() bool { return strings.Contains(h.card(card), "Done") }, "the card to show the call done")
+			if got := h.card(card); strings.Contains(got, "Progress: ") {
+				t.Errorf("the finished card still shows progress: %s", got)
+			}
+			if !tt.task {
+				for _, c := range h.slack.CallsTo("chat.startStream") {
+					if len(h.slack.Tasks(c.Channel, c.TS)) > 0 {
+						t.Errorf("a task was streamed where answers do not stream")
+					}
+				}
+				return
+			}
+			if progressOnCard() {
+				t.Error("the card showed a progress line while the task showed it")
+			}
+			h.eventually(func() bool { return !h.slack.Streaming(task.Channel, task.TS) }, "the task's stream to be stopped")
+			tasks := h.slack.Tasks(task.Channel, task.TS)
+			if last := tasks[len(tasks)-1]; last.Status != "complete" || last.Title != "Running everything__trigger-long-running-operation" {
+				t.Errorf("the task ended as %+v; want the call complete", last)
+			}
+			for _, u := range tasks[:len(tasks)-1] {
+				if u.Status != "in_progress" || u.ID != tasks[0].ID {
+					t.Errorf("task updates %+v; want one task in progress until it completes", tasks)
+					break
+				}
+			}
+			if len(tasks) < 3 {
+				t.Errorf("%d task updates for 8 steps of a second, want the progress shown as it went", len(tasks))
+			}
+		})
 	}
 }
 

@@ -127,8 +127,9 @@ type Server struct {
 	failing  map[string]*failure
 	holds    map[string]*hold
 
-	streaming        map[string]bool // by channel and ts: streams not stopped
-	streamsWithoutTS int             // chat.startStream calls to answer without a ts
+	streaming        map[string]bool         // by channel and ts: streams not stopped
+	tasks            map[string][]TaskUpdate // by channel and ts: task updates received
+	streamsWithoutTS int                     // chat.startStream calls to answer without a ts
 }
 
 // hold keeps a call to a method unanswered until released.
@@ -161,6 +162,7 @@ func NewServer(tb testing.TB) *Server {
 		holds:    map[string]*hold{},
 
 		streaming: map[string]bool{},
+		tasks:     map[string][]TaskUpdate{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)

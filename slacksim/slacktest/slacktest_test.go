@@ -539,3 +539,38 @@ func slackError(err error) string {
 	}
 	return ""
 }
+
+// Streamed messages record the task updates of their chunks, in order;
+// a chunk of tasks counts as something to append.
+func TestStreamTasks(t *testing.T) {
+	ctx := context.Background()
+	srv := slacktest.NewServer(t)
+	api := newClient(srv)
+	_, root, _ := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("root", false))
+	task := func(status slack.TaskCardStatus, details string) slack.MsgOption {
+		c := slack.NewTaskUpdateChunk("0.0", "Running srv__long")
+		c.Status, c.Details = status, details
+		return slack.MsgOptionChunks(c)
+	}
+	_, ts, err := api.StartStreamContext(ctx, "C1", slack.MsgOptionTS(root), task(slack.TaskCardStatusInProgress, "1 of 2"))
+	if err != nil {
+		t.Fatalf("chat.startStream = %v", err)
+	}
+	if _, _, err := api.AppendStreamContext(ctx, "C1", ts, task(slack.TaskCardStatusInProgress, "2 of 2")); err != nil {
+		t.Fatalf("chat.appendStream of a task = %v", err)
+	}
+	if _, _, err := api.StopStreamContext(ctx, "C1", ts, task(slack.TaskCardStatusComplete, "")); err != nil {
+		t.Fatalf("chat.stopStream = %v", err)
+	}
+	var got []string
+	for _, u := range srv.Tasks("C1", ts) {
+		got = append(got, u.ID+" "+u.Status+" "+u.Details)
+	}
+	want := []string{"0.0 in_progress 1 of 2", "0.0 in_progress 2 of 2", "0.0 complete "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("tasks = %q, want %q", got, want)
+	}
+	if _, _, err := api.AppendStreamContext(ctx, "C1", ts, slack.MsgOptionChunks(slack.NewMarkdownTextChunk("late"))); err == nil {
+		t.Error("chat.appendStream after the stop was accepted")
+	}
+}
