@@ -85,6 +85,7 @@ FUZZ_TARGETS = \
 	./slackui:FuzzElicitForm \
 	./slackui:FuzzReachText \
 	./slackui:FuzzCallTask \
+	./slackui:FuzzHomeConnections \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

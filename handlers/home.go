@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 )
@@ -53,6 +54,7 @@ type Home struct {
 	teamURL string
 	now     func() time.Time
 	log     logrus.FieldLogger
+	conns   Connections // nil: no connections in the tab
 
 	// A person's views are published one at a time, each read when its
 	// turn comes, so that the last one published is the newest.
@@ -136,7 +138,13 @@ func (h *Home) Publish(ctx context.Context, user, notice string) {
 	if err != nil {
 		log.WithError(err).Warn("reading recent decisions")
 	}
-	view := slackui.HomeView(slackui.HomeContent{Calls: calls, Refs: refs, More: more, Recent: recent, Notice: notice, TeamURL: h.teamURL}, h.now())
+	var conns []mcpauth.Personal
+	if h.conns != nil {
+		if conns, err = h.conns.Personal(ctx, user); err != nil {
+			log.WithError(err).Warn("listing a person's MCP connections")
+		}
+	}
+	view := slackui.HomeView(slackui.HomeContent{Calls: calls, Refs: refs, More: more, Recent: recent, Notice: notice, TeamURL: h.teamURL, Connections: conns}, h.now())
 	if _, err := h.api.PublishViewContext(ctx, slack.PublishViewContextRequest{UserID: user, View: view}); err != nil {
 		log.WithError(err).Warn("publishing the Home tab")
 	}

@@ -85,6 +85,9 @@ func (s *Server) blockAction(w http.ResponseWriter, r *http.Request, cb slack.In
 		w.WriteHeader(http.StatusOK) // a link: the browser does the rest
 		return
 	}
+	if s.connectionAction(w, r, cb, action) {
+		return
+	}
 	log := s.log.WithFields(logrus.Fields{"user": cb.User.ID, "channel": cb.Channel.ID, "action": action.ActionID})
 	fromHome := cb.View.Type == slack.VTHomeTab
 	if fromHome && s.home == nil {

@@ -42,6 +42,9 @@ type Options struct {
 	// TeamURL is the workspace's URL (auth.test's url), for links to
 	// threads in the Home tab.
 	TeamURL string
+	// Connections, if set with Home, lists people's own MCP connections
+	// in their Home tab, to revoke or make (homeconn.go).
+	Connections Connections
 }
 
 // Server answers Slack. Create it with New; serve Handler.
@@ -99,7 +102,7 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	}
 	if opts.Home != nil {
 		s.home = &Home{api: api, svc: svc, store: store, openers: opts.Home, teamURL: opts.TeamURL, now: opts.Now,
-			log: opts.Logger.WithField("component", "home")}
+			log: opts.Logger.WithField("component", "home"), conns: opts.Connections}
 	}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/tools"
 )
@@ -20,9 +21,10 @@ import (
 // decided like a click on the card), and what they decided lately.
 // Package handlers publishes it.
 
-// Limits of the Home view: Slack allows 100 blocks in it.
+// Limits of the Home view: Slack allows 100 blocks in it (the
+// connections take up to 12, homeconn.go).
 const (
-	HomeMaxCalls  = 15 // calls shown, 5 blocks each
+	HomeMaxCalls  = 15 // calls shown, 4 blocks each
 	HomeMaxRecent = 10 // recent decisions shown, one block each
 	// budgetSummary is a call's arguments in the view (its card shows
 	// all of them).
@@ -43,6 +45,9 @@ type HomeContent struct {
 	// TeamURL is the workspace's URL, for links to threads (default
 	// https://slack.com/).
 	TeamURL string
+	// Connections are the servers that run calls with the viewer's own
+	// account, and their connection to each (homeconn.go).
+	Connections []mcpauth.Personal
 }
 
 // HomeView is the Home tab of a person: the calls waiting for them, each
@@ -89,6 +94,7 @@ func HomeView(hc HomeContent, now time.Time) slack.HomeTabViewRequest {
 	for _, d := range hc.Recent[:min(len(hc.Recent), HomeMaxRecent)] {
 		blocks = append(blocks, ContextBlock(recentLine(d, hc.TeamURL)))
 	}
+	blocks = append(blocks, homeConnections(hc.Connections)...)
 	return slack.HomeTabViewRequest{Type: slack.VTHomeTab, Blocks: slack.Blocks{BlockSet: blocks}}
 }
 

@@ -13,6 +13,8 @@ func modalTitle(actionID string) string {
 		return "Edit arguments"
 	case ActionReject:
 		return "Reject call"
+	case ActionMCPHomeConnect:
+		return "Connect"
 	}
 	return "All arguments"
 }

@@ -90,7 +90,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	svc.Tools.SetProgressReporter(rep.Progress())
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
-		Home: svc.Store, TeamURL: auth.URL})
+		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections()})
 	rep.WithHome(srv.Home())
 	return svc, srv, nil
 }
