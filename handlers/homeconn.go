@@ -67,9 +67,9 @@ func (s *Server) connectionAction(w http.ResponseWriter, r *http.Request, cb sla
 	// It waits for the person, up to the request's expiry: not in a
 	// slot of the background work, but waited for at shutdown.
 	s.work.Add(1)
+	ctx := context.WithoutCancel(r.Context())
 	go func() {
 		defer s.work.Done()
-		ctx := context.WithoutCancel(r.Context())
 		prompt := mcpauth.PrompterFunc(func(ctx context.Context, p mcpauth.Prompt) error {
 			_, err := s.api.UpdateViewContext(ctx, slackui.ConnectModal(server, p.URL, p.Expires), "", "", view.ID)
 			return err
