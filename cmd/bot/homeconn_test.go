@@ -18,6 +18,17 @@ func (h *harness) hasConnection(t *testing.T, user string) bool {
 	return strings.Contains(h.cli(t, "", "mcp", "connections", "--json"), `"server":"tickets","user":"`+user+`"`)
 }
 
+// publishes counts the Home views published for user.
+func (h *harness) publishes(user string) int {
+	n := 0
+	for _, c := range h.slack.CallsTo("views.publish") {
+		if c.User == user {
+			n++
+		}
+	}
+	return n
+}
+
 // TestHomeTabConnections: the Home tab lists the servers that run calls
 // with the person's own account. Connect there gives them the sign-in
 // page in a modal, and once the browser is back at the callback the tab
@@ -79,8 +90,11 @@ func TestHomeTabConnections(t *testing.T) {
 		{`{"server":"tickets","user":"` + requester + `"}`, "nothing was revoked"},
 		{requester + "/tickets", "nothing was revoked"},
 	} {
+		before := h.publishes(approver)
 		h.homeClick(approver, slackui.ActionMCPRevoke, forged.value)
-		h.home(approver, "to say "+forged.notice, func(v homeView) bool { return strings.Contains(v.text, forged.notice) })
+		h.home(approver, "to be published again, saying "+forged.notice, func(v homeView) bool {
+			return h.publishes(approver) > before && strings.Contains(v.text, forged.notice)
+		})
 		if !h.hasConnection(t, requester) {
 			t.Fatalf("%s's Revoke with value %q revoked %s's connection", approver, forged.value, requester)
 		}
