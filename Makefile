@@ -97,6 +97,7 @@ FUZZ_TARGETS = \
 	./mcpauth:FuzzParseKey \
 	./mcpauth:FuzzCallbackQuery \
 	./mcpauth:FuzzWWWAuthenticate \
+	./mcpauth:FuzzCheckLegacyIssuer \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \

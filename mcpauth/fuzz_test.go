@@ -105,3 +105,34 @@ func FuzzWWWAuthenticate(f *testing.F) {
 		}
 	})
 }
+
+// An issuer (or endpoint) a 2025-03-26 server's metadata names is
+// accepted only when a URL parser reads it as the server's own origin,
+// and never panics.
+func FuzzCheckLegacyIssuer(f *testing.F) {
+	for _, s := range []string{"https://mcp.example.com/oauth", "https://mcp.example.com", "https://user@mcp.example.com/", "https://mcp.example.com.evil/x",
+		"https://evil/@mcp.example.com", "HTTPS://MCP.EXAMPLE.COM/a?b#c", "https://mcp.example.com\\@evil/", "https://mcp.example.com%2f@evil/"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	const o = "https://mcp.example.com"
+	f.Fuzz(func(t *testing.T, issuer string, endpoint bool) {
+		same, err := CheckLegacyIssuer(o, issuer, endpoint)
+		if err != nil {
+			if same || !errors.Is(err, ErrForeignIssuer) {
+				t.Fatalf("CheckLegacyIssuer(%q) = %t, %v", issuer, same, err)
+			}
+			return
+		}
+		u, perr := url.Parse(issuer)
+		if perr != nil || origin(u) != o || u.User != nil {
+			t.Fatalf("CheckLegacyIssuer accepted %q, read as %v", issuer, u)
+		}
+		if !endpoint && (u.RawQuery != "" || u.Fragment != "") {
+			t.Fatalf("CheckLegacyIssuer accepted an issuer with a query or fragment: %q", issuer)
+		}
+		if same && endpoint {
+			t.Fatalf("an endpoint is never the issuer")
+		}
+	})
+}

@@ -26,6 +26,11 @@
 //     replica, takes the state (Complete) and delivers the code through the
 //     Store's mailbox to the process whose call waits, which exchanges it
 //     with its PKCE verifier. The verifier never leaves that process.
+//   - A 2025-03-26 server (no protected-resource metadata) whose metadata
+//     at the root of its origin names an issuer under that origin, which
+//     the SDK refuses (RFC 8414 §3.3), is authorized here on
+//     golang.org/x/oauth2, with every issuer and endpoint held to the
+//     server's own origin (legacy.go).
 //   - Nothing here logs, returns or renders a token: errors say which
 //     identity and why, never what.
 //
@@ -445,7 +450,7 @@ func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, ca
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %q: oauth: %w", cfg.Name, err)
 	}
-	h.inner = inner
+	h.inner, h.config, h.scopes = inner, hc, cfg.OAuth.Scopes
 	return h, nil
 }
 
@@ -456,14 +461,37 @@ type handler struct {
 	prompter Prompter
 	call     tools.CallInfo
 	inner    *auth.AuthorizationCodeHandler
+	config   *auth.AuthorizationCodeHandlerConfig
+	scopes   []string
+
+	mu sync.Mutex
+	// legacy is the token source of a connection made with 2025-03-26
+	// metadata (see legacy.go), which the SDK's handler does not make.
+	legacy oauth2.TokenSource
 }
 
 func (h *handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	h.mu.Lock()
+	ts := h.legacy
+	h.mu.Unlock()
+	if ts != nil {
+		return ts, nil
+	}
 	return h.inner.TokenSource(ctx)
 }
 
 func (h *handler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	header := resp.Header.Clone()
 	err := h.inner.Authorize(ctx, req, resp)
+	if err != nil {
+		if handled, lerr := h.authorizeLegacy(ctx, req.URL, header); handled {
+			err = lerr
+		}
+	} else {
+		h.mu.Lock()
+		h.legacy = nil
+		h.mu.Unlock()
+	}
 	if err != nil {
 		h.b.log.WithFields(logrus.Fields{"identity": h.id.String(), "status": resp.StatusCode, "error": err.Error()}).Info("MCP authorization did not complete")
 	}
