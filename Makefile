@@ -98,6 +98,7 @@ FUZZ_TARGETS = \
 	./mcpauth:FuzzCallbackQuery \
 	./mcpauth:FuzzWWWAuthenticate \
 	./mcpauth:FuzzCheckLegacyIssuer \
+	./mcpauth:FuzzParseIdPMetadata \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \

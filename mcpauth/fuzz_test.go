@@ -136,3 +136,30 @@ func FuzzCheckLegacyIssuer(f *testing.F) {
 		}
 	})
 }
+
+// An identity provider's metadata gives a token endpoint only when it
+// names the configured issuer and an https (or loopback http) endpoint,
+// and never panics.
+func FuzzParseIdPMetadata(f *testing.F) {
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"https://idp.example.com/token"}`))
+	f.Add("https://idp.example.com/", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"http://127.0.0.1:1/token"}`))
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://evil.example","token_endpoint":"https://evil.example/token"}`))
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"javascript:alert(1)"}`))
+	f.Add("", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, issuer string, doc []byte) {
+		ep, err := ParseIdPMetadata(issuer, doc)
+		if err != nil {
+			if !errors.Is(err, ErrIdPMetadata) || ep != "" {
+				t.Fatalf("ParseIdPMetadata = %q, %v", ep, err)
+			}
+			return
+		}
+		u, perr := url.Parse(ep)
+		if perr != nil || u.Host == "" || u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname())) {
+			t.Fatalf("ParseIdPMetadata accepted token endpoint %q", ep)
+		}
+		if issuer == "" || issuer == "/" {
+			t.Fatalf("ParseIdPMetadata accepted a document for issuer %q", issuer)
+		}
+	})
+}

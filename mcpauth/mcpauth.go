@@ -153,8 +153,12 @@ type Options struct {
 	// ClientName is the name the bot registers with (default
 	// "Countersign").
 	ClientName string
-	Logger     logrus.FieldLogger
-	Now        func() time.Time
+	// IDToken, when set, gives the ID token of a person at the identity
+	// provider of a server with oauth: identity_provider, instead of
+	// their sign-in there through the Prompter.
+	IDToken func(ctx context.Context, id Identity) (string, error)
+	Logger  logrus.FieldLogger
+	Now     func() time.Time
 }
 
 // Broker makes and keeps connections. It is safe for concurrent use.
@@ -391,6 +395,9 @@ func oneLine(s string) string {
 // prompt.
 func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, call tools.CallInfo) (auth.OAuthHandler, error) {
 	id := Identity{Server: cfg.Name, User: user}
+	if cfg.OAuth.IdentityProvider != nil {
+		return b.idjagHandler(cfg, id, prompter, call)
+	}
 	if cfg.OAuth.Grant == tools.GrantClientCredentials && cfg.OAuth.PrivateKey != "" {
 		key, alg, err := parsePrivateKey(cfg.OAuth.PrivateKey)
 		if err != nil {

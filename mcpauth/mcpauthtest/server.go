@@ -50,6 +50,12 @@ type Options struct {
 	// ResponseIss, when set, is the iss the authorization response
 	// carries (RFC 9207), and the metadata says responses carry one.
 	ResponseIss string
+	// Assertions, when set, make the token endpoint take the JWT bearer
+	// grant (RFC 7523) of enterprise-managed authorization: an identity
+	// assertion grant Assertions knows, for this server's issuer and
+	// resource, from the client Client (client_secret_basic).
+	Assertions func(assertion string) (user, audience, resource string, ok bool)
+	Client     [2]string
 }
 
 // Server is the stand-in. It is safe for concurrent use.
@@ -159,6 +165,10 @@ func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.ResponseIss != "" {
 		meta["authorization_response_iss_parameter_supported"] = true
 	}
+	if s.opts.Assertions != nil {
+		meta["grant_types_supported"] = []string{"urn:ietf:params:oauth:grant-type:jwt-bearer"}
+		meta["token_endpoint_auth_methods_supported"] = []string{"client_secret_basic"}
+	}
 	writeJSON(w, 200, meta)
 }
 
@@ -218,6 +228,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g = c
+	case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+		id, secret, basic := r.BasicAuth()
+		if s.opts.Assertions == nil || !basic || id != s.opts.Client[0] || secret != s.opts.Client[1] {
+			writeJSON(w, 401, map[string]string{"error": "invalid_client"})
+			return
+		}
+		user, aud, res, ok := s.opts.Assertions(r.Form.Get("assertion"))
+		if !ok || aud != s.Issuer() || res != s.URL() {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		g = grant{user: user, resource: res, scope: r.Form.Get("scope")}
 	default:
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
 		return
