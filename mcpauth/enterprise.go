@@ -258,7 +258,10 @@ func ParseIdPMetadata(issuer string, doc []byte) (string, error) {
 	if err := json.Unmarshal(doc, &meta); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrIdPMetadata, err)
 	}
-	if strings.TrimSuffix(meta.Issuer, "/") != strings.TrimSuffix(issuer, "/") || meta.Issuer == "" {
+	if iu, err := url.Parse(issuer); err != nil || iu.Host == "" {
+		return "", fmt.Errorf("%w: issuer %q is not a URL", ErrIdPMetadata, oneLine(issuer))
+	}
+	if strings.TrimSuffix(meta.Issuer, "/") != strings.TrimSuffix(issuer, "/") {
 		return "", fmt.Errorf("%w: it names issuer %q, not %q", ErrIdPMetadata, oneLine(meta.Issuer), oneLine(issuer))
 	}
 	u, err := url.Parse(meta.TokenEndpoint)

@@ -158,7 +158,7 @@ func FuzzParseIdPMetadata(f *testing.F) {
 		if perr != nil || u.Host == "" || u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname())) {
 			t.Fatalf("ParseIdPMetadata accepted token endpoint %q", ep)
 		}
-		if issuer == "" || issuer == "/" {
+		if iu, err := url.Parse(issuer); err != nil || iu.Host == "" {
 			t.Fatalf("ParseIdPMetadata accepted a document for issuer %q", issuer)
 		}
 	})

@@ -119,8 +119,9 @@ func parseMCPIdP(name string, n *yaml.Node, getenv func(string) string, s *MCPSe
 		switch key.Value {
 		case "issuer":
 			idp.Issuer = v
-			if u, perr := url.Parse(v); perr != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-				return lineErrorf(val, "MCP server %q: oauth: identity_provider: issuer: want an https URL without a query", name)
+			if u, perr := url.Parse(v); perr != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
+				u.Scheme != "https" && !(u.Scheme == "http" && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1")) {
+				return lineErrorf(val, "MCP server %q: oauth: identity_provider: issuer: want an https URL without a query (http only on a loopback address)", name)
 			}
 		case "client_id":
 			idp.ClientID = v
