@@ -78,7 +78,9 @@ func (b *Broker) idjagHandler(cfg tools.MCPServer, id Identity, prompter Prompte
 func (e *idjagHandler) TokenSource(context.Context) (oauth2.TokenSource, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.tok == nil || !e.tok.Valid() {
+	// Its own expiry, not oauth2's (which treats a token as expired ten
+	// seconds early): a short-lived token is still used.
+	if e.tok == nil || e.tok.AccessToken == "" || !e.tok.Expiry.IsZero() && !e.h.b.opts.Now().Before(e.tok.Expiry) {
 		return nil, nil
 	}
 	return oauth2.StaticTokenSource(e.tok), nil

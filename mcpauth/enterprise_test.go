@@ -113,3 +113,35 @@ func TestEnterpriseManagedRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A kept enterprise-managed token that expired cannot be renewed: the
+// identity no longer counts as connected, and a call the server refuses
+// exchanges the person's ID token again, without asking them.
+func TestEnterpriseManagedTokenExpires(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	idp := mcpauthtest.NewIdP(t)
+	srv := mcpauthtest.New(t, mcpauthtest.Options{Assertions: idp.Assertion, Client: [2]string{"countersign", serverClientSecret}, TokenTTL: 30 * time.Second})
+	_, cfg := enterpriseServer(t, idp)
+	cfg.URL = srv.URL()
+	now := time.Now()
+	b, _ := mcpauth.New(mcpauth.NewMemStore(), key, mcpauth.Options{RedirectURL: redirect, Now: func() time.Time { return now },
+		IDToken: func(_ context.Context, id mcpauth.Identity) (string, error) { return idp.IDToken(id.User), nil }})
+	var prompts []mcpauth.Prompt
+	if got := whoami(t, ctx, cfg, b, "U1", browser(t, b, "U1", &prompts)); got != "you are U1" || idp.Exchanges() != 1 {
+		t.Fatalf("whoami = %q after %d exchanges", got, idp.Exchanges())
+	}
+	id := mcpauth.Identity{Server: "tickets", User: "U1"}
+	if ok, _ := b.Connected(ctx, id); !ok {
+		t.Fatal("not connected right after the exchange")
+	}
+	now = now.Add(time.Minute)
+	if ok, _ := b.Connected(ctx, id); ok {
+		t.Error("connected with an expired token that cannot be renewed")
+	}
+	now = time.Now()
+	srv.Revoke("U1") // the server refuses the kept token, as it would once it expired
+	if got := whoami(t, ctx, cfg, b, "U1", browser(t, b, "U1", &prompts)); got != "you are U1" || idp.Exchanges() != 2 || len(prompts) != 0 {
+		t.Fatalf("whoami = %q after %d exchanges and %d prompts, want a new exchange", got, idp.Exchanges(), len(prompts))
+	}
+}

@@ -296,11 +296,15 @@ func (b *Broker) Connections(ctx context.Context, server, user string) ([]Connec
 }
 
 // Connected reports whether the identity has a connection that opens
-// with this key.
+// with this key and can still give a token without the person: one whose
+// token expired and cannot be renewed (an enterprise-managed one) is not.
 func (b *Broker) Connected(ctx context.Context, id Identity) (bool, error) {
 	c, err := b.load(ctx, id)
 	if errors.Is(err, ErrOpen) {
 		return false, nil
+	}
+	if c != nil && c.RefreshToken == "" && !c.Expiry.IsZero() && !b.opts.Now().Before(c.Expiry) {
+		return false, err
 	}
 	return c != nil, err
 }
