@@ -31,6 +31,11 @@
 //     the SDK refuses (RFC 8414 §3.3), is authorized here on
 //     golang.org/x/oauth2, with every issuer and endpoint held to the
 //     server's own origin (legacy.go).
+//   - A server whose oauth: names an identity_provider is reached with
+//     enterprise-managed authorization (SEP-990, enterprise.go): the
+//     person's ID token from their sign-in there, exchanged for an
+//     identity assertion grant (RFC 8693), exchanged for the server's
+//     token (RFC 7523).
 //   - Nothing here logs, returns or renders a token: errors say which
 //     identity and why, never what.
 //
