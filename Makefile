@@ -99,6 +99,8 @@ FUZZ_TARGETS = \
 	./mcpauth:FuzzParseKey \
 	./mcpauth:FuzzCallbackQuery \
 	./mcpauth:FuzzWWWAuthenticate \
+	./mcpauth:FuzzCheckLegacyIssuer \
+	./mcpauth:FuzzParseIdPMetadata \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \

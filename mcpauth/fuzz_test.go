@@ -105,3 +105,61 @@ func FuzzWWWAuthenticate(f *testing.F) {
 		}
 	})
 }
+
+// An issuer (or endpoint) a 2025-03-26 server's metadata names is
+// accepted only when a URL parser reads it as the server's own origin,
+// and never panics.
+func FuzzCheckLegacyIssuer(f *testing.F) {
+	for _, s := range []string{"https://mcp.example.com/oauth", "https://mcp.example.com", "https://user@mcp.example.com/", "https://mcp.example.com.evil/x",
+		"https://evil/@mcp.example.com", "HTTPS://MCP.EXAMPLE.COM/a?b#c", "https://mcp.example.com\\@evil/", "https://mcp.example.com%2f@evil/"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	const o = "https://mcp.example.com"
+	f.Fuzz(func(t *testing.T, issuer string, endpoint bool) {
+		same, err := CheckLegacyIssuer(o, issuer, endpoint)
+		if err != nil {
+			if same || !errors.Is(err, ErrForeignIssuer) {
+				t.Fatalf("CheckLegacyIssuer(%q) = %t, %v", issuer, same, err)
+			}
+			return
+		}
+		u, perr := url.Parse(issuer)
+		if perr != nil || origin(u) != o || u.User != nil {
+			t.Fatalf("CheckLegacyIssuer accepted %q, read as %v", issuer, u)
+		}
+		if !endpoint && (u.RawQuery != "" || u.Fragment != "") {
+			t.Fatalf("CheckLegacyIssuer accepted an issuer with a query or fragment: %q", issuer)
+		}
+		if same && endpoint {
+			t.Fatalf("an endpoint is never the issuer")
+		}
+	})
+}
+
+// An identity provider's metadata gives a token endpoint only when it
+// names the configured issuer and an https (or loopback http) endpoint,
+// and never panics.
+func FuzzParseIdPMetadata(f *testing.F) {
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"https://idp.example.com/token"}`))
+	f.Add("https://idp.example.com/", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"http://127.0.0.1:1/token"}`))
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://evil.example","token_endpoint":"https://evil.example/token"}`))
+	f.Add("https://idp.example.com", []byte(`{"issuer":"https://idp.example.com","token_endpoint":"javascript:alert(1)"}`))
+	f.Add("", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, issuer string, doc []byte) {
+		ep, err := ParseIdPMetadata(issuer, doc)
+		if err != nil {
+			if !errors.Is(err, ErrIdPMetadata) || ep != "" {
+				t.Fatalf("ParseIdPMetadata = %q, %v", ep, err)
+			}
+			return
+		}
+		u, perr := url.Parse(ep)
+		if perr != nil || u.Host == "" || u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname())) {
+			t.Fatalf("ParseIdPMetadata accepted token endpoint %q", ep)
+		}
+		if iu, err := url.Parse(issuer); err != nil || iu.Host == "" {
+			t.Fatalf("ParseIdPMetadata accepted a document for issuer %q", issuer)
+		}
+	})
+}

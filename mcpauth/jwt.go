@@ -139,6 +139,17 @@ func challengeParam(cs []oauthex.Challenge, name string) string {
 // URL, then the well-known URLs; without any, the server's root is its
 // authorization server (2025-03-26).
 func (h *jwtHandler) resourceMeta(ctx context.Context, fromChallenge, resource string) *oauthex.ProtectedResourceMetadata {
+	prm, _ := findResourceMeta(ctx, h.hc, fromChallenge, resource)
+	return prm
+}
+
+// findResourceMeta finds the protected-resource metadata as the SDK's
+// handlers do: at the challenge's URL, then at the path of the MCP
+// endpoint, then at the root. found is false when none answers with a
+// valid document naming an authorization server; prm is then what the
+// 2025-03-26 specification says: the root of the server's origin is its
+// authorization server.
+func findResourceMeta(ctx context.Context, hc *http.Client, fromChallenge, resource string) (prm *oauthex.ProtectedResourceMetadata, found bool) {
 	u, _ := url.Parse(resource)
 	var tries [][2]string
 	if fromChallenge != "" {
@@ -147,24 +158,22 @@ func (h *jwtHandler) resourceMeta(ctx context.Context, fromChallenge, resource s
 	if u != nil {
 		at, root := *u, *u
 		at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
-		at.RawQuery = ""
-		root.Path, root.RawQuery = "", ""
+		at.RawPath, at.RawQuery = "", ""
+		root.Path, root.RawPath, root.RawQuery = "", "", ""
 		well := root
 		well.Path = "/.well-known/oauth-protected-resource"
 		tries = append(tries, [2]string{at.String(), resource}, [2]string{well.String(), root.String()})
 	}
 	for _, t := range tries {
-		if prm, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], h.hc); err == nil && prm != nil && len(prm.AuthorizationServers) > 0 {
-			return prm
+		if prm, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], hc); err == nil && prm != nil && len(prm.AuthorizationServers) > 0 {
+			return prm, true
 		}
 	}
 	base := resource
 	if u != nil {
-		root := *u
-		root.Path, root.RawQuery = "", ""
-		base = root.String()
+		base = origin(u)
 	}
-	return &oauthex.ProtectedResourceMetadata{Resource: resource, AuthorizationServers: []string{base}}
+	return &oauthex.ProtectedResourceMetadata{Resource: resource, AuthorizationServers: []string{base}}, false
 }
 
 // assertionSource asks for a token with a fresh assertion each time.

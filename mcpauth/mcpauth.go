@@ -26,6 +26,16 @@
 //     replica, takes the state (Complete) and delivers the code through the
 //     Store's mailbox to the process whose call waits, which exchanges it
 //     with its PKCE verifier. The verifier never leaves that process.
+//   - A 2025-03-26 server (no protected-resource metadata) whose metadata
+//     at the root of its origin names an issuer under that origin, which
+//     the SDK refuses (RFC 8414 §3.3), is authorized here on
+//     golang.org/x/oauth2, with every issuer and endpoint held to the
+//     server's own origin (legacy.go).
+//   - A server whose oauth: names an identity_provider is reached with
+//     enterprise-managed authorization (SEP-990, enterprise.go): the
+//     person's ID token from their sign-in there, exchanged for an
+//     identity assertion grant (RFC 8693), exchanged for the server's
+//     token (RFC 7523).
 //   - Nothing here logs, returns or renders a token: errors say which
 //     identity and why, never what.
 //
@@ -148,8 +158,12 @@ type Options struct {
 	// ClientName is the name the bot registers with (default
 	// "Countersign").
 	ClientName string
-	Logger     logrus.FieldLogger
-	Now        func() time.Time
+	// IDToken, when set, gives the ID token of a person at the identity
+	// provider of a server with oauth: identity_provider, instead of
+	// their sign-in there through the Prompter.
+	IDToken func(ctx context.Context, id Identity) (string, error)
+	Logger  logrus.FieldLogger
+	Now     func() time.Time
 }
 
 // Broker makes and keeps connections. It is safe for concurrent use.
@@ -287,11 +301,15 @@ func (b *Broker) Connections(ctx context.Context, server, user string) ([]Connec
 }
 
 // Connected reports whether the identity has a connection that opens
-// with this key.
+// with this key and can still give a token without the person: one whose
+// token expired and cannot be renewed (an enterprise-managed one) is not.
 func (b *Broker) Connected(ctx context.Context, id Identity) (bool, error) {
 	c, err := b.load(ctx, id)
 	if errors.Is(err, ErrOpen) {
 		return false, nil
+	}
+	if c != nil && c.RefreshToken == "" && !c.Expiry.IsZero() && !b.opts.Now().Before(c.Expiry) {
+		return false, err
 	}
 	return c != nil, err
 }
@@ -386,6 +404,9 @@ func oneLine(s string) string {
 // prompt.
 func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, call tools.CallInfo) (auth.OAuthHandler, error) {
 	id := Identity{Server: cfg.Name, User: user}
+	if cfg.OAuth.IdentityProvider != nil {
+		return b.idjagHandler(cfg, id, prompter, call)
+	}
 	if cfg.OAuth.Grant == tools.GrantClientCredentials && cfg.OAuth.PrivateKey != "" {
 		key, alg, err := parsePrivateKey(cfg.OAuth.PrivateKey)
 		if err != nil {
@@ -445,7 +466,7 @@ func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, ca
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %q: oauth: %w", cfg.Name, err)
 	}
-	h.inner = inner
+	h.inner, h.config, h.scopes = inner, hc, cfg.OAuth.Scopes
 	return h, nil
 }
 
@@ -456,14 +477,37 @@ type handler struct {
 	prompter Prompter
 	call     tools.CallInfo
 	inner    *auth.AuthorizationCodeHandler
+	config   *auth.AuthorizationCodeHandlerConfig
+	scopes   []string
+
+	mu sync.Mutex
+	// legacy is the token source of a connection made with 2025-03-26
+	// metadata (see legacy.go), which the SDK's handler does not make.
+	legacy oauth2.TokenSource
 }
 
 func (h *handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	h.mu.Lock()
+	ts := h.legacy
+	h.mu.Unlock()
+	if ts != nil {
+		return ts, nil
+	}
 	return h.inner.TokenSource(ctx)
 }
 
 func (h *handler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	header := resp.Header.Clone()
 	err := h.inner.Authorize(ctx, req, resp)
+	if err != nil {
+		if handled, lerr := h.authorizeLegacy(ctx, req.URL, header); handled {
+			err = lerr
+		}
+	} else {
+		h.mu.Lock()
+		h.legacy = nil
+		h.mu.Unlock()
+	}
 	if err != nil {
 		h.b.log.WithFields(logrus.Fields{"identity": h.id.String(), "status": resp.StatusCode, "error": err.Error()}).Info("MCP authorization did not complete")
 	}

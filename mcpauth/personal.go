@@ -98,10 +98,3 @@ func (b *Broker) challenge(ctx context.Context, endpoint string) (*http.Request,
 	resp.Body.Close()
 	return req, &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
-
-func cmpErr(err, def error) error {
-	if err != nil {
-		return err
-	}
-	return def
-}

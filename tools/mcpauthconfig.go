@@ -58,6 +58,10 @@ const (
 //	      client_metadata_url: https://bot.example.com/oauth/client.json
 //	      scopes: [tickets.read, tickets.write]
 //	      grant: client_credentials     # auth: service only
+//	      identity_provider:            # auth: requester: SEP-990
+//	        issuer: https://acme.okta.com
+//	        client_id: countersign-at-okta
+//	        client_secret: ${OKTA_SECRET}
 type MCPOAuth struct {
 	ClientID     string
 	ClientSecret string // a secret: in MCPServer.Secrets, never logged
@@ -72,9 +76,67 @@ type MCPOAuth struct {
 	Scopes []string
 	// Grant is GrantAuthorizationCode (default) or GrantClientCredentials.
 	Grant string
+	// IdentityProvider, when set, is the enterprise identity provider
+	// the requester signs in at (enterprise-managed authorization,
+	// SEP-990): their ID token is exchanged there for an identity
+	// assertion grant (RFC 8693), which the server's authorization
+	// server takes for a token (RFC 7523) from the client ClientID.
+	IdentityProvider *MCPIdentityProvider
 }
 
-var mcpOAuthKeys = []string{"client_id", "client_secret", "private_key", "client_metadata_url", "scopes", "grant"}
+// MCPIdentityProvider is an oauth: identity_provider: the issuer of the
+// people's ID tokens, and the bot's client there.
+type MCPIdentityProvider struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string // a secret: in MCPServer.Secrets, never logged
+}
+
+var (
+	mcpOAuthKeys = []string{"client_id", "client_secret", "private_key", "client_metadata_url", "scopes", "grant", "identity_provider"}
+	mcpIdPKeys   = []string{"issuer", "client_id", "client_secret"}
+)
+
+func parseMCPIdP(name string, n *yaml.Node, getenv func(string) string, s *MCPServer) error {
+	if n.Kind != yaml.MappingNode {
+		return errors.New("want a mapping of issuer, client_id, client_secret")
+	}
+	idp := &MCPIdentityProvider{}
+	where := fmt.Sprintf(" in the oauth: identity_provider: of MCP server %q", name)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], resolve(n.Content[i+1])
+		if err := checkKey(key, seen, where, mcpIdPKeys); err != nil {
+			return err
+		}
+		if val.Kind != yaml.ScalarNode {
+			return lineErrorf(val, "MCP server %q: oauth: identity_provider: %s: want a string", name, key.Value)
+		}
+		v, fromEnv, err := expandEnv(val.Value, getenv)
+		if err != nil {
+			return lineErrorf(val, "MCP server %q: oauth: identity_provider: %s: %v", name, key.Value, err)
+		}
+		switch key.Value {
+		case "issuer":
+			idp.Issuer = v
+			if u, perr := url.Parse(v); perr != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
+				u.Scheme != "https" && !(u.Scheme == "http" && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1")) {
+				return lineErrorf(val, "MCP server %q: oauth: identity_provider: issuer: want an https URL without a query (http only on a loopback address)", name)
+			}
+		case "client_id":
+			idp.ClientID = v
+		case "client_secret":
+			idp.ClientSecret = v
+			s.Secrets.Add(v)
+		}
+		s.Secrets.AddExpanded(v, fromEnv)
+	}
+	if idp.Issuer == "" || idp.ClientID == "" {
+		return lineErrorf(n, "MCP server %q: oauth: identity_provider: needs issuer and client_id", name)
+	}
+	s.OAuth.IdentityProvider = idp
+	return nil
+}
 
 func parseMCPAuth(n *yaml.Node) (MCPAuth, error) {
 	if n.Kind == yaml.ScalarNode {
@@ -129,6 +191,10 @@ func parseMCPOAuth(name string, n *yaml.Node, getenv func(string) string, s *MCP
 			s.Secrets.AddExpanded(v, fromEnv)
 		case "scopes":
 			s.OAuth.Scopes, err = stringList(val)
+		case "identity_provider":
+			if err := parseMCPIdP(name, val, getenv, s); err != nil {
+				return err
+			}
 		case "grant":
 			if val.Kind != yaml.ScalarNode || (val.Value != GrantAuthorizationCode && val.Value != GrantClientCredentials) {
 				err = errors.New("want authorization_code or client_credentials")
@@ -161,6 +227,10 @@ func checkMCPAuth(n *yaml.Node, s *MCPServer, seen map[string]bool) error {
 		return lineErrorf(n, "MCP server %q: oauth: private_key applies to grant: client_credentials", s.Name)
 	case s.OAuth.ClientSecret != "" && s.OAuth.ClientID == "":
 		return lineErrorf(n, "MCP server %q: oauth: client_secret needs client_id", s.Name)
+	case s.OAuth.IdentityProvider != nil && (s.Auth != AuthRequester || s.OAuth.Grant != GrantAuthorizationCode):
+		return lineErrorf(n, "MCP server %q: oauth: identity_provider exchanges the requester's own sign-in: want auth: requester, without grant: client_credentials", s.Name)
+	case s.OAuth.IdentityProvider != nil && s.OAuth.ClientID == "":
+		return lineErrorf(n, "MCP server %q: oauth: identity_provider needs the client_id the server's authorization server knows the bot by", s.Name)
 	}
 	return nil
 }

@@ -26,6 +26,11 @@ func TestParseMCPAuth(t *testing.T) {
 		{"metadata URL not https", "url: https://h/mcp\n    auth: service\n    oauth: {client_metadata_url: \"http://bot/client.json\"}\n", 0, "https URL with a path"},
 		{"unknown key", "url: https://h/mcp\n    auth: service\n    oauth: {client: c}\n", 0, "client"},
 		{"bot secret", "url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, client_secret: \"${SLACK_BOT_TOKEN}\"}\n", 0, "never given the bot's own secrets"},
+		{"identity provider", "url: https://h/mcp\n    auth: requester\n    oauth: {client_id: c, client_secret: at-server-secret-1, identity_provider: {issuer: \"https://idp.example.com\", client_id: bot, client_secret: \"${TICKETS_SECRET}\"}}\n", tools.AuthRequester, ""},
+		{"identity provider as service", "url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, identity_provider: {issuer: \"https://idp.example.com\", client_id: bot}}\n", 0, "want auth: requester"},
+		{"identity provider without client", "url: https://h/mcp\n    auth: requester\n    oauth: {identity_provider: {issuer: \"https://idp.example.com\", client_id: bot}}\n", 0, "needs the client_id"},
+		{"identity provider not https", "url: https://h/mcp\n    auth: requester\n    oauth: {client_id: c, identity_provider: {issuer: \"http://idp.example.com\", client_id: bot}}\n", 0, "https URL"},
+		{"identity provider without issuer", "url: https://h/mcp\n    auth: requester\n    oauth: {client_id: c, identity_provider: {client_id: bot}}\n", 0, "needs issuer and client_id"},
 	}
 	for _, tt := range tests {
 		p, err := tools.ParsePolicyEnv([]byte("mcp_servers:\n  tickets:\n    "+tt.y), getenv)
@@ -45,6 +50,9 @@ func TestParseMCPAuth(t *testing.T) {
 		}
 		if s.OAuth.ClientSecret != "" && s.Secrets.Redact("x "+s.OAuth.ClientSecret) == "x "+s.OAuth.ClientSecret {
 			t.Errorf("%s: the client secret is not among the server's secrets", tt.name)
+		}
+		if idp := s.OAuth.IdentityProvider; idp != nil && (idp.Issuer != "https://idp.example.com" || s.Secrets.Redact("x "+idp.ClientSecret) == "x "+idp.ClientSecret) {
+			t.Errorf("%s: identity provider = %+v, want its issuer and its secret among the server's secrets", tt.name, idp)
 		}
 	}
 	_, err := tools.ParsePolicyEnv([]byte("mcp_servers:\n  tickets:\n    url: https://h/mcp\n    auth: service\n    oauth: {client_id: c, client_secret: \"${SLACK_BOT_TOKEN}\"}\n"), getenv)

@@ -309,3 +309,52 @@ func TestMCPEditOfARequesterCallWaitsForTheRequester(t *testing.T) {
 		t.Errorf("whoami ran %d times as %s, want still once", n, requester)
 	}
 }
+
+// Enterprise-managed authorization through the binary: a requester with
+// no connection gets the Connect button, which opens their identity
+// provider's sign-in; back at the callback, their ID token is exchanged
+// for an identity assertion grant and that for the server's token, and
+// the call runs as them, once. No token of either is in Redis or the
+// logs in clear.
+func TestMCPRequesterSignsInAtTheIdentityProvider(t *testing.T) {
+	idp := mcpauthtest.NewIdP(t)
+	srv := mcpauthtest.New(t, mcpauthtest.Options{PublicDiscovery: true, Assertions: idp.Assertion, Client: [2]string{"countersign", "cs-secret-at-tickets"}})
+	h := newHarness(t, fmt.Sprintf("mcp_servers:\n  tickets:\n    url: %s\n    auth: requester\n    approval: never\n"+
+		"    oauth:\n      client_id: countersign\n      client_secret: cs-secret-at-tickets\n"+
+		"      identity_provider: {issuer: %q, client_id: countersign-at-idp}\n", srv.URL(), idp.URL()))
+	h.stop()
+	h.env = append(h.env, "MCP_TOKEN_KEY="+tokenKey)
+	h.start()
+	h.model.Then(
+		llmtest.Reply("Checking.", llmtest.Call("c1", "tickets__whoami", `{}`)),
+		llmtest.Reply("That is you."),
+	)
+	h.command("who am I on tickets?", nil, nil)
+	root := h.root(1)
+	authURL := h.connectPrompt(requester, 1)
+	if !strings.HasPrefix(authURL, idp.URL()+"/authorize") {
+		t.Fatalf("the Connect button opens %s, want the identity provider's sign-in", authURL)
+	}
+	if srv.Calls(requester) != 0 || idp.Exchanges() != 0 {
+		t.Fatal("whoami ran, or a token was exchanged, before the requester signed in")
+	}
+	if status, _ := h.browse(authURL, requester); status != http.StatusOK {
+		t.Fatalf("callback = %d, want the sign-in taken", status)
+	}
+	h.reply(root, "That is you.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "you are "+requester) {
+		t.Errorf("the model was told %q, want the call to run as %s", got, requester)
+	}
+	if n := srv.Calls(requester); n != 1 || idp.Exchanges() != 1 {
+		t.Errorf("whoami ran %d times as %s after %d exchanges, want once after one", n, requester, idp.Exchanges())
+	}
+	stored, logs := redisText(t, h), h.logs.String()
+	for _, tok := range srv.Tokens() {
+		if strings.Contains(stored, tok) || strings.Contains(logs, tok) {
+			t.Error("Redis or the logs hold the server's token in clear")
+		}
+	}
+	if strings.Contains(stored+logs, "idt-") || strings.Contains(stored+logs, "jag-") {
+		t.Error("Redis or the logs hold the ID token or the identity assertion grant")
+	}
+}

@@ -269,7 +269,8 @@ func mcpRevoke(ctx context.Context, args []string, e env) error {
 // mcpConformanceClient is the client the MCP conformance suite runs: it
 // connects to URL with the bot's OAuth code (mcpauth, tools/mcp), lists
 // the tools and calls the first, playing the person's browser where an
-// authorization needs one. The scenario and its context come from
+// authorization needs one, and the person's identity provider where the
+// context gives an ID token. The scenario and its context come from
 // MCP_CONFORMANCE_SCENARIO and MCP_CONFORMANCE_CONTEXT.
 func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	fs := flags("mcp conformance-client", "mcp conformance-client [--client-metadata-url U] URL", e)
@@ -284,6 +285,12 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
 		PrivateKey   string `json:"private_key_pem"`
+		// Enterprise-managed authorization (SEP-990): the person's ID
+		// token at their identity provider, as their sign-in there
+		// would give it.
+		IdPIssuer   string `json:"idp_issuer"`
+		IdPClientID string `json:"idp_client_id"`
+		IdPIDToken  string `json:"idp_id_token"`
 	}
 	if raw := e.getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		_ = json.Unmarshal([]byte(raw), &cc)
@@ -294,6 +301,13 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	if strings.HasPrefix(scenario, "auth/client-credentials") {
 		cfg.OAuth.Grant, cfg.OAuth.PrivateKey = tools.GrantClientCredentials, cc.PrivateKey
 	}
+	who := mcpauth.Service
+	opts := mcpauth.Options{RedirectURL: "http://127.0.0.1:3000" + bot.CallbackPath}
+	if cc.IdPIssuer != "" && cc.IdPIDToken != "" {
+		cfg.Auth, who = tools.AuthRequester, "conformance-person"
+		cfg.OAuth.IdentityProvider = &tools.MCPIdentityProvider{Issuer: cc.IdPIssuer, ClientID: cc.IdPClientID}
+		opts.IDToken = func(context.Context, mcpauth.Identity) (string, error) { return cc.IdPIDToken, nil }
+	}
 	log, err := newLogger(e.getenv, e.stderr, logrus.InfoLevel)
 	if err != nil {
 		return err
@@ -302,13 +316,14 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	b, err := mcpauth.New(mcpauth.NewMemStore(), key, mcpauth.Options{RedirectURL: "http://127.0.0.1:3000" + bot.CallbackPath, Logger: log})
+	opts.Logger = log
+	b, err := mcpauth.New(mcpauth.NewMemStore(), key, opts)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 25*time.Second)
 	defer cancel()
-	cs, list, err := mcp.Dial(ctx, cfg, b, mcpauth.Service, browser(b), nil)
+	cs, list, err := mcp.Dial(ctx, cfg, b, who, browser(b), nil)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,26 @@ type Options struct {
 	PublicDiscovery bool
 	// TokenTTL is how long an access token is valid (default an hour).
 	TokenTTL time.Duration
+	// Legacy lays the server out as the 2025-03-26 specification knew
+	// it: no protected-resource metadata, a 401 without
+	// resource_metadata, and the authorization server's metadata at the
+	// root of the server's origin, its issuer and endpoints under the
+	// path Legacy (e.g. "/oauth").
+	Legacy string
+	// Issuer and EndpointBase, when set, replace the issuer and the base
+	// of the endpoints the authorization server's metadata names: a
+	// server that claims to be another. An Issuer that starts with "/"
+	// is a path under the server's own origin.
+	Issuer, EndpointBase string
+	// ResponseIss, when set, is the iss the authorization response
+	// carries (RFC 9207), and the metadata says responses carry one.
+	ResponseIss string
+	// Assertions, when set, make the token endpoint take the JWT bearer
+	// grant (RFC 7523) of enterprise-managed authorization: an identity
+	// assertion grant Assertions knows, for this server's issuer and
+	// resource, from the client Client (client_secret_basic).
+	Assertions func(assertion string) (user, audience, resource string, ok bool)
+	Client     [2]string
 }
 
 // Server is the stand-in. It is safe for concurrent use.
@@ -63,11 +83,13 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{opts: opts, codes: map[string]grant{}, access: map[string]grant{}, refresh: map[string]grant{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", s.resourceMeta)
+	if opts.Legacy == "" {
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", s.resourceMeta)
+	}
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.serverMeta)
-	mux.HandleFunc("POST /register", s.register)
-	mux.HandleFunc("GET /authorize", s.authorize)
-	mux.HandleFunc("POST /token", s.token)
+	mux.HandleFunc("POST "+opts.Legacy+"/register", s.register)
+	mux.HandleFunc("GET "+opts.Legacy+"/authorize", s.authorize)
+	mux.HandleFunc("POST "+opts.Legacy+"/token", s.token)
 	mux.Handle("/mcp", s.protect(sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server { return s.mcpServer(r) }, nil)))
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.srv.Close)
@@ -118,13 +140,36 @@ func (s *Server) resourceMeta(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, 200, map[string]any{"resource": s.URL(), "authorization_servers": []string{s.srv.URL}, "scopes_supported": []string{"whoami"}})
 }
 
+// Issuer is the issuer the authorization server's metadata names.
+func (s *Server) Issuer() string {
+	if strings.HasPrefix(s.opts.Issuer, "/") {
+		return s.srv.URL + s.opts.Issuer
+	}
+	if s.opts.Issuer != "" {
+		return s.opts.Issuer
+	}
+	return s.srv.URL + s.opts.Legacy
+}
+
 func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{
-		"issuer": s.srv.URL, "authorization_endpoint": s.srv.URL + "/authorize", "token_endpoint": s.srv.URL + "/token",
-		"registration_endpoint": s.srv.URL + "/register", "response_types_supported": []string{"code"},
+	base := s.srv.URL + s.opts.Legacy
+	if s.opts.EndpointBase != "" {
+		base = s.opts.EndpointBase
+	}
+	meta := map[string]any{
+		"issuer": s.Issuer(), "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+		"registration_endpoint": base + "/register", "response_types_supported": []string{"code"},
 		"grant_types_supported": []string{"authorization_code", "refresh_token"}, "code_challenge_methods_supported": []string{"S256"},
 		"token_endpoint_auth_methods_supported": []string{"none"}, "scopes_supported": []string{"whoami", "offline_access"},
-	})
+	}
+	if s.opts.ResponseIss != "" {
+		meta["authorization_response_iss_parameter_supported"] = true
+	}
+	if s.opts.Assertions != nil {
+		meta["grant_types_supported"] = []string{"urn:ietf:params:oauth:grant-type:jwt-bearer"}
+		meta["token_endpoint_auth_methods_supported"] = []string{"client_secret_basic"}
+	}
+	writeJSON(w, 200, meta)
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -154,6 +199,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	bq := back.Query()
 	bq.Set("code", code)
 	bq.Set("state", q.Get("state"))
+	if s.opts.ResponseIss != "" {
+		bq.Set("iss", s.opts.ResponseIss)
+	}
 	back.RawQuery = bq.Encode()
 	http.Redirect(w, r, back.String(), http.StatusFound)
 }
@@ -180,6 +228,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g = c
+	case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+		id, secret, basic := r.BasicAuth()
+		if s.opts.Assertions == nil || !basic || id != s.opts.Client[0] || secret != s.opts.Client[1] {
+			writeJSON(w, 401, map[string]string{"error": "invalid_client"})
+			return
+		}
+		user, aud, res, ok := s.opts.Assertions(r.Form.Get("assertion"))
+		if !ok || aud != s.Issuer() || res != s.URL() {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		g = grant{user: user, resource: res, scope: r.Form.Get("scope")}
 	default:
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
 		return
@@ -215,7 +275,11 @@ func (s *Server) protect(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="whoami"`, s.srv.URL))
+		if s.opts.Legacy != "" {
+			w.Header().Set("WWW-Authenticate", `Bearer scope="whoami"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="whoami"`, s.srv.URL))
+		}
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	})
 }
