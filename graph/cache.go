@@ -47,11 +47,15 @@ type stateCache[S any] struct {
 }
 
 // cached is a thread's checkpoint (with its state's JSON) and a state that
-// holds its decoded journal; neither is changed once cached.
+// holds its decoded journal; neither is changed once cached. view is the
+// whole state, decoded once for Cached's readers.
 type cached[S any] struct {
 	thread string
 	cp     *Checkpoint
 	state  *S
+
+	once sync.Once
+	view *Result[S]
 }
 
 func newStateCache[S any](limit int) *stateCache[S] {
@@ -198,10 +202,27 @@ func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage
 // process may have written since: use it only where something checks
 // that later (a save's compare-and-set, a claim that checks the head's
 // ID), or to guess what to read.
+//
+// The state is decoded once per cached checkpoint and shared by every
+// caller until the thread is saved or loaded again: the caller reads it
+// and changes nothing in it, its slices, maps and pointers included (the
+// Result itself is the caller's own). A run that changes the state
+// begins from a copy of its own (Resume, Continue).
 func (g *Graph[S]) Cached(thread string) (*Result[S], bool) {
-	r := g.fromCache(thread)
-	if r == nil {
+	c := g.cache.get(thread)
+	if c == nil {
 		return nil, false
 	}
-	return r.result(), true
+	c.once.Do(func() {
+		r := g.topRun(thread)
+		if err := r.decodeFrom(c, c.cp, nil); err == nil {
+			c.view = r.result()
+		}
+	})
+	if c.view == nil {
+		g.cache.drop(thread)
+		return nil, false
+	}
+	res := *c.view
+	return &res, true
 }
