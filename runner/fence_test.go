@@ -94,7 +94,7 @@ func TestStalledRunOfTheSameProcess(t *testing.T) {
 		<-laterGo
 		return nil
 	})
-	svc, store := w.service(t, reporter, time.Second)
+	svc, store := w.service(t, reporter, processLease)
 
 	first := make(chan error, 1)
 	go func() {
@@ -102,7 +102,8 @@ func TestStalledRunOfTheSameProcess(t *testing.T) {
 	}()
 	waitFor(t, firstAt, "the first run to reach the lookup")
 
-	// The later run takes the thread once the first run's lease lapses.
+	// The later run takes the thread once the first run's lease is gone.
+	endStalledLease(t, w, "th", processLease)
 	later := make(chan error, 1)
 	go func() {
 		for {

@@ -73,7 +73,7 @@ func child(mode string) int {
 			}
 			return nil
 		})
-		svc, _ := w.service(t, rep, 300*time.Millisecond)
+		svc, _ := w.service(t, rep, processLease)
 		if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
 			fmt.Println("ERROR", err)
 			return 1
@@ -90,7 +90,7 @@ func child(mode string) int {
 			}
 			return nil
 		})
-		svc, _ := w.service(t, rep, 300*time.Millisecond)
+		svc, _ := w.service(t, rep, processLease)
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if err := svc.Drive(ctx, thread); err != nil {
 				fmt.Println("ERROR", err)
@@ -121,14 +121,14 @@ func child(mode string) int {
 				fmt.Println("SAVED", saves)
 				select {} // the parent kills us here
 			case stallAfter:
-				// The parent stops us (SIGSTOP) here, lets our lease
-				// lapse and another replica take the thread, then lets
+				// The parent stops us (SIGSTOP) here, ends our lease
+				// and lets another replica take the thread, then lets
 				// us go on with a line on stdin.
 				fmt.Println("STALLED", saves)
 				_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 			}
 		}
-		svc, _ := w.service(t, nil, 300*time.Millisecond)
+		svc, _ := w.service(t, nil, processLease)
 		if _, err := svc.State(ctx, thread); errors.Is(err, runner.ErrNoThread) {
 			if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
 				fmt.Println("ERROR", err)
@@ -147,6 +147,78 @@ func child(mode string) int {
 		fmt.Println("DONE", saves, strconv.Quote(res.State.Answer()))
 	}
 	return 0
+}
+
+// processLease is the lease of the replicas the tests below run: long
+// enough that no live replica loses it on a busy machine, whose renewals
+// (every third of it) may come late. A test that kills or stops a
+// replica ends its lease itself (endLease, endStalledLease) rather than
+// waiting for it to lapse, so the next replica takes the thread at once.
+const processLease = 5 * time.Second
+
+// leaseKey is the Redis key of the thread's lease (redisstore).
+func leaseKey(w world, thread string) string { return w.prefix + ":{" + thread + "}:lease" }
+
+// endLease ends the lease on the thread that a killed replica held, as
+// its lapse would.
+func endLease(t *testing.T, w world, thread string) {
+	t.Helper()
+	n, err := w.rdb.Del(context.Background(), leaseKey(w, thread)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("the lease on %s was not held when its holder died", thread)
+	}
+}
+
+// endStalledLease ends the lease on the thread that a stalled run holds,
+// as its lapse would — but not before the run's last renewal is a third
+// of the lease old: a run trusts a renewal that recent without asking
+// Redis again (runner.Service.BeforeCall), which it may, since a lease
+// lapses a whole lease after it is renewed. It waits for Redis to say
+// so: the lease's time to live is down to two thirds.
+func endStalledLease(t *testing.T, w world, thread string, lease time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	// A margin for the renewal being sent before Redis received it.
+	trusted := lease*2/3 - 50*time.Millisecond
+	for {
+		left, err := w.rdb.PTTL(ctx, leaseKey(w, thread)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left < 0 {
+			t.Fatalf("the lease on %s is not held by the stalled run (time to live %v)", thread, left)
+		}
+		if left <= trusted {
+			break
+		}
+		time.Sleep(left - trusted)
+	}
+	endLease(t, w, thread)
+}
+
+// heldOff checks that while a replica holds the thread's lease, nobody
+// else runs the thread: driving it from another service does nothing.
+func heldOff(t *testing.T, w world, thread string) {
+	t.Helper()
+	ctx := context.Background()
+	svc, _ := w.service(t, nil, processLease)
+	before, err := svc.State(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Drive(ctx, thread); err != nil {
+		t.Fatalf("Drive() while another replica holds the lease = %v", err)
+	}
+	after, err := svc.State(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Checkpoint.ID != before.Checkpoint.ID {
+		t.Fatalf("the thread went on from checkpoint %s to %s while another replica held its lease", before.Checkpoint.ID, after.Checkpoint.ID)
+	}
 }
 
 // childTB lets the fixture's helpers run outside a test.
@@ -276,6 +348,10 @@ func TestKilledAtEverySave(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = victim.cmd.Wait()
+			// The heir takes the thread once the victim's lease is gone,
+			// not before.
+			heldOff(t, w, thread)
+			endLease(t, w, thread)
 
 			heir := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
 			if l := heir.line(t); !strings.HasPrefix(l, "DONE") {
@@ -293,8 +369,9 @@ func TestKilledAtEverySave(t *testing.T) {
 
 // TestStalledPastItsLease stops a replica (SIGSTOP) right after each
 // checkpoint save in turn — between a decision's claim and the call, and
-// everywhere else — for longer than its lease, lets another replica take
-// the thread over and finish the run, then lets the stalled one go on.
+// everywhere else — until its lease is over (the test ends it, as its
+// lapse would), lets another replica take the thread over and finish the
+// run, then lets the stalled one go on.
 // It must notice it lost the thread and do nothing more: every approved
 // call runs exactly once, the rejected one never.
 func TestStalledPastItsLease(t *testing.T) {
@@ -314,8 +391,10 @@ func TestStalledPastItsLease(t *testing.T) {
 			if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			// The heir waits for the victim's lease to lapse, takes the
-			// thread over and finishes the run.
+			// The heir takes the thread over once the victim's lease is
+			// gone, not before, and finishes the run.
+			heldOff(t, w, thread)
+			endStalledLease(t, w, thread, processLease)
 			heir := startReplica(t, w, "drive", "CHILD_THREAD="+thread, "CHILD_USER=U_BOB")
 			if l := heir.line(t); !strings.HasPrefix(l, "DONE") {
 				t.Fatalf("heir said %q, want DONE", l)
@@ -355,6 +434,7 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = victim.cmd.Wait()
+	endLease(t, w, "th")
 
 	heir := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB", "CHILD_ON_UNKNOWN=mark_done")
 	l := heir.line(t)
@@ -391,6 +471,7 @@ func TestCardsSurviveACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = victim.cmd.Wait()
+	endLease(t, w, "th")
 	heir := startReplica(t, w, "show-cards", "CHILD_THREAD=th")
 	if l := heir.line(t); l != "CARDS deploy,delete" {
 		t.Errorf("heir said %q, want both cards shown, once each", l)
