@@ -34,14 +34,22 @@ import (
 // attempt take the request, under a new token. Each step with an effect
 // is conditional on the token: the record's "posting" and root are
 // written only while it holds the request, and the conversation is
-// started or the reply handed on only after the hold was renewed. An
-// attempt that lost the request stops, and the one that has it finds a
-// root message already posted by its metadata (postRoot).
+// started or the reply handed on only while the hold is known to last:
+// taken or renewed less than intakeFresh ago (then no other attempt may
+// take it for at least intakeRetry-intakeFresh more), else renewed
+// first. An attempt that lost the request stops, and the one that has it
+// finds a root message already posted by its metadata (postRoot). A
+// request taken up at once is not renewed: accepting it took the hold.
 
 // intakeRetry is how long an accepted request's hold lasts unless its
 // holder renews it: how long a process that died may leave it before
 // another process (or this one) drives it again.
 const intakeRetry = 15 * time.Second
+
+// intakeFresh is how long after taking or renewing a hold its holder
+// counts on it without asking the store: it lasts intakeRetry-intakeFresh
+// more at least, as one renewed just before a post (postTimeout) does.
+const intakeFresh = intakeRetry / 3
 
 // postTimeout bounds the post of a root message, well within the hold
 // renewed just before it: an attempt whose hold lapses is not still
@@ -78,56 +86,71 @@ type intake struct {
 	Posting bool `json:"posting,omitempty"`
 }
 
-// accept stores rec under id, held by a new token, and reports the token
+// accept stores rec under id, held by a new token, and reports the hold
 // and whether the request is new. An error means the request cannot be
 // taken now.
-func (s *Server) accept(ctx context.Context, id string, rec intake) (token string, first bool, err error) {
+func (s *Server) accept(ctx context.Context, id string, rec intake) (h hold, first bool, err error) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
-		return "", false, err
+		return hold{}, false, err
 	}
-	token = rand.Text()
-	first, err = s.store.Accept(ctx, id, token, raw, s.opts.Now().Add(intakeRetry), dedupTTL)
-	return token, first, err
+	h = hold{token: rand.Text(), until: s.opts.Now().Add(intakeRetry)}
+	first, err = s.store.Accept(ctx, id, h.token, raw, h.until, dedupTTL)
+	return h, first, err
+}
+
+// hold is an attempt's hold of a request: its token, and until when at
+// least the store holds the request for it.
+type hold struct {
+	token string
+	until time.Time
 }
 
 // heldRequests are the requests this process's attempts hold, queued or
-// running: id to token. It is safe for concurrent use.
+// running: id to hold. It is safe for concurrent use.
 type heldRequests struct{ m sync.Map }
 
-// add records that an attempt of this process holds id under token. If
-// one does already, it now holds id under token, and add reports false:
-// no second attempt is to be started.
-func (h *heldRequests) add(id, token string) bool {
-	_, had := h.m.Swap(id, token)
+// add records that an attempt of this process holds id as hd. If one
+// does already, it now holds id as hd, and add reports false: no second
+// attempt is to be started.
+func (h *heldRequests) add(id string, hd hold) bool {
+	_, had := h.m.Swap(id, hd)
 	return !had
 }
 
-// token is the token under which this process holds id.
-func (h *heldRequests) token(id string) string {
+// get is this process's hold of id.
+func (h *heldRequests) get(id string) hold {
 	v, _ := h.m.Load(id)
-	token, _ := v.(string)
-	return token
+	hd, _ := v.(hold)
+	return hd
+}
+
+// renewed records that the store holds id until "until" for token, if
+// this process still holds id under it.
+func (h *heldRequests) renewed(id, token string, until time.Time) {
+	if v, ok := h.m.Load(id); ok && v.(hold).token == token {
+		h.m.CompareAndSwap(id, v, hold{token, until})
+	}
 }
 
 func (h *heldRequests) remove(id string) { h.m.Delete(id) }
 
-// all returns a copy of the holds.
+// all returns the tokens of the holds: id to token.
 func (h *heldRequests) all() map[string]string {
 	out := map[string]string{}
-	h.m.Range(func(id, token any) bool { out[id.(string)] = token.(string); return true })
+	h.m.Range(func(id, hd any) bool { out[id.(string)] = hd.(hold).token; return true })
 	return out
 }
 
 // carryOn drives an accepted request on, in the background, as the
-// attempt that holds it under token: it posts a command's root message
+// attempt that holds it as h: it posts a command's root message
 // unless that was done, starts the conversation or hands the reply to
 // the runner, and records that the request started. If an attempt of
 // this process has the request already, that attempt goes on under
-// token and no other is started. It is safe to run again for the same
+// h's token and no other is started. It is safe to run again for the same
 // request: an attempt that no longer holds it stops.
-func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
-	if !s.held.add(id, token) {
+func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
+	if !s.held.add(id, h) {
 		return
 	}
 	s.background(ctx, func(ctx context.Context) {
@@ -139,26 +162,34 @@ func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
 			return
 		}
 		if s.carry(ctx, id, rec, log) {
-			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
+			if err := s.store.Started(ctx, id, s.held.get(id).token); err != nil {
 				log.WithError(err).Warn("recording that a request started")
 			}
 		}
 	})
 }
 
-// holds renews this process's hold of request id and reports whether it
-// still has it. An error says nothing: the request is driven again once
-// the hold lapses.
+// holds reports whether this process's attempt still has request id:
+// without asking the store while its hold is fresh (intakeFresh), else
+// by renewing the hold. An error says nothing: the request is driven
+// again once the hold lapses.
 func (s *Server) holds(ctx context.Context, id string, log logrus.FieldLogger) (bool, error) {
-	held, err := s.store.HoldIntake(ctx, map[string]string{id: s.held.token(id)}, s.opts.Now().Add(intakeRetry))
+	h, now := s.held.get(id), s.opts.Now()
+	if h.until.Sub(now) > intakeRetry-intakeFresh {
+		return true, nil
+	}
+	until := now.Add(intakeRetry)
+	held, err := s.store.HoldIntake(ctx, map[string]string{id: h.token}, until)
 	if err != nil {
 		log.WithError(err).Warn("renewing the hold of a request; it is driven again later")
 		return false, err
 	}
 	if !held[id] {
 		log.Info("the request is carried on by another attempt, or started")
+		return false, nil
 	}
-	return held[id], nil
+	s.held.renewed(id, h.token, until)
+	return true, nil
 }
 
 // carry does the request's work and reports whether it is settled (done,
@@ -332,7 +363,10 @@ func (s *Server) recordIntake(ctx context.Context, id string, rec intake, log lo
 	raw, err := json.Marshal(rec)
 	held := false
 	if err == nil {
-		held, err = s.store.UpdateIntake(ctx, id, s.held.token(id), raw, s.opts.Now().Add(intakeRetry))
+		token, until := s.held.get(id).token, s.opts.Now().Add(intakeRetry)
+		if held, err = s.store.UpdateIntake(ctx, id, token, raw, until); held {
+			s.held.renewed(id, token, until)
+		}
 	}
 	switch {
 	case err != nil:
@@ -361,8 +395,13 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 		now := s.opts.Now()
 		if now.Sub(renewed) >= intakeRetry/3 {
 			if held := s.held.all(); len(held) > 0 {
-				if _, err := s.store.HoldIntake(ctx, held, now.Add(intakeRetry)); err != nil {
+				until := now.Add(intakeRetry)
+				renewed, err := s.store.HoldIntake(ctx, held, until)
+				if err != nil {
 					s.log.WithError(err).Warn("renewing the holds of queued and running requests")
+				}
+				for id := range renewed {
+					s.held.renewed(id, held[id], until)
 				}
 			}
 			renewed = now
@@ -380,7 +419,7 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 				continue
 			}
 			s.log.WithFields(logrus.Fields{"request": rec.Kind, "channel": rec.Channel}).Info("carrying on a request accepted earlier")
-			s.carryOn(ctx, id, token, rec)
+			s.carryOn(ctx, id, hold{token: token, until: now.Add(intakeRetry)}, rec)
 		}
 	}
 }
