@@ -73,7 +73,10 @@ func (h *Home) Changed(ctx context.Context, ch *runner.InboxChange) {
 	if ch == nil {
 		return
 	}
-	openers, err := h.openers.HomeOpeners(ctx, h.now().Add(-homeOpenersFor))
+	openers, err := watchers(ch.Watchers, h.now().Add(-homeOpenersFor))
+	if ch.Watchers == nil {
+		openers, err = h.openers.HomeOpeners(ctx, h.now().Add(-homeOpenersFor))
+	}
 	if err != nil {
 		h.log.WithError(err).Warn("reading who opened the Home tab")
 		return

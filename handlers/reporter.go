@@ -349,3 +349,14 @@ func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel
 		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
 }
+
+// watchers are the users of ws who opened the Home tab since then.
+func watchers(ws []runner.InboxWatcher, since time.Time) ([]string, error) {
+	var users []string
+	for _, w := range ws {
+		if !w.At.Before(since) {
+			users = append(users, w.User)
+		}
+	}
+	return users, nil
+}
