@@ -45,6 +45,9 @@ type Store interface {
 	// PutRef and Ref keep the opaque references that buttons carry.
 	PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error
 	Ref(ctx context.Context, ref string) ([]byte, bool, error)
+	// SwapRef stores a reference and returns what it held before, in one
+	// step.
+	SwapRef(ctx context.Context, ref string, value []byte, ttl time.Duration) ([]byte, bool, error)
 	// Claim, ClaimValues and Claims keep set-once records per thread:
 	// here, the ts of the card posted for each call and of its copies.
 	// ClaimValues reads the records of keys (those set): what a card's

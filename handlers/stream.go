@@ -40,12 +40,15 @@ import (
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process
 // that died is found by whichever process carries the run on: when the
-// answer streams again, the old message is finished with a note
-// ("… (interrupted; the answer continues below)") and the answer grows in
-// a new one below it; when the answer was already complete (the process
-// died after saving it, before showing it), the old message gets the
-// final text. A run that fails mid-stream finishes its message with the
-// same note. A reply that asks for tool calls keeps the text it streamed.
+// answer streams again, the new message's record replaces the old one in
+// the same step that reads it, and the old message is finished with a
+// note ("… (interrupted; the answer continues below)"); when the answer
+// was already complete (the process died after saving it, before showing
+// it), the old message gets the final text — again on a repeated
+// delivery, the same text, as a finished message is not recorded again
+// (the runner records that the answer was shown with the session's end).
+// A run that fails mid-stream finishes its message with the same note. A
+// reply that asks for tool calls keeps the text it streamed.
 //
 // In an assistant thread (a direct message with the app) the bot also
 // shows "is thinking…" while the model works, through
@@ -216,12 +219,9 @@ func (r *Reporter) answerDelta(ctx context.Context, e runner.Event, team, channe
 	return nil
 }
 
-// startAnswer posts the message an answer grows in, after finishing one
-// an earlier process left half-written; la.mu is held.
+// startAnswer posts the message an answer grows in, then finishes one an
+// earlier process left half-written; la.mu is held.
 func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Event, team, channel, root string) error {
-	if old, ok := r.loadRecord(ctx, la.key); ok && !old.Done {
-		r.finishInterrupted(ctx, la.key, old)
-	}
 	la.started = true
 	rec := streamRecord{Channel: channel}
 	if !r.streams.noNative.Load() {
@@ -260,7 +260,14 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		rec.TS, rec.Shown = ts, shown
 	}
 	la.rec, la.want, la.last = rec, e.Text, r.now()
-	r.saveRecord(ctx, la.key, la.rec)
+	raw, _ := json.Marshal(rec)
+	prev, had, err := r.store.SwapRef(ctx, la.key, raw, refTTL)
+	if err != nil {
+		r.log.WithError(err).Warn("recording a streamed answer")
+	}
+	if old, ok := decodeRecord(prev); had && ok && !old.Done {
+		r.finishInterrupted(ctx, "", old)
+	}
 	return nil
 }
 
@@ -330,7 +337,6 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 		return err
 	}
 	la.rec.Done, la.rec.Final = true, hash
-	r.saveRecord(ctx, la.key, la.rec)
 	return nil
 }
 
@@ -412,7 +418,8 @@ func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
 }
 
 // finishInterrupted ends a cut-off message with the interrupted note and
-// records it as done.
+// records it as done under key, unless key is "" (another record
+// replaced it).
 func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
 	log := r.log.WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
 	done := false
@@ -431,7 +438,9 @@ func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec stream
 		}
 	}
 	rec.Shown, rec.Done, rec.Native = rec.Shown+note, true, false
-	r.saveRecord(ctx, key, rec)
+	if key != "" {
+		r.saveRecord(ctx, key, rec)
+	}
 	log.Info("finished an answer cut off mid-stream")
 }
 
@@ -440,6 +449,10 @@ func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bo
 	if err != nil || !ok {
 		return streamRecord{}, false
 	}
+	return decodeRecord(raw)
+}
+
+func decodeRecord(raw []byte) (streamRecord, bool) {
 	var rec streamRecord
 	if json.Unmarshal(raw, &rec) != nil || rec.TS == "" {
 		return streamRecord{}, false

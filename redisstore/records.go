@@ -63,6 +63,19 @@ func (s *Store) PutRef(ctx context.Context, ref string, value []byte, ttl time.D
 	return nil
 }
 
+// SwapRef stores value under ref for ttl and returns what ref held
+// before, and whether it held anything: one command (SET … GET).
+func (s *Store) SwapRef(ctx context.Context, ref string, value []byte, ttl time.Duration) ([]byte, bool, error) {
+	old, err := s.rdb.SetArgs(ctx, s.prefix+":ref:"+escape(ref), value, redis.SetArgs{TTL: ttl, Get: true}).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("store reference: %w", err)
+	}
+	return old, true, nil
+}
+
 // Ref returns the value stored under ref, and whether there is one.
 func (s *Store) Ref(ctx context.Context, ref string) ([]byte, bool, error) {
 	v, err := s.rdb.Get(ctx, s.prefix+":ref:"+escape(ref)).Bytes()
