@@ -56,11 +56,8 @@ type Store interface {
 	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
-	// ClaimAll sets several records at once, each once, and returns the
-	// stored values; ClaimRef stores a button reference and records it
-	// under key unless key names one already (the one returned); DedupRef
-	// is Dedup and, for a first sighting, Ref: one step each on a single
-	// server.
+	// ClaimAll, ClaimRef (a reference stored as key names it) and
+	// DedupRef (Dedup, then Ref) are one step each on a single server.
 	ClaimAll(ctx context.Context, thread string, values map[string][]byte) (map[string][]byte, error)
 	ClaimRef(ctx context.Context, thread, key, ref string, value []byte, ttl time.Duration) (string, error)
 	DedupRef(ctx context.Context, key string, ttl time.Duration, ref string) (first bool, value []byte, found bool, err error)

@@ -73,7 +73,7 @@ func (h *Home) Changed(ctx context.Context, ch *runner.InboxChange) {
 	if ch == nil {
 		return
 	}
-	openers, err := watchers(ch.Watchers, h.now().Add(-homeOpenersFor))
+	openers, err := ch.WatchersSince(h.now().Add(-homeOpenersFor)), error(nil)
 	if ch.Watchers == nil {
 		openers, err = h.openers.HomeOpeners(ctx, h.now().Add(-homeOpenersFor))
 	}

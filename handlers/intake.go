@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -34,26 +35,21 @@ import (
 // attempt take the request, under a new token. Each step with an effect
 // is conditional on the token: the record's "posting" and root are
 // written only while it holds the request, and the conversation is
-// started or the reply handed on only while the hold is known to last:
-// taken or renewed less than intakeFresh ago (then no other attempt may
-// take it for at least intakeRetry-intakeFresh more), else renewed
-// first. An attempt that lost the request stops, and the one that has it
-// finds a root message already posted by its metadata (postRoot). A
-// request taken up at once is not renewed: accepting it took the hold.
+// started or the reply handed on only while the hold is known to last: it
+// was taken or renewed less than postTimeout ago, or is renewed first. An
+// attempt that lost the request stops, and the one that has it finds a
+// root message already posted by its metadata (postRoot).
 
 // intakeRetry is how long an accepted request's hold lasts unless its
 // holder renews it: how long a process that died may leave it before
 // another process (or this one) drives it again.
 const intakeRetry = 15 * time.Second
 
-// intakeFresh is how long after taking or renewing a hold its holder
-// counts on it without asking the store: it lasts intakeRetry-intakeFresh
-// more at least, as one renewed just before a post (postTimeout) does.
-const intakeFresh = intakeRetry / 3
-
 // postTimeout bounds the post of a root message, well within the hold
 // renewed just before it: an attempt whose hold lapses is not still
-// posting when another attempt looks for the message.
+// posting when another attempt looks for the message. A hold taken or
+// renewed less than postTimeout ago lasts as long at least, and is
+// counted on without asking the store (holds).
 const postTimeout = intakeRetry / 3
 
 // Kinds of accepted requests.
@@ -99,46 +95,38 @@ func (s *Server) accept(ctx context.Context, id string, rec intake) (h hold, fir
 	return h, first, err
 }
 
-// hold is an attempt's hold of a request: its token, and until when at
-// least the store holds the request for it.
+// hold is an attempt's hold of a request: its token, and until when the
+// store holds the request for it at least.
 type hold struct {
 	token string
 	until time.Time
 }
 
 // heldRequests are the requests this process's attempts hold, queued or
-// running: id to hold. It is safe for concurrent use.
+// running: id to token. It is safe for concurrent use.
 type heldRequests struct{ m sync.Map }
 
-// add records that an attempt of this process holds id as hd. If one
-// does already, it now holds id as hd, and add reports false: no second
-// attempt is to be started.
-func (h *heldRequests) add(id string, hd hold) bool {
-	_, had := h.m.Swap(id, hd)
+// add records that an attempt of this process holds id under token. If
+// one does already, it now holds id under token, and add reports false:
+// no second attempt is to be started.
+func (h *heldRequests) add(id, token string) bool {
+	_, had := h.m.Swap(id, token)
 	return !had
 }
 
-// get is this process's hold of id.
-func (h *heldRequests) get(id string) hold {
+// token is the token under which this process holds id.
+func (h *heldRequests) token(id string) string {
 	v, _ := h.m.Load(id)
-	hd, _ := v.(hold)
-	return hd
-}
-
-// renewed records that the store holds id until "until" for token, if
-// this process still holds id under it.
-func (h *heldRequests) renewed(id, token string, until time.Time) {
-	if v, ok := h.m.Load(id); ok && v.(hold).token == token {
-		h.m.CompareAndSwap(id, v, hold{token, until})
-	}
+	token, _ := v.(string)
+	return token
 }
 
 func (h *heldRequests) remove(id string) { h.m.Delete(id) }
 
-// all returns the tokens of the holds: id to token.
+// all returns a copy of the holds.
 func (h *heldRequests) all() map[string]string {
 	out := map[string]string{}
-	h.m.Range(func(id, hd any) bool { out[id.(string)] = hd.(hold).token; return true })
+	h.m.Range(func(id, token any) bool { out[id.(string)] = token.(string); return true })
 	return out
 }
 
@@ -150,7 +138,7 @@ func (h *heldRequests) all() map[string]string {
 // h's token and no other is started. It is safe to run again for the same
 // request: an attempt that no longer holds it stops.
 func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
-	if !s.held.add(id, h) {
+	if !s.held.add(id, h.token) {
 		return
 	}
 	s.background(ctx, func(ctx context.Context) {
@@ -158,11 +146,11 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 		log := s.log.WithFields(logrus.Fields{"team": rec.Team, "channel": rec.Channel, "user": rec.User, "request": rec.Kind})
 		// The request may have waited for a slot: go on only if this
 		// attempt still holds it.
-		if held, err := s.holds(ctx, id, log); err != nil || !held {
+		if held, err := s.holds(ctx, id, &h, log); err != nil || !held {
 			return
 		}
-		if s.carry(ctx, id, rec, log) {
-			if err := s.store.Started(ctx, id, s.held.get(id).token); err != nil {
+		if s.carry(ctx, id, &h, rec, log) {
+			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
 				log.WithError(err).Warn("recording that a request started")
 			}
 		}
@@ -170,32 +158,33 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 }
 
 // holds reports whether this process's attempt still has request id:
-// without asking the store while its hold is fresh (intakeFresh), else
-// by renewing the hold. An error says nothing: the request is driven
-// again once the hold lapses.
-func (s *Server) holds(ctx context.Context, id string, log logrus.FieldLogger) (bool, error) {
-	h, now := s.held.get(id), s.opts.Now()
-	if h.until.Sub(now) > intakeRetry-intakeFresh {
+// at once if h, its hold, is fresh (see postTimeout), else by renewing
+// it, and h with it. An error says nothing: the request is driven again
+// once the hold lapses.
+func (s *Server) holds(ctx context.Context, id string, h *hold, log logrus.FieldLogger) (bool, error) {
+	token, now := s.held.token(id), s.opts.Now()
+	if token == h.token && h.until.Sub(now) > intakeRetry-postTimeout {
 		return true, nil
 	}
 	until := now.Add(intakeRetry)
-	held, err := s.store.HoldIntake(ctx, map[string]string{id: h.token}, until)
+	held, err := s.store.HoldIntake(ctx, map[string]string{id: token}, until)
+	if held[id] {
+		*h = hold{token: token, until: until}
+	}
 	if err != nil {
 		log.WithError(err).Warn("renewing the hold of a request; it is driven again later")
 		return false, err
 	}
 	if !held[id] {
 		log.Info("the request is carried on by another attempt, or started")
-		return false, nil
 	}
-	s.held.renewed(id, h.token, until)
-	return true, nil
+	return held[id], nil
 }
 
 // carry does the request's work and reports whether it is settled (done,
 // failed for good, or no longer this attempt's); false leaves it to be
 // driven again.
-func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
+func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log logrus.FieldLogger) bool {
 	if rec.Kind == intakeCommand && rec.Root == "" {
 		if settled, posted := s.postRoot(ctx, id, &rec, log); !posted {
 			return settled
@@ -215,7 +204,7 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	// The last step has an effect that must not happen twice (a reply
 	// handed on twice is two turns): go on only while this attempt
 	// holds the request, renewed for the step.
-	switch held, err := s.holds(ctx, id, log); {
+	switch held, err := s.holds(ctx, id, h, log); {
 	case err != nil:
 		return false
 	case !held:
@@ -305,7 +294,7 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	cancel()
 	switch {
 	case err == nil:
-	case slackRefused(err):
+	case slackretry.Refused(err):
 		// Slack answered: the bot cannot post here.
 		log.WithError(err).Warn("posting the request's root message")
 		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, slackui.CantPostText(err))
@@ -321,22 +310,6 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 		return true, false // the hold lapsed during the post; the new holder finds the root
 	}
 	return false, true
-}
-
-// slackRefused reports whether err is Slack's definite refusal of a
-// request (ok:false with an error code that will not change by asking
-// again), rather than no answer: a rate limit, a server error, a broken
-// connection.
-func slackRefused(err error) bool {
-	var se slack.SlackErrorResponse
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Err {
-	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited", "team_added_to_org":
-		return false
-	}
-	return true
 }
 
 // findRoot looks for the root message posted for request id among the
@@ -363,10 +336,7 @@ func (s *Server) recordIntake(ctx context.Context, id string, rec intake, log lo
 	raw, err := json.Marshal(rec)
 	held := false
 	if err == nil {
-		token, until := s.held.get(id).token, s.opts.Now().Add(intakeRetry)
-		if held, err = s.store.UpdateIntake(ctx, id, token, raw, until); held {
-			s.held.renewed(id, token, until)
-		}
+		held, err = s.store.UpdateIntake(ctx, id, s.held.token(id), raw, s.opts.Now().Add(intakeRetry))
 	}
 	switch {
 	case err != nil:
@@ -395,13 +365,8 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 		now := s.opts.Now()
 		if now.Sub(renewed) >= intakeRetry/3 {
 			if held := s.held.all(); len(held) > 0 {
-				until := now.Add(intakeRetry)
-				renewed, err := s.store.HoldIntake(ctx, held, until)
-				if err != nil {
+				if _, err := s.store.HoldIntake(ctx, held, now.Add(intakeRetry)); err != nil {
 					s.log.WithError(err).Warn("renewing the holds of queued and running requests")
-				}
-				for id := range renewed {
-					s.held.renewed(id, held[id], until)
 				}
 			}
 			renewed = now

@@ -149,7 +149,7 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 	// The same payload delivered twice is one click. The button's
 	// reference is read in the same step.
 	name := action.Value
-	if !refName(name) {
+	if len(name) > maxRefName {
 		name = ""
 	}
 	first, raw, ok, err := s.store.DedupRef(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL, name)
@@ -169,7 +169,7 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 
 // lookupRef finds what a button's value stands for.
 func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error) {
-	if !refName(value) {
+	if value == "" || len(value) > maxRefName {
 		return ref{}, false, nil
 	}
 	raw, ok, err := s.store.Ref(ctx, value)
@@ -183,8 +183,8 @@ func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error)
 	return rf, true, nil
 }
 
-// refName reports whether a button's value may name a reference.
-func refName(value string) bool { return value != "" && len(value) <= 100 }
+// maxRefName is the longest button value that may name a reference.
+const maxRefName = 100
 
 // answer is what to tell a person whose decision the runner did not
 // record, or "" if it did.

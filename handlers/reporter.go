@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,7 +71,9 @@ func NewReporter(api *slack.Client, store Store, now func() time.Time, log logru
 		l.Out = io.Discard
 		log = l
 	}
-	return &Reporter{api: api, store: store, now: now, log: log}
+	r := &Reporter{api: api, store: store, now: now, log: log}
+	r.streams.opts.Interval = time.Second
+	return r
 }
 
 // refTTL is how long a card's buttons stay usable beyond the call's
@@ -115,24 +116,15 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		// A card without copies is recorded with its (empty) index.
-		ckey, ikey := cardKey(c.Key, c.Attempts), runner.CopiesKey(c.Key, c.Attempts)
-		rec := map[string][]byte{ckey: []byte(ts)}
+		ikey := runner.CopiesKey(c.Key, c.Attempts)
+		rec := map[string][]byte{cardKey(c.Key, c.Attempts): []byte(ts)}
 		if e.Copies == nil {
-			rec[ikey] = []byte{}
+			rec[ikey] = []byte{} // no copies: their empty index goes with the card
 		}
 		if rec, err = r.recordCard(ctx, e.Thread, rec); err != nil {
 			return err
 		}
-		index, link, indexed := rec[ikey], "", e.Copies == nil
-		if e.Copies != nil {
-			index, link, indexed = r.postCopies(ctx, e, channel, root, c, requester, blocks)
-		}
-		if indexed {
-			rec := map[string][]byte{ckey: rec[ckey], ikey: index}
-			if link != "" {
-				rec[permalinkKey] = []byte(link)
-			}
+		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
 		}
 		return nil
@@ -272,7 +264,7 @@ func (r *Reporter) recordCard(ctx context.Context, thread string, rec map[string
 // thread, unless one was recorded meanwhile: then that one is returned.
 func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
 	raw, _ := json.Marshal(ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
-	winner, err := store.ClaimRef(ctx, thread, cardRefKey(c.Key, c.Attempts), newRefName(), raw, refTTL)
+	winner, err := store.ClaimRef(ctx, thread, cardRefKey(c.Key, c.Attempts), rand.Text(), raw, refTTL)
 	if err != nil {
 		return "", fmt.Errorf("record card reference: %w", err)
 	}
@@ -281,19 +273,12 @@ func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (
 
 // putRef stores rf under a fresh random reference, for refTTL.
 func putRef(ctx context.Context, store Store, rf ref) (string, error) {
-	value := newRefName()
+	value := rand.Text()
 	raw, _ := json.Marshal(rf)
 	if err := store.PutRef(ctx, value, raw, refTTL); err != nil {
 		return "", fmt.Errorf("store card reference: %w", err)
 	}
 	return value, nil
-}
-
-// newRefName returns a fresh random reference name.
-func newRefName() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
 }
 
 func cardKey(call string, attempt int) string { return fmt.Sprintf("card:%s#%d", call, attempt) }
@@ -366,15 +351,4 @@ func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel
 		slack.MsgOptionText(slackui.TextGraphChanged, false),
 		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
-}
-
-// watchers are the users of ws who opened the Home tab since then.
-func watchers(ws []runner.InboxWatcher, since time.Time) ([]string, error) {
-	var users []string
-	for _, w := range ws {
-		if !w.At.Before(since) {
-			users = append(users, w.User)
-		}
-	}
-	return users, nil
 }

@@ -41,12 +41,12 @@ import (
 // text shown so far), so that a message left half-written by a process
 // that died is found by whichever process carries the run on: when the
 // answer streams again, the new message's record replaces the old one in
-// the same step that reads it, and the old message is finished with a
-// note ("… (interrupted; the answer continues below)"); when the answer
-// was already complete (the process died after saving it, before showing
-// it), the old message gets the final text — again on a repeated
-// delivery, the same text, as a finished message is not recorded again
-// (the runner records that the answer was shown with the session's end).
+// the command that reads it, and the old message is finished with a note
+// ("… (interrupted; the answer continues below)"); when the answer was
+// complete (the process died after saving it, before showing it), the
+// old message gets the final text — again on a repeated delivery, as a
+// finished message is not recorded again (the runner records with the
+// session's end that the answer was shown).
 // A run that fails mid-stream finishes its message with the same note. A
 // reply that asks for tool calls keeps the text it streamed.
 //
@@ -87,13 +87,6 @@ type streams struct {
 
 	mu   sync.Mutex
 	live map[string]*liveAnswer // by record key
-}
-
-func (s *streams) interval() time.Duration {
-	if s.opts.Interval <= 0 {
-		return time.Second
-	}
-	return s.opts.Interval
 }
 
 // get returns the live answer under key, creating it if need be.
@@ -201,7 +194,7 @@ func (r *Reporter) answerDelta(ctx context.Context, e runner.Event, team, channe
 		return r.startAnswer(ctx, la, e, team, channel, root)
 	}
 	la.want = e.Text
-	wait := r.streams.interval() - r.now().Sub(la.last)
+	wait := r.streams.opts.Interval - r.now().Sub(la.last)
 	if wait <= 0 {
 		return r.flush(ctx, la)
 	}
@@ -260,12 +253,7 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		rec.TS, rec.Shown = ts, shown
 	}
 	la.rec, la.want, la.last = rec, e.Text, r.now()
-	raw, _ := json.Marshal(rec)
-	prev, had, err := r.store.SwapRef(ctx, la.key, raw, refTTL)
-	if err != nil {
-		r.log.WithError(err).Warn("recording a streamed answer")
-	}
-	if old, ok := decodeRecord(prev); had && ok && !old.Done {
+	if old, ok := r.saveRecord(ctx, la.key, la.rec); ok && !old.Done {
 		r.finishInterrupted(ctx, "", old)
 	}
 	return nil
@@ -445,10 +433,7 @@ func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec stream
 }
 
 func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bool) {
-	raw, ok, err := r.store.Ref(ctx, key)
-	if err != nil || !ok {
-		return streamRecord{}, false
-	}
+	raw, _, _ := r.store.Ref(ctx, key)
 	return decodeRecord(raw)
 }
 
@@ -460,9 +445,13 @@ func decodeRecord(raw []byte) (streamRecord, bool) {
 	return rec, true
 }
 
-func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) {
+// saveRecord records rec under key and returns the record it replaced,
+// if any: one command.
+func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) (streamRecord, bool) {
 	raw, _ := json.Marshal(rec)
-	if err := r.store.PutRef(ctx, key, raw, refTTL); err != nil {
+	old, _, err := r.store.SwapRef(ctx, key, raw, refTTL)
+	if err != nil {
 		r.log.WithError(err).Warn("recording a streamed answer")
 	}
+	return decodeRecord(old)
 }

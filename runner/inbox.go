@@ -107,6 +107,18 @@ type InboxWatcher struct {
 	At   time.Time
 }
 
+// WatchersSince returns the users of ch.Watchers who opened the index
+// since then.
+func (ch *InboxChange) WatchersSince(since time.Time) []string {
+	var users []string
+	for _, w := range ch.Watchers {
+		if !w.At.Before(since) {
+			users = append(users, w.User)
+		}
+	}
+	return users
+}
+
 // Inbox keeps the index of waiting calls and people's recent decisions.
 // Implementations must be safe for concurrent use by many goroutines and
 // processes; each call is atomic.
