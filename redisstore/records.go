@@ -347,8 +347,8 @@ func (s *Store) ClaimRef(ctx context.Context, thread, key, ref string, value []b
 	return winner, nil
 }
 
-// dedupRefLua is dedupLua, then, for a key seen for the first time, the
-// value of a reference.
+// dedupRefLua is dedupLua (in one command: SET … NX GET), then, for a
+// key seen for the first time, the value of a reference.
 //
 //	KEYS: key, the reference's key
 //	ARGV: token, expiry in milliseconds
@@ -356,12 +356,8 @@ func (s *Store) ClaimRef(ctx context.Context, thread, key, ref string, value []b
 // It returns {0} for a key seen before, else {1, the reference's value
 // or nil}.
 const dedupRefLua = `
-local v = redis.call('GET', KEYS[1])
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-elseif v ~= ARGV[1] then
-  return {0}
-end
+local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if v ~= false and v ~= ARGV[1] then return {0} end
 return {1, redis.call('GET', KEYS[2])}
 `
 
