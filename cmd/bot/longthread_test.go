@@ -311,9 +311,12 @@ func (lt *longThread) read() threadCounts {
 		if err != nil {
 			t.Fatalf("INFO commandstats: %q: %v", line, err)
 		}
-		n -= mine[name]
-		c.RunBy[name] += n
+		c.RunBy[name] += n // summed over a Cluster's masters
 		c.Run += n
+	}
+	for name, n := range mine {
+		c.RunBy[name] -= n
+		c.Run -= n
 	}
 	return c
 }
