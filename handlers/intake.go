@@ -48,8 +48,8 @@ const intakeRetry = 15 * time.Second
 // postTimeout bounds the post of a root message, well within the hold
 // renewed just before it: an attempt whose hold lapses is not still
 // posting when another attempt looks for the message. A hold taken or
-// renewed less than postTimeout ago lasts as long at least, and is
-// counted on without asking the store (holds).
+// renewed less than postTimeout ago lasts twice as long again at least,
+// and is counted on without asking the store (holds).
 const postTimeout = intakeRetry / 3
 
 // Kinds of accepted requests.
@@ -203,7 +203,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 	}
 	// The last step has an effect that must not happen twice (a reply
 	// handed on twice is two turns): go on only while this attempt
-	// holds the request, renewed for the step.
+	// holds the request, its hold fresh or renewed for the step.
 	switch held, err := s.holds(ctx, id, h, log); {
 	case err != nil:
 		return false

@@ -234,15 +234,15 @@ func (r *Reporter) retry(ctx context.Context, fn func() error) error { return sl
 // Redis Cluster takes to promote a dead master's replica.
 const recordCardFor = 30 * time.Second
 
-// recordCard records the ts of a card just posted (and what else rec
-// holds, in the same step), trying
-// again while the store does not answer (a failover of the thread's
-// master): a card whose ts is lost is never redrawn, and keeps its
-// buttons after its call is decided and run. It keeps trying when the
-// run that posted the card stops (its lease lapsed during the failover):
-// the card is in the thread either way, and where it is must be known to
-// whoever decides it. The records are set once, so a try whose answer was
-// lost and the one after it agree; it returns them as stored.
+// recordCard records rec, the ts of a card just posted and what goes
+// with it, trying again while the store does not answer (a failover of
+// the thread's master): a card whose ts is lost is never redrawn, and
+// keeps its buttons after its call is decided and run. It keeps trying
+// when the run that posted the card stops (its lease lapsed during the
+// failover): the card is in the thread either way, and where it is must
+// be known to whoever decides it. The records are set once, so a try
+// whose answer was lost and the one after it agree; it returns them as
+// stored.
 func (r *Reporter) recordCard(ctx context.Context, thread string, rec map[string][]byte) (map[string][]byte, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCardFor)
 	defer cancel()

@@ -46,9 +46,9 @@ import (
 // complete (the process died after saving it, before showing it), the
 // old message gets the final text — again on a repeated delivery, as a
 // finished message is not recorded again (the runner records with the
-// session's end that the answer was shown).
-// A run that fails mid-stream finishes its message with the same note. A
-// reply that asks for tool calls keeps the text it streamed.
+// session's end that the answer was shown). A run that fails mid-stream
+// finishes its message with the same note. A reply that asks for tool
+// calls keeps the text it streamed.
 //
 // In an assistant thread (a direct message with the app) the bot also
 // shows "is thinking…" while the model works, through

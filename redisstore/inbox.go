@@ -81,10 +81,10 @@ func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
 	if err != nil {
 		return fmt.Errorf("update inbox of %s: %w", u.Thread, err)
 	}
-	reply, _ := res.([]any)
 	if res == nil {
 		return nil
 	}
+	reply, _ := res.([]any)
 	if len(reply) != 2 {
 		return fmt.Errorf("update inbox of %s: unexpected reply %v", u.Thread, res)
 	}
