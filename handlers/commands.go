@@ -35,7 +35,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 	id := "command:" + form.Get("trigger_id")
 	rec := intake{Kind: intakeCommand, Team: team, Channel: channel, User: user, Text: slackui.TypedText(text), Typed: text,
 		ResponseURL: form.Get("response_url")}
-	token, first, err := s.accept(r.Context(), id, rec)
+	h, first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
 		log.WithError(err).Error("accepting a slash command")
 		writeJSON(w, map[string]string{"response_type": "ephemeral", "text": slackui.TextTryAgain})
@@ -47,5 +47,5 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	s.carryOn(r.Context(), id, token, rec)
+	s.carryOn(r.Context(), id, h, rec)
 }

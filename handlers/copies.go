@@ -42,20 +42,21 @@ func (r *Reporter) WithGroups(g *slackdir.Groups) *Reporter {
 // postCopies posts the copies of c's card that e asks for, and records
 // each; a copy recorded already (the card shown again after a crash) is
 // not posted again. Failures are logged: the card in the thread stands.
-// It returns the index of the copies (copiesKey) and the link to the
-// thread the copies show, and whether the index is recorded.
-func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block) (index []byte, link string, indexed bool) {
+// It reports whether the index of the copies is recorded, and then adds
+// it (copiesKey) and the link to the thread the copies show to rec.
+func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block, rec map[string][]byte) (indexed bool) {
 	log := r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
 	key := runner.CopiesKey(c.Key, c.Attempts)
 	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key})
 	if err != nil {
 		log.WithError(err).Warn("reading the card's copies")
-		return nil, "", false
+		return false
 	}
 	if v, done := claims[key]; done {
-		return v, string(claims[permalinkKey]), true // every copy was posted and recorded
+		rec[key], rec[permalinkKey] = v, claims[permalinkKey]
+		return true // every copy was posted and recorded
 	}
-	link = r.threadLink(ctx, log, e.Thread, channel, root, claims)
+	link := r.threadLink(ctx, log, e.Thread, channel, root, claims)
 	var posted []runner.CopyRecord
 	failed := false
 	post := func(to string) {
@@ -94,12 +95,12 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 		if failed {
 			return
 		}
-		index, _, err = r.store.Claim(ctx, e.Thread, key, runner.EncodeCopies(posted))
+		index, _, err := r.store.Claim(ctx, e.Thread, key, runner.EncodeCopies(posted))
 		if err != nil {
 			log.WithError(err).Warn("recording the card's copies")
 			return
 		}
-		indexed = true
+		rec[key], rec[permalinkKey], indexed = index, []byte(link), true
 	}()
 	if to := e.Copies.Channel; to != "" {
 		post(to)
@@ -118,7 +119,7 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 		}
 		post(dm.ID)
 	}
-	return index, link, indexed // the index is written on the way out
+	return false // the index is written on the way out
 }
 
 // dmUsers are the users that ids name, directly or as members of user

@@ -45,6 +45,9 @@ type Store interface {
 	// PutRef and Ref keep the opaque references that buttons carry.
 	PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error
 	Ref(ctx context.Context, ref string) ([]byte, bool, error)
+	// SwapRef stores a reference and returns what it held before, in one
+	// step.
+	SwapRef(ctx context.Context, ref string, value []byte, ttl time.Duration) ([]byte, bool, error)
 	// Claim, ClaimValues and Claims keep set-once records per thread:
 	// here, the ts of the card posted for each call and of its copies.
 	// ClaimValues reads the records of keys (those set): what a card's
@@ -53,6 +56,11 @@ type Store interface {
 	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
+	// ClaimAll, ClaimRef (a reference stored as key names it) and
+	// DedupRef (Dedup, then Ref) are one step each on a single server.
+	ClaimAll(ctx context.Context, thread string, values map[string][]byte) (map[string][]byte, error)
+	ClaimRef(ctx context.Context, thread, key, ref string, value []byte, ttl time.Duration) (string, error)
+	DedupRef(ctx context.Context, key string, ttl time.Duration, ref string) (first bool, value []byte, found bool, err error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 

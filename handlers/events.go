@@ -53,7 +53,7 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 	// The request is stored before it is answered, so that it outlives
 	// this process; a repeated delivery finds it stored.
 	id := "event:" + envelope.EventID
-	token, first, err := s.accept(r.Context(), id, rec)
+	h, first, err := s.accept(r.Context(), id, rec)
 	if err != nil {
 		// Not acknowledging makes Slack deliver the event again later.
 		s.log.WithError(err).Error("accepting an event")
@@ -62,7 +62,7 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	w.WriteHeader(http.StatusOK)
 	if first {
-		s.carryOn(r.Context(), id, token, rec)
+		s.carryOn(r.Context(), id, h, rec)
 	}
 }
 

@@ -75,7 +75,10 @@ func (h *Home) Changed(ctx context.Context, ch *runner.InboxChange) {
 	if ch == nil {
 		return
 	}
-	openers, err := h.openers.HomeOpeners(ctx, h.now().Add(-homeOpenersFor))
+	openers, err := ch.WatchersSince(h.now().Add(-homeOpenersFor)), error(nil)
+	if ch.Watchers == nil {
+		openers, err = h.openers.HomeOpeners(ctx, h.now().Add(-homeOpenersFor))
+	}
 	if err != nil {
 		h.log.WithError(err).Warn("reading who opened the Home tab")
 		return
@@ -163,20 +166,6 @@ func cardRef(ctx context.Context, store Store, thread string, c agent.Call) (str
 		return string(v), nil
 	}
 	return newCardRef(ctx, store, thread, c)
-}
-
-// newCardRef stores a reference for c's card and records it for the
-// thread, unless one was recorded meanwhile: then that one is returned.
-func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
-	value, err := putRef(ctx, store, ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
-	if err != nil {
-		return "", err
-	}
-	winner, _, err := store.Claim(ctx, thread, cardRefKey(c.Key, c.Attempts), []byte(value))
-	if err != nil {
-		return "", fmt.Errorf("record card reference: %w", err)
-	}
-	return string(winner), nil
 }
 
 // fnv32 is the FNV-1a hash of s.

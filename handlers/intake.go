@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -34,7 +35,8 @@ import (
 // attempt take the request, under a new token. Each step with an effect
 // is conditional on the token: the record's "posting" and root are
 // written only while it holds the request, and the conversation is
-// started or the reply handed on only after the hold was renewed. An
+// started or the reply handed on only while the hold is known to last: it
+// was taken or renewed less than postTimeout ago, or is renewed first. An
 // attempt that lost the request stops, and the one that has it finds a
 // root message already posted by its metadata (postRoot).
 
@@ -45,7 +47,9 @@ const intakeRetry = 15 * time.Second
 
 // postTimeout bounds the post of a root message, well within the hold
 // renewed just before it: an attempt whose hold lapses is not still
-// posting when another attempt looks for the message.
+// posting when another attempt looks for the message. A hold taken or
+// renewed less than postTimeout ago lasts twice as long again at least,
+// and is counted on without asking the store (holds).
 const postTimeout = intakeRetry / 3
 
 // Kinds of accepted requests.
@@ -78,17 +82,24 @@ type intake struct {
 	Posting bool `json:"posting,omitempty"`
 }
 
-// accept stores rec under id, held by a new token, and reports the token
+// accept stores rec under id, held by a new token, and reports the hold
 // and whether the request is new. An error means the request cannot be
 // taken now.
-func (s *Server) accept(ctx context.Context, id string, rec intake) (token string, first bool, err error) {
+func (s *Server) accept(ctx context.Context, id string, rec intake) (h hold, first bool, err error) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
-		return "", false, err
+		return hold{}, false, err
 	}
-	token = rand.Text()
-	first, err = s.store.Accept(ctx, id, token, raw, s.opts.Now().Add(intakeRetry), dedupTTL)
-	return token, first, err
+	h = hold{token: rand.Text(), until: s.opts.Now().Add(intakeRetry)}
+	first, err = s.store.Accept(ctx, id, h.token, raw, h.until, dedupTTL)
+	return h, first, err
+}
+
+// hold is an attempt's hold of a request: its token, and until when the
+// store holds the request for it at least.
+type hold struct {
+	token string
+	until time.Time
 }
 
 // heldRequests are the requests this process's attempts hold, queued or
@@ -120,14 +131,14 @@ func (h *heldRequests) all() map[string]string {
 }
 
 // carryOn drives an accepted request on, in the background, as the
-// attempt that holds it under token: it posts a command's root message
+// attempt that holds it as h: it posts a command's root message
 // unless that was done, starts the conversation or hands the reply to
 // the runner, and records that the request started. If an attempt of
 // this process has the request already, that attempt goes on under
-// token and no other is started. It is safe to run again for the same
+// h's token and no other is started. It is safe to run again for the same
 // request: an attempt that no longer holds it stops.
-func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
-	if !s.held.add(id, token) {
+func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
+	if !s.held.add(id, h.token) {
 		return
 	}
 	s.background(ctx, func(ctx context.Context) {
@@ -135,10 +146,10 @@ func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
 		log := s.log.WithFields(logrus.Fields{"team": rec.Team, "channel": rec.Channel, "user": rec.User, "request": rec.Kind})
 		// The request may have waited for a slot: go on only if this
 		// attempt still holds it.
-		if held, err := s.holds(ctx, id, log); err != nil || !held {
+		if held, err := s.holds(ctx, id, &h, log); err != nil || !held {
 			return
 		}
-		if s.carry(ctx, id, rec, log) {
+		if s.carry(ctx, id, &h, rec, log) {
 			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
 				log.WithError(err).Warn("recording that a request started")
 			}
@@ -146,11 +157,20 @@ func (s *Server) carryOn(ctx context.Context, id, token string, rec intake) {
 	})
 }
 
-// holds renews this process's hold of request id and reports whether it
-// still has it. An error says nothing: the request is driven again once
-// the hold lapses.
-func (s *Server) holds(ctx context.Context, id string, log logrus.FieldLogger) (bool, error) {
-	held, err := s.store.HoldIntake(ctx, map[string]string{id: s.held.token(id)}, s.opts.Now().Add(intakeRetry))
+// holds reports whether this process's attempt still has request id:
+// at once if h, its hold, is fresh (see postTimeout), else by renewing
+// it, and h with it. An error says nothing: the request is driven again
+// once the hold lapses.
+func (s *Server) holds(ctx context.Context, id string, h *hold, log logrus.FieldLogger) (bool, error) {
+	token, now := s.held.token(id), s.opts.Now()
+	if token == h.token && h.until.Sub(now) > intakeRetry-postTimeout {
+		return true, nil
+	}
+	until := now.Add(intakeRetry)
+	held, err := s.store.HoldIntake(ctx, map[string]string{id: token}, until)
+	if held[id] {
+		*h = hold{token: token, until: until}
+	}
 	if err != nil {
 		log.WithError(err).Warn("renewing the hold of a request; it is driven again later")
 		return false, err
@@ -164,7 +184,7 @@ func (s *Server) holds(ctx context.Context, id string, log logrus.FieldLogger) (
 // carry does the request's work and reports whether it is settled (done,
 // failed for good, or no longer this attempt's); false leaves it to be
 // driven again.
-func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.FieldLogger) bool {
+func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log logrus.FieldLogger) bool {
 	if rec.Kind == intakeCommand && rec.Root == "" {
 		if settled, posted := s.postRoot(ctx, id, &rec, log); !posted {
 			return settled
@@ -183,8 +203,8 @@ func (s *Server) carry(ctx context.Context, id string, rec intake, log logrus.Fi
 	}
 	// The last step has an effect that must not happen twice (a reply
 	// handed on twice is two turns): go on only while this attempt
-	// holds the request, renewed for the step.
-	switch held, err := s.holds(ctx, id, log); {
+	// holds the request, its hold fresh or renewed for the step.
+	switch held, err := s.holds(ctx, id, h, log); {
 	case err != nil:
 		return false
 	case !held:
@@ -274,7 +294,7 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	cancel()
 	switch {
 	case err == nil:
-	case slackRefused(err):
+	case slackretry.Refused(err):
 		// Slack answered: the bot cannot post here.
 		log.WithError(err).Warn("posting the request's root message")
 		s.tell(ctx, rec.Channel, "", rec.User, rec.ResponseURL, slackui.CantPostText(err))
@@ -290,22 +310,6 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 		return true, false // the hold lapsed during the post; the new holder finds the root
 	}
 	return false, true
-}
-
-// slackRefused reports whether err is Slack's definite refusal of a
-// request (ok:false with an error code that will not change by asking
-// again), rather than no answer: a rate limit, a server error, a broken
-// connection.
-func slackRefused(err error) bool {
-	var se slack.SlackErrorResponse
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Err {
-	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited", "team_added_to_org":
-		return false
-	}
-	return true
 }
 
 // findRoot looks for the root message posted for request id among the
@@ -380,7 +384,7 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 				continue
 			}
 			s.log.WithFields(logrus.Fields{"request": rec.Kind, "channel": rec.Channel}).Info("carrying on a request accepted earlier")
-			s.carryOn(ctx, id, token, rec)
+			s.carryOn(ctx, id, hold{token: token, until: now.Add(intakeRetry)}, rec)
 		}
 	}
 }

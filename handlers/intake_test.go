@@ -61,10 +61,15 @@ func (b *intakeBed) release() {
 }
 
 // dueCounter is the store as the server sees it, counting the intake's
-// looks for lapsed requests.
+// looks for lapsed requests and its renewals of holds.
 type dueCounter struct {
 	*redisstore.Store
-	looks atomic.Int64
+	looks, renewals atomic.Int64
+}
+
+func (d *dueCounter) HoldIntake(ctx context.Context, holds map[string]string, until time.Time) (map[string]bool, error) {
+	defer d.renewals.Add(1)
+	return d.Store.HoldIntake(ctx, holds, until)
 }
 
 func (d *dueCounter) DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error) {
@@ -312,5 +317,45 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 	}
 	if len(roots["block"]) != 1 {
 		t.Errorf("%d root messages for the first request, want 1", len(roots["block"]))
+	}
+}
+
+// TestHoldRenewedOnlyWhenItMustBe: a reply taken up at once goes to the
+// runner under the hold its acceptance took, with no renewal; one that
+// waited for a slot longer than a fresh hold is counted on is renewed
+// before it is handed on. Each is one turn.
+func TestHoldRenewedOnlyWhenItMustBe(t *testing.T) {
+	b := newIntakeBed(t)
+	r := b.replica(1)
+	ctx := context.Background()
+	var roots [2]string
+	for i := range roots {
+		roots[i] = fmt.Sprintf("1700000500.%06d", time.Now().UnixNano()%1000000+int64(i))
+		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots[i])
+		if err := r.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
+			Channel: slacktest.ChannelID, Text: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := func() bool { n, err := b.rdb.PendingIntake(ctx); return err == nil && n == 0 }
+	thread := func(i int) string { return slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots[i]) }
+
+	b.reply(r, roots[0], "at once")
+	b.until("the reply is carried on", func() bool { return settled() && turns(t, r.svc, thread(0), "at once") == 1 })
+	if n := r.store.renewals.Load(); n != 0 {
+		t.Errorf("a reply taken up at once renewed its hold %d times, want none", n)
+	}
+
+	b.command(r, "block")
+	<-b.blocked // the only slot is taken
+	b.reply(r, roots[1], "after a wait")
+	b.advance(6 * time.Second) // longer than a fresh hold is counted on
+	b.release()
+	b.until("the queued reply is carried on", func() bool { return settled() && turns(t, r.svc, thread(1), "after a wait") == 1 })
+	if n := r.store.renewals.Load(); n == 0 {
+		t.Error("a reply that waited for a slot was handed on without renewing its hold")
+	}
+	if n := turns(t, r.svc, thread(0), "at once"); n != 1 {
+		t.Errorf("the first reply is %d turns, want 1", n)
 	}
 }

@@ -149,21 +149,22 @@ type checkedClick struct {
 // checkClick takes the click's dedup and finds what its button stands
 // for.
 func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, action *slack.BlockAction, log logrus.FieldLogger, fromHome bool) checkedClick {
-	// The same payload delivered twice is one click.
-	first, err := s.store.Dedup(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL)
+	// The same payload delivered twice is one click. The button's
+	// reference is read in the same step.
+	name := action.Value
+	if len(name) > maxRefName {
+		name = ""
+	}
+	first, raw, ok, err := s.store.DedupRef(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL, name)
 	if err != nil {
-		log.WithError(err).Error("dedup of a click")
+		log.WithError(err).Error("dedup of a click, or its card reference")
 		return checkedClick{answer: slackui.TextTryAgain}
 	}
 	if !first {
 		return checkedClick{repeat: true}
 	}
-	rf, ok, err := s.lookupRef(ctx, action.Value)
-	if err != nil {
-		log.WithError(err).Error("looking up a card reference")
-		return checkedClick{answer: slackui.TextTryAgain}
-	}
-	if !ok {
+	var rf ref
+	if !ok || json.Unmarshal(raw, &rf) != nil {
 		return checkedClick{answer: slackui.TextNotPending}
 	}
 	return checkedClick{ok: true, click: click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}}
@@ -171,7 +172,7 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 
 // lookupRef finds what a button's value stands for.
 func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error) {
-	if value == "" || len(value) > 100 {
+	if value == "" || len(value) > maxRefName {
 		return ref{}, false, nil
 	}
 	raw, ok, err := s.store.Ref(ctx, value)
@@ -184,6 +185,9 @@ func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error)
 	}
 	return rf, true, nil
 }
+
+// maxRefName is the longest button value that may name a reference.
+const maxRefName = 100
 
 // answer is what to tell a person whose decision the runner did not
 // record, or "" if it did.

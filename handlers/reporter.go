@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,6 +79,7 @@ func NewReporter(api *slack.Client, store Store, now func() time.Time, log logru
 		log = l
 	}
 	r := &Reporter{api: api, store: store, now: now, log: log}
+	r.streams.opts.Interval = time.Second
 	r.running = slackprogress.New(api, r.streams.native, log)
 	return r
 }
@@ -124,21 +124,15 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		if err != nil {
 			return err
 		}
-		card, err := r.recordCard(ctx, e.Thread, cardKey(c.Key, c.Attempts), ts)
-		if err != nil {
+		ikey := runner.CopiesKey(c.Key, c.Attempts)
+		rec := map[string][]byte{cardKey(c.Key, c.Attempts): []byte(ts)}
+		if e.Copies == nil {
+			rec[ikey] = []byte{} // no copies: their empty index goes with the card
+		}
+		if rec, err = r.recordCard(ctx, e.Thread, rec); err != nil {
 			return err
 		}
-		index, link, indexed := []byte{}, "", false
-		if e.Copies != nil {
-			index, link, indexed = r.postCopies(ctx, e, channel, root, c, requester, blocks)
-		} else if index, _, err = r.store.Claim(ctx, e.Thread, runner.CopiesKey(c.Key, c.Attempts), index); err == nil {
-			indexed = true // none
-		}
-		if indexed {
-			rec := map[string][]byte{cardKey(c.Key, c.Attempts): card, runner.CopiesKey(c.Key, c.Attempts): index}
-			if link != "" {
-				rec[permalinkKey] = []byte(link)
-			}
+		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
 		}
 		return nil
@@ -252,21 +246,22 @@ func (r *Reporter) retry(ctx context.Context, fn func() error) error { return sl
 // Redis Cluster takes to promote a dead master's replica.
 const recordCardFor = 30 * time.Second
 
-// recordCard records the ts of a card just posted under key, trying
-// again while the store does not answer (a failover of the thread's
-// master): a card whose ts is lost is never redrawn, and keeps its
-// buttons after its call is decided and run. It keeps trying when the
-// run that posted the card stops (its lease lapsed during the failover):
-// the card is in the thread either way, and where it is must be known to
-// whoever decides it. The record is set once, so a try whose answer was
-// lost and the one after it agree.
-func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]byte, error) {
+// recordCard records rec, the ts of a card just posted and what goes
+// with it, trying again while the store does not answer (a failover of
+// the thread's master): a card whose ts is lost is never redrawn, and
+// keeps its buttons after its call is decided and run. It keeps trying
+// when the run that posted the card stops (its lease lapsed during the
+// failover): the card is in the thread either way, and where it is must
+// be known to whoever decides it. The records are set once, so a try
+// whose answer was lost and the one after it agree; it returns them as
+// stored.
+func (r *Reporter) recordCard(ctx context.Context, thread string, rec map[string][]byte) (map[string][]byte, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCardFor)
 	defer cancel()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		card, _, err := r.store.Claim(ctx, thread, key, []byte(ts))
+		stored, err := r.store.ClaimAll(ctx, thread, rec)
 		if err == nil {
-			return card, nil
+			return stored, nil
 		}
 		r.log.WithField("thread", thread).WithError(err).Warn("recording a card; trying again")
 		select {
@@ -277,13 +272,20 @@ func (r *Reporter) recordCard(ctx context.Context, thread, key, ts string) ([]by
 	}
 }
 
+// newCardRef stores a reference for c's card and records it for the
+// thread, unless one was recorded meanwhile: then that one is returned.
+func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
+	raw, _ := json.Marshal(ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
+	winner, err := store.ClaimRef(ctx, thread, cardRefKey(c.Key, c.Attempts), rand.Text(), raw, refTTL)
+	if err != nil {
+		return "", fmt.Errorf("record card reference: %w", err)
+	}
+	return winner, nil
+}
+
 // putRef stores rf under a fresh random reference, for refTTL.
 func putRef(ctx context.Context, store Store, rf ref) (string, error) {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	value := hex.EncodeToString(b[:])
+	value := rand.Text()
 	raw, _ := json.Marshal(rf)
 	if err := store.PutRef(ctx, value, raw, refTTL); err != nil {
 		return "", fmt.Errorf("store card reference: %w", err)

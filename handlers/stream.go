@@ -40,12 +40,15 @@ import (
 // Each streamed message is recorded in the store (its channel, ts and the
 // text shown so far), so that a message left half-written by a process
 // that died is found by whichever process carries the run on: when the
-// answer streams again, the old message is finished with a note
-// ("… (interrupted; the answer continues below)") and the answer grows in
-// a new one below it; when the answer was already complete (the process
-// died after saving it, before showing it), the old message gets the
-// final text. A run that fails mid-stream finishes its message with the
-// same note. A reply that asks for tool calls keeps the text it streamed.
+// answer streams again, the new message's record replaces the old one in
+// the command that reads it, and the old message is finished with a note
+// ("… (interrupted; the answer continues below)"); when the answer was
+// complete (the process died after saving it, before showing it), the
+// old message gets the final text — again on a repeated delivery, as a
+// finished message is not recorded again (the runner records with the
+// session's end that the answer was shown). A run that fails mid-stream
+// finishes its message with the same note. A reply that asks for tool
+// calls keeps the text it streamed.
 //
 // In an assistant thread (a direct message with the app) the bot also
 // shows "is thinking…" while the model works, through
@@ -89,13 +92,6 @@ type streams struct {
 
 // native reports whether answers stream with Slack's streaming methods.
 func (s *streams) native() bool { return s.on && !s.noNative.Load() }
-
-func (s *streams) interval() time.Duration {
-	if s.opts.Interval <= 0 {
-		return time.Second
-	}
-	return s.opts.Interval
-}
 
 // get returns the live answer under key, creating it if need be.
 func (s *streams) get(key string) *liveAnswer {
@@ -202,7 +198,7 @@ func (r *Reporter) answerDelta(ctx context.Context, e runner.Event, team, channe
 		return r.startAnswer(ctx, la, e, team, channel, root)
 	}
 	la.want = e.Text
-	wait := r.streams.interval() - r.now().Sub(la.last)
+	wait := r.streams.opts.Interval - r.now().Sub(la.last)
 	if wait <= 0 {
 		return r.flush(ctx, la)
 	}
@@ -220,12 +216,9 @@ func (r *Reporter) answerDelta(ctx context.Context, e runner.Event, team, channe
 	return nil
 }
 
-// startAnswer posts the message an answer grows in, after finishing one
-// an earlier process left half-written; la.mu is held.
+// startAnswer posts the message an answer grows in, then finishes one an
+// earlier process left half-written; la.mu is held.
 func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Event, team, channel, root string) error {
-	if old, ok := r.loadRecord(ctx, la.key); ok && !old.Done {
-		r.finishInterrupted(ctx, la.key, old)
-	}
 	la.started = true
 	rec := streamRecord{Channel: channel}
 	if !r.streams.noNative.Load() {
@@ -264,7 +257,9 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 		rec.TS, rec.Shown = ts, shown
 	}
 	la.rec, la.want, la.last = rec, e.Text, r.now()
-	r.saveRecord(ctx, la.key, la.rec)
+	if old, ok := r.saveRecord(ctx, la.key, la.rec); ok && !old.Done {
+		r.finishInterrupted(ctx, "", old)
+	}
 	return nil
 }
 
@@ -334,7 +329,6 @@ func (r *Reporter) finish(ctx context.Context, la *liveAnswer, final string, has
 		return err
 	}
 	la.rec.Done, la.rec.Final = true, hash
-	r.saveRecord(ctx, la.key, la.rec)
 	return nil
 }
 
@@ -416,7 +410,8 @@ func (r *Reporter) interruptStreams(ctx context.Context, thread string) {
 }
 
 // finishInterrupted ends a cut-off message with the interrupted note and
-// records it as done.
+// records it as done under key, unless key is "" (another record
+// replaced it).
 func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec streamRecord) {
 	log := r.log.WithFields(logrus.Fields{"channel": rec.Channel, "ts": rec.TS})
 	done := false
@@ -435,15 +430,18 @@ func (r *Reporter) finishInterrupted(ctx context.Context, key string, rec stream
 		}
 	}
 	rec.Shown, rec.Done, rec.Native = rec.Shown+note, true, false
-	r.saveRecord(ctx, key, rec)
+	if key != "" {
+		r.saveRecord(ctx, key, rec)
+	}
 	log.Info("finished an answer cut off mid-stream")
 }
 
 func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bool) {
-	raw, ok, err := r.store.Ref(ctx, key)
-	if err != nil || !ok {
-		return streamRecord{}, false
-	}
+	raw, _, _ := r.store.Ref(ctx, key)
+	return decodeRecord(raw)
+}
+
+func decodeRecord(raw []byte) (streamRecord, bool) {
 	var rec streamRecord
 	if json.Unmarshal(raw, &rec) != nil || rec.TS == "" {
 		return streamRecord{}, false
@@ -451,9 +449,13 @@ func (r *Reporter) loadRecord(ctx context.Context, key string) (streamRecord, bo
 	return rec, true
 }
 
-func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) {
+// saveRecord records rec under key and returns the record it replaced,
+// if any: one command.
+func (r *Reporter) saveRecord(ctx context.Context, key string, rec streamRecord) (streamRecord, bool) {
 	raw, _ := json.Marshal(rec)
-	if err := r.store.PutRef(ctx, key, raw, refTTL); err != nil {
+	old, _, err := r.store.SwapRef(ctx, key, raw, refTTL)
+	if err != nil {
 		r.log.WithError(err).Warn("recording a streamed answer")
 	}
+	return decodeRecord(old)
 }

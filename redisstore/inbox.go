@@ -46,7 +46,7 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 		}
 		value = string(raw)
 	}
-	keys := []string{s.inboxKey("calls")}
+	keys := []string{s.inboxKey("calls"), s.inboxKey("home")}
 	args := []any{u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit}
 	for _, d := range u.Decided {
 		if d.By == "" {
@@ -72,17 +72,30 @@ func (s *Store) UpdateInbox(ctx context.Context, u *runner.InboxUpdate) error {
 	return s.replaced(u, res, err)
 }
 
-// replaced reads updateInboxLua's reply into u.Replaced.
+// replaced reads updateInboxLua's reply into u.Replaced and u.Watchers.
 func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
+	u.Replaced, u.Watchers = nil, nil
 	if errors.Is(err, redis.Nil) {
-		u.Replaced = nil
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("update inbox of %s: %w", u.Thread, err)
 	}
-	old, _ := res.(string)
-	u.Replaced = nil
+	if res == nil {
+		return nil
+	}
+	reply, _ := res.([]any)
+	if len(reply) != 2 {
+		return fmt.Errorf("update inbox of %s: unexpected reply %v", u.Thread, res)
+	}
+	watchers, _ := reply[1].([]any)
+	u.Watchers = make([]runner.InboxWatcher, 0, len(watchers)/2)
+	for i := 0; i+1 < len(watchers); i += 2 {
+		user, _ := watchers[i].(string)
+		ms, _ := strconv.ParseInt(fmt.Sprint(watchers[i+1]), 10, 64)
+		u.Watchers = append(u.Watchers, runner.InboxWatcher{User: user, At: time.UnixMilli(ms)})
+	}
+	old, _ := reply[0].(string)
 	if old == "" {
 		return nil
 	}
@@ -202,11 +215,14 @@ func (s *Store) HomeOpeners(ctx context.Context, since time.Time) ([]string, err
 
 // updateInboxLua replaces a thread's waiting calls and records decisions.
 //
-//	KEYS: the calls hash, then one decisions list per decision
+//	KEYS: the calls hash, the Home tab's openers, then one decisions list
+//	      per decision
 //	ARGV: thread, the thread's calls (JSON) or '' for none, the lists'
 //	      expiry ms, their cap, then one decision (JSON) per list
 //
-// It returns the thread's calls it replaced, or nil.
+// It returns the thread's calls it replaced (or nil), and who opened the
+// Home tab, with when (ZRANGE WITHSCORES): those whose tabs the change
+// may concern, read in the same step.
 const updateInboxLua = updateInboxFnLua + `
 return update_inbox(KEYS, ARGV)
 `
@@ -221,12 +237,12 @@ local function update_inbox(KEYS, ARGV)
   else
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   end
-  for i = 2, #KEYS do
-    redis.call('LPUSH', KEYS[i], ARGV[3 + i])
+  for i = 3, #KEYS do
+    redis.call('LPUSH', KEYS[i], ARGV[2 + i])
     redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
     redis.call('PEXPIRE', KEYS[i], ARGV[3])
   end
-  return old
+  return {old, redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}
 end
 `
 

@@ -29,8 +29,9 @@ func TestRunnerInboxContractCluster(t *testing.T) {
 }
 
 // Ending a session with an inbox update writes the thread's entries and
-// decisions with the rest of the session's end and says what it replaced,
-// on a single server (one round trip, also when Redis has forgotten the
+// decisions with the rest of the session's end and says what it replaced
+// and who opened the Home tab (read in the same step, so that the front
+// end need not ask), on a single server (one round trip, also when Redis has forgotten the
 // scripts), with replicas to wait for, and on a Redis Cluster (where the
 // inbox lives in a slot of its own).
 func TestCloseThreadWritesTheInbox(t *testing.T) {
@@ -78,6 +79,9 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 			if len(u.Replaced) != 0 {
 				t.Errorf("Replaced = %+v, want nothing (a new thread)", u.Replaced)
 			}
+			if u.Watchers == nil || len(u.Watchers) != 0 {
+				t.Errorf("Watchers = %#v, want none, said (nobody opened the Home tab)", u.Watchers)
+			}
 			entries, err := store.InboxEntries(ctx)
 			if err != nil || len(entries) != 1 || entries[0].Call != "1.0" || !entries[0].Since.Equal(since) {
 				t.Fatalf("InboxEntries = %+v, %v; want the waiting call", entries, err)
@@ -91,6 +95,9 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 			if got, err = store.OpenThread(ctx, open); err != nil || !got.Held {
 				t.Fatalf("OpenThread after the close = %+v, %v; want the lease free", got, err)
 			}
+			if err := store.HomeOpened(ctx, bob, since); err != nil {
+				t.Fatal(err)
+			}
 			d := runner.DecisionRecord{Thread: thread, Call: "1.0", Tool: "deploy", By: bob, Kind: agent.Approve, At: since}
 			u = &runner.InboxUpdate{Thread: thread, Decided: []runner.DecisionRecord{d}}
 			if _, err := store.CloseThread(ctx, runner.Closing{Thread: thread, Token: got.Token, Answered: -1, Inbox: u}); err != nil {
@@ -98,6 +105,9 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 			}
 			if len(u.Replaced) != 1 || u.Replaced[0].Call != "1.0" {
 				t.Errorf("Replaced = %+v, want the call that waited", u.Replaced)
+			}
+			if len(u.Watchers) != 1 || u.Watchers[0].User != bob || !u.Watchers[0].At.Equal(since) {
+				t.Errorf("Watchers = %+v, want bob, who opened the Home tab at %v", u.Watchers, since)
 			}
 			if entries, err := store.InboxEntries(ctx); err != nil || len(entries) != 0 {
 				t.Errorf("InboxEntries after the decision = %+v, %v; want none", entries, err)

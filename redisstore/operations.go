@@ -84,8 +84,9 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
-		acquireLua: OpLease, scheduleLua: OpSchedule,
+		acquireLua: OpLease, scheduleLua: OpSchedule, waitingLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
+		claimAllLua: OpClaim, claimRefLua: OpClaim, dedupRefLua: OpIntake,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

@@ -63,6 +63,19 @@ func (s *Store) PutRef(ctx context.Context, ref string, value []byte, ttl time.D
 	return nil
 }
 
+// SwapRef stores value under ref for ttl and returns what ref held
+// before, and whether it held anything: one command (SET … GET).
+func (s *Store) SwapRef(ctx context.Context, ref string, value []byte, ttl time.Duration) ([]byte, bool, error) {
+	old, err := s.rdb.SetArgs(ctx, s.prefix+":ref:"+escape(ref), value, redis.SetArgs{TTL: ttl, Get: true}).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("store reference: %w", err)
+	}
+	return old, true, nil
+}
+
 // Ref returns the value stored under ref, and whether there is one.
 func (s *Store) Ref(ctx context.Context, ref string) ([]byte, bool, error) {
 	v, err := s.rdb.Get(ctx, s.prefix+":ref:"+escape(ref)).Bytes()
@@ -222,4 +235,157 @@ func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// The records of a card's buttons and of where the card went, each
+// written in the step that needs it: the reference its buttons carry
+// with the claim that names it for the call (ClaimRef), the card's and
+// its copies' records together (ClaimAll), and a click's dedup with the
+// lookup of its reference (DedupRef). On a single server each is one
+// script; on a Redis Cluster, where a reference and a dedup key are in
+// slots of their own, the reference is written (or read) in a step of
+// its own, as before.
+
+// claimAllLua sets claims once each.
+//
+//	KEYS: claims, head
+//	ARGV: expiry in milliseconds, then a claim key and its value per claim
+//
+// It returns each claim's stored value, in order: this call's, or the
+// one set before it. A new claim gives the hash an expiry as claimLua
+// does.
+const claimAllLua = `
+local out, new = {}, false
+for i = 2, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
+    new = true
+    out[#out + 1] = ARGV[i + 1]
+  else
+    out[#out + 1] = redis.call('HGET', KEYS[1], ARGV[i])
+  end
+end
+if new and redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[1]), redis.call('PTTL', KEYS[2])))
+end
+return out
+`
+
+var claimAllScript = redis.NewScript(claimAllLua)
+
+// ClaimAll sets each claim of values in thread once, in one step, and
+// returns the stored values: this call's, or those set before it.
+func (s *Store) ClaimAll(ctx context.Context, thread string, values map[string][]byte) (map[string][]byte, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	names := make([]string, 0, len(values))
+	args := []any{s.ttl.Milliseconds()}
+	for name, v := range values {
+		names = append(names, name)
+		args = append(args, name, v)
+	}
+	res, err := s.runScript(ctx, claimAllScript, claimAllLua, []string{k.claims, k.head}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("claim in %s: %w", thread, err)
+	}
+	if len(res) != len(names) {
+		return nil, fmt.Errorf("claim in %s: unexpected reply %v", thread, res)
+	}
+	out := make(map[string][]byte, len(names))
+	for i, name := range names {
+		v, _ := res[i].(string)
+		out[name] = []byte(v)
+	}
+	return out, nil
+}
+
+// claimRefLua stores a reference as a thread's claim names it, unless
+// the claim names one already.
+//
+//	KEYS: claims, head, the reference's key
+//	ARGV: claim key, reference, its value, its expiry in milliseconds,
+//	      the claims' expiry in milliseconds
+//
+// It returns the reference the claim names: this call's, stored, or the
+// one claimed before it (stored by that call).
+const claimRefLua = `
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return redis.call('HGET', KEYS[1], ARGV[1])
+end
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[5]), redis.call('PTTL', KEYS[2])))
+end
+return ARGV[2]
+`
+
+var claimRefScript = redis.NewScript(claimRefLua)
+
+// ClaimRef stores value under ref for ttl and claims ref under key in
+// thread, unless key names a reference already: it returns the reference
+// key names. One step on a single server; on a Redis Cluster the
+// reference is stored first, then claimed, so that a claimed reference
+// is always there.
+func (s *Store) ClaimRef(ctx context.Context, thread, key, ref string, value []byte, ttl time.Duration) (string, error) {
+	if s.isCluster() {
+		if err := s.PutRef(ctx, ref, value, ttl); err != nil {
+			return "", err
+		}
+		winner, _, err := s.Claim(ctx, thread, key, []byte(ref))
+		return string(winner), err
+	}
+	k, err := s.keys(thread)
+	if err != nil {
+		return "", fmt.Errorf("claim %s: %w", key, err)
+	}
+	winner, err := s.runScript(ctx, claimRefScript, claimRefLua, []string{k.claims, k.head, s.prefix + ":ref:" + escape(ref)},
+		key, ref, value, ttl.Milliseconds(), s.ttl.Milliseconds()).Text()
+	if err != nil {
+		return "", fmt.Errorf("claim %s in %s: %w", key, thread, err)
+	}
+	return winner, nil
+}
+
+// dedupRefLua is dedupLua (in one command: SET … NX GET), then, for a
+// key seen for the first time, the value of a reference.
+//
+//	KEYS: key, the reference's key
+//	ARGV: token, expiry in milliseconds
+//
+// It returns {0} for a key seen before, else {1, the reference's value
+// or nil}.
+const dedupRefLua = `
+local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if v ~= false and v ~= ARGV[1] then return {0} end
+return {1, redis.call('GET', KEYS[2])}
+`
+
+var dedupRefScript = redis.NewScript(dedupRefLua)
+
+// DedupRef is Dedup of key, then, if key is seen for the first time, Ref
+// of ref (none if ref is ""): one step on a single server, two on a
+// Redis Cluster.
+func (s *Store) DedupRef(ctx context.Context, key string, ttl time.Duration, ref string) (first bool, value []byte, found bool, err error) {
+	if ref == "" || s.isCluster() {
+		if first, err = s.Dedup(ctx, key, ttl); err != nil || !first || ref == "" {
+			return first, nil, false, err
+		}
+		value, found, err = s.Ref(ctx, ref)
+		return true, value, found, err
+	}
+	res, err := dedupRefScript.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key), s.prefix + ":ref:" + escape(ref)},
+		newToken(), ttl.Milliseconds()).Slice()
+	if err != nil {
+		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
+	}
+	if len(res) == 0 || res[0] != int64(1) {
+		return false, nil, false, nil
+	}
+	if len(res) > 1 {
+		if v, ok := res[1].(string); ok {
+			return true, []byte(v), true, nil
+		}
+	}
+	return true, nil, false, nil
 }

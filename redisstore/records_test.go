@@ -154,3 +154,74 @@ func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
 		t.Errorf("Claim() with the replica stalled = %v, want ErrNotReplicated", err)
 	}
 }
+
+// The card's records, each written in the step that needs it: a button
+// reference stored and claimed together, the first claim of a key wins
+// and later ones get its reference (which is there to read); records set
+// together, once each; a click's dedup with its reference; a swapped
+// record says what it replaced. On a single server and on a Redis
+// Cluster, where a reference is in a slot of its own.
+func TestCardRecords(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+	}{
+		{"single", func(t *testing.T) redis.UniversalClient { return redistest.Client(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := redisstore.New(tt.rdb(t), redisstore.Options{Prefix: uniqueName("records")})
+			thread := uniqueName("T1:C1")
+			got, err := s.ClaimRef(ctx, thread, "cardref:1.0#0", "r1", []byte(`{"thread":"a"}`), time.Minute)
+			if err != nil || got != "r1" {
+				t.Fatalf("ClaimRef(first) = %q, %v; want r1", got, err)
+			}
+			got, err = s.ClaimRef(ctx, thread, "cardref:1.0#0", "r2", []byte(`{"thread":"b"}`), time.Minute)
+			if err != nil || got != "r1" {
+				t.Errorf("ClaimRef(again) = %q, %v; want the first reference, r1", got, err)
+			}
+			if v, ok, err := s.Ref(ctx, "r1"); !ok || err != nil || string(v) != `{"thread":"a"}` {
+				t.Errorf("Ref(r1) = %s, %v, %v; want the first value", v, ok, err)
+			}
+			if _, ok, _ := s.Ref(ctx, "r2"); ok && tt.name == "single" {
+				t.Error("Ref(r2) found: a reference that lost its claim was stored")
+			}
+			if c, _ := s.ClaimValues(ctx, thread, []string{"cardref:1.0#0"}); string(c["cardref:1.0#0"]) != "r1" {
+				t.Errorf("claim cardref = %q, want r1", c["cardref:1.0#0"])
+			}
+
+			if _, _, err := s.Claim(ctx, thread, "card:1.0#0", []byte("111.1")); err != nil {
+				t.Fatal(err)
+			}
+			all, err := s.ClaimAll(ctx, thread, map[string][]byte{"card:1.0#0": []byte("222.2"), "copies:1.0#0": {}})
+			if err != nil || string(all["card:1.0#0"]) != "111.1" || string(all["copies:1.0#0"]) != "" || len(all) != 2 {
+				t.Errorf("ClaimAll = %q, %v; want the card claimed before and the new empty index", all, err)
+			}
+			if c, _ := s.ClaimValues(ctx, thread, []string{"card:1.0#0", "copies:1.0#0"}); string(c["card:1.0#0"]) != "111.1" || len(c) != 2 {
+				t.Errorf("claims after ClaimAll = %q; want both, the card unchanged", c)
+			}
+
+			first, v, ok, err := s.DedupRef(ctx, "action:U1:1.1:approve", time.Minute, "r1")
+			if !first || !ok || err != nil || string(v) != `{"thread":"a"}` {
+				t.Errorf("DedupRef(first click) = %v, %s, %v, %v; want first, with r1's value", first, v, ok, err)
+			}
+			if first, _, _, err := s.DedupRef(ctx, "action:U1:1.1:approve", time.Minute, "r1"); first || err != nil {
+				t.Errorf("DedupRef(the same click again) = %v, %v; want a repeat", first, err)
+			}
+			if first, _, ok, err := s.DedupRef(ctx, "action:U1:1.2:approve", time.Minute, "nope"); !first || ok || err != nil {
+				t.Errorf("DedupRef(unknown reference) = %v, %v, %v; want first, not found", first, ok, err)
+			}
+
+			if _, had, err := s.SwapRef(ctx, "stream#1", []byte("one"), time.Minute); had || err != nil {
+				t.Errorf("SwapRef(new) = %v, %v; want nothing replaced", had, err)
+			}
+			if old, had, err := s.SwapRef(ctx, "stream#1", []byte("two"), time.Minute); !had || err != nil || string(old) != "one" {
+				t.Errorf("SwapRef(again) = %s, %v, %v; want one replaced", old, had, err)
+			}
+			if v, _, _ := s.Ref(ctx, "stream#1"); string(v) != "two" {
+				t.Errorf("Ref after SwapRef = %s, want two", v)
+			}
+		})
+	}
+}

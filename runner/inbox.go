@@ -94,6 +94,29 @@ type InboxUpdate struct {
 	Decided []DecisionRecord
 	// Replaced is set by the store: the entries Waiting replaced.
 	Replaced []InboxEntry
+	// Watchers may be set by the store, read in the same step: who
+	// watches the index in a front end (the Slack Home tab), nil if the
+	// store does not say.
+	Watchers []InboxWatcher
+}
+
+// InboxWatcher is a person who looks at the index in a front end, and
+// when they last opened it.
+type InboxWatcher struct {
+	User string
+	At   time.Time
+}
+
+// WatchersSince returns the users of ch.Watchers who opened the index
+// since then.
+func (ch *InboxChange) WatchersSince(since time.Time) []string {
+	var users []string
+	for _, w := range ch.Watchers {
+		if !w.At.Before(since) {
+			users = append(users, w.User)
+		}
+	}
+	return users
 }
 
 // Inbox keeps the index of waiting calls and people's recent decisions.
@@ -123,6 +146,8 @@ type Members interface {
 type InboxChange struct {
 	Added, Removed []InboxEntry
 	Decided        []DecisionRecord
+	// Watchers are InboxUpdate.Watchers: nil if the store did not say.
+	Watchers []InboxWatcher
 }
 
 // Waiting is a call that waits for a decision, for an inbox to show: its
@@ -348,7 +373,7 @@ func (s *Service) inboxChanged(u *InboxUpdate) {
 			ch.Removed = append(ch.Removed, e)
 		}
 	}
-	ch.Decided = u.Decided
+	ch.Decided, ch.Watchers = u.Decided, u.Watchers
 	if len(ch.Added) == 0 && len(ch.Removed) == 0 && len(ch.Decided) == 0 {
 		return
 	}

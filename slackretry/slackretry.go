@@ -50,3 +50,19 @@ func Update(ctx context.Context, api *slack.Client, channel, ts string, opts ...
 		return err
 	})
 }
+
+// Refused reports whether err is Slack's definite refusal of a request
+// (ok:false with an error code that will not change by asking again),
+// rather than no answer: a rate limit, a server error, a broken
+// connection.
+func Refused(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited", "team_added_to_org":
+		return false
+	}
+	return true
+}
