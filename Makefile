@@ -101,6 +101,7 @@ FUZZ_TARGETS = \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
+	./redisstore:FuzzDecodeWaiting \
 	./internal/termtext:FuzzText
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
