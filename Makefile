@@ -102,6 +102,7 @@ FUZZ_TARGETS = \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
 	./redisstore:FuzzDecodeWaiting \
+	./redisstore:FuzzExpandRef \
 	./internal/termtext:FuzzText
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -35,7 +35,8 @@
 // Beside the threads, a few records are keys of their own (records.go):
 //
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
-//	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
+//	cs:ref:<ref>    string  what a card button's opaque value stands for, compressed
+//	                        (refs.go); expires
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	{cs:wakeups}:by:<thread>
 //	                string  the number of the lease acquisition that last set the
