@@ -11,7 +11,7 @@
 
 GO ?= go
 
-.PHONY: test test-fast bench bench-long bench-thread chaos run lint fuzz
+.PHONY: test test-fast bench bench-long bench-thread bench-paused chaos run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests)
@@ -44,6 +44,14 @@ bench-long:
 THREAD_FLAGS ?=
 bench-thread:
 	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkLongThreadThroughSlack -benchtime 1x ./cmd/bot/ $(THREAD_FLAGS)
+
+## bench-paused: Redis memory of 10,000 threads paused on an approval, as
+## the bot binary keeps them (the Slack and model fakes): MB per 10,000
+## threads, MEMORY USAGE and expiry by kind of key, and the key tables.
+## PAUSED_FLAGS=-paused.threads=1000 for a quicker run.
+PAUSED_FLAGS ?=
+bench-paused:
+	bash .ci/with-redis $(GO) test -run '^$$' -bench BenchmarkPausedThreadsThroughSlack -benchtime 1x ./cmd/bot/ $(PAUSED_FLAGS)
 
 ## chaos: the failover driver (the chaos build tag): FAILOVER_RUNS
 ## conversations on a Redis Cluster, each with its thread's master failed
@@ -105,6 +113,8 @@ FUZZ_TARGETS = \
 	./llm:FuzzReadAnswer \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
+	./redisstore:FuzzDecodeWaiting \
+	./redisstore:FuzzExpandRef \
 	./internal/termtext:FuzzText
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

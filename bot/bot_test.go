@@ -67,15 +67,25 @@ func (c *cards) seen() ([]agent.Call, []string) {
 // counting deploy tool.
 func newBot(t *testing.T, rep runner.Reporter, calls *atomic.Int64) *bot.Bot {
 	t.Helper()
-	getenv := os.Getenv
-	if os.Getenv("REDIS_URL") == "" {
-		url := "redis://" + redistest.Options(t).Addr + "/0"
-		getenv = func(k string) string {
-			if k == "REDIS_URL" {
-				return url
-			}
-			return os.Getenv(k)
+	return newBotAt(t, testRedisURL(t), "bot-test-"+randomHex(), rep, calls)
+}
+
+// testRedisURL is REDIS_URL or, without it, the test Redis of redistest.
+func testRedisURL(t *testing.T) string {
+	if url := os.Getenv("REDIS_URL"); url != "" {
+		return url
+	}
+	return "redis://" + redistest.Options(t).Addr + "/0"
+}
+
+// newBotAt is newBot on the Redis at url, under prefix.
+func newBotAt(t *testing.T, url, prefix string, rep runner.Reporter, calls *atomic.Int64) *bot.Bot {
+	t.Helper()
+	getenv := func(k string) string {
+		if k == "REDIS_URL" {
+			return url
 		}
+		return os.Getenv(k)
 	}
 	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
 	if err != nil {
@@ -87,7 +97,7 @@ func newBot(t *testing.T, rep runner.Reporter, calls *atomic.Int64) *bot.Bot {
 	log := logrus.New()
 	log.Out = io.Discard
 	b, err := bot.New(context.Background(), getenv, log, func(*redisstore.Store) runner.Reporter { return rep },
-		bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{calls}}, Prefix: "bot-test-" + randomHex()})
+		bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{calls}}, Prefix: prefix})
 	if err != nil {
 		t.Fatalf("bot.New: %v", err)
 	}

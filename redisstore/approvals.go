@@ -38,6 +38,9 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 		return runner.ApprovalClaimed{}, fmt.Errorf("approve %s: %w", c.Key, err)
 	}
 	tk, err := s.keys(c.Thread)
+	if err == nil {
+		err = checkClaimKeys(c.Key, c.Set)
+	}
 	if err != nil {
 		return runner.ApprovalClaimed{}, fmt.Errorf("approve %s: %w", c.Key, err)
 	}
@@ -108,8 +111,8 @@ func (s *Store) ClaimApproval(ctx context.Context, c runner.ApprovalClaim) (runn
 // recorded), 1 when the approval was recorded, and 3 when it was also
 // the last one required and claimed the decision: the decision, a
 // newline and the approvals.
-const approveLua = acquiredLua + `
-if ARGV[8] ~= '' and redis.call('HGET', KEYS[2], 'id') ~= ARGV[8] then return {-1} end
+const approveLua = acquiredLua + headLua + `
+if ARGV[8] ~= '' and head_id(KEYS[1], KEYS[2]) ~= ARGV[8] then return {-1} end
 if KEYS[5] and ARGV[10] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[10], ARGV[9])
 end
@@ -135,5 +138,5 @@ local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[13]) end
 local vals = {}
 if #ARGV >= 14 then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 14, #ARGV)) end
-return {status, claim, list, 1, redis.call('HGET', KEYS[2], 'id'), vals, seq}
+return {status, claim, list, 1, head_id(KEYS[1], KEYS[2]), vals, seq}
 `

@@ -12,6 +12,9 @@ import (
 // expire with the thread.
 func (s *Store) Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error) {
 	k, err := s.keys(thread)
+	if err == nil {
+		err = checkClaimKeys(key)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("claim %s: %w", key, err)
 	}
@@ -43,7 +46,9 @@ func (s *Store) Claims(ctx context.Context, thread string) (map[string][]byte, e
 	}
 	claims := make(map[string][]byte, len(all))
 	for key, v := range all {
-		claims[key] = []byte(v)
+		if !isHeadField(key) {
+			claims[key] = []byte(v)
+		}
 	}
 	return claims, nil
 }

@@ -18,7 +18,8 @@ import (
 // shows them. Its keys share the hash tag {inbox}, so one script writes
 // them together on a single server and on Redis Cluster alike:
 //
-//	cs:{inbox}:calls            hash  thread → JSON list of the thread's waiting calls
+//	cs:{inbox}:calls            hash  thread → the thread's waiting calls, a JSON list of
+//	                                  lists of their fields (inboxcodec.go)
 //	cs:{inbox}:decided:<user>   list  the user's decisions (JSON), newest first, capped
 //	                                  at runner.RecentLimit; expires with the threads
 //	cs:{inbox}:home             zset  user → when they last opened the Home tab (unix ms)
@@ -40,7 +41,7 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 	}
 	value := ""
 	if len(u.Waiting) > 0 {
-		raw, err := json.Marshal(u.Waiting)
+		raw, err := encodeWaiting(u.Thread, u.Waiting)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -99,7 +100,7 @@ func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
 	if old == "" {
 		return nil
 	}
-	if err := json.Unmarshal([]byte(old), &u.Replaced); err != nil {
+	if u.Replaced, err = decodeWaiting(u.Thread, []byte(old)); err != nil {
 		return fmt.Errorf("update inbox of %s: the entry it replaced: %w", u.Thread, err)
 	}
 	return nil
@@ -150,8 +151,8 @@ func (s *Store) InboxEntries(ctx context.Context) ([]runner.InboxEntry, error) {
 	}
 	var out []runner.InboxEntry
 	for thread, raw := range all {
-		var entries []runner.InboxEntry
-		if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+		entries, err := decodeWaiting(thread, []byte(raw))
+		if err != nil {
 			return nil, fmt.Errorf("read the inbox entry of %s: %w", thread, err)
 		}
 		out = append(out, entries...)

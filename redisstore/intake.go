@@ -58,13 +58,14 @@ return ids
 `
 
 // takeIntakeLua gives a request taken by dueIntakeLua to a new attempt
-// and returns its record, or false if the record has expired.
+// and returns its record, or false if the record has expired or the
+// request started meanwhile (its record is then empty: startedLua).
 //
 //	KEYS: record, the holder's token
 //	ARGV: token
 const takeIntakeLua = `
 local rec = redis.call('GET', KEYS[1])
-if rec == false then return false end
+if rec == false or rec == '' then return false end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
@@ -108,12 +109,16 @@ redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
 return 1
 `
 
-// startedLua takes a request out of the index if token holds it.
+// startedLua takes a request out of the index if token holds it, and
+// keeps of it only what recognises a repeat: the record's key, emptied,
+// with its expiry. The token is dropped: nothing holds a started request.
 //
-//	KEYS: due index, the holder's token
+//	KEYS: due index, the holder's token, record
 //	ARGV: id, token
 const startedLua = `
 if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[3], '', 'XX', 'KEEPTTL')
+redis.call('DEL', KEYS[2])
 return redis.call('ZREM', KEYS[1], ARGV[1])
 `
 
@@ -198,11 +203,11 @@ func (s *Store) HoldIntake(ctx context.Context, holds map[string]string, until t
 }
 
 // Started says the request's conversation is under way, if token holds
-// it: it is no longer driven again. Its record stays until it expires, so
-// repeats of it are still recognised.
+// it: it is no longer driven again. Its record's key stays, emptied, until
+// it expires, so repeats of it are still recognised; the token goes.
 func (s *Store) Started(ctx context.Context, id, token string) error {
-	_, idx := s.intakeKeys(id)
-	if err := startedScript.Run(ctx, s.rdb, []string{idx, s.intakeToken(id)}, id, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	rec, idx := s.intakeKeys(id)
+	if err := startedScript.Run(ctx, s.rdb, []string{idx, s.intakeToken(id), rec}, id, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("intake %s started: %w", id, err)
 	}
 	return nil

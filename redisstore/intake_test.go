@@ -85,3 +85,47 @@ func testIntake(t *testing.T, s *redisstore.Store) {
 		t.Error("a started request was accepted again")
 	}
 }
+
+// TestStartedRequestKeepsOnlyItsRepeatCheck: once its conversation is
+// under way, a request keeps in Redis only what recognises a repeat of
+// it — its record's key, emptied, expiring when the record would have —
+// and a repeat is still refused, on every kind of Redis the store runs
+// on. A paused thread keeps nothing else of the request that began it.
+func TestStartedRequestKeepsOnlyItsRepeatCheck(t *testing.T) {
+	for name, client := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := client(t)
+			prefix := uniqueName("started")
+			s := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+			const id = "command:t1"
+			now := time.Now()
+			if first, err := s.Accept(ctx, id, "a", []byte(`{"text":"deploy","typed":"deploy"}`), now.Add(15*time.Second), time.Hour); err != nil || !first {
+				t.Fatalf("Accept() = %v, %v; want true", first, err)
+			}
+			if err := s.Started(ctx, id, "a"); err != nil {
+				t.Fatal(err)
+			}
+			keys, err := rdb.Keys(ctx, prefix+":*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			record := prefix + ":{intake}:req:" + id
+			if len(keys) != 1 || keys[0] != record {
+				t.Fatalf("keys after Started = %q; want only %s", keys, record)
+			}
+			if v, err := rdb.Get(ctx, record).Result(); err != nil || v != "" {
+				t.Errorf("record after Started = %q, %v; want it empty", v, err)
+			}
+			if ttl, err := rdb.PTTL(ctx, record).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+				t.Errorf("record's expiry after Started = %v, %v; want within the hour it was accepted for", ttl, err)
+			}
+			if again, err := s.Accept(ctx, id, "b", []byte(`{"text":"deploy"}`), now, time.Hour); err != nil || again {
+				t.Errorf("Accept(a repeat after Started) = %v, %v; want false", again, err)
+			}
+			if due, err := s.DueIntake(ctx, "c", now.Add(time.Hour), now.Add(2*time.Hour), 10); err != nil || len(due) != 0 {
+				t.Errorf("DueIntake(after Started) = %q, %v; want nothing", due, err)
+			}
+		})
+	}
+}

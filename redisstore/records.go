@@ -55,9 +55,9 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// PutRef stores value under ref for ttl.
+// PutRef stores value under ref for ttl, compressed (refs.go).
 func (s *Store) PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error {
-	if err := s.rdb.Set(ctx, s.prefix+":ref:"+escape(ref), value, ttl).Err(); err != nil {
+	if err := s.rdb.Set(ctx, s.prefix+":ref:"+escape(ref), compressRef(value), ttl).Err(); err != nil {
 		return fmt.Errorf("store reference: %w", err)
 	}
 	return nil
@@ -81,6 +81,9 @@ func (s *Store) Ref(ctx context.Context, ref string) ([]byte, bool, error) {
 	v, err := s.rdb.Get(ctx, s.prefix+":ref:"+escape(ref)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, false, nil
+	}
+	if err == nil {
+		v, err = expandRef(v)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("load reference: %w", err)

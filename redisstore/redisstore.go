@@ -12,24 +12,31 @@
 // hash tag, so all of them live in one slot and one Lua script can read and
 // write them together:
 //
-//	cs:{<thread>}:head     hash    seq, journal_len, id: the latest checkpoint's counters and ID
 //	cs:{<thread>}:journal  list    journal entries (JSON), append-only: entry i is item i
 //	cs:{<thread>}:history  list    checkpoint JSON without the journal (compressed, see
 //	                               compress.go), newest first,
 //	                               capped at Options.HistoryLimit; item 0 is the latest
 //	cs:{<thread>}:claims   hash    claim key → value, each set once (decisions); and the
 //	                               approvals of calls that need several, one line appended
-//	                               per approver (approvals.go)
+//	                               per approver (approvals.go); and the head: "@seq",
+//	                               "@len", "@id", the latest checkpoint's counters and ID
+//	                               (head.go)
+//	cs:{<thread>}:head     hash    seq, journal_len, id: where the head was kept before it
+//	                               moved into the claims hash; read, and dropped by the
+//	                               next save
 //	cs:{<thread>}:lease    string  the token of the run lease's acquisition (owner:random)
 //	cs:{<thread>}:fence    string  the number of the lease's latest acquisition (lease.go)
 //
 // The head holds only what the compare-and-set checks, so a save neither
-// decodes nor stores the latest checkpoint twice.
+// decodes nor stores the latest checkpoint twice. It lives in the claims
+// hash, which a thread has anyway once it has shown anything: a key of
+// its own cost a paused thread more than its three fields (head.go).
 //
 // Beside the threads, a few records are keys of their own (records.go):
 //
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
-//	cs:ref:<ref>    string  what a card button's opaque value stands for; expires
+//	cs:ref:<ref>    string  what a card button's opaque value stands for, compressed
+//	                        (refs.go); expires
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	{cs:wakeups}:by:<thread>
 //	                string  the number of the lease acquisition that last set the
@@ -82,7 +89,7 @@
 //
 // # Expiry
 //
-// A save makes the head, journal, history and claims expire Options.TTL
+// A save makes the journal, history and claims (with the head) expire Options.TTL
 // from now, or at the checkpoint's KeepUntil plus an hour when that is
 // later, so a paused thread outlives its approvals' deadlines. It never
 // shortens an expiry, and leaves alone one that is within a minute of the
@@ -254,7 +261,7 @@ func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, err
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	res, err := s.loadScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history}).Slice()
+	res, err := s.loadScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
 	}
@@ -302,7 +309,7 @@ func (s *Store) LoadTail(ctx context.Context, thread, id string, seq int64, from
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	res, err := s.loadTailScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history}, id, seq, from).Slice()
+	res, err := s.loadTailScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}, id, seq, from).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
 	}
@@ -462,7 +469,7 @@ func (s *Store) Journal(ctx context.Context, thread string, n int) ([]json.RawMe
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	res, err := s.journalScript.Run(ctx, s.rdb, []string{k.head, k.journal}, n).Slice()
+	res, err := s.journalScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.claims}, n).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("journal %s: %w", thread, graph.ErrNoCheckpoint)
 	}

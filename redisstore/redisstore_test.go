@@ -104,7 +104,7 @@ func TestKeyLayout(t *testing.T) {
 		if _, _, err := store.Claim(ctx, tt.thread, "call_1", []byte("approve")); err != nil {
 			t.Fatalf("Claim(%q) error = %v", tt.thread, err)
 		}
-		for _, suffix := range []string{"head", "journal", "history", "claims"} {
+		for _, suffix := range []string{"journal", "history", "claims"} {
 			key := fmt.Sprintf("%s:{%s}:%s", prefix, tt.tag, suffix)
 			if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
 				t.Errorf("EXISTS %s after a save of thread %q = %d, %v; want 1", key, tt.thread, n, err)
@@ -294,7 +294,7 @@ func TestExpiry(t *testing.T) {
 	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix, TTL: time.Hour, Now: func() time.Time { return now }})
 	thread := uniqueName(t.Name())
 	key := func(suffix string) string { return fmt.Sprintf("%s:{%s}:%s", prefix, thread, suffix) }
-	threadKeys := []string{key("head"), key("journal"), key("history"), key("claims")}
+	threadKeys := []string{key("journal"), key("history"), key("claims")}
 
 	// checkTTL checks every key's TTL is within a minute below want.
 	checkTTL := func(when string, keys []string, want time.Duration) {
@@ -365,7 +365,7 @@ func TestExpiry(t *testing.T) {
 	brief := redisstore.New(rdb, redisstore.Options{Prefix: prefix, TTL: 10 * time.Second})
 	short := firstCheckpoint(uniqueName(t.Name()), "hi")
 	mustSave(t, brief, short)
-	head := fmt.Sprintf("%s:{%s}:head", prefix, short.Thread)
+	head := fmt.Sprintf("%s:{%s}:claims", prefix, short.Thread)
 	if ttl, err := rdb.PTTL(ctx, head).Result(); err != nil || ttl <= 8*time.Second || ttl > 10*time.Second {
 		t.Errorf("PTTL %s with TTL 10s = %v, %v; want about 10s", head, ttl, err)
 	}

@@ -5,6 +5,23 @@ package redisstore
 // one node that holds the thread's slot. They run on Redis 7 and on
 // miniredis, and use nothing beyond redis.call and Lua 5.1's base library.
 
+// headLua reads the head (head.go): head_of(claims, head) returns
+// {seq, id, journal_len} from the claims hash, or from the head key of
+// a thread saved before the head moved there, and whether it came from
+// that key; head_id(claims, head) returns the ID alone.
+const headLua = `
+local function head_of(claims, head)
+  local h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `')
+  if h[1] then return h, false end
+  h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
+  return h, h[1] ~= false
+end
+
+local function head_id(claims, head)
+  return redis.call('HGET', claims, '` + headID + `') or redis.call('HGET', head, 'id')
+end
+`
+
 // saveLua is Save's compare-and-set.
 //
 //	KEYS: head, journal, history, claims, lease
@@ -23,9 +40,9 @@ package redisstore
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
 const saveLua = saveCheckpointLua + `
-local saved, left = save_check(KEYS, ARGV)
+local saved, left, moved = save_check(KEYS, ARGV)
 if saved ~= 1 then return saved end
-save_write(KEYS, ARGV, 11, left)
+save_write(KEYS, ARGV, 11, left, moved)
 return 1
 `
 
@@ -41,44 +58,49 @@ return 1
 //
 // It returns {saveLua's reply, audit_append's reply if it saved else nil}.
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
-local saved, left = save_check(KEYS, ARGV)
+local saved, left, moved = save_check(KEYS, ARGV)
 if saved ~= 1 then return {saved, false} end
 local audited = audit_append(KEYS[6], KEYS[7], ARGV[11], ARGV, 13)
-save_write(KEYS, ARGV, 13 + tonumber(ARGV[12]), left)
+save_write(KEYS, ARGV, 13 + tonumber(ARGV[12]), left, moved)
 return {1, audited}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
-// arguments: save_check returns 1 and the head's PTTL if the save may be
-// made, else saveLua's reply; save_write makes it, with the journal
-// entries from ARGV[first] on.
-const saveCheckpointLua = `
+// arguments: save_check returns 1, the history's PTTL and whether the
+// head is still in the head key of before if the save may be made, else
+// saveLua's reply; save_write makes it, with the journal entries from
+// ARGV[first] on, writes the head into the claims hash and drops the
+// head key of before.
+const saveCheckpointLua = headLua + `
 local function save_check(KEYS, ARGV)
   if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-  local h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
+  local h, moved = head_of(KEYS[4], KEYS[1])
   if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
   -- The head's journal_len is the journal's length: only a save writes
   -- either, both in one script, and both keys share one expiry.
   local n = tonumber(h[3]) or redis.call('LLEN', KEYS[2])
   if n ~= tonumber(ARGV[2]) then return 0 end
-  return 1, redis.call('PTTL', KEYS[1])
+  -- The history is written by saves alone: its expiry is the thread's
+  -- (the claims hash may exist before the first save, by a claim).
+  return 1, redis.call('PTTL', KEYS[3]), moved
 end
 
-local function save_write(KEYS, ARGV, first, left)
-  local head, journal, history = KEYS[1], KEYS[2], KEYS[3]
+local function save_write(KEYS, ARGV, first, left, moved)
+  local journal, history, claims = KEYS[2], KEYS[3], KEYS[4]
   local batch = 1000
   for i = first, #ARGV, batch do
     redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
   end
-  redis.call('HSET', head, 'seq', ARGV[1], 'journal_len', ARGV[3], 'id', ARGV[9])
+  redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+  if moved then redis.call('DEL', KEYS[1]) end
   local limit = tonumber(ARGV[5])
   if redis.call('LPUSH', history, ARGV[4]) > limit then
     redis.call('LTRIM', history, 0, limit - 1)
   end
 
   if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
-    for i = 1, 4 do
+    for i = 2, 4 do
       redis.call('PEXPIRE', KEYS[i], ARGV[6])
     end
   elseif tonumber(ARGV[2]) == 0 and #ARGV >= first then
@@ -90,12 +112,12 @@ end
 // loadLua reads the head checkpoint (the newest history entry) and exactly
 // the journal entries it covers.
 //
-//	KEYS: head, journal, history
+//	KEYS: head, journal, history, claims
 //
 // It returns nil when the thread has no head, else {checkpoint JSON,
 // {entries}}.
 const loadLua = `
-local n = redis.call('HGET', KEYS[1], 'journal_len')
+local n = redis.call('HGET', KEYS[4], '` + headLen + `') or redis.call('HGET', KEYS[1], 'journal_len')
 if not n then return false end
 local cp = redis.call('LINDEX', KEYS[3], 0)
 n = tonumber(n)
@@ -106,17 +128,17 @@ return {cp, redis.call('LRANGE', KEYS[2], 0, n - 1)}
 // loadTailLua is loadLua for a reader that saw checkpoint id, with seq and
 // a journal of from entries: it reads what the reader has not seen.
 //
-//	KEYS: head, journal, history
+//	KEYS: head, journal, history, claims
 //	ARGV: id, seq, from
 //
 // It returns nil when the thread has no head; {} when the head is still
 // that checkpoint; else {checkpoint JSON, {entries from "from" on}, from},
 // or all entries and 0 when the journal is shorter than from.
-const loadTailLua = `
-local h = redis.call('HMGET', KEYS[1], 'seq', 'journal_len', 'id')
-if not h[2] then return false end
-local n, from = tonumber(h[2]), tonumber(ARGV[3])
-if h[3] == ARGV[1] and tonumber(h[1]) == tonumber(ARGV[2]) and n == from then return {} end
+const loadTailLua = headLua + `
+local h = head_of(KEYS[4], KEYS[1])
+if not h[3] then return false end
+local n, from = tonumber(h[3]), tonumber(ARGV[3])
+if h[2] == ARGV[1] and tonumber(h[1]) == tonumber(ARGV[2]) and n == from then return {} end
 if from > n then from = 0 end
 local cp = redis.call('LINDEX', KEYS[3], 0)
 if n == from then return {cp, {}, from} end
@@ -125,13 +147,13 @@ return {cp, redis.call('LRANGE', KEYS[2], from, n - 1), from}
 
 // journalLua reads the first n journal entries.
 //
-//	KEYS: head, journal
+//	KEYS: head, journal, claims
 //	ARGV: n
 //
 // It returns nil when the thread has no head (an empty journal is not a
 // missing thread), else the entries.
 const journalLua = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if redis.call('HEXISTS', KEYS[3], '` + headSeq + `') == 0 and redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local n = tonumber(ARGV[1])
 if n <= 0 then return {} end
 return redis.call('LRANGE', KEYS[2], 0, n - 1)

@@ -93,6 +93,9 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 // one (setWaitingFor, setWakeup).
 func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
 	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
+	if err == nil {
+		err = checkClaimKeys(c.Record...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("close thread: %w", err)
 	}
@@ -168,6 +171,9 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 // the head is no longer checkpoint c.ExpectHead.
 func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runner.Claimed, error) {
 	tk, err := s.keys(c.Thread)
+	if err == nil {
+		err = checkClaimKeys(c.Key)
+	}
 	if err != nil {
 		return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 	}
@@ -309,7 +315,7 @@ func unixMs(t time.Time) string {
 // ID or nil, {the claims' values}, the acquisition's number or nil}. The
 // number orders writes of the schedule on a cluster (setWakeup): a single
 // server writes it in this script, and neither takes nor returns one.
-const openLua = acquiredLua + `
+const openLua = acquiredLua + headLua + `
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local seq = false
 if held and not KEYS[5] then seq = acquired(KEYS[4], ARGV[6]) end
@@ -320,7 +326,7 @@ if KEYS[5] and wake ~= '' then
 end
 local vals = {}
 if #ARGV >= 7 then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, 7, #ARGV)) end
-return {held and 1 or 0, redis.call('HGET', KEYS[2], 'id'), vals, seq}
+return {held and 1 or 0, head_id(KEYS[3], KEYS[2]), vals, seq}
 `
 
 // closeLua ends work on a thread.
@@ -404,10 +410,10 @@ end
 // {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
 // audit_append's reply or nil, the acquisition's number (on a cluster;
 // else nil)} when this call set the claim.
-const claimDecisionLua = auditAppendLua + acquiredLua + `
+const claimDecisionLua = auditAppendLua + acquiredLua + headLua + `
 local head = false
 if ARGV[4] ~= '' then
-  head = redis.call('HGET', KEYS[2], 'id')
+  head = head_id(KEYS[1], KEYS[2])
   if head ~= ARGV[4] then return {-1} end
 end
 if KEYS[5] and ARGV[6] ~= '' then
@@ -430,6 +436,6 @@ local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
 local vals = {}
 if #ARGV >= 12 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 12 + n, #ARGV)) end
-if not head then head = redis.call('HGET', KEYS[2], 'id') end
+if not head then head = head_id(KEYS[1], KEYS[2]) end
 return {1, 1, head, vals, audited, seq}
 `

@@ -14,13 +14,13 @@ import (
 // Threads returns the name of every thread the store holds, for operators
 // (it scans the keyspace: on a cluster, every master's).
 func (s *Store) Threads(ctx context.Context) ([]string, error) {
-	pattern := s.prefix + ":{*}:head"
+	pattern := s.prefix + ":{*}:history" // every saved thread has one
 	var out []string
 	scan := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
-			inner := strings.TrimSuffix(strings.TrimPrefix(key, s.prefix+":{"), "}:head")
+			inner := strings.TrimSuffix(strings.TrimPrefix(key, s.prefix+":{"), "}:history")
 			out = append(out, unescape(inner))
 		}
 		return iter.Err()

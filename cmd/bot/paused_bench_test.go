@@ -114,6 +114,10 @@ func BenchmarkPausedThreadsThroughSlack(b *testing.B) {
 	waitCards(1)
 	for b.Loop() {
 		before := usedMemory(b, rdb)
+		statsBefore, err := cyclebench.ReadMemoryStats(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for i := range n {
 			ask(i)
 		}
@@ -129,6 +133,10 @@ func BenchmarkPausedThreadsThroughSlack(b *testing.B) {
 		}
 		waitCards(n + 1)
 		grown := usedMemory(b, rdb) - before
+		statsAfter, err := cyclebench.ReadMemoryStats(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
 		kinds, err := cyclebench.MemoryByKind(ctx, rdb)
 		if err != nil {
 			b.Fatal(err)
@@ -142,8 +150,12 @@ func BenchmarkPausedThreadsThroughSlack(b *testing.B) {
 		b.ReportMetric(float64(grown)/1e6*10_000/float64(n), "MB/10k-paused")
 		b.ReportMetric(float64(grown)/float64(n), "bytes/thread")
 		b.ReportMetric(float64(grown-transient)/1e6*10_000/float64(n), "MB/10k-kept")
-		fmt.Printf("%d paused threads through the binary: used_memory grew %.2f MB (%.0f B a thread); MEMORY USAGE by kind of key:\n%s",
-			n, float64(grown)/1e6, float64(grown)/float64(n), cyclebench.PrintMemory(kinds, n+1))
+		fmt.Printf("%d paused threads through the binary: used_memory grew %.2f MB (%.0f B a thread) = %.2f MB per 10,000 "+
+			"(%.2f MB kept past the intake's hour); MEMORY USAGE by kind of key, and expiries, as the last card is posted:\n%s"+
+			"and besides the keys (MEMORY STATS, growth and per thread):\n%s",
+			n, float64(grown)/1e6, float64(grown)/float64(n), float64(grown)/1e6*10_000/float64(n),
+			float64(grown-transient)/1e6*10_000/float64(n), cyclebench.PrintMemory(kinds, n+1),
+			cyclebench.PrintOverhead(statsBefore, statsAfter, n))
 	}
 }
 

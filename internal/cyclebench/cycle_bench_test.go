@@ -219,20 +219,30 @@ func BenchmarkPausedThreadsThroughRunner(b *testing.B) {
 			b.Fatal(err)
 		}
 		before := usedMemory(b, rdb)
+		statsBefore, err := cyclebench.ReadMemoryStats(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for i := range threads {
 			if err := c.Pause(ctx, fmt.Sprintf("T0TEAM:C0CHANNEL:17000%05d.000100", i)); err != nil {
 				b.Fatal(err)
 			}
 		}
 		grown := usedMemory(b, rdb) - before
+		statsAfter, err := cyclebench.ReadMemoryStats(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.ReportMetric(float64(grown)/1e6*10_000/threads, "MB/10k-paused")
 		b.ReportMetric(float64(grown)/threads, "bytes/thread")
 		kinds, err := cyclebench.MemoryByKind(ctx, rdb)
 		if err != nil {
 			b.Fatal(err)
 		}
-		fmt.Printf("%d paused threads through bot.New: used_memory grew %.2f MB (%.0f B a thread); MEMORY USAGE by kind of key:\n%s",
-			threads, float64(grown)/1e6, float64(grown)/threads, cyclebench.PrintMemory(kinds, threads+1))
+		fmt.Printf("%d paused threads through bot.New: used_memory grew %.2f MB (%.0f B a thread); MEMORY USAGE by kind of key:\n%s"+
+			"and besides the keys (MEMORY STATS, growth and per thread):\n%s",
+			threads, float64(grown)/1e6, float64(grown)/threads, cyclebench.PrintMemory(kinds, threads+1),
+			cyclebench.PrintOverhead(statsBefore, statsAfter, threads))
 	}
 }
 

@@ -1,0 +1,121 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
+	"github.com/countersign/countersign/tools"
+)
+
+// pausedBytesBound is what a paused thread may keep in Redis, in bytes
+// of MEMORY USAGE: its own keys and its share of the wake-ups, the
+// waiting counts and the inbox. (Besides, the server's tables of keys
+// and of expiries take about 85 bytes per key; BenchmarkPausedThreadsThroughSlack
+// in cmd/bot measures used_memory.)
+const pausedBytesBound = 1850
+
+// TestPausedThreadsStayWithinTheirBytes: threads paused on an approval
+// through the bot's wiring and its Slack reporter (card posted, its
+// reference stored) keep at most pausedBytesBound bytes each in Redis,
+// in three keys of their own and a card reference. 200 threads, so that
+// the shared hashes have the encoding of many (bytes, not timings).
+func TestPausedThreadsStayWithinTheirBytes(t *testing.T) {
+	if os.Getenv("REDIS_URL") == "" {
+		t.Skip("REDIS_URL is not set")
+	}
+	const threads = 200
+	ctx := context.Background()
+	sl := slacktest.NewServer(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(sl.URL()))
+	log := logrus.New()
+	log.Out = io.Discard
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		return []llm.ToolCall{{Name: "deploy", Arguments: `{"version":"v2"}`}}
+	}}
+	var calls atomic.Int64
+	prefix := "bot-paused-" + randomHex()
+	b, err := bot.New(ctx, os.Getenv, log, func(store *redisstore.Store) runner.Reporter {
+		return handlers.NewReporter(api, store, nil, log)
+	}, bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{&calls}}, Prefix: prefix})
+	if err != nil {
+		t.Fatalf("bot.New: %v", err)
+	}
+	t.Cleanup(b.Close)
+
+	const team, channel = "T0TEAM0001", "C0CHANNEL01"
+	for i := range threads {
+		thread := slackui.ThreadKey(team, channel, fmt.Sprintf("17000%05d.000100", i))
+		if err := b.Runner.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U0ALICE", Team: team, Channel: channel,
+			Text: fmt.Sprintf("ship v2 (%d)", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(sl.CallsTo("chat.postMessage")); n != threads || calls.Load() != 0 {
+		t.Fatalf("%d cards posted, deploy ran %d times; want %d cards and no run", n, calls.Load(), threads)
+	}
+
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	own := map[string]int{}
+	for _, k := range keys {
+		n, err := rdb.MemoryUsage(ctx, k, 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		kind := k
+		if i, j := strings.Index(k, "{"), strings.LastIndex(k, "}"); i >= 0 && j > i && strings.Contains(k[i:j], ":") {
+			kind = k[:i] + "{T}" + k[j+1:]
+		} else if strings.HasPrefix(k, prefix+":ref:") {
+			kind = prefix + ":ref:*"
+		}
+		own[kind]++
+	}
+	perThread := float64(total) / threads
+	t.Logf("%d paused threads keep %d bytes (%.0f a thread) in %d keys: %v", threads, total, perThread, len(keys), own)
+	if perThread > pausedBytesBound {
+		t.Errorf("a paused thread keeps %.0f bytes of MEMORY USAGE; want at most %d", perThread, pausedBytesBound)
+	}
+	for kind, n := range own {
+		if n > threads {
+			t.Errorf("%d keys %s for %d paused threads; want at most one a thread", n, kind, threads)
+		}
+	}
+	if shared := len(keys) - 4*threads; shared > 3 {
+		t.Errorf("%d keys for %d paused threads (%v); want 4 a thread (journal, history, claims, card reference) and the wake-ups, waiting counts and inbox", len(keys), threads, own)
+	}
+}

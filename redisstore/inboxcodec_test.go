@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/runner"
+)
+
+// A thread's inbox entry reads back as it was written, in its compact
+// form, and one written in the earlier form (objects with named fields,
+// by a bot before this one) still reads.
+func TestWaitingCallsEncoding(t *testing.T) {
+	const thread = "T0TEAM:C0CHANNEL:1700000000.000100"
+	since := time.Date(2026, 11, 26, 9, 53, 57, 503626813, time.UTC)
+	tests := []struct {
+		name  string
+		calls []runner.InboxEntry
+	}{
+		{"one call in its thread's channel", []runner.InboxEntry{{Thread: thread, Call: "0.0", Tool: "http_request", Requester: "U0ALICE",
+			Team: "T0TEAM", Channel: "C0CHANNEL", Since: since, Expires: since.Add(24 * time.Hour), SelfApproval: true}}},
+		{"two calls, approvers, a later round, another team", []runner.InboxEntry{
+			{Thread: thread, Call: "0.0", Round: 2, Tool: "deploy", Team: "T9", Channel: "C0CHANNEL", Approvers: []string{"U0BOB", "S0OPS"}},
+			{Thread: thread, Call: "0.1", Tool: "http_request", Team: "", Channel: ""},
+		}},
+		{"a call of another thread", []runner.InboxEntry{{Thread: "T1:C1:1.2", Call: "0.0", Tool: "x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := encodeWaiting(thread, tt.calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeWaiting(thread, raw)
+			if err != nil || !reflect.DeepEqual(got, tt.calls) {
+				t.Errorf("decodeWaiting(encodeWaiting()) = %+v, %v; want %+v", got, err, tt.calls)
+			}
+			earlier, _ := json.Marshal(tt.calls)
+			if len(raw) > len(earlier) {
+				t.Errorf("compact form is %d bytes, the earlier %d", len(raw), len(earlier))
+			}
+			got, err = decodeWaiting(thread, earlier)
+			if err != nil || !reflect.DeepEqual(got, tt.calls) {
+				t.Errorf("decodeWaiting(the earlier form) = %+v, %v; want %+v", got, err, tt.calls)
+			}
+		})
+	}
+}
+
+// FuzzDecodeWaiting: whatever a thread's inbox entry holds, reading it
+// never panics, and calls of the thread read back as they were written.
+func FuzzDecodeWaiting(f *testing.F) {
+	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,null,true]]`), "0.0", "T1", 3, int64(5))
+	f.Add("T1:C1:1.2", []byte(`[{"thread":"T1:C1:1.2","call":"0.0","tool":"x"}]`), "", "", 0, int64(0))
+	f.Add("x", []byte(`[[`), "a:b", "C", -1, int64(-1))
+	f.Fuzz(func(t *testing.T, thread string, raw []byte, call, team string, round int, at int64) {
+		_, _ = decodeWaiting(thread, raw)
+		if !utf8.ValidString(thread) || !utf8.ValidString(call) || !utf8.ValidString(team) {
+			return // JSON carries text: invalid bytes become U+FFFD, in either form
+		}
+		want := []runner.InboxEntry{{Thread: thread, Call: call, Round: round, Tool: call, Requester: team, Team: team,
+			Channel: call, Since: fromUnixNano(at), Approvers: []string{team}}}
+		stored, err := encodeWaiting(thread, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeWaiting(thread, stored)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeWaiting(encodeWaiting(%+v)) = %+v, %v", want, got, err)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package redisstore
+
+import (
+	"bytes"
+	"compress/flate"
+	"fmt"
+	"io"
+	"sync"
+
+	kflate "github.com/klauspost/compress/flate"
+)
+
+// A card's reference is kept for as long as its thread, one or more per
+// paused thread, and holds what the card stands for: a small JSON object
+// (the thread, the call, the hash of its arguments). It is stored
+// compressed with DEFLATE and the preset dictionary refDict, after the
+// marker byte refFlate, when that is smaller (about 78 bytes instead of
+// 131, a size class less); a value stored as it was is read as it is,
+// and one that begins with a marker byte is stored after refPlain. The
+// dictionary must never change: a new one gets a new marker.
+const (
+	refFlate = 0x01
+	refPlain = 0x02
+)
+
+// refDict holds what references repeat: their field names, a thread's
+// shape, a hash's digits.
+const refDict = `{"kind":"elicit","id":"","decision":"approve","round":1,` +
+	`{"thread":"T0:C0:1700000000.000100","call":"0.0","hash":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`
+
+// compressRef returns the stored form of a reference's value.
+func compressRef(value []byte) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte(refFlate)
+	w := getRefWriter()
+	w.Reset(&buf)
+	_, err := w.Write(value)
+	if err == nil {
+		err = w.Close()
+	}
+	refWriters.Put(w)
+	switch {
+	case err == nil && buf.Len() < len(value):
+		return buf.Bytes()
+	case len(value) > 0 && (value[0] == refFlate || value[0] == refPlain):
+		return append([]byte{refPlain}, value...)
+	}
+	return value
+}
+
+// expandRef returns a reference's value from its stored form.
+func expandRef(stored []byte) ([]byte, error) {
+	switch {
+	case len(stored) == 0:
+		return stored, nil
+	case stored[0] == refPlain:
+		return stored[1:], nil
+	case stored[0] != refFlate:
+		return stored, nil
+	}
+	r := flate.NewReaderDict(bytes.NewReader(stored[1:]), []byte(refDict))
+	defer r.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("expand reference: %w", err)
+	}
+	return out, nil
+}
+
+// refWriters holds idle writers (a writer holds large tables).
+var refWriters = sync.Pool{New: func() any {
+	w, err := kflate.NewWriterDict(nil, kflate.BestCompression, []byte(refDict))
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return w
+}}
+
+func getRefWriter() *kflate.Writer { return refWriters.Get().(*kflate.Writer) }
