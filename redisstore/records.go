@@ -66,11 +66,14 @@ func (s *Store) PutRef(ctx context.Context, ref string, value []byte, ttl time.D
 // SwapRef stores value under ref for ttl and returns what ref held
 // before, and whether it held anything: one command (SET … GET).
 func (s *Store) SwapRef(ctx context.Context, ref string, value []byte, ttl time.Duration) ([]byte, bool, error) {
-	old, err := s.rdb.SetArgs(ctx, s.prefix+":ref:"+escape(ref), value, redis.SetArgs{TTL: ttl, Get: true}).Bytes()
+	old, err := s.rdb.SetArgs(ctx, s.prefix+":ref:"+escape(ref), compressRef(value), redis.SetArgs{TTL: ttl, Get: true}).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, false, nil
-	case err != nil:
+	case err == nil:
+		old, err = expandRef(old)
+	}
+	if err != nil {
 		return nil, false, fmt.Errorf("store reference: %w", err)
 	}
 	return old, true, nil
@@ -343,7 +346,7 @@ func (s *Store) ClaimRef(ctx context.Context, thread, key, ref string, value []b
 		return "", fmt.Errorf("claim %s: %w", key, err)
 	}
 	winner, err := s.runScript(ctx, claimRefScript, claimRefLua, []string{k.claims, k.head, s.prefix + ":ref:" + escape(ref)},
-		key, ref, value, ttl.Milliseconds(), s.ttl.Milliseconds()).Text()
+		key, ref, compressRef(value), ttl.Milliseconds(), s.ttl.Milliseconds()).Text()
 	if err != nil {
 		return "", fmt.Errorf("claim %s in %s: %w", key, thread, err)
 	}
@@ -387,7 +390,11 @@ func (s *Store) DedupRef(ctx context.Context, key string, ttl time.Duration, ref
 	}
 	if len(res) > 1 {
 		if v, ok := res[1].(string); ok {
-			return true, []byte(v), true, nil
+			value, err := expandRef([]byte(v))
+			if err != nil {
+				return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
+			}
+			return true, value, true, nil
 		}
 	}
 	return true, nil, false, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,6 +212,28 @@ func TestCardRecords(t *testing.T) {
 			}
 			if first, _, ok, err := s.DedupRef(ctx, "action:U1:1.2:approve", time.Minute, "nope"); !first || ok || err != nil {
 				t.Errorf("DedupRef(unknown reference) = %v, %v, %v; want first, not found", first, ok, err)
+			}
+
+			// A card's reference as the reporter stores it is kept
+			// compressed; every way of reading it gives it back as it was.
+			card := `{"thread":"T1:C1:1700000000.000200","call":"0.1","hash":"` + strings.Repeat("ab", 32) + `"}`
+			if err := s.PutRef(ctx, "r3", []byte(card), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if first, v, ok, err := s.DedupRef(ctx, "action:U1:1.3:approve", time.Minute, "r3"); !first || !ok || err != nil || string(v) != card {
+				t.Errorf("DedupRef(a stored card reference) = %v, %q, %v, %v; want first, with the value as it was stored", first, v, ok, err)
+			}
+			if got, err := s.ClaimRef(ctx, thread, "cardref:1.1#0", "r4", []byte(card), time.Minute); err != nil || got != "r4" {
+				t.Fatalf("ClaimRef(r4) = %q, %v", got, err)
+			}
+			if v, ok, err := s.Ref(ctx, "r4"); !ok || err != nil || string(v) != card {
+				t.Errorf("Ref(r4) = %q, %v, %v; want the card's value", v, ok, err)
+			}
+			if _, _, err := s.SwapRef(ctx, "stream#2", []byte(card), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if old, had, err := s.SwapRef(ctx, "stream#2", []byte("two"), time.Minute); !had || err != nil || string(old) != card {
+				t.Errorf("SwapRef(over a card-sized value) = %q, %v, %v; want it back as it was", old, had, err)
 			}
 
 			if _, had, err := s.SwapRef(ctx, "stream#1", []byte("one"), time.Minute); had || err != nil {
