@@ -100,7 +100,10 @@ func operatorBroker(ctx context.Context, e env, name string) (*mcpauth.Broker, *
 // mcpConnect makes a connection: the bot's own (auth: service), or, with
 // --user, a person's. It prints the authorization URL; the bot's callback
 // completes it, or the address the browser ended on (or the code) pasted
-// here.
+// here. A server that lists its tools without a token may still want one
+// at a call: it is asked (mcpauth.Broker.Connect) for the authorization a
+// call would start, and a server that wants none gets no connection and
+// the command says so, rather than Connected.
 func mcpConnect(ctx context.Context, args []string, e env) error {
 	fs := flags("mcp connect", "mcp connect SERVER [--user U]", e)
 	user := fs.String("user", "", "connect as this Slack user (default: the bot's own identity)")
@@ -153,11 +156,27 @@ func mcpConnect(ctx context.Context, args []string, e env) error {
 	})
 	ctx, cancel := context.WithTimeout(ctx, mcp.ConnectWait)
 	defer cancel()
+	id := mcpauth.Identity{Server: cfg.Name, User: who}
 	cs, list, err := mcp.Dial(ctx, cfg, b, who, prompter, nil)
 	if err != nil {
 		return err
 	}
 	_ = cs.Close()
+	connected, err := b.Connected(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !connected {
+		// The server listed its tools without asking for a token: many
+		// ask only at a call. Start the authorization a call would.
+		if err := b.Connect(ctx, cfg, id, prompter); err != nil {
+			return fmt.Errorf("bot mcp connect: MCP server %q lists its tools without asking for a token, and the authorization a call would start did not complete, so no connection was made or kept: %w", cfg.Name, err)
+		}
+		if cs, list, err = mcp.Dial(ctx, cfg, b, who, prompter, nil); err != nil {
+			return err
+		}
+		_ = cs.Close()
+	}
 	fmt.Fprintf(e.stdout, "\nConnected to %s as %s (%d tools).\n", cfg.Name, shownUser(who), len(list))
 	return nil
 }
