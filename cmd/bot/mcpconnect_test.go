@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/tools"
 )
 
 var authorizeURL = regexp.MustCompile(`https?://\S+/authorize\?\S+`)
@@ -109,5 +112,28 @@ func TestMCPConnectCommandSaysWhenTheServerAsksForNoToken(t *testing.T) {
 	cmd.Env = env
 	if listed, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(listed)) != "no connections" {
 		t.Fatalf("bot mcp connections: %v\n%s", err, listed)
+	}
+}
+
+// The conformance client's person sends the bot's input form as it is
+// shown: the answer is the schema's defaults, each of its type, read
+// back by the bot's reading of a submitted form; a field without a
+// default is left out.
+func TestConformancePersonAnswersWithTheFormsDefaults(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{
+		"name":{"type":"string","default":"John Doe"},
+		"age":{"type":"integer","default":30},
+		"score":{"type":"number","default":95.5},
+		"status":{"type":"string","enum":["active","inactive","pending"],"default":"active"},
+		"verified":{"type":"boolean","default":true},
+		"when":{"type":"string","format":"date","default":"2026-01-02"},
+		"note":{"type":"string"}}}`)
+	ans, err := formPerson{}.Elicit(context.Background(), tools.Elicitation{Tool: "t", Message: "m", Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"name": "John Doe", "age": int64(30), "score": 95.5, "status": "active", "verified": true, "when": "2026-01-02"}
+	if ans.Action != tools.ElicitAccept || !reflect.DeepEqual(ans.Content, want) {
+		t.Fatalf("answer %s %#v, want accept %#v", ans.Action, ans.Content, want)
 	}
 }
