@@ -24,6 +24,8 @@ var conformanceScenarios = []struct {
 }{
 	{"initialize", ""},
 	{"tools_call", ""},
+	{"elicitation-sep1034-client-defaults", ""},
+	{"sse-retry", ""},
 	{"auth/metadata-default", ""},
 	{"auth/metadata-var1", ""},
 	{"auth/metadata-var2", ""},
@@ -52,7 +54,8 @@ var conformanceResult = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`)
 
 // The MCP conformance suite's client scenarios, with `bot mcp
 // conformance-client` — the bot's MCP and OAuth code — as the client and
-// the suite's own servers; the client plays the person's browser.
+// the suite's own servers; the client plays the person's browser, and
+// the person who sends the bot's input form as it is shown.
 func TestMCPConformanceClientScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the conformance suite's servers: not in -short")

@@ -16,9 +16,11 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sirupsen/logrus"
+	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/mcpauth"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/mcp"
 )
@@ -98,7 +100,10 @@ func operatorBroker(ctx context.Context, e env, name string) (*mcpauth.Broker, *
 // mcpConnect makes a connection: the bot's own (auth: service), or, with
 // --user, a person's. It prints the authorization URL; the bot's callback
 // completes it, or the address the browser ended on (or the code) pasted
-// here.
+// here. A server that lists its tools without a token may still want one
+// at a call: it is asked (mcpauth.Broker.Connect) for the authorization a
+// call would start, and a server that wants none gets no connection and
+// the command says so, rather than Connected.
 func mcpConnect(ctx context.Context, args []string, e env) error {
 	fs := flags("mcp connect", "mcp connect SERVER [--user U]", e)
 	user := fs.String("user", "", "connect as this Slack user (default: the bot's own identity)")
@@ -151,11 +156,27 @@ func mcpConnect(ctx context.Context, args []string, e env) error {
 	})
 	ctx, cancel := context.WithTimeout(ctx, mcp.ConnectWait)
 	defer cancel()
+	id := mcpauth.Identity{Server: cfg.Name, User: who}
 	cs, list, err := mcp.Dial(ctx, cfg, b, who, prompter, nil)
 	if err != nil {
 		return err
 	}
 	_ = cs.Close()
+	connected, err := b.Connected(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !connected {
+		// The server listed its tools without asking for a token: many
+		// ask only at a call. Start the authorization a call would.
+		if err := b.Connect(ctx, cfg, id, prompter); err != nil {
+			return fmt.Errorf("bot mcp connect: MCP server %q lists its tools without asking for a token, and the authorization a call would start did not complete, so no connection was made or kept: %w", cfg.Name, err)
+		}
+		if cs, list, err = mcp.Dial(ctx, cfg, b, who, prompter, nil); err != nil {
+			return err
+		}
+		_ = cs.Close()
+	}
 	fmt.Fprintf(e.stdout, "\nConnected to %s as %s (%d tools).\n", cfg.Name, shownUser(who), len(list))
 	return nil
 }
@@ -312,6 +333,11 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	if !strings.HasPrefix(scenario, "auth/") {
+		return conformanceCall(ctx, fs.Arg(0), log, e)
+	}
 	key, _, err := mcpauth.KeyFromEnv(func(string) string { return "" })
 	if err != nil {
 		return err
@@ -321,8 +347,6 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 25*time.Second)
-	defer cancel()
 	cs, list, err := mcp.Dial(ctx, cfg, b, who, browser(b), nil)
 	if err != nil {
 		return err
@@ -343,6 +367,112 @@ func mcpConformanceClient(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stdout, "called %s (isError %t)\n", list[0].Name, res.IsError)
 	return nil
+}
+
+// conformanceCall is a scenario without authorization, run the way the
+// bot runs a call: its tool list and its call through the tools/mcp
+// Manager, input the server asks for during the call through the
+// Manager's elicitation handling, answered by formPerson.
+func conformanceCall(ctx context.Context, endpoint string, log logrus.FieldLogger, e env) error {
+	policy, err := tools.ParsePolicy(fmt.Appendf(nil, "mcp_servers:\n  conformance:\n    url: %q\n    timeout: 20s\n", endpoint))
+	if err != nil {
+		return err
+	}
+	m, err := mcp.New(policy, nil, mcp.Options{Logger: log, Elicitor: formPerson{}, StartWait: 15 * time.Second, ConnectTimeout: 15 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var list []tools.InfoTool
+	for _, t := range m.Tools() {
+		it, ok := t.(tools.InfoTool)
+		if ot, from := t.(tools.OriginTool); ok && from && ot.Origin().Server == "conformance" {
+			list = append(list, it)
+		}
+	}
+	if st := m.Status(); len(list) == 0 && len(st) > 0 && st[0].Err != "" {
+		return fmt.Errorf("MCP server %q: %s", st[0].Name, st[0].Err)
+	}
+	names := make([]string, 0, len(list))
+	for _, t := range list {
+		names = append(names, t.Name())
+	}
+	slices.Sort(names)
+	fmt.Fprintf(e.stdout, "tools: %s\n", strings.Join(names, ", "))
+	if len(list) == 0 {
+		return nil
+	}
+	slices.SortFunc(list, func(a, b tools.InfoTool) int { return strings.Compare(a.Name(), b.Name()) })
+	t := list[0]
+	info := tools.CallInfo{Thread: "conformance", Call: "call-1", Requester: conformancePerson}
+	out, err := t.CallWithInfo(ctx, info, json.RawMessage(`{}`))
+	if err != nil {
+		return fmt.Errorf("call %s: %w", t.Name(), err)
+	}
+	fmt.Fprintf(e.stdout, "called %s: %s\n", t.Name(), out)
+	return nil
+}
+
+// conformancePerson is who asks for the conformance client's calls.
+const conformancePerson = "conformance-person"
+
+// formPerson plays the person asked for input: they open the form the
+// bot shows in Slack for the request and send it as it is, so what they
+// answer is what the form starts with (the schema's defaults), read back
+// by the bot's own reading of a submitted form.
+type formPerson struct{}
+
+func (formPerson) Elicit(_ context.Context, el tools.Elicitation) (tools.ElicitAnswer, error) {
+	fields, err := slackui.ElicitFields(el.Schema)
+	if err != nil {
+		return tools.ElicitAnswer{}, err
+	}
+	view, err := slackui.ElicitForm(el.Tool, el.Message, fields, "")
+	if err != nil {
+		return tools.ElicitAnswer{}, err
+	}
+	content, problems := slackui.ElicitContent(el.Schema, submittedAsShown(view))
+	if len(problems) > 0 {
+		return tools.ElicitAnswer{}, fmt.Errorf("the form as shown is not a valid answer: %v", problems)
+	}
+	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: conformancePerson}, nil
+}
+
+// submittedAsShown is the state Slack sends for a form submitted without
+// a change: each input's initial value.
+func submittedAsShown(view slack.ModalViewRequest) *slack.ViewState {
+	state := &slack.ViewState{Values: map[string]map[string]slack.BlockAction{}}
+	for _, b := range view.Blocks.BlockSet {
+		in, ok := b.(*slack.InputBlock)
+		if !ok {
+			continue
+		}
+		var a slack.BlockAction
+		switch el := in.Element.(type) {
+		case *slack.PlainTextInputBlockElement:
+			a.Value = el.InitialValue
+		case *slack.NumberInputBlockElement:
+			a.Value = el.InitialValue
+		case *slack.SelectBlockElement:
+			if el.InitialOption != nil {
+				a.SelectedOption = *el.InitialOption
+			}
+		case *slack.MultiSelectBlockElement:
+			for _, o := range el.InitialOptions {
+				a.SelectedOptions = append(a.SelectedOptions, *o)
+			}
+		case *slack.CheckboxGroupsBlockElement:
+			for _, o := range el.InitialOptions {
+				a.SelectedOptions = append(a.SelectedOptions, *o)
+			}
+		case *slack.DatePickerBlockElement:
+			a.SelectedDate = el.InitialDate
+		case *slack.DateTimePickerBlockElement:
+			a.SelectedDateTime = el.InitialDateTime
+		}
+		state.Values[in.BlockID] = map[string]slack.BlockAction{slackui.ElicitActionID: a}
+	}
+	return state
 }
 
 // browser plays a person who opens the authorization URL and allows the
