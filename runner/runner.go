@@ -381,7 +381,8 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 // decisions to a paused run and resume it, or recover a run cut off by a
 // crash. If another process holds the thread, Drive leaves the work to it
 // and returns nil; should that process have died, the thread is looked at
-// again once its lease lapses.
+// again once its lease lapses. A drive stopped because it lost the lease
+// while it worked fails with ErrLeaseLost.
 func (s *Service) Drive(ctx context.Context, thread string) error {
 	for {
 		ss, held, err := s.open(ctx, thread)
@@ -395,6 +396,10 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 		worked, err := s.step(runCtx, ss)
 		stop()
 		claims := s.close(ss)
+		if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+			// The run was stopped for it: say so, not "context canceled".
+			return fmt.Errorf("drive %s: %w", thread, ErrLeaseLost)
+		}
 		if err != nil {
 			return err
 		}
