@@ -234,6 +234,9 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		return true
 	case errors.Is(err, runner.ErrBusy):
 		return false // another process is starting it
+	case errors.Is(err, runner.ErrLeaseLost):
+		log.WithError(err).Warn("starting a conversation; nothing was saved, the request stays due and is tried again")
+		return false
 	}
 	log.WithError(err).Error("starting a conversation")
 	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.TextTryAgain)

@@ -42,6 +42,8 @@ type intakeBed struct {
 	unblock   chan struct{}
 	blockOnce sync.Once
 	prefix    string
+	// plan, if set, is told each request the model reads.
+	plan func(text string)
 }
 
 func newIntakeBed(t *testing.T) *intakeBed {
@@ -90,6 +92,9 @@ type replica struct {
 func (b *intakeBed) replica(slots int) *replica {
 	t := b.t
 	model := &agenttest.Planner{Plan: func(text string) []llm.ToolCall {
+		if b.plan != nil {
+			b.plan(text)
+		}
 		if text == "block" {
 			close(b.blocked)
 			<-b.unblock

@@ -260,7 +260,9 @@ type StartRequest struct {
 
 // Start begins a conversation in a new thread and runs it until it
 // finishes or pauses. It fails with ErrThreadExists if the thread has
-// one already (a retried delivery).
+// one already (a retried delivery), and with ErrLeaseLost if it lost the
+// thread's lease before anything of the conversation was saved: nobody
+// carries that run on, so the caller starts it again.
 func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	ss, held, err := s.open(ctx, req.Thread)
 	if err != nil {
@@ -275,6 +277,12 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	init.Team = req.Team
 	res, err := s.graph.Start(runCtx, req.Thread, init, graph.RunConfig{})
 	ss.asked[answeredKey] = true // a new thread: nothing was delivered
+	if res == nil && s.lostUnsaved(ctx, runCtx, req.Thread, err) {
+		run.WithError(err).Warn("lost the thread's lease before the conversation was saved; it is to be started again")
+		stop()
+		s.close(ss)
+		return fmt.Errorf("start %s: nothing was saved: %w", req.Thread, ErrLeaseLost)
+	}
 	if errors.Is(err, graph.ErrThreadExists) {
 		stop()
 		s.close(ss)
@@ -287,6 +295,26 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	}
 	// A decision made while the cards were being posted was left to us.
 	return s.Drive(ctx, req.Thread)
+}
+
+// lostUnsaved reports whether a start that ended with err, having
+// returned no checkpoint, lost the thread's lease (a fenced save, which
+// the graph takes for a thread that exists, or a run stopped when a
+// renewal found the lease gone) and the thread has no checkpoint: the
+// run's first save, merged into a later one, never landed.
+func (s *Service) lostUnsaved(ctx, runCtx context.Context, thread string, err error) bool {
+	if err == nil {
+		return false
+	}
+	if !errors.Is(err, graph.ErrConflict) && !errors.Is(err, graph.ErrThreadExists) &&
+		!errors.Is(err, ErrLeaseLost) && !errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+		return false
+	}
+	// A thread that has a checkpoint is carried on by whoever wrote it;
+	// if it cannot be read, starting again is safe: a second start finds
+	// the thread and stops.
+	_, err = s.graph.State(ctx, thread)
+	return err != nil
 }
 
 // State returns the thread's latest checkpoint and conversation;
@@ -353,7 +381,8 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 // decisions to a paused run and resume it, or recover a run cut off by a
 // crash. If another process holds the thread, Drive leaves the work to it
 // and returns nil; should that process have died, the thread is looked at
-// again once its lease lapses.
+// again once its lease lapses. A drive stopped because it lost the lease
+// while it worked fails with ErrLeaseLost.
 func (s *Service) Drive(ctx context.Context, thread string) error {
 	for {
 		ss, held, err := s.open(ctx, thread)
@@ -367,6 +396,10 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 		worked, err := s.step(runCtx, ss)
 		stop()
 		claims := s.close(ss)
+		if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+			// The run was stopped for it: say so, not "context canceled".
+			return fmt.Errorf("drive %s: %w", thread, ErrLeaseLost)
+		}
 		if err != nil {
 			return err
 		}
