@@ -29,10 +29,11 @@ type KeyKind struct {
 }
 
 // threadPart and idPart are what differs between keys of one kind: the
-// thread's name between braces, and IDs.
+// thread's name between braces, and IDs (hex digits, or a button
+// reference's base32, escaped as the store escapes it).
 var (
 	threadPart = regexp.MustCompile(`\{[^}]*:[^}]*\}`)
-	idPart     = regexp.MustCompile(`[0-9a-fA-F.%-]{6,}`)
+	idPart     = regexp.MustCompile(`[0-9A-Z*]{16,}|[0-9a-fA-F.%-]{6,}`)
 )
 
 // KindOf is the kind of a key.
