@@ -86,7 +86,9 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	rep.WithTools(svc.Tools) // before anything runs
-	svc.Tools.SetElicitor(elicit.New(api, svc.Store, svc.Store, log))
+	el := elicit.New(api, svc.Store, svc.Store, log)
+	svc.Tools.SetElicitor(el) // requests made during a call
+	svc.Runner.SetAsker(el)   // input requests that pause the run
 	svc.Tools.SetProgressReporter(rep)
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,

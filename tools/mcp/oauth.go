@@ -138,6 +138,7 @@ func (s *server) requesterSession(ctx context.Context, info tools.CallInfo, tool
 	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: "1"}, &sdk.ClientOptions{
 		Capabilities:       &sdk.ClientCapabilities{},
 		ElicitationHandler: s.elicit,
+		MultiRoundTrip:     &sdk.MultiRoundTripOptions{Disabled: true},
 	})
 	transport := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries, OAuthHandler: h}
 	cs, err := client.Connect(ctx, transport, nil)

@@ -139,8 +139,11 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
 	}
 	params.SetProgressToken(token)
+	if in := info.Input; in != nil {
+		params.InputResponses, params.RequestState = inputResponses(in.Answers), in.State
+	}
 	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
-	res, err := sess.cs.CallTool(ctx, params)
+	res, err := t.send(ctx, sess, info, params)
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -149,6 +152,9 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
+	}
+	if res.NeedsInput() {
+		return "", t.inputRequired(res)
 	}
 	text := resultText(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
 	if res.IsError {
