@@ -477,6 +477,14 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	}
 	c.Input = nil
 	result, err := callTool(ctx, tool, info, c.RunArgs())
+	var connect *tools.ConnectRequiredError
+	if errors.As(err, &connect) && info.CanPause {
+		// Nothing was sent: the run pauses until the requester connects.
+		c.Status, c.Since, c.Expires = Asking, a.now(), connect.Expires
+		c.Input = &CallInput{Connect: connect.Server, Of: info.Requester}
+		log.WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
+		return
+	}
 	var asked *tools.InputRequiredError
 	if errors.As(err, &asked) && info.CanPause && len(asked.Requests) > 0 {
 		// Nothing was done yet: the run pauses until the person answers.

@@ -191,6 +191,12 @@ func apply(c *Call, d Decision) {
 // told who declined what — and the call is not sent again.
 func answer(c *Call, d Decision) {
 	in := c.Input
+	if d.Kind == Expire && in.Connect != "" {
+		c.Status, c.IsError = Expired, true
+		c.Result = fmt.Sprintf("Error: %s did not connect to the MCP server %q before the request expired; the call was not sent.", mention(in.Of), in.Connect)
+		c.Input = nil
+		return
+	}
 	if d.Kind == Expire {
 		c.Status, c.IsError = Expired, true
 		c.Result = fmt.Sprintf("Error: %s did not answer the tool's request for input (%q) before it expired; the call was not completed.",

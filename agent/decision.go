@@ -33,8 +33,8 @@ const (
 	// its deadline: it is not run, and the model is told it timed out.
 	Expire
 	// Answer answers every input request of a call that is asking
-	// (Decision.Answers): the call is sent again with the answers, under
-	// the approval it had.
+	// (Decision.Answers), or says its requester connected: the call is
+	// sent again (with the answers), under the approval it had.
 	Answer
 )
 
@@ -134,9 +134,6 @@ func (d Decision) Validate() error {
 	switch d.Kind {
 	case Approve, Reject, Respond, MarkDone:
 	case Answer:
-		if len(d.Answers) == 0 {
-			return fmt.Errorf("answer decision: no answers")
-		}
 	case Edit:
 		if !json.Valid(d.Args) {
 			return fmt.Errorf("edit decision: arguments are not valid JSON")

@@ -134,7 +134,8 @@ type Call struct {
 	Input *CallInput `json:"input,omitempty"`
 }
 
-// CallInput is a call's pause for input: what its server asked, of whom,
+// CallInput is a call's pause for input: what its server asked (or that
+// the requester must connect to it first), of whom,
 // and its opaque state, saved with the call like an approval (the
 // call's Since and Expires say since and until when). Answers are set
 // once every request is answered, and sent with the call's next attempt.
@@ -142,6 +143,9 @@ type CallInput struct {
 	Requests []tools.InputRequest `json:"requests"`
 	// State is the server's opaque state, sent back as it was given.
 	State string `json:"state,omitempty"`
+	// Connect, instead of Requests, is the MCP server the call waits for
+	// its requester to connect to (auth: requester).
+	Connect string `json:"connect,omitempty"`
 	// Of is who is asked: the call's requester, and only them.
 	Of      string                        `json:"of"`
 	Answers map[string]tools.ElicitAnswer `json:"answers,omitempty"`

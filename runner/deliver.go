@@ -179,7 +179,9 @@ func (s *Service) report(ctx context.Context, e Event) error {
 // it the agent's, so people see calls start and finish.
 func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	if c.Status == agent.Asking {
-		// Not finished: it waits for input, which the pause shows.
+		// Not finished: it waits for input (or a connection), which the
+		// pause shows; the trail says this attempt ended so.
+		s.auditOutcome(ctx, st, c, "asking", map[string]string{"reason": askingReason(c)})
 		return
 	}
 	kind := CallFinished

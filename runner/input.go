@@ -179,8 +179,8 @@ func (s *Service) Answer(ctx context.Context, a InputAnswer) error {
 // ask shows the input requests of c, a call that asks.
 func (s *Service) ask(ctx context.Context, thread string, c agent.Call) error {
 	ap := s.asker.Load()
-	if ap == nil || *ap == nil || c.Input == nil {
-		return nil
+	if ap == nil || *ap == nil || c.Input == nil || c.Input.Connect != "" {
+		return nil // a Connect prompt was shown by the call itself
 	}
 	var errs []error
 	for _, r := range slices.Clone(c.Input.Requests) {
@@ -194,4 +194,52 @@ func (s *Service) ask(ctx context.Context, thread string, c agent.Call) error {
 		return err
 	}
 	return nil
+}
+
+// Connection says that the requester of a call that waits for them to
+// connect to an MCP server (auth: requester) has connected.
+type Connection struct {
+	Thread, Call string
+	Round        int
+	Server, User string
+}
+
+// Connected resumes the call c names, which waited for its requester to
+// connect to its server: the call's decision is claimed (once; a second
+// callback changes nothing) and the caller then calls Drive. It returns
+// ErrNotPending when the call no longer waits for that connection.
+// Several processes may call it at once.
+func (s *Service) Connected(ctx context.Context, c Connection) error {
+	res, err := s.graph.State(ctx, c.Thread)
+	if errors.Is(err, graph.ErrNoCheckpoint) {
+		return ErrNotPending
+	}
+	if err != nil {
+		return err
+	}
+	call, ok := res.State.Call(c.Call)
+	if !ok || call.Status != agent.Asking || call.Attempts != c.Round || call.Input == nil ||
+		call.Input.Connect != c.Server || call.Input.Of != c.User {
+		return ErrNotPending
+	}
+	d := agent.Decision{Kind: agent.Answer, By: c.User, At: s.opts.Now()}
+	err = s.claim(ctx, c.Thread, *call, d, "")
+	var first *AlreadyDecidedError
+	if errors.As(err, &first) {
+		return nil
+	}
+	return err
+}
+
+// askingReason says, for the audit trail, what a call that asks waits
+// for: never the questions' text or the server's state.
+func askingReason(c agent.Call) string {
+	if c.Input != nil && c.Input.Connect != "" {
+		return "waits for " + c.Input.Of + " to connect to " + c.Input.Connect
+	}
+	n := 0
+	if c.Input != nil {
+		n = len(c.Input.Requests)
+	}
+	return fmt.Sprintf("the server asked for input (%d request(s)); waits for the answers", n)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // CallInfo says which call of which run a tool is running, for tools that
@@ -59,6 +60,19 @@ type InputRequiredError struct {
 
 func (e *InputRequiredError) Error() string {
 	return fmt.Sprintf("the server needs %d answer(s) before the call can go on", len(e.Requests))
+}
+
+// ConnectRequiredError is the outcome of a call that runs as the person
+// who asked for it (auth: requester) when they have no connection to its
+// server: nothing was sent. They were asked to connect; the connection,
+// completed on any replica before Expires, lets the call go on.
+type ConnectRequiredError struct {
+	Server, User string
+	Expires      time.Time
+}
+
+func (e *ConnectRequiredError) Error() string {
+	return fmt.Sprintf("the call runs as %s on MCP server %q, who has not connected to it yet (nothing was sent)", e.User, e.Server)
 }
 
 // InputReply is what a call sends back after an InputRequiredError: the

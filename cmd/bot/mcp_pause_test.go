@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/mcpauth/mcpauthtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -204,4 +206,79 @@ func TestMCPInputRequiredExpires(t *testing.T) {
 	if states, _ := rs.calls(); len(states) != 1 {
 		t.Errorf("the server was called %d times, want once", len(states))
 	}
+}
+
+// A call that runs as its requester, who has no connection, is a pause:
+// nothing is sent, the Connect prompt goes to the requester, and the
+// replica that showed it is killed. The authorization server sends the
+// browser back to another replica, which completes the connection and
+// wakes the thread: the call runs once, with the person's token.
+func TestMCPRequesterConnectWaitSurvivesAKilledReplica(t *testing.T) {
+	h, srv := oauthHarness(t, "    approval: never\n")
+	h.model.Then(
+		llmtest.Reply("Checking.", llmtest.Call("c1", "tickets__whoami", `{}`)),
+		llmtest.Reply("That is you."),
+	)
+	h.command("who am I on tickets?", nil, nil)
+	root := h.root(1)
+	authURL := h.connectPrompt(requester, 1)
+	h.eventually(func() bool { return strings.Contains(h.logs.String(), "run paused for approval") }, "the run to pause")
+	other := h.replica()
+	h.kill()
+	if srv.Calls(requester) != 0 {
+		t.Fatal("whoami ran before the requester connected")
+	}
+
+	status, page := h.browseVia(authURL, requester, other)
+	if status != http.StatusOK || !strings.Contains(page, "Connected to tickets") {
+		t.Fatalf("callback on the other replica = %d %q, want the connection made", status, page)
+	}
+	h.reply(root, "That is you.")
+	if got := lastToolResult(t, h); !strings.Contains(got, "you are "+requester) {
+		t.Errorf("the model was told %q, want the call to run as %s", got, requester)
+	}
+	if n := srv.Calls(requester); n != 1 {
+		t.Errorf("whoami ran %d times as %s, want once", n, requester)
+	}
+	// The same link again does nothing, and says so.
+	if status, _ := h.browseVia(authURL, requester, other); status != http.StatusBadRequest {
+		t.Errorf("a second use of the authorization request answered %d, want 400", status)
+	}
+	tokens := srv.Tokens()
+	if len(tokens) == 0 {
+		t.Fatal("no token was issued")
+	}
+	stored, logs := redisText(t, h), h.logs.String()
+	for _, tok := range tokens {
+		if strings.Contains(stored, tok) || strings.Contains(logs, tok) {
+			t.Errorf("a token is in clear in Redis or the logs")
+		}
+	}
+}
+
+// browseVia plays user's browser at authURL, and follows the redirect to
+// the bot's callback on the replica at addr instead of the one that made
+// the request.
+func (h *harness) browseVia(authURL, user, addr string) (int, string) {
+	h.t.Helper()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodGet, authURL, nil)
+	req.Header.Set(mcpauthtest.UserHeader, user)
+	resp, err := hc.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		h.t.Fatalf("the authorization server answered %s, want a redirect", resp.Status)
+	}
+	loc.Host = addr
+	resp, err = http.Get(loc.String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(page)
 }
