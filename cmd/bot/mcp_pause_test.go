@@ -118,7 +118,8 @@ func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
 	)
 	h.command("book me a room", nil, nil)
 	root := h.root(1)
-	h.click(h.cardWith(root, "approve", 10*time.Second), "approve", approver)
+	card := h.cardWith(root, "approve", 10*time.Second)
+	h.click(card, "approve", approver)
 	qs := h.questions(root, 2)
 	h.eventually(func() bool { return strings.Contains(h.logs.String(), "run paused for approval") }, "the run to pause")
 	other := h.replica()
@@ -155,6 +156,9 @@ func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
 	if got := lastToolResult(t, h); !strings.Contains(got, "booked Lovelace room for Ada Lovelace") {
 		t.Errorf("the model was told %q", got)
 	}
+	// The approval's card shows how the call ended, not a call that runs.
+	h.eventually(func() bool { got := h.card(card); return strings.Contains(got, "Done") && !strings.Contains(got, "Running") },
+		"the approval's card to say the call is done")
 	// One approval card, one message per request, each answered once.
 	cards := 0
 	for _, c := range h.slack.Messages(root.Channel, root.TS) {
