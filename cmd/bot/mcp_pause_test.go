@@ -157,7 +157,10 @@ func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
 		t.Errorf("the model was told %q", got)
 	}
 	// The approval's card shows how the call ended, not a call that runs.
-	h.eventually(func() bool { got := h.card(card); return strings.Contains(got, "Done") && !strings.Contains(got, "Running") },
+	h.eventually(func() bool {
+		got := h.card(card)
+		return strings.Contains(got, "Done") && !strings.Contains(got, "Running")
+	},
 		"the approval's card to say the call is done")
 	// One approval card, one message per request, each answered once.
 	cards := 0
