@@ -69,18 +69,22 @@ func (b *Broker) wakerOf() Waker {
 // pausedRequest is what completing a paused connection request needs,
 // sealed in its authState.
 type pausedRequest struct {
-	Verifier     string   `json:"verifier"`
-	ClientID     string   `json:"client_id"`
-	ClientSecret string   `json:"client_secret,omitempty"`
-	AuthURL      string   `json:"auth_url"`
-	TokenURL     string   `json:"token_url"`
-	AuthStyle    int      `json:"auth_style,omitempty"`
-	RedirectURL  string   `json:"redirect_url"`
-	Resource     string   `json:"resource,omitempty"`
-	Scopes       []string `json:"scopes,omitempty"`
-	Thread       string   `json:"thread"`
-	Call         string   `json:"call"`
-	Round        int      `json:"round"`
+	Verifier     string `json:"verifier"`
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	AuthURL      string `json:"auth_url"`
+	TokenURL     string `json:"token_url"`
+	AuthStyle    int    `json:"auth_style,omitempty"`
+	RedirectURL  string `json:"redirect_url"`
+	Resource     string `json:"resource,omitempty"`
+	// Issuer is the authorization server's; IssRequired says its
+	// redirect must name it (RFC 9207).
+	Issuer      string   `json:"issuer,omitempty"`
+	IssRequired bool     `json:"iss_required,omitempty"`
+	Scopes      []string `json:"scopes,omitempty"`
+	Thread      string   `json:"thread"`
+	Call        string   `json:"call"`
+	Round       int      `json:"round"`
 }
 
 // pause saves the authorization request at authURL as a paused one and
@@ -109,9 +113,11 @@ func (h *handler) pause(ctx context.Context, authURL string) error {
 	endpoint := *u
 	endpoint.RawQuery = ""
 	p.AuthURL = endpoint.String()
-	if p.TokenURL, err = h.b.tokenEndpoint(ctx, p.Resource, &endpoint); err != nil {
+	asm, err := h.b.authServer(ctx, p.Resource, &endpoint)
+	if err != nil {
 		return err
 	}
+	p.TokenURL, p.Issuer, p.IssRequired = asm.TokenEndpoint, asm.Issuer, asm.AuthorizationResponseIssParameterSupported
 	// The person opens a URL whose challenge is of this verifier.
 	q.Set("code_challenge", oauth2.S256ChallengeFromVerifier(p.Verifier))
 	q.Set("code_challenge_method", "S256")
@@ -137,10 +143,10 @@ func (h *handler) pause(ctx context.Context, authURL string) error {
 // errNoTokenEndpoint: the token endpoint of a request could not be found.
 var errNoTokenEndpoint = errors.New("no token endpoint found")
 
-// tokenEndpoint finds the token endpoint of the authorization server of
-// resource (its protected-resource metadata, then the server's), or of
-// the server at endpoint's origin.
-func (b *Broker) tokenEndpoint(ctx context.Context, resource string, endpoint *url.URL) (string, error) {
+// authServer finds the metadata of the authorization server of resource
+// (its protected-resource metadata, then the server's), or of the server
+// at endpoint's origin, whose authorization endpoint is endpoint.
+func (b *Broker) authServer(ctx context.Context, resource string, endpoint *url.URL) (*oauthex.AuthServerMeta, error) {
 	var issuers []string
 	if r, err := url.Parse(resource); err == nil && resource != "" {
 		for _, path := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(r.Path, "/"), "/.well-known/oauth-protected-resource"} {
@@ -157,10 +163,10 @@ func (b *Broker) tokenEndpoint(ctx context.Context, resource string, endpoint *u
 	for _, iss := range issuers {
 		asm, err := auth.GetAuthServerMetadata(ctx, iss, b.opts.HTTPClient)
 		if err == nil && asm != nil && asm.TokenEndpoint != "" && asm.AuthorizationEndpoint == endpoint.String() {
-			return asm.TokenEndpoint, nil
+			return asm, nil
 		}
 	}
-	return "", errNoTokenEndpoint
+	return nil, errNoTokenEndpoint
 }
 
 // completePaused exchanges the code of a paused request for a token with
@@ -177,6 +183,11 @@ func (b *Broker) completePaused(ctx context.Context, st authState, res callbackR
 	}
 	if res.Error != "" {
 		return fmt.Errorf("%w (%s)", ErrDenied, oneLine(res.Error))
+	}
+	// The redirect names the server that issued the code, where it can
+	// (RFC 9207): a code from another server is not exchanged.
+	if (res.Iss != "" && res.Iss != p.Issuer) || (res.Iss == "" && p.IssRequired) {
+		return fmt.Errorf("%w (the redirect does not name the authorization server asked)", ErrDenied)
 	}
 	cfg := &oauth2.Config{ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, Scopes: p.Scopes,
 		Endpoint: oauth2.Endpoint{AuthURL: p.AuthURL, TokenURL: p.TokenURL, AuthStyle: oauth2.AuthStyle(p.AuthStyle)}}
