@@ -226,3 +226,95 @@ func TestInputRequiredDeclined(t *testing.T) {
 		t.Errorf("the call was sent %d times; want once", n)
 	}
 }
+
+// whoamiTool runs as its requester, who has no connection until
+// connected is set.
+type whoamiTool struct {
+	bookTool
+	connected bool
+	sends     int
+}
+
+func (w *whoamiTool) Name() string { return "whoami" }
+
+func (w *whoamiTool) CallWithInfo(_ context.Context, info tools.CallInfo, _ json.RawMessage) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.connected {
+		return "", &tools.ConnectRequiredError{Server: "tickets", User: info.Requester, Expires: time.Now().Add(10 * time.Minute)}
+	}
+	w.sends++
+	return "you are " + info.Requester, nil
+}
+
+// A call that waits for its requester to connect pauses its run; the
+// connection, said once or twice, sends it once; an expired wait tells
+// the model nobody connected.
+func TestConnectWaitIsAPause(t *testing.T) {
+	ctx := context.Background()
+	build := func(t *testing.T, w world, tool *whoamiTool, now func() time.Time, start bool) *runner.Service {
+		policy, _ := tools.ParsePolicy([]byte("tools:\n  whoami: {approval: never}\n"))
+		reg, err := tools.NewRegistry(policy, tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix})
+		model := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "whoami", Arguments: `{}`}} }}
+		a, err := agent.New(model, reg, store, agent.Options{Graph: graph.Options{Now: now}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := runner.New(a, store, &recorder{}, runner.Options{LeaseTTL: time.Second, Audit: true, Schedule: true, Now: now})
+		svc.SetAsker(&askRecorder{})
+		if !start {
+			return svc
+		}
+		if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "who am I"}); err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	t.Run("connected", func(t *testing.T) {
+		tool := &whoamiTool{}
+		w, _ := newWorld(t)
+		svc := build(t, w, tool, time.Now, true)
+		res, _ := svc.State(ctx, "th")
+		c := res.State.Calls[0]
+		if res.Status() != graph.Paused || c.Status != agent.Asking || c.Input.Connect != "tickets" || c.Input.Of != "U_ALICE" {
+			t.Fatalf("after the prompt: %v %+v; want the run paused for U_ALICE's connection", res.Status(), c)
+		}
+		conn := runner.Connection{Thread: "th", Call: c.Key, Round: c.Attempts, Server: "tickets", User: "U_BOB"}
+		if err := svc.Connected(ctx, conn); !errors.Is(err, runner.ErrNotPending) {
+			t.Errorf("someone else's connection = %v; want ErrNotPending", err)
+		}
+		tool.mu.Lock()
+		tool.connected = true
+		tool.mu.Unlock()
+		conn.User = "U_ALICE"
+		for range 2 {
+			if err := svc.Connected(ctx, conn); err != nil && !errors.Is(err, runner.ErrNotPending) {
+				t.Fatalf("Connected = %v", err)
+			}
+			if err := svc.Drive(ctx, "th"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, _ = svc.State(ctx, "th")
+		if !strings.Contains(res.State.Answer(), "you are U_ALICE") || tool.sends != 1 {
+			t.Errorf("after the connection: %q, %d sends; want the call run once as U_ALICE", res.State.Answer(), tool.sends)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		tool := &whoamiTool{}
+		w, _ := newWorld(t)
+		build(t, w, tool, time.Now, true)
+		later := build(t, w, tool, func() time.Time { return time.Now().Add(time.Hour) }, false)
+		if n, err := later.ExpireDue(ctx, "th"); n != 1 || err != nil {
+			t.Fatalf("ExpireDue = %d, %v; want the wait expired", n, err)
+		}
+		res, _ := later.State(ctx, "th")
+		if !strings.Contains(res.State.Answer(), "did not connect to the MCP server \"tickets\"") || tool.sends != 0 {
+			t.Errorf("after the expiry: %q, %d sends; want the model told, nothing sent", res.State.Answer(), tool.sends)
+		}
+	})
+}
