@@ -25,7 +25,10 @@ import (
 // rules (only the person asked, before the expiry, the first answer) and
 // resumes the run.
 
-var _ runner.Asker = (*Elicitor)(nil)
+var (
+	_ runner.Asker          = (*Elicitor)(nil)
+	_ runner.QuestionCloser = (*Elicitor)(nil)
+)
 
 // PausedID is the ID of the request q: the same for every showing of one
 // request of one pause, so a message posted again by a process that
@@ -66,5 +69,24 @@ func (e *Elicitor) Ask(ctx context.Context, q runner.Question) error {
 		return err
 	}
 	e.log.WithField("thread", q.Thread).WithField("call", q.Call).WithField("tool", q.Tool).Info("asked the requester for input; the run is paused")
+	return nil
+}
+
+// CloseQuestion redraws the message of q, whose call's input expired,
+// without its buttons: it says it expired.
+func (e *Elicitor) CloseQuestion(ctx context.Context, q runner.Question) error {
+	_, channel, _, err := slackui.ParseThread(q.Thread)
+	if err != nil {
+		return err
+	}
+	raw, ok, err := e.store.Ref(ctx, Ref(PausedID(q)))
+	if err != nil || !ok {
+		return err
+	}
+	var rec Record
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.TS == "" {
+		return err
+	}
+	Settle(ctx, e.api, e.log, channel, rec.TS, rec, slackui.TextElicitExpired)
 	return nil
 }

@@ -39,6 +39,31 @@ type Asker interface {
 	Ask(ctx context.Context, q Question) error
 }
 
+// QuestionCloser is an Asker that also closes the questions of a call
+// whose input expired unanswered, so that they say so. It is called on
+// the run's goroutine; a failure is logged.
+type QuestionCloser interface {
+	CloseQuestion(ctx context.Context, q Question) error
+}
+
+// closeQuestions closes the questions of c, whose input expired.
+func (s *Service) closeQuestions(ctx context.Context, thread string, c agent.Call) {
+	ap := s.asker.Load()
+	if ap == nil || c.Input == nil {
+		return
+	}
+	qc, ok := (*ap).(QuestionCloser)
+	if !ok {
+		return
+	}
+	for _, r := range c.Input.Requests {
+		q := Question{Thread: thread, Call: c.Key, Round: c.Attempts, Tool: c.Tool, Request: r, Of: c.Input.Of, Expires: c.Expires}
+		if err := qc.CloseQuestion(ctx, q); err != nil {
+			s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key}).WithError(err).Warn("closing an expired input request")
+		}
+	}
+}
+
 // Question is one input request of a call that asks.
 type Question struct {
 	Thread string

@@ -432,6 +432,9 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			decided, d := *c, decisions[key]
 			decided.Decision = &d
 			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
+			if d.Kind == agent.Expire && c.Status == agent.Asking {
+				s.closeQuestions(ctx, thread, *c)
+			}
 		}
 		run := s.begin(thread, "resume")
 		mark := ss.auditMark()

@@ -202,9 +202,14 @@ func TestMCPInputRequiredExpires(t *testing.T) {
 	if got := lastToolResult(t, h); !strings.Contains(got, "before it expired") {
 		t.Errorf("the model was told %q, want that the request expired", got)
 	}
-	who := qs[0]
+	who, room := qs[0], qs[1]
 	if !strings.Contains(h.card(who), "Booked for whom?") {
-		who = qs[1]
+		who, room = qs[1], qs[0]
+	}
+	// The question nobody touched says it expired, without its buttons.
+	h.eventually(func() bool { return strings.Contains(h.card(room), "expired") }, "the unanswered request to say it expired")
+	if hasAction(h.latest(room), "elicit_answer") {
+		t.Error("the expired request still has its Answer button")
 	}
 	if body := h.answerOn(h.addr, who, requester, "name", "Ada"); !strings.Contains(body, "expired") {
 		t.Errorf("an answer after the expiry got %q, want it to say the request expired", body)
