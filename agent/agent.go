@@ -96,6 +96,15 @@ type Runner interface {
 	OnStream(ctx context.Context, s *State, st Stream)
 }
 
+// InputAsker is a Runner that can pause a run for a tool's input
+// requests and show them to the person asked (runner.Service with an
+// Asker). With one, a call whose server needs input pauses the run (the
+// call is Asking, its requests and the server's state saved with it);
+// without, the tool asks during the call.
+type InputAsker interface {
+	AsksForInput() bool
+}
+
 // RunningSaver is a Runner that writes, with the save that marks a call
 // running, what it would otherwise write in BeforeCall (runner.Service:
 // the call's execution in the audit trail), where its store can do both
@@ -461,8 +470,31 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	defer cancel()
 	start := a.now()
 	// A tool that asks for input asks whoever asked for this call's turn.
-	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel, EditedBy: c.Editor()}
+	info := tools.CallInfo{Thread: s.Thread, Call: c.Key, Attempt: c.Attempts, Requester: c.AskedBy(s), Channel: s.Channel, EditedBy: c.Editor(),
+		CanPause: a.asksForInput()}
+	if in := c.Input; in != nil && in.Answers != nil {
+		info.Input = &tools.InputReply{State: in.State, Answers: in.Answers}
+	}
+	c.Input = nil
 	result, err := callTool(ctx, tool, info, c.RunArgs())
+	var connect *tools.ConnectRequiredError
+	if errors.As(err, &connect) && info.CanPause {
+		// Nothing was sent: the run pauses until the requester connects.
+		c.Status, c.Since, c.Expires = Asking, a.now(), connect.Expires
+		c.Input = &CallInput{Connect: connect.Server, Of: info.Requester}
+		log.WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
+		return
+	}
+	var asked *tools.InputRequiredError
+	if errors.As(err, &asked) && info.CanPause && len(asked.Requests) > 0 {
+		// Nothing was done yet: the run pauses until the person answers.
+		_, rule, _ := a.box.Lookup(c.Tool)
+		expiry := cmp.Or(rule.ExpiresAfter, a.opts.DefaultExpiry)
+		c.Status, c.Since, c.Expires = Asking, a.now(), a.now().Add(expiry)
+		c.Input = &CallInput{Requests: asked.Requests, State: asked.State, Of: info.Requester}
+		log.WithField("requests", len(asked.Requests)).Info("the tool's server asked for input; the run waits for the answer")
+		return
+	}
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == Edit {
 		prefix = fmt.Sprintf("Note: %s edited the arguments before approving; the call ran with %s.\n", mention(c.Decision.By), c.EditedArgs)
@@ -532,6 +564,12 @@ func (a *Agent) runningSave(ctx context.Context, s *State, c Call) context.Conte
 		return rs.RunningSave(ctx, s, c)
 	}
 	return ctx
+}
+
+// asksForInput reports whether the runner pauses runs for input.
+func (a *Agent) asksForInput() bool {
+	ia, ok := a.runner.(InputAsker)
+	return ok && ia.AsksForInput()
 }
 
 // beforeCall asks the runner's BeforeCall about a call.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,16 @@ func (a *Agent) checkDecision(s *State, key string, d Decision) (Decision, error
 		return d, e
 	}
 	switch {
+	case c.Status == Asking && d.Kind != Answer && d.Kind != Expire,
+		c.Status != Asking && d.Kind == Answer:
+		return d, fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
+	case d.Kind == Answer:
+		for _, r := range c.Input.Requests {
+			if _, ok := d.Answers[r.Key]; !ok {
+				return d, fmt.Errorf("the answer decision on %s does not answer %q", key, r.Key)
+			}
+		}
+		return d, nil
 	case d.Kind == Edit && c.Status == Pending:
 		if len(d.Args) > 0 && d.Hash != "" && d.Hash == tools.ArgsHash(c.Tool, d.Args) {
 			return d, nil // a checked claim
@@ -119,7 +130,7 @@ func (a *Agent) checkDecision(s *State, key string, d Decision) (Decision, error
 	case d.Kind == Approve && d.Hash != "" && d.Hash != c.RunHash():
 		return d, fmt.Errorf("%w: call %s has other arguments than the ones approved", ErrStaleDecision, key)
 	case d.Kind == Edit, d.Kind == MarkDone && c.Status != Unknown,
-		d.Kind == Expire && c.Status != Pending:
+		d.Kind == Expire && c.Status != Pending && c.Status != Asking:
 		return d, fmt.Errorf("a %s decision does not apply to a %s call", d.Kind, c.Status)
 	}
 	return d, nil
@@ -132,6 +143,10 @@ func (a *Agent) checkDecision(s *State, key string, d Decision) (Decision, error
 // edit of a call that needs several approvals replaces its arguments and
 // leaves it pending, in its next revision.
 func apply(c *Call, d Decision) {
+	if c.Status == Asking {
+		answer(c, d)
+		return
+	}
 	c.Decision = &d
 	switch d.Kind {
 	case Approve:
@@ -168,6 +183,51 @@ func apply(c *Call, d Decision) {
 		c.Status, c.IsError = Expired, true
 		c.Result = "The request for approval expired before anyone decided; the call was not run."
 	}
+}
+
+// answer applies d to a call that asks for input. The call keeps the
+// decision that let it run: it is sent again with the answers under it.
+// A request declined or cancelled settles the call there — the model is
+// told who declined what — and the call is not sent again.
+func answer(c *Call, d Decision) {
+	in := c.Input
+	if d.Kind == Expire && in.Connect != "" {
+		c.Status, c.IsError = Expired, true
+		c.Result = fmt.Sprintf("Error: %s did not connect to the MCP server %q before the request expired; the call was not sent.", mention(in.Of), in.Connect)
+		c.Input = nil
+		return
+	}
+	if d.Kind == Expire {
+		c.Status, c.IsError = Expired, true
+		c.Result = fmt.Sprintf("Error: %s did not answer the tool's request for input (%q) before it expired; the call was not completed.",
+			mention(in.Of), firstMessage(in))
+		c.Input = nil
+		return
+	}
+	for _, r := range in.Requests {
+		a := d.Answers[r.Key]
+		if a.Action == tools.ElicitAccept {
+			continue
+		}
+		verb := "declined"
+		if a.Action == tools.ElicitCancel {
+			verb = "cancelled"
+		}
+		c.Status, c.IsError = Rejected, true
+		c.Result = fmt.Sprintf("Error: %s %s the tool's request for input (%q); the call was not completed.", mention(cmp.Or(a.By, d.By)), verb, r.Message)
+		c.Input = nil
+		return
+	}
+	in.Answers = d.Answers
+	c.Status = Approved
+}
+
+// firstMessage is what an input pause asked first.
+func firstMessage(in *CallInput) string {
+	if len(in.Requests) == 0 {
+		return ""
+	}
+	return in.Requests[0].Message
 }
 
 // UserTurn returns a state modifier that adds by's message to a finished

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/countersign/countersign/tools"
 )
 
 // Kind is what a person decided about a pending tool call.
@@ -30,9 +32,13 @@ const (
 	// Expire is the system's decision about a call nobody decided before
 	// its deadline: it is not run, and the model is told it timed out.
 	Expire
+	// Answer answers every input request of a call that is asking
+	// (Decision.Answers), or says its requester connected: the call is
+	// sent again (with the answers), under the approval it had.
+	Answer
 )
 
-var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond", MarkDone: "mark_done", Expire: "expire"}
+var kindNames = map[Kind]string{Approve: "approve", Edit: "edit", Reject: "reject", Respond: "respond", MarkDone: "mark_done", Expire: "expire", Answer: "answer"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -56,6 +62,8 @@ func (k Kind) Past() string {
 		return "marked done"
 	case Expire:
 		return "expired"
+	case Answer:
+		return "answered"
 	}
 	return k.String()
 }
@@ -98,6 +106,8 @@ type Decision struct {
 	// Approvals are, for an Approve that needed several people, every
 	// approval that counted toward it, oldest first; By is the last.
 	Approvals []Approval `json:"approvals,omitempty"`
+	// Answers are an Answer's answers, by input request key.
+	Answers map[string]tools.ElicitAnswer `json:"answers,omitempty"`
 }
 
 // Approval is one person's approval of a call that needs several.
@@ -123,6 +133,7 @@ func (d Decision) Approvers() []string {
 func (d Decision) Validate() error {
 	switch d.Kind {
 	case Approve, Reject, Respond, MarkDone:
+	case Answer:
 	case Edit:
 		if !json.Valid(d.Args) {
 			return fmt.Errorf("edit decision: arguments are not valid JSON")

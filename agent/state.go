@@ -15,7 +15,10 @@ type CallStatus int
 // The statuses of a call. A call moves pending → approved | edited |
 // rejected | expired → running → done | failed; a call that needs no
 // approval starts approved. A call found running after a crash becomes
-// unknown unless its tool is idempotent. Their JSON names are stable.
+// unknown unless its tool is idempotent. A call whose server needs input
+// before it can go on (tools.InputRequiredError) is asking until the
+// person asked answers (then approved again, to be sent with the
+// answers) or its input expires. Their JSON names are stable.
 const (
 	Pending CallStatus = iota + 1
 	Approved
@@ -26,11 +29,13 @@ const (
 	Done
 	Failed
 	Unknown
+	Asking
 )
 
 var statusNames = map[CallStatus]string{
 	Pending: "pending", Approved: "approved", Edited: "edited", Rejected: "rejected",
 	Expired: "expired", Running: "running", Done: "done", Failed: "failed", Unknown: "unknown",
+	Asking: "asking",
 }
 
 func (s CallStatus) String() string {
@@ -59,9 +64,9 @@ func (s *CallStatus) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown call status %q", b)
 }
 
-// Waiting reports whether the call waits for a person: pending, or unknown
-// after a crash.
-func (s CallStatus) Waiting() bool { return s == Pending || s == Unknown }
+// Waiting reports whether the call waits for a person: pending, unknown
+// after a crash, or asking for input.
+func (s CallStatus) Waiting() bool { return s == Pending || s == Unknown || s == Asking }
 
 // Settled reports whether the call is finished one way or another.
 func (s CallStatus) Settled() bool {
@@ -123,6 +128,37 @@ type Call struct {
 	ApprovalsRequired int    `json:"approvals_required,omitempty"`
 	Revision          int    `json:"revision,omitempty"`
 	EditedBy          string `json:"edited_by,omitempty"`
+
+	// Input is what the call's server asked before it could go on, while
+	// the call is asking, and then the answers it is sent again with.
+	Input *CallInput `json:"input,omitempty"`
+}
+
+// CallInput is a call's pause for input: what its server asked (or that
+// the requester must connect to it first), of whom,
+// and its opaque state, saved with the call like an approval (the
+// call's Since and Expires say since and until when). Answers are set
+// once every request is answered, and sent with the call's next attempt.
+type CallInput struct {
+	Requests []tools.InputRequest `json:"requests"`
+	// State is the server's opaque state, sent back as it was given.
+	State string `json:"state,omitempty"`
+	// Connect, instead of Requests, is the MCP server the call waits for
+	// its requester to connect to (auth: requester).
+	Connect string `json:"connect,omitempty"`
+	// Of is who is asked: the call's requester, and only them.
+	Of      string                        `json:"of"`
+	Answers map[string]tools.ElicitAnswer `json:"answers,omitempty"`
+}
+
+// Request returns the call's input request with key.
+func (in *CallInput) Request(key string) (tools.InputRequest, bool) {
+	for _, r := range in.Requests {
+		if r.Key == key {
+			return r, true
+		}
+	}
+	return tools.InputRequest{}, false
 }
 
 // CallRule is what a call's rule said, when the call began to wait, about

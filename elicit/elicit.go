@@ -1,7 +1,7 @@
 // Package elicit asks people in Slack threads for what a tool needs: the
-// input an MCP server asks for during a call (this file), and a
-// connection to a server that runs calls as the person who asked for
-// them (connect.go).
+// input an MCP server asks for during a call (this file), the input
+// requests of a run paused for them (pause.go), and a connection to a
+// server that runs calls as the person who asked for them (connect.go).
 //
 // A tool (an MCP server) asks, during a call, for input from the person
 // who asked for the run. The question is posted in the run's thread with
@@ -72,6 +72,11 @@ type Record struct {
 	Call    string `json:"call,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
 	TS      string `json:"ts,omitempty"`
+	// Paused says the request belongs to a paused run (pause.go): its
+	// answer goes to the runner (runner.Service.Answer), not to a
+	// waiting call; Input is the request's key.
+	Paused bool   `json:"paused,omitempty"`
+	Input  string `json:"input,omitempty"`
 }
 
 // TTL is how long a request's record outlives its deadline.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/elicit"
+	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
@@ -133,6 +135,9 @@ func (s *Server) openElicitation(ctx context.Context, id, user string) (elicit.R
 // finds its own claim and is delivered then — a failed delivery never
 // turns into "already answered".
 func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicit.Record, ans tools.ElicitAnswer, channel, ts string) string {
+	if rec.Paused {
+		return s.answerPaused(ctx, rec, ans, channel, ts)
+	}
 	ttl := time.Until(rec.Deadline) + elicit.TTL
 	raw, _ := json.Marshal(ans)
 	winner, first, err := s.store.Claim(ctx, rec.Thread, elicit.Ref(id), raw)
@@ -152,6 +157,36 @@ func (s *Server) deliverElicitation(ctx context.Context, id string, rec elicit.R
 		line := slackui.ElicitOutcome(ans.Action, ans.By)
 		s.background(ctx, func(ctx context.Context) { elicit.Settle(ctx, s.api, s.log, channel, ts, rec, line) })
 	}
+	return ""
+}
+
+// answerPaused gives the runner the answer to a request of a paused run
+// (elicit's pause.go), which owns its rules, and resumes the run.
+func (s *Server) answerPaused(ctx context.Context, rec elicit.Record, ans tools.ElicitAnswer, channel, ts string) string {
+	err := s.svc.Answer(ctx, runner.InputAnswer{Thread: rec.Thread, Call: rec.Call, Round: rec.Attempt, Request: rec.Input, By: ans.By, Answer: ans})
+	var refusal *runner.RefusedError
+	switch {
+	case errors.As(err, &refusal):
+		return slackui.ElicitNotYours(rec.Requester)
+	case errors.Is(err, runner.ErrInputExpired), errors.Is(err, runner.ErrNotPending) && !time.Now().Before(rec.Deadline):
+		if ts != "" {
+			s.background(ctx, func(ctx context.Context) {
+				elicit.Settle(ctx, s.api, s.log, channel, ts, rec, slackui.TextElicitExpired)
+			})
+		}
+		return slackui.TextElicitExpired
+	case errors.Is(err, runner.ErrAnswered), errors.Is(err, runner.ErrNotPending):
+		return slackui.TextElicitAnswered
+	case err != nil:
+		s.log.WithError(err).Error("answering an input request")
+		return slackui.TextTryAgain
+	}
+	s.log.WithFields(logrus.Fields{"thread": rec.Thread, "tool": rec.Tool, "action": string(ans.Action)}).Info("input request answered")
+	if ts != "" {
+		line := slackui.ElicitOutcome(ans.Action, ans.By)
+		s.background(ctx, func(ctx context.Context) { elicit.Settle(ctx, s.api, s.log, channel, ts, rec, line) })
+	}
+	s.drive(ctx, rec.Thread)
 	return ""
 }
 

@@ -190,6 +190,15 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return err
 	}
 	ts, ok := cards[cardKey(c.Key, attempt)]
+	for !ok && c.NeedsApproval && attempt > 0 && (c.Status == agent.Running || c.Status.Settled()) {
+		// An attempt that follows a pause for input (or a connection)
+		// has no card of its own: the approval's card shows it.
+		attempt--
+		if cards, err = r.roundRecords(ctx, thread, c.Key, attempt); err != nil {
+			return err
+		}
+		ts, ok = cards[cardKey(c.Key, attempt)]
+	}
 	if !ok {
 		if c.Status == agent.Running {
 			r.running.Started(slackprogress.Call{Thread: thread, Key: c.Key, Tool: c.Tool, Requester: requester})

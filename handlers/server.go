@@ -136,6 +136,11 @@ func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
 	}()
 }
 
+// Resume drives thread in the background, tracked like the work after a
+// click (Shutdown waits for it): for a thread woken from outside Slack,
+// such as by an OAuth callback.
+func (s *Server) Resume(ctx context.Context, thread string) { s.drive(ctx, thread) }
+
 // Busy is how many background jobs (runs, resumes, answers to clicks)
 // are queued or running. A job is counted before its request is
 // answered, so 0 once every answer is out means all that was

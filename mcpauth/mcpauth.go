@@ -25,7 +25,10 @@
 //     authorization server's redirect to the bot's /oauth/callback, on any
 //     replica, takes the state (Complete) and delivers the code through the
 //     Store's mailbox to the process whose call waits, which exchanges it
-//     with its PKCE verifier. The verifier never leaves that process.
+//     with its PKCE verifier. The verifier never leaves that process. When
+//     the call's run can pause instead (pause.go), the request is saved
+//     with a verifier of its own, sealed like a token, and the callback's
+//     replica exchanges the code itself and wakes the call's thread.
 //   - A 2025-03-26 server (no protected-resource metadata) whose metadata
 //     at the root of its origin names an issuer under that origin, which
 //     the SDK refuses (RFC 8414 §3.3), is authorized here on
@@ -172,6 +175,7 @@ type Broker struct {
 	seal  *sealer
 	opts  Options
 	log   logrus.FieldLogger
+	waker wakers
 }
 
 // New returns a Broker that keeps connections in store, sealed with key
@@ -330,6 +334,8 @@ func (b *Broker) Revoke(ctx context.Context, id Identity) (bool, error) {
 type authState struct {
 	Identity Identity  `json:"identity"`
 	Expires  time.Time `json:"expires"`
+	// Paused, sealed, completes a request whose call paused (pause.go).
+	Paused []byte `json:"paused,omitempty"`
 }
 
 // callbackResult is what the callback delivers to the waiting process.
@@ -365,6 +371,9 @@ func (b *Broker) Complete(ctx context.Context, query url.Values) (Identity, erro
 	res := callbackResult{Code: query.Get("code"), State: state, Iss: query.Get("iss")}
 	if e := query.Get("error"); e != "" || res.Code == "" {
 		res.Code, res.Error = "", cmp(e, "no code")
+	}
+	if st.Paused != nil {
+		return st.Identity, b.completePaused(ctx, st, res)
 	}
 	data, _ := json.Marshal(res)
 	if err := b.store.Deliver(ctx, box(state), data, b.opts.StateTTL); err != nil {
@@ -420,7 +429,7 @@ func (b *Broker) Handler(cfg tools.MCPServer, user string, prompter Prompter, ca
 			HTTPClient:  b.opts.HTTPClient,
 		})
 	}
-	h := &handler{b: b, id: id, prompter: prompter, call: call}
+	h := &handler{b: b, id: id, prompter: prompter, call: call, client: oauth2.Config{ClientID: cfg.OAuth.ClientID, ClientSecret: cfg.OAuth.ClientSecret}}
 	c, err := b.load(context.Background(), id)
 	if err != nil && !errors.Is(err, ErrOpen) {
 		return nil, err
@@ -479,6 +488,8 @@ type handler struct {
 	inner    *auth.AuthorizationCodeHandler
 	config   *auth.AuthorizationCodeHandlerConfig
 	scopes   []string
+	// client is the pre-registered client, if any (pause.go).
+	client oauth2.Config
 
 	mu sync.Mutex
 	// legacy is the token source of a connection made with 2025-03-26
@@ -519,6 +530,14 @@ func (h *handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 func (h *handler) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 	if h.prompter == nil {
 		return nil, fmt.Errorf("%s: %w", h.id, ErrNotConnected)
+	}
+	if h.call.CanPause && h.call.Thread != "" && h.b.wakerOf() != nil {
+		err := h.pause(ctx, args.URL)
+		var paused *tools.ConnectRequiredError
+		if errors.As(err, &paused) {
+			return nil, err
+		}
+		h.b.log.WithField("identity", h.id.String()).WithError(err).Info("the connection request cannot pause the call; it waits for the callback")
 	}
 	u, err := url.Parse(args.URL)
 	if err != nil {

@@ -30,7 +30,9 @@ import (
 //	execution  a call about to be sent to its tool
 //	outcome    what became of a call: done, failed, unknown (cut off, by a
 //	           crash or a tool that could not tell), skipped or marked_done
-//	           (a person settled an unknown outcome)
+//	           (a person settled an unknown outcome), asking (the server
+//	           needs input, or the requester a connection, first: the run
+//	           paused, and the call's next attempt follows the answer)
 //
 // with the thread, the call, the tool, the arguments the model gave
 // ("args", credentials masked) and their hash ("args_hash"), and when a

@@ -618,6 +618,10 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 	var mine []agent.Call
 	var why *RefusedError
 	for _, c := range st.Waiting() {
+		if c.Status == agent.Asking {
+			why = refusedText("a call that waits for input is answered with its form, or its connection with the Connect button")
+			continue
+		}
 		if c.Status != agent.Pending {
 			why = refusedText("a call whose outcome is unknown is settled with its buttons")
 			continue

@@ -125,6 +125,20 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 		// each call's card is shown once per decision round.
 		for _, c := range st.Waiting() {
 			c := c
+			if c.Status == agent.Asking {
+				// Its input requests, shown once per pause.
+				key := announceKey(c)
+				if _, done := ss.claims[key]; done {
+					continue
+				}
+				if err := s.ask(ctx, thread, c); err != nil {
+					ok = false
+					continue
+				}
+				ss.claims[key] = []byte("1")
+				ss.record = append(ss.record, key)
+				continue
+			}
 			gate := s.gate(st, c, ss.claims)
 			_, posted := ss.claims[announceKey(c)]
 			show(announceKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)})
@@ -164,6 +178,12 @@ func (s *Service) report(ctx context.Context, e Event) error {
 // OnCall is the agent's hook for call progress: runner.New makes
 // it the agent's, so people see calls start and finish.
 func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
+	if c.Status == agent.Asking {
+		// Not finished: it waits for input (or a connection), which the
+		// pause shows; the trail says this attempt ended so.
+		s.auditOutcome(ctx, st, c, "asking", map[string]string{"reason": askingReason(c)})
+		return
+	}
 	kind := CallFinished
 	if c.Status == agent.Running {
 		kind = CallStarted

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -213,6 +214,9 @@ type Service struct {
 	// for the drive that follows.
 	openedMu sync.Mutex
 	opened   map[string]*session
+
+	// asker shows input requests (input.go); see SetAsker.
+	asker atomic.Pointer[Asker]
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
@@ -347,7 +351,8 @@ func (s *Service) Call(ctx context.Context, thread, key string) (*agent.Call, er
 	return c, nil
 }
 
-// ExpireDue expires the thread's pending calls whose deadline has passed
+// ExpireDue expires the thread's pending calls, and calls asking for
+// input, whose deadline has passed
 // and drives the run on. It reports how many calls it expired.
 func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 	res, err := s.graph.State(ctx, thread)
@@ -358,7 +363,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 	d := agent.Decision{Kind: agent.Expire, At: now}
 	n := 0
 	for _, c := range res.State.Waiting() {
-		if c.Status != agent.Pending || c.Expires.IsZero() || now.Before(c.Expires) {
+		if (c.Status != agent.Pending && c.Status != agent.Asking) || c.Expires.IsZero() || now.Before(c.Expires) {
 			continue
 		}
 		err := s.claim(ctx, thread, c, d, "")
@@ -460,6 +465,9 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			decided, d := *c, decisions[key]
 			decided.Decision = &d
 			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &res.State, Call: &decided})
+			if d.Kind == agent.Expire && c.Status == agent.Asking {
+				s.closeQuestions(ctx, thread, *c)
+			}
 		}
 		run := s.begin(thread, "resume")
 		mark := ss.auditMark()
@@ -473,7 +481,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		if out != nil {
 			for _, key := range slices.Sorted(maps.Keys(decisions)) {
-				if d := decisions[key]; d.By != "" && d.Kind != agent.Expire {
+				if d := decisions[key]; d.By != "" && d.Kind != agent.Expire && d.Kind != agent.Answer {
 					c, _ := res.State.Call(key)
 					ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
 				}

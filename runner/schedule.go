@@ -141,7 +141,7 @@ func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waitin
 		waiting = len(res.State.Waiting())
 		now := s.opts.Now()
 		for _, c := range res.State.Waiting() {
-			if c.Status == agent.Pending && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
+			if (c.Status == agent.Pending || c.Status == agent.Asking) && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
 				at = c.Expires
 			}
 			if rule, ok := s.agent.Rule(c.Tool); ok {

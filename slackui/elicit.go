@@ -25,6 +25,7 @@ import (
 const (
 	TextElicitTimedOut = "⌛ Nobody answered in time; the request was cancelled."
 	TextElicitAnswered = "This request is already answered or closed."
+	TextElicitExpired  = "⌛ This request for input has expired; the call was not completed."
 )
 
 // ElicitOutcome is the line that ends an answered request's message.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // CallInfo says which call of which run a tool is running, for tools that
@@ -26,6 +28,58 @@ type CallInfo struct {
 	// they are the model's. A tool that acts as the Requester asks them to
 	// confirm arguments someone else wrote.
 	EditedBy string
+	// CanPause says the run can pause for input: a tool whose server
+	// needs input before it can go on returns an *InputRequiredError
+	// rather than asking and waiting during the call.
+	CanPause bool
+	// Input, when set, holds the answers to the input requests an earlier
+	// attempt of the call returned, and the server's state to send back.
+	Input *InputReply
+}
+
+// InputRequest is one question a server needs answered before a call
+// can go on ("input required", the newest MCP protocol's input
+// requests).
+type InputRequest struct {
+	// Key is the server's name for the request, which its answer carries.
+	Key string `json:"key"`
+	// Message says what is asked.
+	Message string `json:"message"`
+	// Schema is the JSON schema of the answer, as the server wrote it.
+	Schema json.RawMessage `json:"schema"`
+}
+
+// InputRequiredError is the outcome of a call whose server answered that
+// it needs input first: it did nothing yet. The call is sent again with
+// the answers (CallInfo.Input) and State, the server's opaque state, as
+// it was given.
+type InputRequiredError struct {
+	Requests []InputRequest
+	State    string
+}
+
+func (e *InputRequiredError) Error() string {
+	return fmt.Sprintf("the server needs %d answer(s) before the call can go on", len(e.Requests))
+}
+
+// ConnectRequiredError is the outcome of a call that runs as the person
+// who asked for it (auth: requester) when they have no connection to its
+// server: nothing was sent. They were asked to connect; the connection,
+// completed on any replica before Expires, lets the call go on.
+type ConnectRequiredError struct {
+	Server, User string
+	Expires      time.Time
+}
+
+func (e *ConnectRequiredError) Error() string {
+	return fmt.Sprintf("the call runs as %s on MCP server %q, who has not connected to it yet (nothing was sent)", e.User, e.Server)
+}
+
+// InputReply is what a call sends back after an InputRequiredError: the
+// answers by request key, and the server's state.
+type InputReply struct {
+	State   string                  `json:"state,omitempty"`
+	Answers map[string]ElicitAnswer `json:"answers"`
 }
 
 // InfoTool is a Tool that wants to know which call it runs. The agent

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackdir"
@@ -86,12 +87,23 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return nil, nil, err
 	}
 	rep.WithTools(svc.Tools) // before anything runs
-	svc.Tools.SetElicitor(elicit.New(api, svc.Store, svc.Store, log))
+	el := elicit.New(api, svc.Store, svc.Store, log)
+	svc.Tools.SetElicitor(el) // requests made during a call
+	svc.Runner.SetAsker(el)   // input requests that pause the run
 	svc.Tools.SetProgressReporter(rep.Progress())
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
 		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections()})
 	rep.WithHome(srv.Home())
+	// A call that waited for its requester to connect goes on, on the
+	// replica that takes the callback.
+	svc.Auth.SetWaker(mcpauth.WakerFunc(func(ctx context.Context, w mcpauth.Waiting) error {
+		err := svc.Runner.Connected(ctx, runner.Connection{Thread: w.Thread, Call: w.Call, Round: w.Round, Server: w.Identity.Server, User: w.Identity.User})
+		if err == nil {
+			srv.Resume(ctx, w.Thread)
+		}
+		return err
+	}))
 	return svc, srv, nil
 }
 

@@ -183,8 +183,10 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 			as = append(as, fmt.Sprint(r.Values["as"]))
 		}
 	}
-	if len(as) != 1 || as[0] != requester {
-		t.Errorf("audited executions ran as %q, want one as %s", as, requester)
+	// The attempt that found no connection sent nothing and paused; the
+	// one after the callback ran.
+	if len(as) != 2 || as[0] != requester || as[1] != requester {
+		t.Errorf("audited executions ran as %q, want two attempts as %s", as, requester)
 	}
 	// The same link again does nothing.
 	if status, _ := h.browse(authURL, requester); status != http.StatusBadRequest {

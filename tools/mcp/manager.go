@@ -23,9 +23,13 @@
 // or idempotentHint).
 //
 // A server's request for input during a call (elicitation/create, form
-// mode, or an "input required" result, which the SDK answers and retries
-// with the server's state) goes to the Elicitor, which asks the person
-// who asked for the run; no answer within the call's timeout cancels it.
+// mode) goes to the Elicitor, which asks the person who asked for the
+// run; no answer within the call's timeout cancels it. An "input
+// required" result (the newest protocol) is not answered by the SDK: when
+// the run can pause, the call returns the questions and the server's
+// state (tools.InputRequiredError) and is sent again with the answers
+// later, from any replica; otherwise the Elicitor is asked and the call
+// sent again at once (input.go).
 // The request is attributed to the one call of that server in flight in
 // this process; when several are, it is cancelled rather than shown to
 // someone who may not be the right person. URL-mode requests are

@@ -29,9 +29,11 @@ import (
 // token of the person who asked for the call's turn (tools.CallInfo's
 // Requester), never the bot's nor anyone else's. When they have no
 // connection, or the server refuses their token, they are asked to
-// connect (the Prompter: an ephemeral Connect button in Slack), and the
-// call waits up to ConnectWait for the connection, which the callback
-// completes on any replica. When someone else edited the arguments, the
+// connect (the Prompter: an ephemeral Connect button in Slack). When the
+// run can pause, the call returns a *tools.ConnectRequiredError and the run
+// pauses until the callback, on any replica, completes the connection and
+// wakes it (mcpauth's pause.go); otherwise the call waits up to ConnectWait
+// for the connection. When someone else edited the arguments, the
 // requester is asked first to confirm them (through the Elicitor, which
 // only they may answer): nobody acts as another person through an Edit.
 
@@ -138,6 +140,7 @@ func (s *server) requesterSession(ctx context.Context, info tools.CallInfo, tool
 	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{
 		Capabilities:       &sdk.ClientCapabilities{},
 		ElicitationHandler: s.elicit,
+		MultiRoundTrip:     &sdk.MultiRoundTripOptions{Disabled: true},
 	})
 	transport := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries, OAuthHandler: h}
 	cs, err := client.Connect(ctx, transport, nil)
@@ -150,7 +153,10 @@ func (s *server) requesterSession(ctx context.Context, info tools.CallInfo, tool
 
 // connectError says why a session as a person could not be made.
 func (s *server) connectError(user string, err error) error {
+	var paused *tools.ConnectRequiredError
 	switch {
+	case errors.As(err, &paused):
+		return paused
 	case errors.Is(err, mcpauth.ErrNotConnected):
 		return fmt.Errorf("the call runs as %s on MCP server %q, who has not connected to it (nothing was sent): %w", user, s.cfg.Name, mcpauth.ErrNotConnected)
 	case errors.Is(err, mcpauth.ErrDenied):

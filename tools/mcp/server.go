@@ -219,8 +219,10 @@ func (s *server) run(ctx context.Context) {
 func (s *server) connectAndServe(ctx context.Context) (err error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "countersign", Version: ClientVersion()}, &sdk.ClientOptions{
 		// No roots: a server's own configuration says what it may touch.
-		Capabilities:                &sdk.ClientCapabilities{},
-		ElicitationHandler:          s.elicit,
+		Capabilities:       &sdk.ClientCapabilities{},
+		ElicitationHandler: s.elicit,
+		// Input requests are answered by tool.send, or pause the run.
+		MultiRoundTrip:              &sdk.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: s.progress,
 		// Deprecated by the newest protocol, and still what servers send.
 		//lint:ignore SA1019 servers still send log notifications

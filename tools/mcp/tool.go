@@ -139,16 +139,25 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: IdempotencyKey(info)}
 	}
 	params.SetProgressToken(token)
+	if in := info.Input; in != nil {
+		params.InputResponses, params.RequestState = inputResponses(in.Answers), in.State
+	}
 	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
-	res, err := sess.cs.CallTool(ctx, params)
+	res, err := t.send(ctx, sess, info, params)
+	var paused *tools.ConnectRequiredError
 	switch {
 	case err == nil:
+	case errors.As(err, &paused):
+		return "", paused // nothing was sent
 	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
+	}
+	if res.NeedsInput() {
+		return "", t.inputRequired(res)
 	}
 	text := resultText(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
 	if res.IsError {
