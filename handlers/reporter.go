@@ -144,12 +144,12 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.updateCard(ctx, e.Thread, channel, *e.Call, e.Call.Attempts-1, requester)
 	case runner.CallFinished:
 		c := *e.Call
-		r.running.Finished(ctx, e.Thread, c.Key, c.Status != agent.Done)
+		r.running.Finished(ctx, e.Thread, c.Key, c.Status != agent.Done && c.Status != agent.Asking)
 		if err := r.updateCard(ctx, e.Thread, channel, c, c.Attempts-1, requester); err != nil {
 			return err
 		}
-		if c.Status == agent.Failed && c.NeedsApproval {
-			return nil // its card says why, once
+		if c.Status == agent.Asking || c.Status == agent.Failed && c.NeedsApproval {
+			return nil // its card says why (or what it waits for), once
 		}
 		_, err := r.post(ctx, channel, slack.MsgOptionTS(root), slack.MsgOptionText(slackui.ResultText(c), false))
 		return err
@@ -190,7 +190,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return err
 	}
 	ts, ok := cards[cardKey(c.Key, attempt)]
-	for !ok && c.NeedsApproval && attempt > 0 && (c.Status == agent.Running || c.Status.Settled()) {
+	for !ok && c.NeedsApproval && attempt > 0 && (c.Status == agent.Running || c.Status == agent.Asking || c.Status.Settled()) {
 		// An attempt that follows a pause for input (or a connection)
 		// has no card of its own: the approval's card shows it.
 		attempt--

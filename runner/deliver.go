@@ -178,16 +178,16 @@ func (s *Service) report(ctx context.Context, e Event) error {
 // OnCall is the agent's hook for call progress: runner.New makes
 // it the agent's, so people see calls start and finish.
 func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
-	if c.Status == agent.Asking {
-		// Not finished: it waits for input (or a connection), which the
-		// pause shows; the trail says this attempt ended so.
-		s.auditOutcome(ctx, st, c, "asking", map[string]string{"reason": askingReason(c)})
-		return
-	}
 	kind := CallFinished
-	if c.Status == agent.Running {
+	switch c.Status {
+	case agent.Running:
 		kind = CallStarted
-	} else {
+	case agent.Asking:
+		// Not finished: it waits for input (or a connection), which the
+		// pause shows; the trail says this attempt ended so, and its
+		// card what it waits for.
+		s.auditOutcome(ctx, st, c, "asking", map[string]string{"reason": askingReason(c)})
+	default:
 		s.opts.Observer.ToolFinished(c.Tool, c.Status)
 		s.auditFinished(ctx, st, c)
 	}

@@ -20,7 +20,9 @@ const (
 	ApprovalNeeded
 	// CallDecided: Call.Decision was made (or the call expired).
 	CallDecided
-	// CallStarted and CallFinished: an approved call ran.
+	// CallStarted and CallFinished: an approved call ran. A call whose
+	// attempt ended asking for input or a connection (agent.Asking) is
+	// reported finished too: it runs again once answered.
 	CallStarted
 	CallFinished
 	// RunFailed: the run stopped on an error (Text) and can be retried.

@@ -330,6 +330,8 @@ func progressLine(c agent.Call) string {
 	switch c.Status {
 	case agent.Running:
 		return "⏳ Running…"
+	case agent.Asking:
+		return askingLine(c.Input)
 	case agent.Done:
 		if c.Decision != nil && c.Decision.Kind == agent.MarkDone {
 			return "" // the decision line says it all
@@ -345,6 +347,21 @@ func progressLine(c agent.Call) string {
 		return "❌ Failed"
 	}
 	return ""
+}
+
+// askingLine says what a call paused between its attempts waits for,
+// and for whom: a person's answers to its server's questions, or their
+// connection to its server (auth: requester).
+func askingLine(in *agent.CallInput) string {
+	switch {
+	case in == nil:
+		return "✋ Waiting for input"
+	case in.Connect != "":
+		return "🔌 Waiting for " + UserMention(in.Of) + " to connect to " + ClipText(slackEscape(OneLine(in.Connect)), BudgetName)
+	case len(in.Requests) == 1:
+		return "✋ Waiting for " + UserMention(in.Of) + "'s answer to the server's question"
+	}
+	return "✋ Waiting for " + UserMention(in.Of) + "'s answers to the server's questions"
 }
 
 // resultLine is the first line of a call's result that says something:
@@ -383,16 +400,22 @@ func callStatusWord(c agent.Call) string {
 		if c.Decision != nil && c.Decision.Kind == agent.MarkDone {
 			return "marked done"
 		}
+	case agent.Asking:
+		if c.Input != nil && c.Input.Connect != "" {
+			return "waiting for a connection"
+		}
+		return "waiting for input"
 	}
 	return c.Status.String()
 }
 
 // earlierRuns counts the times the call was started before its current
-// run (or before the run about to start): more than zero means the call
-// is being retried after its outcome was unknown.
+// run (or before the run about to start; a call that asks was started
+// for the run that asked): more than zero means the call is being
+// retried after its outcome was unknown.
 func earlierRuns(c agent.Call) int {
 	switch c.Status {
-	case agent.Running, agent.Done, agent.Failed:
+	case agent.Running, agent.Done, agent.Failed, agent.Asking:
 		return c.Attempts - 1
 	}
 	return c.Attempts

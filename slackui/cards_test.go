@@ -96,6 +96,17 @@ var (
 	callRunning = callWith(func(c *agent.Call) {
 		c.Status, c.Attempts, c.Decision = agent.Running, 1, decisionOf(agent.Approve, "")
 	})
+	callAsking = callWith(func(c *agent.Call) {
+		c.Status, c.Attempts, c.Decision = agent.Asking, 1, decisionOf(agent.Approve, "")
+		c.Input = &agent.CallInput{Of: "U0ALICE", State: "opaque", Requests: []tools.InputRequest{
+			{Key: "who", Message: "Booked for whom?", Schema: json.RawMessage(`{"type":"string"}`)},
+			{Key: "room", Message: "Which room?", Schema: json.RawMessage(`{"type":"string"}`)},
+		}}
+	})
+	callConnecting = callWith(func(c *agent.Call) {
+		c.Status, c.Attempts, c.Decision = agent.Asking, 1, decisionOf(agent.Approve, "")
+		c.Input = &agent.CallInput{Of: "U0ALICE", Connect: "tickets <!here>\nprod"}
+	})
 	callDone = callWith(func(c *agent.Call) {
 		c.Status, c.Attempts, c.Decision = agent.Done, 1, decisionOf(agent.Approve, "")
 		c.Result = "HTTP 201 Created\n{\"deploy\":\"d-1234\"}"
@@ -149,6 +160,8 @@ func TestCardGolden(t *testing.T) {
 		{"responded", cardMessage{slackui.CardText(callResponded), slackui.SettledCard(callResponded, cardAsker, cardNow)}},
 		{"expired", cardMessage{slackui.CardText(callExpired), slackui.SettledCard(callExpired, cardAsker, cardNow)}},
 		{"running", cardMessage{slackui.CardText(callRunning), slackui.SettledCard(callRunning, cardAsker, cardNow)}},
+		{"asking", cardMessage{slackui.CardText(callAsking), slackui.SettledCard(callAsking, cardAsker, cardNow)}},
+		{"connecting", cardMessage{slackui.CardText(callConnecting), slackui.SettledCard(callConnecting, cardAsker, cardNow)}},
 		{"done", cardMessage{slackui.CardText(callDone), slackui.SettledCard(callDone, cardAsker, cardNow)}},
 		{"failed", cardMessage{slackui.CardText(callFailed), slackui.SettledCard(callFailed, cardAsker, cardNow)}},
 		{"retried", cardMessage{slackui.CardText(callRetried), slackui.SettledCard(callRetried, cardAsker, cardNow)}},
@@ -287,6 +300,12 @@ func TestSettledCardStatus(t *testing.T) {
 		{"responded", callResponded, []string{"Rejected by <@U0BOB> " + at, "use the staging cluster first"}, nil},
 		{"expired", callExpired, []string{"⌛ Expired — nobody decided in time"}, []string{"<@U0BOB>"}},
 		{"running", callRunning, []string{"✅ Approved by", "⏳ Running…"}, nil},
+		{"asking", callAsking, []string{"✅ Approved by <@U0BOB> " + at, "✋ Waiting for <@U0ALICE>'s answers to the server's questions"}, []string{"Running", "Retry", "opaque"}},
+		{"asking one question", callWith(func(c *agent.Call) {
+			c.Status, c.Attempts, c.Decision = agent.Asking, 2, decisionOf(agent.Approve, "")
+			c.Input = &agent.CallInput{Of: "U0ALICE", Requests: []tools.InputRequest{{Key: "who", Message: "Booked for whom?"}}}
+		}), []string{"✋ Waiting for <@U0ALICE>'s answer to the server's question"}, []string{"Running", "Booked for whom?"}},
+		{"waiting for a connection", callConnecting, []string{"🔌 Waiting for <@U0ALICE> to connect to tickets &lt;!here&gt; prod"}, []string{"Running", "<!here>"}},
 		{"done", callDone, []string{"✔️ Done: HTTP 201 Created"}, []string{"d-1234"}},
 		{"done after an edit", callEditedDone, []string{"✔️ Done: HTTP 202 Accepted"}, []string{"Note:"}},
 		{"failed", callFailed, []string{"❌ Failed: Post \"https://api.example.com/v1/deploys\": dial tcp 10.0.0.7:443: connect: connection refused"}, []string{"more detail", "Error:"}},
@@ -401,6 +420,8 @@ func TestCardText(t *testing.T) {
 		{callSkipped, "http_request: skipped"},
 		{callExpired, "http_request: expired"},
 		{callRunning, "http_request: running"},
+		{callAsking, "http_request: waiting for input"},
+		{callConnecting, "http_request: waiting for a connection"},
 		{callDone, "http_request: done"},
 		{callMarkedDone, "http_request: marked done"},
 		{callFailed, "http_request: failed"},

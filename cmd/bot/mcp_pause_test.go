@@ -122,6 +122,12 @@ func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
 	h.click(card, "approve", approver)
 	qs := h.questions(root, 2)
 	h.eventually(func() bool { return strings.Contains(h.logs.String(), "run paused for approval") }, "the run to pause")
+	// While the form waits, the approval's card says for whose answers,
+	// not that the call runs.
+	h.eventually(func() bool {
+		got := h.card(card)
+		return strings.Contains(got, "Waiting for <@"+requester+">'s answers to the server's questions") && !strings.Contains(got, "Running")
+	}, "the approval's card to say the call waits for the requester's answers")
 	other := h.replica()
 	h.kill()
 
