@@ -60,6 +60,11 @@ type idjagHandler struct {
 var _ auth.OAuthHandler = (*idjagHandler)(nil)
 
 func (b *Broker) idjagHandler(cfg tools.MCPServer, id Identity, prompter Prompter, call tools.CallInfo) (*idjagHandler, error) {
+	// The sign-in at the identity provider is completed by the process
+	// whose call waits for it: a paused request (pause.go) would exchange
+	// the code at the MCP server's token endpoint, not the identity
+	// provider's, so this wait does not pause the run.
+	call.CanPause = false
 	e := &idjagHandler{h: &handler{b: b, id: id, prompter: prompter, call: call}, cfg: cfg}
 	c, err := b.load(context.Background(), id)
 	switch {
