@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
@@ -32,6 +34,7 @@ import (
 type intakeBed struct {
 	t      *testing.T
 	rdb    *redisstore.Store
+	client redis.UniversalClient // what rdb reaches Redis with
 	fake   *slacktest.Server
 	signer slacktest.Signer
 	mu     sync.Mutex
@@ -49,7 +52,8 @@ type intakeBed struct {
 func newIntakeBed(t *testing.T) *intakeBed {
 	b := &intakeBed{t: t, fake: slacktest.NewServer(t), signer: slacktest.NewSigner(gateSecret), now: time.Now(),
 		blocked: make(chan struct{}), unblock: make(chan struct{}), prefix: fmt.Sprintf("intake-%d", time.Now().UnixNano())}
-	b.rdb = redisstore.New(redistest.Client(t), redisstore.Options{Prefix: b.prefix})
+	b.client = redistest.Client(t)
+	b.rdb = redisstore.New(b.client, redisstore.Options{Prefix: b.prefix})
 	t.Cleanup(func() { b.release() })
 	return b
 }

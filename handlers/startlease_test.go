@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 )
@@ -21,7 +20,7 @@ import (
 // root message, one conversation that ran the request once, one answer.
 func TestStartThatLostItsLeaseBeforeSavingIsCarriedOnOnce(t *testing.T) {
 	b := newIntakeBed(t)
-	rdb := redistest.Client(t)
+	rdb := b.client // the bed's Redis, in-process or redis-server
 	ctx := context.Background()
 	var lost atomic.Bool
 	b.plan = func(text string) {
