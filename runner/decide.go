@@ -593,19 +593,58 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 		// answer and letting go, or died and loses it within a lease.
 		// Wait for it rather than call a new turn's reply busy.
 		return s.withLeaseWithin(ctx, m.Thread, s.opts.LeaseTTL+s.opts.BusyWait, func(ctx context.Context, ss *session) error {
-			run := s.begin(m.Thread, "continue").WithField("requester", m.By)
-			res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
-			if errors.Is(err, graph.ErrNotDone) {
-				return errStaleGuess
-			}
-			s.after(ctx, run, ss, res, err)
-			return nil
+			return s.continueWith(ctx, m, ss)
 		})
 	case graph.Failed:
 		return fmt.Errorf("reply to %s: %w", m.Thread, ErrFailed)
 	default:
-		return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+		return s.replyToRunning(ctx, m)
 	}
+}
+
+// replyToRunning answers a reply to a run that is working. A streamed
+// answer is read in Slack before the run saves it: a reply typed right
+// after it finds the run still working, about to let go. So the reply
+// waits for the lease (BusyWait) and looks again: an answered run is
+// continued, a paused one gets the reply as feedback, and only a run
+// still working after the wait makes the reply busy.
+func (s *Service) replyToRunning(ctx context.Context, m Message) error {
+	var paused *graph.Result[agent.State]
+	err := s.withLeaseWithin(ctx, m.Thread, s.opts.BusyWait, func(ctx context.Context, ss *session) error {
+		res, err := s.graph.State(ctx, m.Thread)
+		if err != nil {
+			return err
+		}
+		switch res.Status() {
+		case graph.Done:
+			return s.continueWith(ctx, m, ss)
+		case graph.Paused:
+			paused = res
+			return nil
+		}
+		return errStaleGuess
+	})
+	switch {
+	case errors.Is(err, errStaleGuess):
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrBusy)
+	case err != nil:
+		return err
+	case paused != nil:
+		return s.feedback(ctx, m, paused)
+	}
+	return nil
+}
+
+// continueWith starts the turn of m in an answered thread, under the
+// lease ss holds.
+func (s *Service) continueWith(ctx context.Context, m Message, ss *session) error {
+	run := s.begin(m.Thread, "continue").WithField("requester", m.By)
+	res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
+	if errors.Is(err, graph.ErrNotDone) {
+		return errStaleGuess
+	}
+	s.after(ctx, run, ss, res, err)
+	return nil
 }
 
 // feedback applies a reply to a paused run.
