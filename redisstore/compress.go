@@ -58,29 +58,51 @@ const metaDictV2 = metaDictV1 +
 
 // Written with klauspost/compress, which writes the same format as the
 // standard library's DEFLATE (read with it below) in about half the
-// time; a save compresses on the request's path. A writer holds large
-// tables, so idle ones are kept in a channel rather than a sync.Pool,
-// which would drop them at every garbage collection.
-var flateWriters = make(chan *kflate.Writer, 16)
+// time; a save compresses on the request's path.
+var metaWriters = newFlateWriters(5, metaDictV2)
 
-func getWriter() *kflate.Writer {
-	select {
-	case w := <-flateWriters:
-		return w
-	default:
-	}
-	w, err := kflate.NewWriterDict(nil, 5, []byte(metaDictV2))
-	if err != nil {
-		panic(err) // only for an invalid level
-	}
-	return w
+// flateWriters keeps the idle DEFLATE writers of one level and preset
+// dictionary. A writer holds large tables, so idle ones are kept in a
+// channel rather than a sync.Pool, which would drop them at every
+// garbage collection.
+type flateWriters struct {
+	level int
+	dict  []byte
+	idle  chan *kflate.Writer
 }
 
-func putWriter(w *kflate.Writer) {
+func newFlateWriters(level int, dict string) *flateWriters {
+	return &flateWriters{level: level, dict: []byte(dict), idle: make(chan *kflate.Writer, 16)}
+}
+
+// deflate returns marker followed by b compressed, and whether that is
+// smaller than b.
+func (f *flateWriters) deflate(marker byte, b []byte) ([]byte, bool) {
+	var w *kflate.Writer
 	select {
-	case flateWriters <- w:
+	case w = <-f.idle:
+	default:
+		var err error
+		if w, err = kflate.NewWriterDict(nil, f.level, f.dict); err != nil {
+			panic(err) // only for an invalid level
+		}
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b)/2 + 16)
+	buf.WriteByte(marker)
+	w.Reset(&buf)
+	_, err := w.Write(b)
+	if err == nil {
+		err = w.Close()
+	}
+	select {
+	case f.idle <- w:
 	default:
 	}
+	if err != nil || buf.Len() >= len(b) {
+		return nil, false // writing to a buffer does not fail
+	}
+	return buf.Bytes(), true
 }
 
 // flateReaders holds idle readers; a reader is reset with the
@@ -89,22 +111,13 @@ var flateReaders = sync.Pool{New: func() any {
 	return flate.NewReaderDict(bytes.NewReader(nil), []byte(metaDictV2))
 }}
 
-// compressMeta returns the stored form of a checkpoint's JSON.
+// compressMeta returns the stored form of a checkpoint's JSON: never
+// larger than the JSON.
 func compressMeta(meta []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(meta)/2 + 16)
-	buf.WriteByte(metaFlateV2)
-	w := getWriter()
-	w.Reset(&buf)
-	_, err := w.Write(meta)
-	if err == nil {
-		err = w.Close()
+	if out, ok := metaWriters.deflate(metaFlateV2, meta); ok {
+		return out
 	}
-	putWriter(w)
-	if err != nil || buf.Len() >= len(meta) {
-		return meta // writing to a buffer does not fail; never larger
-	}
-	return buf.Bytes()
+	return meta
 }
 
 // expandMeta returns a stored checkpoint's JSON.

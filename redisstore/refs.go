@@ -5,7 +5,6 @@ import (
 	"compress/flate"
 	"fmt"
 	"io"
-	"sync"
 
 	kflate "github.com/klauspost/compress/flate"
 )
@@ -30,19 +29,10 @@ const refDict = `{"kind":"elicit","id":"","decision":"approve","round":1,` +
 
 // compressRef returns the stored form of a reference's value.
 func compressRef(value []byte) []byte {
-	var buf bytes.Buffer
-	buf.WriteByte(refFlate)
-	w := getRefWriter()
-	w.Reset(&buf)
-	_, err := w.Write(value)
-	if err == nil {
-		err = w.Close()
+	if out, ok := refWriters.deflate(refFlate, value); ok {
+		return out
 	}
-	refWriters.Put(w)
-	switch {
-	case err == nil && buf.Len() < len(value):
-		return buf.Bytes()
-	case len(value) > 0 && (value[0] == refFlate || value[0] == refPlain):
+	if len(value) > 0 && (value[0] == refFlate || value[0] == refPlain) {
 		return append([]byte{refPlain}, value...)
 	}
 	return value
@@ -67,13 +57,6 @@ func expandRef(stored []byte) ([]byte, error) {
 	return out, nil
 }
 
-// refWriters holds idle writers (a writer holds large tables).
-var refWriters = sync.Pool{New: func() any {
-	w, err := kflate.NewWriterDict(nil, kflate.BestCompression, []byte(refDict))
-	if err != nil {
-		panic(err) // only for an invalid level
-	}
-	return w
-}}
-
-func getRefWriter() *kflate.Writer { return refWriters.Get().(*kflate.Writer) }
+// refWriters holds idle writers: references are small and few, so the
+// best compression costs little.
+var refWriters = newFlateWriters(kflate.BestCompression, refDict)
