@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/llm/llmtest"
-	"github.com/countersign/countersign/mcpauth/mcpauthtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -279,24 +277,5 @@ func TestMCPRequesterConnectWaitSurvivesAKilledReplica(t *testing.T) {
 // the request.
 func (h *harness) browseVia(authURL, user, addr string) (int, string) {
 	h.t.Helper()
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest(http.MethodGet, authURL, nil)
-	req.Header.Set(mcpauthtest.UserHeader, user)
-	resp, err := hc.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil {
-		h.t.Fatalf("the authorization server answered %s, want a redirect", resp.Status)
-	}
-	loc.Host = addr
-	resp, err = http.Get(loc.String())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	page, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(page)
+	return h.browseTo(authURL, user, addr)
 }

@@ -80,6 +80,13 @@ func buttonURL(t testing.TB, c slacktest.Call, actionID string) string {
 // callback's status and page.
 func (h *harness) browse(authURL, user string) (int, string) {
 	h.t.Helper()
+	return h.browseTo(authURL, user, "")
+}
+
+// browseTo is browse, with the callback taken on the replica at addr
+// when addr is not "".
+func (h *harness) browseTo(authURL, user, addr string) (int, string) {
+	h.t.Helper()
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest(http.MethodGet, authURL, nil)
 	req.Header.Set(mcpauthtest.UserHeader, user)
@@ -92,8 +99,11 @@ func (h *harness) browse(authURL, user string) (int, string) {
 	if err != nil {
 		h.t.Fatalf("the authorization server answered %s, want a redirect", resp.Status)
 	}
-	if want := "http://" + h.addr + "/oauth/callback"; !strings.HasPrefix(loc.String(), want) {
+	if want := "http://" + h.addr + "/oauth/callback"; addr == "" && !strings.HasPrefix(loc.String(), want) {
 		h.t.Fatalf("redirect to %s, want the bot's callback %s", loc, want)
+	}
+	if addr != "" {
+		loc.Host = addr
 	}
 	resp, err = http.Get(loc.String())
 	if err != nil {
