@@ -99,27 +99,11 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 	}
 	const turns = 30
 	ctx := context.Background()
-	sl := slacktest.NewServer(t)
-	api := slack.New("xoxb-test", slack.OptionAPIURL(sl.URL()))
-	log := logrus.New()
-	log.Out = io.Discard
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
-		return []llm.ToolCall{{Name: "deploy", Arguments: `{"version":"v2"}`}}
-	}}
-	var calls atomic.Int64
 	front := &slackFront{}
-	b, err := bot.New(ctx, os.Getenv, log, func(store *redisstore.Store) runner.Reporter {
-		front.Reporter = handlers.NewReporter(api, store, nil, log)
+	b, sl, calls := deployBot(t, "bot-cost-"+randomHex(), func(r *handlers.Reporter) runner.Reporter {
+		front.Reporter = r
 		return front
-	}, bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{&calls}}, Prefix: "bot-cost-" + randomHex()})
-	if err != nil {
-		t.Fatalf("bot.New: %v", err)
-	}
-	t.Cleanup(b.Close)
+	})
 
 	const team, channel = "T0TEAM", "C0CHANNEL"
 	thread := slackui.ThreadKey(team, channel, "1700000000.000100")
@@ -127,6 +111,7 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 	for turn := 1; turn <= turns; turn++ {
 		before := scrapeRedisCost(t, b)
 		text := "ship v2, turn " + strconv.Itoa(turn)
+		var err error
 		if turn == 1 {
 			err = b.Runner.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U0ALICE", Team: team, Channel: channel, Text: text})
 		} else {
@@ -167,4 +152,35 @@ func TestLongThreadCostsWhatChanged(t *testing.T) {
 	if last.received > 1.5*second.received {
 		t.Errorf("bytes received at turn %d = %.0f, turn 2 = %.0f; want ≤ 1.5×", turns, last.received, second.received)
 	}
+}
+
+// deployBot is the bot's wiring (bot.New) with its Slack reporter on a
+// fake Slack, a model that asks for deploy v2 at every turn, and a deploy
+// tool that counts its runs. wrap, if not nil, wraps the reporter.
+func deployBot(t *testing.T, prefix string, wrap func(*handlers.Reporter) runner.Reporter) (*bot.Bot, *slacktest.Server, *atomic.Int64) {
+	t.Helper()
+	sl := slacktest.NewServer(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(sl.URL()))
+	log := logrus.New()
+	log.Out = io.Discard
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		return []llm.ToolCall{{Name: "deploy", Arguments: `{"version":"v2"}`}}
+	}}
+	calls := new(atomic.Int64)
+	b, err := bot.New(context.Background(), os.Getenv, log, func(store *redisstore.Store) runner.Reporter {
+		r := handlers.NewReporter(api, store, nil, log)
+		if wrap != nil {
+			return wrap(r)
+		}
+		return r
+	}, bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{calls}}, Prefix: prefix})
+	if err != nil {
+		t.Fatalf("bot.New: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b, sl, calls
 }

@@ -3,25 +3,14 @@ package bot_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sirupsen/logrus"
-	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/agent/agenttest"
-	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/handlers"
-	"github.com/countersign/countersign/llm"
-	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
-	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
-	"github.com/countersign/countersign/tools"
 )
 
 // pausedBytesBound is what a paused thread may keep in Redis, in bytes
@@ -42,26 +31,8 @@ func TestPausedThreadsStayWithinTheirBytes(t *testing.T) {
 	}
 	const threads = 200
 	ctx := context.Background()
-	sl := slacktest.NewServer(t)
-	api := slack.New("xoxb-test", slack.OptionAPIURL(sl.URL()))
-	log := logrus.New()
-	log.Out = io.Discard
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
-		return []llm.ToolCall{{Name: "deploy", Arguments: `{"version":"v2"}`}}
-	}}
-	var calls atomic.Int64
 	prefix := "bot-paused-" + randomHex()
-	b, err := bot.New(ctx, os.Getenv, log, func(store *redisstore.Store) runner.Reporter {
-		return handlers.NewReporter(api, store, nil, log)
-	}, bot.Options{Model: model, Policy: policy, Tools: []tools.Tool{deployTool{&calls}}, Prefix: prefix})
-	if err != nil {
-		t.Fatalf("bot.New: %v", err)
-	}
-	t.Cleanup(b.Close)
+	b, sl, calls := deployBot(t, prefix, nil)
 
 	const team, channel = "T0TEAM0001", "C0CHANNEL01"
 	for i := range threads {
