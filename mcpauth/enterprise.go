@@ -229,25 +229,15 @@ func idpTokenEndpoint(ctx context.Context, hc *http.Client, issuer string) (stri
 		tries = append(tries, origin(u)+path+"/.well-known/openid-configuration")
 	}
 	for _, metaURL := range tries {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, metaURL, nil)
-		if err != nil {
-			return "", err
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := hc.Do(req)
+		status, body, err := getJSON(ctx, hc, metaURL)
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrIdPMetadata, err)
 		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrIdPMetadata, err)
-		}
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		if status >= 400 && status < 500 {
 			continue
 		}
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("%w: %s answered %s", ErrIdPMetadata, metaURL, resp.Status)
+		if status != http.StatusOK {
+			return "", fmt.Errorf("%w: %s answered %d %s", ErrIdPMetadata, metaURL, status, http.StatusText(status))
 		}
 		return ParseIdPMetadata(issuer, body)
 	}

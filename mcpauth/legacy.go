@@ -74,27 +74,36 @@ func CheckLegacyIssuer(serverOrigin, issuer string, endpoint bool) (same bool, e
 // declaredIssuer reads the issuer a metadata document names, to compare
 // it with the origin before the SDK validates the document.
 func declaredIssuer(ctx context.Context, hc *http.Client, metaURL string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metaURL, nil)
-	if err != nil {
+	status, body, err := getJSON(ctx, hc, metaURL)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return "", fmt.Errorf("authorization server metadata: %s", resp.Status)
+	case status != http.StatusOK:
+		return "", fmt.Errorf("authorization server metadata: %s", http.StatusText(status))
 	}
 	var doc struct {
 		Issuer string `json:"issuer"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&doc); err != nil {
+	if err := json.Unmarshal(body, &doc); err != nil {
 		return "", fmt.Errorf("authorization server metadata: %w", err)
 	}
 	return doc.Issuer, nil
+}
+
+// getJSON fetches a metadata document: its status, and its first MiB.
+func getJSON(ctx context.Context, hc *http.Client, docURL string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, docURL, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, err
 }
 
 // authorizeLegacy runs after the SDK's authorization failed. handled is
