@@ -86,7 +86,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
 		acquireLua: OpLease, scheduleLua: OpSchedule, waitingLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
-		claimAllLua: OpClaim, claimRefLua: OpClaim, dedupRefLua: OpIntake,
+		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

@@ -35,8 +35,11 @@
 // Beside the threads, a few records are keys of their own (records.go):
 //
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
-//	cs:ref:<ref>    string  what a card button's opaque value stands for, compressed
-//	                        (refs.go); expires
+//	cs:ref:<ref>    string  what a button's opaque value stands for, compressed (refs.go);
+//	                        expires. Approval cards keep their token in the thread's
+//	                        claims instead (handlers: cardref.go); those of error cards,
+//	                        of cards redrawn with approvals, and of approval cards
+//	                        posted before that are references
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	{cs:wakeups}:by:<thread>
 //	                string  the number of the lease acquisition that last set the
