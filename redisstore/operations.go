@@ -84,7 +84,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
-		acquireLua: OpLease, scheduleLua: OpSchedule, waitingLua: OpSchedule,
+		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
 	} {

@@ -211,36 +211,21 @@ func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error
 	return out, nil
 }
 
-// SetWaiting records how many of thread's calls wait for a person; 0
-// forgets the thread.
-func (s *Store) SetWaiting(ctx context.Context, thread string, n int) error {
-	var err error
-	if n <= 0 {
-		err = s.rdb.HDel(ctx, s.prefix+":waiting", thread).Err()
-	} else {
-		err = s.rdb.HSet(ctx, s.prefix+":waiting", thread, n).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("record waiting calls of %s: %w", thread, err)
-	}
-	return nil
+// SetWaiting implements runner.Schedule. The store keeps no count of
+// its own (waiting.go): whatever n, it forgets the count an earlier
+// version kept for thread.
+func (s *Store) SetWaiting(ctx context.Context, thread string, _ int) error {
+	return s.forgetWaiting(ctx, thread)
 }
 
-// WaitingTotal returns how many calls wait for a person, in all threads.
+// WaitingTotal returns how many calls wait for a decision, in all
+// threads: the inbox's entries.
 func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
-	counts, err := s.rdb.HVals(ctx, s.prefix+":waiting").Result()
+	entries, err := s.InboxEntries(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("count waiting calls: %w", err)
 	}
-	total := 0
-	for _, c := range counts {
-		n, err := strconv.Atoi(c)
-		if err != nil {
-			return 0, fmt.Errorf("count waiting calls: %w", err)
-		}
-		total += n
-	}
-	return total, nil
+	return len(entries), nil
 }
 
 // The records of a card's buttons and of where the card went, each

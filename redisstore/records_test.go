@@ -107,21 +107,6 @@ func TestAudit(t *testing.T) {
 	}
 }
 
-func TestWaiting(t *testing.T) {
-	ctx := context.Background()
-	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
-	_ = s.SetWaiting(ctx, "a", 2)
-	_ = s.SetWaiting(ctx, "b", 1)
-	_ = s.SetWaiting(ctx, "a", 3)
-	if n, err := s.WaitingTotal(ctx); n != 4 || err != nil {
-		t.Errorf("WaitingTotal() = %d, %v; want 4", n, err)
-	}
-	_ = s.SetWaiting(ctx, "a", 0)
-	if n, _ := s.WaitingTotal(ctx); n != 1 {
-		t.Errorf("WaitingTotal() after a thread settled = %d, want 1", n)
-	}
-}
-
 // TestReplicasAcknowledgeWhatGatesASideEffect: with Replicas set, a save
 // and a claim return only once a replica has them — and fail, rather than
 // let a side effect go ahead, when no replica answers.
