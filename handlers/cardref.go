@@ -18,27 +18,37 @@ import (
 // A card's buttons name what they decide in their value, which Slack
 // sends back with a click:
 //
-//	<token>|<call>#<round>|<thread>
+//	<token>|<call>#<round>|<hash of the arguments it shows>|<thread>
 //
 // and the thread's claims hold, under the card's reference claim
-// (cardRefKey), the token and the hash of the arguments the card shows:
+// (cardRefKey), the token and the first 12 bytes of the hash:
 //
-//	<token>|<hash, base64url without padding>
+//	<token>|<hash's first 12 bytes, base64url without padding>
 //
-// — about 60 bytes in a hash the thread has anyway, where a reference of
-// its own was a key with an expiry. The value is untrusted input: a click
+// — 33 bytes in a hash the thread has anyway, where a reference of its
+// own was a key with an expiry. The value is untrusted input: a click
 // counts only if its token is the one the named thread claimed for the
-// named call and round, so a value edited to name another thread, call or
-// round finds another token there, or none, and decides nothing. What
-// the click decides (thread, call, round, hash) is then read from the
-// value and the claim together, as it was from a reference.
+// named call and round, and its hash begins as the claimed one. A value
+// edited to name another thread, call or round finds another token
+// there, or none, and decides nothing; one edited to carry other
+// arguments' hash would need a hash of them that agrees with the card's
+// in 96 bits. What the click decides (thread, call, round, hash) is then
+// the value's, as it was a reference's.
 //
 // A card posted before the values named their thread carries a bare
 // reference (refs of their own, under "ref:"), which is looked up as
 // before; its claim holds the reference alone.
 
-// cardToken is the random part of a card's value: 80 bits, in base32.
+// cardTokenLen is the length of the random part of a card's value: 80
+// bits, in base32.
 const cardTokenLen = 16
+
+// cardHashLen is the length of a hash of arguments (tools.ArgsHash: hex
+// SHA-256); cardHashKept is how many of its bytes a card's claim keeps.
+const (
+	cardHashLen  = 64
+	cardHashKept = 12
+)
 
 // maxCardValue is the longest button value read as a card's value.
 const maxCardValue = 400
@@ -50,12 +60,13 @@ type cardValue struct {
 	token  string
 	call   string
 	round  int
+	hash   string
 	thread string
 }
 
 // String is the button value.
 func (v cardValue) String() string {
-	return v.token + "|" + v.call + "#" + strconv.Itoa(v.round) + "|" + v.thread
+	return v.token + "|" + v.call + "#" + strconv.Itoa(v.round) + "|" + v.hash + "|" + v.thread
 }
 
 // claimKey is the claim that holds the card's token.
@@ -71,8 +82,12 @@ func parseCardValue(s string) (cardValue, bool) {
 	if !ok || !validToken(token) {
 		return cardValue{}, false
 	}
-	round, thread, ok := strings.Cut(rest, "|")
+	round, rest, ok := strings.Cut(rest, "|")
 	if !ok {
+		return cardValue{}, false
+	}
+	hash, thread, ok := strings.Cut(rest, "|")
+	if !ok || !validHash(hash) {
 		return cardValue{}, false
 	}
 	call, n, ok := strings.Cut(round, "#")
@@ -86,7 +101,21 @@ func parseCardValue(s string) (cardValue, bool) {
 	if _, _, _, err := slackui.ParseThread(thread); err != nil || !printable(thread) {
 		return cardValue{}, false
 	}
-	return cardValue{token: token, call: call, round: attempt, thread: thread}, true
+	return cardValue{token: token, call: call, round: attempt, hash: hash, thread: thread}, true
+}
+
+// validHash reports whether s has the form of a hash of arguments:
+// lowercase hex, cardHashLen digits.
+func validHash(s string) bool {
+	if len(s) != cardHashLen {
+		return false
+	}
+	for i := range len(s) {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // validToken reports whether s has the form of a card's token.
@@ -135,39 +164,34 @@ func printable(s string) bool {
 
 // cardClaim is the stored form of a card's token and hash.
 func cardClaim(token, hash string) []byte {
-	if raw, err := hex.DecodeString(hash); err == nil && len(raw) > 0 {
-		hash = base64.RawURLEncoding.EncodeToString(raw)
-	} else {
-		hash = "=" + hash // not hex: kept as it is
-	}
-	return []byte(token + "|" + hash)
+	return []byte(token + "|" + hashKept(hash))
 }
 
-// parseCardClaim reads a card's claim: its token and the hash, or, from a
-// card posted before, its bare reference (token "" and ok false).
-func parseCardClaim(claim []byte) (token, hash string, ok bool) {
-	token, enc, ok := strings.Cut(string(claim), "|")
-	if !ok {
-		return "", "", false
+// hashKept is what a card's claim keeps of hash: its first cardHashKept
+// bytes in base64url, or "" if it is not a hash of arguments.
+func hashKept(hash string) string {
+	if !validHash(hash) {
+		return ""
 	}
-	if kept, asIs := strings.CutPrefix(enc, "="); asIs {
-		return token, kept, true
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil {
-		return "", "", false
-	}
-	return token, hex.EncodeToString(raw), true
+	raw, _ := hex.DecodeString(hash[:2*cardHashKept])
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// parseCardClaim reads a card's claim: its token and what it keeps of
+// the hash, or, from a card posted before, its bare reference (ok false).
+func parseCardClaim(claim []byte) (token, kept string, ok bool) {
+	return strings.Cut(string(claim), "|")
 }
 
 // ref is what v stands for given claim, the thread's claim under
-// v.claimKey(): false unless the claim holds v's token.
+// v.claimKey(): false unless the claim holds v's token and the
+// beginning of its hash.
 func (v cardValue) ref(claim []byte) (ref, bool) {
-	token, hash, ok := parseCardClaim(claim)
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(v.token)) != 1 {
+	token, kept, ok := parseCardClaim(claim)
+	if !ok || kept == "" || subtle.ConstantTimeCompare([]byte(token), []byte(v.token)) != 1 || kept != hashKept(v.hash) {
 		return ref{}, false
 	}
-	return ref{Thread: v.thread, Call: v.call, Attempt: v.round, Hash: hash}, true
+	return ref{Thread: v.thread, Call: v.call, Attempt: v.round, Hash: v.hash}, true
 }
 
 // newCardToken returns a fresh card token.
@@ -181,21 +205,25 @@ func newCardToken() string {
 // recorded meanwhile, and returns the card's button value for the one
 // recorded.
 func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
-	v := cardValue{token: newCardToken(), call: c.Key, round: c.Attempts, thread: thread}
-	winner, _, err := store.Claim(ctx, thread, v.claimKey(), cardClaim(v.token, c.RunHash()))
+	hash := c.RunHash()
+	v := cardValue{token: newCardToken(), call: c.Key, round: c.Attempts, hash: hash, thread: thread}
+	winner, _, err := store.Claim(ctx, thread, v.claimKey(), cardClaim(v.token, hash))
 	if err != nil {
 		return "", fmt.Errorf("record card reference: %w", err)
 	}
-	return cardButtonValue(thread, c.Key, c.Attempts, winner), nil
+	return cardButtonValue(thread, c, winner), nil
 }
 
-// cardButtonValue is the button value of the card of call's round in
-// thread whose claim is claim: its token, the call and the thread, or
-// for a card posted before, its bare reference.
-func cardButtonValue(thread, call string, round int, claim []byte) string {
+// cardButtonValue is the button value of the card of c's round in thread
+// whose claim is claim: its token, c and the hash of c's arguments, and
+// the thread; or for a card posted before, its bare reference. (Should
+// c's arguments have changed since the card was posted, its value does
+// not agree with the claim, and its click decides nothing, as the
+// card's own click would not: the runner checks the hash.)
+func cardButtonValue(thread string, c agent.Call, claim []byte) string {
 	token, _, ok := parseCardClaim(claim)
 	if !ok {
 		return string(claim)
 	}
-	return cardValue{token: token, call: call, round: round, thread: thread}.String()
+	return cardValue{token: token, call: c.Key, round: c.Attempts, hash: c.RunHash(), thread: thread}.String()
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -19,14 +17,14 @@ import (
 )
 
 // cardParts splits a card's button value into its token, its call and
-// round, and its thread.
-func cardParts(t *testing.T, value string) (token, round, thread string) {
+// round, the hash of its arguments and its thread.
+func cardParts(t *testing.T, value string) (token, round, hash, thread string) {
 	t.Helper()
-	parts := strings.SplitN(value, "|", 3)
-	if len(parts) != 3 {
+	parts := strings.SplitN(value, "|", 4)
+	if len(parts) != 4 {
 		t.Fatalf("button value %q does not name its call and thread", value)
 	}
-	return parts[0], parts[1], parts[2]
+	return parts[0], parts[1], parts[2], parts[3]
 }
 
 // pressWith presses actionID on card with the given button value, as
@@ -60,17 +58,22 @@ func TestForgedCardValueDecidesNothing(t *testing.T) {
 	rootB := h.root(2)
 	cardB := h.cards(rootB, 1)[0]
 
-	tokenA, roundA, threadA := cardParts(t, buttonValue(t, cardA, "approve"))
-	_, roundB, threadB := cardParts(t, buttonValue(t, cardB, "approve"))
+	tokenA, roundA, hashA, threadA := cardParts(t, buttonValue(t, cardA, "approve"))
+	_, roundB, hashB, threadB := cardParts(t, buttonValue(t, cardB, "approve"))
 	if threadA == threadB {
 		t.Fatalf("both cards name thread %s", threadA)
 	}
 	call, _, _ := strings.Cut(roundA, "#")
+	elsewhere := threadA[:strings.LastIndex(threadA, ":")] + ":1700000000.000001"
 	forged := []string{
-		tokenA + "|" + roundB + "|" + threadB, // A's token on B's call
-		tokenA + "|" + call + "#1|" + threadA, // A's token on a later round of its call
-		tokenA + "|9.9#0|" + threadA,          // A's token on another call of its thread
-		tokenA + "|" + roundA + "|" + threadA[:strings.LastIndex(threadA, ":")] + ":1700000000.000001", // on a thread that is not there
+		// A's token on B's call; on a later round of A's call; on another
+		// call of A's thread; on a thread that is not there; with other
+		// arguments' hash.
+		tokenA + "|" + roundB + "|" + hashB + "|" + threadB,
+		tokenA + "|" + call + "#1|" + hashA + "|" + threadA,
+		tokenA + "|9.9#0|" + hashA + "|" + threadA,
+		tokenA + "|" + roundA + "|" + hashA + "|" + elsewhere,
+		tokenA + "|" + roundA + "|" + strings.Repeat("0", len(hashA)) + "|" + threadA,
 	}
 	for i, value := range forged {
 		h.pressWith(cardA, "approve", approver, value)
@@ -112,7 +115,7 @@ func TestForgedCardValueDecidesNothing(t *testing.T) {
 func TestCardPostedByAnEarlierVersionIsApproved(t *testing.T) {
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
-	_, round, thread := cardParts(t, buttonValue(t, card, "approve"))
+	_, round, hash, thread := cardParts(t, buttonValue(t, card, "approve"))
 	call, n, _ := strings.Cut(round, "#")
 
 	// The earlier layout: the claim names a reference; the reference
@@ -122,11 +125,9 @@ func TestCardPostedByAnEarlierVersionIsApproved(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	escaped := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(thread)
 	claims := "cs:{" + escaped + "}:claims"
-	stored, err := rdb.HGet(ctx, claims, "cardref:"+round).Result()
-	if err != nil {
+	if err := rdb.HGet(ctx, claims, "cardref:"+round).Err(); err != nil {
 		t.Fatalf("the card's claim: %v", err)
 	}
-	hash := cardHash(t, stored)
 	const reference = "LTTVOV6C6LBJ6CMKW42BPGIVAW"
 	attempt, err := strconv.Atoi(n)
 	if err != nil {
@@ -145,18 +146,4 @@ func TestCardPostedByAnEarlierVersionIsApproved(t *testing.T) {
 	if got := h.target.Count("POST /deploy"); got != 1 {
 		t.Errorf("deploy ran %d times; want once", got)
 	}
-}
-
-// cardHash is the hash of the arguments a card's claim holds, in hex.
-func cardHash(t *testing.T, claim string) string {
-	t.Helper()
-	_, enc, ok := strings.Cut(claim, "|")
-	if !ok {
-		t.Fatalf("card claim %q holds no hash", claim)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil {
-		t.Fatalf("card claim %q: %v", claim, err)
-	}
-	return hex.EncodeToString(raw)
 }
