@@ -14,7 +14,7 @@ import (
 // The store keeps no waiting count beside the inbox: a close of a thread
 // with calls waiting writes none, and forgets the one an earlier version
 // kept for the thread (in cs:waiting); WaitingTotal counts the calls the
-// inbox holds. On a single server, where the close is one script, and on
+// inbox holds, in entries of either form. On a single server, where the close is one script, and on
 // a cluster, where the count was in a slot of its own.
 func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
 	for _, tt := range []struct {
@@ -51,6 +51,11 @@ func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
 					t.Fatalf("CloseThread(%s) = %v", th, err)
 				}
 			}
+			// An entry in the inbox's earlier form, of objects, counts too.
+			if err := rdb.HSet(ctx, prefix+":{inbox}:calls", earlier,
+				`[{"thread":"`+earlier+`","call":"1.0"},{"thread":"`+earlier+`","call":"1.1"}]`).Err(); err != nil {
+				t.Fatal(err)
+			}
 			counts, err := rdb.HGetAll(ctx, waiting).Result()
 			if err != nil || len(counts) != 1 || counts[earlier] != "2" {
 				t.Errorf("waiting counts after the closes = %v, %v; want only the untouched thread's earlier count", counts, err)
@@ -58,8 +63,8 @@ func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
 			if n, err := rdb.Exists(ctx, "{"+prefix+":waiting}:by:"+thread).Result(); err != nil || n != 0 {
 				t.Errorf("a close wrote the thread's waiting-by key (%d, %v)", n, err)
 			}
-			if n, err := s.WaitingTotal(ctx); err != nil || n != 4 {
-				t.Errorf("WaitingTotal = %d, %v; want the inbox's 4 calls", n, err)
+			if n, err := s.WaitingTotal(ctx); err != nil || n != 6 {
+				t.Errorf("WaitingTotal = %d, %v; want the inbox's 6 calls", n, err)
 			}
 			if err := s.SetWaiting(ctx, earlier, 0); err != nil {
 				t.Fatal(err)
