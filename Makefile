@@ -86,6 +86,7 @@ FUZZ_TARGETS = \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
 	./handlers:FuzzHomeDecisionPath \
+	./handlers:FuzzCardValue \
 	./slackui:FuzzMrkdwn \
 	./slackui:FuzzMarkdown \
 	./slackui:FuzzPlainText \

@@ -10,9 +10,9 @@
 // the rest is background work (see Server).
 //
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the
-// Reporter finds where to post from it. Cards carry an opaque reference
-// in their buttons' values, which the server looks up; a reference grants
-// nothing by itself — every click goes to runner.Decide, which checks it
+// Reporter finds where to post from it. A card's buttons carry in their
+// values the thread, the call and a token that the thread's claims must
+// hold for that call (cardref.go); a value grants nothing by itself — every click goes to runner.Decide, which checks it
 // against the policy, the card's channel (or that of a recorded copy of
 // the card: copies.go) and the arguments' hash. The handlers make no
 // decision of their own.
@@ -42,7 +42,9 @@ type Store interface {
 	// Dedup reports whether key is seen for the first time, and remembers
 	// it for ttl. Retried deliveries are recognised by it.
 	Dedup(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	// PutRef and Ref keep the opaque references that buttons carry.
+	// PutRef and Ref keep the opaque references that the buttons of
+	// error cards, of cards redrawn with approvals, and of cards posted
+	// before the card's claim held its token carry.
 	PutRef(ctx context.Context, ref string, value []byte, ttl time.Duration) error
 	Ref(ctx context.Context, ref string) ([]byte, bool, error)
 	// SwapRef stores a reference and returns what it held before, in one
@@ -56,11 +58,11 @@ type Store interface {
 	Claim(ctx context.Context, thread, key string, value []byte) (winner []byte, won bool, err error)
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
 	Claims(ctx context.Context, thread string) (map[string][]byte, error)
-	// ClaimAll, ClaimRef (a reference stored as key names it) and
-	// DedupRef (Dedup, then Ref) are one step each on a single server.
+	// ClaimAll, DedupRef (Dedup, then Ref) and DedupClaim (Dedup, then
+	// a thread's claim) are one step each on a single server.
 	ClaimAll(ctx context.Context, thread string, values map[string][]byte) (map[string][]byte, error)
-	ClaimRef(ctx context.Context, thread, key, ref string, value []byte, ttl time.Duration) (string, error)
 	DedupRef(ctx context.Context, key string, ttl time.Duration, ref string) (first bool, value []byte, found bool, err error)
+	DedupClaim(ctx context.Context, key string, ttl time.Duration, thread, claim string) (first bool, value []byte, found bool, err error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 

@@ -163,7 +163,7 @@ func cardRef(ctx context.Context, store Store, thread string, c agent.Call) (str
 		return "", err
 	}
 	if v, ok := claims[key]; ok {
-		return string(v), nil
+		return cardButtonValue(thread, c, v), nil
 	}
 	return newCardRef(ctx, store, thread, c)
 }

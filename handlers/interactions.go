@@ -149,13 +149,31 @@ type checkedClick struct {
 // checkClick takes the click's dedup and finds what its button stands
 // for.
 func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, action *slack.BlockAction, log logrus.FieldLogger, fromHome bool) checkedClick {
-	// The same payload delivered twice is one click. The button's
-	// reference is read in the same step.
-	name := action.Value
-	if len(name) > maxRefName {
-		name = ""
+	// The same payload delivered twice is one click. What the button
+	// names is read in the same step: the claim of the card's token in
+	// the thread its value names (cardref.go), or for a card posted
+	// before, its reference.
+	dedup := "action:" + cb.User.ID + ":" + action.ActionTs + ":" + action.ActionID
+	var (
+		first, ok bool
+		raw       []byte
+		err       error
+		rf        ref
+	)
+	v, isCard := parseCardValue(action.Value)
+	if isCard {
+		first, raw, ok, err = s.store.DedupClaim(ctx, dedup, dedupTTL, v.thread, v.claimKey())
+		if ok {
+			rf, ok = v.ref(raw)
+		}
+	} else {
+		name := action.Value
+		if len(name) > maxRefName {
+			name = ""
+		}
+		first, raw, ok, err = s.store.DedupRef(ctx, dedup, dedupTTL, name)
+		ok = ok && json.Unmarshal(raw, &rf) == nil
 	}
-	first, raw, ok, err := s.store.DedupRef(ctx, "action:"+cb.User.ID+":"+action.ActionTs+":"+action.ActionID, dedupTTL, name)
 	if err != nil {
 		log.WithError(err).Error("dedup of a click, or its card reference")
 		return checkedClick{answer: slackui.TextTryAgain}
@@ -163,8 +181,7 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 	if !first {
 		return checkedClick{repeat: true}
 	}
-	var rf ref
-	if !ok || json.Unmarshal(raw, &rf) != nil {
+	if !ok {
 		return checkedClick{answer: slackui.TextNotPending}
 	}
 	return checkedClick{ok: true, click: click{cb: cb, action: action, ref: rf, log: log.WithField("thread", rf.Thread), fromHome: fromHome}}
@@ -172,6 +189,18 @@ func (s *Server) checkClick(ctx context.Context, cb slack.InteractionCallback, a
 
 // lookupRef finds what a button's value stands for.
 func (s *Server) lookupRef(ctx context.Context, value string) (ref, bool, error) {
+	if v, ok := parseCardValue(value); ok {
+		claims, err := s.store.ClaimValues(ctx, v.thread, []string{v.claimKey()})
+		if err != nil {
+			return ref{}, false, err
+		}
+		claim, ok := claims[v.claimKey()]
+		if !ok {
+			return ref{}, false, nil
+		}
+		rf, ok := v.ref(claim)
+		return rf, ok, nil
+	}
 	if value == "" || len(value) > maxRefName {
 		return ref{}, false, nil
 	}

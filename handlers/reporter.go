@@ -281,17 +281,6 @@ func (r *Reporter) recordCard(ctx context.Context, thread string, rec map[string
 	}
 }
 
-// newCardRef stores a reference for c's card and records it for the
-// thread, unless one was recorded meanwhile: then that one is returned.
-func newCardRef(ctx context.Context, store Store, thread string, c agent.Call) (string, error) {
-	raw, _ := json.Marshal(ref{Thread: thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
-	winner, err := store.ClaimRef(ctx, thread, cardRefKey(c.Key, c.Attempts), rand.Text(), raw, refTTL)
-	if err != nil {
-		return "", fmt.Errorf("record card reference: %w", err)
-	}
-	return winner, nil
-}
-
 // putRef stores rf under a fresh random reference, for refTTL.
 func putRef(ctx context.Context, store Store, rf ref) (string, error) {
 	value := rand.Text()

@@ -75,6 +75,19 @@ func decodeWaiting(thread string, raw []byte) ([]runner.InboxEntry, error) {
 	return calls, nil
 }
 
+// countWaiting returns how many calls a stored entry (either form)
+// holds: the length of its list, whose items it does not decode.
+func countWaiting(raw []byte) (int, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	var calls []json.RawMessage
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		return 0, err
+	}
+	return len(calls), nil
+}
+
 // threadPlace is the team and channel a thread's name (team:channel:ts)
 // holds, or "" and "" if it is not such a name.
 func threadPlace(thread string) (team, channel string) {

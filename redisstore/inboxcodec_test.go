@@ -51,13 +51,19 @@ func TestWaitingCallsEncoding(t *testing.T) {
 }
 
 // FuzzDecodeWaiting: whatever a thread's inbox entry holds, reading it
-// never panics, and calls of the thread read back as they were written.
+// never panics, counting its calls without reading them gives as many as
+// reading them does, and calls of the thread read back as they were
+// written.
 func FuzzDecodeWaiting(f *testing.F) {
 	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,null,true]]`), "0.0", "T1", 3, int64(5))
 	f.Add("T1:C1:1.2", []byte(`[{"thread":"T1:C1:1.2","call":"0.0","tool":"x"}]`), "", "", 0, int64(0))
 	f.Add("x", []byte(`[[`), "a:b", "C", -1, int64(-1))
 	f.Fuzz(func(t *testing.T, thread string, raw []byte, call, team string, round int, at int64) {
-		_, _ = decodeWaiting(thread, raw)
+		if calls, err := decodeWaiting(thread, raw); err == nil {
+			if n, err := countWaiting(raw); err != nil || n != len(calls) {
+				t.Errorf("countWaiting(%q) = %d, %v; want %d, as read", raw, n, err, len(calls))
+			}
+		}
 		if !utf8.ValidString(thread) || !utf8.ValidString(call) || !utf8.ValidString(team) {
 			return // JSON carries text: invalid bytes become U+FFFD, in either form
 		}
@@ -70,6 +76,9 @@ func FuzzDecodeWaiting(f *testing.F) {
 		got, err := decodeWaiting(thread, stored)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("decodeWaiting(encodeWaiting(%+v)) = %+v, %v", want, got, err)
+		}
+		if n, err := countWaiting(stored); err != nil || n != 1 {
+			t.Errorf("countWaiting(encodeWaiting(one call)) = %d, %v; want 1", n, err)
 		}
 	})
 }

@@ -20,7 +20,7 @@ const (
 	OpAudit    = "audit"    // the audit trail
 	OpInbox    = "inbox"    // the Home tab's index of waiting calls
 	OpIntake   = "intake"   // requests stored before their ack, dedup of deliveries
-	OpSchedule = "schedule" // wake-ups and waiting counts
+	OpSchedule = "schedule" // wake-ups, and the count of waiting calls
 	OpOther    = "other"    // references, pings, WAIT, anything else
 )
 
@@ -49,6 +49,10 @@ func Operation(cmd redis.Cmder) string {
 			return op
 		}
 		return OpOther
+	case "hvals":
+		if strings.HasSuffix(fmt.Sprint(args[1]), ":{inbox}:calls") {
+			return OpSchedule // WaitingTotal: the count of waiting calls
+		}
 	}
 	return keyOperation(fmt.Sprint(args[1]))
 }
@@ -84,9 +88,9 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
 		renewLeaseLua: OpLease, releaseLeaseLua: OpLease, openLua: OpLease, closeLua: OpLease, closeInboxLua: OpLease,
-		acquireLua: OpLease, scheduleLua: OpSchedule, waitingLua: OpSchedule,
+		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
-		claimAllLua: OpClaim, claimRefLua: OpClaim, dedupRefLua: OpIntake,
+		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

@@ -69,6 +69,8 @@ func TestOperationNamesWhatACommandIsFor(t *testing.T) {
 			return err
 		}},
 		{redisstore.OpSchedule, func() error { return s.Wake(ctx, "T1:C1:1.1", time.Now()) }},
+		{redisstore.OpSchedule, func() error { _, err := s.WaitingTotal(ctx); return err }},
+		{redisstore.OpInbox, func() error { _, err := s.InboxEntries(ctx); return err }},
 	}
 	for _, tt := range tests {
 		rec.take()

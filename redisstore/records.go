@@ -211,30 +211,26 @@ func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error
 	return out, nil
 }
 
-// SetWaiting records how many of thread's calls wait for a person; 0
-// forgets the thread.
-func (s *Store) SetWaiting(ctx context.Context, thread string, n int) error {
-	var err error
-	if n <= 0 {
-		err = s.rdb.HDel(ctx, s.prefix+":waiting", thread).Err()
-	} else {
-		err = s.rdb.HSet(ctx, s.prefix+":waiting", thread, n).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("record waiting calls of %s: %w", thread, err)
-	}
-	return nil
+// SetWaiting implements runner.Schedule. The store keeps no count of
+// its own (waiting.go): whatever n, it forgets the count an earlier
+// version kept for thread.
+func (s *Store) SetWaiting(ctx context.Context, thread string, _ int) error {
+	return s.forgetWaiting(ctx, thread)
 }
 
-// WaitingTotal returns how many calls wait for a person, in all threads.
+// WaitingTotal returns how many calls wait for a decision, in all
+// threads: the calls of the inbox's entries (the /metrics gauge of
+// pending approvals, at each scrape). One HVALS of the inbox, about 90
+// bytes a waiting thread, whose entries are counted, not decoded
+// (countWaiting).
 func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
-	counts, err := s.rdb.HVals(ctx, s.prefix+":waiting").Result()
+	vals, err := s.rdb.HVals(ctx, s.inboxKey("calls")).Result()
 	if err != nil {
 		return 0, fmt.Errorf("count waiting calls: %w", err)
 	}
 	total := 0
-	for _, c := range counts {
-		n, err := strconv.Atoi(c)
+	for _, v := range vals {
+		n, err := countWaiting([]byte(v))
 		if err != nil {
 			return 0, fmt.Errorf("count waiting calls: %w", err)
 		}
@@ -244,13 +240,12 @@ func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
 }
 
 // The records of a card's buttons and of where the card went, each
-// written in the step that needs it: the reference its buttons carry
-// with the claim that names it for the call (ClaimRef), the card's and
-// its copies' records together (ClaimAll), and a click's dedup with the
-// lookup of its reference (DedupRef). On a single server each is one
-// script; on a Redis Cluster, where a reference and a dedup key are in
-// slots of their own, the reference is written (or read) in a step of
-// its own, as before.
+// written in the step that needs it: the card's and its copies' records
+// together (ClaimAll), and a click's dedup with the lookup of what its
+// button names: a claim of the thread's (DedupClaim), or a reference
+// (DedupRef). On a single server each is one script; on a Redis Cluster,
+// where a dedup key is in a slot of its own, the claim or the reference
+// is read in a step of its own.
 
 // claimAllLua sets claims once each.
 //
@@ -306,53 +301,6 @@ func (s *Store) ClaimAll(ctx context.Context, thread string, values map[string][
 	return out, nil
 }
 
-// claimRefLua stores a reference as a thread's claim names it, unless
-// the claim names one already.
-//
-//	KEYS: claims, head, the reference's key
-//	ARGV: claim key, reference, its value, its expiry in milliseconds,
-//	      the claims' expiry in milliseconds
-//
-// It returns the reference the claim names: this call's, stored, or the
-// one claimed before it (stored by that call).
-const claimRefLua = `
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
-  return redis.call('HGET', KEYS[1], ARGV[1])
-end
-redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
-if redis.call('PTTL', KEYS[1]) < 0 then
-  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[5]), redis.call('PTTL', KEYS[2])))
-end
-return ARGV[2]
-`
-
-var claimRefScript = redis.NewScript(claimRefLua)
-
-// ClaimRef stores value under ref for ttl and claims ref under key in
-// thread, unless key names a reference already: it returns the reference
-// key names. One step on a single server; on a Redis Cluster the
-// reference is stored first, then claimed, so that a claimed reference
-// is always there.
-func (s *Store) ClaimRef(ctx context.Context, thread, key, ref string, value []byte, ttl time.Duration) (string, error) {
-	if s.isCluster() {
-		if err := s.PutRef(ctx, ref, value, ttl); err != nil {
-			return "", err
-		}
-		winner, _, err := s.Claim(ctx, thread, key, []byte(ref))
-		return string(winner), err
-	}
-	k, err := s.keys(thread)
-	if err != nil {
-		return "", fmt.Errorf("claim %s: %w", key, err)
-	}
-	winner, err := s.runScript(ctx, claimRefScript, claimRefLua, []string{k.claims, k.head, s.prefix + ":ref:" + escape(ref)},
-		key, ref, compressRef(value), ttl.Milliseconds(), s.ttl.Milliseconds()).Text()
-	if err != nil {
-		return "", fmt.Errorf("claim %s in %s: %w", key, thread, err)
-	}
-	return winner, nil
-}
-
 // dedupRefLua is dedupLua (in one command: SET … NX GET), then, for a
 // key seen for the first time, the value of a reference.
 //
@@ -395,6 +343,60 @@ func (s *Store) DedupRef(ctx context.Context, key string, ttl time.Duration, ref
 				return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
 			}
 			return true, value, true, nil
+		}
+	}
+	return true, nil, false, nil
+}
+
+// dedupClaimLua is dedupLua (in one command: SET … NX GET), then, for a
+// key seen for the first time, a claim of a thread's.
+//
+//	KEYS: key, the thread's claims
+//	ARGV: token, expiry in milliseconds, claim key
+//
+// It returns {0} for a key seen before, else {1, the claim's value or
+// nil}.
+const dedupClaimLua = `
+local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if v ~= false and v ~= ARGV[1] then return {0} end
+return {1, redis.call('HGET', KEYS[2], ARGV[3])}
+`
+
+var dedupClaimScript = redis.NewScript(dedupClaimLua)
+
+// DedupClaim is Dedup of key, then, if key is seen for the first time,
+// the value of thread's claim (ClaimValues): one step on a single server,
+// two on a Redis Cluster.
+func (s *Store) DedupClaim(ctx context.Context, key string, ttl time.Duration, thread, claim string) (first bool, value []byte, found bool, err error) {
+	k, err := s.keys(thread)
+	if err == nil {
+		err = checkClaimKeys(claim)
+	}
+	if err != nil {
+		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
+	}
+	if s.isCluster() {
+		if first, err = s.Dedup(ctx, key, ttl); err != nil || !first {
+			return first, nil, false, err
+		}
+		vals, err := s.ClaimValues(ctx, thread, []string{claim})
+		if err != nil {
+			return true, nil, false, err
+		}
+		value, found = vals[claim]
+		return true, value, found, nil
+	}
+	res, err := dedupClaimScript.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key), k.claims},
+		newToken(), ttl.Milliseconds(), claim).Slice()
+	if err != nil {
+		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
+	}
+	if len(res) == 0 || res[0] != int64(1) {
+		return false, nil, false, nil
+	}
+	if len(res) > 1 {
+		if v, ok := res[1].(string); ok {
+			return true, []byte(v), true, nil
 		}
 	}
 	return true, nil, false, nil

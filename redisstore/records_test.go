@@ -107,21 +107,6 @@ func TestAudit(t *testing.T) {
 	}
 }
 
-func TestWaiting(t *testing.T) {
-	ctx := context.Background()
-	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
-	_ = s.SetWaiting(ctx, "a", 2)
-	_ = s.SetWaiting(ctx, "b", 1)
-	_ = s.SetWaiting(ctx, "a", 3)
-	if n, err := s.WaitingTotal(ctx); n != 4 || err != nil {
-		t.Errorf("WaitingTotal() = %d, %v; want 4", n, err)
-	}
-	_ = s.SetWaiting(ctx, "a", 0)
-	if n, _ := s.WaitingTotal(ctx); n != 1 {
-		t.Errorf("WaitingTotal() after a thread settled = %d, want 1", n)
-	}
-}
-
 // TestReplicasAcknowledgeWhatGatesASideEffect: with Replicas set, a save
 // and a claim return only once a replica has them — and fail, rather than
 // let a side effect go ahead, when no replica answers.
@@ -156,12 +141,12 @@ func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
 	}
 }
 
-// The card's records, each written in the step that needs it: a button
-// reference stored and claimed together, the first claim of a key wins
-// and later ones get its reference (which is there to read); records set
-// together, once each; a click's dedup with its reference; a swapped
-// record says what it replaced. On a single server and on a Redis
-// Cluster, where a reference is in a slot of its own.
+// The card's records, each written in the step that needs it: records
+// set together, once each; a click's dedup with its reference, or with
+// the claim its button names (none in another thread; never the head's
+// fields); a swapped record says what it replaced. On a single server
+// and on a Redis Cluster, where a reference and a dedup key are in slots
+// of their own.
 func TestCardRecords(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -174,22 +159,11 @@ func TestCardRecords(t *testing.T) {
 			ctx := context.Background()
 			s := redisstore.New(tt.rdb(t), redisstore.Options{Prefix: uniqueName("records")})
 			thread := uniqueName("T1:C1")
-			got, err := s.ClaimRef(ctx, thread, "cardref:1.0#0", "r1", []byte(`{"thread":"a"}`), time.Minute)
-			if err != nil || got != "r1" {
-				t.Fatalf("ClaimRef(first) = %q, %v; want r1", got, err)
+			if err := s.PutRef(ctx, "r1", []byte(`{"thread":"a"}`), time.Minute); err != nil {
+				t.Fatal(err)
 			}
-			got, err = s.ClaimRef(ctx, thread, "cardref:1.0#0", "r2", []byte(`{"thread":"b"}`), time.Minute)
-			if err != nil || got != "r1" {
-				t.Errorf("ClaimRef(again) = %q, %v; want the first reference, r1", got, err)
-			}
-			if v, ok, err := s.Ref(ctx, "r1"); !ok || err != nil || string(v) != `{"thread":"a"}` {
-				t.Errorf("Ref(r1) = %s, %v, %v; want the first value", v, ok, err)
-			}
-			if _, ok, _ := s.Ref(ctx, "r2"); ok && tt.name == "single" {
-				t.Error("Ref(r2) found: a reference that lost its claim was stored")
-			}
-			if c, _ := s.ClaimValues(ctx, thread, []string{"cardref:1.0#0"}); string(c["cardref:1.0#0"]) != "r1" {
-				t.Errorf("claim cardref = %q, want r1", c["cardref:1.0#0"])
+			if _, _, err := s.Claim(ctx, thread, "cardref:1.0#0", []byte("TOKEN|hash")); err != nil {
+				t.Fatal(err)
 			}
 
 			if _, _, err := s.Claim(ctx, thread, "card:1.0#0", []byte("111.1")); err != nil {
@@ -213,6 +187,19 @@ func TestCardRecords(t *testing.T) {
 			if first, _, ok, err := s.DedupRef(ctx, "action:U1:1.2:approve", time.Minute, "nope"); !first || ok || err != nil {
 				t.Errorf("DedupRef(unknown reference) = %v, %v, %v; want first, not found", first, ok, err)
 			}
+			first, v, ok, err = s.DedupClaim(ctx, "action:U1:1.4:approve", time.Minute, thread, "cardref:1.0#0")
+			if !first || !ok || err != nil || string(v) != "TOKEN|hash" {
+				t.Errorf("DedupClaim(first click) = %v, %s, %v, %v; want first, with the claim", first, v, ok, err)
+			}
+			if first, _, _, err := s.DedupClaim(ctx, "action:U1:1.4:approve", time.Minute, thread, "cardref:1.0#0"); first || err != nil {
+				t.Errorf("DedupClaim(the same click again) = %v, %v; want a repeat", first, err)
+			}
+			if first, _, ok, err := s.DedupClaim(ctx, "action:U1:1.5:approve", time.Minute, uniqueName("T1:C2"), "cardref:1.0#0"); !first || ok || err != nil {
+				t.Errorf("DedupClaim(another thread) = %v, %v, %v; want first, not found", first, ok, err)
+			}
+			if _, _, _, err := s.DedupClaim(ctx, "action:U1:1.6:approve", time.Minute, thread, "@id"); !errors.Is(err, redisstore.ErrReservedKey) {
+				t.Errorf("DedupClaim(the head's field) = %v, want ErrReservedKey", err)
+			}
 
 			// A card's reference as the reporter stores it is kept
 			// compressed; every way of reading it gives it back as it was.
@@ -223,11 +210,8 @@ func TestCardRecords(t *testing.T) {
 			if first, v, ok, err := s.DedupRef(ctx, "action:U1:1.3:approve", time.Minute, "r3"); !first || !ok || err != nil || string(v) != card {
 				t.Errorf("DedupRef(a stored card reference) = %v, %q, %v, %v; want first, with the value as it was stored", first, v, ok, err)
 			}
-			if got, err := s.ClaimRef(ctx, thread, "cardref:1.1#0", "r4", []byte(card), time.Minute); err != nil || got != "r4" {
-				t.Fatalf("ClaimRef(r4) = %q, %v", got, err)
-			}
-			if v, ok, err := s.Ref(ctx, "r4"); !ok || err != nil || string(v) != card {
-				t.Errorf("Ref(r4) = %q, %v, %v; want the card's value", v, ok, err)
+			if v, ok, err := s.Ref(ctx, "r3"); !ok || err != nil || string(v) != card {
+				t.Errorf("Ref(r3) = %q, %v, %v; want the card's value", v, ok, err)
 			}
 			if _, _, err := s.SwapRef(ctx, "stream#2", []byte(card), time.Minute); err != nil {
 				t.Fatal(err)

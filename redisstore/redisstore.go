@@ -35,17 +35,19 @@
 // Beside the threads, a few records are keys of their own (records.go):
 //
 //	cs:dedup:<key>  string  a delivery seen (a Slack retry, an event id); expires
-//	cs:ref:<ref>    string  what a card button's opaque value stands for, compressed
-//	                        (refs.go); expires
+//	cs:ref:<ref>    string  what a button's opaque value stands for, compressed (refs.go);
+//	                        expires. Approval cards keep their token in the thread's
+//	                        claims instead (handlers: cardref.go); those of error cards,
+//	                        of cards redrawn with approvals, and of approval cards
+//	                        posted before that are references
 //	cs:wakeups      zset    thread → when to look at it again (unix ms)
 //	{cs:wakeups}:by:<thread>
 //	                string  the number of the lease acquisition that last set the
 //	                        thread's wake-up (records.go). Its hash tag is the
 //	                        schedule's name, which puts both in one Cluster slot
-//	cs:waiting      hash    thread → how many of its calls wait for a person
-//	{cs:waiting}:by:<thread>
-//	                string  the number of the lease acquisition that last wrote the
-//	                        thread's waiting count (waiting.go); in the count's slot
+//	cs:waiting      hash    thread → how many of its calls waited for a person: written
+//	                        by earlier versions, and forgotten thread by thread as they
+//	                        close; the inbox holds the waiting calls (waiting.go)
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
 //	                        older than Options.AuditRetention are trimmed as entries
@@ -76,11 +78,11 @@
 // The runner begins and ends each holding of a thread in one round trip
 // (sessions.go): OpenThread takes the lease, moves the wake-up and reads
 // the head's ID and the claims asked for; CloseThread records deliveries,
-// sets the wake-up and the waiting count, releases the lease and reads
+// sets the wake-up, releases the lease and reads
 // back the claims asked for, and appends audit entries; ClaimDecision
 // writes the wake-up, the claim, the audit entry and, if asked, takes the
 // lease. On a single server each is one script; on Redis Cluster the keys
-// outside the thread's slot (wake-ups, waiting, audit) are written by
+// outside the thread's slot (wake-ups, audit) are written by
 // commands of their own. An audit entry is appended in the same script
 // only if the chain's head is the one this process last saw; else it is
 // appended by a script of its own right after (audit.go).

@@ -9,9 +9,11 @@ import (
 	kflate "github.com/klauspost/compress/flate"
 )
 
-// A card's reference is kept for as long as its thread, one or more per
-// paused thread, and holds what the card stands for: a small JSON object
-// (the thread, the call, the hash of its arguments). It is stored
+// A reference holds what a button stands for: a small JSON object (the
+// thread, the call, the hash of its arguments). An approval card keeps
+// its token in its thread's claims instead; references remain for error
+// cards, cards redrawn with their approvals, and the approval cards of
+// threads paused before, for as long as those are kept. It is stored
 // compressed with DEFLATE and the preset dictionary refDict, after the
 // marker byte refFlate, when that is smaller (about 78 bytes instead of
 // 131, a size class less); a value stored as it was is read as it is,

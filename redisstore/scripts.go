@@ -200,27 +200,3 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 `
-
-// waitingLua sets a thread's waiting count for an acquisition of its
-// lease.
-//
-//	KEYS: waiting, the thread's waiting-by key
-//	ARGV: thread, the acquisition's number, the count (0 forgets the
-//	      thread), waiting-by expiry ms
-//
-// It writes nothing and returns 0 when the waiting-by key names a later
-// acquisition; else it writes the count, records the acquisition in the
-// waiting-by key and returns 1. The numbers are compared as numbers of
-// equal length (microseconds), a missing key as 0.
-const waitingLua = `
-local by = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local seq = tonumber(ARGV[2]) or 0
-if seq < by then return 0 end
-if tonumber(ARGV[3]) > 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-else
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[4])
-return 1
-`

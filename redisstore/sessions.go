@@ -113,7 +113,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	}
 	schedule, waiting := "", ""
 	if c.Schedule {
-		schedule, waiting = "0", strconv.Itoa(c.Waiting)
+		schedule, waiting = "0", "0" // no count is kept: an earlier version's is forgotten (waiting.go)
 		if !c.Wake.IsZero() {
 			schedule = strconv.FormatInt(c.Wake.UnixMilli(), 10)
 		}
@@ -155,7 +155,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 		}
 	}
 	if seq, held := reply[2].(string); cluster && c.Schedule && held {
-		if _, err := s.setWaitingFor(ctx, c.Thread, seq, c.Waiting); err != nil {
+		if err := s.forgetWaiting(ctx, c.Thread); err != nil {
 			return nil, err
 		}
 		if _, err := s.setWakeup(ctx, c.Thread, seq, c.Wake, false); err != nil {

@@ -11,85 +11,66 @@ import (
 	"github.com/countersign/countersign/runner"
 )
 
-// On a cluster a close writes the thread's waiting count after it has
-// released the lease, in another slot. When that write is late, another
-// replica may have taken the thread, settled its calls and closed in
-// between: the late write of the earlier holder must not put back the
-// calls it saw waiting (the Home tab and the waiting-calls gauge would
-// count them for good) — nor, the other way round, clear the count of
-// calls the later holder left waiting.
-func TestLateCloseKeepsTheNextHoldersWaitingCount(t *testing.T) {
-	rdb := redistest.Cluster(t).(*redis.ClusterClient)
-	tests := []struct {
-		name      string
-		aWaiting  int // what A's late close writes
-		bWaiting  int // what B's close, before it, wrote
-		wantTotal int
+// The store keeps no waiting count beside the inbox: a close of a thread
+// with calls waiting writes none, and forgets the one an earlier version
+// kept for the thread (in cs:waiting); WaitingTotal counts the calls the
+// inbox holds, in entries of either form. On a single server, where the close is one script, and on
+// a cluster, where the count was in a slot of its own.
+func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
 	}{
-		{"settled since", 1, 0, 0},
-		{"left waiting since", 0, 2, 2},
-	}
-	for _, tt := range tests {
+		{"single", func(t *testing.T) redis.UniversalClient { return redistest.Client(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) }},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			prefix := uniqueName("late-waiting")
-			thread := uniqueName("T1:C1")
+			rdb := tt.rdb(t)
+			prefix := uniqueName("waiting")
+			s := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+			earlier, thread := uniqueName("T1:C1"), uniqueName("T1:C2")
 			waiting := prefix + ":waiting"
-			const lease = 10 * time.Second
-
-			// A is another replica, with a client of its own whose write
-			// of the waiting count the test holds back.
-			opts := *rdb.Options()
-			rdbA := redis.NewClusterClient(&opts)
-			t.Cleanup(func() { rdbA.Close() })
-			hold := newHoldHook(waiting)
-			rdbA.AddHook(hold)
-			a := redisstore.New(rdbA, redisstore.Options{Prefix: prefix})
-			b := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-
-			opened, err := a.OpenThread(ctx, runner.Opening{Thread: thread, Owner: "replica-a", TTL: lease,
-				WakeIfHeld: time.Now().Add(lease)})
-			if err != nil || !opened.Held {
-				t.Fatalf("A: OpenThread = %+v, %v; want the lease", opened, err)
-			}
-			close(hold.armed)
-			closed := make(chan error, 1)
-			go func() {
-				_, err := a.CloseThread(ctx, runner.Closing{Thread: thread, Token: opened.Token, Answered: -1,
-					Schedule: true, Wake: time.Now().Add(time.Hour), Waiting: tt.aWaiting})
-				closed <- err
-			}()
-			select {
-			case <-hold.held:
-			case err := <-closed:
-				t.Fatalf("A: CloseThread returned (%v) without writing the waiting count", err)
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
+			// An earlier version's counts: 2 calls of one thread, 1 of
+			// another, which settles here.
+			if err := rdb.HSet(ctx, waiting, earlier, 2, thread, 1).Err(); err != nil {
+				t.Fatal(err)
 			}
 
-			// B takes the thread A released, decides what it holds and
-			// closes.
-			got, err := b.ClaimDecision(ctx, runner.DecisionClaim{Thread: thread, Key: "decision:c1", Value: []byte("approve"),
-				WakeBy: time.Now().Add(lease), LeaseOwner: "replica-b", LeaseTTL: lease})
-			if err != nil || !got.Won || !got.Leased {
-				t.Fatalf("B: ClaimDecision = %+v, %v; want the claim and the lease", got, err)
+			for _, th := range []string{thread, uniqueName("T1:C3")} {
+				opened, err := s.OpenThread(ctx, runner.Opening{Thread: th, Owner: "replica-a", TTL: time.Minute})
+				if err != nil || !opened.Held {
+					t.Fatalf("OpenThread(%s) = %+v, %v; want the lease", th, opened, err)
+				}
+				u := &runner.InboxUpdate{Thread: th, Waiting: []runner.InboxEntry{
+					{Thread: th, Call: "1.0", Tool: "deploy", Requester: "U1", Since: time.Now()},
+					{Thread: th, Call: "1.1", Tool: "deploy", Requester: "U1", Since: time.Now()},
+				}}
+				if _, err := s.CloseThread(ctx, runner.Closing{Thread: th, Token: opened.Token, Answered: -1,
+					Schedule: true, Wake: time.Now().Add(time.Hour), Waiting: 2, Inbox: u}); err != nil {
+					t.Fatalf("CloseThread(%s) = %v", th, err)
+				}
 			}
-			var bWake time.Time
-			if tt.bWaiting > 0 {
-				bWake = time.Now().Add(2 * time.Hour)
+			// An entry in the inbox's earlier form, of objects, counts too.
+			if err := rdb.HSet(ctx, prefix+":{inbox}:calls", earlier,
+				`[{"thread":"`+earlier+`","call":"1.0"},{"thread":"`+earlier+`","call":"1.1"}]`).Err(); err != nil {
+				t.Fatal(err)
 			}
-			if _, err := b.CloseThread(ctx, runner.Closing{Thread: thread, Token: got.Token, Answered: -1,
-				Schedule: true, Wake: bWake, Waiting: tt.bWaiting}); err != nil {
-				t.Fatalf("B: CloseThread = %v", err)
+			counts, err := rdb.HGetAll(ctx, waiting).Result()
+			if err != nil || len(counts) != 1 || counts[earlier] != "2" {
+				t.Errorf("waiting counts after the closes = %v, %v; want only the untouched thread's earlier count", counts, err)
 			}
-
-			// A's write arrives.
-			close(hold.release)
-			if err := <-closed; err != nil {
-				t.Fatalf("A: CloseThread = %v", err)
+			if n, err := rdb.Exists(ctx, "{"+prefix+":waiting}:by:"+thread).Result(); err != nil || n != 0 {
+				t.Errorf("a close wrote the thread's waiting-by key (%d, %v)", n, err)
 			}
-			if n, err := b.WaitingTotal(ctx); err != nil || n != tt.wantTotal {
-				t.Errorf("WaitingTotal after A's late close = %d, %v; want B's %d", n, err, tt.wantTotal)
+			if n, err := s.WaitingTotal(ctx); err != nil || n != 6 {
+				t.Errorf("WaitingTotal = %d, %v; want the inbox's 6 calls", n, err)
+			}
+			if err := s.SetWaiting(ctx, earlier, 0); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := rdb.Exists(ctx, waiting).Result(); err != nil || n != 0 {
+				t.Errorf("the earlier counts after SetWaiting: %d keys, %v; want none", n, err)
 			}
 		})
 	}

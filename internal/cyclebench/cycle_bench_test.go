@@ -189,7 +189,7 @@ func randomName() string {
 // BenchmarkPausedThreadsThroughRunner fills a Redis server of its own
 // with 10,000 threads paused on an approval, started through the bot's
 // wiring (bot.New) as the bot starts them: besides the checkpoints, each
-// thread's claims, its wake-up, its waiting count and its inbox entry.
+// thread's claims, its wake-up and its inbox entry.
 // It reports the server's memory for them (target: ≤ 20 MB):
 //
 //	MB/10k-paused  used_memory growth per 10,000 paused threads
