@@ -93,14 +93,42 @@ func (c *RedisCost) count(op string, cmd redis.Cmder) {
 func commandSize(args []any) int {
 	n := headerSize(len(args))
 	for _, a := range args {
-		l := len(argString(a))
+		l := argLen(a)
 		n += headerSize(l) + l + 2
 	}
 	return n
 }
 
 // headerSize is the size of a RESP header such as "*3\r\n".
-func headerSize(n int) int { return 1 + len(strconv.Itoa(n)) + 2 }
+func headerSize(n int) int { return 1 + digits(int64(n)) + 2 }
+
+// digits is the length of n in decimal.
+func digits(n int64) int {
+	d, u := 1, uint64(n)
+	if n < 0 {
+		d, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		d++
+	}
+	return d
+}
+
+// argLen is len(argString(a)), without building the string for the
+// arguments a save sends: strings, bytes and integers.
+func argLen(a any) int {
+	switch v := a.(type) {
+	case string:
+		return len(v)
+	case []byte:
+		return len(v)
+	case int:
+		return digits(int64(v))
+	case int64:
+		return digits(v)
+	}
+	return len(argString(a))
+}
 
 // argString is an argument as go-redis writes it.
 func argString(a any) string {
@@ -166,7 +194,7 @@ func valueSize(v any) int {
 	case string:
 		return headerSize(len(v)) + len(v) + 2
 	case int64:
-		return 3 + len(strconv.FormatInt(v, 10))
+		return 3 + digits(v)
 	case []any:
 		n := headerSize(len(v))
 		for _, e := range v {
