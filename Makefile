@@ -82,6 +82,7 @@ lint:
 FUZZTIME ?= 1m
 FUZZ_TARGETS = \
 	./graph:FuzzNestedCheckpoint \
+	./graph:FuzzMarshalMeta \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
@@ -115,6 +116,7 @@ FUZZ_TARGETS = \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
 	./redisstore:FuzzDecodeWaiting \
+	./redisstore:FuzzExpandMeta \
 	./redisstore:FuzzExpandRef \
 	./internal/termtext:FuzzText
 fuzz:

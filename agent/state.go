@@ -282,10 +282,19 @@ type Cancellation struct {
 
 // Waiting returns the calls that wait for a person.
 func (s *State) Waiting() []Call {
-	var out []Call
-	for _, c := range s.Calls {
-		if c.Status.Waiting() {
-			out = append(out, c)
+	n := 0
+	for i := range s.Calls {
+		if s.Calls[i].Status.Waiting() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Call, 0, n)
+	for i := range s.Calls {
+		if s.Calls[i].Status.Waiting() {
+			out = append(out, s.Calls[i])
 		}
 	}
 	return out

@@ -88,8 +88,10 @@ func (c *stateCache[S]) get(thread string) *cached[S] {
 	return e.Value.(*cached[S])
 }
 
-// put caches a copy of state at cp. The state's journal is shared, not
-// copied: the journal is append-only, so what is cached stays as it was.
+// put caches a copy of state at cp, which it keeps as it is: cp is a
+// run's saved checkpoint, which nothing changes (setSaved replaces it),
+// without a journal. The state's journal is shared, not copied: the
+// journal is append-only, so what is cached stays as it was.
 func (c *stateCache[S]) put(cp *Checkpoint, state *S) {
 	if c == nil {
 		return
@@ -98,7 +100,7 @@ func (c *stateCache[S]) put(cp *Checkpoint, state *S) {
 	if j, ok := any(kept).(journalSharer[S]); ok {
 		j.ShareJournal(state)
 	}
-	entry := &cached[S]{thread: cp.Thread, cp: cp.Meta(), state: kept}
+	entry := &cached[S]{thread: cp.Thread, cp: cp, state: kept}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byKey[cp.Thread]; ok {

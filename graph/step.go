@@ -727,7 +727,8 @@ func (r *run[S]) nodeSave(ctx context.Context) error {
 }
 
 // setSaved records cp as what the store holds and the run's current
-// checkpoint.
+// checkpoint. r.saved is a copy of its own, which nothing changes: the
+// cache keeps it as it is.
 func (r *run[S]) setSaved(cp *Checkpoint) {
 	r.saved = cp.Meta()
 	r.cp = cp.Meta()

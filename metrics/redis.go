@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,14 @@ type RedisCost struct {
 	commands   *prometheus.CounterVec
 	roundTrips *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
+	// series holds each operation's counters (*opSeries), looked up
+	// once: the hook runs for every command.
+	series sync.Map
+}
+
+// opSeries are the counters of one operation.
+type opSeries struct {
+	commands, roundTrips, sent, received prometheus.Counter
 }
 
 // NewRedisCost returns a RedisCost whose operation label of a command is
@@ -42,12 +51,23 @@ func NewRedisCost(op func(redis.Cmder) string, ops ...string) *RedisCost {
 		}, []string{"op", "direction"}),
 	}
 	for _, o := range ops {
-		c.commands.WithLabelValues(o)
-		c.roundTrips.WithLabelValues(o)
-		c.bytes.WithLabelValues(o, "sent")
-		c.bytes.WithLabelValues(o, "received")
+		c.of(o)
 	}
 	return c
+}
+
+// of returns op's counters, making its series if they do not exist yet.
+func (c *RedisCost) of(op string) *opSeries {
+	if s, ok := c.series.Load(op); ok {
+		return s.(*opSeries)
+	}
+	s, _ := c.series.LoadOrStore(op, &opSeries{
+		commands:   c.commands.WithLabelValues(op),
+		roundTrips: c.roundTrips.WithLabelValues(op),
+		sent:       c.bytes.WithLabelValues(op, "sent"),
+		received:   c.bytes.WithLabelValues(op, "received"),
+	})
+	return s.(*opSeries)
 }
 
 // DialHook implements redis.Hook.
@@ -57,9 +77,9 @@ func (c *RedisCost) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *RedisCost) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		op := c.op(cmd)
-		c.roundTrips.WithLabelValues(op).Inc()
-		c.count(op, cmd)
+		s := c.of(c.op(cmd))
+		s.roundTrips.Inc()
+		s.count(cmd)
 		return err
 	}
 }
@@ -75,17 +95,17 @@ func (c *RedisCost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 			if trip == "" && cmd.Name() != "wait" {
 				trip = op
 			}
-			c.count(op, cmd)
+			c.of(op).count(cmd)
 		}
-		c.roundTrips.WithLabelValues(cmp.Or(trip, "other")).Inc()
+		c.of(cmp.Or(trip, "other")).roundTrips.Inc()
 		return err
 	}
 }
 
-func (c *RedisCost) count(op string, cmd redis.Cmder) {
-	c.commands.WithLabelValues(op).Inc()
-	c.bytes.WithLabelValues(op, "sent").Add(float64(commandSize(cmd.Args())))
-	c.bytes.WithLabelValues(op, "received").Add(float64(replySize(cmd)))
+func (s *opSeries) count(cmd redis.Cmder) {
+	s.commands.Inc()
+	s.sent.Add(float64(commandSize(cmd.Args())))
+	s.received.Add(float64(replySize(cmd)))
 }
 
 // commandSize is the size of a command as RESP sends it: an array of
@@ -93,14 +113,42 @@ func (c *RedisCost) count(op string, cmd redis.Cmder) {
 func commandSize(args []any) int {
 	n := headerSize(len(args))
 	for _, a := range args {
-		l := len(argString(a))
+		l := argLen(a)
 		n += headerSize(l) + l + 2
 	}
 	return n
 }
 
 // headerSize is the size of a RESP header such as "*3\r\n".
-func headerSize(n int) int { return 1 + len(strconv.Itoa(n)) + 2 }
+func headerSize(n int) int { return 1 + digits(int64(n)) + 2 }
+
+// digits is the length of n in decimal.
+func digits(n int64) int {
+	d, u := 1, uint64(n)
+	if n < 0 {
+		d, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		d++
+	}
+	return d
+}
+
+// argLen is len(argString(a)), without building the string for the
+// arguments a save sends: strings, bytes and integers.
+func argLen(a any) int {
+	switch v := a.(type) {
+	case string:
+		return len(v)
+	case []byte:
+		return len(v)
+	case int:
+		return digits(int64(v))
+	case int64:
+		return digits(v)
+	}
+	return len(argString(a))
+}
 
 // argString is an argument as go-redis writes it.
 func argString(a any) string {
@@ -166,7 +214,7 @@ func valueSize(v any) int {
 	case string:
 		return headerSize(len(v)) + len(v) + 2
 	case int64:
-		return 3 + len(strconv.FormatInt(v, 10))
+		return 3 + digits(v)
 	case []any:
 		n := headerSize(len(v))
 		for _, e := range v {

@@ -351,7 +351,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	meta, err := json.Marshal(cp) // without the journal: its field is json:"-"
+	meta, err := cp.MarshalMeta() // json.Marshal's JSON, without the journal
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", cp.Thread, err)
 	}

@@ -138,6 +138,7 @@ type Manager struct {
 	oauth oauthHooks
 
 	startOnce sync.Once
+	tried     atomic.Bool // every server has been tried once
 	rebuildMu sync.Mutex
 	ctx       context.Context // ends at Close; the servers' lifetime
 	cancel    context.CancelFunc
@@ -271,11 +272,23 @@ func (m *Manager) Tools() []tools.Tool {
 }
 
 // waitStarted starts the servers and waits for each to be tried once,
-// at most Options.StartWait; after that it returns at once.
+// at most Options.StartWait; after that it returns at once, without a
+// timer: it runs for every tool lookup.
 func (m *Manager) waitStarted() {
+	if m.tried.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartWait)
 	m.Wait(ctx)
 	cancel()
+	for _, s := range m.servers {
+		select {
+		case <-s.firstTry:
+		default:
+			return
+		}
+	}
+	m.tried.Store(true)
 }
 
 // FixedTools returns the built-in tools offered, without starting or
