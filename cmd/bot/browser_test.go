@@ -48,7 +48,7 @@ func startPlayground(t *testing.T, env ...string) *playgroundBot {
 	addr := freeAddr(t)
 	b := &playgroundBot{url: "http://" + addr + "/", logs: &syncBuffer{}}
 	b.cmd = exec.Command(botBinary) // no arguments: what `go run ./cmd/bot` does
-	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "BOT_ADDR=" + addr, "LOG_FORMAT=json"}, env...)
+	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace, "BOT_ADDR=" + addr, "LOG_FORMAT=json"}, env...)
 	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func runBot(t *testing.T, env []string, stdin string, args ...string) (string, i
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, botBinary, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace}, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	code := 0

@@ -54,6 +54,7 @@ func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
 	addrs := cluster.Addrs()
 	h.env = []string{
 		"PATH=" + os.Getenv("PATH"),
+		goRace,
 		"SLACK_BOT_TOKEN=" + botToken,
 		"SLACK_SIGNING_SECRET=" + signingSecret,
 		"SLACK_API_URL=" + h.slack.URL(),

@@ -37,7 +37,23 @@ var raceBuild bool
 
 var botBinary string
 
+// goRace is the GORACE entry of the environment of every bot process the
+// tests start. A program built with -race sleeps a second as it exits
+// (the race detector's atexit_sleep_ms) for goroutines still running to
+// show a race; races are reported when they happen all the same, and the
+// tests stop a bot or run one of its commands a few hundred times, each
+// of which would wait that second out. A GORACE of the caller's own comes
+// after, and so has the last word.
+var goRace = "GORACE=" + os.Getenv("GORACE")
+
 func TestMain(m *testing.M) {
+	if raceBuild {
+		value := strings.TrimSpace("atexit_sleep_ms=0 " + os.Getenv("GORACE"))
+		goRace = "GORACE=" + value
+		// For the bots started with the tests' own environment (the MCP
+		// conformance suite runs the bot itself).
+		os.Setenv("GORACE", value)
+	}
 	dir, err := os.MkdirTemp("", "bot-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -97,6 +113,7 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	}
 	h.env = []string{
 		"PATH=" + os.Getenv("PATH"),
+		goRace,
 		"SLACK_BOT_TOKEN=" + botToken,
 		"SLACK_SIGNING_SECRET=" + signingSecret,
 		"SLACK_API_URL=" + h.slack.URL(),

@@ -33,7 +33,7 @@ func TestPausedThreadSurvivesARestartWithNothingConfigured(t *testing.T) {
 	env := []string{"XDG_STATE_HOME=" + state, "TMPDIR=" + t.TempDir()}
 
 	first := exec.Command(botBinary, "chat")
-	first.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	first.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace}, env...)
 	stdin, err := first.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
