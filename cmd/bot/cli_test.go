@@ -39,8 +39,7 @@ func runBot(t *testing.T, env []string, stdin string, args ...string) (string, i
 
 // Help is help: it prints usage, exits 0 and listens on nothing.
 func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
-	// Not in parallel: a bot of another test could listen on the free
-	// address this test checks nothing listens on.
+	t.Parallel() // no other test's bot gets its address (freeAddr)
 	addr := freeAddr(t)
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"playground", "-h"}, {"chat", "--help"},
