@@ -151,9 +151,11 @@ func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
 // pending or outcome unknown; they are told so, and their Retry, Mark done
 // and Skip clicks are refused like an Approve would be.
 func TestOutsiderCannotRejectByReplying(t *testing.T) {
-	// Not in parallel: under load the bot may be killed before its intake
-	// records the command as started, and the restarted bot, a hold period
-	// later, starts the conversation again and asks the model once more.
+	// Not in parallel: under load the click may come while the bot is
+	// still starting the conversation, which then runs the call before
+	// its intake records the command as started; killed or stopped there,
+	// the bot leaves the command to another, which a hold period later
+	// starts the conversation again and asks the model once more.
 	h := newHarness(t, gatePolicy)
 	h.target.HoldNext("POST /slow") // the bot is killed while it waits for the answer
 	h.model.Then(

@@ -237,7 +237,7 @@ func (h *harness) replica() string {
 // runs. Then the stalled replica goes on: it must notice it lost the
 // thread and not send the call. The call runs once.
 func TestStalledPastTheLease(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: see TestOutsiderCannotRejectByReplying.
 	h := newHarness(t, "")
 	other := h.replica()
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
