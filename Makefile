@@ -14,9 +14,14 @@ GO ?= go
 .PHONY: test test-fast bench bench-long bench-thread bench-paused chaos run lint fuzz
 
 ## test: all tests, with the race detector, against a real Redis (and
-## headless Chromium for the browser tests, and npx for the MCP tests)
+## headless Chromium for the browser tests, and npx for the MCP tests).
+## Four tests of a package at a time: those of cmd/bot mostly wait (for
+## leases, holds, processes). Programs built with -race exit without the
+## race detector's second of sleep (GORACE=atexit_sleep_ms=0; a GORACE of
+## your own still has the last word).
 test:
-	GO=$(GO) bash .ci/with-redis --chromium --node bash .ci/gotest -race -timeout 30m $(TESTFLAGS) ./...
+	GO=$(GO) GORACE="atexit_sleep_ms=0 $$GORACE" bash .ci/with-redis --chromium --node \
+		bash .ci/gotest -race -parallel 4 -timeout 30m $(TESTFLAGS) ./...
 
 ## test-fast: go test -short: no server outside the test process (the
 ## in-process Redis; no redis-server, Cluster, Chromium or Node), in

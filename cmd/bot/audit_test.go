@@ -84,6 +84,7 @@ func copyValues(m redis.XMessage) redis.XMessage {
 // deleted from the middle, two swapped and the newest deleted are each
 // found by bot audit verify, which names the entry and exits 1.
 func TestAuditVerify(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
 	rdb, entries := auditFlow(t, h)
 	head, _ := rdb.HGetAll(context.Background(), "{cs:audit}:head").Result()
@@ -141,6 +142,7 @@ func TestAuditVerify(t *testing.T) {
 // CSV that read back to the entries in Redis and verify again offline;
 // --since and --after narrow it; a tampered export fails to verify.
 func TestAuditExport(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
 	_, stored := auditFlow(t, h)
 	dir := t.TempDir()
@@ -206,6 +208,7 @@ func TestAuditExport(t *testing.T) {
 // written, and the trail still verifies, anchored at the oldest kept
 // entry; a malformed AUDIT_RETENTION stops the bot at start-up.
 func TestAuditRetention(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
 	rdb, first := auditFlow(t, h)
 	h.restartWith("AUDIT_RETENTION=1s")
@@ -281,6 +284,7 @@ func resealFrom(t *testing.T, entries []audit.Entry, i int) {
 // --head with the head noted before; so does the trail in Redis,
 // rewritten and its head moved. A head the trail does not hold fails.
 func TestAuditVerifyAgainstAHeadNotedElsewhere(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request:\n    self_approval: false\n")
 	rdb, stored := auditFlow(t, h)
 	ctx := context.Background()

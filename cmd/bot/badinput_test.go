@@ -19,6 +19,7 @@ import (
 // Bad input).
 
 func TestRequestsThatFailVerification(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	body := slacktest.SlashCommand(nil)
 	body = append(body, []byte("&text=deploy")...)
@@ -66,6 +67,7 @@ func TestRequestsThatFailVerification(t *testing.T) {
 }
 
 func TestMalformedPayloads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	tests := []struct {
 		path, contentType, body string
@@ -86,6 +88,7 @@ func TestMalformedPayloads(t *testing.T) {
 }
 
 func TestURLVerification(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	resp := h.send("/slack/events", "application/json", []byte(`{"type":"url_verification","challenge":"c-123","token":"x"}`), nil)
 	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"challenge":"c-123"`) {
@@ -94,6 +97,7 @@ func TestURLVerification(t *testing.T) {
 }
 
 func TestForgedAndRefusedClicks(t *testing.T) {
+	t.Parallel()
 	policy := "tools:\n  http_request:\n    approvers: [U0BOSS, S0ADMINS]\n    self_approval: false\n"
 	h := newHarness(t, policy)
 	h.slack.SetGroupMembers("S0ADMINS", "U0ADMIN")
@@ -155,6 +159,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 }
 
 func TestModelDownThenRetry(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	// Four failures: every attempt of the bot's retries fails.
 	h.model.FailNext(4, http.StatusServiceUnavailable)
@@ -170,6 +175,7 @@ func TestModelDownThenRetry(t *testing.T) {
 }
 
 func TestRedisDown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Hi."))
 	h.redis.Kill()

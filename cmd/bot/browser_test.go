@@ -48,7 +48,7 @@ func startPlayground(t *testing.T, env ...string) *playgroundBot {
 	addr := freeAddr(t)
 	b := &playgroundBot{url: "http://" + addr + "/", logs: &syncBuffer{}}
 	b.cmd = exec.Command(botBinary) // no arguments: what `go run ./cmd/bot` does
-	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "BOT_ADDR=" + addr, "LOG_FORMAT=json"}, env...)
+	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace, "BOT_ADDR=" + addr, "LOG_FORMAT=json"}, env...)
 	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -287,6 +287,7 @@ func (p page) badgeShown() bool {
 
 // With a real model the page says which, and shows no DEMO badge.
 func TestPlaygroundModelBadge(t *testing.T) {
+	t.Parallel()
 	model := llmtest.NewOpenAIServer(t)
 	bot := startPlayground(t, "LLM_PROVIDER=openai", "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+model.URL())
 	p := page{t: t, tab: newBrowser(t)}
@@ -303,6 +304,7 @@ func (p page) setInput(id, value string) {
 }
 
 func TestPlaygroundApproveInBrowser(t *testing.T) {
+	t.Parallel()
 	// The target answers with HTML, which the page must show as text.
 	const body = `<img src=x onerror="document.title='pwned'"><b>not bold</b> & fine`
 	var hits atomic.Int32
@@ -351,6 +353,7 @@ func TestPlaygroundApproveInBrowser(t *testing.T) {
 }
 
 func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
+	t.Parallel()
 	target := newTarget(t)
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
@@ -408,6 +411,7 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 // playground's card has no Edit button, and Approve asks first, in a
 // dialog like Slack's; Cancel changes nothing.
 func TestPlaygroundConfirmAndNoEditInBrowser(t *testing.T) {
+	t.Parallel()
 	target := newTarget(t)
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(policy, []byte("tools:\n  http_request:\n    decisions: [approve, reject]\n    confirm: true\n"), 0o600); err != nil {
@@ -470,6 +474,7 @@ func (b *playgroundBot) restart(t *testing.T) {
 // needs, and a tab left open across a restart says to reload it instead
 // of reconnecting forever; reloading brings it back.
 func TestPlaygroundPeopleAndStaleTab(t *testing.T) {
+	t.Parallel()
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
 	p.open(bot.url)

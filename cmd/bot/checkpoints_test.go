@@ -15,6 +15,7 @@ import (
 // An operator lists a Slack flow's checkpoints, forks the paused one, and
 // the fork resumes from that step.
 func TestCheckpointsCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)

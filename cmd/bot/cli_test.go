@@ -25,7 +25,7 @@ func runBot(t *testing.T, env []string, stdin string, args ...string) (string, i
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, botBinary, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace}, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	code := 0
@@ -39,6 +39,7 @@ func runBot(t *testing.T, env []string, stdin string, args ...string) (string, i
 
 // Help is help: it prints usage, exits 0 and listens on nothing.
 func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
+	t.Parallel() // no other test's bot gets its address (freeAddr)
 	addr := freeAddr(t)
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"playground", "-h"}, {"chat", "--help"},
@@ -85,6 +86,7 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 
 // Operator commands refuse the embedded Redis, which is always empty.
 func TestOperatorCommandsNeedRedisURL(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"threads", "list"}, {"checkpoints", "list", "--thread", "x"}, {"audit"}, {"audit", "verify"}, {"audit", "export"}, {"approvals", "list"}} {
 		out, code := runBot(t, nil, "", args...)
 		if code == 0 || !strings.Contains(out, "REDIS_URL") || strings.Count(out, "REDIS_URL is not set") != 1 {
@@ -96,6 +98,7 @@ func TestOperatorCommandsNeedRedisURL(t *testing.T) {
 // threads list finds a conversation, audit shows its decision, and
 // delete asks first.
 func TestThreadsAuditAndDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)
@@ -133,6 +136,7 @@ func TestThreadsAuditAndDelete(t *testing.T) {
 // person who asked hears so through the command's response_url, with how
 // to invite it.
 func TestNotInTheChannelAnswersThroughResponseURL(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.slack.FailNext("chat.postMessage", "not_in_channel", 1)
 	h.slack.FailNext("chat.postEphemeral", "not_in_channel", 1)
@@ -154,6 +158,7 @@ func TestNotInTheChannelAnswersThroughResponseURL(t *testing.T) {
 // (not again as a result reply), a model that is down on the error card
 // with its name once.
 func TestOneMessagePerFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	closed := freeAddr(t) // nothing listens there
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", "http://"+closed+"/deploy", "v2")), llmtest.Reply("It did not work."))
@@ -184,6 +189,7 @@ func TestOneMessagePerFailure(t *testing.T) {
 // chat --thread on a thread the Redis does not have says so, and names
 // REDIS_URL, instead of "resuming" an empty thread.
 func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
+	t.Parallel()
 	out, code := runBot(t, []string{"TMPDIR=" + t.TempDir()}, "", "chat", "--thread", "chat-nope")
 	if code != 0 || strings.Contains(out, "Resuming") || !strings.Contains(out, "no thread chat-nope") ||
 		!strings.Contains(out, "REDIS_URL is not set") || !strings.Contains(out, "keeps nothing across runs") ||
@@ -206,6 +212,7 @@ func TestChatUnknownThreadNamesRedisURL(t *testing.T) {
 
 // The start-up line names the policy file in force, or says there is none.
 func TestStartupLineNamesThePolicy(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	if logs := h.logs.String(); !strings.Contains(logs, "no policy: every tool needs approval by anyone") {
 		t.Errorf("start-up without BOT_POLICY logged:\n%s\nwant it to say there is no policy", logs)
@@ -225,6 +232,7 @@ func TestStartupLineNamesThePolicy(t *testing.T) {
 // approvals list says who may decide a terminal chat's call, which has
 // no channel, in words.
 func TestApprovalsListChatThread(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Fetching.", call("c1", "GET", h.target.URL+"/status", "")))
 	if out, err := h.run("fetch the status\nq\n", "chat", "--thread", "chat-waiting"); err != nil || !strings.Contains(out, "Bye.") {

@@ -57,6 +57,7 @@ var conformanceResult = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`)
 // the suite's own servers; the client plays the person's browser, and
 // the person who sends the bot's input form as it is shown.
 func TestMCPConformanceClientScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the conformance suite's servers: not in -short")
 	}
@@ -72,12 +73,20 @@ func TestMCPConformanceClientScenarios(t *testing.T) {
 			env = append(env, "NODE_OPTIONS=--import "+shim)
 		}
 	}
+	// The suite's own program, from npx's cache (where .ci/with-redis
+	// --node put it): found once, and run as it is for each scenario,
+	// which spares every scenario npm's start-up.
+	found, err := exec.Command(npx, "-y", "-p", conformanceSuite, "-c", "command -v conformance").Output()
+	suite := strings.TrimSpace(string(found))
+	if err != nil || suite == "" {
+		t.Fatalf("npx -p %s: no conformance program (%v): run the test through .ci/with-redis --node", conformanceSuite, err)
+	}
 	command := botBinary + " mcp conformance-client --client-metadata-url https://conformance-test.local/client-metadata.json"
 	var table strings.Builder
 	table.WriteString("| scenario | checks passed | result |\n| --- | --- | --- |\n")
 	for _, sc := range conformanceScenarios {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, npx, "-y", conformanceSuite, "client", "--command", command, "--scenario", sc.name)
+		cmd := exec.CommandContext(ctx, suite, "client", "--command", command, "--scenario", sc.name)
 		cmd.Env, cmd.Dir = env, t.TempDir()
 		out, _ := cmd.CombinedOutput()
 		cancel()

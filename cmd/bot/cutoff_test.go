@@ -13,6 +13,7 @@ import (
 // on, and the thread shows the whole answer once, in one message, without
 // a note that it was cut off.
 func TestCutOffAnswerContinuedInSlack(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.restartWith("SLACK_STREAM_INTERVAL=1ms")
 	h.model.ThenRaw(llmtest.Recording(t, "openai-length.sse"))

@@ -45,6 +45,7 @@ func (h *harness) changedCard(root slacktest.Call) slacktest.Call {
 // saying what changed; Restart from here lets the model plan again,
 // Cancel ends the request. The call never runs.
 func TestDeployOverPausedThreads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(
 		llmtest.Reply("Deploying A.", call("a", "POST", h.target.URL+"/deploy", "a")),

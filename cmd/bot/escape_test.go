@@ -13,6 +13,7 @@ import (
 // <!channel>, a user group) or carry a link whose label is another URL
 // in that person's name; the person's mention of someone stays live.
 func TestRequestEchoedWithoutBroadcast(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "", llmtest.Reply("ok"))
 	h.command("<!here> <!subteam^S0OPS|@oncall> ask <@U0CAROL|carol> to log in at <https://evil.example/login|https://sso.corp.example/login>", nil, nil)
 	root := h.root(1)

@@ -31,6 +31,11 @@ import (
 const leasePeriod = 10 * time.Second
 
 // failoverKinds are the two ways a master goes away.
+//
+// The failover tests do not run in parallel with others: a cluster
+// elects a new master later under the load of the other tests, and the
+// retries of a Slack event and the two lease periods allowed for recovery
+// are measured for a busy machine, not for that load on top.
 var failoverKinds = []struct {
 	name string
 	kill bool
@@ -54,6 +59,7 @@ func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
 	addrs := cluster.Addrs()
 	h.env = []string{
 		"PATH=" + os.Getenv("PATH"),
+		goRace,
 		"SLACK_BOT_TOKEN=" + botToken,
 		"SLACK_SIGNING_SECRET=" + signingSecret,
 		"SLACK_API_URL=" + h.slack.URL(),
@@ -156,6 +162,7 @@ func (h *harness) eventWithRetries(eventID string, ev map[string]any) {
 // card is decided once the cluster has its new master, and the call runs
 // once.
 func TestFailoverDuringAClose(t *testing.T) {
+	// Not in parallel: see failoverKinds.
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClose(t, kind.kill, nil) })
 	}
@@ -207,6 +214,7 @@ func (h *harness) observeWith(observe observer, root slacktest.Call) {
 // the thread's master fails over: it is acknowledged (Slack sends it
 // again while it is not), and carried on exactly once.
 func TestFailoverDuringAReplysIntake(t *testing.T) {
+	// Not in parallel: see failoverKinds.
 	for i, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAReplysIntake(t, kind.kill, i, nil) })
 	}
@@ -253,6 +261,7 @@ func (h *harness) asked(text string) int {
 // The click either takes, or the person is told to try again and does,
 // once the cluster has its new master: the call runs once.
 func TestFailoverDuringAClaim(t *testing.T) {
+	// Not in parallel: see failoverKinds.
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClaim(t, kind.kill, nil) })
 	}

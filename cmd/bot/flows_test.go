@@ -18,6 +18,7 @@ import (
 )
 
 func TestApproveFlow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(
 		llmtest.Reply("I'll deploy v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
@@ -90,6 +91,7 @@ func checkLogs(t *testing.T, logs string) {
 }
 
 func TestEditFlow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "edit", approver)
@@ -124,6 +126,7 @@ func TestEditFlow(t *testing.T) {
 }
 
 func TestRejectFlow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Understood, I won't deploy.")
 	h.click(card, "reject", approver)
@@ -151,6 +154,7 @@ func TestRejectFlow(t *testing.T) {
 }
 
 func TestTenConcurrentApprovals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	var wg sync.WaitGroup
@@ -190,6 +194,7 @@ func TestTenConcurrentApprovals(t *testing.T) {
 }
 
 func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Hello!"))
 	form := url.Values{"trigger_id": {"trigger.retried"}}
@@ -219,6 +224,7 @@ func TestRetriedSlashCommandStartsOneRun(t *testing.T) {
 
 // After an approve flow, /metrics shows it.
 func TestMetricsMoveAfterAFlow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	// Every series a dashboard sums is there from the start, at zero.
 	for _, sample := range []string{`countersign_runs_started_total`, `countersign_runs_stopped_total{status="failed"}`,

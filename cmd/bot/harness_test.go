@@ -6,14 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,7 +40,23 @@ var raceBuild bool
 
 var botBinary string
 
+// goRace is the GORACE entry of the environment of every bot process the
+// tests start. A program built with -race sleeps a second as it exits
+// (the race detector's atexit_sleep_ms) for goroutines still running to
+// show a race; races are reported when they happen all the same, and the
+// tests stop a bot or run one of its commands a few hundred times, each
+// of which would wait that second out. A GORACE of the caller's own comes
+// after, and so has the last word.
+var goRace = "GORACE=" + os.Getenv("GORACE")
+
 func TestMain(m *testing.M) {
+	if raceBuild {
+		value := strings.TrimSpace("atexit_sleep_ms=0 " + os.Getenv("GORACE"))
+		goRace = "GORACE=" + value
+		// For the bots started with the tests' own environment (the MCP
+		// conformance suite runs the bot itself).
+		os.Setenv("GORACE", value)
+	}
 	dir, err := os.MkdirTemp("", "bot-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -97,6 +116,7 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	}
 	h.env = []string{
 		"PATH=" + os.Getenv("PATH"),
+		goRace,
 		"SLACK_BOT_TOKEN=" + botToken,
 		"SLACK_SIGNING_SECRET=" + signingSecret,
 		"SLACK_API_URL=" + h.slack.URL(),
@@ -376,15 +396,36 @@ func call(id, method, url, body string) llm.ToolCall {
 	return llm.ToolCall{ID: id, Name: "http_request", Arguments: string(args)}
 }
 
+// freeAddr returns a loopback address nothing listened on a moment ago,
+// for a bot to listen on. Its port is below the kernel's range of
+// ephemeral ports (32768 and up on Linux, 49152 on macOS), where no
+// server on port 0 and no outgoing connection of another test takes it
+// before the bot does, and no two calls in the test process return the
+// same one: the ports are handed out in turn from a random start.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range botPorts {
+		port := botPortsFrom + int(nextBotPort.Add(1))%botPorts
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken by another process
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free loopback port in %d–%d", botPortsFrom, botPortsFrom+botPorts-1)
+	return ""
 }
+
+// The ports freeAddr hands out.
+const botPortsFrom, botPorts = 20000, 12000
+
+var nextBotPort = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(rand.Int64N(botPorts))
+	return &n
+}()
 
 // syncBuffer collects the bot's output.
 type syncBuffer struct {

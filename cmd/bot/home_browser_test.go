@@ -18,6 +18,7 @@ const inHome = `//main[@id='home' and not(@hidden)]`
 // it — the call runs once, and the tab shows it among the person's
 // recent decisions instead.
 func TestPlaygroundHomeTabInBrowser(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/from-home" {

@@ -103,6 +103,7 @@ func (h *harness) approvalsList(t *testing.T, args ...string) []approvalRow {
 // again without the call and with it among their recent decisions.
 // "bot approvals list" shows the same from the command line.
 func TestHomeTabInbox(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request: {approval: required, approvers: ["+approver+"], self_approval: false}\n")
 	root, card := h.deployFlow("Deployed.")
 	value := buttonValue(t, card, "approve")
@@ -170,6 +171,7 @@ func TestHomeTabInbox(t *testing.T) {
 // Home tab lists it for members (conversations.members) and not for
 // others, and refuses a click by someone outside the channel.
 func TestHomeTabAnyoneInTheChannel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.slack.SetChannelMembers(slacktest.ChannelID, requester, approver)
 	root, card := h.deployFlow("Deployed.")

@@ -37,6 +37,7 @@ func (h *harness) publishes(user string) int {
 // requester — revokes nothing of the requester's; the requester's own
 // Revoke does, and their tab is published again without it.
 func TestHomeTabConnections(t *testing.T) {
+	t.Parallel()
 	h, srv := oauthHarness(t, "    approval: never\n")
 	h.openHome(requester)
 	h.home(requester, "to list tickets, not connected", func(v homeView) bool {

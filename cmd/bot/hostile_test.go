@@ -37,6 +37,7 @@ func liveMarkup(s string) []string {
 // none of its mentions or links is live, while the bot's own mentions of
 // the requester and the approver still are.
 func TestHostileTextIsPostedEscaped(t *testing.T) {
+	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, hostileText+"\n```")
 	}))
@@ -74,6 +75,7 @@ func TestHostileTextIsPostedEscaped(t *testing.T) {
 // Without a policy, a redirect to another host is not followed: the
 // model gets the 3xx and its Location, and the other host is not called.
 func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, h.target.URL+"/elsewhere", http.StatusFound)
@@ -101,6 +103,7 @@ func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
 // stream, in the logs and in `bot checkpoints show`, while the call still
 // sends the real value.
 func TestCredentialsAreMaskedButSent(t *testing.T) {
+	t.Parallel()
 	const secret = "sk-live-0123456789abcdef"
 	var mu sync.Mutex
 	var got []string
@@ -163,6 +166,7 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 // One model turn asking for more calls than max_calls_per_turn posts
 // cards for the first ones only; the rest reach the model as errors.
 func TestOneTurnPostsAtMostTheCapOfCards(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	var calls []llm.ToolCall
 	for i := range 12 {

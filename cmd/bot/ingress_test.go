@@ -18,6 +18,7 @@ import (
 // Requests to made-up paths under /slack/ add no series to /metrics:
 // the acknowledgement histogram is labelled by a fixed set of routes.
 func TestMetricsDoNotGrowWithPaths(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.command("help", nil, nil).Body.Close() // one real endpoint, for a series to compare with
 	before := h.metrics()
@@ -88,6 +89,7 @@ func seriesOf(metrics, name string) []string {
 // arrives, and its connection is closed: a client that sends a body
 // slowly holds nothing.
 func TestUnsignedSlowBodyIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	conn := h.rawRequest("POST /slack/commands HTTP/1.1\r\nHost: bot\r\nContent-Type: application/x-www-form-urlencoded\r\n" +
 		"Content-Length: 1000000\r\n\r\ntext=dep")
@@ -105,6 +107,7 @@ func TestUnsignedSlowBodyIsRefusedAtOnce(t *testing.T) {
 // A signed request whose body does not arrive in time is cut off by the
 // server's read timeout.
 func TestSlowSignedBodyIsCutOff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	conn := h.rawRequest("POST /slack/commands HTTP/1.1\r\nHost: bot\r\nContent-Type: application/x-www-form-urlencoded\r\n" +

@@ -14,6 +14,7 @@ import (
 // and finds the root message by the request id in its metadata instead
 // of posting a second one. The conversation runs in that thread, once.
 func TestKilledWhilePostingTheRoot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
 	arrived, release := h.slack.HoldNext("chat.postMessage", 0)

@@ -24,6 +24,7 @@ import (
 // server it started dies with it, and answers nothing without its
 // password, which is in no file.
 func TestPausedThreadSurvivesARestartWithNothingConfigured(t *testing.T) {
+	t.Parallel()
 	needs(t, "redis-server on PATH (the no-configuration default's local Redis)")
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server is not on PATH: %v; `make test` installs it", err)
@@ -33,7 +34,7 @@ func TestPausedThreadSurvivesARestartWithNothingConfigured(t *testing.T) {
 	env := []string{"XDG_STATE_HOME=" + state, "TMPDIR=" + t.TempDir()}
 
 	first := exec.Command(botBinary, "chat")
-	first.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	first.Env = append([]string{"PATH=" + os.Getenv("PATH"), goRace}, env...)
 	stdin, err := first.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -407,6 +407,8 @@ func seriesLines(tt threadTurn) string {
 // of them does not count; and at most maxCommands commands sent per turn.
 // Every turn ends with its own answer, and its call ran once.
 func TestLongThreadThroughSlackCostsWhatChanged(t *testing.T) {
+	// Not in parallel: its bound on commands per turn leaves room for a
+	// slow machine, not for the load of the other tests as well.
 	h := newHarness(t, "")
 	lt := newLongThread(t, h, "a", h.redis.Addr())
 	var turns []threadTurn

@@ -20,6 +20,7 @@ const serverStart = 90 * time.Second
 // the client cannot do: it is not offered, so no card is ever shown for a
 // call that would fail, and `bot tools` and /readyz say why it is missing.
 func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, ""))
 	h.model.Then(llmtest.Reply("Adding.", llmtest.Call("c1", "everything__get-sum", `{"a":1,"b":1}`)))
 	h.command("add", nil, nil)
@@ -63,6 +64,7 @@ func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
 // then complete, and the card shows no progress line; where they do not,
 // the line is on the card.
 func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  []string
@@ -73,6 +75,7 @@ func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			policy := strings.Replace(everythingPolicy(t, ""), "    approvers:", "    timeout: 4s\n    approvers:", 1)
 			h := newHarness(t, policy)
 			if len(tt.env) > 0 {
@@ -149,6 +152,7 @@ func TestMCPProgressOnTheCardAndItExtendsTheTimeout(t *testing.T) {
 // A server's log notifications go to the bot's log, with the server's
 // name and level, and never to the model.
 func TestMCPServerLogsGoToTheLogNotTheModel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  everything__toggle-simulated-logging: {approval: never}\n"))
 	h.model.Then(
 		llmtest.Reply("Turning logs on.", llmtest.Call("c1", "everything__toggle-simulated-logging", `{}`)),
@@ -179,6 +183,7 @@ func TestMCPServerLogsGoToTheLogNotTheModel(t *testing.T) {
 // read tool, which waits for approval like the server's other tools and
 // then gives the model the resource's text.
 func TestMCPReadALinkedResource(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  everything__get-resource-links: {approval: never}\n"))
 	const uri = "demo://resource/dynamic/text/2"
 	h.model.Then(
@@ -208,6 +213,7 @@ func TestMCPReadALinkedResource(t *testing.T) {
 // fields in the server's order (not sorted by name), each with the input
 // of its type, and the typed answers reach the server.
 func TestMCPElicitationFormKeepsTheServersOrderAndTypes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  everything__trigger-elicitation-request: {approval: never}\n"))
 	h.model.Then(
 		llmtest.Reply("I need your details.", llmtest.Call("c1", "everything__trigger-elicitation-request", `{}`)),
@@ -288,8 +294,9 @@ func (h *harness) submitOn(addr string, s slacktest.Submission) *http.Response {
 // same message takes it. Either way: one request in the thread, the call
 // finishes once.
 func TestMCPInputRequestSurvivesAKilledReplica(t *testing.T) {
-	t.Run("answered before the retry", func(t *testing.T) { inputRequestAcrossACrash(t, true) })
-	t.Run("answered after the retry", func(t *testing.T) { inputRequestAcrossACrash(t, false) })
+	t.Parallel()
+	t.Run("answered before the retry", func(t *testing.T) { t.Parallel(); inputRequestAcrossACrash(t, true) })
+	t.Run("answered after the retry", func(t *testing.T) { t.Parallel(); inputRequestAcrossACrash(t, false) })
 }
 
 func inputRequestAcrossACrash(t *testing.T, answerFirst bool) {

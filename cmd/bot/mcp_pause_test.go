@@ -108,6 +108,7 @@ func (h *harness) answerOn(addr string, q slacktest.Call, user, field, value str
 // call is sent again with the answers and the server's state as it gave
 // it, under the approval already given, and finishes once.
 func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
+	t.Parallel()
 	rs := newRoomServer(t)
 	h := newHarness(t, roomPolicy(rs, "    expires_after: 24h\n"))
 	h.model.Then(
@@ -193,6 +194,7 @@ func TestMCPInputRequiredIsAPauseThatSurvivesAKilledReplica(t *testing.T) {
 // A request for input that nobody answers before its expiry: the model is
 // told so, and an answer after it is refused with words that say so.
 func TestMCPInputRequiredExpires(t *testing.T) {
+	t.Parallel()
 	rs := newRoomServer(t)
 	h := newHarness(t, roomPolicy(rs, "    approval: never\n    expires_after: 2s\n"))
 	h.model.Then(
@@ -230,6 +232,7 @@ func TestMCPInputRequiredExpires(t *testing.T) {
 // browser back to another replica, which completes the connection and
 // wakes the thread: the call runs once, with the person's token.
 func TestMCPRequesterConnectWaitSurvivesAKilledReplica(t *testing.T) {
+	t.Parallel()
 	h, srv := oauthHarness(t, "    approval: never\n")
 	h.model.Then(
 		llmtest.Reply("Checking.", llmtest.Call("c1", "tickets__whoami", `{}`)),

@@ -54,6 +54,7 @@ func lastToolResult(t *testing.T, h *harness) string {
 }
 
 func TestMCPApproveFlow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  http_request: {}\n"))
 	h.model.Then(
 		llmtest.Reply("Let me add them.", llmtest.Call("c1", "everything__get-sum", `{"a":2,"b":3}`)),
@@ -98,6 +99,7 @@ func TestMCPApproveFlow(t *testing.T) {
 }
 
 func TestMCPEditRejectAndErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, ""))
 	h.model.Then(
 		llmtest.Reply("Adding.", llmtest.Call("c1", "everything__get-sum", `{"a":2,"b":3}`)),
@@ -139,6 +141,7 @@ func TestMCPEditRejectAndErrors(t *testing.T) {
 }
 
 func TestMCPElicitationInTheThread(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  everything__trigger-elicitation-request: {approval: never}\n"))
 	h.model.Then(
 		llmtest.Reply("I need your details.", llmtest.Call("c1", "everything__trigger-elicitation-request", `{}`)),
@@ -173,6 +176,8 @@ func TestMCPElicitationInTheThread(t *testing.T) {
 }
 
 func TestMCPServerKilledMidCall(t *testing.T) {
+	// Not in parallel: it kills every server-everything process the test
+	// binary started, other tests' among them.
 	h := newHarness(t, everythingPolicy(t, ""))
 	h.model.Then(
 		llmtest.Reply("Running it.", llmtest.Call("c1", "everything__trigger-long-running-operation", `{"duration":300,"steps":300}`)),
@@ -216,6 +221,7 @@ func TestMCPServerKilledMidCall(t *testing.T) {
 // be tried without a model: the call waits for approval like any other,
 // runs once approved, and its result is summarised.
 func TestDemoModelCallsANamedMCPTool(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, ""))
 	cmd := exec.Command(botBinary, "chat", "--user", approver, "--thread", "chat-echo")
 	cmd.Env = append(append([]string{}, h.env...), "LLM_PROVIDER=demo")

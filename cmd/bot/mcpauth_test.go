@@ -152,6 +152,7 @@ func redisText(t *testing.T, h *harness) string {
 // lets the call run with their token, once; a revoked connection asks
 // again; no token is in Redis in clear, in the logs or in a checkpoint.
 func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
+	t.Parallel()
 	h, srv := oauthHarness(t, "    approval: never\n")
 	h.model.Then(
 		llmtest.Reply("Checking.", llmtest.Call("c1", "tickets__whoami", `{}`)),
@@ -254,6 +255,7 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 // to confirm the new arguments, the editor cannot confirm them, and a
 // declined confirmation runs nothing.
 func TestMCPEditOfARequesterCallWaitsForTheRequester(t *testing.T) {
+	t.Parallel()
 	h, srv := oauthHarness(t, "")
 	h.model.Then(
 		llmtest.Reply("Noting.", llmtest.Call("c1", "tickets__whoami", `{"note":"mine"}`)),
@@ -329,6 +331,7 @@ func TestMCPEditOfARequesterCallWaitsForTheRequester(t *testing.T) {
 // the call runs as them, once. No token of either is in Redis or the
 // logs in clear.
 func TestMCPRequesterSignsInAtTheIdentityProvider(t *testing.T) {
+	t.Parallel()
 	idp := mcpauthtest.NewIdP(t)
 	srv := mcpauthtest.New(t, mcpauthtest.Options{PublicDiscovery: true, Assertions: idp.Assertion, Client: [2]string{"countersign", "cs-secret-at-tickets"}})
 	h := newHarness(t, fmt.Sprintf("mcp_servers:\n  tickets:\n    url: %s\n    auth: requester\n    approval: never\n"+

@@ -27,6 +27,7 @@ var authorizeURL = regexp.MustCompile(`https?://\S+/authorize\?\S+`)
 // the bot's callback, and the command says Connected only once the
 // connection is kept, sealed, where `bot mcp connections` lists it.
 func TestMCPConnectCommandConnectsToAServerThatListsWithoutAToken(t *testing.T) {
+	t.Parallel()
 	h, srv := oauthHarness(t, "")
 	cmd := exec.Command(botBinary, "mcp", "connect", "tickets", "--user", "U1")
 	cmd.Env = h.env
@@ -85,6 +86,7 @@ func TestMCPConnectCommandConnectsToAServerThatListsWithoutAToken(t *testing.T) 
 // `bot mcp connect` against a server that asks for no token at all says
 // so and keeps nothing, rather than saying Connected.
 func TestMCPConnectCommandSaysWhenTheServerAsksForNoToken(t *testing.T) {
+	t.Parallel()
 	h, _ := oauthHarness(t, "")
 	plain := sdk.NewServer(&sdk.Implementation{Name: "plain", Version: "1"}, nil)
 	sdk.AddTool(plain, &sdk.Tool{Name: "hello", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -120,6 +122,7 @@ func TestMCPConnectCommandSaysWhenTheServerAsksForNoToken(t *testing.T) {
 // back by the bot's reading of a submitted form; a field without a
 // default is left out.
 func TestConformancePersonAnswersWithTheFormsDefaults(t *testing.T) {
+	t.Parallel()
 	schema := json.RawMessage(`{"type":"object","properties":{
 		"name":{"type":"string","default":"John Doe"},
 		"age":{"type":"integer","default":30},

@@ -113,6 +113,7 @@ func spyTries(t *testing.T, h *harness) string {
 // its environment, not in the bot's /proc entries, and it cannot sign a
 // click. When the bot runs as root, as CI does, the server runs as nobody.
 func TestMCPServerSeesNoSecret(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, spyPolicy(t))
 	// The tests' Redis takes no password: any process on the host,
 	// the server included, could write a claim into it.
@@ -140,6 +141,7 @@ func TestMCPServerSeesNoSecret(t *testing.T) {
 // nobody here, so that it and its server share a user, as they do when
 // the bot is not root.)
 func TestMCPServerOfTheBotsUserSeesNoSecret(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.stop()
 	dir, err := os.MkdirTemp("", "policy-")
@@ -188,6 +190,7 @@ func botUID(h *harness) int {
 // Naming one of the bot's secrets in inherit_env stops the bot at
 // start-up, with the line and the server.
 func TestMCPInheritEnvOfASecretIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.stop()
 	if strings.Contains(h.logs.String(), "Redis accepts connections without a password") {
@@ -210,6 +213,7 @@ func TestMCPInheritEnvOfASecretIsRefused(t *testing.T) {
 
 // A result of 10 MB reaches the model, and the checkpoint, cut.
 func TestMCPResultIsBounded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, spyPolicy(t))
 	h.model.Then(llmtest.Reply("Fetching.", llmtest.Call("b1", "spy__huge", `{}`)), llmtest.Reply("That was big."))
 	h.command("fetch it all", nil, nil)
@@ -235,6 +239,7 @@ func TestMCPResultIsBounded(t *testing.T) {
 // The embedded Redis listens on 127.0.0.1, where a tool server could
 // reach it: it answers the bot only, with the password made at start.
 func TestEmbeddedRedisNeedsItsPassword(t *testing.T) {
+	t.Parallel()
 	log := logrus.New()
 	log.Out = io.Discard
 	ctx := context.Background()

@@ -100,6 +100,7 @@ func (h *harness) inStep(card slacktest.Call, want string, copies ...slacktest.C
 // its copy end showing the same state. The copy's button clicked from any
 // other channel decides nothing.
 func TestNotifyChannelCopy(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:
@@ -141,6 +142,7 @@ tools:
 // message — the members of a listed group too — and a click in one
 // decides; every copy follows the card.
 func TestNotifyDirectMessages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:
@@ -169,6 +171,7 @@ tools:
 // interval, mentioning the approvers, at most remind_times, and each once
 // though two replicas tick the schedule.
 func TestRemindersFromTheSchedule(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:
@@ -202,6 +205,7 @@ tools:
 // mentioned in the thread, and one of its members, refused before, may
 // then approve.
 func TestEscalationFromTheSchedule(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:

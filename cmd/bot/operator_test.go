@@ -17,6 +17,7 @@ import (
 // followed by the whole usage and said again; a broken audit file is said
 // once.
 func TestOperatorFailuresAreOneLine(t *testing.T) {
+	t.Parallel()
 	broken := filepath.Join(t.TempDir(), "broken.jsonl")
 	if err := os.WriteFile(broken, []byte(`{"id":"1700000000000-0","seq":"1","prev":"","hash":"00","event":"decision"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestOperatorFailuresAreOneLine(t *testing.T) {
 // Every checkpoints subcommand says the same one line of a thread that
 // is not there.
 func TestCheckpointsOfAnUnknownThreadSayItAlike(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	const want = `bot: no thread "nope" in this Redis (bot threads list names the threads)`
 	for _, args := range [][]string{
@@ -67,6 +69,7 @@ func TestCheckpointsOfAnUnknownThreadSayItAlike(t *testing.T) {
 // $COLUMNS; hashes are shortened as git shortens them, and --wide (or
 // --json) has them whole.
 func TestOperatorTablesFitTheTerminal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver)

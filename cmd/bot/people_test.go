@@ -24,6 +24,7 @@ var slackMarkup = []string{"<@", "<!", "<#"}
 // result, reads as plain words in the thread; the card names the person
 // with a live mention.
 func TestRejectReachesTheModelWithoutMarkup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(
 		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
@@ -67,6 +68,7 @@ func TestRejectReachesTheModelWithoutMarkup(t *testing.T) {
 // for input goes to her: the first requester cannot answer it, she can,
 // and the system prompt of her turn names her.
 func TestElicitationAsksTheAuthorOfTheTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, everythingPolicy(t, "  everything__trigger-elicitation-request: {approval: never}\n"))
 	h.model.Then(
 		llmtest.Reply("Hello."),
@@ -116,6 +118,7 @@ func TestElicitationAsksTheAuthorOfTheTurn(t *testing.T) {
 // who is not in the call's channel cannot approve it from the copy; a
 // member of the call's channel can.
 func TestCopyIsJudgedAsTheCard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:
@@ -156,6 +159,7 @@ tools:
 // let approve cannot cancel the run from the "what changed" card; the
 // person who asked can, and the thread says so with a live mention.
 func TestWhatChangedCardIsForThoseWhoMayDecide(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:

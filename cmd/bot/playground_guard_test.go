@@ -12,6 +12,7 @@ import (
 // cannot reach it through DNS rebinding, and its UI only requests that
 // carry the token of the page it served.
 func TestPlaygroundGuardsItsPage(t *testing.T) {
+	t.Parallel()
 	b := startPlayground(t)
 	port := b.url[strings.LastIndex(b.url, ":")+1 : len(b.url)-1]
 	do := func(method, path, host, token, body string) (int, string) {

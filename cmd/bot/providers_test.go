@@ -11,6 +11,7 @@ import (
 // breaks off half way (no [DONE]); the bot asks again and the thread
 // shows the answer once, in the message the broken text was in.
 func TestBrokenStreamRetriedInSlack(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.restartWith("SLACK_STREAM_INTERVAL=1ms")
 	h.model.ThenRaw(llmtest.Recording(t, "openai-cut.sse"))
@@ -34,6 +35,7 @@ func TestBrokenStreamRetriedInSlack(t *testing.T) {
 // TestOutOfQuotaInSlack: an account out of quota is said so in the
 // thread, after one request: it is not retried.
 func TestOutOfQuotaInSlack(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	quota := llmtest.Recording(t, "openai-quota.json")
 	quota.Status = 429

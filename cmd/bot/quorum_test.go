@@ -87,6 +87,7 @@ func (h *harness) cardShows(card slacktest.Call, want ...string) {
 // approved by two distinct approvers. The approvers were mentioned once,
 // when the card was posted.
 func TestQuorumTenClicksOverTwoReplicas(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, quorumPolicy)
 	other := h.replica()
 	root, card := h.deployFlow("Deployed.")
@@ -146,6 +147,7 @@ func TestQuorumTenClicksOverTwoReplicas(t *testing.T) {
 // click of Bob's (he is told so); the card shows Bob's approval to
 // everyone, and Carol's completes it.
 func TestQuorumCountsDistinctApprovers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, quorumPolicy)
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", requester).Body.Close()
@@ -171,6 +173,7 @@ func TestQuorumCountsDistinctApprovers(t *testing.T) {
 // from before the edit no longer counts or applies, and the edited call
 // runs once two people approve the new arguments.
 func TestQuorumEditResetsTheApprovals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, quorumPolicy)
 	root, card := h.deployFlow("Deployed.")
 	h.click(card, "approve", approver).Body.Close()
@@ -212,6 +215,7 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 // crafted click and a crafted form submission — is refused and changes
 // nothing. confirm: true puts Slack's confirmation dialog on Approve.
 func TestDecisionsAndConfirmOnTheCard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:
@@ -284,6 +288,7 @@ tools:
 // leaves it out, and asks to confirm an approval; the second person's
 // approval, in another chat on the same thread, runs the call.
 func TestChatQuorumDecisionsAndConfirm(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, `
 tools:
   http_request:

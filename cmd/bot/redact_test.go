@@ -16,6 +16,7 @@ import (
 // holds what the program wrote to stderr) is shown by the unauthenticated
 // /readyz, the warning log and `bot tools`: none of them shows a secret.
 func TestServerURLSecretsAreNotShown(t *testing.T) {
+	t.Parallel()
 	const (
 		queryKey    = "tk-query-7f3a9c"   // TICKETS_KEY, in the query
 		varPassword = "pw-var-19be44"     // VAULT_PASSWORD, in the user information
@@ -89,6 +90,7 @@ tools:
 // REDIS_URL is shown the same way: the start-up line and the errors
 // about it, one of which quotes the URL, show no password.
 func TestRedisURLPasswordIsNotShown(t *testing.T) {
+	t.Parallel()
 	const password = "s3cr3t pass" // a space: the URL does not parse
 	for _, raw := range []string{"redis://:" + password + "@127.0.0.1/0", "redis://bot:s3cr3t-pass@" + freeAddr(t) + "/0"} {
 		out, code := runBot(t, []string{"REDIS_URL=" + raw}, "", "threads", "list")

@@ -18,6 +18,7 @@ import (
 // The bot dies (SIGKILL) after posting the card; a new process serves the
 // click from what Redis holds, and the run finishes once.
 func TestClickAfterACrash(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.kill()
@@ -43,6 +44,7 @@ func TestClickAfterACrash(t *testing.T) {
 // restarted between decisions: each approved call runs once and the model
 // sees all three results.
 func TestThreeCallsDecidedAcrossARestart(t *testing.T) {
+	t.Parallel()
 	orders := map[string][]int{"first to last": {0, 1, 2}, "last to first": {2, 1, 0}, "middle first": {1, 2, 0}}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
@@ -129,6 +131,7 @@ func lastView(t *testing.T, h *harness) slacktest.Call {
 // A reply in the thread after the answer is a new turn: the model gets the
 // earlier conversation and the answer lands in the same thread.
 func TestThreadReplyContinuesTheConversation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("The capital of France is Paris."), llmtest.Reply("About 2.1 million people."))
 	h.command("what is the capital of France?", nil, nil)
@@ -160,6 +163,7 @@ func TestThreadReplyContinuesTheConversation(t *testing.T) {
 // A pending approval nobody decides expires on its own: the card says so
 // and the model is told the call timed out.
 func TestUndecidedCallExpires(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "tools:\n  http_request:\n    expires_after: 1s\n")
 	root, card := h.deployFlow("Nobody approved; I did not deploy.")
 	h.reply(root, "Nobody approved")
@@ -182,6 +186,7 @@ func TestUndecidedCallExpires(t *testing.T) {
 // Slack does not send an acknowledged command again, yet the conversation
 // arrives, once, carried on by the next process.
 func TestKilledAfterTheAck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
 	h.slack.RateLimitNext("chat.postMessage", 1, time.Minute)
@@ -232,6 +237,7 @@ func (h *harness) replica() string {
 // runs. Then the stalled replica goes on: it must notice it lost the
 // thread and not send the call. The call runs once.
 func TestStalledPastTheLease(t *testing.T) {
+	// Not in parallel: see TestOutsiderCannotRejectByReplying.
 	h := newHarness(t, "")
 	other := h.replica()
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))

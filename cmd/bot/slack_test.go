@@ -13,6 +13,7 @@ import (
 )
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	for _, text := range []string{"help", ""} {
 		var answer struct {
@@ -33,6 +34,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestMentionStartsARunInItsThread(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Hi Alice."))
 	ts := "1800000000.000100"
@@ -48,6 +50,7 @@ func TestMentionStartsARunInItsThread(t *testing.T) {
 // The system prompt names the requester, the channel and the tools, in
 // plain words: the conversation holds no Slack markup.
 func TestSystemPrompt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("ok"))
 	h.command("hello", nil, nil)
@@ -69,6 +72,7 @@ func TestSystemPrompt(t *testing.T) {
 
 // Slack answering 429 delays a message; it does not lose it.
 func TestRateLimitedPostsAreRetried(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	h.slack.RateLimitNext("chat.postMessage", 2, time.Second)
@@ -81,6 +85,7 @@ func TestRateLimitedPostsAreRetried(t *testing.T) {
 // SIGTERM during a tool call: the bot stops taking requests, lets the
 // call finish and save, and exits; the next process finishes the run.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(
 		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/slow", "v2")),
@@ -118,6 +123,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 // Slack escapes &, < and > and wraps links; the model gets what was typed.
 func TestTheModelGetsTheTextAsTyped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("ok"), llmtest.Reply("ok again"))
 	h.command("fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2", nil, nil)

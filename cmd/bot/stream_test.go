@@ -61,6 +61,7 @@ func (h *harness) threadTexts(root slacktest.Call) []string {
 // streaming, the answer grows in one Slack message, word by word, and the
 // final answer finishes that message rather than being posted again.
 func TestAnswerStreamsToSlack(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		env     []string
@@ -115,6 +116,7 @@ func TestAnswerStreamsToSlack(t *testing.T) {
 // streams; the next process asks the model again, finishes the half
 // message with a note, and shows the answer once, below it.
 func TestStreamCutOffByACrash(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "", llmtest.Reply(streamedAnswer), llmtest.Reply(streamedAnswer))
 	h.restartWith("SLACK_STREAM_INTERVAL=1ms")
 	cut := make(chan struct{})
@@ -159,6 +161,7 @@ func TestStreamCutOffByACrash(t *testing.T) {
 // the answer grows or once it is complete, and the thread shows the text
 // as the model wrote it.
 func TestStreamedAnswerHasNoDisguisedLink(t *testing.T) {
+	t.Parallel()
 	const answer = "Your session expired. Log in again at [https://sso.corp.example/login](https://evil.example/login) and retry."
 	h := newHarness(t, "", llmtest.Reply(answer))
 	h.command("why did the deploy fail?", nil, nil)
@@ -195,6 +198,7 @@ func TestStreamedAnswerHasNoDisguisedLink(t *testing.T) {
 // ts; the bot posts the answer instead and never calls the streaming
 // methods on that posted message; the answer is complete in the thread.
 func TestStreamStartedWithoutTS(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "", llmtest.Reply(streamedAnswer))
 	h.slack.StartStreamWithoutTS(1)
 	h.command("weather in Oslo?", nil, nil)

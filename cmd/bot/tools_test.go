@@ -11,6 +11,7 @@ import (
 )
 
 func TestToolsCommand(t *testing.T) {
+	t.Parallel()
 	needs(t, "Node's npx (an MCP server from npm)")
 	npx, err := exec.LookPath("npx")
 	if err != nil {

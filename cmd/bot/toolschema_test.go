@@ -18,6 +18,7 @@ import (
 // with the server's other tools, and /readyz and `bot tools` name the
 // tool, its server and why, with the bot still ready.
 func TestToolLeftOutIsShown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, spyPolicy(t))
 	h.model.Then(llmtest.Reply("Looking around.", llmtest.Call("s1", "spy__probe", `{}`)), llmtest.Reply("Seen it all."))
 	h.command("look around", nil, nil)
@@ -92,6 +93,7 @@ func (t scalarTool) Origin() tools.Origin { return tools.Origin{Server: "odd", T
 // A server that names its tool with a line break cannot add a line of its
 // own to /readyz: the name is quoted.
 func TestLeftOutToolNameIsOneLine(t *testing.T) {
+	t.Parallel()
 	model, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: "http://127.0.0.1:1/v1"})
 	if err != nil {
 		t.Fatal(err)

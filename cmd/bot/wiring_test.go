@@ -21,6 +21,7 @@ import (
 // wrapper that hid it would make every step of a long thread load the
 // thread's whole journal.
 func TestWiredStoreLoadsTails(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"REDIS_URL": os.Getenv("REDIS_URL"), "LLM_PROVIDER": "demo"}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
@@ -40,6 +41,7 @@ func TestWiredStoreLoadsTails(t *testing.T) {
 // replica, saves and claims wait for one replica by default, as they do on
 // a single server with a replica; without replicas they do not wait.
 func TestWaitReplicasOnACluster(t *testing.T) {
+	t.Parallel()
 	none := func(string) string { return "" }
 	tests := []struct {
 		name string

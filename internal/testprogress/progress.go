@@ -37,7 +37,7 @@ type pkgState struct {
 	// output of each test (subtests under their own name) and of the
 	// package itself (""), kept until it passes.
 	output  map[string]*strings.Builder
-	running map[string]time.Time // top-level tests running
+	running map[string]time.Time // top-level tests running (not paused), since when
 	passed  int
 	skipped int
 	failed  []string
@@ -125,10 +125,14 @@ func (p *progress) handle(ev event) {
 	s := p.pkg(ev.Package)
 	switch ev.Action {
 	case "start":
-	case "run":
+	case "run", "cont":
+		// A parallel test pauses at t.Parallel until its turn, and
+		// continues then: it counts as running from that moment.
 		if ev.Test != "" && !strings.Contains(ev.Test, "/") {
 			s.running[ev.Test] = p.now()
 		}
+	case "pause":
+		delete(s.running, ev.Test)
 	case "output":
 		b, ok := s.output[ev.Test]
 		if !ok {

@@ -62,8 +62,8 @@ func TestProgressLines(t *testing.T) {
 	}
 }
 
-// A test running past the heartbeat is named; a package cut off (go test
-// killed) fails.
+// A test running past the heartbeat is named, a parallel one from when
+// its turn came; a package cut off (go test killed) fails.
 func TestProgressHeartbeatAndCutOff(t *testing.T) {
 	var out strings.Builder
 	clock := time.Unix(0, 0)
@@ -72,6 +72,22 @@ func TestProgressHeartbeatAndCutOff(t *testing.T) {
 	clock = clock.Add(heartbeat + time.Second)
 	p.tick()
 	if want := "still running: cmd/bot TestLong (31s)"; !strings.Contains(out.String(), want) {
+		t.Errorf("tick() printed %q, want %q", out.String(), want)
+	}
+	// Parallel tests waiting for their turn are not running: named from
+	// the moment they continue.
+	p.handle(event{Action: "run", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestWaiting"})
+	p.handle(event{Action: "pause", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestWaiting"})
+	clock = clock.Add(heartbeat + time.Second)
+	out.Reset()
+	p.tick()
+	if got := out.String(); strings.Contains(got, "TestWaiting") {
+		t.Errorf("tick() named a paused test: %q", got)
+	}
+	p.handle(event{Action: "cont", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestWaiting"})
+	clock = clock.Add(heartbeat)
+	p.tick()
+	if want := "still running: cmd/bot TestLong (1m32s), cmd/bot TestWaiting (30s)"; !strings.Contains(out.String(), want) {
 		t.Errorf("tick() printed %q, want %q", out.String(), want)
 	}
 	failed, _ := p.read(strings.NewReader(""))
