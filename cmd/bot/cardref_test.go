@@ -48,6 +48,7 @@ func (h *harness) pressWith(card slacktest.Call, actionID, user, value string) {
 // cards still work with their own values afterwards, each running its
 // call once.
 func TestForgedCardValueDecidesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Deploying A.", call("ca", "POST", h.target.URL+"/deploy-a", "v2")))
 	h.command("deploy A", nil, nil)
@@ -113,6 +114,7 @@ func TestForgedCardValueDecidesNothing(t *testing.T) {
 // upgrade: its click, with the reference as the button's value, runs the
 // call once and the answer is posted.
 func TestCardPostedByAnEarlierVersionIsApproved(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "")
 	root, card := h.deployFlow("Deployed.")
 	_, round, hash, thread := cardParts(t, buttonValue(t, card, "approve"))
