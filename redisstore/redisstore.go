@@ -371,7 +371,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	args := make([]any, 0, 12+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
 	// Audit entries that go with the save (runner.SaveAudit) are
 	// appended in the same script on a single server; on a cluster the

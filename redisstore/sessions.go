@@ -193,7 +193,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 // then CloseThread's work for l.Closing — the schedule, the waiting
 // count, the audit entries, the release of the lease (which the save's
 // fence check has just found held) and the read of the claims asked for.
-// saveArgs are saveLua's first ten arguments.
+// saveArgs are saveLua's first eleven arguments.
 func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, l *runner.LastSave) (int, error) {
 	c := l.Closing
 	ckeys, cargs, err := s.closeCall(c)
@@ -344,7 +344,7 @@ func (s *Store) auditAfter(ctx context.Context, reply any, records ...map[string
 }
 
 // recordArgs appends the arguments of record_deliveries (recordLua):
-// the claims' expiry, the answered count (or ”), the number of records
+// the claims' expiry, the answered count (or ""), the number of records
 // and the records.
 func (s *Store) recordArgs(args []any, record []string, answered int) []any {
 	n := ""
@@ -445,7 +445,7 @@ func unixMs(t time.Time) string {
 //	KEYS: lease, head, claims, fence[, wakeups]
 //	ARGV: lease token, lease ms, wake-up if acquired (unix ms or ''), wake-up if
 //	      not, thread, fence ms, record_deliveries' arguments (claims
-//	      expiry ms, answered count or '', the number n of records, the n
+//	      expiry ms, answered count or "", the number n of records, the n
 //	      records), then the claim keys to read
 //
 // It records the deliveries first, whether or not it takes the lease.
@@ -454,7 +454,14 @@ func unixMs(t time.Time) string {
 // number orders writes of the schedule on a cluster (setWakeup): a single
 // server writes it in this script, and neither takes nor returns one.
 const openLua = acquiredLua + headLua + recordFnLua + `
-local first = record_deliveries(KEYS[3], KEYS[2], ARGV, 7)
+local hid, answered = false, nil
+if ARGV[8] ~= '' then
+  local h = redis.call('HMGET', KEYS[3], '` + headID + `', 'answered')
+  hid, answered = h[1], h[2]
+else
+  hid = redis.call('HGET', KEYS[3], '` + headID + `')
+end
+local first = record_deliveries(KEYS[3], KEYS[2], ARGV, 7, hid, answered)
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local seq = false
 if held and not KEYS[5] then seq = acquired(KEYS[4], ARGV[6]) end
@@ -465,7 +472,8 @@ if KEYS[5] and wake ~= '' then
 end
 local vals = {}
 if #ARGV >= first then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, first, #ARGV)) end
-return {held and 1 or 0, head_id(KEYS[3], KEYS[2]), vals, seq}
+if not hid then hid = redis.call('HGET', KEYS[2], 'id') end
+return {held and 1 or 0, hid, vals, seq}
 `
 
 // closeLua ends work on a thread.
@@ -554,19 +562,21 @@ end
 // audit_append's reply or nil, the acquisition's number (on a cluster;
 // else nil)} when this call set the claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + headLua + recordFnLua + `
-local head = false
+local head, known = false, false
 if ARGV[4] ~= '' then
-  head = head_id(KEYS[1], KEYS[2])
+  head = redis.call('HGET', KEYS[1], '` + headID + `')
+  known = head ~= false
+  if not known then head = redis.call('HGET', KEYS[2], 'id') end
   if head ~= ARGV[4] then return {-1} end
 end
-local at = record_deliveries(KEYS[1], KEYS[2], ARGV, 11)
+local at = record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known)
 if KEYS[5] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 end
-if redis.call('PTTL', KEYS[1]) < 0 then
+if not known and redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
 local n = tonumber(ARGV[at])
@@ -584,24 +594,29 @@ if not head then head = head_id(KEYS[1], KEYS[2]) end
 return {1, 1, head, vals, audited, seq}
 `
 
-// recordFnLua defines record_deliveries(claims, head, a, i), which writes
-// deliveries shown: from a[i] on, the claims' expiry ms, the answered
-// count or ”, the number n of records and the n records. Each record is
-// a set-once claim with the value "1"; "answered" only grows. A claims
-// hash without an expiry gets the head's (or the given one, if longer).
-// It returns the index in a that follows its arguments.
+// recordFnLua defines record_deliveries(claims, head, a, i, known),
+// which writes deliveries shown: from a[i] on, the claims' expiry ms, the
+// answered count or "", the number n of records and the n records. Each
+// record is a set-once claim with the value "1"; "answered" only grows.
+// A claims hash without an expiry gets the head's (or the given one, if
+// longer). known says the caller found the head in the claims hash: a
+// hash that holds the head has an expiry (the first save gave it one, and
+// nothing takes it away), so none is read; answered, if not nil, is the
+// stored count the caller read (false: none). It returns the index in a
+// that follows its arguments.
 const recordFnLua = `
-local function record_deliveries(claims, head, a, i)
+local function record_deliveries(claims, head, a, i, known, answered)
   local n = tonumber(a[i + 2])
   local wrote = false
   for j = i + 3, i + 2 + n do
     if redis.call('HSETNX', claims, a[j], '1') == 1 then wrote = true end
   end
-  if a[i + 1] ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(a[i + 1]) then
+  if a[i + 1] ~= '' and answered == nil then answered = redis.call('HGET', claims, 'answered') end
+  if a[i + 1] ~= '' and (tonumber(answered) or -1) < tonumber(a[i + 1]) then
     redis.call('HSET', claims, 'answered', a[i + 1])
     wrote = true
   end
-  if wrote and redis.call('PTTL', claims) < 0 then
+  if wrote and not known and redis.call('PTTL', claims) < 0 then
     redis.call('PEXPIRE', claims, math.max(tonumber(a[i]), redis.call('PTTL', head)))
   end
   return i + 3 + n
@@ -650,7 +665,7 @@ end
 //	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
 //	      wakeups, waiting, audit stream, audit head, then the i keys of
 //	      updateInboxLua (none without an inbox update)
-//	ARGV: saveLua's first 10, the number c of closeLua's arguments, those
+//	ARGV: saveLua's first 11, the number c of closeLua's arguments, those
 //	      c arguments, i, the number u of updateInboxLua's arguments,
 //	      those u arguments, then the new journal entries
 //
@@ -658,20 +673,20 @@ end
 // of the claims to read after the lease is let go, audit_append's reply
 // or nil, updateInboxLua's reply or nil}.
 const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + `
-local saved, left, moved = save_check(KEYS, ARGV)
+local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then return {saved} end
-local c = tonumber(ARGV[11])
+local c = tonumber(ARGV[12])
 local cargv = {}
-for i = 1, c do cargv[i] = ARGV[11 + i] end
-local ni, nu = tonumber(ARGV[12 + c]), tonumber(ARGV[13 + c])
+for i = 1, c do cargv[i] = ARGV[12 + i] end
+local ni, nu = tonumber(ARGV[13 + c]), tonumber(ARGV[14 + c])
 local old = false
 if ni > 0 then
   local ikeys, iargv = {}, {}
   for i = 1, ni do ikeys[i] = KEYS[10 + i] end
-  for i = 1, nu do iargv[i] = ARGV[13 + c + i] end
+  for i = 1, nu do iargv[i] = ARGV[14 + c + i] end
   old = update_inbox(ikeys, iargv)
 end
-save_write(KEYS, ARGV, 14 + c + nu, left, moved)
+save_write(KEYS, ARGV, 15 + c + nu, left, moved, kept)
 local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, ARGV[8] == cargv[1])
 return {1, res[1], res[2], old}
 `

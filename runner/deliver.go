@@ -128,8 +128,13 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			break
 		}
 	}
-	ss.answered = max(ss.answered, answered)
-	ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
+	// The count moves when answers were shown (or the thread has none
+	// yet): messages that are not answers need no record, and a count
+	// that stays spares the session's end a write.
+	if _, had := ss.claims[answeredKey]; len(unshown) > 0 || !had {
+		ss.answered = max(ss.answered, answered)
+		ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
+	}
 	switch res.Status() {
 	case graph.Paused:
 		// A pause can be reached again (one of several calls decided):
