@@ -75,6 +75,52 @@ func TestClickOnAnotherReplicaBeforeTheCardsAreRecorded(t *testing.T) {
 	}
 }
 
+// TestReplyOnAnotherReplicaBeforeTheAnswerIsRecorded: a run answers in
+// one replica, whose last save let go of the lease before it showed the
+// answer; a reply reaches another replica before the first has recorded
+// that it showed it. The new turn waits for that record instead of
+// showing the answer again: each answer is shown once.
+func TestReplyOnAnotherReplicaBeforeTheAnswerIsRecorded(t *testing.T) {
+	defer runner.SetRecordAfter(time.Hour)()
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	repA, repB := &recorder{}, &recorder{}
+	a, _ := w.service(t, repA, 5*time.Second)
+	b, _ := w.service(t, repB, 5*time.Second)
+	if err := a.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := repA.answers(); len(got) != 1 {
+		t.Fatalf("the first replica showed %q, want one answer", got)
+	}
+	// The first replica records what it showed once the other has begun
+	// the new turn (it holds the thread's lease while it waits).
+	recorded := make(chan error, 1)
+	go func() {
+		for {
+			n, err := w.rdb.Exists(ctx, leaseKey(w, "th")).Result()
+			if err != nil || n == 1 {
+				if err == nil {
+					err = a.FlushRecords(ctx)
+				}
+				recorded <- err
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if err := b.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: thanks"}); err != nil {
+		t.Fatalf("Reply() = %v", err)
+	}
+	if err := <-recorded; err != nil {
+		t.Fatal(err)
+	}
+	if got := repB.answers(); len(got) != 1 || got[0] != "You said: chat: thanks" {
+		t.Errorf("the replica that took the reply showed %q, want only the answer to the reply", got)
+	}
+}
+
 // TestKilledBeforeShowingWhatItSaved: a replica saves a pause — the save
 // ends its session and lets go of the lease — and dies before showing
 // the cards. The save set the thread's wake-up soon, and the replica

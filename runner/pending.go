@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
 )
 
 // A session whose run pauses, finishes or fails ends with that last save:
@@ -231,4 +232,57 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 	}
 	key := announceKey(c)
 	return slices.ContainsFunc(from.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
+}
+
+// answerWait bounds how long a new turn waits for the answer of the run
+// before it to be recorded as shown (awaitShown).
+const answerWait = 10 * time.Second
+
+// awaitShown waits, for a while, until the answer that ended the thread's
+// last run is recorded as shown, when that run saved it a moment ago —
+// in another process, which may still be showing it (its last save let go
+// of the lease before it showed anything): so that the new turn does not
+// show it again. Should that process have died, the new turn shows it
+// once the wait is over. The session's claims are brought up to date.
+func (s *Service) awaitShown(ctx context.Context, ss *session) {
+	cached, ok := s.graph.Cached(ss.thread)
+	if !ok || cached.Status() != graph.Done || (ss.head != "" && cached.Checkpoint.ID != ss.head) {
+		return
+	}
+	deadline := cached.Checkpoint.Created.Add(recordAfterNow() + answerWait)
+	for {
+		// No count yet: a new thread's first run (a thread of before
+		// the count is older than the wait).
+		from := 0
+		if v, ok := ss.claims[answeredKey]; ok {
+			from, _ = strconv.Atoi(string(v))
+		}
+		if !hasAnswer(&cached.State, from) || !s.opts.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		got, err := s.store.ClaimValues(ctx, ss.thread, []string{answeredKey})
+		if err != nil {
+			return
+		}
+		if v, ok := got[answeredKey]; ok {
+			ss.claims[answeredKey] = v
+		}
+	}
+}
+
+func recordAfterNow() time.Duration { return time.Duration(recordAfter.Load()) }
+
+// hasAnswer reports whether st holds an answer at message from or after.
+func hasAnswer(st *agent.State, from int) bool {
+	for i := max(from, 0); i < len(st.Messages); i++ {
+		if m := st.Messages[i]; m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
+			return true
+		}
+	}
+	return false
 }
