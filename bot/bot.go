@@ -197,9 +197,15 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 		Model: model, Policy: policy, Tools: box, Auth: broker}, nil
 }
 
-// Close stops the tools' servers and closes Redis (the embedded server
-// too), unless the client was given.
-func (b *Bot) Close() { b.close() }
+// Close records what the service has shown and not yet recorded
+// (runner.Service.FlushRecords), stops the tools' servers and closes
+// Redis (the embedded server too), unless the client was given.
+func (b *Bot) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.Runner.FlushRecords(ctx) // what is not recorded may be shown again, no worse
+	b.close()
+}
 
 // LoadPolicy is the tool policy of BOT_POLICY, or the defaults.
 func LoadPolicy(getenv func(string) string) (*tools.Policy, error) {

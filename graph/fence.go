@@ -26,3 +26,39 @@ func Fence(ctx context.Context) string {
 	token, _ := ctx.Value(fenceKey{}).(string)
 	return token
 }
+
+// A run's last save — the checkpoint where it pauses, finishes or fails —
+// may carry more than the checkpoint: the caller that holds the lease may
+// end its work on the thread in the same write (a store that can writes
+// the caller's records with the checkpoint, atomically). The engine knows
+// which save is the last one only when it makes it, so the caller gives
+// it a hook: before writing such a checkpoint, a top-level run (not a
+// subgraph's) calls it with the result the save makes, and saves in the
+// context it returns. The hook must not fail; what it adds is the
+// store's to write or to ignore.
+
+type lastSaveKey[S any] struct{}
+
+// LastSaveFunc is the hook of WithLastSave: it returns the context in
+// which the run's last save of res is made.
+type LastSaveFunc[S any] func(ctx context.Context, res *Result[S]) context.Context
+
+// WithLastSave returns a context whose runs of a Graph[S] call fn before
+// the save of a checkpoint that pauses, finishes or fails the run, and
+// make that save in the context fn returns.
+func WithLastSave[S any](ctx context.Context, fn LastSaveFunc[S]) context.Context {
+	return context.WithValue(ctx, lastSaveKey[S]{}, fn)
+}
+
+// lastSave returns the context for the save of cp, the run's last save
+// if cp's status is not Running.
+func (r *run[S]) lastSave(ctx context.Context, cp *Checkpoint) context.Context {
+	if !r.top || cp.Status == Running {
+		return ctx
+	}
+	fn, _ := ctx.Value(lastSaveKey[S]{}).(LastSaveFunc[S])
+	if fn == nil {
+		return ctx
+	}
+	return fn(ctx, &Result[S]{Checkpoint: cp.Meta(), State: r.state})
+}

@@ -675,7 +675,7 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		return err
 	}
 	cp.Fingerprint = r.g.stamp(cp, &r.state)
-	if err := r.persist(ctx, cp); err != nil {
+	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
 		if r.top && errors.Is(err, ErrConflict) {
 			r.g.cache.drop(r.thread)
 		}

@@ -284,10 +284,13 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // Before trimming, it records in the head's "trimmed" the seq of the
 // newest entry to go, so that a verifier can tell entries retention
 // removed from entries deleted. The minimum ID never passes the entry
-// just added, whatever the clocks say.
+// just added, whatever the clocks say. The head's "oldest" keeps the
+// time (unix ms) of the stream's oldest entry, so that an append that
+// trims nothing reads no entry to find that out; a head without it (an
+// earlier version's) gets it from the stream once.
 const auditAppendLua = `
 local function audit_append(stream, head, minid, a, i)
-  local h = redis.call('HMGET', head, 'hash', 'seq')
+  local h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed')
   local cur, curseq = h[1] or '', tonumber(h[2]) or 0
   if cur ~= a[i] then return {0, cur, curseq} end
   local j, id, last, lastseq = i + 2, nil, cur, curseq
@@ -298,21 +301,31 @@ local function audit_append(stream, head, minid, a, i)
     j = j + 3 + k
   end
   if not id then return {1, cur, curseq} end
-  redis.call('HSET', head, 'hash', last, 'seq', lastseq)
-  minid = math.min(tonumber(minid) or 0, tonumber(string.match(id, '^%d+')))
-  local oldest = minid > 0 and redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
-  if oldest and tonumber(string.match(oldest[1], '^%d+')) < minid then
+  local added = tonumber(string.match(id, '^%d+'))
+  minid = math.min(tonumber(minid) or 0, added)
+  local first = tonumber(h[3])
+  if not first then
+    local e = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+    first = e and tonumber(string.match(e[1], '^%d+')) or added
+  end
+  local trimmed = false
+  if minid > 0 and first < minid then
     local gone = redis.call('XREVRANGE', stream, '(' .. minid .. '-0', '-', 'COUNT', 1)[1]
     if gone then
       local f = gone[2]
       for n = 1, #f - 1, 2 do
         local seq = f[n] == 'seq' and tonumber(f[n + 1])
-        if seq and seq > (tonumber(redis.call('HGET', head, 'trimmed')) or 0) then
-          redis.call('HSET', head, 'trimmed', seq)
-        end
+        if seq and seq > (tonumber(h[4]) or 0) then trimmed = seq end
       end
     end
     redis.call('XTRIM', stream, 'MINID', minid .. '-0')
+    local e = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+    first = e and tonumber(string.match(e[1], '^%d+')) or added
+  end
+  if trimmed then
+    redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first, 'trimmed', trimmed)
+  else
+    redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first)
   end
   return {1, last, lastseq}
 end

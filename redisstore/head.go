@@ -21,15 +21,19 @@ import (
 //
 // The fields' names begin with "@": claim keys do not (a claim of one of
 // these names is refused, ErrReservedKey), and Claims leaves them out.
+//
+// Beside them, "@exp" holds when the thread's keys expire (unix ms), as
+// the last save that set their expiry set it (saveCheckpointLua).
 const (
 	headSeq = "@seq"
 	headLen = "@len"
 	headID  = "@id"
+	headExp = "@exp"
 )
 
 // isHeadField reports whether a field of the claims hash is the head's.
 func isHeadField(field string) bool {
-	return field == headSeq || field == headLen || field == headID
+	return field == headSeq || field == headLen || field == headID || field == headExp
 }
 
 // ErrReservedKey: a claim named a field of the claims hash that holds the

@@ -89,6 +89,15 @@
 // A CloseThread that carries an inbox update sends it with the close, as
 // a second script in the same round trip (inbox.go).
 //
+// A run's last save — the checkpoint that pauses, finishes or fails it —
+// ends the session in its own script when the runner asks
+// (runner.LastSave): the save's checks and writes, the inbox update and
+// CloseThread's work but the deliveries, which are shown after the
+// checkpoint is durable and recorded after the lease is gone: by
+// OpenThread or ClaimDecision, with the thread's next step, or by
+// RecordDeliveries. On Redis Cluster that last save is a save alone, and
+// the session ends with CloseThread.
+//
 // # Expiry
 //
 // A save makes the journal, history and claims (with the head) expire Options.TTL
@@ -207,6 +216,8 @@ type Store struct {
 	claimDecisionScript                   *redis.Script
 	auditScript                           *redis.Script
 	inboxScript                           *redis.Script
+	recordScript, saveCloseScript         *redis.Script
+	moveWakeScript                        *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -251,6 +262,9 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		claimDecisionScript: redis.NewScript(claimDecisionLua),
 		auditScript:         redis.NewScript(auditLua),
 		inboxScript:         redis.NewScript(updateInboxLua),
+		recordScript:        redis.NewScript(recordLua),
+		saveCloseScript:     redis.NewScript(saveCloseLua),
+		moveWakeScript:      redis.NewScript(moveWakeLua),
 
 		replicasConnected: opts.ReplicasConnected,
 	}
@@ -359,7 +373,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	args := make([]any, 0, 12+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent)
+		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
 	// Audit entries that go with the save (runner.SaveAudit) are
 	// appended in the same script on a single server; on a cluster the
@@ -375,15 +389,28 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		args = append(args, s.auditMinID(), len(audit))
 		args = append(args, audit...)
 	}
+	var saved int
+	if l := runner.LastSaveOf(ctx); l != nil && sa == nil && !s.isCluster() && l.Closing.Token != "" &&
+		l.Closing.Token == graph.Fence(ctx) && l.Closing.Thread == cp.Thread {
+		// The run's last save, which also ends the session. On a
+		// cluster the session's other records are in other slots: the
+		// runner ends it with CloseThread.
+		saved, err = s.saveClosing(ctx, cp, k, args, l)
+		return s.saved(cp, saved, err)
+	}
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
-	var saved int
 	if audit != nil {
 		saved, err = s.saveAudited(ctx, keys, args, sa)
 	} else {
 		saved, err = s.runScript(ctx, s.saveScript, saveLua, keys, args...).Int()
 	}
+	return s.saved(cp, saved, err)
+}
+
+// saved turns a save script's reply into Save's error.
+func (s *Store) saved(cp *graph.Checkpoint, saved int, err error) error {
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
 	}

@@ -6,12 +6,13 @@ package redisstore
 // miniredis, and use nothing beyond redis.call and Lua 5.1's base library.
 
 // headLua reads the head (head.go): head_of(claims, head) returns
-// {seq, id, journal_len} from the claims hash, or from the head key of
-// a thread saved before the head moved there, and whether it came from
-// that key; head_id(claims, head) returns the ID alone.
+// {seq, id, journal_len, expiry} from the claims hash, or the first three
+// from the head key of a thread saved before the head moved there, and
+// whether it came from that key; head_id(claims, head) returns the ID
+// alone.
 const headLua = `
 local function head_of(claims, head)
-  local h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `')
+  local h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
   if h[1] then return h, false end
   h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
   return h, h[1] ~= false
@@ -27,7 +28,7 @@ end
 //	KEYS: head, journal, history, claims, lease
 //	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
 //	      expiry in ms, refresh below in ms, fence, checkpoint ID, parent
-//	      ID, then the new journal entries
+//	      ID, now (unix ms), then the new journal entries
 //
 // It returns 1 when it saved and 0, having written nothing, when the head's
 // seq is not seq-1, its ID (when it has one) not the parent's, or the
@@ -40,9 +41,9 @@ end
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
 const saveLua = saveCheckpointLua + `
-local saved, left, moved = save_check(KEYS, ARGV)
+local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then return saved end
-save_write(KEYS, ARGV, 11, left, moved)
+save_write(KEYS, ARGV, 12, left, moved, kept)
 return 1
 `
 
@@ -52,25 +53,33 @@ return 1
 // as it was (the script fails).
 //
 //	KEYS: saveLua's, then audit stream, audit head
-//	ARGV: saveLua's first 10, then the audit minimum ID, the number a of
+//	ARGV: saveLua's first 11, then the audit minimum ID, the number a of
 //	      audit arguments, a arguments (audit_append's block), then the new
 //	      journal entries
 //
 // It returns {saveLua's reply, audit_append's reply if it saved else nil}.
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
-local saved, left, moved = save_check(KEYS, ARGV)
+local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then return {saved, false} end
-local audited = audit_append(KEYS[6], KEYS[7], ARGV[11], ARGV, 13)
-save_write(KEYS, ARGV, 13 + tonumber(ARGV[12]), left, moved)
+local audited = audit_append(KEYS[6], KEYS[7], ARGV[12], ARGV, 14)
+save_write(KEYS, ARGV, 14 + tonumber(ARGV[13]), left, moved, kept)
 return {1, audited}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
-// arguments: save_check returns 1, the history's PTTL and whether the
-// head is still in the head key of before if the save may be made, else
-// saveLua's reply; save_write makes it, with the journal entries from
-// ARGV[first] on, writes the head into the claims hash and drops the
-// head key of before.
+// arguments: save_check returns 1, the thread's time to live (ms) and
+// whether the head is still in the head key of before if the save may be
+// made, else saveLua's reply; save_write makes it, with the journal
+// entries from ARGV[first] on, writes the head into the claims hash and
+// drops the head key of before.
+//
+// The thread's expiry is kept beside the head (headExp, unix ms), as the
+// saves that refresh it set it, so that a save learns it with the head
+// instead of asking the history's PTTL; a thread without it (saved by an
+// earlier version) asks once, and its next save writes it. The journal,
+// history and claims share that expiry: saves alone set it (a claim
+// gives the claims hash one only when it has none, before the thread's
+// first save).
 const saveCheckpointLua = headLua + `
 local function save_check(KEYS, ARGV)
   if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
@@ -81,25 +90,35 @@ local function save_check(KEYS, ARGV)
   -- either, both in one script, and both keys share one expiry.
   local n = tonumber(h[3]) or redis.call('LLEN', KEYS[2])
   if n ~= tonumber(ARGV[2]) then return 0 end
+  if h[4] and not moved then return 1, tonumber(h[4]) - tonumber(ARGV[11]), moved, true end
   -- The history is written by saves alone: its expiry is the thread's
   -- (the claims hash may exist before the first save, by a claim).
-  return 1, redis.call('PTTL', KEYS[3]), moved
+  return 1, redis.call('PTTL', KEYS[3]), moved, false
 end
 
-local function save_write(KEYS, ARGV, first, left, moved)
+local function save_write(KEYS, ARGV, first, left, moved, kept)
   local journal, history, claims = KEYS[2], KEYS[3], KEYS[4]
   local batch = 1000
   for i = first, #ARGV, batch do
     redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
   end
-  redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
   if moved then redis.call('DEL', KEYS[1]) end
+  -- The history may run a tenth over its cap before it is trimmed back:
+  -- readers read the cap's worth, and a trim per save is spared.
   local limit = tonumber(ARGV[5])
-  if redis.call('LPUSH', history, ARGV[4]) > limit then
+  if redis.call('LPUSH', history, ARGV[4]) > limit + math.floor(limit / 10) then
     redis.call('LTRIM', history, 0, limit - 1)
   end
-
-  if left < 0 or left < tonumber(ARGV[7]) then -- -2: new thread, -1: no expiry
+  local refresh = left < 0 or left < tonumber(ARGV[7]) -- -2: new thread, -1: no expiry
+  if kept and not refresh then
+    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+  else
+    local exp = left
+    if refresh then exp = tonumber(ARGV[6]) end
+    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
+      '` + headExp + `', string.format('%.0f', tonumber(ARGV[11]) + exp))
+  end
+  if refresh then
     for i = 2, 4 do
       redis.call('PEXPIRE', KEYS[i], ARGV[6])
     end

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -24,6 +25,13 @@ import (
 // count are written on behalf of the lease's acquisition, and a later
 // acquisition's wins (setWakeup, setWaitingFor). A claim that takes the lease then writes its wake-up a
 // second time, as that acquisition's: one more round trip.
+//
+// A run's last save may end the session instead of CloseThread
+// (saveClosing): on a single server only, where its script can write the
+// schedule, the waiting count, the audit entries and the inbox with the
+// checkpoint. The deliveries the session then shows are recorded without
+// the lease (recordLua, or with OpenThread and ClaimDecision): set-once
+// records and a count that only grows need none.
 
 var _ runner.Sessions = (*Store)(nil)
 
@@ -41,10 +49,14 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	if !cluster {
 		keys = append(keys, s.prefix+":wakeups")
 	}
-	args := make([]any, 0, 6+len(o.Keys))
+	if err := checkClaimKeys(o.Record...); err != nil {
+		return runner.Opened{}, fmt.Errorf("open thread: %w", err)
+	}
+	args := make([]any, 0, 9+len(o.Record)+len(o.Keys))
 	token := runner.NewLeaseToken(o.Owner)
 	args = append(args, token, o.TTL.Milliseconds(), unixMs(o.WakeIfHeld), unixMs(o.WakeIfBusy), o.Thread,
 		s.fenceTTL(o.TTL))
+	args = s.recordArgs(args, o.Record, o.Answered)
 	for _, key := range o.Keys {
 		args = append(args, key)
 	}
@@ -92,46 +104,11 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 // behalf of this acquisition's number, which loses to that of any later
 // one (setWaitingFor, setWakeup).
 func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][]byte, error) {
-	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
-	if err == nil {
-		err = checkClaimKeys(c.Record...)
-	}
+	keys, args, err := s.closeCall(c)
 	if err != nil {
-		return nil, fmt.Errorf("close thread: %w", err)
+		return nil, err
 	}
-	tk, _ := s.keys(c.Thread)
-	keys := []string{lease, tk.claims, tk.head, tk.fence}
 	cluster := s.isCluster()
-	if !cluster {
-		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting", s.auditKey(), s.auditHeadKey())
-	}
-	var audit []any
-	if !cluster && len(c.Audit) > 0 {
-		if audit, err = s.auditBlock(c.Audit); err != nil {
-			return nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
-		}
-	}
-	schedule, waiting := "", ""
-	if c.Schedule {
-		schedule, waiting = "0", "0" // no count is kept: an earlier version's is forgotten (waiting.go)
-		if !c.Wake.IsZero() {
-			schedule = strconv.FormatInt(c.Wake.UnixMilli(), 10)
-		}
-	}
-	answered := ""
-	if c.Answered >= 0 {
-		answered = strconv.Itoa(c.Answered)
-	}
-	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
-	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
-	for _, key := range c.Record {
-		args = append(args, key)
-	}
-	args = append(args, s.auditMinID(), len(audit))
-	args = append(args, audit...)
-	for _, key := range c.Keys {
-		args = append(args, key)
-	}
 	var res any
 	var inboxErr error
 	if c.Inbox != nil {
@@ -165,6 +142,108 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 	return claimValues(c.Keys, reply[0]), inboxErr
 }
 
+// closeCall returns closeLua's keys and arguments for c.
+func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
+	lease, err := s.leaseKey(c.Thread, c.Token, time.Millisecond)
+	if err == nil {
+		err = checkClaimKeys(c.Record...)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("close thread: %w", err)
+	}
+	tk, _ := s.keys(c.Thread)
+	keys := []string{lease, tk.claims, tk.head, tk.fence}
+	cluster := s.isCluster()
+	if !cluster {
+		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting", s.auditKey(), s.auditHeadKey())
+	}
+	var audit []any
+	if !cluster && len(c.Audit) > 0 {
+		if audit, err = s.auditBlock(c.Audit); err != nil {
+			return nil, nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
+		}
+	}
+	schedule, waiting := "", ""
+	if c.Schedule {
+		schedule, waiting = "0", "0" // no count is kept: an earlier version's is forgotten (waiting.go)
+		if !c.Wake.IsZero() {
+			schedule = strconv.FormatInt(c.Wake.UnixMilli(), 10)
+		}
+	}
+	answered := ""
+	if c.Answered >= 0 {
+		answered = strconv.Itoa(c.Answered)
+	}
+	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
+	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
+	for _, key := range c.Record {
+		args = append(args, key)
+	}
+	args = append(args, s.auditMinID(), len(audit))
+	args = append(args, audit...)
+	for _, key := range c.Keys {
+		args = append(args, key)
+	}
+	return keys, args, nil
+}
+
+// saveClosing is Save of a run's last save that also ends the session
+// (runner.LastSave), on a single server: one script checks and writes the
+// checkpoint as saveLua does and, if it saved, writes the inbox update,
+// then CloseThread's work for l.Closing — the schedule, the waiting
+// count, the audit entries, the release of the lease (which the save's
+// fence check has just found held) and the read of the claims asked for.
+// saveArgs are saveLua's first eleven arguments.
+func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, l *runner.LastSave) (int, error) {
+	c := l.Closing
+	ckeys, cargs, err := s.closeCall(c)
+	if err != nil {
+		return 0, err
+	}
+	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[3:]...) // fence, wakeups, waiting, audit, audit head
+	var ikeys []string
+	var iargs []any
+	if c.Inbox != nil {
+		if ikeys, iargs, err = s.inboxArgs(c.Inbox); err != nil {
+			return 0, fmt.Errorf("update inbox: %w", err)
+		}
+	}
+	keys = append(keys, ikeys...)
+	args := make([]any, 0, len(saveArgs)+len(cargs)+len(iargs)+3+len(cp.Journal))
+	args = append(args, saveArgs...)
+	args = append(args, len(cargs))
+	args = append(args, cargs...)
+	args = append(args, len(ikeys), len(iargs))
+	args = append(args, iargs...)
+	for _, e := range cp.Journal {
+		args = append(args, []byte(e))
+	}
+	res, err := s.runScript(ctx, s.saveCloseScript, saveCloseLua, keys, args...).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) == 1 {
+		saved, _ := res[0].(int64)
+		return int(saved), nil
+	}
+	if len(res) != 4 || res[0] != int64(1) {
+		return 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	// The checkpoint is saved and the lease let go: what follows is the
+	// session's, and fails it alone.
+	var inboxErr error
+	if c.Inbox != nil {
+		inboxErr = s.replaced(c.Inbox, res[3], nil)
+	}
+	if len(c.Audit) > 0 {
+		if err := s.auditAfter(ctx, res[2], c.Audit...); err != nil && inboxErr == nil {
+			inboxErr = err
+		}
+	}
+	l.Closed(claimValues(c.Keys, res[1]), inboxErr)
+	return 1, nil
+}
+
 // ClaimDecision implements runner.Sessions: Claim with the thread's
 // wake-up written first and, when the claim is won, the audit record and
 // (if asked) the lease, in one step; ErrStale, having written nothing, if
@@ -172,7 +251,7 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runner.Claimed, error) {
 	tk, err := s.keys(c.Thread)
 	if err == nil {
-		err = checkClaimKeys(c.Key)
+		err = checkClaimKeys(append([]string{c.Key}, c.Record...)...)
 	}
 	if err != nil {
 		return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
@@ -196,9 +275,11 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
 		}
 	}
-	args := make([]any, 0, 11+len(audit)+len(c.Keys))
+	args := make([]any, 0, 14+len(c.Record)+len(audit)+len(c.Keys))
 	args = append(args, c.Key, c.Value, s.ttl.Milliseconds(), c.ExpectHead, c.Thread, unixMs(c.WakeBy), s.auditMinID(),
-		token, leaseMs, s.fenceTTL(c.LeaseTTL), len(audit))
+		token, leaseMs, s.fenceTTL(c.LeaseTTL))
+	args = s.recordArgs(args, c.Record, c.Answered)
+	args = append(args, len(audit))
 	args = append(args, audit...)
 	for _, k := range c.Keys {
 		args = append(args, k)
@@ -262,6 +343,60 @@ func (s *Store) auditAfter(ctx context.Context, reply any, records ...map[string
 	return s.AuditAll(ctx, records)
 }
 
+// recordArgs appends the arguments of record_deliveries (recordLua):
+// the claims' expiry, the answered count (or ""), the number of records
+// and the records.
+func (s *Store) recordArgs(args []any, record []string, answered int) []any {
+	n := ""
+	if answered > 0 {
+		n = strconv.Itoa(answered)
+	}
+	args = append(args, s.ttl.Milliseconds(), n, len(record))
+	for _, key := range record {
+		args = append(args, key)
+	}
+	return args
+}
+
+// RecordDeliveries implements runner.Sessions: one script that records
+// the deliveries and, on a single server, moves the wake-up if it is
+// still the one d.WakeSet names. On a cluster the schedule is in another
+// slot: a script of its own there moves it, on the same condition.
+func (s *Store) RecordDeliveries(ctx context.Context, d runner.Deliveries) error {
+	tk, err := s.keys(d.Thread)
+	if err == nil {
+		err = checkClaimKeys(d.Record...)
+	}
+	if err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	keys := []string{tk.claims, tk.head}
+	cluster := s.isCluster()
+	if !cluster {
+		keys = append(keys, s.prefix+":wakeups")
+	}
+	move, wake := "", "0"
+	if d.Move {
+		move = unixMs(d.WakeSet)
+		if !d.Wake.IsZero() {
+			wake = unixMs(d.Wake)
+		}
+	}
+	args := make([]any, 0, 6+len(d.Record))
+	args = append(args, d.Thread, move, wake)
+	args = s.recordArgs(args, d.Record, d.Answered)
+	if err := s.recordScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("record deliveries of %s: %w", d.Thread, err)
+	}
+	if cluster && move != "" {
+		err := s.moveWakeScript.Run(ctx, s.rdb, []string{s.prefix + ":wakeups"}, d.Thread, move, wake).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("record deliveries of %s: %w", d.Thread, err)
+		}
+	}
+	return nil
+}
+
 // ClaimValues implements runner.Sessions: the thread's claims of keys
 // (those set), in one HMGET.
 func (s *Store) ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error) {
@@ -309,13 +444,24 @@ func unixMs(t time.Time) string {
 //
 //	KEYS: lease, head, claims, fence[, wakeups]
 //	ARGV: lease token, lease ms, wake-up if acquired (unix ms or ''), wake-up if
-//	      not, thread, fence ms, then the claim keys to read
+//	      not, thread, fence ms, record_deliveries' arguments (claims
+//	      expiry ms, answered count or "", the number n of records, the n
+//	      records), then the claim keys to read
 //
+// It records the deliveries first, whether or not it takes the lease.
 // It returns {1 if the lease was acquired else 0, the head's checkpoint
 // ID or nil, {the claims' values}, the acquisition's number or nil}. The
 // number orders writes of the schedule on a cluster (setWakeup): a single
 // server writes it in this script, and neither takes nor returns one.
-const openLua = acquiredLua + headLua + `
+const openLua = acquiredLua + headLua + recordFnLua + `
+local hid, answered = false, nil
+if ARGV[8] ~= '' then
+  local h = redis.call('HMGET', KEYS[3], '` + headID + `', 'answered')
+  hid, answered = h[1], h[2]
+else
+  hid = redis.call('HGET', KEYS[3], '` + headID + `')
+end
+local first = record_deliveries(KEYS[3], KEYS[2], ARGV, 7, hid, answered)
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local seq = false
 if held and not KEYS[5] then seq = acquired(KEYS[4], ARGV[6]) end
@@ -325,8 +471,9 @@ if KEYS[5] and wake ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', wake, ARGV[5])
 end
 local vals = {}
-if #ARGV >= 7 then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, 7, #ARGV)) end
-return {held and 1 or 0, head_id(KEYS[3], KEYS[2]), vals, seq}
+if #ARGV >= first then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, first, #ARGV)) end
+if not hid then hid = redis.call('HGET', KEYS[2], 'id') end
+return {held and 1 or 0, hid, vals, seq}
 `
 
 // closeLua ends work on a thread.
@@ -352,8 +499,8 @@ return close_thread(KEYS, ARGV)
 // closeThreadLua is closeLua's work as a Lua function of its keys and
 // arguments, which closeInboxLua shares.
 const closeThreadLua = `
-local function close_thread(KEYS, ARGV)
-  local held = redis.call('GET', KEYS[1]) == ARGV[1]
+local function close_thread(KEYS, ARGV, held)
+  if held == nil then held = redis.call('GET', KEYS[1]) == ARGV[1] end
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
   local claims = KEYS[2]
@@ -401,41 +548,145 @@ end
 //	KEYS: claims, head, lease, fence[, wakeups, audit stream, audit head]
 //	ARGV: claim key, value, expiry ms, expected head ID or '', thread,
 //	      wake-up (unix ms or ''), audit minimum ID, lease token or '',
-//	      lease ms, fence ms, the number n of audit arguments, then n
-//	      arguments (audit_append's block), then the claim keys to read
-//	      if the lease is taken
+//	      lease ms, fence ms, record_deliveries' arguments (expiry ms,
+//	      answered count or '', the number m of records, the m records),
+//	      the number n of audit arguments, then n arguments
+//	      (audit_append's block), then the claim keys to read if the
+//	      lease is taken
 //
+// The deliveries are recorded once the head is found to be the expected
+// one, whoever wins the claim.
 // It returns {-1} when the head is not the expected one (nothing
 // written), {0, the stored value} when the claim was someone else's, and
 // {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
 // audit_append's reply or nil, the acquisition's number (on a cluster;
 // else nil)} when this call set the claim.
-const claimDecisionLua = auditAppendLua + acquiredLua + headLua + `
-local head = false
+const claimDecisionLua = auditAppendLua + acquiredLua + headLua + recordFnLua + `
+local head, known = false, false
 if ARGV[4] ~= '' then
-  head = head_id(KEYS[1], KEYS[2])
+  head = redis.call('HGET', KEYS[1], '` + headID + `')
+  known = head ~= false
+  if not known then head = redis.call('HGET', KEYS[2], 'id') end
   if head ~= ARGV[4] then return {-1} end
 end
+local at = record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known)
 if KEYS[5] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 end
-if redis.call('PTTL', KEYS[1]) < 0 then
+if not known and redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
-local n = tonumber(ARGV[11])
+local n = tonumber(ARGV[at])
 local audited = false
 if KEYS[6] and n > 0 then
-  audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, 12)
+  audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, at + 1)
 end
 if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited, false} end
 if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
 local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
 local vals = {}
-if #ARGV >= 12 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 12 + n, #ARGV)) end
+if #ARGV >= at + 1 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, at + 1 + n, #ARGV)) end
 if not head then head = head_id(KEYS[1], KEYS[2]) end
 return {1, 1, head, vals, audited, seq}
+`
+
+// recordFnLua defines record_deliveries(claims, head, a, i, known),
+// which writes deliveries shown: from a[i] on, the claims' expiry ms, the
+// answered count or "", the number n of records and the n records. Each
+// record is a set-once claim with the value "1"; "answered" only grows.
+// A claims hash without an expiry gets the head's (or the given one, if
+// longer). known says the caller found the head in the claims hash: a
+// hash that holds the head has an expiry (the first save gave it one, and
+// nothing takes it away), so none is read; answered, if not nil, is the
+// stored count the caller read (false: none). It returns the index in a
+// that follows its arguments.
+const recordFnLua = `
+local function record_deliveries(claims, head, a, i, known, answered)
+  local n = tonumber(a[i + 2])
+  local wrote = false
+  for j = i + 3, i + 2 + n do
+    if redis.call('HSETNX', claims, a[j], '1') == 1 then wrote = true end
+  end
+  if a[i + 1] ~= '' and answered == nil then answered = redis.call('HGET', claims, 'answered') end
+  if a[i + 1] ~= '' and (tonumber(answered) or -1) < tonumber(a[i + 1]) then
+    redis.call('HSET', claims, 'answered', a[i + 1])
+    wrote = true
+  end
+  if wrote and not known and redis.call('PTTL', claims) < 0 then
+    redis.call('PEXPIRE', claims, math.max(tonumber(a[i]), redis.call('PTTL', head)))
+  end
+  return i + 3 + n
+end
+`
+
+// recordLua records deliveries made after a session ended.
+//
+//	KEYS: claims, head[, wakeups]
+//	ARGV: thread, the wake-up to replace (unix ms, '' to leave the
+//	      schedule alone), the one to put instead (unix ms, '0' for none),
+//	      then record_deliveries' arguments
+//
+// The wake-up is replaced only if the thread's is still the one named: a
+// later step's is left alone. On a cluster (no wakeups key) moveWakeLua
+// does that part.
+const recordLua = recordFnLua + moveWakeFnLua + `
+record_deliveries(KEYS[1], KEYS[2], ARGV, 4)
+if KEYS[3] then move_wake(KEYS[3], ARGV[1], ARGV[2], ARGV[3]) end
+return 1
+`
+
+// moveWakeLua replaces a thread's wake-up if it is still the one named.
+//
+//	KEYS: wakeups
+//	ARGV: thread, the wake-up to replace (unix ms), the one to put
+//	      instead (unix ms, '0' for none)
+const moveWakeLua = moveWakeFnLua + `
+move_wake(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+return 1
+`
+
+const moveWakeFnLua = `
+local function move_wake(wakeups, thread, from, to)
+  if from == '' or tonumber(redis.call('ZSCORE', wakeups, thread)) ~= tonumber(from) then return end
+  if to == '0' then
+    redis.call('ZREM', wakeups, thread)
+  else
+    redis.call('ZADD', wakeups, to, thread)
+  end
+end
+`
+
+// saveCloseLua is a run's last save that ends the session (saveClosing).
+//
+//	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
+//	      wakeups, waiting, audit stream, audit head, then the i keys of
+//	      updateInboxLua (none without an inbox update)
+//	ARGV: saveLua's first 11, the number c of closeLua's arguments, those
+//	      c arguments, i, the number u of updateInboxLua's arguments,
+//	      those u arguments, then the new journal entries
+//
+// It returns {saveLua's reply} when it did not save, else {1, the values
+// of the claims to read after the lease is let go, audit_append's reply
+// or nil, updateInboxLua's reply or nil}.
+const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + `
+local saved, left, moved, kept = save_check(KEYS, ARGV)
+if saved ~= 1 then return {saved} end
+local c = tonumber(ARGV[12])
+local cargv = {}
+for i = 1, c do cargv[i] = ARGV[12 + i] end
+local ni, nu = tonumber(ARGV[13 + c]), tonumber(ARGV[14 + c])
+local old = false
+if ni > 0 then
+  local ikeys, iargv = {}, {}
+  for i = 1, ni do ikeys[i] = KEYS[10 + i] end
+  for i = 1, nu do iargv[i] = ARGV[14 + c + i] end
+  old = update_inbox(ikeys, iargv)
+end
+save_write(KEYS, ARGV, 15 + c + nu, left, moved, kept)
+local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, ARGV[8] == cargv[1])
+return {1, res[1], res[2], old}
 `

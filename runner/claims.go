@@ -112,9 +112,14 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 		keys = neededKeys(cached)
 	}
 	sent := time.Now()
+	shown := s.takeRecords(thread)
+	record, answered := recordsOf(shown)
 	got, err := s.store.ClaimDecision(ctx, DecisionClaim{Thread: thread, Key: claimKey(c), Value: raw,
 		ExpectHead: expectHead, WakeBy: wake, Audit: audit,
-		LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys})
+		LeaseOwner: s.opts.Owner, LeaseTTL: s.opts.LeaseTTL, Keys: keys, Record: record, Answered: answered})
+	if err != nil {
+		s.returnRecords(thread, shown)
+	}
 	winner, won := got.Winner, got.Won
 	if err == nil && got.Leased {
 		s.keepLeased(thread, got.Token, got.Head, got.Claims, keys, sent)

@@ -638,8 +638,9 @@ func (s *Service) replyToRunning(ctx context.Context, m Message) error {
 // continueWith starts the turn of m in an answered thread, under the
 // lease ss holds.
 func (s *Service) continueWith(ctx context.Context, m Message, ss *session) error {
+	s.awaitShown(ctx, ss)
 	run := s.begin(m.Thread, "continue").WithField("requester", m.By)
-	res, err := s.graph.Continue(ctx, m.Thread, agent.UserTurn(m.By, m.Text))
+	res, err := s.graph.Continue(s.endWithSave(ctx, ss), m.Thread, agent.UserTurn(m.By, m.Text))
 	if errors.Is(err, graph.ErrNotDone) {
 		return errStaleGuess
 	}

@@ -63,9 +63,10 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 		log.Info("run finished")
 	}
 	// What to deliver is judged by the claims read when the session
-	// began: records of deliveries are written only under the lease, and
-	// the calls this run made wait in a round of their own, which nobody
-	// can have been shown yet.
+	// began: records of deliveries are written under the lease, or by
+	// the process that held it after its last save let go (pending.go),
+	// and the calls this run made wait in a round of their own, which
+	// nobody can have been shown yet.
 	if !s.deliver(ctx, log, ss, res) {
 		// Slack (or whatever shows events) failed; try again shortly.
 		ss.redeliver = true
@@ -73,6 +74,16 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	ss.schedule = true
 	ss.wake, ss.waiting = s.planNext(res)
 	ss.inbox = res
+	if closed, _ := ss.ending().result(); closed {
+		// The last save ended the session: what was shown is recorded
+		// with the thread's next step, or on its own, and the recovery
+		// wake-up it set stays if anything is left to show.
+		end := ss.ending()
+		set := end.Closing.Wake
+		s.holdRecords(thread, &shownRecords{record: ss.record, answered: ss.answered,
+			move: !ss.redeliver && !set.Equal(end.planned), set: set, planned: end.planned})
+		ss.record, ss.answered = nil, -1
+	}
 }
 
 // redeliverAfter is how soon undelivered answers and cards are tried
@@ -117,14 +128,26 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			break
 		}
 	}
-	ss.answered = max(ss.answered, answered)
-	ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
+	// The count moves when answers were shown (or the thread has none
+	// yet): messages that are not answers need no record, and a count
+	// that stays spares the session's end a write.
+	if _, had := ss.claims[answeredKey]; len(unshown) > 0 || !had {
+		ss.answered = max(ss.answered, answered)
+		ss.claims[answeredKey] = []byte(strconv.Itoa(answered))
+	}
 	switch res.Status() {
 	case graph.Paused:
 		// A pause can be reached again (one of several calls decided):
 		// each call's card is shown once per decision round.
 		for _, c := range st.Waiting() {
 			c := c
+			if _, done := ss.claims[announceKey(c)]; !done && s.heldElsewhere(ss, c) {
+				// Its card is being shown by the process that paused
+				// the run; should it have died, the recovery wake-up
+				// shows it.
+				ss.held, ok = true, false
+				continue
+			}
 			if c.Status == agent.Asking {
 				// Its input requests, shown once per pause.
 				key := announceKey(c)

@@ -89,8 +89,9 @@ type world struct {
 	prefix string
 	base   string // the target's URL
 	model  llm.Model
-	// afterSave, if set, is called after every checkpoint save.
-	afterSave func()
+	// afterSave, if set, is called after every checkpoint save, with
+	// the checkpoint.
+	afterSave func(*graph.Checkpoint)
 	// policy, if set, replaces policyYAML: another policy, or another
 	// version of the bot.
 	policy string
@@ -167,14 +168,14 @@ func (c countingStore) Load(ctx context.Context, thread string) (*graph.Checkpoi
 // hookedStore calls a function after every successful save.
 type hookedStore struct {
 	graph.Store
-	after func()
+	after func(*graph.Checkpoint)
 }
 
 func (h hookedStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if err := h.Store.Save(ctx, cp); err != nil {
 		return err
 	}
-	h.after()
+	h.after(cp)
 	return nil
 }
 

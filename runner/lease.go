@@ -98,8 +98,14 @@ func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Co
 			case <-renewCtx.Done():
 				return
 			case <-t.C:
+				if ss.ended() {
+					return // let go with the run's last save
+				}
 				sent := time.Now()
 				ok, err := s.store.RenewLease(renewCtx, thread, ss.token, s.opts.LeaseTTL)
+				if err == nil && !ok && ss.ended() {
+					return
+				}
 				if err == nil && !ok {
 					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
 					cancelRun(ErrLeaseLost)

@@ -365,6 +365,7 @@ func (m *MemoryStore) OpenThread(ctx context.Context, o Opening) (Opened, error)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.record(o.Thread, o.Record, o.Answered)
 	out := Opened{Head: head, Token: m.acquire(o.Thread, o.Owner, o.TTL)}
 	out.Held = out.Token != ""
 	if out.Held {
@@ -384,18 +385,9 @@ func (m *MemoryStore) CloseThread(_ context.Context, c Closing) (map[string][]by
 	if l, ok := m.leases[c.Thread]; ok && c.Token != "" && l.token == c.Token && m.now().Before(l.expires) {
 		held = true
 	}
-	for _, key := range c.Record {
-		_, _, _ = m.claim(c.Thread, key, []byte("1"))
-	}
-	if c.Answered >= 0 {
-		cur := -1
-		if v, ok := m.claims[c.Thread][answeredKey]; ok {
-			cur, _ = strconv.Atoi(string(v))
-		}
-		if cur < c.Answered {
-			_, _, _ = m.claim(c.Thread, answeredKey, nil) // makes the thread's map
-			m.claims[c.Thread][answeredKey] = []byte(strconv.Itoa(c.Answered))
-		}
+	m.record(c.Thread, c.Record, max(c.Answered, 0))
+	if c.Answered == 0 {
+		m.raiseAnswered(c.Thread, 0)
 	}
 	if held && c.Schedule {
 		if c.Wake.IsZero() {
@@ -415,6 +407,43 @@ func (m *MemoryStore) CloseThread(_ context.Context, c Closing) (map[string][]by
 	return m.values(c.Thread, c.Keys), nil
 }
 
+// record writes deliveries: set-once records, and the answered count
+// raised to answered if that is above 0. The caller holds m.mu.
+func (m *MemoryStore) record(thread string, keys []string, answered int) {
+	for _, key := range keys {
+		_, _, _ = m.claim(thread, key, []byte("1"))
+	}
+	if answered > 0 {
+		m.raiseAnswered(thread, answered)
+	}
+}
+
+func (m *MemoryStore) raiseAnswered(thread string, n int) {
+	cur := -1
+	if v, ok := m.claims[thread][answeredKey]; ok {
+		cur, _ = strconv.Atoi(string(v))
+	}
+	if cur < n {
+		_, _, _ = m.claim(thread, answeredKey, nil) // makes the thread's map
+		m.claims[thread][answeredKey] = []byte(strconv.Itoa(n))
+	}
+}
+
+// RecordDeliveries implements Sessions.
+func (m *MemoryStore) RecordDeliveries(_ context.Context, d Deliveries) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record(d.Thread, d.Record, d.Answered)
+	if at, ok := m.wakeups[d.Thread]; d.Move && ok && at.Equal(d.WakeSet) {
+		if d.Wake.IsZero() {
+			delete(m.wakeups, d.Thread)
+		} else {
+			m.wakeups[d.Thread] = d.Wake
+		}
+	}
+	return nil
+}
+
 // ClaimDecision implements Sessions.
 func (m *MemoryStore) ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error) {
 	head, err := m.head(ctx, c.Thread)
@@ -426,6 +455,7 @@ func (m *MemoryStore) ClaimDecision(ctx context.Context, c DecisionClaim) (Claim
 	if c.ExpectHead != "" && m.checkpoints != nil && head != c.ExpectHead {
 		return Claimed{}, ErrStale
 	}
+	m.record(c.Thread, c.Record, c.Answered)
 	m.wakeBy(c.Thread, c.WakeBy)
 	winner, won, _ := m.claim(c.Thread, c.Key, c.Value)
 	out := Claimed{Winner: winner, Won: won}

@@ -217,6 +217,11 @@ type Service struct {
 
 	// asker shows input requests (input.go); see SetAsker.
 	asker atomic.Pointer[Asker]
+
+	// pending holds, by thread, what was shown after the session that
+	// showed it ended, until it is recorded (pending.go).
+	pendingMu sync.Mutex
+	pending   map[string]*shownRecords
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
@@ -279,7 +284,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
 	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
 	init.Team = req.Team
-	res, err := s.graph.Start(runCtx, req.Thread, init, graph.RunConfig{})
+	res, err := s.graph.Start(s.endWithSave(runCtx, ss), req.Thread, init, graph.RunConfig{})
 	ss.asked[answeredKey] = true // a new thread: nothing was delivered
 	if res == nil && s.lostUnsaved(ctx, runCtx, req.Thread, err) {
 		run.WithError(err).Warn("lost the thread's lease before the conversation was saved; it is to be started again")
@@ -437,7 +442,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 	case graph.Running:
 		run := s.begin(thread, "recover")
 		run.Warn("recovering a run cut off by a crash")
-		out, err := s.graph.Recover(ctx, thread)
+		out, err := s.graph.Recover(s.endWithSave(ctx, ss), thread)
 		s.auditCutOff(ctx, res, out)
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
@@ -472,20 +477,25 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		run := s.begin(thread, "resume")
 		mark := ss.auditMark()
 		s.auditSettled(ctx, res, decisions)
-		out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, s.agent.Decide(decisions))
+		// The inbox's record of the decisions goes with the session's
+		// end, which may be the resumed run's last save.
+		decided := ss.decided
+		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+			if d := decisions[key]; d.By != "" && d.Kind != agent.Expire && d.Kind != agent.Answer {
+				c, _ := res.State.Call(key)
+				ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
+			}
+		}
+		ss.from = res
+		out, err := s.graph.ResumeAt(s.endWithSave(ctx, ss), thread, res.Checkpoint.ID, s.agent.Decide(decisions))
 		if errors.Is(err, graph.ErrConflict) {
 			run.Info("another process resumed the thread first")
 			ss.dropAudit(mark)
-			ss.res = nil
+			ss.res, ss.decided, ss.from = nil, decided, nil
 			return true, nil // look again
 		}
-		if out != nil {
-			for _, key := range slices.Sorted(maps.Keys(decisions)) {
-				if d := decisions[key]; d.By != "" && d.Kind != agent.Expire && d.Kind != agent.Answer {
-					c, _ := res.State.Call(key)
-					ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
-				}
-			}
+		if out == nil {
+			ss.decided = decided
 		}
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
@@ -494,7 +504,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			// The run stopped before sending a call (see retriesUnsent):
 			// send it now.
 			run := s.begin(thread, "retry").WithField("unsent", n)
-			out, err := s.graph.ResumeAt(ctx, thread, res.Checkpoint.ID, nil)
+			out, err := s.graph.ResumeAt(s.endWithSave(ctx, ss), thread, res.Checkpoint.ID, nil)
 			if errors.Is(err, graph.ErrConflict) {
 				run.Info("another process resumed the thread first")
 				ss.res = nil

@@ -53,14 +53,94 @@ type Sessions interface {
 	// ClaimValues returns the thread's claims of keys that are set: a
 	// read of what a step needs, whatever the thread's history.
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
+	// RecordDeliveries records deliveries made after the session that
+	// showed them ended (its last save let go of the lease): the
+	// set-once claims Record and the "answered" claim raised to
+	// Answered (if > 0). With Move, it then moves the thread's wake-up
+	// to Wake (zero: none) if it is still WakeSet, the one that last
+	// save set; a later step's wake-up is left alone. It needs no lease.
+	RecordDeliveries(ctx context.Context, d Deliveries) error
+}
+
+// Deliveries is what RecordDeliveries is asked.
+type Deliveries struct {
+	Thread   string
+	Record   []string
+	Answered int
+	Move     bool
+	// WakeSet and Wake are the wake-up the session's last save set and
+	// the one it planned (zero: none).
+	WakeSet, Wake time.Time
+}
+
+// LastSave is what a run's last save (it pauses, finishes or fails the
+// run) writes besides the checkpoint, when the store can write it in the
+// same atomic step: Closing's schedule, waiting count, audit entries and
+// inbox update, the release of the lease (Closing.Token, which fences the
+// save), and a read of Closing.Keys after it — CloseThread's work, less
+// the deliveries, which are shown after the checkpoint is durable and so
+// after the lease is let go (RecordDeliveries). The runner puts it in the
+// save's context (graph.WithLastSave); a store that writes it calls
+// Closed, and one that cannot ignores it: the service then ends the
+// session with CloseThread as usual.
+type LastSave struct {
+	Closing Closing
+
+	// planned is the wake-up the session planned; Closing's is sooner
+	// until what was shown is recorded.
+	planned time.Time
+
+	mu       sync.Mutex
+	closed   bool
+	claims   map[string][]byte
+	inboxErr error
+}
+
+// Closed says that the save wrote l's Closing and let go of the lease:
+// claims are the values of Closing.Keys read after that, and inboxErr
+// what became of the inbox update or the audit entries, if they failed
+// alone.
+func (l *LastSave) Closed(claims map[string][]byte, inboxErr error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed, l.claims, l.inboxErr = true, claims, inboxErr
+}
+
+func (l *LastSave) result() (closed bool, claims map[string][]byte) {
+	if l == nil {
+		return false, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed, l.claims
+}
+
+type lastSaveKey struct{}
+
+// WithLastSave returns ctx for a save that may carry l.
+func WithLastSave(ctx context.Context, l *LastSave) context.Context {
+	return context.WithValue(ctx, lastSaveKey{}, l)
+}
+
+// LastSaveOf returns what the save ctx belongs to may write besides the
+// checkpoint, or nil.
+func LastSaveOf(ctx context.Context) *LastSave {
+	l, _ := ctx.Value(lastSaveKey{}).(*LastSave)
+	return l
 }
 
 // Opening is what OpenThread is asked.
+//
+// Record and Answered are deliveries of an earlier session to record
+// first, as RecordDeliveries does (Answered if > 0), whether or not the
+// lease is taken.
 type Opening struct {
 	Thread, Owner          string
 	TTL                    time.Duration
 	WakeIfHeld, WakeIfBusy time.Time
 	Keys                   []string
+	Record                 []string
+	Answered               int
 }
 
 // Opened is what OpenThread found. Token is the acquisition's, when Held.
@@ -85,7 +165,8 @@ type Closing struct {
 	Inbox         *InboxUpdate
 }
 
-// DecisionClaim is what ClaimDecision is asked.
+// DecisionClaim is what ClaimDecision is asked. Record and Answered are
+// as Opening's: recorded unless the claim fails with ErrStale.
 type DecisionClaim struct {
 	Thread, Key string
 	Value       []byte
@@ -95,6 +176,8 @@ type DecisionClaim struct {
 	LeaseOwner  string
 	LeaseTTL    time.Duration
 	Keys        []string
+	Record      []string
+	Answered    int
 }
 
 // Claimed is what ClaimDecision did: the claim's value and whether this
@@ -148,6 +231,13 @@ type session struct {
 	mu        sync.Mutex
 	confirmed time.Time
 	audit     []map[string]string
+	// end is what the run's last save was asked to end the session
+	// with (nil: no such save), and from the paused checkpoint the
+	// session resumed (heldElsewhere).
+	end  *LastSave
+	from *graph.Result[agent.State]
+	// held: a card was left to the process showing it (heldElsewhere).
+	held bool
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {
@@ -194,6 +284,26 @@ func (ss *session) dropAudit(mark int) {
 	}
 }
 
+// setEnd and ending are ss.end, which the lease's renewals read.
+func (ss *session) setEnd(l *LastSave) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.end = l
+}
+
+func (ss *session) ending() *LastSave {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.end
+}
+
+// ended reports whether the run's last save ended the session and let
+// go of the lease.
+func (ss *session) ended() bool {
+	closed, _ := ss.ending().result()
+	return closed
+}
+
 func (ss *session) confirm(at time.Time) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -233,6 +343,9 @@ func neededKeys(res *graph.Result[agent.State]) []string {
 // once the holder's lease would have lapsed).
 func (s *Service) open(ctx context.Context, thread string) (*session, bool, error) {
 	if ss := s.takeOpened(ctx, thread); ss != nil {
+		// The claim that began it read the claims before this
+		// process's records of what it showed were written, perhaps.
+		s.overlayRecords(ss)
 		return ss, true, nil
 	}
 	now := s.opts.Now()
@@ -246,9 +359,12 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 	if cached, ok := s.graph.Cached(thread); ok {
 		keys = neededKeys(cached)
 	}
+	shown := s.takeRecords(thread)
+	record, answered := recordsOf(shown)
 	o, err := s.store.OpenThread(ctx, Opening{Thread: thread, Owner: s.opts.Owner, TTL: s.opts.LeaseTTL,
-		WakeIfHeld: wakeHeld, WakeIfBusy: wakeBusy, Keys: keys})
+		WakeIfHeld: wakeHeld, WakeIfBusy: wakeBusy, Keys: keys, Record: record, Answered: answered})
 	if err != nil {
+		s.returnRecords(thread, shown)
 		return nil, false, fmt.Errorf("lease %s: %w", thread, err)
 	}
 	if !o.Held {
@@ -275,6 +391,21 @@ func (s *Service) close(ss *session) map[string][]byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	log := s.log.WithField("thread", ss.thread)
+	if closed, claims := ss.ending().result(); closed {
+		// The run's last save ended the session, with the entries
+		// queued until then; those queued since are appended on their
+		// own.
+		ss.dropAuditFront(len(ss.ending().Closing.Audit))
+		if s.opts.Audit {
+			if recs := ss.takeAudit(); len(recs) > 0 {
+				if err := s.store.AuditAll(ctx, recs); err != nil {
+					log.WithError(err).Warn("ending work on the thread")
+				}
+			}
+		}
+		s.inboxChanged(ss.end.Closing.Inbox)
+		return claims
+	}
 	if ss.redeliver && s.opts.Schedule {
 		at := s.opts.Now().Add(redeliverAfter)
 		if !ss.schedule {
@@ -283,15 +414,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 			ss.wake = at
 		}
 	}
-	var keys []string
-	if ss.res != nil {
-		for _, c := range ss.res.State.Waiting() {
-			keys = append(keys, claimKey(c))
-			if q := quorumKeys(c); len(q) > 0 {
-				keys = append(keys, q[0]) // its approvals
-			}
-		}
-	}
+	keys := closeKeys(ss.res)
 	var audit []map[string]string
 	if s.opts.Audit {
 		audit = ss.takeAudit()

@@ -139,6 +139,16 @@ func (c *Cycler) Cycle(ctx context.Context, thread string) (int, error) {
 // it is turn turn+1, and has to read the conversation from Redis.
 func (c *Cycler) Adopt(thread string, turn int) { c.turns[thread] = turn }
 
+// Settle writes now what the service holds to record with a thread's
+// next step (runner.Service.FlushRecords), so that it is not written in
+// the background while later cycles are measured.
+func (c *Cycler) Settle(ctx context.Context) error {
+	if c.svc == nil {
+		return nil
+	}
+	return c.svc.FlushRecords(ctx)
+}
+
 func (c *Cycler) agentCycle(ctx context.Context, thread string, turn int) error {
 	g := c.agent.Graph()
 	var res *graph.Result[agent.State]

@@ -41,6 +41,7 @@ func TestSessions(t *testing.T, newStores func(t *testing.T) Stores) {
 		{"ClaimDecisionStale", testClaimDecisionStale},
 		{"ClaimApproval", testClaimApproval},
 		{"ClaimValuesReadsOnlyKeys", testClaimValues},
+		{"DeliveriesRecordedWithoutTheLease", testRecordDeliveries},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,6 +144,73 @@ func testConcurrentOpens(t *testing.T, s Stores) {
 	wg.Wait()
 	if len(tokens) != 1 {
 		t.Errorf("%d concurrent OpenThread held the lease (%q), want exactly 1", len(tokens), tokens)
+	}
+}
+
+// testRecordDeliveries: deliveries shown after a session ended are
+// recorded without the lease — on their own, with a thread's opening or
+// with a claim — set once, the answered count only growing; the wake-up
+// moves to the planned one only if it is still the one the session set.
+func testRecordDeliveries(t *testing.T, s Stores) {
+	ctx, th := context.Background(), thread("record")
+	st := s.Store
+	base := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+	a, err := st.OpenThread(ctx, runner.Opening{Thread: th, Owner: "replica-a", TTL: time.Minute})
+	if err != nil || !a.Held {
+		t.Fatalf("OpenThread = %+v, %v", a, err)
+	}
+	set := base.Add(time.Minute)
+	if _, err := st.CloseThread(ctx, runner.Closing{Thread: th, Token: a.Token, Answered: -1, Schedule: true, Wake: set}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Claim(ctx, th, "card:y#0", []byte("ts-1")); err != nil {
+		t.Fatal(err)
+	}
+	err = st.RecordDeliveries(ctx, runner.Deliveries{Thread: th, Record: []string{"card:x#0", "card:y#0"}, Answered: 4,
+		Move: true, WakeSet: set, Wake: base.Add(10 * time.Hour)})
+	if err != nil {
+		t.Fatalf("RecordDeliveries = %v", err)
+	}
+	got, _ := st.ClaimValues(ctx, th, []string{"card:x#0", "card:y#0", "answered"})
+	if want := map[string]string{"card:x#0": "1", "card:y#0": "ts-1", "answered": "4"}; !sameClaims(got, want) {
+		t.Errorf("claims after RecordDeliveries = %q, want %q", got, want)
+	}
+	if due, _ := st.Due(ctx, base.Add(5*time.Hour), 1000); slices.Contains(due, th) {
+		t.Errorf("Due() after the wake-up moved = %v, want not %s before the planned one", due, th)
+	}
+	if due, _ := st.Due(ctx, base.Add(11*time.Hour), 1000); !slices.Contains(due, th) {
+		t.Errorf("Due() at the planned wake-up = %v, want %s", due, th)
+	}
+	// A wake-up set since by a later step stays; the count only grows.
+	if err := st.Wake(ctx, th, base.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	err = st.RecordDeliveries(ctx, runner.Deliveries{Thread: th, Answered: 2, Move: true, WakeSet: set, Wake: time.Time{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := st.Due(ctx, base.Add(3*time.Hour), 1000); !slices.Contains(due, th) {
+		t.Errorf("Due() after a stale move = %v, want %s: a later step's wake-up wins", due, th)
+	}
+	// With the opening of the next step, held or not, and with a claim.
+	b, err := st.OpenThread(ctx, runner.Opening{Thread: th, Owner: "replica-b", TTL: time.Minute,
+		Record: []string{"card:z#0"}, Answered: 6, Keys: []string{"card:z#0", "answered"}})
+	if err != nil || !b.Held {
+		t.Fatalf("OpenThread = %+v, %v", b, err)
+	}
+	if want := map[string]string{"card:z#0": "1", "answered": "6"}; !sameClaims(b.Claims, want) {
+		t.Errorf("OpenThread(Record).Claims = %q, want %q", b.Claims, want)
+	}
+	if _, err := st.OpenThread(ctx, runner.Opening{Thread: th, Owner: "replica-c", TTL: time.Minute, Record: []string{"card:w#0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimDecision(ctx, runner.DecisionClaim{Thread: th, Key: "decision:v#0", Value: []byte("bob"),
+		Record: []string{"card:v#0"}, Answered: 7}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = st.ClaimValues(ctx, th, []string{"card:w#0", "card:v#0", "answered", "decision:v#0"})
+	if want := map[string]string{"card:w#0": "1", "card:v#0": "1", "answered": "7", "decision:v#0": "bob"}; !sameClaims(got, want) {
+		t.Errorf("claims after an opening and a claim that carried records = %q, want %q", got, want)
 	}
 }
 

@@ -1,0 +1,288 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+)
+
+// A session whose run pauses, finishes or fails ends with that last save:
+// the store writes the checkpoint and what the session's close wrote —
+// the schedule, the waiting count, the audit entries, the inbox — and
+// lets go of the lease, in one step (LastSave). People are shown what the
+// run produced only once that checkpoint is durable, so the records of
+// what was shown (set-once claims, the "answered" count) are written
+// after the lease is gone. They need no lease: a record is written once
+// (its first writer wins) and the count only grows.
+//
+// Until they are written, the last save's wake-up covers them: it is set
+// soon (redeliverAfter, or the planned one if that is sooner), so that a
+// process that dies before showing everything has it shown by whoever
+// looks at the thread then — twice rather than never. Once shown, the
+// records ride on this process's next step on the thread (the claim of a
+// click, the opening of a reply's run) if it comes within recordAfter;
+// else they are written on their own, with the planned wake-up, which
+// replaces the recovery one only if that is still the thread's wake-up:
+// a later step's wake-up wins.
+//
+// Another process that resumes the thread meanwhile (a click it handled)
+// does not show again the cards of calls that waited at the checkpoint it
+// resumed from while that checkpoint is recent: the process that saved it
+// is showing them (holdFor). It keeps its own recovery wake-up instead,
+// so that, should that process have died, they are shown then.
+
+// recordAfter is how long shown deliveries wait for this process's next
+// step on the thread before they are written on their own (a
+// time.Duration; tests change it).
+var recordAfter atomic.Int64
+
+func init() { recordAfter.Store(int64(time.Second)) }
+
+// holdFor is how long the cards of a paused checkpoint are its saver's to
+// show.
+const holdFor = redeliverAfter
+
+// shownRecords are deliveries shown and not yet recorded, of one thread.
+type shownRecords struct {
+	record   []string
+	answered int
+	// move: the wake-up is to move from set to planned.
+	move         bool
+	set, planned time.Time
+	timer        *time.Timer
+}
+
+// holdRecords keeps what a session whose last save ended it has shown,
+// to be written with the thread's next step or after recordAfter.
+func (s *Service) holdRecords(thread string, r *shownRecords) {
+	if len(r.record) == 0 && r.answered <= 0 && !r.move {
+		return
+	}
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	if s.pending == nil {
+		s.pending = map[string]*shownRecords{}
+	}
+	if old, ok := s.pending[thread]; ok {
+		old.timer.Stop()
+		r.record = append(slices.Clone(old.record), r.record...)
+		r.answered = max(r.answered, old.answered)
+	}
+	r.timer = time.AfterFunc(time.Duration(recordAfter.Load()), func() { s.writeRecords(thread, r) })
+	s.pending[thread] = r
+}
+
+// takeRecords returns and forgets the thread's records not yet written,
+// for a step that writes them; nil if there are none.
+func (s *Service) takeRecords(thread string) *shownRecords {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	r, ok := s.pending[thread]
+	if !ok {
+		return nil
+	}
+	r.timer.Stop()
+	delete(s.pending, thread)
+	return r
+}
+
+// returnRecords gives back records that a step could not write.
+func (s *Service) returnRecords(thread string, r *shownRecords) {
+	if r == nil {
+		return
+	}
+	// The wake-up they were to move has been moved since, or not: it is
+	// the recovery one at worst.
+	r.move = false
+	s.holdRecords(thread, r)
+}
+
+// overlayRecords adds to the session's claims what this process has
+// shown of the thread and not yet recorded.
+func (s *Service) overlayRecords(ss *session) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	r, ok := s.pending[ss.thread]
+	if !ok {
+		return
+	}
+	for _, k := range r.record {
+		ss.claims[k] = []byte("1")
+	}
+	if r.answered > 0 {
+		cur, _ := strconv.Atoi(string(ss.claims[answeredKey]))
+		if _, ok := ss.claims[answeredKey]; !ok || cur < r.answered {
+			ss.claims[answeredKey] = []byte(strconv.Itoa(r.answered))
+		}
+	}
+}
+
+// recordsOf returns what a step that writes r sends: the records and the
+// answered count (0: none).
+func recordsOf(r *shownRecords) ([]string, int) {
+	if r == nil {
+		return nil, 0
+	}
+	return r.record, r.answered
+}
+
+// writeRecords writes r on its own, if it is still the thread's.
+func (s *Service) writeRecords(thread string, r *shownRecords) {
+	s.pendingMu.Lock()
+	if s.pending[thread] != r {
+		s.pendingMu.Unlock()
+		return
+	}
+	delete(s.pending, thread)
+	s.pendingMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.recordNow(ctx, thread, r); err != nil {
+		s.log.WithField("thread", thread).WithError(err).Warn("recording what was shown")
+	}
+}
+
+func (s *Service) recordNow(ctx context.Context, thread string, r *shownRecords) error {
+	return s.store.RecordDeliveries(ctx, Deliveries{Thread: thread, Record: r.record, Answered: r.answered,
+		Move: r.move && s.opts.Schedule, WakeSet: r.set, Wake: r.planned})
+}
+
+// FlushRecords writes now every delivery record this process holds (see
+// holdRecords): before it stops, so that another process does not show
+// again what this one has shown.
+func (s *Service) FlushRecords(ctx context.Context) error {
+	s.pendingMu.Lock()
+	all := s.pending
+	s.pending = nil
+	s.pendingMu.Unlock()
+	var first error
+	for thread, r := range all {
+		r.timer.Stop()
+		if err := s.recordNow(ctx, thread, r); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// endWithSave returns the context of a run of the session whose last save
+// also ends the session, if the store can (LastSave).
+func (s *Service) endWithSave(ctx context.Context, ss *session) context.Context {
+	return graph.WithLastSave(ctx, func(ctx context.Context, res *graph.Result[agent.State]) context.Context {
+		l := s.lastSave(ss, res)
+		ss.setEnd(l)
+		return WithLastSave(ctx, l)
+	})
+}
+
+// lastSave is what the last save of res ends the session with: the
+// schedule (with the recovery wake-up, see holdRecords), the waiting
+// count, the queued audit entries, the inbox update and the claims to
+// read back.
+func (s *Service) lastSave(ss *session, res *graph.Result[agent.State]) *LastSave {
+	planned, waiting := s.planNext(res)
+	wake := planned
+	if s.opts.Schedule {
+		if at := s.opts.Now().Add(redeliverAfter); wake.IsZero() || at.Before(wake) {
+			wake = at
+		}
+	}
+	var audit []map[string]string
+	if s.opts.Audit {
+		audit = ss.peekAudit()
+	}
+	var inbox *InboxUpdate
+	if s.opts.Inbox {
+		inbox = &InboxUpdate{Thread: ss.thread, Waiting: s.inboxEntries(res), Decided: ss.decided}
+	}
+	return &LastSave{Closing: Closing{Thread: ss.thread, Token: ss.token, Answered: -1,
+		Schedule: s.opts.Schedule, Wake: wake, Waiting: waiting, Audit: audit, Keys: closeKeys(res), Inbox: inbox},
+		planned: planned}
+}
+
+// closeKeys are the claims read back when a session at res ends: the
+// decisions on the calls that still wait, and their approvals.
+func closeKeys(res *graph.Result[agent.State]) []string {
+	if res == nil {
+		return nil
+	}
+	var keys []string
+	for _, c := range res.State.Waiting() {
+		keys = append(keys, claimKey(c))
+		if q := quorumKeys(c); len(q) > 0 {
+			keys = append(keys, q[0]) // its approvals
+		}
+	}
+	return keys
+}
+
+// heldElsewhere reports whether the card of c is the process's that
+// saved the checkpoint this session resumed from to show (holdFor): c
+// waited there too, and the checkpoint is recent.
+func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
+	from := ss.from
+	if from == nil || from.Status() != graph.Paused || !s.opts.Now().Before(from.Checkpoint.Created.Add(holdFor)) {
+		return false
+	}
+	key := announceKey(c)
+	return slices.ContainsFunc(from.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
+}
+
+// answerWait bounds how long a new turn waits for the answer of the run
+// before it to be recorded as shown (awaitShown).
+const answerWait = 10 * time.Second
+
+// awaitShown waits, for a while, until the answer that ended the thread's
+// last run is recorded as shown, when that run saved it a moment ago —
+// in another process, which may still be showing it (its last save let go
+// of the lease before it showed anything): so that the new turn does not
+// show it again. Should that process have died, the new turn shows it
+// once the wait is over. The session's claims are brought up to date.
+func (s *Service) awaitShown(ctx context.Context, ss *session) {
+	cached, ok := s.graph.Cached(ss.thread)
+	if !ok || cached.Status() != graph.Done || (ss.head != "" && cached.Checkpoint.ID != ss.head) {
+		return
+	}
+	deadline := cached.Checkpoint.Created.Add(recordAfterNow() + answerWait)
+	for {
+		// No count yet: a new thread's first run (a thread of before
+		// the count is older than the wait).
+		from := 0
+		if v, ok := ss.claims[answeredKey]; ok {
+			from, _ = strconv.Atoi(string(v))
+		}
+		if !hasAnswer(&cached.State, from) || !s.opts.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		got, err := s.store.ClaimValues(ctx, ss.thread, []string{answeredKey})
+		if err != nil {
+			return
+		}
+		if v, ok := got[answeredKey]; ok {
+			ss.claims[answeredKey] = v
+		}
+	}
+}
+
+func recordAfterNow() time.Duration { return time.Duration(recordAfter.Load()) }
+
+// hasAnswer reports whether st holds an answer at message from or after.
+func hasAnswer(st *agent.State, from int) bool {
+	for i := max(from, 0); i < len(st.Messages); i++ {
+		if m := st.Messages[i]; m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" {
+			return true
+		}
+	}
+	return false
+}
