@@ -280,6 +280,13 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	if !held {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrBusy)
 	}
+	if ss.head != "" {
+		// A request started before, whose start was not recorded (its
+		// process died while it carried the run on): the model is not
+		// asked again.
+		s.close(ss)
+		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
+	}
 	runCtx, stop := s.keepLease(ctx, ss)
 	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
 	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)

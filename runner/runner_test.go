@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
@@ -25,14 +27,20 @@ func newWorld(t *testing.T) (world, *target) {
 func TestFullConversation(t *testing.T) {
 	ctx := context.Background()
 	w, tg := newWorld(t)
+	model := &countingModel{Model: &agenttest.Planner{Plan: plan(w.base)}}
+	w.model = model
 	rep := &recorder{}
 	svc, _ := w.service(t, rep, time.Second)
 
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
 		t.Fatalf("Start() = %v", err)
 	}
+	asked := model.asked.Load()
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); !errors.Is(err, runner.ErrThreadExists) {
 		t.Errorf("Start(again) = %v, want ErrThreadExists", err)
+	}
+	if n := model.asked.Load() - asked; n != 0 {
+		t.Errorf("Start(again) asked the model %d more times; want none: the conversation exists", n)
 	}
 	want := []string{"call_started lookup", "call_finished lookup", "approval_needed deploy", "approval_needed delete"}
 	if got := rep.kinds(); !slices.Equal(got, want) {
@@ -309,4 +317,15 @@ func TestReplyToAnAnsweredThreadWaitsALease(t *testing.T) {
 	if res.State.Answer() != "You said: chat: still there?" {
 		t.Errorf("answer = %q", res.State.Answer())
 	}
+}
+
+// countingModel counts the requests its model is asked.
+type countingModel struct {
+	llm.Model
+	asked atomic.Int32
+}
+
+func (m *countingModel) Generate(ctx context.Context, msgs []llm.Message, defs []llm.ToolDef) (llm.Message, error) {
+	m.asked.Add(1)
+	return m.Model.Generate(ctx, msgs, defs)
 }
