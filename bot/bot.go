@@ -161,6 +161,9 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 	// replica, its slots are not refused until another joins.
 	store := redisstore.New(rdb, redisstore.Options{Prefix: opts.Prefix, Replicas: replicas,
 		ReplicasConnected: getenv("REDIS_WAIT_REPLICAS") == "", AuditRetention: retention})
+	if err := store.RetireWaitingCounts(ctx); err != nil {
+		log.WithError(err).Warn("an earlier version's waiting counts are kept without an expiry")
+	}
 	broker, err := NewBroker(getenv, log, store, policy)
 	if err != nil {
 		return nil, err

@@ -132,9 +132,6 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 		}
 	}
 	if seq, held := reply[2].(string); cluster && c.Schedule && held {
-		if err := s.forgetWaiting(ctx, c.Thread); err != nil {
-			return nil, err
-		}
 		if _, err := s.setWakeup(ctx, c.Thread, seq, c.Wake, false); err != nil {
 			return nil, err
 		}
@@ -165,7 +162,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 	}
 	schedule, waiting := "", ""
 	if c.Schedule {
-		schedule, waiting = "0", "0" // no count is kept: an earlier version's is forgotten (waiting.go)
+		schedule = "0" // and no waiting count: the inbox holds the waiting calls (waiting.go)
 		if !c.Wake.IsZero() {
 			schedule = strconv.FormatInt(c.Wake.UnixMilli(), 10)
 		}
@@ -499,7 +496,7 @@ return close_thread(KEYS, ARGV)
 // closeThreadLua is closeLua's work as a Lua function of its keys and
 // arguments, which closeInboxLua shares.
 const closeThreadLua = `
-local function close_thread(KEYS, ARGV, held)
+local function close_thread(KEYS, ARGV, held, vals)
   if held == nil then held = redis.call('GET', KEYS[1]) == ARGV[1] end
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
@@ -538,6 +535,7 @@ local function close_thread(KEYS, ARGV, held)
     audited = audit_append(KEYS[7], KEYS[8], ARGV[8 + n], ARGV, 10 + n)
   end
   if held then redis.call('DEL', KEYS[1]) end
+  if vals then return {vals, audited, seq} end
   if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited, seq} end
   return {{}, audited, seq}
 end
@@ -673,11 +671,17 @@ end
 // of the claims to read after the lease is let go, audit_append's reply
 // or nil, updateInboxLua's reply or nil}.
 const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + `
-local saved, left, moved, kept = save_check(KEYS, ARGV)
-if saved ~= 1 then return {saved} end
 local c = tonumber(ARGV[12])
 local cargv = {}
 for i = 1, c do cargv[i] = ARGV[12 + i] end
+-- The claims the close reads back are read with the head: the script
+-- writes none of them (it writes the head, deliveries and "answered").
+local extra = {}
+local from = 10 + tonumber(cargv[7]) + tonumber(cargv[9 + tonumber(cargv[7])])
+for i = from, c do extra[#extra + 1] = cargv[i] end
+local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
+if saved ~= 1 then return {saved} end
+if not vals then vals = {} end
 local ni, nu = tonumber(ARGV[13 + c]), tonumber(ARGV[14 + c])
 local old = false
 if ni > 0 then
@@ -687,6 +691,6 @@ if ni > 0 then
   old = update_inbox(ikeys, iargv)
 end
 save_write(KEYS, ARGV, 15 + c + nu, left, moved, kept)
-local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, ARGV[8] == cargv[1])
+local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, ARGV[8] == cargv[1], vals)
 return {1, res[1], res[2], old}
 `

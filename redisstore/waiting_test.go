@@ -12,8 +12,8 @@ import (
 )
 
 // The store keeps no waiting count beside the inbox: a close of a thread
-// with calls waiting writes none, and forgets the one an earlier version
-// kept for the thread (in cs:waiting); WaitingTotal counts the calls the
+// with calls waiting writes none, and what an earlier version kept (in
+// cs:waiting) is retired with an expiry when the bot starts; WaitingTotal counts the calls the
 // inbox holds, in entries of either form. On a single server, where the close is one script, and on
 // a cluster, where the count was in a slot of its own.
 func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
@@ -57,8 +57,17 @@ func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
 				t.Fatal(err)
 			}
 			counts, err := rdb.HGetAll(ctx, waiting).Result()
-			if err != nil || len(counts) != 1 || counts[earlier] != "2" {
-				t.Errorf("waiting counts after the closes = %v, %v; want only the untouched thread's earlier count", counts, err)
+			if err != nil || len(counts) != 2 || counts[earlier] != "2" || counts[thread] != "1" {
+				t.Errorf("waiting counts after the closes = %v, %v; want the earlier version's, untouched", counts, err)
+			}
+			if ttl, err := rdb.PTTL(ctx, waiting).Result(); err != nil || ttl != -1 {
+				t.Fatalf("PTTL of the earlier counts = %v, %v; want none yet", ttl, err)
+			}
+			if err := s.RetireWaitingCounts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ttl, err := rdb.PTTL(ctx, waiting).Result(); err != nil || ttl <= 0 {
+				t.Errorf("PTTL of the earlier counts once retired = %v, %v; want an expiry", ttl, err)
 			}
 			if n, err := rdb.Exists(ctx, "{"+prefix+":waiting}:by:"+thread).Result(); err != nil || n != 0 {
 				t.Errorf("a close wrote the thread's waiting-by key (%d, %v)", n, err)
@@ -66,8 +75,10 @@ func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
 			if n, err := s.WaitingTotal(ctx); err != nil || n != 6 {
 				t.Errorf("WaitingTotal = %d, %v; want the inbox's 6 calls", n, err)
 			}
-			if err := s.SetWaiting(ctx, earlier, 0); err != nil {
-				t.Fatal(err)
+			for _, th := range []string{earlier, thread} {
+				if err := s.SetWaiting(ctx, th, 0); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if n, err := rdb.Exists(ctx, waiting).Result(); err != nil || n != 0 {
 				t.Errorf("the earlier counts after SetWaiting: %d keys, %v; want none", n, err)
