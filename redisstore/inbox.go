@@ -21,7 +21,7 @@ import (
 //	cs:{inbox}:calls            hash  thread → the thread's waiting calls, a JSON list of
 //	                                  lists of their fields (inboxcodec.go)
 //	cs:{inbox}:decided:<user>   list  the user's decisions (JSON), newest first, capped
-//	                                  at runner.RecentLimit; expires with the threads
+//	                                  at runner.RecentLimit (trimmed back when twice that); expires with the threads
 //	cs:{inbox}:home             zset  user → when they last opened the Home tab (unix ms)
 //
 // The runner replaces a thread's entry when a session on it ends; on a
@@ -165,6 +165,7 @@ func (s *Store) RecentDecisions(ctx context.Context, user string, n int) ([]runn
 	if n <= 0 {
 		return nil, nil
 	}
+	n = min(n, runner.RecentLimit) // the list may hold more until it is trimmed
 	raws, err := s.rdb.LRange(ctx, s.decidedKey(user), 0, int64(n)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read the decisions of %s: %w", user, err)
@@ -239,8 +240,11 @@ local function update_inbox(KEYS, ARGV)
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   end
   for i = 3, #KEYS do
-    redis.call('LPUSH', KEYS[i], ARGV[2 + i])
-    redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+    -- A list may grow to twice its cap before it is trimmed back:
+    -- readers read the cap's worth, and a trim per decision is spared.
+    if redis.call('LPUSH', KEYS[i], ARGV[2 + i]) > 2 * tonumber(ARGV[4]) then
+      redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+    end
     redis.call('PEXPIRE', KEYS[i], ARGV[3])
   end
   return {old, redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}

@@ -5,17 +5,26 @@ package redisstore
 // one node that holds the thread's slot. They run on Redis 7 and on
 // miniredis, and use nothing beyond redis.call and Lua 5.1's base library.
 
-// headLua reads the head (head.go): head_of(claims, head) returns
+// headLua reads the head (head.go): head_of(claims, head, extra) returns
 // {seq, id, journal_len, expiry} from the claims hash, or the first three
 // from the head key of a thread saved before the head moved there, and
-// whether it came from that key; head_id(claims, head) returns the ID
-// alone.
+// whether it came from that key; with a list of other claims (extra, may
+// be nil), the same read of the claims hash returns their values after
+// the head's four, whichever key the head came from. head_id(claims,
+// head) returns the ID alone.
 const headLua = `
-local function head_of(claims, head)
-  local h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
-  if h[1] then return h, false end
+local function head_of(claims, head, extra)
+  local h, vals
+  if extra and #extra > 0 then
+    h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `', unpack(extra))
+    vals = {}
+    for i = 1, #extra do vals[i] = h[4 + i] end
+  else
+    h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
+  end
+  if h[1] then return h, false, vals end
   h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
-  return h, h[1] ~= false
+  return h, h[1] ~= false, vals
 end
 
 local function head_id(claims, head)
@@ -67,9 +76,10 @@ return {1, audited}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
-// arguments: save_check returns 1, the thread's time to live (ms) and
-// whether the head is still in the head key of before if the save may be
-// made, else saveLua's reply; save_write makes it, with the journal
+// arguments: save_check returns 1, the thread's time to live (ms),
+// whether the head is still in the head key of before, whether the
+// thread's expiry was kept beside the head, and the values of the claims
+// extra names (head_of) if the save may be made, else saveLua's reply; save_write makes it, with the journal
 // entries from ARGV[first] on, writes the head into the claims hash and
 // drops the head key of before.
 //
@@ -81,19 +91,19 @@ return {1, audited}
 // gives the claims hash one only when it has none, before the thread's
 // first save).
 const saveCheckpointLua = headLua + `
-local function save_check(KEYS, ARGV)
+local function save_check(KEYS, ARGV, extra)
   if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-  local h, moved = head_of(KEYS[4], KEYS[1])
+  local h, moved, vals = head_of(KEYS[4], KEYS[1], extra)
   if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
   -- The head's journal_len is the journal's length: only a save writes
   -- either, both in one script, and both keys share one expiry.
   local n = tonumber(h[3]) or redis.call('LLEN', KEYS[2])
   if n ~= tonumber(ARGV[2]) then return 0 end
-  if h[4] and not moved then return 1, tonumber(h[4]) - tonumber(ARGV[11]), moved, true end
+  if h[4] and not moved then return 1, tonumber(h[4]) - tonumber(ARGV[11]), moved, true, vals end
   -- The history is written by saves alone: its expiry is the thread's
   -- (the claims hash may exist before the first save, by a claim).
-  return 1, redis.call('PTTL', KEYS[3]), moved, false
+  return 1, redis.call('PTTL', KEYS[3]), moved, false, vals
 end
 
 local function save_write(KEYS, ARGV, first, left, moved, kept)
