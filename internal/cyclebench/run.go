@@ -108,6 +108,12 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 				}
 			}
 		}
+		// The replica that grew them has recorded what it showed, as it
+		// does within a second of showing it (runner.Service.FlushRecords):
+		// a person's reply comes later than that.
+		if err := c.Settle(ctx); err != nil {
+			return err
+		}
 		other, err := New(impl, rdb, prefix)
 		if err != nil {
 			return err
