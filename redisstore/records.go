@@ -328,8 +328,21 @@ func (s *Store) DedupRef(ctx context.Context, key string, ttl time.Duration, ref
 		value, found, err = s.Ref(ctx, ref)
 		return true, value, found, err
 	}
-	res, err := dedupRefScript.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key), s.prefix + ":ref:" + escape(ref)},
-		newToken(), ttl.Milliseconds()).Slice()
+	first, value, found, err = s.dedupThen(ctx, dedupRefScript, key, s.prefix+":ref:"+escape(ref), newToken(), ttl.Milliseconds())
+	if err != nil || !found {
+		return first, nil, false, err
+	}
+	if value, err = expandRef(value); err != nil {
+		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
+	}
+	return true, value, true, nil
+}
+
+// dedupThen runs script, dedupRefLua or dedupClaimLua, on key's dedup
+// key and lookup with args, and reads its reply: whether key was seen
+// for the first time, and then what the lookup found.
+func (s *Store) dedupThen(ctx context.Context, script *redis.Script, key, lookup string, args ...any) (first bool, value []byte, found bool, err error) {
+	res, err := script.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key), lookup}, args...).Slice()
 	if err != nil {
 		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
 	}
@@ -338,11 +351,7 @@ func (s *Store) DedupRef(ctx context.Context, key string, ttl time.Duration, ref
 	}
 	if len(res) > 1 {
 		if v, ok := res[1].(string); ok {
-			value, err := expandRef([]byte(v))
-			if err != nil {
-				return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
-			}
-			return true, value, true, nil
+			return true, []byte(v), true, nil
 		}
 	}
 	return true, nil, false, nil
@@ -386,18 +395,5 @@ func (s *Store) DedupClaim(ctx context.Context, key string, ttl time.Duration, t
 		value, found = vals[claim]
 		return true, value, found, nil
 	}
-	res, err := dedupClaimScript.Run(ctx, s.rdb, []string{s.prefix + ":dedup:" + escape(key), k.claims},
-		newToken(), ttl.Milliseconds(), claim).Slice()
-	if err != nil {
-		return false, nil, false, fmt.Errorf("dedup %s: %w", key, err)
-	}
-	if len(res) == 0 || res[0] != int64(1) {
-		return false, nil, false, nil
-	}
-	if len(res) > 1 {
-		if v, ok := res[1].(string); ok {
-			return true, []byte(v), true, nil
-		}
-	}
-	return true, nil, false, nil
+	return s.dedupThen(ctx, dedupClaimScript, key, k.claims, newToken(), ttl.Milliseconds(), claim)
 }
