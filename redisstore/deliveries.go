@@ -85,9 +85,9 @@ type scriptCall struct {
 }
 
 // runEach runs script once per call in one pipeline and sets
-// errs[call.of] to each run's error. A server that does not have the
-// script yet (NOSCRIPT) is sent its source, in a second pipeline, for
-// the runs it refused.
+// errs[call.of] to each run's error. When a server does not have the
+// script yet (NOSCRIPT), it is loaded and the runs refused are sent
+// again, in a second pipeline.
 func (s *Store) runEach(ctx context.Context, script *redis.Script, calls []scriptCall, errs []error) {
 	if len(calls) == 0 {
 		return
@@ -107,9 +107,16 @@ func (s *Store) runEach(ctx context.Context, script *redis.Script, calls []scrip
 		}
 	}
 	if len(unknown) > 0 {
+		// Loaded once (on every node of a cluster), the script is run
+		// by its SHA-1 again; should that fail, by its source.
+		loaded := script.Load(ctx, s.rdb).Err() == nil
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, j := range unknown {
-				cmds[j] = script.Eval(ctx, p, calls[j].keys, calls[j].args...)
+				if loaded {
+					cmds[j] = script.EvalSha(ctx, p, calls[j].keys, calls[j].args...)
+				} else {
+					cmds[j] = script.Eval(ctx, p, calls[j].keys, calls[j].args...)
+				}
 			}
 			return nil
 		})
