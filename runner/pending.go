@@ -28,10 +28,12 @@ import (
 // process that dies before showing everything has it shown by whoever
 // looks at the thread then — twice rather than never. Once shown, the
 // records ride on this process's next step on the thread (the claim of a
-// click, the opening of a reply's run) if it comes within recordAfter;
-// else they are written on their own, with the planned wake-up, which
-// replaces the recovery one only if that is still the thread's wake-up:
-// a later step's wake-up wins.
+// click, the opening of a reply's run) if it comes first; else the
+// service's writer (pendingRecords) writes them within recordAfter, with
+// those of every other thread waiting then, in one round trip, and with
+// the planned wake-up, which replaces the recovery one only if that is
+// still the thread's wake-up: a later step's wake-up wins. A first turn,
+// which no next step follows, so costs no round trip of its own.
 //
 // Another process that resumes the thread meanwhile (a click it handled)
 // does not show again the cards of calls that waited at the checkpoint it
@@ -39,8 +41,8 @@ import (
 // is showing them (holdFor). It keeps its own recovery wake-up instead,
 // so that, should that process have died, they are shown then.
 
-// recordAfter is how long shown deliveries wait for this process's next
-// step on the thread before they are written on their own (a
+// recordAfter is how long shown deliveries wait at most for this
+// process's next step on the thread before the writer writes them (a
 // time.Duration; tests change it).
 var recordAfter atomic.Int64
 
@@ -134,6 +136,12 @@ func (s *Service) flushRecords() {
 	p := &s.pending
 	p.mu.Lock()
 	p.armed = false
+	if p.writing != nil {
+		// A timer stopped too late (FlushRecords) and set again: the
+		// flush under way sets it again when it is over.
+		p.mu.Unlock()
+		return
+	}
 	batch := p.takeAll()
 	if len(batch) == 0 {
 		p.mu.Unlock()

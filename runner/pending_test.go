@@ -141,3 +141,49 @@ func TestShownRecordedWithoutAnotherStep(t *testing.T) {
 		t.Errorf("%d writes for %d threads, want at most one each", calls, n)
 	}
 }
+
+// TestShownRecordedOnceWhileFlushedAtOnce: threads answered at the same
+// time, recorded by the writer every millisecond and by FlushRecords
+// (a stopping process) meanwhile: each thread's answer is written once,
+// and none is lost.
+func TestShownRecordedOnceWhileFlushedAtOnce(t *testing.T) {
+	defer runner.SetRecordAfter(time.Millisecond)()
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	w.schedule = true
+	batches := &batchesStore{}
+	w.leases = func(s *redisstore.Store) runner.Store { batches.Store = s; return batches }
+	a, store := w.service(t, &recorder{}, 5*time.Second)
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			th := fmt.Sprintf("th-%d", i)
+			if err := a.Start(ctx, runner.StartRequest{Thread: th, Requester: "U_ALICE", Text: "chat: hello"}); err != nil {
+				t.Error(err)
+			}
+			if i%4 == 0 {
+				if err := a.FlushRecords(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := a.FlushRecords(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, recorded := batches.recorded()
+	for i := range n {
+		th := fmt.Sprintf("th-%d", i)
+		if recorded[th] != 1 {
+			t.Errorf("%s's answer was written %d times, want once", th, recorded[th])
+		}
+		if got, err := store.ClaimValues(ctx, th, []string{"answered"}); err != nil || len(got) != 1 {
+			t.Errorf("%s: answered = %q, %v; want it recorded", th, got, err)
+		}
+	}
+}
