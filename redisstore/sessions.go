@@ -355,45 +355,6 @@ func (s *Store) recordArgs(args []any, record []string, answered int) []any {
 	return args
 }
 
-// RecordDeliveries implements runner.Sessions: one script that records
-// the deliveries and, on a single server, moves the wake-up if it is
-// still the one d.WakeSet names. On a cluster the schedule is in another
-// slot: a script of its own there moves it, on the same condition.
-func (s *Store) RecordDeliveries(ctx context.Context, d runner.Deliveries) error {
-	tk, err := s.keys(d.Thread)
-	if err == nil {
-		err = checkClaimKeys(d.Record...)
-	}
-	if err != nil {
-		return fmt.Errorf("record deliveries: %w", err)
-	}
-	keys := []string{tk.claims, tk.head}
-	cluster := s.isCluster()
-	if !cluster {
-		keys = append(keys, s.prefix+":wakeups")
-	}
-	move, wake := "", "0"
-	if d.Move {
-		move = unixMs(d.WakeSet)
-		if !d.Wake.IsZero() {
-			wake = unixMs(d.Wake)
-		}
-	}
-	args := make([]any, 0, 6+len(d.Record))
-	args = append(args, d.Thread, move, wake)
-	args = s.recordArgs(args, d.Record, d.Answered)
-	if err := s.recordScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("record deliveries of %s: %w", d.Thread, err)
-	}
-	if cluster && move != "" {
-		err := s.moveWakeScript.Run(ctx, s.rdb, []string{s.prefix + ":wakeups"}, d.Thread, move, wake).Err()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("record deliveries of %s: %w", d.Thread, err)
-		}
-	}
-	return nil
-}
-
 // ClaimValues implements runner.Sessions: the thread's claims of keys
 // (those set), in one HMGET.
 func (s *Store) ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error) {

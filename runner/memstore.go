@@ -43,7 +43,10 @@ type memLease struct {
 	expires time.Time
 }
 
-var errEmptyLeaseOwner = errors.New("empty lease owner")
+var (
+	errEmptyLeaseOwner = errors.New("empty lease owner")
+	errNoThread        = errors.New("no thread named")
+)
 
 // NewMemoryStore returns an empty store; now is its clock (default
 // time.Now).
@@ -429,19 +432,30 @@ func (m *MemoryStore) raiseAnswered(thread string, n int) {
 	}
 }
 
-// RecordDeliveries implements Sessions.
-func (m *MemoryStore) RecordDeliveries(_ context.Context, d Deliveries) error {
+// RecordDeliveries implements Sessions. A delivery of no thread fails
+// alone, as it does in redisstore.
+func (m *MemoryStore) RecordDeliveries(_ context.Context, ds []Deliveries) []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.record(d.Thread, d.Record, d.Answered)
-	if at, ok := m.wakeups[d.Thread]; d.Move && ok && at.Equal(d.WakeSet) {
-		if d.Wake.IsZero() {
-			delete(m.wakeups, d.Thread)
-		} else {
-			m.wakeups[d.Thread] = d.Wake
+	var errs []error
+	for i, d := range ds {
+		if d.Thread == "" {
+			if errs == nil {
+				errs = make([]error, len(ds))
+			}
+			errs[i] = errNoThread
+			continue
+		}
+		m.record(d.Thread, d.Record, d.Answered)
+		if at, ok := m.wakeups[d.Thread]; d.Move && ok && at.Equal(d.WakeSet) {
+			if d.Wake.IsZero() {
+				delete(m.wakeups, d.Thread)
+			} else {
+				m.wakeups[d.Thread] = d.Wake
+			}
 		}
 	}
-	return nil
+	return errs
 }
 
 // ClaimDecision implements Sessions.

@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,10 +28,12 @@ import (
 // process that dies before showing everything has it shown by whoever
 // looks at the thread then — twice rather than never. Once shown, the
 // records ride on this process's next step on the thread (the claim of a
-// click, the opening of a reply's run) if it comes within recordAfter;
-// else they are written on their own, with the planned wake-up, which
-// replaces the recovery one only if that is still the thread's wake-up:
-// a later step's wake-up wins.
+// click, the opening of a reply's run) if it comes first; else the
+// service's writer (pendingRecords) writes them within recordAfter, with
+// those of every other thread waiting then, in one round trip, and with
+// the planned wake-up, which replaces the recovery one only if that is
+// still the thread's wake-up: a later step's wake-up wins. A first turn,
+// which no next step follows, so costs no round trip of its own.
 //
 // Another process that resumes the thread meanwhile (a click it handled)
 // does not show again the cards of calls that waited at the checkpoint it
@@ -37,8 +41,8 @@ import (
 // is showing them (holdFor). It keeps its own recovery wake-up instead,
 // so that, should that process have died, they are shown then.
 
-// recordAfter is how long shown deliveries wait for this process's next
-// step on the thread before they are written on their own (a
+// recordAfter is how long shown deliveries wait at most for this
+// process's next step on the thread before the writer writes them (a
 // time.Duration; tests change it).
 var recordAfter atomic.Int64
 
@@ -48,6 +52,31 @@ func init() { recordAfter.Store(int64(time.Second)) }
 // show.
 const holdFor = redeliverAfter
 
+// recordWait bounds a flush of the records held (FlushRecords aside).
+const recordWait = 5 * time.Second
+
+// pendingRecords holds what was shown after the session that showed it
+// ended, by thread, until it is recorded: by the thread's next step
+// (takeRecords), or by the service's one writer. That writer flushes
+// recordAfter after the oldest record it holds was held, and writes
+// every thread's then, oldest first, in one round trip
+// (RecordDeliveries): a busy process writes a batch at most about every
+// recordAfter, whatever the number of threads, and no record waits
+// longer than that.
+type pendingRecords struct {
+	mu       sync.Mutex
+	byThread map[string]*shownRecords
+	held     uint64 // records held so far: the order of the next one
+	// writing are the records of the flush under way, by thread: shown,
+	// though not in byThread (overlayRecords); written is closed when
+	// that flush is over.
+	writing map[string]*shownRecords
+	written chan struct{}
+	// flush is the writer's timer; armed while it is to fire.
+	flush *time.Timer
+	armed bool
+}
+
 // shownRecords are deliveries shown and not yet recorded, of one thread.
 type shownRecords struct {
 	record   []string
@@ -55,40 +84,138 @@ type shownRecords struct {
 	// move: the wake-up is to move from set to planned.
 	move         bool
 	set, planned time.Time
-	timer        *time.Timer
+	// order and since: when the thread's oldest record still held was
+	// held, in order and in time.
+	order uint64
+	since time.Time
 }
 
 // holdRecords keeps what a session whose last save ended it has shown,
-// to be written with the thread's next step or after recordAfter.
+// to be written with the thread's next step or by the writer.
 func (s *Service) holdRecords(thread string, r *shownRecords) {
 	if len(r.record) == 0 && r.answered <= 0 && !r.move {
 		return
 	}
-	s.pendingMu.Lock()
-	defer s.pendingMu.Unlock()
-	if s.pending == nil {
-		s.pending = map[string]*shownRecords{}
+	p := &s.pending
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byThread == nil {
+		p.byThread = map[string]*shownRecords{}
 	}
-	if old, ok := s.pending[thread]; ok {
-		old.timer.Stop()
+	if old, ok := p.byThread[thread]; ok {
 		r.record = append(slices.Clone(old.record), r.record...)
 		r.answered = max(r.answered, old.answered)
+		r.order, r.since = old.order, old.since
+	} else {
+		p.held++
+		r.order, r.since = p.held, time.Now()
 	}
-	r.timer = time.AfterFunc(time.Duration(recordAfter.Load()), func() { s.writeRecords(thread, r) })
-	s.pending[thread] = r
+	p.byThread[thread] = r
+	if !p.armed && p.writing == nil {
+		s.armFlush(r.since)
+	}
+}
+
+// armFlush sets the writer's timer to fire recordAfter after since, the
+// oldest record's time. The caller holds s.pending.mu.
+func (s *Service) armFlush(since time.Time) {
+	p := &s.pending
+	d := time.Until(since.Add(recordAfterNow()))
+	if p.flush == nil {
+		p.flush = time.AfterFunc(d, s.flushRecords)
+	} else {
+		p.flush.Reset(d)
+	}
+	p.armed = true
+}
+
+// flushRecords is the writer: it writes every record held, oldest first,
+// in one round trip, logs each thread's failure, and sets its timer again
+// if records were held meanwhile.
+func (s *Service) flushRecords() {
+	p := &s.pending
+	p.mu.Lock()
+	p.armed = false
+	if p.writing != nil {
+		// A timer stopped too late (FlushRecords) and set again: the
+		// flush under way sets it again when it is over.
+		p.mu.Unlock()
+		return
+	}
+	batch := p.takeAll()
+	if len(batch) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.writing, p.written = make(map[string]*shownRecords, len(batch)), make(chan struct{})
+	for _, r := range batch {
+		p.writing[r.thread] = r.shownRecords
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), recordWait)
+	errs := s.recordNow(ctx, batch)
+	cancel()
+	for i, err := range errs {
+		if err != nil {
+			s.log.WithField("thread", batch[i].thread).WithError(err).Warn("recording what was shown")
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.written)
+	p.writing, p.written = nil, nil
+	if oldest, ok := p.oldest(); ok && !p.armed {
+		s.armFlush(oldest)
+	}
+}
+
+// threadRecords are a thread's records, as a flush takes them.
+type threadRecords struct {
+	thread string
+	*shownRecords
+}
+
+// takeAll returns and forgets every record held, oldest first. The
+// caller holds p.mu.
+func (p *pendingRecords) takeAll() []threadRecords {
+	if len(p.byThread) == 0 {
+		return nil
+	}
+	all := make([]threadRecords, 0, len(p.byThread))
+	for thread, r := range p.byThread {
+		all = append(all, threadRecords{thread, r})
+	}
+	slices.SortFunc(all, func(a, b threadRecords) int { return cmp.Compare(a.order, b.order) })
+	clear(p.byThread)
+	return all
+}
+
+// oldest returns when the oldest record held was held, if any is. The
+// caller holds p.mu.
+func (p *pendingRecords) oldest() (time.Time, bool) {
+	var first *shownRecords
+	for _, r := range p.byThread {
+		if first == nil || r.order < first.order {
+			first = r
+		}
+	}
+	if first == nil {
+		return time.Time{}, false
+	}
+	return first.since, true
 }
 
 // takeRecords returns and forgets the thread's records not yet written,
 // for a step that writes them; nil if there are none.
 func (s *Service) takeRecords(thread string) *shownRecords {
-	s.pendingMu.Lock()
-	defer s.pendingMu.Unlock()
-	r, ok := s.pending[thread]
+	p := &s.pending
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.byThread[thread]
 	if !ok {
 		return nil
 	}
-	r.timer.Stop()
-	delete(s.pending, thread)
+	delete(p.byThread, thread)
 	return r
 }
 
@@ -106,19 +233,21 @@ func (s *Service) returnRecords(thread string, r *shownRecords) {
 // overlayRecords adds to the session's claims what this process has
 // shown of the thread and not yet recorded.
 func (s *Service) overlayRecords(ss *session) {
-	s.pendingMu.Lock()
-	defer s.pendingMu.Unlock()
-	r, ok := s.pending[ss.thread]
-	if !ok {
-		return
-	}
-	for _, k := range r.record {
-		ss.claims[k] = []byte("1")
-	}
-	if r.answered > 0 {
-		cur, _ := strconv.Atoi(string(ss.claims[answeredKey]))
-		if _, ok := ss.claims[answeredKey]; !ok || cur < r.answered {
-			ss.claims[answeredKey] = []byte(strconv.Itoa(r.answered))
+	p := &s.pending
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range []*shownRecords{p.writing[ss.thread], p.byThread[ss.thread]} {
+		if r == nil {
+			continue
+		}
+		for _, k := range r.record {
+			ss.claims[k] = []byte("1")
+		}
+		if r.answered > 0 {
+			cur, _ := strconv.Atoi(string(ss.claims[answeredKey]))
+			if _, ok := ss.claims[answeredKey]; !ok || cur < r.answered {
+				ss.claims[answeredKey] = []byte(strconv.Itoa(r.answered))
+			}
 		}
 	}
 }
@@ -132,40 +261,44 @@ func recordsOf(r *shownRecords) ([]string, int) {
 	return r.record, r.answered
 }
 
-// writeRecords writes r on its own, if it is still the thread's.
-func (s *Service) writeRecords(thread string, r *shownRecords) {
-	s.pendingMu.Lock()
-	if s.pending[thread] != r {
-		s.pendingMu.Unlock()
-		return
+// recordNow writes the records of batch in one round trip and returns
+// the error of each (nil: none failed).
+func (s *Service) recordNow(ctx context.Context, batch []threadRecords) []error {
+	ds := make([]Deliveries, len(batch))
+	for i, r := range batch {
+		ds[i] = Deliveries{Thread: r.thread, Record: r.record, Answered: r.answered,
+			Move: r.move && s.opts.Schedule, WakeSet: r.set, Wake: r.planned}
 	}
-	delete(s.pending, thread)
-	s.pendingMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.recordNow(ctx, thread, r); err != nil {
-		s.log.WithField("thread", thread).WithError(err).Warn("recording what was shown")
-	}
-}
-
-func (s *Service) recordNow(ctx context.Context, thread string, r *shownRecords) error {
-	return s.store.RecordDeliveries(ctx, Deliveries{Thread: thread, Record: r.record, Answered: r.answered,
-		Move: r.move && s.opts.Schedule, WakeSet: r.set, Wake: r.planned})
+	return s.store.RecordDeliveries(ctx, ds)
 }
 
 // FlushRecords writes now every delivery record this process holds (see
-// holdRecords): before it stops, so that another process does not show
-// again what this one has shown.
+// holdRecords), and waits for the writer's flush under way: before it
+// stops, so that another process does not show again what this one has
+// shown.
 func (s *Service) FlushRecords(ctx context.Context) error {
-	s.pendingMu.Lock()
-	all := s.pending
-	s.pending = nil
-	s.pendingMu.Unlock()
+	p := &s.pending
+	p.mu.Lock()
+	batch := p.takeAll()
+	if p.armed {
+		p.flush.Stop()
+		p.armed = false
+	}
+	written := p.written
+	p.mu.Unlock()
 	var first error
-	for thread, r := range all {
-		r.timer.Stop()
-		if err := s.recordNow(ctx, thread, r); err != nil && first == nil {
-			first = err
+	if len(batch) > 0 {
+		for _, err := range s.recordNow(ctx, batch) {
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if written != nil {
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return cmp.Or(first, ctx.Err())
 		}
 	}
 	return first

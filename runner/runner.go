@@ -220,8 +220,7 @@ type Service struct {
 
 	// pending holds, by thread, what was shown after the session that
 	// showed it ended, until it is recorded (pending.go).
-	pendingMu sync.Mutex
-	pending   map[string]*shownRecords
+	pending pendingRecords
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in

@@ -53,16 +53,19 @@ type Sessions interface {
 	// ClaimValues returns the thread's claims of keys that are set: a
 	// read of what a step needs, whatever the thread's history.
 	ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error)
-	// RecordDeliveries records deliveries made after the session that
-	// showed them ended (its last save let go of the lease): the
-	// set-once claims Record and the "answered" claim raised to
-	// Answered (if > 0). With Move, it then moves the thread's wake-up
-	// to Wake (zero: none) if it is still WakeSet, the one that last
-	// save set; a later step's wake-up is left alone. It needs no lease.
-	RecordDeliveries(ctx context.Context, d Deliveries) error
+	// RecordDeliveries records deliveries made after the sessions that
+	// showed them ended (their last save let go of the lease), of
+	// several threads in one round trip: for each of ds, the set-once
+	// claims Record and the "answered" claim raised to Answered (if >
+	// 0). With Move, it then moves the thread's wake-up to Wake (zero:
+	// none) if it is still WakeSet, the one that last save set; a later
+	// step's wake-up is left alone. It needs no lease. It returns nil if
+	// every thread's were recorded, else the error of each of ds in ds's
+	// order (nil: recorded): a thread that fails loses no other's.
+	RecordDeliveries(ctx context.Context, ds []Deliveries) []error
 }
 
-// Deliveries is what RecordDeliveries is asked.
+// Deliveries is what RecordDeliveries is asked of one thread.
 type Deliveries struct {
 	Thread   string
 	Record   []string

@@ -42,6 +42,7 @@ func TestSessions(t *testing.T, newStores func(t *testing.T) Stores) {
 		{"ClaimApproval", testClaimApproval},
 		{"ClaimValuesReadsOnlyKeys", testClaimValues},
 		{"DeliveriesRecordedWithoutTheLease", testRecordDeliveries},
+		{"DeliveriesOfSeveralThreadsRecordedTogether", testRecordDeliveriesBatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,10 +167,10 @@ func testRecordDeliveries(t *testing.T, s Stores) {
 	if _, _, err := st.Claim(ctx, th, "card:y#0", []byte("ts-1")); err != nil {
 		t.Fatal(err)
 	}
-	err = st.RecordDeliveries(ctx, runner.Deliveries{Thread: th, Record: []string{"card:x#0", "card:y#0"}, Answered: 4,
-		Move: true, WakeSet: set, Wake: base.Add(10 * time.Hour)})
-	if err != nil {
-		t.Fatalf("RecordDeliveries = %v", err)
+	errs := st.RecordDeliveries(ctx, []runner.Deliveries{{Thread: th, Record: []string{"card:x#0", "card:y#0"}, Answered: 4,
+		Move: true, WakeSet: set, Wake: base.Add(10 * time.Hour)}})
+	if errs != nil {
+		t.Fatalf("RecordDeliveries = %v", errs)
 	}
 	got, _ := st.ClaimValues(ctx, th, []string{"card:x#0", "card:y#0", "answered"})
 	if want := map[string]string{"card:x#0": "1", "card:y#0": "ts-1", "answered": "4"}; !sameClaims(got, want) {
@@ -185,9 +186,8 @@ func testRecordDeliveries(t *testing.T, s Stores) {
 	if err := st.Wake(ctx, th, base.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	err = st.RecordDeliveries(ctx, runner.Deliveries{Thread: th, Answered: 2, Move: true, WakeSet: set, Wake: time.Time{}})
-	if err != nil {
-		t.Fatal(err)
+	if errs := st.RecordDeliveries(ctx, []runner.Deliveries{{Thread: th, Answered: 2, Move: true, WakeSet: set}}); errs != nil {
+		t.Fatal(errs)
 	}
 	if due, _ := st.Due(ctx, base.Add(3*time.Hour), 1000); !slices.Contains(due, th) {
 		t.Errorf("Due() after a stale move = %v, want %s: a later step's wake-up wins", due, th)
@@ -211,6 +211,60 @@ func testRecordDeliveries(t *testing.T, s Stores) {
 	got, _ = st.ClaimValues(ctx, th, []string{"card:w#0", "card:v#0", "answered", "decision:v#0"})
 	if want := map[string]string{"card:w#0": "1", "card:v#0": "1", "answered": "7", "decision:v#0": "bob"}; !sameClaims(got, want) {
 		t.Errorf("claims after an opening and a claim that carried records = %q, want %q", got, want)
+	}
+}
+
+// testRecordDeliveriesBatch: the deliveries of several threads are
+// recorded in one call, each thread's as if on its own — its records,
+// its count, its wake-up moved only if it is still the one its session
+// set — and a thread that fails (it has no name) loses no other's.
+func testRecordDeliveriesBatch(t *testing.T, s Stores) {
+	ctx, st := context.Background(), s.Store
+	base := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+	set := base.Add(time.Minute)
+	a, b, c := thread("batch-a"), thread("batch-b"), thread("batch-c")
+	for _, th := range []string{a, b, c} {
+		o, err := st.OpenThread(ctx, runner.Opening{Thread: th, Owner: "replica-a", TTL: time.Minute})
+		if err != nil || !o.Held {
+			t.Fatalf("OpenThread(%s) = %+v, %v", th, o, err)
+		}
+		if _, err := st.CloseThread(ctx, runner.Closing{Thread: th, Token: o.Token, Answered: -1, Schedule: true, Wake: set}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// c's next step has set a wake-up of its own since.
+	if err := st.Wake(ctx, c, base.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	errs := st.RecordDeliveries(ctx, []runner.Deliveries{
+		{Thread: a, Record: []string{"card:x#0"}, Answered: 2, Move: true, WakeSet: set, Wake: base.Add(10 * time.Hour)},
+		{Thread: "", Record: []string{"card:x#0"}, Answered: 2},
+		{Thread: b, Record: []string{"card:y#0", "card:z#0"}, Move: true, WakeSet: set},
+		{Thread: c, Answered: 5, Move: true, WakeSet: set, Wake: base.Add(10 * time.Hour)},
+	})
+	if len(errs) != 4 || errs[1] == nil || errs[0] != nil || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("RecordDeliveries(a, no thread, b, c) = %v; want only the second to fail", errs)
+	}
+	for th, want := range map[string]map[string]string{
+		a: {"card:x#0": "1", "answered": "2"},
+		b: {"card:y#0": "1", "card:z#0": "1"},
+		c: {"answered": "5"},
+	} {
+		got, err := st.ClaimValues(ctx, th, []string{"card:x#0", "card:y#0", "card:z#0", "answered"})
+		if err != nil || !sameClaims(got, want) {
+			t.Errorf("claims of %s after the batch = %q, %v; want %q", th, got, err, want)
+		}
+	}
+	due, err := st.Due(ctx, base.Add(2*time.Minute), 1000)
+	if err != nil || slices.Contains(due, a) || slices.Contains(due, b) || !slices.Contains(due, c) {
+		t.Errorf("Due() after the batch = %v, %v; want c (a later step's wake-up wins), not a (moved) nor b (none left)", due, err)
+	}
+	due, err = st.Due(ctx, base.Add(11*time.Hour), 1000)
+	if err != nil || !slices.Contains(due, a) || slices.Contains(due, b) {
+		t.Errorf("Due() at a's planned wake-up = %v, %v; want a, not b", due, err)
+	}
+	if errs := st.RecordDeliveries(ctx, []runner.Deliveries{{Thread: a, Answered: 3}, {Thread: b, Answered: 3}}); errs != nil {
+		t.Errorf("RecordDeliveries(a, b) = %v, want nil when every thread's are recorded", errs)
 	}
 }
 
