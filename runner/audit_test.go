@@ -448,7 +448,12 @@ func TestUnsentCallIsRetriedWithoutAClick(t *testing.T) {
 	if !finished {
 		t.Errorf("events %v: the deploy's result was never shown", rep.kinds())
 	}
-	if answers := rep.answers(); len(answers) == 0 {
-		t.Errorf("no answer shown after the deploy ran")
+	// The answer is shown once the save that holds it is durable: just
+	// after the state reads done.
+	for len(rep.answers()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer shown after the deploy ran")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
