@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,10 +35,30 @@ type Result struct {
 	Phase string
 	Hist  int
 	Stats
+	// ServerCPU and Runs are, per cycle, the Redis server's CPU time and
+	// the commands it ran in all (scripts' own included), from INFO
+	// before and after the phase's cycles: work the server did for other
+	// cycles meanwhile (a record written in the background) counts too.
+	ServerCPU time.Duration
+	Runs      float64
 }
 
 // Summary is the result's line in the Eino comparison program's format.
-func (r Result) Summary() string { return r.Stats.Summary(r.Impl, r.Phase, r.Hist) }
+func (r Result) Summary() string {
+	return fmt.Sprintf("%s srv_us=%.1f run=%.1f", r.Stats.Summary(r.Impl, r.Phase, r.Hist), float64(r.ServerCPU)/1e3, r.Runs)
+}
+
+// result is the Result of a phase's samples, with what the server did
+// for them since before.
+func result(ctx context.Context, rdb *redis.Client, impl Impl, phase string, hist int, samples []Sample, before ServerCounts) (Result, error) {
+	after, err := ReadServer(ctx, rdb)
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{Impl: impl, Phase: phase, Hist: hist, Stats: Summarize(samples)}
+	r.ServerCPU, r.Runs = perCycle(before, after, len(samples))
+	return r, nil
+}
 
 // Marks are the turns the "hist" phase reports, up to history.
 func Marks(history int) []int {
@@ -66,6 +87,10 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 		}
 	}
 	if plan.Cycles > 0 {
+		before, err := ReadServer(ctx, rdb)
+		if err != nil {
+			return err
+		}
 		samples := make([]Sample, 0, plan.Cycles)
 		for i := range plan.Cycles {
 			s, _, err := c.Measure(ctx, m, fmt.Sprintf("cycle/%d", i))
@@ -74,13 +99,21 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 			}
 			samples = append(samples, s)
 		}
-		report(Result{Impl: impl, Phase: "cycles", Hist: 1, Stats: Summarize(samples)})
+		r, err := result(ctx, rdb, impl, "cycles", 1, samples, before)
+		if err != nil {
+			return err
+		}
+		report(r)
 	}
 	if plan.History > 0 {
 		marks := Marks(plan.History)
 		at := map[int][]Sample{}
 		for turn := 1; turn <= plan.History; turn++ {
 			measured := slices.Contains(marks, turn)
+			before, err := ReadServer(ctx, rdb)
+			if err != nil {
+				return err
+			}
 			for j := range max(plan.Reps, 1) {
 				thread := fmt.Sprintf("hist/%d", j)
 				if !measured {
@@ -96,7 +129,11 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 				at[turn] = append(at[turn], s)
 			}
 			if measured {
-				report(Result{Impl: impl, Phase: "hist", Hist: turn, Stats: Summarize(at[turn])})
+				r, err := result(ctx, rdb, impl, "hist", turn, at[turn], before)
+				if err != nil {
+					return err
+				}
+				report(r)
 			}
 		}
 	}
@@ -124,6 +161,10 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 				return err
 			}
 		}
+		before, err := ReadServer(ctx, rdb)
+		if err != nil {
+			return err
+		}
 		samples := make([]Sample, 0, plan.Unseen)
 		for j := range plan.Unseen {
 			thread := fmt.Sprintf("unseen/%d", j)
@@ -134,7 +175,11 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 			}
 			samples = append(samples, s)
 		}
-		report(Result{Impl: impl, Phase: "unseen", Hist: plan.History, Stats: Summarize(samples)})
+		r, err := result(ctx, rdb, impl, "unseen", plan.History, samples, before)
+		if err != nil {
+			return err
+		}
+		report(r)
 	}
 	return nil
 }
