@@ -540,19 +540,33 @@ type threadKeys struct {
 	head, journal, history, claims, lease, fence string
 }
 
+// keySuffixes are the names of a thread's keys after its base, in the
+// order of threadKeys' fields.
+var keySuffixes = [...]string{"head", "journal", "history", "claims", "lease", "fence"}
+
+// keys returns the thread's keys. They are built as one string, of which
+// each key is a part: one allocation for the six, which every call on a
+// thread makes.
 func (s *Store) keys(thread string) (threadKeys, error) {
 	if thread == "" {
 		return threadKeys{}, ErrEmptyThread
 	}
-	base := s.prefix + ":{" + escape(thread) + "}:"
-	return threadKeys{
-		head:    base + "head",
-		journal: base + "journal",
-		history: base + "history",
-		claims:  base + "claims",
-		lease:   base + "lease",
-		fence:   base + "fence",
-	}, nil
+	name := escape(thread)
+	base := len(s.prefix) + len(":{") + len(name) + len("}:")
+	var b strings.Builder
+	b.Grow(len(keySuffixes)*base + len("headjournalhistoryclaimsleasefence"))
+	var ends [len(keySuffixes)]int
+	for i, suffix := range keySuffixes {
+		b.WriteString(s.prefix)
+		b.WriteString(":{")
+		b.WriteString(name)
+		b.WriteString("}:")
+		b.WriteString(suffix)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	key := func(i int) string { return all[ends[i]-base-len(keySuffixes[i]) : ends[i]] }
+	return threadKeys{head: key(0), journal: key(1), history: key(2), claims: key(3), lease: key(4), fence: key(5)}, nil
 }
 
 // escape writes "%", "{" and "}" as "%25", "%7B" and "%7D", so that a name
