@@ -80,7 +80,7 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 		if err != nil {
 			return err
 		}
-		res, err := s.auditScript.Run(ctx, s.rdb, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)...).Result()
+		res, err := s.eval(ctx, s.auditScript, auditLua, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)).Result()
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}

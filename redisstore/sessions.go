@@ -60,7 +60,7 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	for _, key := range o.Keys {
 		args = append(args, key)
 	}
-	res, err := s.openScript.Run(ctx, s.rdb, keys, args...).Slice()
+	res, err := s.eval(ctx, s.openScript, openLua, keys, args).Slice()
 	if err != nil {
 		return runner.Opened{}, fmt.Errorf("open thread %s: %w", o.Thread, err)
 	}
