@@ -674,7 +674,7 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 	if err := r.encode(cp, r.saved.JournalLen, state); err != nil {
 		return err
 	}
-	cp.Fingerprint = r.g.stamp(cp, &r.state)
+	cp.Fingerprint = r.g.stamp(cp, &r.state, r.cp.Fingerprint)
 	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
 		if r.top && errors.Is(err, ErrConflict) {
 			r.g.cache.drop(r.thread)
@@ -700,8 +700,9 @@ func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	prev := r.cp.Fingerprint
 	r.cp = r.next(status, edit) // a checkpoint of its own, without a journal
-	r.cp.Fingerprint = r.g.stamp(r.cp, &r.state)
+	r.cp.Fingerprint = r.g.stamp(r.cp, &r.state, prev)
 	r.staged = true
 	return nil
 }
