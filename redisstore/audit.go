@@ -49,8 +49,8 @@ var _ interface {
 	AuditAll(ctx context.Context, records []map[string]string) error
 } = (*Store)(nil)
 
-func (s *Store) auditKey() string     { return s.prefix + ":audit" }
-func (s *Store) auditHeadKey() string { return "{" + s.prefix + ":audit}:head" }
+func (s *Store) auditKey() string     { return s.auditStream }
+func (s *Store) auditHeadKey() string { return s.auditHead }
 
 // auditMinID is the stream ID (its unix ms) below which entries are older
 // than the retention.

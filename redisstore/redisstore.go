@@ -198,6 +198,10 @@ type Store struct {
 	// replicasConnected: Options.ReplicasConnected (replicas.go).
 	replicasConnected bool
 
+	// The keys outside threads that the session and audit scripts
+	// name, made once: wakeups, waiting, the audit stream and its head.
+	wakeups, waiting, auditStream, auditHead string
+
 	// The audit chain (audit.go): auditMu orders this process's
 	// appends of their own; chain is the head it last saw.
 	auditRetention time.Duration
@@ -235,9 +239,14 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	prefix := escape(opts.Prefix)
 	return &Store{
 		rdb:             rdb,
-		prefix:          escape(opts.Prefix),
+		prefix:          prefix,
+		wakeups:         prefix + ":wakeups",
+		waiting:         prefix + ":waiting",
+		auditStream:     prefix + ":audit",
+		auditHead:       "{" + prefix + ":audit}:head",
 		historyLimit:    opts.HistoryLimit,
 		ttl:             opts.TTL,
 		now:             opts.Now,
