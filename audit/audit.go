@@ -181,7 +181,7 @@ func Canonical(fields map[string]string) []byte {
 func appendCanonical(b []byte, fields []Field) []byte {
 	size := len(canonicalHeader)
 	for _, f := range fields {
-		size += len(f.Name) + len(f.Value) + 24
+		size += digits(len(f.Name)) + len(f.Name) + digits(len(f.Value)) + len(f.Value) + 3
 	}
 	b = slices.Grow(b, size)
 	b = append(b, canonicalHeader...)
@@ -205,8 +205,17 @@ func Sum(fields map[string]string) string {
 
 // sumSorted is Sum of fields sorted by name, without "hash".
 func sumSorted(fields []Field) string {
-	var buf [512]byte // most entries' encoding fits: no allocation of its own
+	var buf [1024]byte // an entry's encoding mostly fits: no allocation of its own
 	return hexSum(appendCanonical(buf[:0], fields))
+}
+
+// digits is the length of n ≥ 0 in decimal.
+func digits(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }
 
 func hexSum(canonical []byte) string {
