@@ -118,21 +118,44 @@ type Head struct {
 // head too. Fields may not use the names id, time, seq, prev or hash
 // (ErrReservedField).
 func Seal(fields map[string]string, head Head) (map[string]string, Head, error) {
-	out := make(map[string]string, len(fields)+3)
+	sealed, next, err := SealFields(fields, head)
+	if err != nil {
+		return nil, head, err
+	}
+	out := make(map[string]string, len(sealed))
+	for _, f := range sealed {
+		out[f.Name] = f.Value
+	}
+	return out, next, nil
+}
+
+// Field is one field of an entry.
+type Field struct {
+	Name, Value string
+}
+
+// SealFields is Seal returning the entry's fields in the byte order of
+// their names, the order of the canonical encoding: what a store that
+// writes them one after another needs, without a map to build and sort
+// again.
+func SealFields(fields map[string]string, head Head) ([]Field, Head, error) {
+	out := make([]Field, 0, len(fields)+3)
 	for k, v := range fields {
 		if slices.Contains(reserved, k) {
 			return nil, head, fmt.Errorf("%w: %q", ErrReservedField, k)
 		}
 		if v != "" {
-			out[k] = v
+			out = append(out, Field{k, v})
 		}
 	}
-	out[FieldSeq] = strconv.FormatInt(head.Seq+1, 10)
+	out = append(out, Field{FieldSeq, strconv.FormatInt(head.Seq+1, 10)})
 	if head.Hash != "" {
-		out[FieldPrev] = head.Hash
+		out = append(out, Field{FieldPrev, head.Hash})
 	}
-	sum := Sum(out)
-	out[FieldHash] = sum
+	slices.SortFunc(out, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
+	sum := sumSorted(out)
+	i, _ := slices.BinarySearchFunc(out, FieldHash, func(f Field, name string) int { return strings.Compare(f.Name, name) })
+	out = slices.Insert(out, i, Field{FieldHash, sum})
 	return out, Head{Hash: sum, Seq: head.Seq + 1, Trimmed: head.Trimmed}, nil
 }
 
@@ -143,26 +166,32 @@ const canonicalHeader = "countersign-audit-v1\n"
 // Canonical is the canonical encoding of an entry's fields (see the
 // package doc); the field "hash", if present, is left out.
 func Canonical(fields map[string]string) []byte {
-	names := make([]string, 0, len(fields))
-	size := len(canonicalHeader)
+	sorted := make([]Field, 0, len(fields))
 	for k, v := range fields {
-		if k == FieldHash {
-			continue
+		if k != FieldHash {
+			sorted = append(sorted, Field{k, v})
 		}
-		names = append(names, k)
-		size += len(k) + len(v) + 24
 	}
-	slices.Sort(names)
-	b := make([]byte, 0, size)
+	slices.SortFunc(sorted, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
+	return appendCanonical(nil, sorted)
+}
+
+// appendCanonical appends the canonical encoding of fields, sorted by
+// name and without "hash", to b.
+func appendCanonical(b []byte, fields []Field) []byte {
+	size := len(canonicalHeader)
+	for _, f := range fields {
+		size += digits(len(f.Name)) + len(f.Name) + digits(len(f.Value)) + len(f.Value) + 3
+	}
+	b = slices.Grow(b, size)
 	b = append(b, canonicalHeader...)
-	for _, k := range names {
-		b = strconv.AppendInt(b, int64(len(k)), 10)
+	for _, f := range fields {
+		b = strconv.AppendInt(b, int64(len(f.Name)), 10)
 		b = append(b, ':')
-		b = append(b, k...)
-		v := fields[k]
-		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, f.Name...)
+		b = strconv.AppendInt(b, int64(len(f.Value)), 10)
 		b = append(b, ':')
-		b = append(b, v...)
+		b = append(b, f.Value...)
 		b = append(b, '\n')
 	}
 	return b
@@ -171,6 +200,27 @@ func Canonical(fields map[string]string) []byte {
 // Sum is the hash of an entry's fields: the SHA-256 of their canonical
 // encoding, in lowercase hex.
 func Sum(fields map[string]string) string {
-	h := sha256.Sum256(Canonical(fields))
-	return hex.EncodeToString(h[:])
+	return hexSum(Canonical(fields))
+}
+
+// sumSorted is Sum of fields sorted by name, without "hash".
+func sumSorted(fields []Field) string {
+	var buf [1024]byte // an entry's encoding mostly fits: no allocation of its own
+	return hexSum(appendCanonical(buf[:0], fields))
+}
+
+// digits is the length of n ≥ 0 in decimal.
+func digits(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
+}
+
+func hexSum(canonical []byte) string {
+	h := sha256.Sum256(canonical)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], h[:])
+	return string(out[:])
 }

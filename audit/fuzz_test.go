@@ -46,17 +46,50 @@ func decodeCanonical(b []byte) (map[string]string, bool) {
 
 // The canonical encoding is injective: it decodes to the fields it was
 // made of, so no two entries share an encoding (and a hash, short of a
-// SHA-256 collision).
+// SHA-256 collision). SealFields seals as Seal does, its fields in the
+// canonical order, and its hash is Sum's.
 func FuzzCanonical(f *testing.F) {
 	f.Add("event", "decision", "by", "U1", "")
 	f.Add("a", "1:b", "a:1", "b", "x")
 	f.Add("", "", "\n", "3:abc\n", "seq")
+	f.Add("hasi", "x", "hash0", "", "has")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3 string) {
 		fields := map[string]string{k1: v1, k2: v2, k3: v1 + v2}
 		got, ok := decodeCanonical(audit.Canonical(fields))
 		delete(fields, "hash")
 		if !ok || !maps.Equal(got, fields) {
 			t.Fatalf("Canonical(%q) decodes to %q (%v)", fields, got, ok)
+		}
+
+		head := audit.Head{Hash: v2, Seq: int64(len(v1))}
+		sealed, next, err := audit.SealFields(fields, head)
+		want, wantNext, wantErr := audit.Seal(fields, head)
+		if (err == nil) != (wantErr == nil) || next != wantNext {
+			t.Fatalf("SealFields(%q) = %v, %v; Seal = %v, %v", fields, next, err, wantNext, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		asMap := map[string]string{}
+		for i, fl := range sealed {
+			if i > 0 && sealed[i-1].Name >= fl.Name {
+				t.Fatalf("SealFields(%q) = %q: not in the byte order of the names", fields, sealed)
+			}
+			asMap[fl.Name] = fl.Value
+		}
+		if !maps.Equal(asMap, want) || want["hash"] != audit.Sum(want) || next.Hash != want["hash"] {
+			t.Fatalf("SealFields(%q) = %q; Seal = %q", fields, sealed, want)
+		}
+		// What Seal returns: the fields with a value, seq, prev and hash.
+		kept := maps.Clone(fields)
+		maps.DeleteFunc(kept, func(_, v string) bool { return v == "" })
+		kept["seq"] = strconv.FormatInt(head.Seq+1, 10)
+		if head.Hash != "" {
+			kept["prev"] = head.Hash
+		}
+		kept["hash"] = audit.Sum(kept)
+		if !maps.Equal(want, kept) {
+			t.Fatalf("Seal(%q) = %q, want %q", fields, want, kept)
 		}
 	})
 }

@@ -125,33 +125,80 @@ func (g *Graph[S]) fingerprint(parts map[string]string, stateVersion int) *Finge
 
 // stamp returns the fingerprint to record in cp: the graph's hash, the
 // hashes of the nodes cp's resume runs first, and the parts s depends on.
-func (g *Graph[S]) stamp(cp *Checkpoint, s *S) *Fingerprint {
-	fp := &Fingerprint{Graph: g.fp.Graph, StateVersion: g.fp.StateVersion}
-	add := func(n string) {
-		if h, ok := g.fp.Nodes[n]; ok {
-			if fp.Nodes == nil {
-				fp.Nodes = map[string]string{}
-			}
-			fp.Nodes[n] = h
-		}
+// It returns prev itself when that is the one it would make (the run's
+// saves mostly record the same): fingerprints are never changed once
+// made, so checkpoints may share one.
+func (g *Graph[S]) stamp(cp *Checkpoint, s *S, prev *Fingerprint) *Fingerprint {
+	var parts []string
+	if g.dependsOn != nil && cp.Status != Done {
+		parts = g.dependsOn(s)
 	}
+	if g.stamped(prev, cp, parts) {
+		return prev
+	}
+	fp := &Fingerprint{Graph: g.fp.Graph, StateVersion: g.fp.StateVersion}
+	g.eachStampedNode(cp, func(n, h string) {
+		if fp.Nodes == nil {
+			fp.Nodes = map[string]string{}
+		}
+		fp.Nodes[n] = h
+	})
+	for _, p := range parts {
+		if fp.Parts == nil {
+			fp.Parts = map[string]string{}
+		}
+		fp.Parts[p] = g.fp.Parts[p] // "" if the graph lacks it: any resume will say so
+	}
+	return fp
+}
+
+// eachStampedNode calls fn with each node cp's resume runs first that the
+// graph has, and its hash: the step's nodes, then those that paused. A
+// node may come more than once.
+func (g *Graph[S]) eachStampedNode(cp *Checkpoint, fn func(n, h string)) {
 	for _, n := range cp.Next {
-		add(n)
+		if h, ok := g.fp.Nodes[n]; ok {
+			fn(n, h)
+		}
 	}
 	for _, in := range cp.Interrupts {
 		if len(in.Path) > 0 {
-			add(in.Path[0])
-		}
-	}
-	if g.dependsOn != nil && cp.Status != Done {
-		for _, p := range g.dependsOn(s) {
-			if fp.Parts == nil {
-				fp.Parts = map[string]string{}
+			if h, ok := g.fp.Nodes[in.Path[0]]; ok {
+				fn(in.Path[0], h)
 			}
-			fp.Parts[p] = g.fp.Parts[p] // "" if the graph lacks it: any resume will say so
 		}
 	}
-	return fp
+}
+
+// stamped reports whether fp is what stamp makes for cp and parts: the
+// same nodes with the same hashes, and the same parts.
+func (g *Graph[S]) stamped(fp *Fingerprint, cp *Checkpoint, parts []string) bool {
+	if fp == nil || fp.Graph != g.fp.Graph || fp.StateVersion != g.fp.StateVersion {
+		return false
+	}
+	var seen [8]string
+	names, same := seen[:0], true
+	g.eachStampedNode(cp, func(n, h string) {
+		if got, ok := fp.Nodes[n]; !ok || got != h {
+			same = false
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	})
+	if !same || len(fp.Nodes) != len(names) {
+		return false
+	}
+	names = seen[:0]
+	for _, p := range parts {
+		if got, ok := fp.Parts[p]; !ok || got != g.fp.Parts[p] {
+			return false
+		}
+		if !slices.Contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	return len(fp.Parts) == len(names)
 }
 
 // checkCompatible applies the compatibility rules to a checkpoint's

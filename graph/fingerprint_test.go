@@ -2,7 +2,9 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -156,5 +158,49 @@ func TestCheckpointsWithoutFingerprintResume(t *testing.T) {
 	}
 	if res, err := g.Resume(ctx, "old", approve); err != nil || res.Status() != graph.Done {
 		t.Fatalf("Resume(old checkpoint) = %v, %v; want done", res, err)
+	}
+}
+
+// Saves that record the fingerprint of the one before share it, and
+// each checkpoint still names exactly the nodes its resume runs first
+// and the parts its state depends on: after a pause, its approval, and
+// steps that change neither.
+func TestEachCheckpointCarriesItsOwnFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	var c counter
+	g := deployment{parts: map[string]string{"tool:x": "schema-1"}}.compile(t, store, &c)
+	if _, err := g.Start(ctx, "t", state{}, graph.RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := g.Resume(ctx, "t", approve); err != nil || res.Status() != graph.Done {
+		t.Fatalf("Resume() = %v, %v; want done", res, err)
+	}
+	hist, err := store.History(ctx, "t")
+	if err != nil || len(hist) < 3 {
+		t.Fatalf("History() = %d checkpoints, %v; want the run's saves", len(hist), err)
+	}
+	all := g.Fingerprint()
+	for _, cp := range hist {
+		want := map[string]string{}
+		for _, n := range cp.Next {
+			want[n] = all.Nodes[n]
+		}
+		for _, in := range cp.Interrupts {
+			want[in.Path[0]] = all.Nodes[in.Path[0]]
+		}
+		wantParts := map[string]string{}
+		var st state
+		if err := json.Unmarshal(cp.State, &st); err != nil {
+			t.Fatal(err)
+		}
+		if !st.Approved && cp.Status != graph.Done {
+			wantParts["tool:x"] = "schema-1"
+		}
+		fp := cp.Fingerprint
+		if fp == nil || !maps.Equal(fp.Nodes, want) || !maps.Equal(fp.Parts, wantParts) {
+			t.Errorf("checkpoint %d (%s, next %q) has fingerprint %+v; want nodes %v, parts %v", cp.Seq, cp.Status, cp.Next, fp, want, wantParts)
+		}
 	}
 }

@@ -674,14 +674,17 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 	if err := r.encode(cp, r.saved.JournalLen, state); err != nil {
 		return err
 	}
-	cp.Fingerprint = r.g.stamp(cp, &r.state)
+	cp.Fingerprint = r.g.stamp(cp, &r.state, r.cp.Fingerprint)
 	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
 		if r.top && errors.Is(err, ErrConflict) {
 			r.g.cache.drop(r.thread)
 		}
 		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
 	}
-	r.setSaved(cp)
+	// cp is the run's own (next made it) and the store keeps no hold of
+	// it: without its journal, it is the saved checkpoint itself.
+	cp.JournalFrom, cp.Journal = 0, nil
+	r.keepSaved(cp)
 	if r.top {
 		r.g.cache.put(r.saved, &r.state)
 	}
@@ -697,8 +700,9 @@ func (r *run[S]) stage(ctx context.Context, status Status, edit func(*Checkpoint
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cp = r.next(status, edit).Meta()
-	r.cp.Fingerprint = r.g.stamp(r.cp, &r.state)
+	prev := r.cp.Fingerprint
+	r.cp = r.next(status, edit) // a checkpoint of its own, without a journal
+	r.cp.Fingerprint = r.g.stamp(r.cp, &r.state, prev)
 	r.staged = true
 	return nil
 }
@@ -730,7 +734,13 @@ func (r *run[S]) nodeSave(ctx context.Context) error {
 // checkpoint. r.saved is a copy of its own, which nothing changes: the
 // cache keeps it as it is.
 func (r *run[S]) setSaved(cp *Checkpoint) {
-	r.saved = cp.Meta()
+	r.keepSaved(cp.Meta())
+}
+
+// keepSaved is setSaved of a checkpoint without a journal that the run
+// owns and nothing else holds: it becomes r.saved as it is.
+func (r *run[S]) keepSaved(cp *Checkpoint) {
+	r.saved = cp
 	r.cp = cp.Meta()
 	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
 	r.cp.Writes, r.cp.Interrupts = slices.Clone(cp.Writes), slices.Clone(cp.Interrupts)

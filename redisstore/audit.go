@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,8 +49,8 @@ var _ interface {
 	AuditAll(ctx context.Context, records []map[string]string) error
 } = (*Store)(nil)
 
-func (s *Store) auditKey() string     { return s.prefix + ":audit" }
-func (s *Store) auditHeadKey() string { return "{" + s.prefix + ":audit}:head" }
+func (s *Store) auditKey() string     { return s.auditStream }
+func (s *Store) auditHeadKey() string { return s.auditHead }
 
 // auditMinID is the stream ID (its unix ms) below which entries are older
 // than the retention.
@@ -81,7 +80,7 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 		if err != nil {
 			return err
 		}
-		res, err := s.auditScript.Run(ctx, s.rdb, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)...).Result()
+		res, err := s.eval(ctx, s.auditScript, auditLua, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)).Result()
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -97,31 +96,30 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 }
 
 // auditBlock seals records against the head this process last saw and
-// returns them as the arguments of auditAppendLua's block.
+// returns them as the arguments of auditAppendLua's block. A record
+// without "at" gets the time now.
 func (s *Store) auditBlock(records []map[string]string) ([]any, error) {
 	s.chainMu.Lock()
 	head := s.chain
 	s.chainMu.Unlock()
-	args := make([]any, 0, 2+len(records)*16)
+	args := make([]any, 0, 2+len(records)*32)
 	args = append(args, head.Hash, len(records))
-	at := s.now().UTC().Format(time.RFC3339Nano)
+	at := ""
 	for _, rec := range records {
 		if _, ok := rec["at"]; !ok {
+			if at == "" {
+				at = s.now().UTC().Format(time.RFC3339Nano)
+			}
 			rec = withField(rec, "at", at)
 		}
-		sealed, next, err := audit.Seal(rec, head)
+		sealed, next, err := audit.SealFields(rec, head)
 		if err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 		head = next
-		names := make([]string, 0, len(sealed))
-		for k := range sealed {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		args = append(args, next.Seq, next.Hash, 2*len(names))
-		for _, k := range names {
-			args = append(args, k, sealed[k])
+		args = append(args, next.Seq, next.Hash, 2*len(sealed))
+		for _, f := range sealed {
+			args = append(args, f.Name, f.Value)
 		}
 	}
 	return args, nil

@@ -36,25 +36,34 @@ func Operation(cmd redis.Cmder) string {
 	if len(args) < 2 {
 		return OpOther
 	}
-	name := strings.ToLower(fmt.Sprint(args[0]))
+	name := strings.ToLower(argString(args[0]))
 	switch name {
 	case "evalsha", "evalsha_ro":
-		if op, ok := scriptOps()[fmt.Sprint(args[1])]; ok {
+		if op, ok := scriptOps()[argString(args[1])]; ok {
 			return op
 		}
 		return OpOther
 	case "eval", "eval_ro":
-		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		sum := sha1.Sum([]byte(argString(args[1])))
 		if op, ok := scriptOps()[hex.EncodeToString(sum[:])]; ok {
 			return op
 		}
 		return OpOther
 	case "hvals":
-		if strings.HasSuffix(fmt.Sprint(args[1]), ":{inbox}:calls") {
+		if strings.HasSuffix(argString(args[1]), ":{inbox}:calls") {
 			return OpSchedule // WaitingTotal: the count of waiting calls
 		}
 	}
-	return keyOperation(fmt.Sprint(args[1]))
+	return keyOperation(argString(args[1]))
+}
+
+// argString is a command's argument as a string: itself when it is one
+// (names, keys, SHA-1s: no copy, as the hook runs for every command).
+func argString(a any) string {
+	if s, ok := a.(string); ok {
+		return s
+	}
+	return fmt.Sprint(a)
 }
 
 // keyOperation tells what a plain command on key is for.

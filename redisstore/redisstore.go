@@ -198,6 +198,10 @@ type Store struct {
 	// replicasConnected: Options.ReplicasConnected (replicas.go).
 	replicasConnected bool
 
+	// The keys outside threads that the session and audit scripts
+	// name, made once: wakeups, waiting, the audit stream and its head.
+	wakeups, waiting, auditStream, auditHead string
+
 	// The audit chain (audit.go): auditMu orders this process's
 	// appends of their own; chain is the head it last saw.
 	auditRetention time.Duration
@@ -235,9 +239,14 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	prefix := escape(opts.Prefix)
 	return &Store{
 		rdb:             rdb,
-		prefix:          escape(opts.Prefix),
+		prefix:          prefix,
+		wakeups:         prefix + ":wakeups",
+		waiting:         prefix + ":waiting",
+		auditStream:     prefix + ":audit",
+		auditHead:       "{" + prefix + ":audit}:head",
 		historyLimit:    opts.HistoryLimit,
 		ttl:             opts.TTL,
 		now:             opts.Now,
@@ -277,7 +286,7 @@ func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, err
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	res, err := s.loadScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}).Slice()
+	res, err := s.eval(ctx, s.loadScript, loadLua, []string{k.head, k.journal, k.history, k.claims}, nil).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
 	}
@@ -325,7 +334,7 @@ func (s *Store) LoadTail(ctx context.Context, thread, id string, seq int64, from
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	res, err := s.loadTailScript.Run(ctx, s.rdb, []string{k.head, k.journal, k.history, k.claims}, id, seq, from).Slice()
+	res, err := s.eval(ctx, s.loadTailScript, loadTailLua, []string{k.head, k.journal, k.history, k.claims}, []any{id, seq, from}).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
 	}
@@ -540,19 +549,33 @@ type threadKeys struct {
 	head, journal, history, claims, lease, fence string
 }
 
+// keySuffixes are the names of a thread's keys after its base, in the
+// order of threadKeys' fields.
+var keySuffixes = [...]string{"head", "journal", "history", "claims", "lease", "fence"}
+
+// keys returns the thread's keys. They are built as one string, of which
+// each key is a part: one allocation for the six, which every call on a
+// thread makes.
 func (s *Store) keys(thread string) (threadKeys, error) {
 	if thread == "" {
 		return threadKeys{}, ErrEmptyThread
 	}
-	base := s.prefix + ":{" + escape(thread) + "}:"
-	return threadKeys{
-		head:    base + "head",
-		journal: base + "journal",
-		history: base + "history",
-		claims:  base + "claims",
-		lease:   base + "lease",
-		fence:   base + "fence",
-	}, nil
+	name := escape(thread)
+	base := len(s.prefix) + len(":{") + len(name) + len("}:")
+	var b strings.Builder
+	b.Grow(len(keySuffixes)*base + len("headjournalhistoryclaimsleasefence"))
+	var ends [len(keySuffixes)]int
+	for i, suffix := range keySuffixes {
+		b.WriteString(s.prefix)
+		b.WriteString(":{")
+		b.WriteString(name)
+		b.WriteString("}:")
+		b.WriteString(suffix)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	key := func(i int) string { return all[ends[i]-base-len(keySuffixes[i]) : ends[i]] }
+	return threadKeys{head: key(0), journal: key(1), history: key(2), claims: key(3), lease: key(4), fence: key(5)}, nil
 }
 
 // escape writes "%", "{" and "}" as "%25", "%7B" and "%7D", so that a name
@@ -616,7 +639,7 @@ func rawMessages(items []any) ([]json.RawMessage, error) {
 // sent is never sent again: it is returned.
 func (s *Store) runScript(ctx context.Context, script *redis.Script, src string, keys []string, args ...any) *redis.Cmd {
 	if s.replicas <= 0 {
-		return script.Run(ctx, s.rdb, keys, args...)
+		return s.eval(ctx, script, src, keys, args)
 	}
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
@@ -642,6 +665,49 @@ func (s *Store) runScript(ctx context.Context, script *redis.Script, src string,
 		}
 	}
 }
+
+// eval is script.Run (EVALSHA, and EVAL if the server does not have
+// the script) with the command's arguments in a slice of the pool's:
+// go-redis would make one of its own at every call, next to the
+// caller's, and the scripts on a save's path send dozens. The slice is
+// back in the pool when eval returns: the reply is the command's own,
+// and nothing reads the command's arguments after it ran.
+func (s *Store) eval(ctx context.Context, script *redis.Script, src string, keys []string, args []any) *redis.Cmd {
+	buf := evalArgs.Get().(*[]any)
+	defer func() {
+		clear(*buf)
+		if cap(*buf) <= maxPooledArgs {
+			evalArgs.Put(buf)
+		}
+	}()
+	a := append((*buf)[:0], "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	*buf = a
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	if err := s.rdb.Process(ctx, cmd); err == nil || !errors.Is(err, redis.ErrNoScript) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return cmd
+	}
+	a[0], a[1] = "eval", src
+	cmd = redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = s.rdb.Process(ctx, cmd)
+	return cmd
+}
+
+// evalArgs holds the slices eval builds commands in; maxPooledArgs
+// bounds the ones kept, so that a save of a long journal does not keep
+// its slice for good.
+var evalArgs = sync.Pool{New: func() any { return new([]any) }}
+
+const maxPooledArgs = 256
 
 // redirectFor is how long runScript follows a cluster's slot to its
 // current master: longer than a manual failover takes, shorter than

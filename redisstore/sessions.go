@@ -47,7 +47,7 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	keys := []string{k, tk.head, tk.claims, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.prefix+":wakeups")
+		keys = append(keys, s.wakeups)
 	}
 	if err := checkClaimKeys(o.Record...); err != nil {
 		return runner.Opened{}, fmt.Errorf("open thread: %w", err)
@@ -60,7 +60,7 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	for _, key := range o.Keys {
 		args = append(args, key)
 	}
-	res, err := s.openScript.Run(ctx, s.rdb, keys, args...).Slice()
+	res, err := s.eval(ctx, s.openScript, openLua, keys, args).Slice()
 	if err != nil {
 		return runner.Opened{}, fmt.Errorf("open thread %s: %w", o.Thread, err)
 	}
@@ -152,7 +152,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 	keys := []string{lease, tk.claims, tk.head, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.prefix+":wakeups", s.prefix+":waiting", s.auditKey(), s.auditHeadKey())
+		keys = append(keys, s.wakeups, s.waiting, s.auditStream, s.auditHead)
 	}
 	var audit []any
 	if !cluster && len(c.Audit) > 0 {
@@ -256,7 +256,7 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	keys := []string{tk.claims, tk.head, tk.lease, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.prefix+":wakeups", s.auditKey(), s.auditHeadKey())
+		keys = append(keys, s.wakeups, s.auditStream, s.auditHead)
 	} else if !c.WakeBy.IsZero() {
 		if err := s.WakeBy(ctx, c.Thread, c.WakeBy); err != nil {
 			return runner.Claimed{}, fmt.Errorf("claim %s: %w", c.Key, err)
