@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -164,10 +162,10 @@ func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Cal
 
 // callFields are the fields of an execution's or an outcome's entry.
 func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[string]string {
-	f := map[string]string{
-		"event": event, "attempt": strconv.Itoa(c.Attempts),
-		"requester": c.AskedBy(st), "replica": s.opts.Owner, "at": s.opts.Now().UTC().Format(time.RFC3339Nano),
-	}
+	// Room for an outcome's fields too (auditOutcome).
+	f := make(map[string]string, 10)
+	f["event"], f["attempt"] = event, strconv.Itoa(c.Attempts)
+	f["requester"], f["replica"], f["at"] = c.AskedBy(st), s.opts.Owner, s.opts.Now().UTC().Format(time.RFC3339Nano)
 	if d := c.Decision; d != nil && d.Kind != agent.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
@@ -191,7 +189,10 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 // "refusal" for a refused decision, "note" for a noted reply, else
 // "decision" unless fields say.
 func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
-	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool}
+	// Sized for the fields added below (but edited arguments), so that
+	// it does not grow.
+	rec := make(map[string]string, len(fields)+6)
+	rec["thread"], rec["call"], rec["tool"] = thread, c.Key, c.Tool
 	for k, v := range fields {
 		rec[k] = v
 	}
@@ -250,9 +251,10 @@ func (s *Service) auditCutOff(ctx context.Context, before, after *graph.Result[a
 }
 
 // auditSettled records the outcome of unknown calls that people settled
-// with decisions (Mark done, Skip), as the decisions are applied.
-func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]agent.Decision) {
-	for _, key := range slices.Sorted(maps.Keys(decisions)) {
+// with decisions (Mark done, Skip), as the decisions are applied; keys
+// are the decisions' keys, sorted.
+func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], keys []string, decisions map[string]agent.Decision) {
+	for _, key := range keys {
 		d := decisions[key]
 		c, ok := before.State.Call(key)
 		if !ok || c.Status != agent.Unknown {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -23,7 +24,7 @@ func (s *Service) decidedMeanwhile(ss *session, claims map[string][]byte) bool {
 	if ss.res == nil || ss.res.Status() != graph.Paused {
 		return ss.res == nil
 	}
-	for _, c := range ss.res.State.Waiting() {
+	for c := range ss.res.State.AllWaiting() {
 		if _, ok := claims[claimKey(c)]; ok {
 			return true
 		}
@@ -41,7 +42,7 @@ func (s *Service) changedMeanwhile(ss *session, claims map[string][]byte) bool {
 	if ss.res == nil || ss.res.Status() != graph.Paused {
 		return false
 	}
-	for _, c := range ss.res.State.Waiting() {
+	for c := range ss.res.State.AllWaiting() {
 		if _, ok := claims[claimKey(c)]; ok {
 			if _, had := ss.claims[claimKey(c)]; !had {
 				return true
@@ -68,7 +69,7 @@ func unshownApprovals(ss *session, c agent.Call, claims map[string][]byte) bool 
 // claimed returns the claimed decisions for calls that still wait.
 func (s *Service) claimed(ss *session, st *agent.State) (map[string]agent.Decision, error) {
 	out := map[string]agent.Decision{}
-	for _, c := range st.Waiting() {
+	for c := range st.AllWaiting() {
 		raw, ok := ss.claims[claimKey(c)]
 		if !ok {
 			continue
@@ -182,11 +183,15 @@ func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
 // (outcome unknown), or again after an edit when it needs several
 // approvals; the earlier round's decision must not answer the later one,
 // so the key counts the call's attempts and revisions.
-func claimKey(c agent.Call) string {
-	if c.Revision > 0 {
-		return fmt.Sprintf("decision:%s#%d.e%d", c.Key, c.Attempts, c.Revision)
+func claimKey(c agent.Call) string { return roundKey("decision:", c.Key, c.Attempts, c.Revision) }
+
+// roundKey is prefix, then "KEY#ATTEMPTS", then ".eREVISION" if revision
+// is not 0. (Concatenated: these keys are made several times a step.)
+func roundKey(prefix, key string, attempts, revision int) string {
+	if revision > 0 {
+		return prefix + key + "#" + strconv.Itoa(attempts) + ".e" + strconv.Itoa(revision)
 	}
-	return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts)
+	return prefix + key + "#" + strconv.Itoa(attempts)
 }
 
 // keepLeased keeps, for the drive that follows, the session a claim began

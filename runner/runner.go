@@ -374,7 +374,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 	now := s.opts.Now()
 	d := agent.Decision{Kind: agent.Expire, At: now}
 	n := 0
-	for _, c := range res.State.Waiting() {
+	for c := range res.State.AllWaiting() {
 		if (c.Status != agent.Pending && c.Status != agent.Asking) || c.Expires.IsZero() || now.Before(c.Expires) {
 			continue
 		}
@@ -454,7 +454,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
-		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
+		if err := s.graph.Compatible(res.Checkpoint); err != nil && s.graphChanged(ctx, s.log.WithField("thread", thread), thread, err) {
 			return false, nil
 		}
 		decisions, err := s.claimed(ss, &res.State)
@@ -469,7 +469,8 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		// People see each decision as it is applied: here, in the work
 		// after the click, not in the click's acknowledgement.
-		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+		keys := slices.Sorted(maps.Keys(decisions))
+		for _, key := range keys {
 			c, _ := res.State.Call(key)
 			if decisions[key].Kind == agent.Edit && c.Quorum() > 1 {
 				continue // it waits again: its card shows the reset once applied
@@ -483,11 +484,11 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		run := s.begin(thread, "resume")
 		mark := ss.auditMark()
-		s.auditSettled(ctx, res, decisions)
+		s.auditSettled(ctx, res, keys, decisions)
 		// The inbox's record of the decisions goes with the session's
 		// end, which may be the resumed run's last save.
 		decided := ss.decided
-		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+		for _, key := range keys {
 			if d := decisions[key]; d.By != "" && d.Kind != agent.Expire && d.Kind != agent.Answer {
 				c, _ := res.State.Call(key)
 				ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))
