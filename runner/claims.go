@@ -103,7 +103,7 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 	}
 	var audit map[string]string
 	if s.opts.Audit {
-		audit = s.auditRecord(thread, c, decisionFields(d))
+		audit = s.completeRecord(thread, c, decisionFields(d))
 	}
 	// The claim also takes the lease, if it is free, for the drive that
 	// applies the decision; should that drive not come, the lease lapses
@@ -154,7 +154,8 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 
 // decisionFields describes a decision for the audit record.
 func decisionFields(d agent.Decision) map[string]string {
-	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
+	f := make(map[string]string, recordSize)
+	f["decision"], f["by"], f["at"] = d.Kind.String(), d.By, d.At.UTC().Format(time.RFC3339Nano)
 	if d.Hash != "" {
 		f["hash"] = d.Hash
 	}
