@@ -199,13 +199,20 @@ func roundKey(prefix, key string, attempts, revision int) string {
 // when it took the thread's lease: the acquisition's token, the head and
 // the claims of keys read with it, confirmed as of sent.
 func (s *Service) keepLeased(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) {
+	s.keepOpened(s.leasedSession(thread, token, head, claims, keys, sent))
+}
+
+// leasedSession is the session of an acquisition of the thread's lease
+// (token), which read the head and the claims of keys with it, confirmed
+// as of sent.
+func (s *Service) leasedSession(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) *session {
 	if claims == nil {
 		claims = map[string][]byte{}
 	}
-	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: map[string]bool{}, answered: -1}
+	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: make(map[string]bool, len(keys)), answered: -1}
 	for _, k := range keys {
 		ss.asked[k] = true
 	}
 	ss.confirm(sent)
-	s.keepOpened(ss)
+	return ss
 }

@@ -349,7 +349,6 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 		return ss, true, nil
 	}
 	now := s.opts.Now()
-	ss := &session{thread: thread, claims: map[string][]byte{}, asked: map[string]bool{}, answered: -1}
 	var wakeHeld, wakeBusy time.Time
 	if s.opts.Schedule {
 		wakeHeld, wakeBusy = now.Add(2*s.opts.LeaseTTL), now.Add(s.opts.LeaseTTL)
@@ -373,15 +372,7 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 	if o.Token == "" {
 		return nil, false, fmt.Errorf("lease %s: the store took it without a token", thread)
 	}
-	ss.token, ss.head, ss.claims = o.Token, o.Head, o.Claims
-	if ss.claims == nil {
-		ss.claims = map[string][]byte{}
-	}
-	for _, k := range keys {
-		ss.asked[k] = true
-	}
-	ss.confirm(sent)
-	return ss, true, nil
+	return s.leasedSession(thread, o.Token, o.Head, o.Claims, keys, sent), true, nil
 }
 
 // closeTimeout bounds the store's work of ending a session.
