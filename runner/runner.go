@@ -185,8 +185,8 @@ type Options struct {
 //
 // Ordering. Runs of one thread never overlap, across processes: Start,
 // Reply, Retry, Drive and Tick's drive do a thread's work only while
-// holding its lease (lease.go), which they renew in a goroutine of their
-// own while they work and release when done; whoever cannot take it
+// holding its lease (lease.go), which they renew on a timer while they
+// work and release when done; whoever cannot take it
 // leaves the work to the holder and returns (Drive, Tick) or waits up to
 // Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). Every
 // save of a run is fenced by the token of its acquisition of the lease,
