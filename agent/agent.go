@@ -387,7 +387,7 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		c.Unsent = 0
 		a.execute(ctx, s, c)
 		ran := *c
-		if !runnable(s.Calls) && len(s.Waiting()) == 0 {
+		if !runnable(s.Calls) && s.NumWaiting() == 0 {
 			// The last call of the turn: hand the results to the model
 			// in the same save that records this one's outcome.
 			handOver(s)
@@ -596,8 +596,9 @@ func (a *Agent) toolNames() []string {
 }
 
 func (a *Agent) toolDefs() []llm.ToolDef {
-	var defs []llm.ToolDef
-	for _, t := range a.box.Tools() {
+	ts := a.box.Tools()
+	defs := make([]llm.ToolDef, 0, len(ts))
+	for _, t := range ts {
 		defs = append(defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return defs

@@ -70,11 +70,18 @@ func schemaHash(schema json.RawMessage) string {
 // fingerprint's parts count; the others (an MCP server's, see
 // fixedToolbox) are checked when the call is made.
 func pendingTools(parts map[string]string) func(s *State) []string {
+	// The parts' names by tool, made once: this runs at every save.
+	named := map[string]string{}
+	for p := range parts {
+		if tool, ok := strings.CutPrefix(p, toolPart("")); ok {
+			named[tool] = p
+		}
+	}
 	return func(s *State) []string {
 		var out []string
 		for _, c := range s.Calls {
-			if _, fixed := parts[toolPart(c.Tool)]; fixed && !c.Status.Settled() {
-				out = append(out, toolPart(c.Tool))
+			if part, fixed := named[c.Tool]; fixed && !c.Status.Settled() {
+				out = append(out, part)
 			}
 		}
 		return out

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/countersign/countersign/llm"
@@ -282,12 +283,7 @@ type Cancellation struct {
 
 // Waiting returns the calls that wait for a person.
 func (s *State) Waiting() []Call {
-	n := 0
-	for i := range s.Calls {
-		if s.Calls[i].Status.Waiting() {
-			n++
-		}
-	}
+	n := s.NumWaiting()
 	if n == 0 {
 		return nil
 	}
@@ -298,6 +294,29 @@ func (s *State) Waiting() []Call {
 		}
 	}
 	return out
+}
+
+// AllWaiting yields the calls that wait for a person, in Waiting's order,
+// without making a slice of them: for callers that only look.
+func (s *State) AllWaiting() iter.Seq[Call] {
+	return func(yield func(Call) bool) {
+		for i := range s.Calls {
+			if s.Calls[i].Status.Waiting() && !yield(s.Calls[i]) {
+				return
+			}
+		}
+	}
+}
+
+// NumWaiting returns how many calls wait for a person: len(Waiting()).
+func (s *State) NumWaiting() int {
+	n := 0
+	for i := range s.Calls {
+		if s.Calls[i].Status.Waiting() {
+			n++
+		}
+	}
+	return n
 }
 
 // Call returns the current call with key.

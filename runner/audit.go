@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -100,7 +99,7 @@ func (s *Service) RunningSave(ctx context.Context, st *agent.State, c agent.Call
 		return ctx
 	}
 	queued := ss.peekAudit()
-	rec := s.auditRecord(runThread(ctx, st), c, s.callFields(st, c, "execution"))
+	rec := s.completeRecord(runThread(ctx, st), c, s.callFields(st, c, "execution"))
 	return WithSaveAudit(ctx, &SaveAudit{Records: append(queued, rec), queued: len(queued)})
 }
 
@@ -126,7 +125,7 @@ func (s *Service) auditExecution(ctx context.Context, st *agent.State, c agent.C
 		return nil
 	}
 	thread := runThread(ctx, st)
-	rec := s.auditRecord(thread, c, s.callFields(st, c, "execution"))
+	rec := s.completeRecord(thread, c, s.callFields(st, c, "execution"))
 	ss, _ := ctx.Value(sessionKey{}).(*session)
 	var queued []map[string]string
 	if ss != nil {
@@ -156,7 +155,7 @@ func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Cal
 	}
 	thread := runThread(ctx, st)
 	if ss, ok := ctx.Value(sessionKey{}).(*session); ok {
-		ss.queueAudit(s.auditRecord(thread, c, fields))
+		ss.queueAudit(s.completeRecord(thread, c, fields))
 		return
 	}
 	s.audit(ctx, thread, c, fields)
@@ -164,10 +163,11 @@ func (s *Service) auditOutcome(ctx context.Context, st *agent.State, c agent.Cal
 
 // callFields are the fields of an execution's or an outcome's entry.
 func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[string]string {
-	f := map[string]string{
-		"event": event, "attempt": strconv.Itoa(c.Attempts),
-		"requester": c.AskedBy(st), "replica": s.opts.Owner, "at": s.opts.Now().UTC().Format(time.RFC3339Nano),
-	}
+	// They become the record (completeRecord): room for its fields, and
+	// for an outcome's.
+	f := make(map[string]string, recordSize)
+	f["event"], f["attempt"] = event, strconv.Itoa(c.Attempts)
+	f["requester"], f["replica"], f["at"] = c.AskedBy(st), s.opts.Owner, s.opts.Now().UTC().Format(time.RFC3339Nano)
 	if d := c.Decision; d != nil && d.Kind != agent.Expire {
 		f["by"], f["decision"] = d.By, d.Kind.String()
 	}
@@ -191,17 +191,30 @@ func (s *Service) callFields(st *agent.State, c agent.Call, event string) map[st
 // "refusal" for a refused decision, "note" for a noted reply, else
 // "decision" unless fields say.
 func (s *Service) auditRecord(thread string, c agent.Call, fields map[string]string) map[string]string {
-	rec := map[string]string{"thread": thread, "call": c.Key, "tool": c.Tool}
-	for k, v := range fields {
-		rec[k] = v
+	rec := make(map[string]string, len(fields)+6)
+	maps.Copy(rec, fields)
+	return s.completeRecord(thread, c, rec)
+}
+
+// recordSize is room for the fields of an audit record of a call, so
+// that the map made for them does not grow as they are added.
+const recordSize = 14
+
+// completeRecord is auditRecord that makes the record of fields
+// themselves: for fields the service made for it, and nobody else holds.
+func (s *Service) completeRecord(thread string, c agent.Call, rec map[string]string) map[string]string {
+	for _, kv := range [...][2]string{{"thread", thread}, {"call", c.Key}, {"tool", c.Tool}} {
+		if _, set := rec[kv[0]]; !set {
+			rec[kv[0]] = kv[1]
+		}
 	}
 	delete(rec, "hash")
-	rec["args"] = string(tools.MaskSecrets(c.Tool, c.Args))
-	rec["args_hash"] = tools.ArgsHash(c.Tool, c.Args)
 	edited := c.EditedArgs
-	if e, ok := fields["edited_args"]; ok {
+	if e, ok := rec["edited_args"]; ok {
 		edited = json.RawMessage(e)
 	}
+	rec["args"] = string(tools.MaskSecrets(c.Tool, c.Args))
+	rec["args_hash"] = tools.ArgsHash(c.Tool, c.Args)
 	if len(edited) > 0 {
 		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, edited))
 		rec["edited_args_hash"] = tools.ArgsHash(c.Tool, edited)
@@ -250,9 +263,10 @@ func (s *Service) auditCutOff(ctx context.Context, before, after *graph.Result[a
 }
 
 // auditSettled records the outcome of unknown calls that people settled
-// with decisions (Mark done, Skip), as the decisions are applied.
-func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], decisions map[string]agent.Decision) {
-	for _, key := range slices.Sorted(maps.Keys(decisions)) {
+// with decisions (Mark done, Skip), as the decisions are applied; keys
+// are the decisions' keys, sorted.
+func (s *Service) auditSettled(ctx context.Context, before *graph.Result[agent.State], keys []string, decisions map[string]agent.Decision) {
+	for _, key := range keys {
 		d := decisions[key]
 		c, ok := before.State.Call(key)
 		if !ok || c.Status != agent.Unknown {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -23,7 +24,7 @@ func (s *Service) decidedMeanwhile(ss *session, claims map[string][]byte) bool {
 	if ss.res == nil || ss.res.Status() != graph.Paused {
 		return ss.res == nil
 	}
-	for _, c := range ss.res.State.Waiting() {
+	for c := range ss.res.State.AllWaiting() {
 		if _, ok := claims[claimKey(c)]; ok {
 			return true
 		}
@@ -41,7 +42,7 @@ func (s *Service) changedMeanwhile(ss *session, claims map[string][]byte) bool {
 	if ss.res == nil || ss.res.Status() != graph.Paused {
 		return false
 	}
-	for _, c := range ss.res.State.Waiting() {
+	for c := range ss.res.State.AllWaiting() {
 		if _, ok := claims[claimKey(c)]; ok {
 			if _, had := ss.claims[claimKey(c)]; !had {
 				return true
@@ -68,7 +69,7 @@ func unshownApprovals(ss *session, c agent.Call, claims map[string][]byte) bool 
 // claimed returns the claimed decisions for calls that still wait.
 func (s *Service) claimed(ss *session, st *agent.State) (map[string]agent.Decision, error) {
 	out := map[string]agent.Decision{}
-	for _, c := range st.Waiting() {
+	for c := range st.AllWaiting() {
 		raw, ok := ss.claims[claimKey(c)]
 		if !ok {
 			continue
@@ -102,7 +103,7 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 	}
 	var audit map[string]string
 	if s.opts.Audit {
-		audit = s.auditRecord(thread, c, decisionFields(d))
+		audit = s.completeRecord(thread, c, decisionFields(d))
 	}
 	// The claim also takes the lease, if it is free, for the drive that
 	// applies the decision; should that drive not come, the lease lapses
@@ -153,7 +154,8 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 
 // decisionFields describes a decision for the audit record.
 func decisionFields(d agent.Decision) map[string]string {
-	f := map[string]string{"decision": d.Kind.String(), "by": d.By, "at": d.At.UTC().Format(time.RFC3339Nano)}
+	f := make(map[string]string, recordSize)
+	f["decision"], f["by"], f["at"] = d.Kind.String(), d.By, d.At.UTC().Format(time.RFC3339Nano)
 	if d.Hash != "" {
 		f["hash"] = d.Hash
 	}
@@ -182,24 +184,35 @@ func (s *Service) wakeBy(ctx context.Context, thread string, at time.Time) {
 // (outcome unknown), or again after an edit when it needs several
 // approvals; the earlier round's decision must not answer the later one,
 // so the key counts the call's attempts and revisions.
-func claimKey(c agent.Call) string {
-	if c.Revision > 0 {
-		return fmt.Sprintf("decision:%s#%d.e%d", c.Key, c.Attempts, c.Revision)
+func claimKey(c agent.Call) string { return roundKey("decision:", c.Key, c.Attempts, c.Revision) }
+
+// roundKey is prefix, then "KEY#ATTEMPTS", then ".eREVISION" if revision
+// is not 0. (Concatenated: these keys are made several times a step.)
+func roundKey(prefix, key string, attempts, revision int) string {
+	if revision > 0 {
+		return prefix + key + "#" + strconv.Itoa(attempts) + ".e" + strconv.Itoa(revision)
 	}
-	return fmt.Sprintf("decision:%s#%d", c.Key, c.Attempts)
+	return prefix + key + "#" + strconv.Itoa(attempts)
 }
 
 // keepLeased keeps, for the drive that follows, the session a claim began
 // when it took the thread's lease: the acquisition's token, the head and
 // the claims of keys read with it, confirmed as of sent.
 func (s *Service) keepLeased(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) {
+	s.keepOpened(s.leasedSession(thread, token, head, claims, keys, sent))
+}
+
+// leasedSession is the session of an acquisition of the thread's lease
+// (token), which read the head and the claims of keys with it, confirmed
+// as of sent.
+func (s *Service) leasedSession(thread, token, head string, claims map[string][]byte, keys []string, sent time.Time) *session {
 	if claims == nil {
 		claims = map[string][]byte{}
 	}
-	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: map[string]bool{}, answered: -1}
+	ss := &session{thread: thread, token: token, head: head, claims: claims, asked: make(map[string]bool, len(keys)), answered: -1}
 	for _, k := range keys {
 		ss.asked[k] = true
 	}
 	ss.confirm(sent)
-	s.keepOpened(ss)
+	return ss
 }

@@ -657,7 +657,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 	// for "may not decide", and nothing is claimed meanwhile.
 	var mine []agent.Call
 	var why *RefusedError
-	for _, c := range st.Waiting() {
+	for c := range st.AllWaiting() {
 		if c.Status == agent.Asking {
 			why = refusedText("a call that waits for input is answered with its form, or its connection with the Connect button")
 			continue

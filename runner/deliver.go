@@ -52,7 +52,7 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	log = log.WithField("checkpoint", res.Checkpoint.ID)
 	switch res.Status() {
 	case graph.Paused:
-		log.WithField("waiting", len(res.State.Waiting())).Info("run paused for approval")
+		log.WithField("waiting", res.State.NumWaiting()).Info("run paused for approval")
 	case graph.Failed:
 		if n, auto := s.retriesUnsent(res); auto {
 			log.WithError(err).WithField("unsent", n).Warn("run stopped before sending a call; it is retried")
@@ -139,9 +139,9 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 	case graph.Paused:
 		// A pause can be reached again (one of several calls decided):
 		// each call's card is shown once per decision round.
-		for _, c := range st.Waiting() {
-			c := c
-			if _, done := ss.claims[announceKey(c)]; !done && s.heldElsewhere(ss, c) {
+		for c := range st.AllWaiting() {
+			announced := announceKey(c)
+			if _, done := ss.claims[announced]; !done && s.heldElsewhere(ss, c) {
 				// Its card is being shown by the process that paused
 				// the run; should it have died, the recovery wake-up
 				// shows it.
@@ -150,21 +150,20 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			}
 			if c.Status == agent.Asking {
 				// Its input requests, shown once per pause.
-				key := announceKey(c)
-				if _, done := ss.claims[key]; done {
+				if _, done := ss.claims[announced]; done {
 					continue
 				}
 				if err := s.ask(ctx, thread, c); err != nil {
 					ok = false
 					continue
 				}
-				ss.claims[key] = []byte("1")
-				ss.record = append(ss.record, key)
+				ss.claims[announced] = []byte("1")
+				ss.record = append(ss.record, announced)
 				continue
 			}
 			gate := s.gate(st, c, ss.claims)
-			_, posted := ss.claims[announceKey(c)]
-			show(announceKey(c), Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)})
+			_, posted := ss.claims[announced]
+			show(announced, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)})
 			if gate == nil || gate.Required < 2 {
 				continue
 			}

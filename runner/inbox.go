@@ -324,7 +324,7 @@ func (s *Service) inboxEntries(res *graph.Result[agent.State]) []InboxEntry {
 	}
 	st := &res.State
 	var out []InboxEntry
-	for _, c := range st.Waiting() {
+	for c := range st.AllWaiting() {
 		if c.Status != agent.Pending {
 			continue
 		}

@@ -83,41 +83,105 @@ func (s *Service) release(thread, token string) {
 // cause ErrLeaseLost, as soon as a renewal finds the lease gone — a run
 // that stalled past its lease stops instead of working on beside the
 // next holder.
+//
+// The renewals run on a timer every third of the lease (see renewer),
+// not on a goroutine of the session's: most sessions end before the
+// first one is due, and then cost no goroutine at all.
 func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
-	thread := ss.thread
 	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, ss.token), sessionKey{}, ss))
-	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(s.opts.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-renewCtx.Done():
-				return
-			case <-t.C:
-				if ss.ended() {
-					return // let go with the run's last save
-				}
-				sent := time.Now()
-				ok, err := s.store.RenewLease(renewCtx, thread, ss.token, s.opts.LeaseTTL)
-				if err == nil && !ok && ss.ended() {
-					return
-				}
-				if err == nil && !ok {
-					s.log.WithField("thread", thread).Warn("lost the thread's lease while running; stopping the run")
-					cancelRun(ErrLeaseLost)
-					return
-				}
-				if err == nil {
-					ss.confirm(sent)
-				}
-			}
-		}
-	}()
-	return runCtx, func() { cancel(); wg.Wait(); cancelRun(nil) }
+	r := &renewer{s: s, ss: ss, ctx: context.WithoutCancel(ctx), lost: cancelRun, every: s.opts.LeaseTTL / 3}
+	r.start()
+	return runCtx, func() { r.stop(); cancelRun(nil) }
+}
+
+// renewer renews a session's lease every period, as a time.Ticker would
+// tick (a renewal that overruns skips the ticks it missed), on the
+// timer's own goroutine, until it is stopped, the run's last save let go
+// of the lease, or a renewal finds the lease gone (then it calls lost).
+type renewer struct {
+	s     *Service
+	ss    *session
+	ctx   context.Context // the run's values, without its cancellation
+	lost  context.CancelCauseFunc
+	every time.Duration
+
+	mu      sync.Mutex
+	stopped bool
+	next    time.Time          // when the next renewal is due
+	t       *time.Timer        // fires renew at next
+	cancel  context.CancelFunc // of the renewal in flight, if any
+	running sync.WaitGroup     // the renewal in flight
+}
+
+func (r *renewer) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = time.Now().Add(r.every)
+	r.t = time.AfterFunc(r.every, r.renew)
+}
+
+// stop ends the renewals: one in flight is cancelled and waited for.
+func (r *renewer) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.t.Stop()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.running.Wait()
+}
+
+// renew is one tick: it renews the lease and sets the timer for the
+// next, unless the renewals are over.
+func (r *renewer) renew() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.cancel = cancel
+	r.running.Add(1)
+	r.mu.Unlock()
+	defer r.running.Done()
+	defer cancel()
+	if !r.renewOnce(ctx) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancel = nil
+	if r.stopped {
+		return
+	}
+	now := time.Now()
+	for !r.next.After(now) {
+		r.next = r.next.Add(r.every)
+	}
+	r.t.Reset(r.next.Sub(now))
+}
+
+// renewOnce renews the lease and reports whether to go on renewing it.
+func (r *renewer) renewOnce(ctx context.Context) bool {
+	s, ss := r.s, r.ss
+	if ss.ended() {
+		return false // let go with the run's last save
+	}
+	sent := time.Now()
+	ok, err := s.store.RenewLease(ctx, ss.thread, ss.token, s.opts.LeaseTTL)
+	if err == nil && !ok && ss.ended() {
+		return false
+	}
+	if err == nil && !ok {
+		s.log.WithField("thread", ss.thread).Warn("lost the thread's lease while running; stopping the run")
+		r.lost(ErrLeaseLost)
+		return false
+	}
+	if err == nil {
+		ss.confirm(sent)
+	}
+	return true
 }
 
 // runThread is the thread of the run ctx belongs to, as its session

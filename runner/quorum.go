@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,13 +113,14 @@ type ApprovalClaimed struct {
 func approvalsKey(c agent.Call) string { return "approvals:" + claimKey(c) + ":" + c.RunHash() }
 
 // progressKey records that people were shown c's card with n approvals.
-func progressKey(c agent.Call, n int) string { return fmt.Sprintf("progress:%s#%d", claimKey(c), n) }
+func progressKey(c agent.Call, n int) string {
+	return "progress:" + claimKey(c) + "#" + strconv.Itoa(n)
+}
 
 // announceKey records that c's card was posted: once per attempt, however
 // often its arguments are edited (the card is updated instead).
 func announceKey(c agent.Call) string {
-	c.Revision = 0
-	return "announced:" + claimKey(c)
+	return roundKey("announced:decision:", c.Key, c.Attempts, 0)
 }
 
 // quorumKeys are the claims the service reads about a waiting call that
@@ -358,7 +360,11 @@ func (s *Service) gate(st *agent.State, c agent.Call, claims map[string][]byte) 
 	rule, _ := s.agent.Rule(c.Tool)
 	g := &Gate{Required: c.Quorum(), Approvals: approvalsOf(claims, c), Approvers: rule.Approvers,
 		Requester: c.AskedBy(st), SelfApproval: rule.SelfApproval, Confirm: rule.Confirm}
-	for _, d := range rule.OfferedDecisions() {
+	offered := rule.OfferedDecisions()
+	if len(offered) > 0 {
+		g.Decisions = make([]agent.Kind, 0, len(offered))
+	}
+	for _, d := range offered {
 		var k agent.Kind
 		if k.UnmarshalText([]byte(d)) == nil {
 			g.Decisions = append(g.Decisions, k)

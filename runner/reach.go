@@ -155,7 +155,7 @@ func (s *Service) nudge(ctx context.Context, thread string, res *graph.Result[ag
 	now := s.opts.Now()
 	st := &res.State
 	var errs []error
-	for _, c := range st.Waiting() {
+	for c := range st.AllWaiting() {
 		if c.Status != agent.Pending || c.Since.IsZero() || (!c.Expires.IsZero() && !now.Before(c.Expires)) {
 			continue
 		}

@@ -185,8 +185,8 @@ type Options struct {
 //
 // Ordering. Runs of one thread never overlap, across processes: Start,
 // Reply, Retry, Drive and Tick's drive do a thread's work only while
-// holding its lease (lease.go), which they renew in a goroutine of their
-// own while they work and release when done; whoever cannot take it
+// holding its lease (lease.go), which they renew on a timer while they
+// work and release when done; whoever cannot take it
 // leaves the work to the holder and returns (Drive, Tick) or waits up to
 // Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). Every
 // save of a run is fenced by the token of its acquisition of the lease,
@@ -373,7 +373,7 @@ func (s *Service) ExpireDue(ctx context.Context, thread string) (int, error) {
 	now := s.opts.Now()
 	d := agent.Decision{Kind: agent.Expire, At: now}
 	n := 0
-	for _, c := range res.State.Waiting() {
+	for c := range res.State.AllWaiting() {
 		if (c.Status != agent.Pending && c.Status != agent.Asking) || c.Expires.IsZero() || now.Before(c.Expires) {
 			continue
 		}
@@ -453,7 +453,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		s.after(ctx, run, ss, out, err)
 		return !errors.Is(err, graph.ErrIncompatible), nil
 	case graph.Paused:
-		if s.graphChanged(ctx, s.log.WithField("thread", thread), thread, s.graph.Compatible(res.Checkpoint)) {
+		if err := s.graph.Compatible(res.Checkpoint); err != nil && s.graphChanged(ctx, s.log.WithField("thread", thread), thread, err) {
 			return false, nil
 		}
 		decisions, err := s.claimed(ss, &res.State)
@@ -468,7 +468,8 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		// People see each decision as it is applied: here, in the work
 		// after the click, not in the click's acknowledgement.
-		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+		keys := slices.Sorted(maps.Keys(decisions))
+		for _, key := range keys {
 			c, _ := res.State.Call(key)
 			if decisions[key].Kind == agent.Edit && c.Quorum() > 1 {
 				continue // it waits again: its card shows the reset once applied
@@ -482,11 +483,11 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		run := s.begin(thread, "resume")
 		mark := ss.auditMark()
-		s.auditSettled(ctx, res, decisions)
+		s.auditSettled(ctx, res, keys, decisions)
 		// The inbox's record of the decisions goes with the session's
 		// end, which may be the resumed run's last save.
 		decided := ss.decided
-		for _, key := range slices.Sorted(maps.Keys(decisions)) {
+		for _, key := range keys {
 			if d := decisions[key]; d.By != "" && d.Kind != agent.Expire && d.Kind != agent.Answer {
 				c, _ := res.State.Call(key)
 				ss.decided = append(ss.decided, decisionRecord(thread, &res.State, *c, d))

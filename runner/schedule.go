@@ -138,9 +138,9 @@ func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Re
 func (s *Service) planNext(res *graph.Result[agent.State]) (at time.Time, waiting int) {
 	switch res.Status() {
 	case graph.Paused:
-		waiting = len(res.State.Waiting())
+		waiting = res.State.NumWaiting()
 		now := s.opts.Now()
-		for _, c := range res.State.Waiting() {
+		for c := range res.State.AllWaiting() {
 			if (c.Status == agent.Pending || c.Status == agent.Asking) && !c.Expires.IsZero() && (at.IsZero() || c.Expires.Before(at)) {
 				at = c.Expires
 			}

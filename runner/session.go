@@ -331,7 +331,7 @@ func neededKeys(res *graph.Result[agent.State]) []string {
 	if res == nil {
 		return keys
 	}
-	for _, c := range res.State.Waiting() {
+	for c := range res.State.AllWaiting() {
 		keys = append(keys, claimKey(c), announceKey(c))
 		keys = append(keys, quorumKeys(c)...)
 	}
@@ -352,7 +352,6 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 		return ss, true, nil
 	}
 	now := s.opts.Now()
-	ss := &session{thread: thread, claims: map[string][]byte{}, asked: map[string]bool{}, answered: -1}
 	var wakeHeld, wakeBusy time.Time
 	if s.opts.Schedule {
 		wakeHeld, wakeBusy = now.Add(2*s.opts.LeaseTTL), now.Add(s.opts.LeaseTTL)
@@ -376,24 +375,16 @@ func (s *Service) open(ctx context.Context, thread string) (*session, bool, erro
 	if o.Token == "" {
 		return nil, false, fmt.Errorf("lease %s: the store took it without a token", thread)
 	}
-	ss.token, ss.head, ss.claims = o.Token, o.Head, o.Claims
-	if ss.claims == nil {
-		ss.claims = map[string][]byte{}
-	}
-	for _, k := range keys {
-		ss.asked[k] = true
-	}
-	ss.confirm(sent)
-	return ss, true, nil
+	return s.leasedSession(thread, o.Token, o.Head, o.Claims, keys, sent), true, nil
 }
+
+// closeTimeout bounds the store's work of ending a session.
+const closeTimeout = 5 * time.Second
 
 // close ends the session: it records what was delivered, sets the
 // schedule, lets go of the lease, and returns the decisions claimed on
 // the calls that still wait.
 func (s *Service) close(ss *session) map[string][]byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	log := s.log.WithField("thread", ss.thread)
 	if closed, claims := ss.ending().result(); closed {
 		// The run's last save ended the session, with the entries
 		// queued until then; those queued since are appended on their
@@ -401,14 +392,18 @@ func (s *Service) close(ss *session) map[string][]byte {
 		ss.dropAuditFront(len(ss.ending().Closing.Audit))
 		if s.opts.Audit {
 			if recs := ss.takeAudit(); len(recs) > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 				if err := s.store.AuditAll(ctx, recs); err != nil {
-					log.WithError(err).Warn("ending work on the thread")
+					s.log.WithField("thread", ss.thread).WithError(err).Warn("ending work on the thread")
 				}
+				cancel()
 			}
 		}
 		s.inboxChanged(ss.end.Closing.Inbox)
 		return claims
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
 	if ss.redeliver && s.opts.Schedule {
 		at := s.opts.Now().Add(redeliverAfter)
 		if !ss.schedule {
@@ -430,7 +425,7 @@ func (s *Service) close(ss *session) map[string][]byte {
 		Answered: ss.answered, Schedule: ss.schedule && s.opts.Schedule, Wake: ss.wake, Waiting: ss.waiting,
 		Audit: audit, Keys: keys, Inbox: inbox})
 	if err != nil {
-		log.WithError(err).Warn("ending work on the thread")
+		s.log.WithField("thread", ss.thread).WithError(err).Warn("ending work on the thread")
 	}
 	s.inboxChanged(inbox)
 	return claims

@@ -177,11 +177,14 @@ func syntaxErr(err error) error {
 // name and its canonical arguments, in hex. A decision claims it, and a
 // call runs only if the hash of what it is about to run equals it.
 func ArgsHash(tool string, canonical json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(tool))
-	h.Write([]byte{0})
-	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil))
+	// It is computed several times a step, for each call a checkpoint
+	// holds: what is hashed goes through a buffer on the stack when it
+	// fits, and the hex digits are the one allocation.
+	var small [512]byte
+	sum := sha256.Sum256(append(append(append(small[:0], tool...), 0), canonical...))
+	var digits [2 * sha256.Size]byte
+	hex.Encode(digits[:], sum[:])
+	return string(digits[:])
 }
 
 // ShortHash is the form of a hash a card shows: its first 12 hex digits.
