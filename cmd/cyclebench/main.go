@@ -77,8 +77,8 @@ func run(ctx context.Context, args []string) error {
 		}
 		prefix := fmt.Sprintf("cyclebench:%d", time.Now().UnixNano())
 		err := cyclebench.Run(ctx, impl, rdb, m, prefix, plan, func(r cyclebench.Result) {
-			fmt.Printf("  %-6s %-6s turn %3d: %8.0f cycles/s  p50 %7.3f ms  p99 %7.3f ms  %5.2f commands  %5.2f round trips  %7.0f B written  %7.0f B read  Redis: %5.0f µs CPU, %5.1f run in all\n",
-				r.Impl, r.Phase, r.Hist, r.CPS, float64(r.P50)/1e6, float64(r.P99)/1e6, r.Commands, r.RoundTrips, r.Written, r.Read, float64(r.ServerCPU)/1e3, r.Runs)
+			fmt.Printf("  %-6s %-6s turn %3d: %8.0f cycles/s  p50 %7.3f ms  p99 %7.3f ms  %5.2f commands  %5.2f round trips  %7.0f B written  %7.0f B read  CPU %5.0f µs  Redis: %5.0f µs CPU, %5.1f run in all\n",
+				r.Impl, r.Phase, r.Hist, r.CPS, float64(r.P50)/1e6, float64(r.P99)/1e6, r.Commands, r.RoundTrips, r.Written, r.Read, float64(r.CPU)/1e3, float64(r.ServerCPU)/1e3, r.Runs)
 			fmt.Println(r.Summary())
 		})
 		if err != nil {

@@ -39,24 +39,42 @@ type Result struct {
 	// the commands it ran in all (scripts' own included), from INFO
 	// before and after the phase's cycles: work the server did for other
 	// cycles meanwhile (a record written in the background) counts too.
-	ServerCPU time.Duration
-	Runs      float64
+	// CPU is this process's CPU time per cycle over the same span, its
+	// background work included.
+	ServerCPU, CPU time.Duration
+	Runs           float64
 }
 
 // Summary is the result's line in the Eino comparison program's format.
 func (r Result) Summary() string {
-	return fmt.Sprintf("%s srv_us=%.1f run=%.1f", r.Stats.Summary(r.Impl, r.Phase, r.Hist), float64(r.ServerCPU)/1e3, r.Runs)
+	return fmt.Sprintf("%s cpu_us=%.1f srv_us=%.1f run=%.1f", r.Stats.Summary(r.Impl, r.Phase, r.Hist), float64(r.CPU)/1e3, float64(r.ServerCPU)/1e3, r.Runs)
 }
 
-// result is the Result of a phase's samples, with what the server did
-// for them since before.
-func result(ctx context.Context, rdb *redis.Client, impl Impl, phase string, hist int, samples []Sample, before ServerCounts) (Result, error) {
+// mark is what the server and this process had done when a phase's
+// cycles began.
+type mark struct {
+	server ServerCounts
+	cpu    time.Duration
+}
+
+func markNow(ctx context.Context, rdb *redis.Client) (mark, error) {
+	sc, err := ReadServer(ctx, rdb)
+	return mark{server: sc, cpu: ProcessCPU()}, err
+}
+
+// result is the Result of a phase's samples, with what the server and
+// this process did for them since before.
+func result(ctx context.Context, rdb *redis.Client, impl Impl, phase string, hist int, samples []Sample, before mark) (Result, error) {
+	cpu := ProcessCPU()
 	after, err := ReadServer(ctx, rdb)
 	if err != nil {
 		return Result{}, err
 	}
 	r := Result{Impl: impl, Phase: phase, Hist: hist, Stats: Summarize(samples)}
-	r.ServerCPU, r.Runs = perCycle(before, after, len(samples))
+	r.ServerCPU, r.Runs = perCycle(before.server, after, len(samples))
+	if len(samples) > 0 {
+		r.CPU = (cpu - before.cpu) / time.Duration(len(samples))
+	}
 	return r, nil
 }
 
@@ -87,7 +105,7 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 		}
 	}
 	if plan.Cycles > 0 {
-		before, err := ReadServer(ctx, rdb)
+		before, err := markNow(ctx, rdb)
 		if err != nil {
 			return err
 		}
@@ -110,7 +128,7 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 		at := map[int][]Sample{}
 		for turn := 1; turn <= plan.History; turn++ {
 			measured := slices.Contains(marks, turn)
-			before, err := ReadServer(ctx, rdb)
+			before, err := markNow(ctx, rdb)
 			if err != nil {
 				return err
 			}
@@ -161,7 +179,7 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 				return err
 			}
 		}
-		before, err := ReadServer(ctx, rdb)
+		before, err := markNow(ctx, rdb)
 		if err != nil {
 			return err
 		}

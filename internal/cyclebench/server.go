@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,4 +66,15 @@ func perCycle(before, after ServerCounts, n int) (time.Duration, float64) {
 		return 0, 0
 	}
 	return (after.CPU - before.CPU) / time.Duration(n), float64(after.Runs-before.Runs) / float64(n)
+}
+
+// ProcessCPU is the CPU time this process has used so far, user and
+// system (the kernel's share of its round trips included), or 0 where
+// the system does not say.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
