@@ -63,6 +63,17 @@ func answerThreads(t *testing.T, svc *runner.Service, rep *recorder, n int) []st
 	return threads
 }
 
+// batchedWorld is a world on a Redis of its own, with a schedule, whose
+// store counts the writes of what was shown (batches).
+func batchedWorld(t *testing.T) (world, *batchesStore) {
+	w, _ := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	w.schedule = true
+	batches := &batchesStore{}
+	w.leases = func(s *redisstore.Store) runner.Store { batches.Store = s; return batches }
+	return w, batches
+}
+
 // TestShownInManyThreadsRecordedTogether: a replica answers in many
 // threads, each a first turn, and records that it showed the answers in
 // one write for them all; a replica that looks at those threads then
@@ -70,11 +81,7 @@ func answerThreads(t *testing.T, svc *runner.Service, rep *recorder, n int) []st
 func TestShownInManyThreadsRecordedTogether(t *testing.T) {
 	defer runner.SetRecordAfter(time.Hour)()
 	ctx := context.Background()
-	w, _ := newWorld(t)
-	w.rdb = redis.NewClient(redistest.Options(t))
-	w.schedule = true
-	batches := &batchesStore{}
-	w.leases = func(s *redisstore.Store) runner.Store { batches.Store = s; return batches }
+	w, batches := batchedWorld(t)
 	repA := &recorder{}
 	a, _ := w.service(t, repA, 5*time.Second)
 	const n = 12
@@ -107,11 +114,7 @@ func TestShownInManyThreadsRecordedTogether(t *testing.T) {
 func TestShownRecordedWithoutAnotherStep(t *testing.T) {
 	defer runner.SetRecordAfter(20 * time.Millisecond)()
 	ctx := context.Background()
-	w, _ := newWorld(t)
-	w.rdb = redis.NewClient(redistest.Options(t))
-	w.schedule = true
-	batches := &batchesStore{}
-	w.leases = func(s *redisstore.Store) runner.Store { batches.Store = s; return batches }
+	w, batches := batchedWorld(t)
 	rep := &recorder{}
 	a, store := w.service(t, rep, 5*time.Second)
 	const n = 8
@@ -149,11 +152,7 @@ func TestShownRecordedWithoutAnotherStep(t *testing.T) {
 func TestShownRecordedOnceWhileFlushedAtOnce(t *testing.T) {
 	defer runner.SetRecordAfter(time.Millisecond)()
 	ctx := context.Background()
-	w, _ := newWorld(t)
-	w.rdb = redis.NewClient(redistest.Options(t))
-	w.schedule = true
-	batches := &batchesStore{}
-	w.leases = func(s *redisstore.Store) runner.Store { batches.Store = s; return batches }
+	w, batches := batchedWorld(t)
 	a, store := w.service(t, &recorder{}, 5*time.Second)
 	const n = 24
 	var wg sync.WaitGroup
