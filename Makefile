@@ -118,6 +118,7 @@ FUZZ_TARGETS = \
 	./mcpauth:FuzzParseIdPMetadata \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
+	./llm:FuzzDecodeMessage \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
 	./redisstore:FuzzDecodeWaiting \

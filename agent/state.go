@@ -358,9 +358,11 @@ func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
 func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
 	s.Messages = make([]llm.Message, len(entries))
 	for i, e := range entries {
-		if err := json.Unmarshal(e, &s.Messages[i]); err != nil {
+		m, err := llm.DecodeMessage(e)
+		if err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
+		s.Messages[i] = m
 	}
 	return nil
 }
@@ -379,9 +381,11 @@ func (s *State) AppendJournal(entries []json.RawMessage) error {
 	msgs := make([]llm.Message, n+len(entries))
 	copy(msgs, s.Messages)
 	for i, e := range entries {
-		if err := json.Unmarshal(e, &msgs[n+i]); err != nil {
+		m, err := llm.DecodeMessage(e)
+		if err != nil {
 			return fmt.Errorf("message %d: %w", n+i, err)
 		}
+		msgs[n+i] = m
 	}
 	s.Messages = msgs
 	return nil
