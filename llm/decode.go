@@ -83,58 +83,71 @@ func (d *decoder) next() (more, ok bool) {
 	return false, d.byte('}')
 }
 
-// message reads a whole message: an object of Message's keys, each at
-// most once, then nothing but white space.
-func (d *decoder) message(m *Message) bool {
+// members reads an object's members: field reads the value of the
+// member named k and says which of the object's fields it was (a bit of
+// its own, 0 for a name it does not know) and whether it read it. A
+// name not known, or known twice, and any value field cannot read make
+// members give up.
+func (d *decoder) members(field func(k []byte) (bit uint8, ok bool)) bool {
 	if !d.byte('{') {
 		return false
 	}
-	if !d.byte('}') {
-		var seen uint8
-		for more := true; more; {
-			k, ok := d.key()
-			if !ok {
-				return false
-			}
-			var bit uint8
-			switch string(k) {
-			case "role":
-				bit = 1 << 0
-				var s string
-				s, ok = d.str()
-				m.Role = Role(s)
-			case "content":
-				bit = 1 << 1
-				m.Content, ok = d.str()
-			case "tool_calls":
-				bit = 1 << 2
-				m.ToolCalls, ok = d.toolCalls()
-			case "tool_call_id":
-				bit = 1 << 3
-				m.ToolCallID, ok = d.str()
-			case "name":
-				bit = 1 << 4
-				m.Name, ok = d.str()
-			case "is_error":
-				bit = 1 << 5
-				m.IsError, ok = d.boolean()
-			case "stop":
-				bit = 1 << 6
-				var s string
-				s, ok = d.str()
-				m.Stop = Stop(s)
-			}
-			if bit == 0 || seen&bit != 0 || !ok {
-				return false
-			}
-			seen |= bit
-			if more, ok = d.next(); !ok {
-				return false
-			}
+	if d.byte('}') {
+		return true
+	}
+	var seen uint8
+	for more := true; more; {
+		k, ok := d.key()
+		if !ok {
+			return false
+		}
+		bit, ok := field(k)
+		if bit == 0 || seen&bit != 0 || !ok {
+			return false
+		}
+		seen |= bit
+		if more, ok = d.next(); !ok {
+			return false
 		}
 	}
+	return true
+}
+
+// message reads a whole message: an object of Message's keys, each at
+// most once, then nothing but white space.
+func (d *decoder) message(m *Message) bool {
+	ok := d.members(func(k []byte) (uint8, bool) {
+		var ok bool
+		var s string
+		switch string(k) {
+		case "role":
+			s, ok = d.str()
+			m.Role = Role(s)
+			return 1 << 0, ok
+		case "content":
+			m.Content, ok = d.str()
+			return 1 << 1, ok
+		case "tool_calls":
+			m.ToolCalls, ok = d.toolCalls()
+			return 1 << 2, ok
+		case "tool_call_id":
+			m.ToolCallID, ok = d.str()
+			return 1 << 3, ok
+		case "name":
+			m.Name, ok = d.str()
+			return 1 << 4, ok
+		case "is_error":
+			m.IsError, ok = d.boolean()
+			return 1 << 5, ok
+		case "stop":
+			s, ok = d.str()
+			m.Stop = Stop(s)
+			return 1 << 6, ok
+		}
+		return 0, false
+	})
 	d.space()
-	return d.i == len(d.b)
+	return ok && d.i == len(d.b)
 }
 
 // toolCalls reads an array of calls.
@@ -163,42 +176,24 @@ func (d *decoder) toolCalls() ([]ToolCall, bool) {
 
 // toolCall reads an object of ToolCall's keys, each at most once.
 func (d *decoder) toolCall(c *ToolCall) bool {
-	if !d.byte('{') {
-		return false
-	}
-	if d.byte('}') {
-		return true
-	}
-	var seen uint8
-	for more := true; more; {
-		k, ok := d.key()
-		if !ok {
-			return false
-		}
-		var bit uint8
+	return d.members(func(k []byte) (uint8, bool) {
+		var ok bool
 		switch string(k) {
 		case "id":
-			bit = 1 << 0
 			c.ID, ok = d.str()
+			return 1 << 0, ok
 		case "name":
-			bit = 1 << 1
 			c.Name, ok = d.str()
+			return 1 << 1, ok
 		case "arguments":
-			bit = 1 << 2
 			c.Arguments, ok = d.str()
+			return 1 << 2, ok
 		case "truncated":
-			bit = 1 << 3
 			c.Truncated, ok = d.boolean()
+			return 1 << 3, ok
 		}
-		if bit == 0 || seen&bit != 0 || !ok {
-			return false
-		}
-		seen |= bit
-		if more, ok = d.next(); !ok {
-			return false
-		}
-	}
-	return true
+		return 0, false
+	})
 }
 
 func (d *decoder) boolean() (bool, bool) {
