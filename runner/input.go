@@ -234,7 +234,30 @@ type Connection struct {
 // callback changes nothing) and the caller then calls Drive. It returns
 // ErrNotPending when the call no longer waits for that connection.
 // Several processes may call it at once.
+//
+// The call asks its requester to connect before its run has saved the
+// pause: someone who connects at once can come back before that save.
+// When the call is not found waiting, Connected waits for the run that
+// holds the thread to let go of it (as a reply does), and looks again.
 func (s *Service) Connected(ctx context.Context, c Connection) error {
+	err := s.connected(ctx, c)
+	if !errors.Is(err, ErrNotPending) {
+		return err
+	}
+	err = s.withLeaseWithin(ctx, c.Thread, s.opts.LeaseTTL+s.opts.BusyWait, func(context.Context, *session) error {
+		return errLookAgain
+	})
+	if !errors.Is(err, errLookAgain) {
+		return err
+	}
+	return s.connected(ctx, c)
+}
+
+// errLookAgain: the thread is free now; look at it again.
+var errLookAgain = errors.New("look again")
+
+// connected is Connected as the thread stands.
+func (s *Service) connected(ctx context.Context, c Connection) error {
 	res, err := s.graph.State(ctx, c.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
 		return ErrNotPending

@@ -247,6 +247,55 @@ func (w *whoamiTool) CallWithInfo(_ context.Context, info tools.CallInfo, _ json
 	return "you are " + info.Requester, nil
 }
 
+// earlyConnect is whoamiTool whose requester connects as soon as they
+// are asked: the callback (Connected) runs while the call's run has yet
+// to save its pause, and the tool returns once the callback has read the
+// thread (read).
+type earlyConnect struct {
+	*whoamiTool
+	svc  *runner.Service
+	read chan struct{}
+	done chan error
+}
+
+func (e *earlyConnect) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, error) {
+	out, err := e.whoamiTool.CallWithInfo(ctx, info, args)
+	if err == nil {
+		return out, nil
+	}
+	e.mu.Lock()
+	e.connected = true
+	e.mu.Unlock()
+	for len(e.read) > 0 {
+		<-e.read
+	}
+	conn := runner.Connection{Thread: info.Thread, Call: info.Call, Round: info.Attempt, Server: "tickets", User: info.Requester}
+	go func() { e.done <- e.svc.Connected(context.WithoutCancel(ctx), conn) }()
+	select {
+	case <-e.read:
+	case <-ctx.Done():
+	}
+	return out, err
+}
+
+// readSignal is a store that says when a thread was read.
+type readSignal struct {
+	*redisstore.Store
+	read chan struct{}
+}
+
+func (r *readSignal) LoadTail(ctx context.Context, thread, id string, seq int64, from int) (*graph.Checkpoint, error) {
+	cp, err := r.Store.LoadTail(ctx, thread, id, seq, from)
+	r.read <- struct{}{}
+	return cp, err
+}
+
+func (r *readSignal) Load(ctx context.Context, thread string) (*graph.Checkpoint, error) {
+	cp, err := r.Store.Load(ctx, thread)
+	r.read <- struct{}{}
+	return cp, err
+}
+
 // A call that waits for its requester to connect pauses its run; the
 // connection, said once or twice, sends it once; an expired wait tells
 // the model nobody connected.
@@ -302,6 +351,40 @@ func TestConnectWaitIsAPause(t *testing.T) {
 		res, _ = svc.State(ctx, "th")
 		if !strings.Contains(res.State.Answer(), "you are U_ALICE") || tool.sends != 1 {
 			t.Errorf("after the connection: %q, %d sends; want the call run once as U_ALICE", res.State.Answer(), tool.sends)
+		}
+	})
+	t.Run("connected before the pause is saved", func(t *testing.T) {
+		// The requester connects while the run that asked them is still
+		// to save its pause: the tool returns only once the callback
+		// has read the thread as it stood.
+		w, _ := newWorld(t)
+		store := &readSignal{Store: redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix}), read: make(chan struct{}, 16)}
+		tool := &earlyConnect{whoamiTool: &whoamiTool{}, read: store.read, done: make(chan error, 1)}
+		policy, _ := tools.ParsePolicy([]byte("tools:\n  whoami: {approval: never}\n"))
+		reg, err := tools.NewRegistry(policy, tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return []llm.ToolCall{{Name: "whoami", Arguments: `{}`}} }}
+		a, err := agent.New(model, reg, store, agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := runner.New(a, store, &recorder{}, runner.Options{LeaseTTL: 5 * time.Second, Audit: true, Schedule: true})
+		svc.SetAsker(&askRecorder{})
+		tool.svc = svc
+		if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "who am I"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-tool.done; err != nil {
+			t.Fatalf("Connected before the pause was saved = %v; want the call resumed", err)
+		}
+		if err := svc.Drive(ctx, "th"); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := svc.State(ctx, "th")
+		if !strings.Contains(res.State.Answer(), "you are U_ALICE") || tool.sends != 1 {
+			t.Errorf("after the early connection: %q, %d sends; want the call run once as U_ALICE", res.State.Answer(), tool.sends)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
