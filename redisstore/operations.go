@@ -92,7 +92,7 @@ func keyOperation(key string) string {
 var scriptOps = sync.OnceValue(func() map[string]string {
 	ops := map[string]string{}
 	for src, op := range map[string]string{
-		saveLua: OpSave, saveAuditLua: OpSave, loadLua: OpLoad, loadTailLua: OpLoad, journalLua: OpLoad,
+		saveLua: OpSave, saveAuditLua: OpSave, loadTailLua: OpLoad, journalLua: OpLoad,
 		claimLua: OpClaim, claimDecisionLua: OpClaim, approveLua: OpClaim,
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
