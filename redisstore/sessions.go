@@ -521,14 +521,24 @@ end
 // audit_append's reply or nil, the acquisition's number (on a cluster;
 // else nil)} when this call set the claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + headLua + recordFnLua + `
-local head, known = false, false
+-- One read of the claims hash first: the head's ID, "answered" and the
+-- claims to read back if the lease is taken. The script writes no other
+-- field of the hash than the deliveries (set once to "1"), "answered"
+-- (only grows) and the claim, so what those claims hold after its
+-- writes follows from what they held before.
+local m = tonumber(ARGV[13])
+local at = 14 + m
+local n = tonumber(ARGV[at])
+local fields = {'` + headID + `', 'answered'}
+for i = at + 1 + n, #ARGV do fields[#fields + 1] = ARGV[i] end
+local h = redis.call('HMGET', KEYS[1], unpack(fields))
+local head = h[1]
+local known = head ~= false
 if ARGV[4] ~= '' then
-  head = redis.call('HGET', KEYS[1], '` + headID + `')
-  known = head ~= false
   if not known then head = redis.call('HGET', KEYS[2], 'id') end
   if head ~= ARGV[4] then return {-1} end
 end
-local at = record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known)
+record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known, h[2])
 if KEYS[5] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
@@ -538,7 +548,6 @@ end
 if not known and redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
-local n = tonumber(ARGV[at])
 local audited = false
 if KEYS[6] and n > 0 then
   audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, at + 1)
@@ -547,8 +556,22 @@ if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited
 if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
 local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
+local answered = h[2]
+if ARGV[12] ~= '' and (tonumber(answered) or -1) < tonumber(ARGV[12]) then answered = ARGV[12] end
+local recorded = {}
+for i = 14, 13 + m do recorded[ARGV[i]] = true end
 local vals = {}
-if #ARGV >= at + 1 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, at + 1 + n, #ARGV)) end
+for j = 3, #fields do
+  local f, v = fields[j], h[j]
+  if f == ARGV[1] then
+    v = ARGV[2]
+  elseif f == 'answered' then
+    v = answered
+  elseif not v and recorded[f] then
+    v = '1'
+  end
+  vals[j - 2] = v
+end
 if not head then head = head_id(KEYS[1], KEYS[2]) end
 return {1, 1, head, vals, audited, seq}
 `
