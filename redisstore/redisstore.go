@@ -209,6 +209,10 @@ type Store struct {
 	chainMu        sync.Mutex
 	chain          audit.Head
 
+	// home is who opened the Home tab, as the inbox's updates read it
+	// (inbox.go).
+	home homeWatchers
+
 	saveScript, journalScript     *redis.Script
 	saveAuditScript               *redis.Script
 	loadTailScript                *redis.Script

@@ -1,7 +1,9 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -129,4 +131,96 @@ func embedded(t *testing.T) redis.UniversalClient {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// TestInboxWatchersAreReadOnceEach: an inbox update says who opened the
+// Home tab — people who opened it through another replica included, with
+// their latest opening, and not those who opened it longer ago than the
+// store keeps threads — while it reads from Redis only the openings that
+// are new to it, not the whole index of openers at every update.
+func TestInboxWatchersAreReadOnceEach(t *testing.T) {
+	ctx := t.Context()
+	opts := redistest.Options(t)
+	other := redis.NewClient(opts)
+	t.Cleanup(func() { other.Close() })
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	read := &watchersRead{}
+	rdb.AddHook(read)
+	prefix := uniqueName("watchers")
+	now := time.Now().Truncate(time.Millisecond)
+	clock := func() time.Time { return now }
+	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, TTL: 24 * time.Hour, Now: clock})
+	replica := redisstore.New(other, redisstore.Options{Prefix: prefix, TTL: 24 * time.Hour, Now: clock})
+
+	// 300 people opened the tab, a minute apart, the last an hour ago.
+	for i := range 300 {
+		if err := replica.HomeOpened(ctx, fmt.Sprintf("U%03d", i), now.Add(-time.Hour-time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func() map[string]time.Time {
+		t.Helper()
+		u := &runner.InboxUpdate{Thread: "T1:C1:1.1", Waiting: []runner.InboxEntry{{Thread: "T1:C1:1.1", Call: "1.0"}}}
+		if err := s.UpdateInbox(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		out := make(map[string]time.Time, len(u.Watchers))
+		for _, w := range u.Watchers {
+			out[w.User] = w.At
+		}
+		return out
+	}
+	if got, at := update(), now.Add(-time.Hour-7*time.Minute); len(got) != 300 || !got["U007"].Equal(at) {
+		t.Fatalf("first update: %d watchers, U007 at %v; want 300, at %v", len(got), got["U007"], at)
+	}
+	if err := replica.HomeOpened(ctx, "U_CAROL", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.HomeOpened(ctx, "U007", now); err != nil {
+		t.Fatal(err)
+	}
+	read.n = 0
+	got := update()
+	if at := now.Add(-time.Hour - 8*time.Minute); len(got) != 301 || !got["U_CAROL"].Equal(now) || !got["U007"].Equal(now) || !got["U008"].Equal(at) {
+		t.Errorf("after two openings through another replica: %d watchers, U_CAROL at %v, U007 at %v, U008 at %v; want 301, the two now, U008 at %v",
+			len(got), got["U_CAROL"], got["U007"], got["U008"], at)
+	}
+	// The two new openings, and those of the ten minutes before the
+	// newest read until then (homeOverlap), not the 300.
+	if read.n > 2+11 {
+		t.Errorf("the update read %d openings from Redis; want the 2 new ones and at most the 11 of the ten minutes before", read.n)
+	}
+
+	// A day later, when someone opens it, the index forgets those who
+	// opened it more than a day before, and so does the update.
+	now = now.Add(24*time.Hour - time.Minute)
+	if err := replica.HomeOpened(ctx, "U_DAN", now); err != nil {
+		t.Fatal(err)
+	}
+	if got := update(); len(got) != 3 {
+		t.Errorf("a day later: %d watchers; want the 3 who opened it within the day", len(got))
+	}
+}
+
+// watchersRead counts the openings of the Home tab that the inbox's
+// updates read (the second item of their reply: user, time, …).
+type watchersRead struct{ n int }
+
+func (r *watchersRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *watchersRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if c, ok := cmd.(*redis.Cmd); ok {
+			if reply, ok := c.Val().([]any); ok && len(reply) == 2 {
+				if w, ok := reply[1].([]any); ok {
+					r.n += len(w) / 2
+				}
+			}
+		}
+		return err
+	}
+}
+func (r *watchersRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
