@@ -229,7 +229,7 @@ func (s *Store) HomeOpeners(ctx context.Context, since time.Time) ([]string, err
 type homeWatchers struct {
 	mu     sync.Mutex
 	at     map[string]int64 // user → when they last opened the tab (unix ms)
-	newest int64            // the newest opening read (unix ms); 0: none read yet
+	newest int64            // the newest opening read (unix ms); 0: none yet
 }
 
 // homeOverlap is how far before the newest opening read an update reads
@@ -264,9 +264,6 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 		ms, _ := strconv.ParseInt(fmt.Sprint(read[i+1]), 10, 64)
 		h.at[user] = max(h.at[user], ms)
 		h.newest = max(h.newest, ms)
-	}
-	if h.newest == 0 {
-		h.newest = 1 // read once: the next update reads only what is new
 	}
 	out := make([]runner.InboxWatcher, 0, len(h.at))
 	for user, ms := range h.at {

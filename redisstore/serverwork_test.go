@@ -72,7 +72,7 @@ func moveHeadToEarlierKey(t *testing.T, rdb redis.UniversalClient, claims, head 
 // reads back when it takes the lease are those the thread holds after
 // it — its own claim, the deliveries it recorded, "answered" as it left
 // it, and the others as they were — on a single server and on the
-// embedded Redis.
+// embedded Redis; and so are those the opening of the thread reads back.
 func TestClaimDecisionReadsBackWhatItWrote(t *testing.T) {
 	for name, rdb := range map[string]redis.UniversalClient{"redis": redistest.Client(t), "embedded": embedded(t)} {
 		t.Run(name, func(t *testing.T) {
@@ -119,6 +119,24 @@ func TestClaimDecisionReadsBackWhatItWrote(t *testing.T) {
 					}
 					if string(stored["answered"]) != tt.want || string(stored["decision:c1"]) != "approve" || string(stored["announced:c1"]) != "1" {
 						t.Errorf("the thread holds %q; want answered %s, the decision and the delivery", stored, tt.want)
+					}
+
+					// The next holding of the thread records what the
+					// last one showed, and reads back the same way.
+					if err := s.ReleaseLease(ctx, thread, got.Token); err != nil {
+						t.Fatal(err)
+					}
+					keys = append(keys, "announced:c2")
+					opened, err := s.OpenThread(ctx, runner.Opening{Thread: thread, Owner: "p2", TTL: time.Minute, Keys: keys,
+						Record: []string{"announced:c2", "other"}, Answered: tt.answer + 1})
+					if err != nil || !opened.Held || opened.Head != first.ID {
+						t.Fatalf("OpenThread() = %+v, %v; want held, head %s", opened, err, first.ID)
+					}
+					if stored, err = s.ClaimValues(ctx, thread, keys); err != nil {
+						t.Fatal(err)
+					}
+					if !maps.EqualFunc(opened.Claims, stored, func(a, b []byte) bool { return string(a) == string(b) }) {
+						t.Errorf("claims read back by OpenThread = %q; the thread holds %q", opened.Claims, stored)
 					}
 				})
 			}
