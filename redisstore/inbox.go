@@ -230,6 +230,9 @@ type homeWatchers struct {
 	mu     sync.Mutex
 	at     map[string]int64 // user → when they last opened the tab (unix ms)
 	newest int64            // the newest opening read (unix ms); 0: none yet
+	// list is at as learn returns it, made again when at changes: the
+	// updates share it, and read it only.
+	list []runner.InboxWatcher
 }
 
 // homeOverlap is how far before the newest opening read an update reads
@@ -259,11 +262,17 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 	if h.at == nil {
 		h.at = make(map[string]int64)
 	}
+	changed := h.list == nil
 	for i := 0; i+1 < len(read); i += 2 {
 		user, _ := read[i].(string)
 		ms, _ := strconv.ParseInt(fmt.Sprint(read[i+1]), 10, 64)
-		h.at[user] = max(h.at[user], ms)
+		if at, ok := h.at[user]; !ok || ms > at {
+			h.at[user], changed = ms, true
+		}
 		h.newest = max(h.newest, ms)
+	}
+	if !changed {
+		return h.list
 	}
 	out := make([]runner.InboxWatcher, 0, len(h.at))
 	for user, ms := range h.at {
@@ -273,7 +282,8 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 		}
 		out = append(out, runner.InboxWatcher{User: user, At: time.UnixMilli(ms)})
 	}
-	return out
+	h.list = out[:len(out):len(out)] // an append makes a copy
+	return h.list
 }
 
 // updateInboxLua replaces a thread's waiting calls and records decisions.
