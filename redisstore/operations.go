@@ -100,6 +100,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
+		saveCloseLua: OpSave, recordLua: OpClaim, moveWakeLua: OpSchedule,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op
