@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +28,14 @@ import (
 // The runner replaces a thread's entry when a session on it ends; on a
 // single server without replicas to wait for, CloseThread sends the
 // update in the same round trip as the rest of the session's end.
+//
+// An update also says who opened the Home tab (InboxUpdate.Watchers),
+// whose tabs the change may concern. It reads only the openings since
+// shortly before the newest this Store has read, and keeps the rest in
+// memory (homeWatchers): the index of openers has an entry per person
+// who opened the tab within the TTL, and reading all of it at every
+// update would cost each update, twice a turn, as much as people use
+// the bot.
 
 var _ runner.Inbox = (*Store)(nil)
 
@@ -48,7 +57,7 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 		value = string(raw)
 	}
 	keys := []string{s.inboxKey("calls"), s.inboxKey("home")}
-	args := []any{u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit}
+	args := []any{u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit, s.home.since()}
 	for _, d := range u.Decided {
 		if d.By == "" {
 			continue
@@ -90,12 +99,7 @@ func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
 		return fmt.Errorf("update inbox of %s: unexpected reply %v", u.Thread, res)
 	}
 	watchers, _ := reply[1].([]any)
-	u.Watchers = make([]runner.InboxWatcher, 0, len(watchers)/2)
-	for i := 0; i+1 < len(watchers); i += 2 {
-		user, _ := watchers[i].(string)
-		ms, _ := strconv.ParseInt(fmt.Sprint(watchers[i+1]), 10, 64)
-		u.Watchers = append(u.Watchers, runner.InboxWatcher{User: user, At: time.UnixMilli(ms)})
-	}
+	u.Watchers = s.home.learn(watchers, s.ttl.Milliseconds())
 	old, _ := reply[0].(string)
 	if old == "" {
 		return nil
@@ -215,16 +219,85 @@ func (s *Store) HomeOpeners(ctx context.Context, since time.Time) ([]string, err
 	return users, nil
 }
 
+// homeWatchers is who opened the Home tab, as a Store has read it from
+// the index of openers (cs:{inbox}:home) with the inbox's updates: each
+// update reads the openings from homeOverlap before the newest one read
+// so far (all of them the first time), and adds them to those read
+// before. Openings are only ever added, or moved later by a person's
+// next one, or forgotten once older than the TTL before the newest,
+// which the index does too. It is safe for concurrent use.
+type homeWatchers struct {
+	mu     sync.Mutex
+	at     map[string]int64 // user → when they last opened the tab (unix ms)
+	newest int64            // the newest opening read (unix ms); 0: none yet
+	// list is at as learn returns it, made again when at changes: the
+	// updates share it, and read it only.
+	list []runner.InboxWatcher
+}
+
+// homeOverlap is how far before the newest opening read an update reads
+// the openers from: an opening written with a time earlier than that —
+// from a process whose clock is behind by more, or a write that took
+// longer — is read with the person's next opening of the tab.
+const homeOverlap = 10 * time.Minute
+
+// since is the least score of the openings an update reads.
+func (h *homeWatchers) since() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.newest == 0 {
+		return "-inf"
+	}
+	return strconv.FormatInt(h.newest-homeOverlap.Milliseconds(), 10)
+}
+
+// learn adds the openings an update read (user, unix ms, …) and returns
+// all those known: none is an empty list, not nil (the store says who
+// watches). It forgets openings older than ttl (ms) before the newest,
+// as HomeOpened takes them out of the index: times are the openers' own
+// clocks, which readers compare with theirs (InboxChange.WatchersSince).
+func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.at == nil {
+		h.at = make(map[string]int64)
+	}
+	changed := h.list == nil
+	for i := 0; i+1 < len(read); i += 2 {
+		user, _ := read[i].(string)
+		ms, _ := strconv.ParseInt(fmt.Sprint(read[i+1]), 10, 64)
+		if at, ok := h.at[user]; !ok || ms > at {
+			h.at[user], changed = ms, true
+		}
+		h.newest = max(h.newest, ms)
+	}
+	if !changed {
+		return h.list
+	}
+	out := make([]runner.InboxWatcher, 0, len(h.at))
+	for user, ms := range h.at {
+		if ms < h.newest-ttl {
+			delete(h.at, user)
+			continue
+		}
+		out = append(out, runner.InboxWatcher{User: user, At: time.UnixMilli(ms)})
+	}
+	h.list = out[:len(out):len(out)] // an append makes a copy
+	return h.list
+}
+
 // updateInboxLua replaces a thread's waiting calls and records decisions.
 //
 //	KEYS: the calls hash, the Home tab's openers, then one decisions list
 //	      per decision
 //	ARGV: thread, the thread's calls (JSON) or '' for none, the lists'
-//	      expiry ms, their cap, then one decision (JSON) per list
+//	      expiry ms, their cap, the least time (unix ms, or '-inf') of
+//	      the openings to read, then one decision (JSON) per list
 //
 // It returns the thread's calls it replaced (or nil), and who opened the
-// Home tab, with when (ZRANGE WITHSCORES): those whose tabs the change
-// may concern, read in the same step.
+// Home tab since that time, with when (ZRANGEBYSCORE WITHSCORES): those
+// whose tabs the change may concern, read in the same step
+// (homeWatchers keeps those read before).
 const updateInboxLua = updateInboxFnLua + `
 return update_inbox(KEYS, ARGV)
 `
@@ -242,12 +315,12 @@ local function update_inbox(KEYS, ARGV)
   for i = 3, #KEYS do
     -- A list may grow to twice its cap before it is trimmed back:
     -- readers read the cap's worth, and a trim per decision is spared.
-    if redis.call('LPUSH', KEYS[i], ARGV[2 + i]) > 2 * tonumber(ARGV[4]) then
+    if redis.call('LPUSH', KEYS[i], ARGV[3 + i]) > 2 * tonumber(ARGV[4]) then
       redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
     end
     redis.call('PEXPIRE', KEYS[i], ARGV[3])
   end
-  return {old, redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}
+  return {old, redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[5], '+inf', 'WITHSCORES')}
 end
 `
 

@@ -92,7 +92,7 @@ func keyOperation(key string) string {
 var scriptOps = sync.OnceValue(func() map[string]string {
 	ops := map[string]string{}
 	for src, op := range map[string]string{
-		saveLua: OpSave, saveAuditLua: OpSave, loadLua: OpLoad, loadTailLua: OpLoad, journalLua: OpLoad,
+		saveLua: OpSave, saveAuditLua: OpSave, loadTailLua: OpLoad, journalLua: OpLoad,
 		claimLua: OpClaim, claimDecisionLua: OpClaim, approveLua: OpClaim,
 		acceptLua: OpIntake, dueIntakeLua: OpIntake, dedupLua: OpIntake,
 		takeIntakeLua: OpIntake, holdIntakeLua: OpIntake, updateIntakeLua: OpIntake, startedLua: OpIntake,
@@ -100,6 +100,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		acquireLua: OpLease, scheduleLua: OpSchedule,
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
+		saveCloseLua: OpSave, recordLua: OpClaim, moveWakeLua: OpSchedule,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

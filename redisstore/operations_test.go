@@ -15,22 +15,24 @@ import (
 // opRecorder is a go-redis hook that records what Operation says of each
 // command.
 type opRecorder struct {
-	mu  sync.Mutex
-	ops []string
+	mu    sync.Mutex
+	ops   []string
+	names []string
 }
 
 func (r *opRecorder) record(cmd redis.Cmder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops = append(r.ops, redisstore.Operation(cmd))
+	r.names = append(r.names, cmd.Name())
 }
 
-func (r *opRecorder) take() []string {
+func (r *opRecorder) take() (ops, names []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.ops
-	r.ops = nil
-	return out
+	ops, names = r.ops, r.names
+	r.ops, r.names = nil, nil
+	return ops, names
 }
 
 func (r *opRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -77,11 +79,18 @@ func TestOperationNamesWhatACommandIsFor(t *testing.T) {
 		if err := tt.call(); err != nil {
 			t.Fatal(err)
 		}
-		ops := rec.take()
+		ops, names := rec.take()
 		if len(ops) == 0 {
 			t.Fatalf("no command recorded for a %s", tt.want)
 		}
-		for _, op := range ops {
+		for i, op := range ops {
+			switch names[i] {
+			case "multi", "exec", "hello", "client":
+				// A transaction's brackets, and the handshake of a
+				// new connection (go-redis keeps one pool for
+				// pipelines): they name no key.
+				continue
+			}
 			if op != tt.want {
 				t.Errorf("Operation() = %q for a command of a %s (all: %v)", op, tt.want, ops)
 			}

@@ -209,19 +209,23 @@ type Store struct {
 	chainMu        sync.Mutex
 	chain          audit.Head
 
-	saveScript, loadScript, journalScript *redis.Script
-	saveAuditScript                       *redis.Script
-	loadTailScript                        *redis.Script
-	claimScript                           *redis.Script
-	acceptScript, dueIntakeScript         *redis.Script
-	renewScript, releaseScript            *redis.Script
-	acquireScript, scheduleScript         *redis.Script
-	openScript, closeScript               *redis.Script
-	claimDecisionScript                   *redis.Script
-	auditScript                           *redis.Script
-	inboxScript                           *redis.Script
-	recordScript, saveCloseScript         *redis.Script
-	moveWakeScript                        *redis.Script
+	// home is who opened the Home tab, as the inbox's updates read it
+	// (inbox.go).
+	home homeWatchers
+
+	saveScript, journalScript     *redis.Script
+	saveAuditScript               *redis.Script
+	loadTailScript                *redis.Script
+	claimScript                   *redis.Script
+	acceptScript, dueIntakeScript *redis.Script
+	renewScript, releaseScript    *redis.Script
+	acquireScript, scheduleScript *redis.Script
+	openScript, closeScript       *redis.Script
+	claimDecisionScript           *redis.Script
+	auditScript                   *redis.Script
+	inboxScript                   *redis.Script
+	recordScript, saveCloseScript *redis.Script
+	moveWakeScript                *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -255,7 +259,6 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		auditRetention:  cmp.Or(opts.AuditRetention, DefaultAuditRetention),
 		saveScript:      redis.NewScript(saveLua),
 		saveAuditScript: redis.NewScript(saveAuditLua),
-		loadScript:      redis.NewScript(loadLua),
 		loadTailScript:  redis.NewScript(loadTailLua),
 		journalScript:   redis.NewScript(journalLua),
 		claimScript:     redis.NewScript(claimLua),
@@ -281,21 +284,42 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 
 // Load returns the thread's latest checkpoint with its whole journal, or
 // graph.ErrNoCheckpoint.
+//
+// It reads the newest history entry and the journal in one MULTI/EXEC,
+// not a script: one round trip that sees both at one instant, as a save
+// writes them together (the journal then has exactly the entries the
+// checkpoint covers). A long journal costs Redis several times as much
+// when its reply passes through Lua: the script's call converts it into
+// a Lua table, and its return converts that back.
 func (s *Store) Load(ctx context.Context, thread string) (*graph.Checkpoint, error) {
 	k, err := s.keys(thread)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	res, err := s.eval(ctx, s.loadScript, loadLua, []string{k.head, k.journal, k.history, k.claims}, nil).Slice()
-	if errors.Is(err, redis.Nil) {
+	var meta *redis.StringCmd
+	var journal *redis.StringSliceCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.LIndex(ctx, k.history, 0)
+		journal = p.LRange(ctx, k.journal, 0, -1)
+		return nil
+	})
+	if errors.Is(meta.Err(), redis.Nil) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, graph.ErrNoCheckpoint)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
 	}
-	cp, err := decodeLoad(res, 0)
+	cp, err := decodeCheckpoint(meta.Val())
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", thread, err)
+	}
+	entries := journal.Val()
+	if len(entries) < cp.JournalLen {
+		return nil, fmt.Errorf("load checkpoint %s: journal has %d entries, checkpoint %s says %d", thread, len(entries), cp.ID, cp.JournalLen)
+	}
+	cp.Journal = make([]json.RawMessage, cp.JournalLen)
+	for i := range cp.Journal {
+		cp.Journal[i] = json.RawMessage(entries[i])
 	}
 	return cp, nil
 }

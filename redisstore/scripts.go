@@ -10,10 +10,12 @@ package redisstore
 // from the head key of a thread saved before the head moved there, and
 // whether it came from that key; with a list of other claims (extra, may
 // be nil), the same read of the claims hash returns their values after
-// the head's four, whichever key the head came from. head_id(claims,
-// head) returns the ID alone.
+// the head's four, whichever key the head came from. claims_head(claims,
+// extra) is that read of the claims hash alone: the head's four (nil if
+// the hash holds no head) and the values of extra. head_id(claims, head)
+// returns the ID alone.
 const headLua = `
-local function head_of(claims, head, extra)
+local function claims_head(claims, extra)
   local h, vals
   if extra and #extra > 0 then
     h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `', unpack(extra))
@@ -22,6 +24,11 @@ local function head_of(claims, head, extra)
   else
     h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
   end
+  return h, vals
+end
+
+local function head_of(claims, head, extra)
+  local h, vals = claims_head(claims, extra)
   if h[1] then return h, false, vals end
   h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
   return h, h[1] ~= false, vals
@@ -93,7 +100,20 @@ return {1, audited}
 const saveCheckpointLua = headLua + `
 local function save_check(KEYS, ARGV, extra)
   if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-  local h, moved, vals = head_of(KEYS[4], KEYS[1], extra)
+  local h, vals = claims_head(KEYS[4], extra)
+  local moved = false
+  if not h[1] then
+    -- No head in the claims hash: a new thread, none of whose other keys
+    -- exist yet (one command tells, where the head key, the journal's
+    -- length and the history's expiry would be three), or one whose head
+    -- an earlier version kept in the head key.
+    if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+      if tonumber(ARGV[1]) ~= 1 or tonumber(ARGV[2]) ~= 0 then return 0 end
+      return 1, -2, false, false, vals
+    end
+    h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
+    moved = h[1] ~= false
+  end
   if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
   -- The head's journal_len is the journal's length: only a save writes
@@ -138,24 +158,9 @@ local function save_write(KEYS, ARGV, first, left, moved, kept)
 end
 `
 
-// loadLua reads the head checkpoint (the newest history entry) and exactly
-// the journal entries it covers.
-//
-//	KEYS: head, journal, history, claims
-//
-// It returns nil when the thread has no head, else {checkpoint JSON,
-// {entries}}.
-const loadLua = `
-local n = redis.call('HGET', KEYS[4], '` + headLen + `') or redis.call('HGET', KEYS[1], 'journal_len')
-if not n then return false end
-local cp = redis.call('LINDEX', KEYS[3], 0)
-n = tonumber(n)
-if n == 0 then return {cp, {}} end
-return {cp, redis.call('LRANGE', KEYS[2], 0, n - 1)}
-`
-
-// loadTailLua is loadLua for a reader that saw checkpoint id, with seq and
-// a journal of from entries: it reads what the reader has not seen.
+// loadTailLua reads the head checkpoint and the journal entries it covers
+// that a reader that saw checkpoint id, with seq and a journal of from
+// entries, has not seen.
 //
 //	KEYS: head, journal, history, claims
 //	ARGV: id, seq, from

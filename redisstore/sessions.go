@@ -412,14 +412,14 @@ func unixMs(t time.Time) string {
 // number orders writes of the schedule on a cluster (setWakeup): a single
 // server writes it in this script, and neither takes nor returns one.
 const openLua = acquiredLua + headLua + recordFnLua + `
-local hid, answered = false, nil
-if ARGV[8] ~= '' then
-  local h = redis.call('HMGET', KEYS[3], '` + headID + `', 'answered')
-  hid, answered = h[1], h[2]
-else
-  hid = redis.call('HGET', KEYS[3], '` + headID + `')
-end
-local first = record_deliveries(KEYS[3], KEYS[2], ARGV, 7, hid, answered)
+-- One read of the claims hash first: the head's ID, "answered" and the
+-- claims to read back (recorded_values).
+local first = 10 + tonumber(ARGV[9])
+local fields = {'` + headID + `', 'answered'}
+for i = first, #ARGV do fields[#fields + 1] = ARGV[i] end
+local h = redis.call('HMGET', KEYS[3], unpack(fields))
+local hid = h[1]
+record_deliveries(KEYS[3], KEYS[2], ARGV, 7, hid, h[2])
 local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local seq = false
 if held and not KEYS[5] then seq = acquired(KEYS[4], ARGV[6]) end
@@ -428,10 +428,8 @@ if held then wake = ARGV[3] end
 if KEYS[5] and wake ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', wake, ARGV[5])
 end
-local vals = {}
-if #ARGV >= first then vals = redis.call('HMGET', KEYS[3], unpack(ARGV, first, #ARGV)) end
 if not hid then hid = redis.call('HGET', KEYS[2], 'id') end
-return {held and 1 or 0, hid, vals, seq}
+return {held and 1 or 0, hid, recorded_values(fields, h, ARGV, 7), seq}
 `
 
 // closeLua ends work on a thread.
@@ -521,14 +519,21 @@ end
 // audit_append's reply or nil, the acquisition's number (on a cluster;
 // else nil)} when this call set the claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + headLua + recordFnLua + `
-local head, known = false, false
+-- One read of the claims hash first: the head's ID, "answered" and the
+-- claims to read back if the lease is taken (recorded_values).
+local m = tonumber(ARGV[13])
+local at = 14 + m
+local n = tonumber(ARGV[at])
+local fields = {'` + headID + `', 'answered'}
+for i = at + 1 + n, #ARGV do fields[#fields + 1] = ARGV[i] end
+local h = redis.call('HMGET', KEYS[1], unpack(fields))
+local head = h[1]
+local known = head ~= false
 if ARGV[4] ~= '' then
-  head = redis.call('HGET', KEYS[1], '` + headID + `')
-  known = head ~= false
   if not known then head = redis.call('HGET', KEYS[2], 'id') end
   if head ~= ARGV[4] then return {-1} end
 end
-local at = record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known)
+record_deliveries(KEYS[1], KEYS[2], ARGV, 11, known, h[2])
 if KEYS[5] and ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', ARGV[6], ARGV[5])
 end
@@ -538,7 +543,6 @@ end
 if not known and redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
-local n = tonumber(ARGV[at])
 local audited = false
 if KEYS[6] and n > 0 then
   audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, at + 1)
@@ -547,10 +551,8 @@ if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited
 if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
 local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
-local vals = {}
-if #ARGV >= at + 1 + n then vals = redis.call('HMGET', KEYS[1], unpack(ARGV, at + 1 + n, #ARGV)) end
 if not head then head = head_id(KEYS[1], KEYS[2]) end
-return {1, 1, head, vals, audited, seq}
+return {1, 1, head, recorded_values(fields, h, ARGV, 11, ARGV[1], ARGV[2]), audited, seq}
 `
 
 // recordFnLua defines record_deliveries(claims, head, a, i, known),
@@ -563,7 +565,35 @@ return {1, 1, head, vals, audited, seq}
 // nothing takes it away), so none is read; answered, if not nil, is the
 // stored count the caller read (false: none). It returns the index in a
 // that follows its arguments.
+//
+// recorded_values(fields, h, a, i, key, value) returns what the claims
+// fields[3], … hold after record_deliveries(claims, head, a, i, …) and,
+// if key is given, the claim of key set to value, given h, what an
+// HMGET of fields read before them (fields[2] is "answered"): they write
+// no other field of the hash, deliveries are set once to "1" and
+// "answered" only grows. A script that reads the claims it returns with
+// the head, before it writes, so reads the hash once.
 const recordFnLua = `
+local function recorded_values(fields, h, a, i, key, value)
+  local answered = h[2]
+  if a[i + 1] ~= '' and (tonumber(answered) or -1) < tonumber(a[i + 1]) then answered = a[i + 1] end
+  local recorded = {}
+  for j = i + 3, i + 2 + tonumber(a[i + 2]) do recorded[a[j]] = true end
+  local vals = {}
+  for j = 3, #fields do
+    local f, v = fields[j], h[j]
+    if f == key then
+      v = value
+    elseif f == 'answered' then
+      v = answered
+    elseif not v and recorded[f] then
+      v = '1'
+    end
+    vals[j - 2] = v
+  end
+  return vals
+end
+
 local function record_deliveries(claims, head, a, i, known, answered)
   local n = tonumber(a[i + 2])
   local wrote = false
