@@ -94,8 +94,11 @@ func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 	}
 	c := &Cycler{impl: impl, shown: &shown{}, turns: map[string]int{}}
 	if impl == Runner {
+		// Logged as the binary logs by default (LOG_FORMAT text, level
+		// info): every line is formatted, then thrown away.
 		log := logrus.New()
 		log.Out = io.Discard
+		log.Formatter = &logrus.TextFormatter{FullTimestamp: true}
 		b, err := bot.New(context.Background(), func(string) string { return "" }, log,
 			func(*redisstore.Store) runner.Reporter { return c.shown },
 			bot.Options{Model: scriptedModel{}, Policy: policy, Tools: []tools.Tool{statusTool{}}, Redis: rdb, Prefix: prefix})
