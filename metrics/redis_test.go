@@ -1,10 +1,14 @@
 package metrics
 
 import (
+	"context"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The bytes a command is counted for are those go-redis sends, whatever
@@ -23,6 +27,43 @@ func TestCommandSizeCountsWhatIsSent(t *testing.T) {
 	for _, a := range args {
 		if got, want := argLen(a), len(argString(a)); got != want {
 			t.Errorf("argLen(%#v) = %d, want %d", a, got, want)
+		}
+	}
+}
+
+// A command is counted under its operation, whether the operation was
+// named at the start or is first met with it, and a pipeline is one
+// round trip.
+func TestRedisCostCountsByOperation(t *testing.T) {
+	op := func(cmd redis.Cmder) string { return cmd.Args()[0].(string) }
+	cost := NewRedisCost(op, "get", "set")
+	m := New(nil, Options{Redis: cost})
+	ctx := context.Background()
+	done := func(context.Context, redis.Cmder) error { return nil }
+	doneAll := func(context.Context, []redis.Cmder) error { return nil }
+	process, pipeline := cost.ProcessHook(done), cost.ProcessPipelineHook(doneAll)
+	for _, cmd := range []redis.Cmder{redis.NewStringCmd(ctx, "get", "k"), redis.NewStringCmd(ctx, "get", "k"), redis.NewIntCmd(ctx, "hlen", "h")} {
+		if err := process(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pipeline(ctx, []redis.Cmder{redis.NewStatusCmd(ctx, "set", "k", "v"), redis.NewIntCmd(ctx, "hlen", "h")}); err != nil {
+		t.Fatal(err)
+	}
+
+	page := scrape(t, m)
+	for _, want := range []string{
+		`countersign_redis_commands_total{op="get"} 2`,
+		`countersign_redis_round_trips_total{op="get"} 2`,
+		`countersign_redis_commands_total{op="hlen"} 2`,
+		`countersign_redis_round_trips_total{op="hlen"} 1`,
+		`countersign_redis_commands_total{op="set"} 1`,
+		`countersign_redis_round_trips_total{op="set"} 1`,
+		// "get" "k": *2\r\n$3\r\nget\r\n$1\r\nk\r\n, twice.
+		`countersign_redis_bytes_total{direction="sent",op="get"} 40`,
+	} {
+		if !strings.Contains(page, "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 }
