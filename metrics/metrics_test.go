@@ -86,3 +86,20 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	return string(body)
 }
+
+// BenchmarkObserver is what the metrics add to one approval cycle: two
+// runs, a decision, a tool execution and two model calls.
+func BenchmarkObserver(b *testing.B) {
+	m := New(nil, Options{Tools: []string{"http_request"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.RunStarted(false)
+		m.ModelCalled(time.Millisecond, nil, nil)
+		m.RunStopped(graph.Paused)
+		m.Decided(agent.Approve, time.Second)
+		m.RunStarted(true)
+		m.ToolFinished("http_request", agent.Done)
+		m.ModelCalled(time.Millisecond, nil, nil)
+		m.RunStopped(graph.Done)
+	}
+}

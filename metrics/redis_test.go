@@ -67,3 +67,20 @@ func TestRedisCostCountsByOperation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRedisCostHook is what the hook adds to each command the bot
+// sends: a script with a save's arguments, and its reply.
+func BenchmarkRedisCostHook(b *testing.B) {
+	ops := []string{"save", "load", "claim", "lease", "audit", "inbox", "intake", "schedule", "other"}
+	cost := NewRedisCost(func(redis.Cmder) string { return "save" }, ops...)
+	New(nil, Options{Redis: cost})
+	ctx := context.Background()
+	process := cost.ProcessHook(func(context.Context, redis.Cmder) error { return nil })
+	cmd := redis.NewCmd(ctx, "evalsha", "0123456789abcdef0123456789abcdef01234567", 3,
+		"{t}:head", "{t}:journal", "{t}:lease", "01HZX", 7, make([]byte, 1200), "owner:0123456789abcdef")
+	cmd.SetVal([]any{int64(1), "01HZX"})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = process(ctx, cmd)
+	}
+}
