@@ -57,9 +57,16 @@ const (
 	FieldHash = "hash"
 )
 
-// reserved are names a caller's fields may not use: the chain's fields,
-// and the entry's ID and time as the export writes them.
-var reserved = []string{"id", "time", FieldSeq, FieldPrev, FieldHash}
+// reserved reports whether a caller's fields may not use name: the
+// chain's fields, and the entry's ID and time as the export writes them.
+// (A switch: it is asked of every field of every entry.)
+func reserved(name string) bool {
+	switch name {
+	case "id", "time", FieldSeq, FieldPrev, FieldHash:
+		return true
+	}
+	return false
+}
 
 // ErrReservedField: fields to seal use a name the chain or the export
 // owns.
@@ -141,7 +148,7 @@ type Field struct {
 func SealFields(fields map[string]string, head Head) ([]Field, Head, error) {
 	out := make([]Field, 0, len(fields)+3)
 	for k, v := range fields {
-		if slices.Contains(reserved, k) {
+		if reserved(k) {
 			return nil, head, fmt.Errorf("%w: %q", ErrReservedField, k)
 		}
 		if v != "" {

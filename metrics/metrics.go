@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,24 @@ type Metrics struct {
 	ack       *prometheus.HistogramVec
 	saveTime  prometheus.Histogram
 	saveBytes prometheus.Histogram
+
+	// The series updated at every run, decision, call and request,
+	// looked up once (WithLabelValues hashes the labels at each call):
+	// built by New and only read after, but for toolSeries.
+	stoppedBy           map[graph.Status]prometheus.Counter
+	decidedBy           map[agent.Kind]prometheus.Counter
+	modelOK, modelError prometheus.Observer
+	tokensIn, tokensOut prometheus.Counter
+	ackBy               map[string]prometheus.Observer
+	// toolSeries holds, by toolOutcome, each tool's execution counter:
+	// MCP servers' tools come and go.
+	toolSeries sync.Map
+}
+
+// toolOutcome labels a tool execution series.
+type toolOutcome struct {
+	tool   string
+	status agent.CallStatus
 }
 
 // Options describe what the metrics are about.
@@ -117,24 +136,26 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 	info.Set(1)
 	m.reg.MustRegister(m.started, m.resumed, m.finished, m.decisions, m.wait, m.tools, m.model, m.tokens, m.ack, m.saveTime, m.saveBytes, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Every label value a dashboard sums over, at zero from the start.
+	// Every label value a dashboard sums over, at zero from the start;
+	// those updated often are kept.
+	m.stoppedBy = map[graph.Status]prometheus.Counter{}
 	for _, s := range []graph.Status{graph.Paused, graph.Done, graph.Failed} {
-		m.finished.WithLabelValues(s.String())
+		m.stoppedBy[s] = m.finished.WithLabelValues(s.String())
 	}
+	m.decidedBy = map[agent.Kind]prometheus.Counter{}
 	for _, k := range []agent.Kind{agent.Approve, agent.Edit, agent.Reject, agent.Respond, agent.MarkDone, agent.Expire} {
-		m.decisions.WithLabelValues(k.String())
+		m.decidedBy[k] = m.decisions.WithLabelValues(k.String())
 	}
 	for _, t := range opts.Tools {
-		m.tools.WithLabelValues(t, agent.Done.String())
-		m.tools.WithLabelValues(t, agent.Failed.String())
+		m.toolCounter(t, agent.Done)
+		m.toolCounter(t, agent.Failed)
 	}
+	m.ackBy = map[string]prometheus.Observer{}
 	for _, r := range []string{"/slack/commands", "/slack/events", "/slack/interactions", "other"} {
-		m.ack.WithLabelValues(r)
+		m.ackBy[r] = m.ack.WithLabelValues(r)
 	}
-	m.model.WithLabelValues("ok")
-	m.model.WithLabelValues("error")
-	m.tokens.WithLabelValues("input")
-	m.tokens.WithLabelValues("output")
+	m.modelOK, m.modelError = m.model.WithLabelValues("ok"), m.model.WithLabelValues("error")
+	m.tokensIn, m.tokensOut = m.tokens.WithLabelValues("input"), m.tokens.WithLabelValues("output")
 	if r := opts.Redis; r != nil {
 		m.reg.MustRegister(r.commands, r.roundTrips, r.bytes)
 	}
@@ -177,7 +198,7 @@ func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		next.ServeHTTP(w, r)
-		m.ack.WithLabelValues(routeLabel(r.URL.Path)).Observe(time.Since(start).Seconds())
+		m.ackBy[routeLabel(r.URL.Path)].Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -201,11 +222,21 @@ func (m *Metrics) RunStarted(resumed bool) {
 }
 
 // RunStopped implements runner.Observer.
-func (m *Metrics) RunStopped(s graph.Status) { m.finished.WithLabelValues(s.String()).Inc() }
+func (m *Metrics) RunStopped(s graph.Status) {
+	c, ok := m.stoppedBy[s]
+	if !ok {
+		c = m.finished.WithLabelValues(s.String())
+	}
+	c.Inc()
+}
 
 // Decided implements runner.Observer.
 func (m *Metrics) Decided(k agent.Kind, waited time.Duration) {
-	m.decisions.WithLabelValues(k.String()).Inc()
+	c, ok := m.decidedBy[k]
+	if !ok {
+		c = m.decisions.WithLabelValues(k.String())
+	}
+	c.Inc()
 	if waited > 0 {
 		m.wait.Observe(waited.Seconds())
 	}
@@ -214,20 +245,29 @@ func (m *Metrics) Decided(k agent.Kind, waited time.Duration) {
 // ModelCalled is the agent's OnModel hook: it times a model call and
 // counts its tokens.
 func (m *Metrics) ModelCalled(took time.Duration, usage *llm.Usage, err error) {
-	outcome := "ok"
+	series := m.modelOK
 	if err != nil {
-		outcome = "error"
+		series = m.modelError
 	}
-	m.model.WithLabelValues(outcome).Observe(took.Seconds())
+	series.Observe(took.Seconds())
 	if usage != nil {
-		m.tokens.WithLabelValues("input").Add(float64(usage.Input))
-		m.tokens.WithLabelValues("output").Add(float64(usage.Output))
+		m.tokensIn.Add(float64(usage.Input))
+		m.tokensOut.Add(float64(usage.Output))
 	}
 }
 
 // ToolFinished implements runner.Observer.
-func (m *Metrics) ToolFinished(tool string, s agent.CallStatus) {
-	m.tools.WithLabelValues(tool, s.String()).Inc()
+func (m *Metrics) ToolFinished(tool string, s agent.CallStatus) { m.toolCounter(tool, s).Inc() }
+
+// toolCounter returns the execution counter of tool with outcome s,
+// making its series if it does not exist yet.
+func (m *Metrics) toolCounter(tool string, s agent.CallStatus) prometheus.Counter {
+	key := toolOutcome{tool, s}
+	if c, ok := m.toolSeries.Load(key); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := m.toolSeries.LoadOrStore(key, m.tools.WithLabelValues(tool, s.String()))
+	return c.(prometheus.Counter)
 }
 
 // InstrumentStore times every checkpoint save of store and counts its

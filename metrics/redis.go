@@ -22,8 +22,11 @@ type RedisCost struct {
 	commands   *prometheus.CounterVec
 	roundTrips *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
-	// series holds each operation's counters (*opSeries), looked up
-	// once: the hook runs for every command.
+	// known holds the counters of the operations named at the start,
+	// and series (*opSeries) those of others, made when first met:
+	// looked up once each, as the hook runs for every command. known is
+	// only read once NewRedisCost has returned.
+	known  map[string]*opSeries
 	series sync.Map
 }
 
@@ -50,24 +53,33 @@ func NewRedisCost(op func(redis.Cmder) string, ops ...string) *RedisCost {
 			Help: "Bytes of Redis commands sent and replies received, as RESP2 encodes them, by operation and direction.",
 		}, []string{"op", "direction"}),
 	}
+	c.known = make(map[string]*opSeries, len(ops))
 	for _, o := range ops {
-		c.of(o)
+		c.known[o] = c.newSeries(o)
 	}
 	return c
 }
 
 // of returns op's counters, making its series if they do not exist yet.
 func (c *RedisCost) of(op string) *opSeries {
+	if s, ok := c.known[op]; ok {
+		return s
+	}
 	if s, ok := c.series.Load(op); ok {
 		return s.(*opSeries)
 	}
-	s, _ := c.series.LoadOrStore(op, &opSeries{
+	s, _ := c.series.LoadOrStore(op, c.newSeries(op))
+	return s.(*opSeries)
+}
+
+// newSeries makes op's series, at zero.
+func (c *RedisCost) newSeries(op string) *opSeries {
+	return &opSeries{
 		commands:   c.commands.WithLabelValues(op),
 		roundTrips: c.roundTrips.WithLabelValues(op),
 		sent:       c.bytes.WithLabelValues(op, "sent"),
 		received:   c.bytes.WithLabelValues(op, "received"),
-	})
-	return s.(*opSeries)
+	}
 }
 
 // DialHook implements redis.Hook.

@@ -639,7 +639,7 @@ func (s *Service) replyToRunning(ctx context.Context, m Message) error {
 // lease ss holds.
 func (s *Service) continueWith(ctx context.Context, m Message, ss *session) error {
 	s.awaitShown(ctx, ss)
-	run := s.begin(m.Thread, "continue").WithField("requester", m.By)
+	run := s.begin(m.Thread, "continue", logrus.Fields{"requester": m.By})
 	res, err := s.graph.Continue(s.endWithSave(ctx, ss), m.Thread, agent.UserTurn(m.By, m.Text))
 	if errors.Is(err, graph.ErrNotDone) {
 		return errStaleGuess
@@ -714,7 +714,7 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 		if cur.Status() != graph.Paused {
 			return fmt.Errorf("note in %s: %w", m.Thread, ErrBusy)
 		}
-		run := s.begin(m.Thread, "note")
+		run := s.begin(m.Thread, "note", nil)
 		out, err := s.graph.ResumeAt(ctx, m.Thread, cur.Checkpoint.ID, agent.AddNote(note))
 		s.after(ctx, run, ss, out, err)
 		return nil
@@ -761,7 +761,7 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 			return fmt.Errorf("retry %s: %w (status %s)", m.Thread, ErrNotFailed, res.Status())
 		}
 		s.audit(ctx, m.Thread, agent.Call{}, map[string]string{"decision": "retry_run", "by": m.By, "at": s.opts.Now().UTC().Format(time.RFC3339Nano)})
-		run := s.begin(m.Thread, "retry").WithField("by", m.By)
+		run := s.begin(m.Thread, "retry", logrus.Fields{"by": m.By})
 		out, err := s.graph.Resume(ctx, m.Thread, nil)
 		s.auditCutOff(ctx, res, out)
 		s.after(ctx, run, ss, out, err)

@@ -20,14 +20,20 @@ import (
 // crash in between shows it twice rather than never.
 
 // begin counts a run that starts or resumes and returns its logger,
-// with the thread and an ID of its own so that its lines can be told
-// from those of the thread's other runs.
-func (s *Service) begin(thread, how string) logrus.FieldLogger {
+// with the thread, how the run began, an ID of its own so that its lines
+// can be told from those of the thread's other runs, and fields (nil:
+// none; begin keeps the map). The logger is built once, with all of
+// them, for every line of the run.
+func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLogger {
 	s.opts.Observer.RunStarted(how != "start" && how != "continue")
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	log := s.log.WithFields(logrus.Fields{"thread": thread, "run": hex.EncodeToString(b[:])})
-	log.WithField("how", how).Info("run started")
+	if fields == nil {
+		fields = make(logrus.Fields, 3)
+	}
+	fields["thread"], fields["run"], fields["how"] = thread, hex.EncodeToString(b[:]), how
+	log := s.log.WithFields(fields)
+	log.Info("run started")
 	return log
 }
 
@@ -49,10 +55,14 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 		return
 	}
 	s.opts.Observer.RunStopped(res.Status())
-	log = log.WithField("checkpoint", res.Checkpoint.ID)
+	if res.Status() == graph.Paused {
+		log = log.WithFields(logrus.Fields{"checkpoint": res.Checkpoint.ID, "waiting": res.State.NumWaiting()})
+	} else {
+		log = log.WithField("checkpoint", res.Checkpoint.ID)
+	}
 	switch res.Status() {
 	case graph.Paused:
-		log.WithField("waiting", res.State.NumWaiting()).Info("run paused for approval")
+		log.Info("run paused for approval")
 	case graph.Failed:
 		if n, auto := s.retriesUnsent(res); auto {
 			log.WithError(err).WithField("unsent", n).Warn("run stopped before sending a call; it is retried")

@@ -66,7 +66,7 @@ func (s *Service) onChanged(ctx context.Context, m Message, how string, fn func(
 			return why
 		}
 		s.audit(ctx, thread, agent.Call{}, map[string]string{"decision": how + "_after_update", "by": m.By})
-		run := s.begin(thread, how+" after an update").WithField("by", m.By)
+		run := s.begin(thread, how+" after an update", logrus.Fields{"by": m.By})
 		res, err = fn(ctx, thread)
 		s.after(ctx, run, ss, res, err)
 		return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
@@ -118,6 +119,8 @@ type world struct {
 	// deployChecks, if set, counts the checks of deploy's arguments
 	// beyond its schema (tools.Checker), and keeps the arguments checked.
 	deployChecks *checkCounter
+	// log, if set, is the service's logger.
+	log logrus.FieldLogger
 }
 
 // checkCounter counts a tool's checks of arguments (tools.Checker).
@@ -236,7 +239,7 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 		t.Fatal(err)
 	}
 	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Audit: true, Schedule: w.schedule, Inbox: w.inbox,
-		Groups: w.groups, Members: w.members, BusyWait: w.busyWait}
+		Groups: w.groups, Members: w.members, BusyWait: w.busyWait, Logger: w.log}
 	var leases runner.Store = store
 	if w.leases != nil {
 		leases = w.leases(store)

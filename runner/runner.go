@@ -287,7 +287,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
 	}
 	runCtx, stop := s.keepLease(ctx, ss)
-	run := s.begin(req.Thread, "start").WithField("requester", req.Requester)
+	run := s.begin(req.Thread, "start", logrus.Fields{"requester": req.Requester})
 	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
 	init.Team = req.Team
 	res, err := s.graph.Start(s.endWithSave(runCtx, ss), req.Thread, init, graph.RunConfig{})
@@ -446,7 +446,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 	}
 	switch res.Status() {
 	case graph.Running:
-		run := s.begin(thread, "recover")
+		run := s.begin(thread, "recover", nil)
 		run.Warn("recovering a run cut off by a crash")
 		out, err := s.graph.Recover(s.endWithSave(ctx, ss), thread)
 		s.auditCutOff(ctx, res, out)
@@ -481,7 +481,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 				s.closeQuestions(ctx, thread, *c)
 			}
 		}
-		run := s.begin(thread, "resume")
+		run := s.begin(thread, "resume", nil)
 		mark := ss.auditMark()
 		s.auditSettled(ctx, res, keys, decisions)
 		// The inbox's record of the decisions goes with the session's
@@ -510,7 +510,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		if n, auto := s.retriesUnsent(res); auto {
 			// The run stopped before sending a call (see retriesUnsent):
 			// send it now.
-			run := s.begin(thread, "retry").WithField("unsent", n)
+			run := s.begin(thread, "retry", logrus.Fields{"unsent": n})
 			out, err := s.graph.ResumeAt(s.endWithSave(ctx, ss), thread, res.Checkpoint.ID, nil)
 			if errors.Is(err, graph.ErrConflict) {
 				run.Info("another process resumed the thread first")

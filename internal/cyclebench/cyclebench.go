@@ -25,6 +25,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -94,8 +95,11 @@ func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 	}
 	c := &Cycler{impl: impl, shown: &shown{}, turns: map[string]int{}}
 	if impl == Runner {
+		// Logged as the binary logs by default (LOG_FORMAT text, level
+		// info): every line is formatted, then thrown away.
 		log := logrus.New()
 		log.Out = io.Discard
+		log.Formatter = &logrus.TextFormatter{FullTimestamp: true}
 		b, err := bot.New(context.Background(), func(string) string { return "" }, log,
 			func(*redisstore.Store) runner.Reporter { return c.shown },
 			bot.Options{Model: scriptedModel{}, Policy: policy, Tools: []tools.Tool{statusTool{}}, Redis: rdb, Prefix: prefix})
@@ -192,11 +196,12 @@ func (c *Cycler) Pause(ctx context.Context, thread string) error {
 }
 
 func (c *Cycler) runnerCycle(ctx context.Context, thread string, turn int) error {
+	text := UserText(turn)
 	var err error
 	if turn == 1 {
-		err = c.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: requester, Team: team, Channel: channel, Text: UserText(turn)})
+		err = c.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: requester, Team: team, Channel: channel, Text: text})
 	} else {
-		err = c.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: channel, By: requester, Text: UserText(turn)})
+		err = c.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: channel, By: requester, Text: text})
 	}
 	if err != nil {
 		return err
@@ -215,18 +220,24 @@ func (c *Cycler) runnerCycle(ctx context.Context, thread string, turn int) error
 	if err := c.svc.Drive(ctx, thread); err != nil {
 		return err
 	}
-	return c.lastAnswer(thread, turn)
+	return c.lastAnswer(thread, turn, text)
 }
 
-func (c *Cycler) lastAnswer(thread string, turn int) error {
+// lastAnswer checks that the thread's last answer is to turn, whose
+// text was text.
+func (c *Cycler) lastAnswer(thread string, turn int, text string) error {
 	c.shown.mu.Lock()
 	got := c.shown.answer[thread]
 	c.shown.mu.Unlock()
-	if !strings.Contains(got, fmt.Sprintf("%q", UserText(turn))) {
+	if !isAnswerTo(got, text) {
 		return fmt.Errorf("answer %q is not to turn %d", got, turn)
 	}
 	return nil
 }
+
+// isAnswerTo reports whether answer quotes the user's text, as the
+// scripted model's answers do (%q).
+func isAnswerTo(answer, text string) bool { return strings.Contains(answer, strconv.Quote(text)) }
 
 // shown is the front end: it keeps, per thread, the last card and the
 // last answer it was shown — what a person would click and read.
@@ -264,7 +275,7 @@ func checkAnswer(res *graph.Result[agent.State], turn int) error {
 	if res.Status() != graph.Done {
 		return fmt.Errorf("run stopped %s, want done", res.Status())
 	}
-	if got := res.State.Answer(); !strings.Contains(got, fmt.Sprintf("%q", UserText(turn))) {
+	if got := res.State.Answer(); !isAnswerTo(got, UserText(turn)) {
 		return fmt.Errorf("answer %q is not to turn %d", got, turn)
 	}
 	return nil

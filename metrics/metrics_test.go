@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+)
+
+// What the observer is told shows on /metrics, whether its series were
+// made at the start (the usual statuses, kinds, offered tools and
+// endpoints) or first met later (a status outside them, an MCP server's
+// tool, a made-up path).
+func TestObservedEventsAreExported(t *testing.T) {
+	m := New(nil, Options{Tools: []string{"http_request"}})
+	m.RunStarted(false)
+	m.RunStarted(true)
+	m.RunStopped(graph.Paused)
+	m.RunStopped(graph.Done)
+	m.RunStopped(graph.Done)
+	m.RunStopped(graph.Running)
+	m.Decided(agent.Approve, 30*time.Second)
+	m.Decided(agent.Answer, 0)
+	m.ToolFinished("http_request", agent.Done)
+	m.ToolFinished("files__read", agent.Failed)
+	m.ToolFinished("files__read", agent.Failed)
+	m.ModelCalled(time.Second, &llm.Usage{Input: 120, Output: 7}, nil)
+	m.ModelCalled(time.Second, nil, errors.New("provider down"))
+	ok := m.Instrument(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, path := range []string{"/slack/commands", "/slack/commands", "/made-up"} {
+		ok.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, nil))
+	}
+
+	page := scrape(t, m)
+	for _, want := range []string{
+		`countersign_runs_started_total 1`,
+		`countersign_runs_resumed_total 1`,
+		`countersign_runs_stopped_total{status="paused"} 1`,
+		`countersign_runs_stopped_total{status="done"} 2`,
+		`countersign_runs_stopped_total{status="failed"} 0`,
+		`countersign_runs_stopped_total{status="running"} 1`,
+		`countersign_decisions_total{kind="approve"} 1`,
+		`countersign_decisions_total{kind="reject"} 0`,
+		`countersign_decisions_total{kind="` + agent.Answer.String() + `"} 1`,
+		`countersign_approval_wait_seconds_count 1`,
+		`countersign_tool_executions_total{outcome="done",tool="http_request"} 1`,
+		`countersign_tool_executions_total{outcome="failed",tool="http_request"} 0`,
+		`countersign_tool_executions_total{outcome="failed",tool="files__read"} 2`,
+		`countersign_model_call_seconds_count{outcome="ok"} 1`,
+		`countersign_model_call_seconds_count{outcome="error"} 1`,
+		`countersign_model_tokens_total{kind="input"} 120`,
+		`countersign_model_tokens_total{kind="output"} 7`,
+		`countersign_slack_ack_seconds_count{endpoint="/slack/commands"} 2`,
+		`countersign_slack_ack_seconds_count{endpoint="/slack/events"} 0`,
+		`countersign_slack_ack_seconds_count{endpoint="other"} 1`,
+	} {
+		if !strings.Contains(page, "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "/made-up") {
+		t.Error("/metrics has a series of a made-up path")
+	}
+}
+
+// scrape returns m's page as Prometheus reads it.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// BenchmarkObserver is what the metrics add to one approval cycle: two
+// runs, a decision, a tool execution and two model calls.
+func BenchmarkObserver(b *testing.B) {
+	m := New(nil, Options{Tools: []string{"http_request"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.RunStarted(false)
+		m.ModelCalled(time.Millisecond, nil, nil)
+		m.RunStopped(graph.Paused)
+		m.Decided(agent.Approve, time.Second)
+		m.RunStarted(true)
+		m.ToolFinished("http_request", agent.Done)
+		m.ModelCalled(time.Millisecond, nil, nil)
+		m.RunStopped(graph.Done)
+	}
+}
