@@ -97,15 +97,20 @@ func (c *RedisCost) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // ProcessPipelineHook implements redis.Hook: a pipeline is one round trip,
-// labelled by its first command that is not a WAIT.
+// labelled by its first command that is not a WAIT, MULTI or EXEC (a
+// transaction is labelled by what it runs).
 func (c *RedisCost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		trip := ""
 		for _, cmd := range cmds {
 			op := c.op(cmd)
-			if trip == "" && cmd.Name() != "wait" {
-				trip = op
+			switch cmd.Name() {
+			case "wait", "multi", "exec":
+			default:
+				if trip == "" {
+					trip = op
+				}
 			}
 			c.of(op).count(cmd)
 		}

@@ -50,13 +50,18 @@ func TestRedisCostCountsByOperation(t *testing.T) {
 	if err := pipeline(ctx, []redis.Cmder{redis.NewStatusCmd(ctx, "set", "k", "v"), redis.NewIntCmd(ctx, "hlen", "h")}); err != nil {
 		t.Fatal(err)
 	}
+	// A transaction is labelled by what it runs, not by its MULTI.
+	tx := []redis.Cmder{redis.NewStatusCmd(ctx, "multi"), redis.NewIntCmd(ctx, "hlen", "h"), redis.NewSliceCmd(ctx, "exec")}
+	if err := pipeline(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
 
 	page := scrape(t, m)
 	for _, want := range []string{
 		`countersign_redis_commands_total{op="get"} 2`,
 		`countersign_redis_round_trips_total{op="get"} 2`,
-		`countersign_redis_commands_total{op="hlen"} 2`,
-		`countersign_redis_round_trips_total{op="hlen"} 1`,
+		`countersign_redis_commands_total{op="hlen"} 3`,
+		`countersign_redis_round_trips_total{op="hlen"} 2`,
 		`countersign_redis_commands_total{op="set"} 1`,
 		`countersign_redis_round_trips_total{op="set"} 1`,
 		// "get" "k": *2\r\n$3\r\nget\r\n$1\r\nk\r\n, twice.
@@ -65,6 +70,9 @@ func TestRedisCostCountsByOperation(t *testing.T) {
 		if !strings.Contains(page, "\n"+want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	if strings.Contains(page, `countersign_redis_round_trips_total{op="multi"} 1`) {
+		t.Error("a transaction's round trip is labelled by its MULTI")
 	}
 }
 
