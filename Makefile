@@ -88,6 +88,7 @@ FUZZTIME ?= 1m
 FUZZ_TARGETS = \
 	./graph:FuzzNestedCheckpoint \
 	./graph:FuzzMarshalMeta \
+	./agent:FuzzStateJSON \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

@@ -187,18 +187,6 @@ func (c *Call) Editor() string {
 	return ""
 }
 
-// MarshalJSON implements json.Marshaler: Hash is left out when it is the
-// hash of the tool and Args, which UnmarshalJSON computes again — a
-// paused thread then stores each hash once at most.
-func (c Call) MarshalJSON() ([]byte, error) {
-	type plain Call
-	p := plain(c)
-	if p.Hash != "" && len(p.Args) > 0 && p.Hash == tools.ArgsHash(p.Tool, p.Args) {
-		p.Hash = ""
-	}
-	return json.Marshal(p)
-}
-
 // UnmarshalJSON implements json.Unmarshaler.
 func (c *Call) UnmarshalJSON(b []byte) error {
 	type plain Call

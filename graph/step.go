@@ -570,7 +570,7 @@ func (r *run[S]) branchState(node string) (*S, error) {
 // setWrite records node's copy of the state in the run's checkpoint, for
 // the next save. The caller holds r.mu or runs alone.
 func (r *run[S]) setWrite(node string, s *S, done bool) error {
-	state, err := json.Marshal(s)
+	state, err := encodeState(s)
 	if err != nil {
 		return fmt.Errorf("encode state of node %s: %w", node, err)
 	}
@@ -595,7 +595,7 @@ func (r *run[S]) setWrite(node string, s *S, done bool) error {
 
 // clone returns a deep copy of s, made through its checkpoint encoding.
 func (r *run[S]) clone(s *S) (S, error) {
-	state, err := json.Marshal(s)
+	state, err := encodeState(s)
 	if err != nil {
 		var zero S
 		return zero, fmt.Errorf("encode state: %w", err)
@@ -716,7 +716,7 @@ func (r *run[S]) nodeSave(ctx context.Context) error {
 	if r.saved.Seq == 0 {
 		return r.saveLocked(ctx, Running, nil)
 	}
-	state, err := json.Marshal(&r.state)
+	state, err := encodeState(&r.state)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
@@ -751,7 +751,7 @@ func (r *run[S]) keepSaved(cp *Checkpoint) {
 func (r *run[S]) encode(cp *Checkpoint, from int, state []byte) error {
 	if state == nil {
 		var err error
-		if state, err = json.Marshal(&r.state); err != nil {
+		if state, err = encodeState(&r.state); err != nil {
 			return fmt.Errorf("encode state: %w", err)
 		}
 	}
