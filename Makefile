@@ -89,6 +89,7 @@ FUZZ_TARGETS = \
 	./graph:FuzzNestedCheckpoint \
 	./graph:FuzzMarshalMeta \
 	./agent:FuzzStateJSON \
+	./agent:FuzzDecodeState \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

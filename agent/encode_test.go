@@ -52,6 +52,19 @@ func checkStateJSON(t *testing.T, name string, s agent.State) {
 // TestStateJSONIsJSON: the state's JSON is json.Marshal's, byte for
 // byte, whatever fields are set, and fails where json.Marshal fails.
 func TestStateJSONIsJSON(t *testing.T) {
+	for _, tt := range sampleStates() {
+		checkStateJSON(t, tt.name, tt.state)
+	}
+}
+
+type sampleState struct {
+	name  string
+	state agent.State
+}
+
+// sampleStates are states with every field set, or none, and values
+// that JSON escapes or refuses.
+func sampleStates() []sampleState {
 	at := time.Date(2026, 11, 26, 17, 4, 5, 123456789, time.UTC)
 	args := json.RawMessage(`{"method":"GET","url":"https://example.com/?a=1&b=<2>"}`)
 	canonical := json.RawMessage(`{"n":1}`)
@@ -70,10 +83,7 @@ func TestStateJSONIsJSON(t *testing.T) {
 		ApprovalsRequired: 2, Revision: 3, EditedBy: "U_DAN",
 		Input: &agent.CallInput{Requests: []tools.InputRequest{{Key: "k"}}, State: "s", Of: "U_ALICE"},
 	}
-	tests := []struct {
-		name  string
-		state agent.State
-	}{
+	return []sampleState{
 		{"empty", agent.State{}},
 		{"turn 1", agent.State{Thread: "C1:1.2", Requester: "U_ALICE", Channel: "C1", Turns: 1, PassTurns: 1, Calls: []agent.Call{{
 			Key: "0.0", ID: "call_0", Tool: "http_request", Args: args, Hash: tools.ArgsHash("http_request", args),
@@ -94,9 +104,6 @@ func TestStateJSONIsJSON(t *testing.T) {
 		{"unknown decision", agent.State{Calls: []agent.Call{{Key: "1", Status: agent.Done, Decision: &agent.Decision{}}}}},
 		{"a time json.Marshal refuses", agent.State{Calls: []agent.Call{{Key: "1", Status: agent.Pending, Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}},
 		{"a zone", agent.State{Calls: []agent.Call{{Key: "1", Status: agent.Pending, Expires: at.In(time.FixedZone("X", 5400))}}}},
-	}
-	for _, tt := range tests {
-		checkStateJSON(t, tt.name, tt.state)
 	}
 }
 

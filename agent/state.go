@@ -342,9 +342,14 @@ func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
 	return out, nil
 }
 
+// turnRoom is the room a decoded conversation is given for the messages
+// a turn adds (the user's, the model's replies, the tools' results), so
+// that the turn appends them without copying the conversation.
+const turnRoom = 8
+
 // UnmarshalJournal implements graph.Journaled.
 func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
-	s.Messages = make([]llm.Message, len(entries))
+	s.Messages = make([]llm.Message, len(entries), len(entries)+turnRoom)
 	for i, e := range entries {
 		m, err := llm.DecodeMessage(e)
 		if err != nil {
@@ -366,7 +371,7 @@ func (s *State) ShareJournal(from *State) {
 // AppendJournal decodes entries onto the end of the messages.
 func (s *State) AppendJournal(entries []json.RawMessage) error {
 	n := len(s.Messages)
-	msgs := make([]llm.Message, n+len(entries))
+	msgs := make([]llm.Message, n+len(entries), n+len(entries)+turnRoom)
 	copy(msgs, s.Messages)
 	for i, e := range entries {
 		m, err := llm.DecodeMessage(e)

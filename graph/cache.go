@@ -176,7 +176,7 @@ func (g *Graph[S]) loadTail(ctx context.Context, thread string) (r *run[S], ok b
 // tail, with the rest of the state decoded from cp.
 func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage) error {
 	var s S
-	if err := json.Unmarshal(cp.State, &s); err != nil {
+	if err := decodeStateJSON(cp.State, &s); err != nil {
 		return fmt.Errorf("decode state of checkpoint %s: %w", cp.ID, err)
 	}
 	if j, ok := any(&s).(journalSharer[S]); ok {

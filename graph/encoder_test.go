@@ -3,14 +3,18 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/countersign/countersign/graph"
 )
 
-// tally is a state that writes its own JSON (graph.StateEncoder), and
-// counts how often it is asked to.
+// tally is a state that writes and reads its own JSON
+// (graph.StateEncoder, graph.StateDecoder), and counts how often it
+// reads it.
 type tally struct {
 	N int `json:"n"`
 	// Fail makes AppendJSON fail.
@@ -19,7 +23,21 @@ type tally struct {
 	encoded *int
 }
 
-var errTally = errors.New("tally cannot be encoded")
+var (
+	errTally = errors.New("tally cannot be encoded")
+	decoded  atomic.Int64
+)
+
+func (s *tally) DecodeJSON(data []byte) error {
+	decoded.Add(1)
+	n, ok := strings.CutPrefix(string(data), `{"n":`)
+	if n, ok = strings.CutSuffix(n, "}"); !ok {
+		return fmt.Errorf("tally %s", data)
+	}
+	var err error
+	s.N, err = strconv.Atoi(n)
+	return err
+}
 
 func (s *tally) AppendJSON(b []byte) ([]byte, error) {
 	if s.Fail {
@@ -33,10 +51,9 @@ func (s *tally) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// A state that writes its own JSON is saved as it writes it, and a
-// resume reads it back with encoding/json; one whose encoding fails is
-// not saved.
-func TestStateEncoderWritesTheState(t *testing.T) {
+// A state that writes its own JSON is saved as it writes it, and read
+// back by its own reader; one whose encoding fails is not saved.
+func TestStateWritesAndReadsItsOwnJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := newStore()
@@ -59,9 +76,13 @@ func TestStateEncoderWritesTheState(t *testing.T) {
 	if err != nil || string(cp.State) != `{"n":40}` {
 		t.Fatalf("stored state = %s, %v; want {\"n\":40}", cp.State, err)
 	}
+	before := decoded.Load()
 	res, err = g.Resume(ctx, "t1", func(context.Context, graph.NodePath, *tally) error { return nil })
 	if err != nil || res.Status() != graph.Done || res.State.N != 42 {
 		t.Fatalf("Resume() = %+v, %v; want done with n 42", res, err)
+	}
+	if decoded.Load() == before {
+		t.Errorf("Resume() read the state without DecodeJSON")
 	}
 	if cp, err := store.Load(ctx, "t1"); err != nil || string(cp.State) != `{"n":42}` {
 		t.Errorf("stored state = %s, %v; want {\"n\":42}", cp.State, err)

@@ -46,6 +46,24 @@ func encodeState[S any](s *S) ([]byte, error) {
 	return json.Marshal(s)
 }
 
+// StateDecoder is implemented (on the pointer) by states that read their
+// own JSON: DecodeJSON sets the state to what json.Unmarshal decodes from
+// data into a zero state, or fails where it fails. The engine decodes
+// the state at every start from a checkpoint; with it, without
+// encoding/json's reflection and its check of the whole text first.
+type StateDecoder interface {
+	DecodeJSON(data []byte) error
+}
+
+// decodeStateJSON sets s, a zero state, from the state's JSON without its
+// journal.
+func decodeStateJSON[S any](data []byte, s *S) error {
+	if d, ok := any(s).(StateDecoder); ok {
+		return d.DecodeJSON(data)
+	}
+	return json.Unmarshal(data, s)
+}
+
 // Graph is a compiled graph. It is safe for concurrent use; runs of one
 // thread must not overlap (the store's compare-and-set makes the loser of
 // such a race fail with ErrConflict; callers keep a lease per thread).

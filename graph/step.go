@@ -788,7 +788,7 @@ func (r *run[S]) decode(cp *Checkpoint) error {
 // decodeState decodes a state from its JSON and its whole journal.
 func decodeState[S any](state json.RawMessage, journal []json.RawMessage) (S, error) {
 	var s S
-	if err := json.Unmarshal(state, &s); err != nil {
+	if err := decodeStateJSON(state, &s); err != nil {
 		return s, fmt.Errorf("decode state: %w", err)
 	}
 	if j, ok := any(&s).(Journaled); ok {
