@@ -90,6 +90,7 @@ FUZZ_TARGETS = \
 	./graph:FuzzMarshalMeta \
 	./agent:FuzzStateJSON \
 	./agent:FuzzDecodeState \
+	./agent:FuzzJournalJSON \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

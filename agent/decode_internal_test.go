@@ -38,3 +38,24 @@ func TestStateReaderReadsWhatAppendJSONWrites(t *testing.T) {
 		}
 	}
 }
+
+// The payload of a pause for approval is json.Marshal's of the waiting
+// calls in brief.
+func TestBriefCallsIsJSON(t *testing.T) {
+	at := time.Date(2026, 11, 26, 17, 4, 5, 0, time.UTC)
+	waiting := []Call{
+		{Key: "0.0", ID: "call_0", Tool: "http_request", Status: Pending, Expires: at, Args: json.RawMessage(`{}`), Reason: "x"},
+		{Key: "0.1", ID: "<id>", Tool: "deploy", Status: Asking},
+	}
+	brief := make([]Call, len(waiting))
+	for i, c := range waiting {
+		brief[i] = Call{Key: c.Key, ID: c.ID, Tool: c.Tool, Status: c.Status, Expires: c.Expires}
+	}
+	want, err := json.Marshal(brief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := briefCalls(waiting); err != nil || string(got) != string(want) {
+		t.Errorf("briefCalls() = %s, %v; want %s", got, err, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -18,7 +19,8 @@ import (
 // state usually has itself and hands the rarer ones (notes, a
 // cancellation, a call's input, a decision's answers) to json.Marshal.
 // The stored form is json.Marshal's, byte for byte (FuzzStateJSON,
-// TestStateJSONIsJSON), so states written either way read the same.
+// TestStateJSONIsJSON), so states written either way read the same. The
+// journal's messages are written the same way (FuzzMessageJSON).
 
 // AppendJSON implements graph.StateEncoder: it appends what json.Marshal
 // writes for s.
@@ -182,6 +184,40 @@ func (d *Decision) appendJSON(b []byte) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// appendMessage appends what json.Marshal writes for m: a journal
+// entry.
+func appendMessage(b []byte, m *llm.Message) []byte {
+	b = append(b, `{"role":`...)
+	b = appendString(b, string(m.Role))
+	b = appendStringField(b, "content", m.Content)
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, tc := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, tc.ID)
+			b = append(b, `,"name":`...)
+			b = appendString(b, tc.Name)
+			b = append(b, `,"arguments":`...)
+			b = appendString(b, tc.Arguments)
+			if tc.Truncated {
+				b = append(b, `,"truncated":true`...)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendStringField(b, "tool_call_id", m.ToolCallID)
+	b = appendStringField(b, "name", m.Name)
+	if m.IsError {
+		b = append(b, `,"is_error":true`...)
+	}
+	b = appendStringField(b, "stop", string(m.Stop))
+	return append(b, '}')
 }
 
 // appendKey appends a member's key and colon, after a comma unless it

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -130,5 +131,50 @@ func FuzzStateJSON(f *testing.F) {
 		}
 		s := agent.State{Thread: who, Requester: text, Channel: tool, Team: result, TurnBy: who, Calls: []agent.Call{c, {Key: who, Status: agent.Pending}}, Turns: status}
 		checkStateJSON(t, "fuzz", s)
+	})
+}
+
+// checkJournalJSON checks that MarshalJournal writes each message as
+// json.Marshal does.
+func checkJournalJSON(t *testing.T, msgs ...llm.Message) {
+	t.Helper()
+	s := agent.State{Messages: msgs}
+	got, err := s.MarshalJournal(0)
+	if err != nil || len(got) != len(msgs) {
+		t.Fatalf("MarshalJournal() = %d entries, %v; want %d", len(got), err, len(msgs))
+	}
+	for i, m := range msgs {
+		want, _ := json.Marshal(m) // a message always encodes
+		if !bytes.Equal(got[i], want) {
+			t.Errorf("MarshalJournal()[%d] =\n%s\njson.Marshal:\n%s", i, got[i], want)
+		}
+	}
+}
+
+// TestJournalJSONIsJSON: the journal's entries are json.Marshal's
+// messages, byte for byte.
+func TestJournalJSONIsJSON(t *testing.T) {
+	checkJournalJSON(t,
+		llm.Message{},
+		llm.Message{Role: llm.RoleUser, Content: "check <https://example.com?a=1&b=2>\n\"now\" \u2028 \xff"},
+		llm.Message{Role: llm.RoleAssistant, Content: "On it.", ToolCalls: []llm.ToolCall{
+			{ID: "call_1", Name: "http_request", Arguments: `{"url":"https://x"}`},
+			{ID: "", Name: "", Arguments: "", Truncated: true},
+		}, Stop: "length", Usage: &llm.Usage{Input: 3, Output: 4}},
+		llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{}},
+		llm.Message{Role: llm.RoleTool, ToolCallID: "call_1", Name: "http_request", Content: "Error: 500", IsError: true},
+	)
+}
+
+// FuzzJournalJSON: whatever a message holds, its journal entry is what
+// json.Marshal writes.
+func FuzzJournalJSON(f *testing.F) {
+	f.Add("user", "hi", "call_1", "http_request", `{"url":"https://x"}`, "", true)
+	f.Add("assistant", "<&>\u2028\u2029\xff\x00\x1f\x7f\"\\", "\t", "é", "\n", "refusal", false)
+	f.Fuzz(func(t *testing.T, role, content, id, name, args, stop string, flag bool) {
+		checkJournalJSON(t,
+			llm.Message{Role: llm.Role(role), Content: content, ToolCallID: id, Name: name, IsError: flag, Stop: llm.Stop(stop)},
+			llm.Message{Role: llm.Role(role), Content: content, ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: args, Truncated: flag}, {Arguments: content}}},
+		)
 	})
 }

@@ -332,12 +332,8 @@ func (s *State) JournalLen() int { return len(s.Messages) }
 // MarshalJournal implements graph.Journaled.
 func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(s.Messages)-from)
-	for _, m := range s.Messages[from:] {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
+	for i := range s.Messages[from:] {
+		out = append(out, appendMessage(nil, &s.Messages[from+i]))
 	}
 	return out, nil
 }
