@@ -364,6 +364,14 @@ func (s *State) ShareJournal(from *State) {
 	s.Messages = from.Messages[:len(from.Messages):len(from.Messages)]
 }
 
+// TakeJournal is ShareJournal with the room after from's messages: s
+// appends to them in place. The graph engine hands a thread's room to
+// one run at a time, so that a step of a long conversation does not copy
+// it to append a message.
+func (s *State) TakeJournal(from *State) {
+	s.Messages = from.Messages
+}
+
 // AppendJournal decodes entries onto the end of the messages.
 func (s *State) AppendJournal(entries []json.RawMessage) error {
 	n := len(s.Messages)

@@ -474,7 +474,7 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 		g.cache.drop(thread)
 		return nil, err
 	}
-	g.cache.put(r.saved, &r.state)
+	g.cache.put(r.saved, &r.state, false) // the run goes on from it
 	if wantID != "" && r.cp.ID != wantID {
 		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}

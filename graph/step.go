@@ -610,8 +610,14 @@ func (r *run[S]) clone(s *S) (S, error) {
 	return decodeState[S](state, entries)
 }
 
+// result returns where the run stands. Its state's journal has no room
+// (see journalTaker): the caller's appends copy it.
 func (r *run[S]) result() *Result[S] {
-	return &Result[S]{Checkpoint: r.cp.Meta(), State: r.state}
+	res := &Result[S]{Checkpoint: r.cp.Meta(), State: r.state}
+	if j, ok := any(&res.State).(journalSharer[S]); ok {
+		j.ShareJournal(&r.state)
+	}
+	return res
 }
 
 // save writes the current state as the thread's next checkpoint. edit, if
@@ -686,7 +692,9 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 	cp.JournalFrom, cp.Journal = 0, nil
 	r.keepSaved(cp)
 	if r.top {
-		r.g.cache.put(r.saved, &r.state)
+		// A save that pauses, ends or fails the run is its last: the
+		// run returns, and appends nothing more.
+		r.g.cache.put(r.saved, &r.state, cp.Status != Running)
 	}
 	return nil
 }
