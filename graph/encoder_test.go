@@ -30,8 +30,9 @@ var (
 
 func (s *tally) DecodeJSON(data []byte) error {
 	decoded.Add(1)
-	n, ok := strings.CutPrefix(string(data), `{"n":`)
-	if n, ok = strings.CutSuffix(n, "}"); !ok {
+	n, prefixed := strings.CutPrefix(string(data), `{"n":`)
+	n, suffixed := strings.CutSuffix(n, "}")
+	if !prefixed || !suffixed {
 		return fmt.Errorf("tally %s", data)
 	}
 	var err error
