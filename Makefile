@@ -88,6 +88,9 @@ FUZZTIME ?= 1m
 FUZZ_TARGETS = \
 	./graph:FuzzNestedCheckpoint \
 	./graph:FuzzMarshalMeta \
+	./agent:FuzzStateJSON \
+	./agent:FuzzDecodeState \
+	./agent:FuzzJournalJSON \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

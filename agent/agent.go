@@ -403,11 +403,7 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 	if waiting := s.Waiting(); len(waiting) > 0 {
 		// The payload names the waiting calls; their details are in
 		// the state, which the checkpoint stores beside it.
-		brief := make([]Call, len(waiting))
-		for i, c := range waiting {
-			brief[i] = Call{Key: c.Key, ID: c.ID, Tool: c.Tool, Status: c.Status, Expires: c.Expires}
-		}
-		payload, err := json.Marshal(brief)
+		payload, err := briefCalls(waiting)
 		if err != nil {
 			return err
 		}
@@ -421,6 +417,24 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 	}
 	handOver(s)
 	return nil
+}
+
+// briefCalls returns the JSON of the calls' keys, IDs, tools, statuses
+// and expiries: json.Marshal's of those calls with nothing else set.
+func briefCalls(calls []Call) (json.RawMessage, error) {
+	b := make([]byte, 0, 128*len(calls))
+	b = append(b, '[')
+	for i, c := range calls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		brief := Call{Key: c.Key, ID: c.ID, Tool: c.Tool, Status: c.Status, Expires: c.Expires}
+		var err error
+		if b, err = brief.appendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
 }
 
 // runnable reports whether a call is approved and not yet run.

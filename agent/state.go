@@ -187,18 +187,6 @@ func (c *Call) Editor() string {
 	return ""
 }
 
-// MarshalJSON implements json.Marshaler: Hash is left out when it is the
-// hash of the tool and Args, which UnmarshalJSON computes again — a
-// paused thread then stores each hash once at most.
-func (c Call) MarshalJSON() ([]byte, error) {
-	type plain Call
-	p := plain(c)
-	if p.Hash != "" && len(p.Args) > 0 && p.Hash == tools.ArgsHash(p.Tool, p.Args) {
-		p.Hash = ""
-	}
-	return json.Marshal(p)
-}
-
 // UnmarshalJSON implements json.Unmarshaler.
 func (c *Call) UnmarshalJSON(b []byte) error {
 	type plain Call
@@ -344,19 +332,20 @@ func (s *State) JournalLen() int { return len(s.Messages) }
 // MarshalJournal implements graph.Journaled.
 func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(s.Messages)-from)
-	for _, m := range s.Messages[from:] {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
+	for i := range s.Messages[from:] {
+		out = append(out, appendMessage(nil, &s.Messages[from+i]))
 	}
 	return out, nil
 }
 
+// turnRoom is the room a decoded conversation is given for the messages
+// a turn adds (the user's, the model's replies, the tools' results), so
+// that the turn appends them without copying the conversation.
+const turnRoom = 8
+
 // UnmarshalJournal implements graph.Journaled.
 func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
-	s.Messages = make([]llm.Message, len(entries))
+	s.Messages = make([]llm.Message, len(entries), len(entries)+turnRoom)
 	for i, e := range entries {
 		m, err := llm.DecodeMessage(e)
 		if err != nil {
@@ -375,10 +364,18 @@ func (s *State) ShareJournal(from *State) {
 	s.Messages = from.Messages[:len(from.Messages):len(from.Messages)]
 }
 
+// TakeJournal is ShareJournal with the room after from's messages: s
+// appends to them in place. The graph engine hands a thread's room to
+// one run at a time, so that a step of a long conversation does not copy
+// it to append a message.
+func (s *State) TakeJournal(from *State) {
+	s.Messages = from.Messages
+}
+
 // AppendJournal decodes entries onto the end of the messages.
 func (s *State) AppendJournal(entries []json.RawMessage) error {
 	n := len(s.Messages)
-	msgs := make([]llm.Message, n+len(entries))
+	msgs := make([]llm.Message, n+len(entries), n+len(entries)+turnRoom)
 	copy(msgs, s.Messages)
 	for i, e := range entries {
 		m, err := llm.DecodeMessage(e)

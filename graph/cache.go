@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // TailLoader is a Store that can load only what a reader has not seen. The
@@ -31,6 +32,15 @@ type journalSharer[S any] interface {
 	ShareJournal(from *S)
 }
 
+// journalTaker is implemented (on the pointer) by journalSharers whose
+// journal may have room after its entries (a slice's capacity):
+// TakeJournal makes the state's journal from's, room included, so that
+// the state appends to it in place. Only one state may append there:
+// the cache hands a thread's room to one run at a time (see cached).
+type journalTaker[S any] interface {
+	TakeJournal(from *S)
+}
+
 // journalAppender is implemented (on the pointer) by Journaled states
 // that can decode entries onto the end of their journal.
 type journalAppender interface {
@@ -49,10 +59,18 @@ type stateCache[S any] struct {
 // cached is a thread's checkpoint (with its state's JSON) and a state that
 // holds its decoded journal; neither is changed once cached. view is the
 // whole state, decoded once for Cached's readers.
+//
+// room says that the journal's room (see journalTaker) is free: the run
+// that cached it has ended, and appends nothing more. The first run that
+// starts from the entry takes it, and appends to the journal without
+// copying it; every other state made from the entry has a journal
+// without room, which copies itself on its first append. A long
+// conversation is then not copied at every step of its thread.
 type cached[S any] struct {
 	thread string
 	cp     *Checkpoint
 	state  *S
+	room   atomic.Bool
 
 	once sync.Once
 	view *Result[S]
@@ -91,16 +109,21 @@ func (c *stateCache[S]) get(thread string) *cached[S] {
 // put caches a copy of state at cp, which it keeps as it is: cp is a
 // run's saved checkpoint, which nothing changes (setSaved replaces it),
 // without a journal. The state's journal is shared, not copied: the
-// journal is append-only, so what is cached stays as it was.
-func (c *stateCache[S]) put(cp *Checkpoint, state *S) {
+// journal is append-only, so what is cached stays as it was. ended says
+// that the run that put it appends nothing more to the journal: its room
+// is free for the next run.
+func (c *stateCache[S]) put(cp *Checkpoint, state *S, ended bool) {
 	if c == nil {
 		return
 	}
 	kept := new(S) // only its journal is kept: the rest is cp.State
-	if j, ok := any(kept).(journalSharer[S]); ok {
+	entry := &cached[S]{thread: cp.Thread, cp: cp, state: kept}
+	if t, ok := any(kept).(journalTaker[S]); ok && ended {
+		t.TakeJournal(state)
+		entry.room.Store(true)
+	} else if j, ok := any(kept).(journalSharer[S]); ok {
 		j.ShareJournal(state)
 	}
-	entry := &cached[S]{thread: cp.Thread, cp: cp, state: kept}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byKey[cp.Thread]; ok {
@@ -136,7 +159,7 @@ func (g *Graph[S]) fromCache(thread string) *run[S] {
 		return nil
 	}
 	r := g.topRun(thread)
-	if err := r.decodeFrom(c, c.cp, nil); err != nil {
+	if err := r.decodeFrom(c, c.cp, nil, true); err != nil {
 		g.cache.drop(thread)
 		return nil
 	}
@@ -161,7 +184,7 @@ func (g *Graph[S]) loadTail(ctx context.Context, thread string) (r *run[S], ok b
 	}
 	r = g.topRun(thread)
 	if cp == nil { // unchanged
-		return r, true, r.decodeFrom(c, c.cp, nil)
+		return r, true, r.decodeFrom(c, c.cp, nil, true)
 	}
 	if err := upgrade(cp); err != nil {
 		return nil, true, err
@@ -169,18 +192,24 @@ func (g *Graph[S]) loadTail(ctx context.Context, thread string) (r *run[S], ok b
 	if cp.JournalFrom != c.cp.JournalLen {
 		return r, true, r.decode(cp)
 	}
-	return r, true, r.decodeFrom(c, cp, cp.Journal)
+	return r, true, r.decodeFrom(c, cp, cp.Journal, false)
 }
 
 // decodeFrom makes the run's state the cached one's journal followed by
-// tail, with the rest of the state decoded from cp.
-func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage) error {
+// tail, with the rest of the state decoded from cp. With take, the run
+// takes the journal's room if it is free: only a run that goes on to
+// change the state may ask for it.
+func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage, take bool) error {
 	var s S
-	if err := json.Unmarshal(cp.State, &s); err != nil {
+	if err := decodeStateJSON(cp.State, &s); err != nil {
 		return fmt.Errorf("decode state of checkpoint %s: %w", cp.ID, err)
 	}
 	if j, ok := any(&s).(journalSharer[S]); ok {
-		j.ShareJournal(c.state)
+		if t, ok := any(&s).(journalTaker[S]); ok && take && c.room.CompareAndSwap(true, false) {
+			t.TakeJournal(c.state)
+		} else {
+			j.ShareJournal(c.state)
+		}
 		if len(tail) > 0 {
 			a, ok := any(&s).(journalAppender)
 			if !ok {
@@ -217,7 +246,7 @@ func (g *Graph[S]) Cached(thread string) (*Result[S], bool) {
 	}
 	c.once.Do(func() {
 		r := g.topRun(thread)
-		if err := r.decodeFrom(c, c.cp, nil); err == nil {
+		if err := r.decodeFrom(c, c.cp, nil, false); err == nil {
 			c.view = r.result()
 		}
 	})

@@ -29,6 +29,41 @@ type Journaled interface {
 	UnmarshalJournal(entries []json.RawMessage) error
 }
 
+// StateEncoder is implemented (on the pointer) by states that write their
+// own JSON: AppendJSON appends, byte for byte, what json.Marshal writes
+// for the state. The engine encodes the state at every save; with it,
+// that costs no reflection, and no second pass of encoding/json over the
+// output of the state's MarshalJSON methods.
+type StateEncoder interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// encodeState returns the state's JSON without its journal.
+func encodeState[S any](s *S) ([]byte, error) {
+	if e, ok := any(s).(StateEncoder); ok {
+		return e.AppendJSON(make([]byte, 0, 512))
+	}
+	return json.Marshal(s)
+}
+
+// StateDecoder is implemented (on the pointer) by states that read their
+// own JSON: DecodeJSON sets the state to what json.Unmarshal decodes from
+// data into a zero state, or fails where it fails. The engine decodes
+// the state at every start from a checkpoint; with it, without
+// encoding/json's reflection and its check of the whole text first.
+type StateDecoder interface {
+	DecodeJSON(data []byte) error
+}
+
+// decodeStateJSON sets s, a zero state, from the state's JSON without its
+// journal.
+func decodeStateJSON[S any](data []byte, s *S) error {
+	if d, ok := any(s).(StateDecoder); ok {
+		return d.DecodeJSON(data)
+	}
+	return json.Unmarshal(data, s)
+}
+
 // Graph is a compiled graph. It is safe for concurrent use; runs of one
 // thread must not overlap (the store's compare-and-set makes the loser of
 // such a race fail with ErrConflict; callers keep a lease per thread).
@@ -117,7 +152,7 @@ func (r *run[S]) firstSave(ctx context.Context, next []string, edit func(*Checkp
 	}
 	// Should the pass fail before it writes, the failure is saved with
 	// the state it began with: kept here, as the nodes change it in place.
-	state, err := json.Marshal(&r.state)
+	state, err := encodeState(&r.state)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
@@ -439,7 +474,7 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 		g.cache.drop(thread)
 		return nil, err
 	}
-	g.cache.put(r.saved, &r.state)
+	g.cache.put(r.saved, &r.state, false) // the run goes on from it
 	if wantID != "" && r.cp.ID != wantID {
 		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}

@@ -570,7 +570,7 @@ func (r *run[S]) branchState(node string) (*S, error) {
 // setWrite records node's copy of the state in the run's checkpoint, for
 // the next save. The caller holds r.mu or runs alone.
 func (r *run[S]) setWrite(node string, s *S, done bool) error {
-	state, err := json.Marshal(s)
+	state, err := encodeState(s)
 	if err != nil {
 		return fmt.Errorf("encode state of node %s: %w", node, err)
 	}
@@ -595,7 +595,7 @@ func (r *run[S]) setWrite(node string, s *S, done bool) error {
 
 // clone returns a deep copy of s, made through its checkpoint encoding.
 func (r *run[S]) clone(s *S) (S, error) {
-	state, err := json.Marshal(s)
+	state, err := encodeState(s)
 	if err != nil {
 		var zero S
 		return zero, fmt.Errorf("encode state: %w", err)
@@ -610,8 +610,14 @@ func (r *run[S]) clone(s *S) (S, error) {
 	return decodeState[S](state, entries)
 }
 
+// result returns where the run stands. Its state's journal has no room
+// (see journalTaker): the caller's appends copy it.
 func (r *run[S]) result() *Result[S] {
-	return &Result[S]{Checkpoint: r.cp.Meta(), State: r.state}
+	res := &Result[S]{Checkpoint: r.cp.Meta(), State: r.state}
+	if j, ok := any(&res.State).(journalSharer[S]); ok {
+		j.ShareJournal(&r.state)
+	}
+	return res
 }
 
 // save writes the current state as the thread's next checkpoint. edit, if
@@ -686,7 +692,9 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 	cp.JournalFrom, cp.Journal = 0, nil
 	r.keepSaved(cp)
 	if r.top {
-		r.g.cache.put(r.saved, &r.state)
+		// A save that pauses, ends or fails the run is its last: the
+		// run returns, and appends nothing more.
+		r.g.cache.put(r.saved, &r.state, cp.Status != Running)
 	}
 	return nil
 }
@@ -716,7 +724,7 @@ func (r *run[S]) nodeSave(ctx context.Context) error {
 	if r.saved.Seq == 0 {
 		return r.saveLocked(ctx, Running, nil)
 	}
-	state, err := json.Marshal(&r.state)
+	state, err := encodeState(&r.state)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
@@ -751,7 +759,7 @@ func (r *run[S]) keepSaved(cp *Checkpoint) {
 func (r *run[S]) encode(cp *Checkpoint, from int, state []byte) error {
 	if state == nil {
 		var err error
-		if state, err = json.Marshal(&r.state); err != nil {
+		if state, err = encodeState(&r.state); err != nil {
 			return fmt.Errorf("encode state: %w", err)
 		}
 	}
@@ -788,7 +796,7 @@ func (r *run[S]) decode(cp *Checkpoint) error {
 // decodeState decodes a state from its JSON and its whole journal.
 func decodeState[S any](state json.RawMessage, journal []json.RawMessage) (S, error) {
 	var s S
-	if err := json.Unmarshal(state, &s); err != nil {
+	if err := decodeStateJSON(state, &s); err != nil {
 		return s, fmt.Errorf("decode state: %w", err)
 	}
 	if j, ok := any(&s).(Journaled); ok {
