@@ -77,9 +77,8 @@ const metaDictV2 = metaDictV1 +
 // checkpoints that the bot's own wiring saved, their times replaced by
 // one of no day: a thread's turn-100 answer, the claim of an approved
 // call, a long thread's pause and last, nearest, a new thread paused on
-// an approval. TestWriteMetaDict (with -metadict.write) is how it was
-// built; built again it comes out different (other IDs), and would need
-// a new marker.
+// an approval. The program internal/metadict is how it was made; made
+// again it comes out different (other IDs), and would need a new marker.
 //
 //go:embed compress_v3.dict
 var metaDictV3Bytes []byte

@@ -28,8 +28,9 @@ type storedCheckpoint struct {
 	Stored map[string][]byte `json:"stored"`
 }
 
-// checkpointSample is one of testdata/checkpoints.json, written with the
-// dictionary by TestWriteMetaDict.
+// checkpointSample is one of testdata/checkpoints.json: checkpoints that
+// the bot's wiring saved, written with the dictionary by the program
+// internal/metadict, from other threads than those it was made of.
 type checkpointSample struct {
 	Kind string `json:"kind"`
 	Meta string `json:"meta"`
