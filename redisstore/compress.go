@@ -6,9 +6,11 @@ import (
 	_ "embed" // metaDictV3
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Checkpoints in the history are stored compressed: a paused thread keeps
@@ -19,25 +21,32 @@ import (
 //
 //   - metaS2V3 (written): an S2 block (klauspost/compress/s2) encoded
 //     with the dictionary metaDictV3;
+//   - metaZstdV3 (written, for a paused checkpoint): a Zstandard frame
+//     without its 4-byte magic number (the marker names the format),
+//     with the dictionary metaZstdDictV3, which has metaDictV3's content;
 //   - metaFlateV1, metaFlateV2 (written by earlier versions, still read):
 //     DEFLATE with the preset dictionary metaDictV1 or metaDictV2.
 //
 // A dictionary must never change: a new one gets a new marker.
 //
-// S2 rather than DEFLATE or Zstandard: a save compresses on the request's
-// path, and a checkpoint is a few hundred bytes that are mostly what the
-// dictionary holds. DEFLATE learnt its dictionary again for every
-// checkpoint and wrote a Huffman table of its own for each; Zstandard
-// (its fastest level, with a built dictionary) restores a 256 KB match
-// table before every input and builds its sequences' tables; S2 finds the
-// dictionary's matches with a table made once, and codes no entropy: in
-// less than half of Zstandard's time (a seventh of DEFLATE's), it stores
-// a checkpoint in about as many bytes as Zstandard, a third fewer than
-// DEFLATE (what is left, the IDs, times and texts, compresses little).
+// A save compresses on the request's path, and a checkpoint is a few
+// hundred bytes that are mostly what the dictionary holds. DEFLATE (what
+// was written before) learnt its dictionary again for every checkpoint
+// and wrote a Huffman table of its own for each. S2 finds the
+// dictionary's matches with a table made once and codes no entropy: a
+// seventh of DEFLATE's time, and fewer bytes as long as the checkpoint's
+// IDs have the lengths of the dictionary's. Where they have not, the
+// IDs, times and texts left over cost S2 a byte each; Zstandard codes
+// them with the dictionary's entropy tables, in a third to half of
+// DEFLATE's time (it restores a 256 KB match table before every input).
+// A paused checkpoint is the one a thread keeps while people decide, for
+// days, and a save in four of a cycle: it is written with Zstandard, in
+// fewer bytes than with DEFLATE; the others with S2.
 const (
 	metaFlateV1 = 0x01
 	metaFlateV2 = 0x02
 	metaS2V3    = 0x03
+	metaZstdV3  = 0x04
 )
 
 // metaDictV1 holds fragments that checkpoints repeat: the graph's and the
@@ -87,18 +96,77 @@ var metaDictV3Bytes []byte
 // by the first checkpoint compressed.
 var metaDictV3 = s2.NewDict(metaDictV3Bytes)
 
-// metaS2Max bounds the JSON stored with metaS2V3: a larger checkpoint
-// (none is near it: the messages are in the journal, and a call's result
-// is capped) is stored as it is, and a stored block that says it holds
-// more is refused rather than given the memory.
-const metaS2Max = 16 << 20
+// metaZstdDictV3 is a Zstandard dictionary (ID metaZstdDictV3ID) with
+// metaDictV3's content and entropy tables fitted to the checkpoints it
+// was made from, by internal/metadict too.
+//
+//go:embed compress_v3.zstd
+var metaZstdDictV3 []byte
 
-// compressMeta returns the stored form of a checkpoint's JSON: never
-// larger than the JSON.
-func compressMeta(meta []byte) []byte {
-	if len(meta) == 0 || len(meta) > metaS2Max {
+const metaZstdDictV3ID = 3
+
+// metaMax bounds the JSON stored compressed: a larger checkpoint (none
+// is near it: the messages are in the journal, and a call's result is
+// capped) is stored as it is, and a stored block or frame that says it
+// holds more is refused rather than given the memory.
+const metaMax = 16 << 20
+
+// zstdMagic starts every Zstandard frame; metaZstdV3 does not store it.
+const zstdMagic = "\x28\xb5\x2f\xfd"
+
+// The Zstandard encoder and decoder are shared and safe for concurrent
+// use; each keeps up to four states (the encoder's hold a match table of
+// 256 KB each), so that saves of different threads do not wait for one
+// another. The fastest level: a checkpoint is mostly what the dictionary
+// holds. No checksum: Redis keeps what it is given.
+var (
+	zstdStates = min(4, runtime.GOMAXPROCS(0))
+
+	metaZstdEncoder = mustZstd(zstd.NewWriter(nil,
+		zstd.WithEncoderDict(metaZstdDictV3),
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderCRC(false),
+		zstd.WithSingleSegment(true),
+		zstd.WithEncoderConcurrency(zstdStates),
+		zstd.WithLowerEncoderMem(true)))
+
+	metaZstdDecoder = mustZstd(zstd.NewReader(nil,
+		zstd.WithDecoderDicts(metaZstdDictV3),
+		zstd.WithDecoderConcurrency(zstdStates),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(metaMax),
+		zstd.WithDecoderMaxWindow(metaMax)))
+)
+
+// mustZstd panics on an error of the options fixed above, or of the
+// dictionary embedded: the tests catch it.
+func mustZstd[T any](v T, err error) T {
+	if err != nil {
+		panic(fmt.Sprintf("redisstore: zstd: %v", err))
+	}
+	return v
+}
+
+// compressMeta returns the stored form of a checkpoint's JSON, never
+// larger than the JSON; paused says the checkpoint is a paused one.
+func compressMeta(meta []byte, paused bool) []byte {
+	if len(meta) == 0 || len(meta) > metaMax {
 		return meta
 	}
+	var out []byte
+	if paused {
+		out = zstdMeta(meta)
+	} else {
+		out = s2Meta(meta)
+	}
+	if out == nil || len(out) >= len(meta) {
+		return meta
+	}
+	return out
+}
+
+// s2Meta returns meta stored with metaS2V3.
+func s2Meta(meta []byte) []byte {
 	buf := encodeBuffers.Get().(*[]byte)
 	defer encodeBuffers.Put(buf)
 	if n := s2.MaxEncodedLen(len(meta)); cap(*buf) < n {
@@ -106,7 +174,7 @@ func compressMeta(meta []byte) []byte {
 	}
 	block := metaDictV3.Encode((*buf)[:cap(*buf)], meta)
 	if 1+len(block) >= len(meta) {
-		return meta
+		return nil
 	}
 	out := make([]byte, 1+len(block))
 	out[0] = metaS2V3
@@ -118,15 +186,37 @@ func compressMeta(meta []byte) []byte {
 // asks for (more than the JSON); what is stored is copied out of them.
 var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
+// zstdMeta returns meta stored with metaZstdV3, or nil.
+func zstdMeta(meta []byte) []byte {
+	// The frame is written after the marker; its magic number is then
+	// overwritten by what follows it.
+	out := make([]byte, 1, 1+len(zstdMagic)+len(meta)/2)
+	out[0] = metaZstdV3
+	out = metaZstdEncoder.EncodeAll(meta, out)
+	if len(out) < 1+len(zstdMagic) || string(out[1:1+len(zstdMagic)]) != zstdMagic {
+		return nil // not a frame: never, with these options
+	}
+	return append(out[:1], out[1+len(zstdMagic):]...)
+}
+
 // expandMeta returns a stored checkpoint's JSON.
 func expandMeta(stored []byte) ([]byte, error) {
 	if len(stored) == 0 {
 		return stored, nil
 	}
 	switch stored[0] {
+	case metaZstdV3:
+		frame := make([]byte, 0, len(zstdMagic)+len(stored)-1)
+		frame = append(frame, zstdMagic...)
+		frame = append(frame, stored[1:]...)
+		out, err := metaZstdDecoder.DecodeAll(frame, nil) // sized by the frame
+		if err != nil {
+			return nil, fmt.Errorf("expand checkpoint: %w", err)
+		}
+		return out, nil
 	case metaS2V3:
 		n, err := s2.DecodedLen(stored[1:])
-		if err == nil && n > metaS2Max {
+		if err == nil && n > metaMax {
 			err = fmt.Errorf("%d bytes, more than any checkpoint compressed", n)
 		}
 		var out []byte

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	kflate "github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zstd"
 )
 
 var updateStored = flag.Bool("compress.update", false,
@@ -61,7 +63,8 @@ func checkpointOf(tb testing.TB, samples []checkpointSample, kind string) []byte
 	return nil
 }
 
-// deflateV2 is how checkpoints were stored before metaS2V3: DEFLATE
+// deflateV2 is how checkpoints were stored before metaS2V3 and
+// metaZstdV3: DEFLATE
 // level 5 with the end of metaDictV2 (what the writers knew), read with
 // the whole of it. It writes a new writer each time: for the tests and
 // the benchmarks' comparison only.
@@ -86,7 +89,7 @@ func newDeflateV2(tb testing.TB) *kflate.Writer {
 
 // Every form a checkpoint was ever stored in reads back, byte for byte:
 // plain JSON (before compression), DEFLATE with the first and the second
-// dictionary, and S2 with the third. The golden bytes were
+// dictionary, and S2 and Zstandard with the third. The golden bytes were
 // written by the code of their time; -compress.update rewrites the file
 // with what the code writes now, for a new form only.
 func TestStoredCheckpointsRead(t *testing.T) {
@@ -111,7 +114,7 @@ func TestStoredCheckpointsRead(t *testing.T) {
 			}
 		}
 	}
-	for _, form := range []string{"plain", "v1", "v2", "v3"} {
+	for _, form := range []string{"plain", "v1", "v2", "v3-s2", "v3-zstd"} {
 		if forms[form] == 0 {
 			t.Errorf("%s holds no checkpoint stored as %s", storedPath, form)
 		}
@@ -130,12 +133,12 @@ func writeStoredCheckpoints(t *testing.T) {
 		meta := checkpointOf(t, samples, kind)
 		v1 := deflateV2(t, w1, meta)
 		v1[0] = metaFlateV1
-		v3 := compressMeta(meta)
-		if v3[0] != metaS2V3 {
-			t.Fatalf("compressMeta(%s) is stored as %#x, want metaS2V3", kind, v3[0])
+		s2, zstd := compressMeta(meta, false), compressMeta(meta, true)
+		if s2[0] != metaS2V3 || zstd[0] != metaZstdV3 {
+			t.Fatalf("compressMeta(%s) is stored as %#x and %#x, want metaS2V3 and metaZstdV3", kind, s2[0], zstd[0])
 		}
 		golden = append(golden, storedCheckpoint{Kind: kind, Meta: string(meta), Stored: map[string][]byte{
-			"plain": meta, "v1": v1, "v2": deflateV2(t, w2, meta), "v3": v3,
+			"plain": meta, "v1": v1, "v2": deflateV2(t, w2, meta), "v3-s2": s2, "v3-zstd": zstd,
 		}})
 	}
 	raw, err := json.MarshalIndent(golden, "", "\t")
@@ -147,29 +150,47 @@ func writeStoredCheckpoints(t *testing.T) {
 	}
 }
 
-// The dictionary embedded reads as one.
+// The dictionaries embedded read as such, Zstandard's with the ID its
+// frames carry, and hold the same content.
 func TestMetaDictV3(t *testing.T) {
 	if metaDictV3 == nil {
 		t.Fatalf("compress_v3.dict (%d bytes) is not an S2 dictionary", len(metaDictV3Bytes))
 	}
+	d, err := zstd.InspectDictionary(metaZstdDictV3)
+	if err != nil {
+		t.Fatalf("InspectDictionary(compress_v3.zstd) = %v", err)
+	}
+	if d.ID() != metaZstdDictV3ID {
+		t.Errorf("compress_v3.zstd has ID %d, want %d", d.ID(), metaZstdDictV3ID)
+	}
+	_, n := binary.Uvarint(metaDictV3Bytes)
+	if !bytes.Equal(d.Content(), metaDictV3Bytes[n:]) {
+		t.Errorf("compress_v3.zstd holds %d bytes that are not compress_v3.dict's %d", len(d.Content()), len(metaDictV3Bytes[n:]))
+	}
 }
 
 // Checkpoints of each kind a thread saves are stored smaller than with
-// DEFLATE and the second dictionary, and read back exactly; a paused
-// thread's checkpoint (1,018 bytes of JSON), the one kept for days, in
-// at most 150 bytes (about 200 with DEFLATE).
+// DEFLATE and the second dictionary, and read back exactly: paused ones
+// with Zstandard, the others with S2; a new thread's paused checkpoint
+// (1,018 bytes of JSON), the one kept for days, in at most 150 bytes
+// (about 200 with DEFLATE).
 func TestCheckpointsCompressed(t *testing.T) {
 	w := newDeflateV2(t)
 	for _, s := range readCheckpointSamples(t) {
 		meta := []byte(s.Meta)
-		stored := compressMeta(meta)
+		paused := strings.HasSuffix(s.Kind, "paused")
+		stored := compressMeta(meta, paused)
 		before := len(deflateV2(t, w, meta))
 		t.Logf("%-18s %5d bytes of JSON, stored in %4d (%d with DEFLATE)", s.Kind, len(meta), len(stored), before)
 		if got, err := expandMeta(stored); err != nil || !bytes.Equal(got, meta) {
 			t.Errorf("expandMeta(compressMeta(%s)) = %q, %v", s.Kind, got, err)
 		}
-		if stored[0] != metaS2V3 || len(stored) > before {
-			t.Errorf("%s checkpoint stored in %d bytes with marker %#x; want metaS2V3 in at most %d", s.Kind, len(stored), stored[0], before)
+		marker := byte(metaS2V3)
+		if paused {
+			marker = metaZstdV3
+		}
+		if stored[0] != marker || len(stored) > before {
+			t.Errorf("%s checkpoint stored in %d bytes with marker %#x; want %#x in at most %d", s.Kind, len(stored), stored[0], marker, before)
 		}
 		if s.Kind == "paused" && len(stored) > 150 {
 			t.Errorf("a paused checkpoint of %d bytes is stored in %d; want at most 150", len(meta), len(stored))
@@ -186,23 +207,31 @@ func TestIncompressibleCheckpointStoredAsIs(t *testing.T) {
 		noise[i] = byte(x >> 24)
 	}
 	for _, meta := range [][]byte{nil, []byte(`{}`), noise} {
-		if got := compressMeta(meta); !bytes.Equal(got, meta) {
-			t.Errorf("compressMeta(%q) = %q, want it as it is", meta, got)
+		for _, paused := range []bool{false, true} {
+			if got := compressMeta(meta, paused); !bytes.Equal(got, meta) {
+				t.Errorf("compressMeta(%q, %t) = %q, want it as it is", meta, paused, got)
+			}
 		}
 	}
 }
 
-// A stored block that claims more than metaS2Max of JSON is refused
-// without the memory being taken; such JSON is stored as it is.
-func TestExpandRefusesOversizedBlock(t *testing.T) {
-	stored := binary.AppendUvarint([]byte{metaS2V3}, metaS2Max+1)
-	stored = append(stored, 0x00, 0x7b, 0x7d)
-	if got, err := expandMeta(stored); err == nil {
-		t.Errorf("expandMeta(a block of %d bytes of JSON) = %d bytes, want an error", metaS2Max+1, len(got))
+// A stored block or frame that claims more than metaMax of JSON is
+// refused without the memory being taken; such JSON is stored as it is.
+func TestExpandRefusesOversized(t *testing.T) {
+	block := binary.AppendUvarint([]byte{metaS2V3}, metaMax+1)
+	block = append(block, 0x00, 0x7b, 0x7d)
+	if got, err := expandMeta(block); err == nil {
+		t.Errorf("expandMeta(a block of %d bytes of JSON) = %d bytes, want an error", metaMax+1, len(got))
 	}
-	big := bytes.Repeat([]byte(`{"calls":[]}`), metaS2Max/12+1)
-	if got := compressMeta(big); !bytes.Equal(got, big) {
-		t.Errorf("compressMeta(%d bytes) stored in %d bytes, want as it is", len(big), len(got))
+	big := bytes.Repeat([]byte(`{"calls":[]}`), metaMax/12+1)
+	frame := metaZstdEncoder.EncodeAll(big, nil)
+	if got, err := expandMeta(append([]byte{metaZstdV3}, frame[len(zstdMagic):]...)); err == nil {
+		t.Errorf("expandMeta(a frame of %d bytes of JSON) = %d bytes, want an error", len(big), len(got))
+	}
+	for _, paused := range []bool{false, true} {
+		if got := compressMeta(big, paused); !bytes.Equal(got, big) {
+			t.Errorf("compressMeta(%d bytes, %t) stored in %d bytes, want as it is", len(big), paused, len(got))
+		}
 	}
 }
 
@@ -217,7 +246,10 @@ func FuzzExpandMeta(f *testing.F) {
 	f.Add([]byte{metaFlateV2})
 	f.Add([]byte{metaS2V3})
 	f.Add([]byte{metaS2V3, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`)))
+	f.Add([]byte{metaZstdV3})
+	f.Add([]byte{metaZstdV3, 0x23, 0x03, 0xff, 0xff, 0xff, 0x7f})
+	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`), false))
+	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`), true))
 	if raw, err := os.ReadFile(storedPath); err == nil {
 		var golden []storedCheckpoint
 		if json.Unmarshal(raw, &golden) == nil {
@@ -230,40 +262,53 @@ func FuzzExpandMeta(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = expandMeta(data)
-		if len(data) > 0 && (data[0] == metaFlateV1 || data[0] == metaFlateV2 || data[0] == metaS2V3) {
+		if len(data) > 0 && data[0] >= metaFlateV1 && data[0] <= metaZstdV3 {
 			return
 		}
-		stored := compressMeta(data)
-		got, err := expandMeta(stored)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("expandMeta(compressMeta(%q)) = %q, %v", data, got, err)
+		for _, paused := range []bool{false, true} {
+			stored := compressMeta(data, paused)
+			got, err := expandMeta(stored)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("expandMeta(compressMeta(%q, %t)) = %q, %v", data, paused, got, err)
+			}
 		}
 	})
 }
 
 // BenchmarkCompressMeta measures a checkpoint's compression (on a save's
-// path) and expansion (on a load's), with S2 and the third
-// dictionary (what is written) and with DEFLATE and the second
-// (deflate-v2: what was, the writer's Reset with its dictionary, which
-// ran on a goroutine of its own, included), for a new thread's paused
-// checkpoint, the claim of turn 1 (running) and the claim of turn 100.
-// Metrics: ns/op, B/op, allocs/op and stored-bytes; "alternated" runs
-// the two in turn, so that both see the same machine, and reports
-// ns/s2-v3, ns/deflate-v2 and their ratio s2-x-deflate.
+// path) and expansion (on a load's) as they are now ("v3": Zstandard
+// for a paused checkpoint, S2 for the others, with the third dictionary)
+// and as they were (deflate-v2: DEFLATE with the second, the writer's
+// Reset with its dictionary included, which ran on a goroutine of its
+// own), for a new thread's paused checkpoint, the claim of turn 1
+// (running) and the claim of turn 100; the paused one with S2 too
+// (s2-v3), for comparison. Metrics: ns/op, B/op, allocs/op and
+// stored-bytes; "alternated" runs v3 and deflate-v2 in turn, so that both
+// see the same machine, and reports ns/v3, ns/deflate-v2 and their ratio
+// v3-x-deflate.
 func BenchmarkCompressMeta(b *testing.B) {
 	samples := readCheckpointSamples(b)
 	for _, kind := range []string{"paused", "turn 1, claim", "turn 100, claim"} {
 		meta := checkpointOf(b, samples, kind)
 		name := map[string]string{"paused": "paused", "turn 1, claim": "turn=1", "turn 100, claim": "turn=100"}[kind]
+		paused := kind == "paused"
 		w := newDeflateV2(b)
 		old := deflateV2(b, w, meta)
-		stored := compressMeta(meta)
-		b.Run(fmt.Sprintf("%s/compress/s2-v3", name), func(b *testing.B) {
+		stored := compressMeta(meta, paused)
+		b.Run(fmt.Sprintf("%s/compress/v3", name), func(b *testing.B) {
 			for b.Loop() {
-				compressMeta(meta)
+				compressMeta(meta, paused)
 			}
 			b.ReportMetric(float64(len(stored)), "stored-bytes")
 		})
+		if paused {
+			b.Run(fmt.Sprintf("%s/compress/s2-v3", name), func(b *testing.B) {
+				for b.Loop() {
+					compressMeta(meta, false)
+				}
+				b.ReportMetric(float64(len(compressMeta(meta, false))), "stored-bytes")
+			})
+		}
 		b.Run(fmt.Sprintf("%s/compress/deflate-v2", name), func(b *testing.B) {
 			for b.Loop() {
 				deflateV2(b, w, meta)
@@ -271,9 +316,9 @@ func BenchmarkCompressMeta(b *testing.B) {
 			b.ReportMetric(float64(len(old)), "stored-bytes")
 		})
 		b.Run(fmt.Sprintf("%s/compress/alternated", name), func(b *testing.B) {
-			alternate(b, func() { compressMeta(meta) }, func() { deflateV2(b, w, meta) })
+			alternate(b, func() { compressMeta(meta, paused) }, func() { deflateV2(b, w, meta) })
 		})
-		b.Run(fmt.Sprintf("%s/expand/s2-v3", name), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/expand/v3", name), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := expandMeta(stored); err != nil {
 					b.Fatal(err)
@@ -293,28 +338,28 @@ func BenchmarkCompressMeta(b *testing.B) {
 	}
 }
 
-// alternate times s2 and deflate one after the other, each first in
-// turn, and reports each one's time and their ratio (s2-x-deflate: what
+// alternate times v3 and deflate one after the other, each first in
+// turn, and reports each one's time and their ratio (v3-x-deflate: what
 // is written now ÷ what was).
-func alternate(b *testing.B, s2, deflate func()) {
+func alternate(b *testing.B, v3, deflate func()) {
 	var ts, td time.Duration
 	i := 0
 	for b.Loop() {
 		t0 := time.Now()
 		if i%2 == 0 {
-			s2()
+			v3()
 			t1 := time.Now()
 			deflate()
 			ts, td = ts+t1.Sub(t0), td+time.Since(t1)
 		} else {
 			deflate()
 			t1 := time.Now()
-			s2()
+			v3()
 			td, ts = td+t1.Sub(t0), ts+time.Since(t1)
 		}
 		i++
 	}
-	b.ReportMetric(float64(ts.Nanoseconds())/float64(i), "ns/s2-v3")
+	b.ReportMetric(float64(ts.Nanoseconds())/float64(i), "ns/v3")
 	b.ReportMetric(float64(td.Nanoseconds())/float64(i), "ns/deflate-v2")
-	b.ReportMetric(float64(ts)/float64(td), "s2-x-deflate")
+	b.ReportMetric(float64(ts)/float64(td), "v3-x-deflate")
 }

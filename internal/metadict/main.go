@@ -1,6 +1,7 @@
-// Command metadict is how the dictionary that redisstore compresses
-// checkpoints with (marker metaS2V3, redisstore/compress_v3.dict) was
-// made, and the checkpoints its tests and benchmarks read
+// Command metadict is how the dictionaries that redisstore compresses
+// checkpoints with (markers metaS2V3 and metaZstdV3,
+// redisstore/compress_v3.dict and compress_v3.zstd) were made, and the
+// checkpoints its tests and benchmarks read
 // (redisstore/testdata/checkpoints.json):
 //
 //	bash .ci/with-redis bash -c 'go run ./internal/metadict -redis "$REDIS_URL" -out redisstore'
@@ -10,18 +11,20 @@
 // checkpoints they saved from their history, in two sets run one after
 // the other, each with IDs and times of its own:
 //
-//   - from the first it makes the dictionary (s2.MakeDict): a turn-100
-//     answer, a turn-1 claim, a turn-100 pause and a new thread's pause,
-//     the nearest last, their times replaced by one of no day (the times
-//     of the day it was made would match only checkpoints of that day);
+//   - from the first it makes the dictionaries: their content is a
+//     turn-100 answer, a turn-1 claim, a turn-100 pause and a new
+//     thread's pause, the nearest last, their times replaced by one of no
+//     day (the times of the day it was made would match only checkpoints
+//     of that day); S2's (s2.MakeDict) is that content, Zstandard's
+//     (zstd.BuildDict) has entropy tables fitted to the whole set too;
 //   - the second is the checkpoints for the tests, which the dictionary
 //     has not seen.
 //
 // Each set: three new threads left paused on an approval, a thread's
 // first cycle (pause, claim, outcome, answer), and the last three cycles
-// of a thread of 100. The dictionary must never change once checkpoints
-// are stored with it: running this again makes another one (other IDs),
-// which needs a new marker. Its keys live under a prefix of their own and
+// of a thread of 100. A dictionary must never change once checkpoints
+// are stored with it: running this again makes other ones (other IDs),
+// which need new markers. Its keys live under a prefix of their own and
 // are deleted afterwards.
 package main
 
@@ -37,6 +40,7 @@ import (
 	"regexp"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/graph"
@@ -110,6 +114,26 @@ func run(ctx context.Context, args []string) error {
 	if err := os.WriteFile(filepath.Join(*out, "compress_v3.dict"), dict.Bytes(), 0o644); err != nil {
 		return err
 	}
+	// The same content as a Zstandard dictionary, with entropy tables
+	// fitted to all of the first set, so that a checkpoint of a few
+	// hundred bytes does not pay for tables of its own.
+	var contents [][]byte
+	for _, s := range dictSet {
+		contents = append(contents, []byte(s.Meta))
+	}
+	zdict, err := zstd.BuildDict(zstd.BuildDictOptions{
+		ID:       3,
+		Contents: contents,
+		History:  content,
+		Offsets:  [3]int{1, 4, 8}, // Zstandard's initial repeat offsets
+		Level:    zstd.SpeedFastest,
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "compress_v3.zstd"), zdict, 0o644); err != nil {
+		return err
+	}
 	var raw bytes.Buffer
 	enc := json.NewEncoder(&raw)
 	enc.SetIndent("", "\t")
@@ -120,7 +144,8 @@ func run(ctx context.Context, args []string) error {
 	if err := os.WriteFile(filepath.Join(*out, "testdata", "checkpoints.json"), raw.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("dictionary of %d bytes from %d checkpoints; %d checkpoints for the tests\n", len(dict.Bytes()), len(dictSet), len(testSet))
+	fmt.Printf("dictionaries of %d (S2) and %d bytes (Zstandard) from %d checkpoints; %d checkpoints for the tests\n",
+		len(dict.Bytes()), len(zdict), len(dictSet), len(testSet))
 	return nil
 }
 
