@@ -168,23 +168,29 @@ func compressMeta(meta []byte, paused bool) []byte {
 // s2Meta returns meta stored with metaS2V3.
 func s2Meta(meta []byte) []byte {
 	buf := encodeBuffers.Get().(*[]byte)
-	defer encodeBuffers.Put(buf)
 	if n := s2.MaxEncodedLen(len(meta)); cap(*buf) < n {
 		*buf = make([]byte, n)
 	}
 	block := metaDictV3.Encode((*buf)[:cap(*buf)], meta)
-	if 1+len(block) >= len(meta) {
-		return nil
+	var out []byte
+	if 1+len(block) < len(meta) {
+		out = make([]byte, 1+len(block))
+		out[0] = metaS2V3
+		copy(out[1:], block)
 	}
-	out := make([]byte, 1+len(block))
-	out[0] = metaS2V3
-	copy(out[1:], block)
+	if cap(*buf) <= maxKeptBuffer {
+		encodeBuffers.Put(buf)
+	}
 	return out
 }
 
 // encodeBuffers holds buffers that S2 writes a block to, of the size it
 // asks for (more than the JSON); what is stored is copied out of them.
+// A buffer larger than maxKeptBuffer, for a checkpoint far larger than
+// most, is left to the garbage collector.
 var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxKeptBuffer = 64 << 10
 
 // zstdMeta returns meta stored with metaZstdV3, or nil.
 func zstdMeta(meta []byte) []byte {
