@@ -34,12 +34,13 @@ import (
 // was written before) learnt its dictionary again for every checkpoint
 // and wrote a Huffman table of its own for each. S2 finds the
 // dictionary's matches with a table made once and codes no entropy: a
-// seventh of DEFLATE's time, and fewer bytes as long as the checkpoint's
-// IDs have the lengths of the dictionary's. Where they have not, the
-// IDs, times and texts left over cost S2 a byte each; Zstandard codes
-// them with the dictionary's entropy tables, in a third to half of
-// DEFLATE's time (it restores a 256 KB match table before every input).
-// A paused checkpoint is the one a thread keeps while people decide, for
+// fifth to a tenth of DEFLATE's time, and fewer bytes as long as the
+// checkpoint's IDs have the lengths of the dictionary's. Where they have
+// not, the IDs, times and texts left over cost S2 a byte each; Zstandard
+// codes them with the dictionary's entropy tables, in about 0.6×
+// DEFLATE's time (it restores a 256 KB match table before every input,
+// and builds tables of its own to weigh against the dictionary's). A
+// paused checkpoint is the one a thread keeps while people decide, for
 // days, and a save in four of a cycle: it is written with Zstandard, in
 // fewer bytes than with DEFLATE; the others with S2.
 const (
