@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,11 +138,16 @@ func (h *harness) noStorageErrors(root slacktest.Call) {
 
 // eventWithRetries sends an Events API event as Slack does: again, with
 // X-Slack-Retry-Num, while the bot answers with an error, at most three
-// times more.
-func (h *harness) eventWithRetries(eventID string, ev map[string]any) {
+// times more. Slack's last retry comes minutes after the first send, when
+// a failover is long over: it is sent once settled (the cluster has its
+// new master) has returned, however long that took.
+func (h *harness) eventWithRetries(eventID string, ev map[string]any, settled func()) {
 	h.t.Helper()
 	body := slacktest.EventCallback(eventID, ev)
 	for retry := 0; retry <= 3; retry++ {
+		if retry == 3 {
+			settled()
+		}
 		var header http.Header
 		if retry > 0 {
 			header = http.Header{"X-Slack-Retry-Num": {strconv.Itoa(retry)}, "X-Slack-Retry-Reason": {"http_error"}}
@@ -233,9 +239,10 @@ func failoverDuringAReplysIntake(t *testing.T, kill bool, i int, observe observe
 	h.reply(root, "Paris")
 	h.waitStatusOnCluster(root, "done")
 
-	done := cluster.StartFailover(t, threadKey(root), kill)
+	done := sync.OnceValue(cluster.StartFailover(t, threadKey(root), kill))
 	h.eventWithRetries("Ev0FAILOVER"+strconv.Itoa(i), map[string]any{"type": "message", "channel": root.Channel,
-		"user": requester, "text": theQuestion, "ts": "1800000000." + fmt.Sprintf("%06d", i+1), "thread_ts": root.TS})
+		"user": requester, "text": theQuestion, "ts": "1800000000." + fmt.Sprintf("%06d", i+1), "thread_ts": root.TS},
+		func() { done() })
 	done()
 	since := time.Now()
 
