@@ -18,7 +18,7 @@ import (
 // cancellation, a call's input, a decision's answers) to json.Marshal.
 // The stored form is json.Marshal's, byte for byte (FuzzStateJSON,
 // TestStateJSONIsJSON), so states written either way read the same. The
-// journal's messages are written the same way (FuzzMessageJSON).
+// journal's messages are written the same way (FuzzJournalJSON).
 
 // AppendJSON implements graph.StateEncoder: it appends what json.Marshal
 // writes for s.
