@@ -15,7 +15,8 @@
 // null, a number that is not an integer, JSON that is not valid — goes
 // to encoding/json. The Append functions write the pieces of a value; a
 // Reader's methods read them and return false on anything else, so that
-// the caller gives up and hands the whole text to json.Unmarshal. Each
+// the caller gives up and hands the whole text to json.Unmarshal
+// (StrOrUnmarshal hands it only the string it could not read). Each
 // package keeps only which fields its own types have (llm's Message,
 // agent's State, graph's Checkpoint).
 package jsonform
@@ -50,9 +51,10 @@ func (r *Reader) End() bool {
 	return r.i == len(r.b)
 }
 
-// Space reads any white space.
+// Space reads any white space. The form has none, and what follows is
+// most often a byte above the space: it returns at once then.
 func (r *Reader) Space() {
-	for r.i < len(r.b) {
+	for r.i < len(r.b) && r.b[r.i] <= ' ' {
 		switch r.b[r.i] {
 		case ' ', '\t', '\n', '\r':
 			r.i++
@@ -117,11 +119,8 @@ func (r *Reader) Members(field func(k []byte) (bit uint32, ok bool)) bool {
 			return false
 		}
 		seen |= bit
-		if r.Byte('}') {
-			return true
-		}
 		if !r.Byte(',') {
-			return false
+			return r.Byte('}')
 		}
 	}
 }
