@@ -91,6 +91,7 @@ FUZZ_TARGETS = \
 	./agent:FuzzStateJSON \
 	./agent:FuzzDecodeState \
 	./agent:FuzzJournalJSON \
+	./internal/jsonform:FuzzString \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

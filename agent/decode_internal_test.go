@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/jsonform"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -32,9 +33,9 @@ func TestStateReaderReadsWhatAppendJSONWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := stateReader{b: b}
+		d := stateReader{jsonform.NewReader(b)}
 		if !d.state(new(State)) {
-			t.Errorf("the reader gave up on %s at byte %d", b, d.i)
+			t.Errorf("the reader gave up on %s at byte %d", b, d.Offset())
 		}
 	}
 }

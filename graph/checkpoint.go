@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/countersign/countersign/internal/jsonform"
 	"github.com/countersign/countersign/interrupt"
 )
 
@@ -196,12 +197,12 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(c.Version), 10)
 	b = append(b, `,"thread":`...)
-	b = appendString(b, c.Thread)
+	b = jsonform.AppendString(b, c.Thread)
 	b = append(b, `,"id":`...)
-	b = appendString(b, c.ID)
+	b = jsonform.AppendString(b, c.ID)
 	if c.Parent != "" {
 		b = append(b, `,"parent":`...)
-		b = appendString(b, c.Parent)
+		b = jsonform.AppendString(b, c.Parent)
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, c.Seq, 10)
@@ -216,11 +217,11 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	b = append(b, '"')
 	if len(c.Next) > 0 {
 		b = append(b, `,"next":`...)
-		b = appendStrings(b, c.Next)
+		b = jsonform.AppendStrings(b, c.Next)
 	}
 	if len(c.Queued) > 0 {
 		b = append(b, `,"queued":`...)
-		b = appendStrings(b, c.Queued)
+		b = jsonform.AppendStrings(b, c.Queued)
 	}
 	if len(c.Writes) > 0 {
 		if b, err = appendField(b, "writes", c.Writes); err != nil {
@@ -239,7 +240,7 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	}
 	if fp := c.Fingerprint; fp != nil {
 		b = append(b, `,"fp":{"g":`...)
-		b = appendString(b, fp.Graph)
+		b = jsonform.AppendString(b, fp.Graph)
 		if len(fp.Nodes) > 0 {
 			b = append(b, `,"n":`...)
 			b = appendStringMap(b, fp.Nodes)
@@ -268,7 +269,7 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	}
 	if c.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendString(b, c.Error)
+		b = jsonform.AppendString(b, c.Error)
 	}
 	if c.Config.InterruptBefore != nil || c.Config.InterruptAfter != nil { // omitzero
 		if b, err = appendField(b, "config", c.Config); err != nil {
@@ -277,10 +278,10 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	}
 	if len(c.SkipBefore) > 0 {
 		b = append(b, `,"skip_before":`...)
-		b = appendStrings(b, c.SkipBefore)
+		b = jsonform.AppendStrings(b, c.SkipBefore)
 	}
 	b = append(b, `,"state":`...)
-	if b, err = appendRaw(b, c.State); err != nil {
+	if b, err = jsonform.AppendRaw(b, c.State); err != nil {
 		return nil, fmt.Errorf("encode checkpoint: state: %w", err)
 	}
 	b = append(b, `,"journal_len":`...)
@@ -313,19 +314,19 @@ func appendField(b []byte, name string, value any) ([]byte, error) {
 
 func appendInterrupt(b []byte, in interrupt.Info) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendString(b, in.ID)
+	b = jsonform.AppendString(b, in.ID)
 	b = append(b, `,"path":`...)
 	if in.Path == nil {
 		b = append(b, "null"...)
 	} else {
-		b = appendStrings(b, in.Path)
+		b = jsonform.AppendStrings(b, in.Path)
 	}
 	b = append(b, `,"reason":`...)
-	b = appendString(b, in.Reason)
+	b = jsonform.AppendString(b, in.Reason)
 	var err error
 	if len(in.Payload) > 0 {
 		b = append(b, `,"payload":`...)
-		if b, err = appendRaw(b, in.Payload); err != nil {
+		if b, err = jsonform.AppendRaw(b, in.Payload); err != nil {
 			return nil, fmt.Errorf("encode checkpoint: interrupt %s: %w", in.ID, err)
 		}
 	}
@@ -338,65 +339,14 @@ func appendInterrupt(b []byte, in interrupt.Info) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendRaw appends raw JSON as json.Marshal does a json.RawMessage:
-// compacted, with <, >, & and U+2028, U+2029 escaped, null for none.
-// What json.Marshal wrote is already so, and is appended as it is once
-// checked to be valid.
-func appendRaw(b, raw []byte) ([]byte, error) {
-	if raw == nil {
-		return append(b, "null"...), nil
-	}
-	if len(raw) == 0 || !isCompact(raw) || !json.Valid(raw) {
-		v, err := json.Marshal(json.RawMessage(raw))
-		if err != nil {
-			return nil, err
-		}
-		raw = v
-	}
-	return append(b, raw...), nil
-}
-
-// isCompact reports whether raw has nothing json.Marshal would change
-// in it: no white space outside strings, and none of the bytes it
-// escapes (0xE2 begins U+2028 and U+2029, and other characters).
-func isCompact(raw []byte) bool {
-	inString, escaped := false, false
-	for _, c := range raw {
-		switch {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
-			return false
-		case escaped:
-			escaped = false
-		case inString:
-			escaped = c == '\\'
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return false
-		}
-	}
-	return true
-}
-
+// appendTime appends t as jsonform.AppendTime does, failing with a
+// checkpoint's error.
 func appendTime(b []byte, t time.Time) ([]byte, error) {
-	b = append(b, '"')
-	b, err := t.AppendText(b)
+	b, err := jsonform.AppendTime(b, t)
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
-	return append(b, '"'), nil
-}
-
-func appendStrings(b []byte, list []string) []byte {
-	b = append(b, '[')
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
+	return b, nil
 }
 
 // appendStringMap appends m with its keys sorted, as json.Marshal does.
@@ -404,9 +354,9 @@ func appendStringMap(b []byte, m map[string]string) []byte {
 	b = append(b, '{')
 	if len(m) == 1 { // most often: nothing to sort
 		for k, v := range m {
-			b = appendString(b, k)
+			b = jsonform.AppendString(b, k)
 			b = append(b, ':')
-			b = appendString(b, v)
+			b = jsonform.AppendString(b, v)
 		}
 		return append(b, '}')
 	}
@@ -414,24 +364,9 @@ func appendStringMap(b []byte, m map[string]string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = jsonform.AppendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = jsonform.AppendString(b, m[k])
 	}
 	return append(b, '}')
-}
-
-// appendString appends s quoted as json.Marshal quotes it: as it is when
-// it is printable ASCII that needs no escape (IDs, names, hashes), and
-// through json.Marshal otherwise.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

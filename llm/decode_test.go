@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/internal/jsonform"
 )
 
 // storedMessages are messages as a conversation stores them.
@@ -60,7 +62,7 @@ func FuzzDecodeMessage(f *testing.F) {
 func TestDecodeMessageReadsStoredForms(t *testing.T) {
 	for _, s := range storedMessages {
 		var m Message
-		d := decoder{b: []byte(s)}
+		d := decoder{jsonform.NewReader([]byte(s))}
 		if !d.message(&m) {
 			t.Errorf("%s went to encoding/json", s)
 		}
@@ -77,7 +79,7 @@ func TestDecodeMessageReadsStoredForms(t *testing.T) {
 		`{"content":"` + "\xff" + `"}`, `{"role":"user"} x`, `{"role":"user",}`, `{"extra":1}`,
 	} {
 		var m Message
-		d := decoder{b: []byte(s)}
+		d := decoder{jsonform.NewReader([]byte(s))}
 		if d.message(&m) {
 			t.Errorf("%s was read directly; it is encoding/json's to read", s)
 		}

@@ -1,0 +1,92 @@
+package jsonform_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/countersign/countersign/internal/jsonform"
+)
+
+var sampleStrings = []string{
+	"", "call_7", "Re \"turn 7\": healthy\n", `GET /health -> 200 & <done>`, "\u2028\u2029", "tab\there",
+	"\x00\x1f\x7f", "héllo, 世界 😀", "\xff\xfe", "a\xc3", `back\slash/`,
+}
+
+// FuzzString: AppendString writes what json.Marshal writes for a
+// string, and the readers read a string as json.Unmarshal does: Str
+// whenever it does not give up, StrOrUnmarshal always, both giving up
+// where json.Unmarshal fails.
+func FuzzString(f *testing.F) {
+	for _, s := range sampleStrings {
+		f.Add([]byte(s))
+		q, _ := json.Marshal(s)
+		f.Add(q)
+	}
+	f.Add([]byte(`"\ud83d\ude00"`))
+	f.Add([]byte(`"\u00e9\/\b\f\r"`))
+	f.Add([]byte(`"\ud800"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// As a string to write.
+		want, err := json.Marshal(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonform.AppendString(nil, string(b)); string(got) != string(want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", b, got, want)
+		}
+
+		// As a string's JSON to read.
+		var s string
+		uerr := json.Unmarshal(b, &s)
+		r := jsonform.NewReader(b)
+		got, ok := r.StrOrUnmarshal()
+		ok = ok && r.End()
+		if ok != (uerr == nil) || ok && got != s {
+			t.Fatalf("StrOrUnmarshal of %q = %q, %v; json.Unmarshal: %q, %v", b, got, ok, s, uerr)
+		}
+		r = jsonform.NewReader(b)
+		if got, ok := r.Str(); ok && r.End() && (uerr != nil || got != s) {
+			t.Fatalf("Str of %q = %q; json.Unmarshal: %q, %v", b, got, s, uerr)
+		}
+	})
+}
+
+// What json.Marshal writes for a string is read by Str itself, not
+// handed to encoding/json.
+func TestStrReadsMarshalledStrings(t *testing.T) {
+	for _, s := range sampleStrings {
+		q, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := jsonform.NewReader(q)
+		got, ok := r.Str()
+		var want string
+		if err := json.Unmarshal(q, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !ok || !r.End() || got != want {
+			t.Errorf("Str of %s = %q, %v; want %q", q, got, ok, want)
+		}
+	}
+	for _, q := range []string{`"\ud83d\ude00"`, "\"\xff\"", `"a`, "\"\n\"", `"\x"`, `x`} {
+		r := jsonform.NewReader([]byte(q))
+		if s, ok := r.Str(); ok {
+			t.Errorf("Str read %q from %s; it is encoding/json's to read", s, q)
+		}
+	}
+}
+
+// Raw JSON is appended as json.Marshal appends a json.RawMessage.
+func TestAppendRawIsMarshal(t *testing.T) {
+	for _, raw := range []json.RawMessage{
+		nil, {}, json.RawMessage(`{"a":1}`), json.RawMessage(`{ "a" : [1, 2] }`), json.RawMessage(`{"a":"<&>"}`),
+		json.RawMessage("{\"a\":\"\u2028\"}"), json.RawMessage(`{"a":`), json.RawMessage(`"x"`),
+	} {
+		want, werr := json.Marshal(raw)
+		got, err := jsonform.AppendRaw(nil, raw)
+		if (err == nil) != (werr == nil) || string(got) != string(want) {
+			t.Errorf("AppendRaw(%q) = %s, %v; json.Marshal: %s, %v", raw, got, err, want, werr)
+		}
+	}
+}

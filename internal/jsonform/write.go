@@ -1,0 +1,180 @@
+package jsonform
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// AppendKey appends a member's key and colon, after a comma unless it
+// is the object's first member (b ends with its '{'). The key is
+// appended as it is: a key of the caller's own, which needs no escape.
+func AppendKey(b []byte, key string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, '"', ':')
+}
+
+// AppendStringField appends a string member tagged omitempty.
+func AppendStringField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return AppendString(AppendKey(b, key), s)
+}
+
+// AppendIntField appends an int member tagged omitempty.
+func AppendIntField(b []byte, key string, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	return strconv.AppendInt(AppendKey(b, key), int64(n), 10)
+}
+
+// AppendTimeField appends a time member tagged omitzero.
+func AppendTimeField(b []byte, key string, t time.Time) ([]byte, error) {
+	if t.IsZero() {
+		return b, nil
+	}
+	return AppendTime(AppendKey(b, key), t)
+}
+
+// AppendRawField appends a json.RawMessage member tagged omitempty, as
+// AppendRaw appends its value.
+func AppendRawField(b []byte, key string, raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return b, nil
+	}
+	return AppendRaw(AppendKey(b, key), raw)
+}
+
+// AppendMarshalled appends a member whose value json.Marshal writes.
+func AppendMarshalled(b []byte, key string, v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(AppendKey(b, key), j...), nil
+}
+
+// AppendTime appends t as time.Time's MarshalJSON does (RFC 3339 with
+// nanoseconds), failing where it fails.
+func AppendTime(b []byte, t time.Time) ([]byte, error) {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '"'), nil
+}
+
+// AppendRaw appends raw JSON as json.Marshal does a json.RawMessage:
+// compacted, with <, >, & and U+2028, U+2029 escaped, null for nil.
+// What json.Marshal wrote is already so, and is appended as it is once
+// checked to be valid; the rest goes through json.Marshal, which fails
+// on what is not JSON (an empty text included).
+func AppendRaw(b, raw []byte) ([]byte, error) {
+	if raw == nil {
+		return append(b, "null"...), nil
+	}
+	if !IsCompact(raw) || !json.Valid(raw) {
+		v, err := json.Marshal(json.RawMessage(raw))
+		if err != nil {
+			return nil, err
+		}
+		raw = v
+	}
+	return append(b, raw...), nil
+}
+
+// IsCompact reports whether raw has nothing json.Marshal would change
+// in it: no white space outside strings, and none of the bytes it
+// escapes (0xE2 begins U+2028 and U+2029, and other characters).
+func IsCompact(raw []byte) bool {
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+			return false
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
+}
+
+// AppendStrings appends a list of strings as an array.
+func AppendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// AppendString appends s quoted as json.Marshal quotes it: with <, >
+// and & escaped, U+2028 and U+2029 escaped, and each byte that is not
+// UTF-8 replaced by U+FFFD.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default: // other control characters, <, > and &
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
