@@ -78,22 +78,8 @@ func (r *Reader) Byte(c byte) bool {
 // not a copy of it. A key with escapes is left to encoding/json; one
 // that is not UTF-8 is returned, and matches none of the caller's names.
 func (r *Reader) Key() ([]byte, bool) {
-	if !r.Byte('"') {
-		return nil, false
-	}
-	start := r.i
-	for r.i < len(r.b) {
-		switch c := r.b[r.i]; {
-		case c == '"':
-			k := r.b[start:r.i]
-			r.i++
-			return k, r.Byte(':')
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
-		r.i++
-	}
-	return nil, false
+	k, ok := r.plain()
+	return k, ok && r.Byte(':')
 }
 
 // Members reads an object's members: field reads the value of the
@@ -159,6 +145,13 @@ func (r *Reader) Strings() ([]string, bool) {
 // Token reads a string that has no escapes, all of it UTF-8 (a name, an
 // ID, a time), and returns its text, not a copy of it.
 func (r *Reader) Token() ([]byte, bool) {
+	s, ok := r.plain()
+	return s, ok && utf8.Valid(s)
+}
+
+// plain reads a string that has no escapes and no control characters,
+// and returns its text, not a copy of it.
+func (r *Reader) plain() ([]byte, bool) {
 	if !r.Byte('"') {
 		return nil, false
 	}
@@ -168,7 +161,7 @@ func (r *Reader) Token() ([]byte, bool) {
 		case c == '"':
 			s := r.b[start:r.i]
 			r.i++
-			return s, utf8.Valid(s)
+			return s, true
 		case c == '\\' || c < 0x20:
 			return nil, false
 		}
