@@ -289,16 +289,23 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 const auditAppendLua = `
 local function audit_append(stream, head, minid, a, i)
   local h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed')
-  local cur, curseq = h[1] or '', tonumber(h[2]) or 0
-  if cur ~= a[i] then return {0, cur, curseq} end
-  local j, id, last, lastseq = i + 2, nil, cur, curseq
+  local cur = h[1] or ''
+  if cur ~= a[i] then return {0, cur, tonumber(h[2]) or 0} end
+  local j, id, last, lastseq = i + 2, nil, cur, nil
   for _ = 1, tonumber(a[i + 1]) do
     local k = tonumber(a[j + 2])
     id = redis.call('XADD', stream, '*', unpack(a, j + 3, j + 2 + k))
-    last, lastseq = a[j + 1], tonumber(a[j])
+    last, lastseq = a[j + 1], a[j]
     j = j + 3 + k
   end
-  if not id then return {1, cur, curseq} end
+  if not id then return {1, cur, tonumber(h[2]) or 0} end
+  -- Most appends trim nothing: the oldest entry is within the retention.
+  -- They write the head's hash and seq alone, as the strings they were
+  -- given (a number passed to redis.call is formatted, at a cost).
+  if h[3] and (tonumber(minid) or 0) <= tonumber(h[3]) then
+    redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    return {1, last, tonumber(lastseq)}
+  end
   local added = tonumber(string.match(id, '^%d+'))
   minid = math.min(tonumber(minid) or 0, added)
   local first = tonumber(h[3])
@@ -325,7 +332,7 @@ local function audit_append(stream, head, minid, a, i)
   else
     redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first)
   end
-  return {1, last, lastseq}
+  return {1, last, tonumber(lastseq)}
 end
 `
 
