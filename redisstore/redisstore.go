@@ -213,6 +213,10 @@ type Store struct {
 	// (inbox.go).
 	home homeWatchers
 
+	// ranEach holds the SHA-1 of each script runEach has sent
+	// (deliveries.go).
+	ranEach sync.Map
+
 	saveScript, journalScript     *redis.Script
 	saveAuditScript               *redis.Script
 	loadTailScript                *redis.Script
