@@ -73,13 +73,14 @@ return 1
 //	      audit arguments, a arguments (audit_append's block), then the new
 //	      journal entries
 //
-// It returns {saveLua's reply, audit_append's reply if it saved else nil}.
+// It returns {saveLua's reply} when it did not save, else {1, then
+// audit_append's three values}.
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
-if saved ~= 1 then return {saved, false} end
-local audited = audit_append(KEYS[6], KEYS[7], ARGV[12], ARGV, 14)
+if saved ~= 1 then return {saved} end
+local appended, hash, seq = audit_append(KEYS[6], KEYS[7], ARGV[12], ARGV, 14)
 save_write(KEYS, ARGV, 14 + tonumber(ARGV[13]), left, moved, kept)
-return {1, audited}
+return {1, appended, hash, seq}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
