@@ -314,13 +314,13 @@ local function audit_append(stream, head, minid, a, i)
   -- Most appends trim nothing: the oldest entry is within the retention.
   -- They write the head's hash and seq alone, as the strings they were
   -- given (a number passed to redis.call is formatted, at a cost).
-  if h[3] and (tonumber(minid) or 0) <= tonumber(h[3]) then
+  local first = tonumber(h[3])
+  if first and (tonumber(minid) or 0) <= first then
     redis.call('HSET', head, 'hash', last, 'seq', lastseq)
     return 1, last, tonumber(lastseq)
   end
   local added = tonumber(string.match(id, '^%d+'))
   minid = math.min(tonumber(minid) or 0, added)
-  local first = tonumber(h[3])
   if not first then
     local e = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
     first = e and tonumber(string.match(e[1], '^%d+')) or added
