@@ -134,6 +134,16 @@ func withField(rec map[string]string, k, v string) map[string]string {
 	return out
 }
 
+// auditReply returns audit_append's three values where a script's reply
+// holds them, from res[i] on, as learnAuditHead reads them; nil when the
+// script appended nothing (it holds nil there).
+func auditReply(res []any, i int) any {
+	if len(res) < i+3 || res[i] == nil {
+		return nil
+	}
+	return res[i : i+3 : i+3]
+}
+
 // learnAuditHead reads auditAppendLua's reply, remembers the head it
 // names, and reports whether the entries were appended.
 func (s *Store) learnAuditHead(reply any) (bool, error) {
@@ -277,8 +287,10 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 //	                hash, the number k of field arguments, and those k
 //	                arguments (names and values)
 //
-// It returns {1, new head hash, new head seq} when it appended them, and
-// {0, head hash, head seq} when the head is another (nothing written).
+// It returns 1, the new head's hash and seq when it appended them, and 0,
+// the head's hash and seq when the head is another (nothing written):
+// three values, not a table, which scripts put in their replies as they
+// are (a script's reply costs Redis more for each table it holds).
 // Before trimming, it records in the head's "trimmed" the seq of the
 // newest entry to go, so that a verifier can tell entries retention
 // removed from entries deleted. The minimum ID never passes the entry
@@ -289,19 +301,26 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 const auditAppendLua = `
 local function audit_append(stream, head, minid, a, i)
   local h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed')
-  local cur, curseq = h[1] or '', tonumber(h[2]) or 0
-  if cur ~= a[i] then return {0, cur, curseq} end
-  local j, id, last, lastseq = i + 2, nil, cur, curseq
+  local cur = h[1] or ''
+  if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
+  local j, id, last, lastseq = i + 2, nil, cur, nil
   for _ = 1, tonumber(a[i + 1]) do
     local k = tonumber(a[j + 2])
     id = redis.call('XADD', stream, '*', unpack(a, j + 3, j + 2 + k))
-    last, lastseq = a[j + 1], tonumber(a[j])
+    last, lastseq = a[j + 1], a[j]
     j = j + 3 + k
   end
-  if not id then return {1, cur, curseq} end
+  if not id then return 1, cur, tonumber(h[2]) or 0 end
+  -- Most appends trim nothing: the oldest entry is within the retention.
+  -- They write the head's hash and seq alone, as the strings they were
+  -- given (a number passed to redis.call is formatted, at a cost).
+  local first = tonumber(h[3])
+  if first and (tonumber(minid) or 0) <= first then
+    redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    return 1, last, tonumber(lastseq)
+  end
   local added = tonumber(string.match(id, '^%d+'))
   minid = math.min(tonumber(minid) or 0, added)
-  local first = tonumber(h[3])
   if not first then
     local e = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
     first = e and tonumber(string.match(e[1], '^%d+')) or added
@@ -325,7 +344,7 @@ local function audit_append(stream, head, minid, a, i)
   else
     redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first)
   end
-  return {1, last, lastseq}
+  return 1, last, tonumber(lastseq)
 end
 `
 
@@ -333,6 +352,8 @@ end
 //
 //	KEYS: audit stream, audit head
 //	ARGV: minimum ID (unix ms), then audit_append's block
+//
+// It returns audit_append's three values as a list.
 const auditLua = auditAppendLua + `
-return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV, 2)
+return {audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV, 2)}
 `

@@ -85,18 +85,29 @@ type scriptCall struct {
 }
 
 // runEach runs script once per call in one pipeline and sets
-// errs[call.of] to each run's error. When a server does not have the
-// script yet (NOSCRIPT), it is loaded and the runs refused are sent
-// again, in a second pipeline.
+// errs[call.of] to each run's error.
+//
+// The first pipeline of a script on this Store sends its first run by
+// the script's source (EVAL), which loads it, and the others by its
+// SHA-1: a server that does not have the script yet then refuses none of
+// them, where it would refuse the whole batch, each run a failed call.
+// When a server refuses runs all the same (NOSCRIPT: it was restarted or
+// its scripts flushed since, or on a cluster another node), the script
+// is loaded and the runs refused are sent again, in a second pipeline.
 func (s *Store) runEach(ctx context.Context, script *redis.Script, calls []scriptCall, errs []error) {
 	if len(calls) == 0 {
 		return
 	}
+	_, known := s.ranEach.Load(script.Hash())
 	cmds := make([]*redis.Cmd, len(calls))
 	// Each command's error is read below; Pipelined's is the first of them.
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, c := range calls {
-			cmds[j] = script.EvalSha(ctx, p, c.keys, c.args...)
+			if j == 0 && !known {
+				cmds[j] = script.Eval(ctx, p, c.keys, c.args...)
+			} else {
+				cmds[j] = script.EvalSha(ctx, p, c.keys, c.args...)
+			}
 		}
 		return nil
 	})
@@ -105,6 +116,9 @@ func (s *Store) runEach(ctx context.Context, script *redis.Script, calls []scrip
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			unknown = append(unknown, j)
 		}
+	}
+	if !known {
+		s.ranEach.Store(script.Hash(), true)
 	}
 	if len(unknown) > 0 {
 		// Loaded once (on every node of a cluster), the script is run

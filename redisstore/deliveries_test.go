@@ -26,6 +26,24 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
 }
 
+// refusals is a go-redis hook that counts the commands of pipelines that
+// a server refused because it did not have their script (NOSCRIPT).
+type refusals struct{ n atomic.Int64 }
+
+func (r *refusals) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (r *refusals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (r *refusals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				r.n.Add(1)
+			}
+		}
+		return err
+	}
+}
+
 // TestDeliveriesOfManyThreadsInOneRoundTrip: a process records what it
 // showed in many threads with one round trip on a single server (two on a
 // cluster, whose wake-ups are in a slot of their own), also when the
@@ -71,8 +89,15 @@ func TestDeliveriesOfManyThreadsInOneRoundTrip(t *testing.T) {
 			}
 			count := &roundTrips{}
 			rdb.AddHook(count)
+			refused := &refusals{}
+			rdb.AddHook(refused)
 
 			errs := store.RecordDeliveries(ctx, ds[:n/2])
+			// On a cluster the nodes other than the first run's refuse
+			// theirs, and they are sent again.
+			if got := refused.n.Load(); got != 0 && tt.name == "single" {
+				t.Errorf("the first batch on a server without the script: %d runs refused (NOSCRIPT); want none", got)
+			}
 			if len(errs) != n/2 || errs[broken] == nil {
 				t.Fatalf("RecordDeliveries(first half) = %v; want the error of thread %d", errs, broken)
 			}
@@ -81,12 +106,23 @@ func TestDeliveriesOfManyThreadsInOneRoundTrip(t *testing.T) {
 					t.Errorf("thread %d: %v; want it recorded", i, err)
 				}
 			}
+			// A server that forgets the script after the store has run it
+			// refuses the runs: they are sent again.
+			if single, ok := rdb.(*redis.Client); ok {
+				if err := flush(single); err != nil {
+					t.Fatal(err)
+				}
+			}
 			count.n.Store(0)
-			if errs := store.RecordDeliveries(ctx, ds[n/2:]); errs != nil {
-				t.Fatalf("RecordDeliveries(second half) = %v", errs)
+			if errs := store.RecordDeliveries(ctx, ds[n/2:n-5]); errs != nil {
+				t.Fatalf("RecordDeliveries(after the scripts were flushed) = %v", errs)
+			}
+			count.n.Store(0)
+			if errs := store.RecordDeliveries(ctx, ds[n-5:]); errs != nil {
+				t.Fatalf("RecordDeliveries(the last five) = %v", errs)
 			}
 			if got := count.n.Load(); got != tt.roundTrips {
-				t.Errorf("%d threads' deliveries took %d round trips, want %d", n/2, got, tt.roundTrips)
+				t.Errorf("%d threads' deliveries took %d round trips, want %d", 5, got, tt.roundTrips)
 			}
 			for i, d := range ds {
 				if i == broken {

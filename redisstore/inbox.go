@@ -344,7 +344,7 @@ for i = 3, #ARGV do
   if i <= 2 + nu then iargv[i - 2] = ARGV[i] else cargv[i - 2 - nu] = ARGV[i] end
 end
 local old = update_inbox(ikeys, iargv)
-local res = close_thread(ckeys, cargv)
+local res = close_thread(ckeys, cargv, 0)
 res[4] = old
 return res
 `

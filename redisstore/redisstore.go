@@ -213,6 +213,10 @@ type Store struct {
 	// (inbox.go).
 	home homeWatchers
 
+	// ranEach holds the SHA-1 of each script runEach has sent
+	// (deliveries.go).
+	ranEach sync.Map
+
 	saveScript, journalScript     *redis.Script
 	saveAuditScript               *redis.Script
 	loadTailScript                *redis.Script
@@ -463,14 +467,14 @@ func (s *Store) saveAudited(ctx context.Context, keys []string, args []any, sa *
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 2 {
+	if len(res) != 1 && len(res) != 4 {
 		return 0, fmt.Errorf("unexpected reply %v", res)
 	}
 	saved, _ := res[0].(int64)
 	// The checkpoint is saved whatever became of the entries: those not
 	// appended (the chain's head had moved) are the runner's to append.
 	if saved == 1 {
-		if appended, err := s.learnAuditHead(res[1]); err == nil && appended {
+		if appended, err := s.learnAuditHead(auditReply(res, 1)); err == nil && appended {
 			sa.Appended()
 		}
 	}

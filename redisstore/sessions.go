@@ -64,7 +64,7 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 	if err != nil {
 		return runner.Opened{}, fmt.Errorf("open thread %s: %w", o.Thread, err)
 	}
-	if len(res) != 4 {
+	if len(res) != 3+len(o.Keys) {
 		return runner.Opened{}, fmt.Errorf("open thread %s: unexpected reply %v", o.Thread, res)
 	}
 	out := runner.Opened{Held: res[0] == int64(1)}
@@ -72,9 +72,9 @@ func (s *Store) OpenThread(ctx context.Context, o runner.Opening) (runner.Opened
 		out.Token = token
 	}
 	out.Head, _ = res[1].(string)
-	out.Claims = claimValues(o.Keys, res[2])
+	out.Claims = claimValues(o.Keys, res[3:])
 	if cluster {
-		switch seq, _ := res[3].(string); {
+		switch seq, _ := res[2].(string); {
 		case out.Held && !o.WakeIfHeld.IsZero():
 			// Recorded as this acquisition's, so that a close of an
 			// earlier one that arrives late leaves it alone.
@@ -223,21 +223,25 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		saved, _ := res[0].(int64)
 		return int(saved), nil
 	}
-	if len(res) != 4 || res[0] != int64(1) {
+	var watchers int64
+	if len(res) >= 6 {
+		watchers, _ = res[5].(int64)
+	}
+	if len(res) != 6+int(watchers)+len(c.Keys) || res[0] != int64(1) {
 		return 0, fmt.Errorf("unexpected reply %v", res)
 	}
 	// The checkpoint is saved and the lease let go: what follows is the
 	// session's, and fails it alone.
 	var inboxErr error
 	if c.Inbox != nil {
-		inboxErr = s.replaced(c.Inbox, res[3], nil)
+		inboxErr = s.replaced(c.Inbox, []any{res[4], res[6 : 6+watchers]}, nil)
 	}
 	if len(c.Audit) > 0 {
-		if err := s.auditAfter(ctx, res[2], c.Audit...); err != nil && inboxErr == nil {
+		if err := s.auditAfter(ctx, auditReply(res, 1), c.Audit...); err != nil && inboxErr == nil {
 			inboxErr = err
 		}
 	}
-	l.Closed(claimValues(c.Keys, res[1]), inboxErr)
+	l.Closed(claimValues(c.Keys, res[6+watchers:]), inboxErr)
 	return 1, nil
 }
 
@@ -288,18 +292,18 @@ func (s *Store) ClaimDecision(ctx context.Context, c runner.DecisionClaim) (runn
 	switch {
 	case len(res) > 0 && res[0] == int64(-1):
 		return runner.Claimed{}, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, runner.ErrStale)
-	case len(res) == 6 && res[0] == int64(1):
+	case len(res) >= 7 && res[0] == int64(1):
 		out := runner.Claimed{Winner: c.Value, Won: true, Leased: res[1] == int64(1)}
 		if out.Leased {
 			out.Token = token
 			out.Head, _ = res[2].(string)
-			out.Claims = claimValues(c.Keys, res[3])
-			if err := s.leasedWakeBy(ctx, c.Thread, res[5], c.WakeBy); err != nil {
+			out.Claims = claimValues(c.Keys, res[7:])
+			if err := s.leasedWakeBy(ctx, c.Thread, res[3], c.WakeBy); err != nil {
 				return out, fmt.Errorf("claim %s in %s: %w", c.Key, c.Thread, err)
 			}
 		}
 		if c.Audit != nil {
-			if err := s.auditAfter(ctx, res[4], c.Audit); err != nil {
+			if err := s.auditAfter(ctx, auditReply(res, 4), c.Audit); err != nil {
 				return out, err
 			}
 		}
@@ -408,7 +412,8 @@ func unixMs(t time.Time) string {
 //
 // It records the deliveries first, whether or not it takes the lease.
 // It returns {1 if the lease was acquired else 0, the head's checkpoint
-// ID or nil, {the claims' values}, the acquisition's number or nil}. The
+// ID or nil, the acquisition's number or nil, then the claims' values}:
+// one list, as a script's reply costs Redis more for each table it holds. The
 // number orders writes of the schedule on a cluster (setWakeup): a single
 // server writes it in this script, and neither takes nor returns one.
 const openLua = acquiredLua + headLua + recordFnLua + `
@@ -429,7 +434,9 @@ if KEYS[5] and wake ~= '' then
   redis.call('ZADD', KEYS[5], 'LT', wake, ARGV[5])
 end
 if not hid then hid = redis.call('HGET', KEYS[2], 'id') end
-return {held and 1 or 0, hid, recorded_values(fields, h, ARGV, 7), seq}
+local reply = {held and 1 or 0, hid, seq}
+recorded_values(reply, 3, fields, h, ARGV, 7)
+return reply
 `
 
 // closeLua ends work on a thread.
@@ -449,53 +456,61 @@ return {held and 1 or 0, hid, recorded_values(fields, h, ARGV, 7), seq}
 // lease ('0' if its fence key is gone: it then loses to any numbered
 // one), else nil}.
 const closeLua = auditAppendLua + closeThreadLua + `
-return close_thread(KEYS, ARGV)
+return close_thread(KEYS, ARGV, 0)
 `
 
 // closeThreadLua is closeLua's work as a Lua function of its keys and
-// arguments, which closeInboxLua shares.
+// arguments, which closeInboxLua and saveCloseLua share:
+// close_thread(KEYS, A, o, held, vals) reads closeLua's argument n at
+// A[o + n], so that a script that carries them among its own passes its
+// ARGV and where they begin rather than a copy. Given vals (the claims to
+// read, read by the caller), it returns those; else it reads them from
+// A[o + 10 + n + a] to the end of A.
 const closeThreadLua = `
-local function close_thread(KEYS, ARGV, held, vals)
-  if held == nil then held = redis.call('GET', KEYS[1]) == ARGV[1] end
+local function close_thread(KEYS, A, o, held, vals)
+  if held == nil then held = redis.call('GET', KEYS[1]) == A[o + 1] end
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
-  local claims = KEYS[2]
-  local n = tonumber(ARGV[7])
+  local claims, thread = KEYS[2], A[o + 2]
+  local n = tonumber(A[o + 7])
   local wrote = false
-  for i = 8, 7 + n do
-    if redis.call('HSETNX', claims, ARGV[i], '1') == 1 then wrote = true end
+  for i = o + 8, o + 7 + n do
+    if redis.call('HSETNX', claims, A[i], '1') == 1 then wrote = true end
   end
-  if ARGV[4] ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(ARGV[4]) then
-    redis.call('HSET', claims, 'answered', ARGV[4])
+  local answered = A[o + 4]
+  if answered ~= '' and (tonumber(redis.call('HGET', claims, 'answered')) or -1) < tonumber(answered) then
+    redis.call('HSET', claims, 'answered', answered)
     wrote = true
   end
   if wrote then
     if redis.call('PTTL', claims) < 0 then
-      redis.call('PEXPIRE', claims, math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[3])))
+      redis.call('PEXPIRE', claims, math.max(tonumber(A[o + 3]), redis.call('PTTL', KEYS[3])))
     end
   end
-  if held and KEYS[5] and ARGV[5] ~= '' then
-    if ARGV[5] == '0' then
-      redis.call('ZREM', KEYS[5], ARGV[2])
+  local wake = A[o + 5]
+  if held and KEYS[5] and wake ~= '' then
+    if wake == '0' then
+      redis.call('ZREM', KEYS[5], thread)
     else
-      redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+      redis.call('ZADD', KEYS[5], wake, thread)
     end
   end
-  if held and KEYS[6] and ARGV[6] ~= '' then
-    if tonumber(ARGV[6]) > 0 then
-      redis.call('HSET', KEYS[6], ARGV[2], ARGV[6])
+  local waiting = A[o + 6]
+  if held and KEYS[6] and waiting ~= '' then
+    if tonumber(waiting) > 0 then
+      redis.call('HSET', KEYS[6], thread, waiting)
     else
-      redis.call('HDEL', KEYS[6], ARGV[2])
+      redis.call('HDEL', KEYS[6], thread)
     end
   end
-  local a = tonumber(ARGV[9 + n])
+  local a = tonumber(A[o + 9 + n])
   local audited = false
   if KEYS[7] and a > 0 then
-    audited = audit_append(KEYS[7], KEYS[8], ARGV[8 + n], ARGV, 10 + n)
+    audited = {audit_append(KEYS[7], KEYS[8], A[o + 8 + n], A, o + 10 + n)}
   end
   if held then redis.call('DEL', KEYS[1]) end
   if vals then return {vals, audited, seq} end
-  if #ARGV >= 10 + n + a then return {redis.call('HMGET', claims, unpack(ARGV, 10 + n + a, #ARGV)), audited, seq} end
+  if #A >= o + 10 + n + a then return {redis.call('HMGET', claims, unpack(A, o + 10 + n + a, #A)), audited, seq} end
   return {{}, audited, seq}
 end
 `
@@ -515,9 +530,10 @@ end
 // one, whoever wins the claim.
 // It returns {-1} when the head is not the expected one (nothing
 // written), {0, the stored value} when the claim was someone else's, and
-// {1, 1 if it took the lease else 0, the head's ID, {the claims' values},
-// audit_append's reply or nil, the acquisition's number (on a cluster;
-// else nil)} when this call set the claim.
+// {1, 1 if it took the lease else 0, the head's ID, the acquisition's
+// number (on a cluster; else nil), audit_append's three values (nil if it
+// appended nothing), then the claims' values} when this call set the
+// claim.
 const claimDecisionLua = auditAppendLua + acquiredLua + headLua + recordFnLua + `
 -- One read of the claims hash first: the head's ID, "answered" and the
 -- claims to read back if the lease is taken (recorded_values).
@@ -543,16 +559,18 @@ end
 if not known and redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[2])))
 end
-local audited = false
+local appended, hash, aseq = false, false, false
 if KEYS[6] and n > 0 then
-  audited = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, at + 1)
+  appended, hash, aseq = audit_append(KEYS[6], KEYS[7], ARGV[7], ARGV, at + 1)
 end
-if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, {}, audited, false} end
-if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, {}, audited, false} end
+if ARGV[8] == '' or tonumber(ARGV[9]) <= 0 then return {1, 0, false, false, appended, hash, aseq} end
+if not redis.call('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[9]) then return {1, 0, false, false, appended, hash, aseq} end
 local seq = false
 if not KEYS[5] then seq = acquired(KEYS[4], ARGV[10]) end
 if not head then head = head_id(KEYS[1], KEYS[2]) end
-return {1, 1, head, recorded_values(fields, h, ARGV, 11, ARGV[1], ARGV[2]), audited, seq}
+local reply = {1, 1, head, seq, appended, hash, aseq}
+recorded_values(reply, 7, fields, h, ARGV, 11, ARGV[1], ARGV[2])
+return reply
 `
 
 // recordFnLua defines record_deliveries(claims, head, a, i, known),
@@ -566,20 +584,20 @@ return {1, 1, head, recorded_values(fields, h, ARGV, 11, ARGV[1], ARGV[2]), audi
 // stored count the caller read (false: none). It returns the index in a
 // that follows its arguments.
 //
-// recorded_values(fields, h, a, i, key, value) returns what the claims
-// fields[3], … hold after record_deliveries(claims, head, a, i, …) and,
+// recorded_values(out, at, fields, h, a, i, key, value) puts in out[at +
+// 1], … what the claims fields[3], … hold after
+// record_deliveries(claims, head, a, i, …) and,
 // if key is given, the claim of key set to value, given h, what an
 // HMGET of fields read before them (fields[2] is "answered"): they write
 // no other field of the hash, deliveries are set once to "1" and
 // "answered" only grows. A script that reads the claims it returns with
 // the head, before it writes, so reads the hash once.
 const recordFnLua = `
-local function recorded_values(fields, h, a, i, key, value)
+local function recorded_values(out, at, fields, h, a, i, key, value)
   local answered = h[2]
   if a[i + 1] ~= '' and (tonumber(answered) or -1) < tonumber(a[i + 1]) then answered = a[i + 1] end
   local recorded = {}
   for j = i + 3, i + 2 + tonumber(a[i + 2]) do recorded[a[j]] = true end
-  local vals = {}
   for j = 3, #fields do
     local f, v = fields[j], h[j]
     if f == key then
@@ -589,9 +607,8 @@ local function recorded_values(fields, h, a, i, key, value)
     elseif not v and recorded[f] then
       v = '1'
     end
-    vals[j - 2] = v
+    out[at + j - 2] = v
   end
-  return vals
 end
 
 local function record_deliveries(claims, head, a, i, known, answered)
@@ -658,18 +675,22 @@ end
 //	      c arguments, i, the number u of updateInboxLua's arguments,
 //	      those u arguments, then the new journal entries
 //
-// It returns {saveLua's reply} when it did not save, else {1, the values
-// of the claims to read after the lease is let go, audit_append's reply
-// or nil, updateInboxLua's reply or nil}.
+// It returns {saveLua's reply} when it did not save, else one list: {1,
+// audit_append's three values (nil if it appended nothing), the inbox
+// entry updateInboxLua replaced (or nil), the number w of items that
+// follow of who opened the Home tab (updateInboxLua's second value; 0
+// without an inbox update), those w items, then the values of the claims
+// to read after the lease is let go}. A script's reply costs Redis more
+// for each table it holds, and this one ends every run.
 const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + `
+-- closeLua's arguments are ARGV[13] to ARGV[12 + c]: close_thread reads
+-- them where they are.
 local c = tonumber(ARGV[12])
-local cargv = {}
-for i = 1, c do cargv[i] = ARGV[12 + i] end
+local nrec = tonumber(ARGV[19])
 -- The claims the close reads back are read with the head: the script
 -- writes none of them (it writes the head, deliveries and "answered").
 local extra = {}
-local from = 10 + tonumber(cargv[7]) + tonumber(cargv[9 + tonumber(cargv[7])])
-for i = from, c do extra[#extra + 1] = cargv[i] end
+for i = 22 + nrec + tonumber(ARGV[21 + nrec]), 12 + c do extra[#extra + 1] = ARGV[i] end
 local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
 if saved ~= 1 then return {saved} end
 if not vals then vals = {} end
@@ -682,6 +703,17 @@ if ni > 0 then
   old = update_inbox(ikeys, iargv)
 end
 save_write(KEYS, ARGV, 15 + c + nu, left, moved, kept)
-local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, ARGV[8] == cargv[1], vals)
-return {1, res[1], res[2], old}
+local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, 12, ARGV[8] == ARGV[13], vals)
+local reply = {1, false, false, false, false, 0}
+local audited = res[2]
+if audited then reply[2], reply[3], reply[4] = audited[1], audited[2], audited[3] end
+local at = 6
+if old then
+  local watchers = old[2]
+  reply[5], reply[6] = old[1], #watchers
+  for j = 1, #watchers do reply[at + j] = watchers[j] end
+  at = at + #watchers
+end
+for j = 1, #vals do reply[at + j] = vals[j] end
+return reply
 `
