@@ -92,6 +92,7 @@ FUZZ_TARGETS = \
 	./agent:FuzzDecodeState \
 	./agent:FuzzJournalJSON \
 	./internal/jsonform:FuzzString \
+	./internal/jsonform:FuzzInt64 \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \
