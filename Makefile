@@ -91,6 +91,7 @@ FUZZ_TARGETS = \
 	./agent:FuzzStateJSON \
 	./agent:FuzzDecodeState \
 	./agent:FuzzJournalJSON \
+	./agent:FuzzDecisionJSON \
 	./internal/jsonform:FuzzString \
 	./internal/jsonform:FuzzInt64 \
 	./slacksig:FuzzVerify \

@@ -141,7 +141,7 @@ func quorumKeys(c agent.Call) []string {
 func decodeClaim(raw []byte) (agent.Decision, error) {
 	head, lines, quorum := bytes.Cut(raw, []byte("\n"))
 	var d agent.Decision
-	if err := json.Unmarshal(head, &d); err != nil {
+	if err := d.DecodeJSON(head); err != nil {
 		return d, err
 	}
 	if quorum {
@@ -200,7 +200,7 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d ag
 	if err != nil {
 		return err
 	}
-	value, err := json.Marshal(d)
+	value, err := d.AppendJSON(nil) // json.Marshal's form
 	if err != nil {
 		return err
 	}
