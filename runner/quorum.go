@@ -136,6 +136,12 @@ func quorumKeys(c agent.Call) []string {
 	return keys
 }
 
+// decisionJSON is a claim's decision as json.Marshal writes it, in a
+// buffer made to its size.
+func decisionJSON(d agent.Decision) ([]byte, error) {
+	return d.AppendJSON(make([]byte, 0, 128+len(d.By)+len(d.Args)+len(d.Reason)+len(d.Hash)+64*len(d.Approvals)))
+}
+
 // decodeClaim reads a decision claim: the decision's JSON, followed, for
 // an approval that completed a quorum, by a newline and the approvals.
 func decodeClaim(raw []byte) (agent.Decision, error) {
@@ -200,7 +206,7 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d ag
 	if err != nil {
 		return err
 	}
-	value, err := d.AppendJSON(nil) // json.Marshal's form
+	value, err := decisionJSON(d)
 	if err != nil {
 		return err
 	}
