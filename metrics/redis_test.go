@@ -106,3 +106,65 @@ func readCommand(r *bufio.Reader) (n int, first string, ok bool) {
 	}
 	return n, first, ok
 }
+
+// A command is counted under its operation, whether the operation was
+// named at the start or is first met with it, and a pipeline is one
+// round trip.
+func TestRedisCostCountsByOperation(t *testing.T) {
+	op := func(cmd redis.Cmder) string { return cmd.Args()[0].(string) }
+	cost := NewRedisCost(op, "get", "set")
+	m := New(nil, Options{Redis: cost})
+	ctx := context.Background()
+	done := func(context.Context, redis.Cmder) error { return nil }
+	doneAll := func(context.Context, []redis.Cmder) error { return nil }
+	process, pipeline := cost.ProcessHook(done), cost.ProcessPipelineHook(doneAll)
+	for _, cmd := range []redis.Cmder{redis.NewStringCmd(ctx, "get", "k"), redis.NewStringCmd(ctx, "get", "k"), redis.NewIntCmd(ctx, "hlen", "h")} {
+		if err := process(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pipeline(ctx, []redis.Cmder{redis.NewStatusCmd(ctx, "set", "k", "v"), redis.NewIntCmd(ctx, "hlen", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	// A transaction is labelled by what it runs, not by its MULTI.
+	tx := []redis.Cmder{redis.NewStatusCmd(ctx, "multi"), redis.NewIntCmd(ctx, "hlen", "h"), redis.NewSliceCmd(ctx, "exec")}
+	if err := pipeline(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+
+	page := scrape(t, m)
+	for _, want := range []string{
+		`countersign_redis_commands_total{op="get"} 2`,
+		`countersign_redis_round_trips_total{op="get"} 2`,
+		`countersign_redis_commands_total{op="hlen"} 3`,
+		`countersign_redis_round_trips_total{op="hlen"} 2`,
+		`countersign_redis_commands_total{op="set"} 1`,
+		`countersign_redis_round_trips_total{op="set"} 1`,
+		// "get" "k": *2\r\n$3\r\nget\r\n$1\r\nk\r\n, twice.
+		`countersign_redis_bytes_total{direction="sent",op="get"} 40`,
+	} {
+		if !strings.Contains(page, "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `countersign_redis_round_trips_total{op="multi"} 1`) {
+		t.Error("a transaction's round trip is labelled by its MULTI")
+	}
+}
+
+// BenchmarkRedisCostHook is what the hook adds to each command the bot
+// sends: a script with a save's arguments, and its reply.
+func BenchmarkRedisCostHook(b *testing.B) {
+	ops := []string{"save", "load", "claim", "lease", "audit", "inbox", "intake", "schedule", "other"}
+	cost := NewRedisCost(func(redis.Cmder) string { return "save" }, ops...)
+	New(nil, Options{Redis: cost})
+	ctx := context.Background()
+	process := cost.ProcessHook(func(context.Context, redis.Cmder) error { return nil })
+	cmd := redis.NewCmd(ctx, "evalsha", "0123456789abcdef0123456789abcdef01234567", 3,
+		"{t}:head", "{t}:journal", "{t}:lease", "01HZX", 7, make([]byte, 1200), "owner:0123456789abcdef")
+	cmd.SetVal([]any{int64(1), "01HZX"})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = process(ctx, cmd)
+	}
+}
