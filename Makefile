@@ -91,7 +91,9 @@ FUZZ_TARGETS = \
 	./agent:FuzzStateJSON \
 	./agent:FuzzDecodeState \
 	./agent:FuzzJournalJSON \
+	./agent:FuzzDecisionJSON \
 	./internal/jsonform:FuzzString \
+	./internal/jsonform:FuzzInt64 \
 	./slacksig:FuzzVerify \
 	./handlers:FuzzInteractionPayload \
 	./handlers:FuzzDecisionPath \

@@ -34,6 +34,21 @@ func (s *State) DecodeJSON(b []byte) error {
 	return json.Unmarshal(b, s)
 }
 
+// DecodeJSON sets d to what json.Unmarshal decodes from b into a zero
+// Decision: a claim's stored form, read as DecodeJSON of a State reads
+// a call's decision, and by json.Unmarshal when that gives up
+// (FuzzDecisionJSON).
+func (d *Decision) DecodeJSON(b []byte) error {
+	r := stateReader{jsonform.NewReader(b)}
+	var dec Decision
+	if r.decision(&dec) && r.End() {
+		*d = dec
+		return nil
+	}
+	*d = Decision{}
+	return json.Unmarshal(b, d)
+}
+
 // stateReader reads a state in the form AppendJSON writes: the
 // primitives are jsonform.Reader's, the fields State's and its parts'.
 // A method that returns false has met something else, and the caller

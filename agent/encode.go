@@ -119,7 +119,7 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 	}
 	if d := c.Decision; d != nil {
 		b = jsonform.AppendKey(b, "decision")
-		if b, err = d.appendJSON(b); err != nil {
+		if b, err = d.AppendJSON(b); err != nil {
 			return nil, err
 		}
 	}
@@ -141,8 +141,9 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendJSON appends what json.Marshal writes for d.
-func (d *Decision) appendJSON(b []byte) ([]byte, error) {
+// AppendJSON appends what json.Marshal writes for d: a claim's stored
+// form, written without reflection.
+func (d *Decision) AppendJSON(b []byte) ([]byte, error) {
 	kind, err := d.Kind.MarshalText()
 	if err != nil {
 		return nil, err

@@ -152,17 +152,23 @@ func digits(n int64) int {
 }
 
 // argLen is len(argString(a)), without building the string for the
-// arguments a save sends: strings, bytes and integers.
+// arguments a save sends: strings, bytes and integers, and pointers to
+// strings and integers (redisstore passes a script's many strings so,
+// to spare an allocation for each).
 func argLen(a any) int {
 	switch v := a.(type) {
 	case string:
 		return len(v)
+	case *string:
+		return len(*v)
 	case []byte:
 		return len(v)
 	case int:
 		return digits(int64(v))
 	case int64:
 		return digits(v)
+	case *int64:
+		return digits(*v)
 	}
 	return len(argString(a))
 }
@@ -172,6 +178,10 @@ func argString(a any) string {
 	switch v := a.(type) {
 	case string:
 		return v
+	case *string:
+		return *v
+	case *int64:
+		return strconv.FormatInt(*v, 10)
 	case []byte:
 		return string(v)
 	case time.Time:

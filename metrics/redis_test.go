@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,9 +17,10 @@ import (
 // The bytes a command is counted for are those go-redis sends, whatever
 // the kind of its arguments, the integers a save sends included.
 func TestCommandSizeCountsWhatIsSent(t *testing.T) {
+	str, seq := "a field's value", int64(1234567)
 	args := []any{"evalsha", "0123456789abcdef", 5, int64(-12), []byte("{\"v\":2}"), 0, int64(math.MaxInt64),
-		int64(math.MinInt64), math.MinInt, 3.5, true, nil, time.Second, uint8(7)}
-	want := 1 + len("14") + 2
+		int64(math.MinInt64), math.MinInt, 3.5, true, nil, time.Second, uint8(7), &str, &seq}
+	want := 1 + len(strconv.Itoa(len(args))) + 2
 	for _, a := range args {
 		s := argString(a)
 		want += 1 + len(strconv.Itoa(len(s))) + 2 + len(s) + 2
@@ -29,6 +33,78 @@ func TestCommandSizeCountsWhatIsSent(t *testing.T) {
 			t.Errorf("argLen(%#v) = %d, want %d", a, got, want)
 		}
 	}
+	if got := sentBy(t, args); got != want {
+		t.Errorf("go-redis sent %d bytes, commandSize counted %d", got, want)
+	}
+}
+
+// sentBy is how many bytes go-redis writes for a command of args: it
+// sends it to a listener that reads RESP arrays of bulk strings, refuses
+// the client's handshake (as a server without HELLO does) and answers
+// the command +OK.
+func sentBy(t *testing.T, args []any) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int, 1)
+	go func() {
+		defer close(got)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		for {
+			n, first, ok := readCommand(r)
+			if !ok {
+				return
+			}
+			if strings.EqualFold(first, "hello") {
+				_, _ = conn.Write([]byte("-ERR unknown command 'HELLO'\r\n"))
+				continue
+			}
+			got <- n
+			_, _ = conn.Write([]byte("+OK\r\n"))
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+	defer rdb.Close()
+	if err := rdb.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return <-got
+}
+
+// readCommand reads one RESP array of bulk strings: its size in bytes,
+// its first element, and whether it was read whole.
+func readCommand(r *bufio.Reader) (n int, first string, ok bool) {
+	line := func() (int, bool) {
+		l, err := r.ReadString('\n')
+		n += len(l)
+		if err != nil || len(l) < 3 {
+			return 0, false
+		}
+		v, err := strconv.Atoi(l[1 : len(l)-2])
+		return v, err == nil
+	}
+	count, ok := line()
+	for i := 0; ok && i < count; i++ {
+		var size int
+		if size, ok = line(); !ok {
+			break
+		}
+		b := make([]byte, size+2)
+		_, err := io.ReadFull(r, b)
+		n, ok = n+len(b), err == nil
+		if i == 0 {
+			first = string(b[:size])
+		}
+	}
+	return n, first, ok
 }
 
 // A command is counted under its operation, whether the operation was

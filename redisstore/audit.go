@@ -98,28 +98,46 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 // auditBlock seals records against the head this process last saw and
 // returns them as the arguments of auditAppendLua's block. A record
 // without "at" gets the time now.
+//
+// The block's strings go in as pointers into one slice of their own:
+// a string put in an interface is copied to the heap, one allocation
+// for each name and value of every entry, and go-redis writes a
+// *string as it writes a string. (Nothing reads the arguments back but
+// go-redis and the hooks that count what they send.)
 func (s *Store) auditBlock(records []map[string]string) ([]any, error) {
 	s.chainMu.Lock()
 	head := s.chain
 	s.chainMu.Unlock()
-	args := make([]any, 0, 2+len(records)*32)
-	args = append(args, head.Hash, len(records))
+	prev := head.Hash
+	sealed := make([][]audit.Field, len(records))
+	heads := make([]audit.Head, len(records))
+	strs := 1
 	at := ""
-	for _, rec := range records {
+	for i, rec := range records {
 		if _, ok := rec["at"]; !ok {
 			if at == "" {
 				at = s.now().UTC().Format(time.RFC3339Nano)
 			}
 			rec = withField(rec, "at", at)
 		}
-		sealed, next, err := audit.SealFields(rec, head)
+		fields, next, err := audit.SealFields(rec, head)
 		if err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
-		head = next
-		args = append(args, next.Seq, next.Hash, 2*len(sealed))
-		for _, f := range sealed {
-			args = append(args, f.Name, f.Value)
+		sealed[i], heads[i], head = fields, next, next
+		strs += 1 + 2*len(fields)
+	}
+	slab := make([]string, 0, strs)
+	ref := func(v string) *string {
+		slab = append(slab, v)
+		return &slab[len(slab)-1]
+	}
+	args := make([]any, 0, 2+len(records)+strs)
+	args = append(args, ref(prev), len(records))
+	for i, fields := range sealed {
+		args = append(args, &heads[i].Seq, ref(heads[i].Hash), 2*len(fields))
+		for _, f := range fields {
+			args = append(args, ref(f.Name), ref(f.Value))
 		}
 	}
 	return args, nil

@@ -48,16 +48,19 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 	if u.Thread == "" {
 		return nil, nil, ErrEmptyThread
 	}
-	value := ""
+	var value []byte // go-redis sends nil as an empty string: no calls wait
 	if len(u.Waiting) > 0 {
 		raw, err := encodeWaiting(u.Thread, u.Waiting)
 		if err != nil {
 			return nil, nil, err
 		}
-		value = string(raw)
+		value = raw
 	}
 	keys := []string{s.inboxKey("calls"), s.inboxKey("home")}
-	args := []any{u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit, s.home.since()}
+	// The thread goes in as a pointer to u's own: a string in an
+	// interface would be a copy on the heap.
+	args := make([]any, 5, 5+len(u.Decided))
+	args[0], args[1], args[2], args[3], args[4] = &u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit, s.home.since()
 	for _, d := range u.Decided {
 		if d.By == "" {
 			continue

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/internal/jsonform"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -23,33 +25,110 @@ import (
 // earlier form: `[{"thread":…}]`) is still read. A list whose calls are
 // not all the field's thread's is written in that earlier form.
 
-// encodeWaiting returns the stored form of thread's waiting calls.
+// encodeWaiting returns the stored form of thread's waiting calls: what
+// json.Marshal writes for the rows, written field by field.
 func encodeWaiting(thread string, calls []runner.InboxEntry) ([]byte, error) {
 	team, channel := threadPlace(thread)
-	rows := make([][]any, 0, len(calls))
-	for _, c := range calls {
+	b := make([]byte, 0, 128*len(calls))
+	b = append(b, '[')
+	for i, c := range calls {
 		if c.Thread != thread {
 			return json.Marshal(calls)
 		}
-		row := []any{c.Call, c.Round, c.Tool, c.Requester, c.Team, c.Channel, unixNano(c.Since), unixNano(c.Expires), c.Approvers, c.SelfApproval}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = jsonform.AppendString(b, c.Call)
+		b = strconv.AppendInt(append(b, ','), int64(c.Round), 10)
+		b = jsonform.AppendString(append(b, ','), c.Tool)
+		b = jsonform.AppendString(append(b, ','), c.Requester)
 		if c.Team == team && c.Channel == channel && team != "" {
-			row[4], row[5] = nil, nil
+			b = append(b, ",null,null"...)
+		} else {
+			b = jsonform.AppendString(append(b, ','), c.Team)
+			b = jsonform.AppendString(append(b, ','), c.Channel)
 		}
+		b = strconv.AppendInt(append(b, ','), unixNano(c.Since), 10)
+		b = strconv.AppendInt(append(b, ','), unixNano(c.Expires), 10)
 		if len(c.Approvers) == 0 {
-			row[8] = nil
+			b = append(b, ",null"...)
+		} else {
+			b = jsonform.AppendStrings(append(b, ','), c.Approvers)
 		}
-		rows = append(rows, row)
+		b = strconv.AppendBool(append(b, ','), c.SelfApproval)
+		b = append(b, ']')
 	}
-	return json.Marshal(rows)
+	return append(b, ']'), nil
 }
 
-// decodeWaiting reads a stored entry of thread (either form).
+// decodeWaiting reads a stored entry of thread (either form). The
+// compact form as encodeWaiting writes it is read by a jsonform.Reader;
+// anything else, by encoding/json.
 func decodeWaiting(thread string, raw []byte) ([]runner.InboxEntry, error) {
 	if !bytes.HasPrefix(raw, []byte("[[")) {
 		var calls []runner.InboxEntry
 		err := json.Unmarshal(raw, &calls)
 		return calls, err
 	}
+	if calls, ok := readWaiting(thread, raw); ok {
+		return calls, nil
+	}
+	return unmarshalWaiting(thread, raw)
+}
+
+// readWaiting reads the compact form with a jsonform.Reader, as
+// unmarshalWaiting does, and gives up on anything the Reader does not
+// read: null for any field leaves it as it is, as json.Unmarshal does.
+func readWaiting(thread string, raw []byte) ([]runner.InboxEntry, bool) {
+	team, channel := threadPlace(thread)
+	calls := make([]runner.InboxEntry, 0, 1)
+	r := jsonform.NewReader(raw)
+	ok := r.Array(func() bool {
+		c := runner.InboxEntry{Thread: thread, Team: team, Channel: channel}
+		field := 0
+		ok := r.Array(func() bool {
+			field++
+			if r.Null() {
+				return field <= 10
+			}
+			var ok bool
+			switch field {
+			case 1:
+				c.Call, ok = r.StrOrUnmarshal()
+			case 2:
+				c.Round, ok = r.Int()
+			case 3:
+				c.Tool, ok = r.StrOrUnmarshal()
+			case 4:
+				c.Requester, ok = r.StrOrUnmarshal()
+			case 5:
+				c.Team, ok = r.StrOrUnmarshal()
+			case 6:
+				c.Channel, ok = r.StrOrUnmarshal()
+			case 7, 8:
+				var n int64
+				n, ok = r.Int64()
+				if field == 7 {
+					c.Since = fromUnixNano(n)
+				} else {
+					c.Expires = fromUnixNano(n)
+				}
+			case 9:
+				c.Approvers, ok = r.Strings()
+			case 10:
+				c.SelfApproval, ok = r.Boolean()
+			}
+			return ok
+		})
+		calls = append(calls, c)
+		return ok && field == 10
+	})
+	return calls, ok && r.End()
+}
+
+// unmarshalWaiting reads the compact form with encoding/json.
+func unmarshalWaiting(thread string, raw []byte) ([]runner.InboxEntry, error) {
 	var rows [][]json.RawMessage
 	if err := json.Unmarshal(raw, &rows); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -58,7 +59,21 @@ func FuzzDecodeWaiting(f *testing.F) {
 	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,null,true]]`), "0.0", "T1", 3, int64(5))
 	f.Add("T1:C1:1.2", []byte(`[{"thread":"T1:C1:1.2","call":"0.0","tool":"x"}]`), "", "", 0, int64(0))
 	f.Add("x", []byte(`[[`), "a:b", "C", -1, int64(-1))
+	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,null,true]]`), "0.0", "T1", 3, int64(5))
+	f.Add("T1:C1:1.2", []byte(` [ [ "0.0" , 2 , "x\u00e9", null, "T2", "C\n", -1764150837503626813, 0, ["U1", "S2"], false ], ["0.1",0,"y","",null,null,0,0,[],null]] `), "", "", 0, int64(0))
+	f.Add("T1:C1:1.2", []byte(`[["0.0",1.0,"x","U1",null,null,1,2,null,true]]`), "", "", 0, int64(0))
+	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,["a",null],true]]`), "", "", 0, int64(0))
+	f.Add("T1:C1:1.2", []byte(`[["0.0",0,"x","U1",null,null,1,2,null,true,null]]`), "", "", 0, int64(0))
 	f.Fuzz(func(t *testing.T, thread string, raw []byte, call, team string, round int, at int64) {
+		// The compact form reads as encoding/json reads it, whoever
+		// reads it.
+		if bytes.HasPrefix(raw, []byte("[[")) {
+			got, gerr := decodeWaiting(thread, raw)
+			want, werr := unmarshalWaiting(thread, raw)
+			if (gerr == nil) != (werr == nil) || gerr == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeWaiting(%q) = %+v, %v; encoding/json reads %+v, %v", raw, got, gerr, want, werr)
+			}
+		}
 		if calls, err := decodeWaiting(thread, raw); err == nil {
 			if n, err := countWaiting(raw); err != nil || n != len(calls) {
 				t.Errorf("countWaiting(%q) = %d, %v; want %d, as read", raw, n, err, len(calls))
@@ -73,6 +88,9 @@ func FuzzDecodeWaiting(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if marshalled := marshalWaiting(thread, want); string(stored) != string(marshalled) {
+			t.Fatalf("encodeWaiting(%+v) = %s; json.Marshal of its rows: %s", want, stored, marshalled)
+		}
 		got, err := decodeWaiting(thread, stored)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("decodeWaiting(encodeWaiting(%+v)) = %+v, %v", want, got, err)
@@ -81,4 +99,47 @@ func FuzzDecodeWaiting(f *testing.F) {
 			t.Errorf("countWaiting(encodeWaiting(one call)) = %d, %v; want 1", n, err)
 		}
 	})
+}
+
+// marshalWaiting is the compact form as json.Marshal writes it, the
+// rows as lists of values: the bytes encodeWaiting must write.
+func marshalWaiting(thread string, calls []runner.InboxEntry) []byte {
+	team, channel := threadPlace(thread)
+	rows := make([][]any, 0, len(calls))
+	for _, c := range calls {
+		row := []any{c.Call, c.Round, c.Tool, c.Requester, c.Team, c.Channel, unixNano(c.Since), unixNano(c.Expires), c.Approvers, c.SelfApproval}
+		if c.Team == team && c.Channel == channel && team != "" {
+			row[4], row[5] = nil, nil
+		}
+		if len(c.Approvers) == 0 {
+			row[8] = nil
+		}
+		rows = append(rows, row)
+	}
+	b, _ := json.Marshal(rows)
+	return b
+}
+
+// The compact form is written byte for byte as json.Marshal wrote it,
+// and read without encoding/json.
+func TestWaitingCallsCompactForm(t *testing.T) {
+	const thread = "T0TEAM:C0CHANNEL:1700000000.000100"
+	since := time.Date(2026, 11, 26, 9, 53, 57, 503626813, time.UTC)
+	calls := []runner.InboxEntry{
+		{Thread: thread, Call: "0.0", Round: 2, Tool: "deploy <prod> & \"more\"", Requester: "U0ALICE", Team: "T0TEAM", Channel: "C0CHANNEL",
+			Since: since, Expires: since.Add(time.Hour), Approvers: []string{"U0BOB", "S0OPS"}, SelfApproval: true},
+		{Thread: thread, Call: "0.1", Tool: "http_request", Team: "T9", Channel: "C9", Approvers: []string{}},
+	}
+	raw, err := encodeWaiting(thread, calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := marshalWaiting(thread, calls); string(raw) != string(want) {
+		t.Errorf("encodeWaiting = %s, want %s", raw, want)
+	}
+	got, ok := readWaiting(thread, raw)
+	calls[1].Approvers = nil // stored as null: none
+	if !ok || !reflect.DeepEqual(got, calls) {
+		t.Errorf("readWaiting(%s) = %+v, %v; want %+v", raw, got, ok, calls)
+	}
 }

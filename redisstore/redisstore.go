@@ -709,8 +709,15 @@ func (s *Store) eval(ctx context.Context, script *redis.Script, src string, keys
 		}
 	}()
 	a := append((*buf)[:0], "evalsha", script.Hash(), len(keys))
-	for _, k := range keys {
-		a = append(a, k)
+	for i := range keys {
+		// A key put in an interface is copied to the heap; a pointer
+		// to it is not, and go-redis writes it the same. The first
+		// stays a string: a cluster client reads it to find the slot.
+		if i == 0 {
+			a = append(a, keys[0])
+		} else {
+			a = append(a, &keys[i])
+		}
 	}
 	a = append(a, args...)
 	*buf = a

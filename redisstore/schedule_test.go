@@ -37,7 +37,7 @@ func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		default:
 			return next(ctx, cmd)
 		}
-		if !slices.ContainsFunc(cmd.Args(), func(a any) bool { return fmt.Sprint(a) == h.key }) {
+		if !slices.ContainsFunc(cmd.Args(), func(a any) bool { return argIs(a, h.key) }) {
 			return next(ctx, cmd)
 		}
 		select {
@@ -52,6 +52,15 @@ func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// argIs reports whether a command's argument is s: a string, or a
+// pointer to one (the Store passes a script's keys after the first so).
+func argIs(a any, s string) bool {
+	if p, ok := a.(*string); ok {
+		return *p == s
+	}
+	return fmt.Sprint(a) == s
 }
 
 func (h *holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {

@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -90,7 +89,7 @@ func (s *Service) claimed(ss *session, st *agent.State) (map[string]agent.Decisi
 // claim records d as the decision on call c, or returns who won.
 func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agent.Decision, expectHead string) error {
 	key := c.Key
-	raw, err := json.Marshal(d)
+	raw, err := decisionJSON(d)
 	if err != nil {
 		return err
 	}

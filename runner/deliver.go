@@ -32,9 +32,31 @@ func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLo
 		fields = make(logrus.Fields, 3)
 	}
 	fields["thread"], fields["run"], fields["how"] = thread, hex.EncodeToString(b[:]), how
-	log := s.log.WithFields(fields)
+	log := runLogger(s.log, fields)
 	log.Info("run started")
 	return log
+}
+
+// runLogger is base.WithFields(fields) that, when base is a logrus
+// Entry or Logger, makes fields the entry's own rather than a copy of
+// them: fields is the run's, made for it, and its lines are logged
+// from it alone. base's own fields are added where fields has none.
+func runLogger(base logrus.FieldLogger, fields logrus.Fields) logrus.FieldLogger {
+	var e *logrus.Entry
+	switch l := base.(type) {
+	case *logrus.Entry:
+		e = l
+	case *logrus.Logger:
+		e = &logrus.Entry{Logger: l}
+	default:
+		return base.WithFields(fields)
+	}
+	for k, v := range e.Data {
+		if _, set := fields[k]; !set {
+			fields[k] = v
+		}
+	}
+	return &logrus.Entry{Logger: e.Logger, Data: fields, Time: e.Time, Context: e.Context}
 }
 
 // after logs where a run stopped, shows people what it produced, and

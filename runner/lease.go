@@ -89,7 +89,7 @@ func (s *Service) release(thread, token string) {
 // first one is due, and then cost no goroutine at all.
 func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Context, stop func()) {
 	runCtx, cancelRun := context.WithCancelCause(context.WithValue(graph.WithFence(ctx, ss.token), sessionKey{}, ss))
-	r := &renewer{s: s, ss: ss, ctx: context.WithoutCancel(ctx), lost: cancelRun, every: s.opts.LeaseTTL / 3}
+	r := &renewer{s: s, ss: ss, ctx: ctx, lost: cancelRun, every: s.opts.LeaseTTL / 3}
 	r.start()
 	return runCtx, func() { r.stop(); cancelRun(nil) }
 }
@@ -101,7 +101,7 @@ func (s *Service) keepLease(ctx context.Context, ss *session) (runCtx context.Co
 type renewer struct {
 	s     *Service
 	ss    *session
-	ctx   context.Context // the run's values, without its cancellation
+	ctx   context.Context // the run's: renewals take its values, not its cancellation
 	lost  context.CancelCauseFunc
 	every time.Duration
 
@@ -140,7 +140,9 @@ func (r *renewer) renew() {
 		r.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithCancel(r.ctx)
+	// Made here, not at the start: most sessions end before the first
+	// renewal.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
 	r.cancel = cancel
 	r.running.Add(1)
 	r.mu.Unlock()

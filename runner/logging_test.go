@@ -17,14 +17,15 @@ import (
 // say which thread and run they are of and how the run began (the
 // request's are the requester's too), its start and where it stopped
 // each have a line, the pause says its checkpoint and how many calls
-// wait, and the click in between says who decided what.
+// wait, and the click in between says who decided what. The fields of
+// the logger the service was given stay on every line.
 func TestRunLinesSayWhichRun(t *testing.T) {
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	log := logrus.New()
 	log.Out = io.Discard
 	hook := logtest.NewLocal(log)
-	w.log = log
+	w.log = log.WithField("replica", "r1")
 	svc, _ := w.service(t, nil, time.Second)
 
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"}); err != nil {
@@ -53,8 +54,8 @@ func TestRunLinesSayWhichRun(t *testing.T) {
 		}
 		how, _ := e.Data["how"].(string)
 		run, _ := e.Data["run"].(string)
-		if e.Data["thread"] != "th" || run == "" || how == "" {
-			t.Errorf("%q logged with %v, want the thread, the run and how it began", e.Message, e.Data)
+		if e.Data["thread"] != "th" || run == "" || how == "" || e.Data["replica"] != "r1" {
+			t.Errorf("%q logged with %v, want the thread, the run, how it began and the logger's replica", e.Message, e.Data)
 		}
 		if _, seen := lines[run]; !seen {
 			runs = append(runs, run)

@@ -136,12 +136,18 @@ func quorumKeys(c agent.Call) []string {
 	return keys
 }
 
+// decisionJSON is a claim's decision as json.Marshal writes it, in a
+// buffer made to its size.
+func decisionJSON(d agent.Decision) ([]byte, error) {
+	return d.AppendJSON(make([]byte, 0, 128+len(d.By)+len(d.Args)+len(d.Reason)+len(d.Hash)+64*len(d.Approvals)))
+}
+
 // decodeClaim reads a decision claim: the decision's JSON, followed, for
 // an approval that completed a quorum, by a newline and the approvals.
 func decodeClaim(raw []byte) (agent.Decision, error) {
 	head, lines, quorum := bytes.Cut(raw, []byte("\n"))
 	var d agent.Decision
-	if err := json.Unmarshal(head, &d); err != nil {
+	if err := d.DecodeJSON(head); err != nil {
 		return d, err
 	}
 	if quorum {
@@ -200,7 +206,7 @@ func (s *Service) approve(ctx context.Context, thread string, c agent.Call, d ag
 	if err != nil {
 		return err
 	}
-	value, err := json.Marshal(d)
+	value, err := decisionJSON(d)
 	if err != nil {
 		return err
 	}

@@ -105,11 +105,15 @@ func canonicalArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 }
 
 func canonicalObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	// The members' values are written one after another to values, and
+	// written out from there in the order of their keys: one buffer for
+	// the object, not one per member.
 	type member struct {
-		key   string
-		value []byte
+		key        string
+		start, end int
 	}
 	var members []member
+	var values bytes.Buffer
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -124,11 +128,11 @@ func canonicalObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 			return fmt.Errorf("%w: key %q appears twice", ErrAmbiguousArgs, key)
 		}
 		seen[key] = true
-		var v bytes.Buffer
-		if err := canonicalValue(dec, &v, depth); err != nil {
+		start := values.Len()
+		if err := canonicalValue(dec, &values, depth); err != nil {
 			return err
 		}
-		members = append(members, member{key, v.Bytes()})
+		members = append(members, member{key, start, values.Len()})
 	}
 	if _, err := dec.Token(); err != nil { // '}'
 		return syntaxErr(err)
@@ -143,26 +147,56 @@ func canonicalObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 			return err
 		}
 		out.WriteByte(':')
-		out.Write(m.value)
+		out.Write(values.Bytes()[m.start:m.end])
 	}
 	out.WriteByte('}')
 	return nil
 }
 
-// writeString writes s as a JSON string. Go's decoder turns a lone
-// surrogate escape (\ud800) into U+FFFD, which a reader in another
-// language would not: such strings are refused, as are the replacement
-// character's other sources.
+// writeString writes s as a JSON string, as a json.Encoder that does not
+// escape HTML writes it. Go's decoder turns a lone surrogate escape
+// (\ud800) into U+FFFD, which a reader in another language would not:
+// such strings are refused, as are the replacement character's other
+// sources.
 func writeString(out *bytes.Buffer, s string) error {
 	if strings.ContainsRune(s, utf8.RuneError) {
 		return fmt.Errorf("%w: a string holds an invalid character (U+FFFD or a lone surrogate)", ErrAmbiguousArgs)
 	}
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return err
+	const hex = "0123456789abcdef"
+	out.WriteByte('"')
+	start := 0
+	for i, r := range s { // valid UTF-8: checked above
+		var esc string
+		switch {
+		case r == '"':
+			esc = `\"`
+		case r == '\\':
+			esc = `\\`
+		case r == '\b':
+			esc = `\b`
+		case r == '\f':
+			esc = `\f`
+		case r == '\n':
+			esc = `\n`
+		case r == '\r':
+			esc = `\r`
+		case r == '\t':
+			esc = `\t`
+		case r < 0x20:
+			esc = string([]byte{'\\', 'u', '0', '0', hex[r>>4], hex[r&0xF]})
+		case r == '\u2028':
+			esc = `\u2028`
+		case r == '\u2029':
+			esc = `\u2029`
+		default:
+			continue
+		}
+		out.WriteString(s[start:i])
+		out.WriteString(esc)
+		start = i + utf8.RuneLen(r)
 	}
-	out.Truncate(out.Len() - 1) // Encode's newline
+	out.WriteString(s[start:])
+	out.WriteByte('"')
 	return nil
 }
 

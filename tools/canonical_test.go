@@ -1,11 +1,16 @@
 package tools_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/tools"
 )
@@ -19,11 +24,15 @@ func TestCanonical(t *testing.T) {
 		{"nested", `{"b":[1, {"z":true,"a":null}],"a":"x"}`, `{"a":"x","b":[1,{"a":null,"z":true}]}`},
 		{"numbers as written", `{"n": 1e400, "m": 12345678901234567890}`, `{"m":12345678901234567890,"n":1e400}`},
 		{"escapes read once", `{"k":"\u0041\n<>&"}`, `{"k":"A\n<>&"}`},
+		{"escapes as encoding/json writes them", `{"k":"\b\f\u0001\u007f\/\u2028\u2029\"\\"}`, `{"k":"\b\f\u0001` + "\x7f" + `/\u2028\u2029\"\\"}`},
 		{"not an object", `[1,2]`, `[1,2]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tools.Canonical(json.RawMessage(tt.in))
+			if ref, _ := refCanonical(json.RawMessage(tt.in)); string(ref) != tt.want {
+				t.Errorf("the reference Canonical(%s) = %s; want %s", tt.in, ref, tt.want)
+			}
 			if err != nil || string(got) != tt.want {
 				t.Errorf("Canonical(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 			}
@@ -90,8 +99,15 @@ func FuzzCanonical(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte("{\"k\":\"\\b\\f\\u0001\\u007f\u2028\u2029<>&\\\\\\\"\",\"j\":[{\"b\":1,\"a\":{\"d\":[],\"c\":{}}}]}"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got, err := tools.Canonical(in)
+		// Stored approvals are bound to the hash of the canonical form:
+		// it is what the first version wrote, byte for byte.
+		want, werr := refCanonical(in)
+		if (err == nil) != (werr == nil) || string(got) != string(want) || err != nil && errors.Is(err, tools.ErrAmbiguousArgs) != errors.Is(werr, tools.ErrAmbiguousArgs) {
+			t.Fatalf("Canonical(%q) = %q, %v; the reference: %q, %v", in, got, err, want, werr)
+		}
 		if err != nil {
 			return
 		}
@@ -110,4 +126,145 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("Canonical(%q) = %q reads as %v, the input as %v", in, got, b, a)
 		}
 	})
+}
+
+// refCanonical is Canonical as first written, with a buffer per member
+// and a json.Encoder per string: the reference FuzzCanonical holds the
+// canonical form to.
+func refCanonical(args json.RawMessage) (json.RawMessage, error) {
+	if !utf8.Valid(args) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", tools.ErrAmbiguousArgs)
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var out bytes.Buffer
+	if err := refValue(dec, &out, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty or cut short", tools.ErrAmbiguousArgs)
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: data after the JSON value", tools.ErrAmbiguousArgs)
+	}
+	if out.Len() > tools.MaxArgsLen {
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d a person can be shown", tools.ErrAmbiguousArgs, out.Len(), tools.MaxArgsLen)
+	}
+	return out.Bytes(), nil
+}
+
+func refValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return refSyntaxErr(err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= 32 {
+			return fmt.Errorf("%w: nested deeper than %d", tools.ErrAmbiguousArgs, 32)
+		}
+		if t == '[' {
+			return refArray(dec, out, depth+1)
+		}
+		return refObject(dec, out, depth+1)
+	case string:
+		return refString(out, t)
+	case json.Number:
+		out.WriteString(t.String())
+	case bool:
+		if t {
+			out.WriteString("true")
+		} else {
+			out.WriteString("false")
+		}
+	case nil:
+		out.WriteString("null")
+	}
+	return nil
+}
+
+func refArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	out.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if err := refValue(dec, out, depth); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // ']'
+		return refSyntaxErr(err)
+	}
+	out.WriteByte(']')
+	return nil
+}
+
+func refObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	type member struct {
+		key   string
+		value []byte
+	}
+	var members []member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return refSyntaxErr(err)
+		}
+		key := tok.(string) // the decoder only returns strings here
+		if strings.ContainsRune(key, utf8.RuneError) {
+			return fmt.Errorf("%w: key %q holds an invalid character", tools.ErrAmbiguousArgs, key)
+		}
+		if seen[key] {
+			return fmt.Errorf("%w: key %q appears twice", tools.ErrAmbiguousArgs, key)
+		}
+		seen[key] = true
+		var v bytes.Buffer
+		if err := refValue(dec, &v, depth); err != nil {
+			return err
+		}
+		members = append(members, member{key, v.Bytes()})
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return refSyntaxErr(err)
+	}
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	out.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if err := refString(out, m.key); err != nil {
+			return err
+		}
+		out.WriteByte(':')
+		out.Write(m.value)
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+// writeString writes s as a JSON string. Go's decoder turns a lone
+// surrogate escape (\ud800) into U+FFFD, which a reader in another
+// language would not: such strings are refused, as are the replacement
+// character's other sources.
+func refString(out *bytes.Buffer, s string) error {
+	if strings.ContainsRune(s, utf8.RuneError) {
+		return fmt.Errorf("%w: a string holds an invalid character (U+FFFD or a lone surrogate)", tools.ErrAmbiguousArgs)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	out.Truncate(out.Len() - 1) // Encode's newline
+	return nil
+}
+
+func refSyntaxErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", tools.ErrAmbiguousArgs, strings.TrimPrefix(err.Error(), "json: "))
 }

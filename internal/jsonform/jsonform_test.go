@@ -2,6 +2,7 @@ package jsonform_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/countersign/countersign/internal/jsonform"
@@ -87,6 +88,44 @@ func TestAppendRawIsMarshal(t *testing.T) {
 		got, err := jsonform.AppendRaw(nil, raw)
 		if (err == nil) != (werr == nil) || string(got) != string(want) {
 			t.Errorf("AppendRaw(%q) = %s, %v; json.Marshal: %s, %v", raw, got, err, want, werr)
+		}
+	}
+}
+
+// FuzzInt64: Int64 reads an integer as json.Unmarshal reads it into an
+// int64 whenever it does not give up, and gives up on none of the
+// integers strconv writes.
+func FuzzInt64(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1764150837503626813", "9223372036854775807", "-9223372036854775808",
+		"9223372036854775808", "-9223372036854775809", "99999999999999999999", "01", "1.5", "1e3", "-", "", "null"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want int64
+		uerr := json.Unmarshal(b, &want)
+		r := jsonform.NewReader(b)
+		if got, ok := r.Int64(); ok && r.End() && (uerr != nil || got != want) {
+			t.Fatalf("Int64 of %q = %d; json.Unmarshal: %d, %v", b, got, want, uerr)
+		}
+		if uerr == nil && string(b) == strconv.FormatInt(want, 10) {
+			r := jsonform.NewReader(b)
+			if got, ok := r.Int64(); !ok || !r.End() || got != want {
+				t.Fatalf("Int64 of %q = %d, %v; want %d", b, got, ok, want)
+			}
+		}
+	})
+}
+
+// Null reads null and nothing else.
+func TestNull(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{{"null", true}, {" null", true}, {"nul", false}, {`"null"`, false}, {"", false}, {"true", false}}
+	for _, tt := range tests {
+		r := jsonform.NewReader([]byte(tt.in))
+		if got := r.Null() && r.End(); got != tt.want {
+			t.Errorf("Null of %q = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }

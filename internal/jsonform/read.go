@@ -23,6 +23,7 @@ package jsonform
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 	"unicode/utf8"
 )
@@ -348,6 +349,49 @@ func (r *Reader) Int() (int, bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// Int64 reads an integer as Int does, of up to 19 digits (a time in
+// Unix nanoseconds), when an int64 holds it.
+func (r *Reader) Int64() (int64, bool) {
+	r.Space()
+	start := r.i
+	neg := r.i < len(r.b) && r.b[r.i] == '-'
+	if neg {
+		r.i++
+	}
+	digits := r.i
+	for r.i < len(r.b) && '0' <= r.b[r.i] && r.b[r.i] <= '9' {
+		r.i++
+	}
+	if r.i == digits || (r.b[digits] == '0' && r.i > digits+1) {
+		return 0, false
+	}
+	if r.i-digits > 19 || r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E') {
+		return 0, false
+	}
+	var n uint64 // 19 digits fit
+	for _, c := range r.b[digits:r.i] {
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	case neg && n <= math.MaxInt64+1:
+		return int64(-n), true
+	}
+	r.i = start
+	return 0, false
+}
+
+// Null reads null.
+func (r *Reader) Null() bool {
+	r.Space()
+	if len(r.b)-r.i >= 4 && string(r.b[r.i:r.i+4]) == "null" {
+		r.i += 4
+		return true
+	}
+	return false
 }
 
 // Boolean reads true or false.
