@@ -252,6 +252,9 @@ type session struct {
 	from *graph.Result[agent.State]
 	// held: a card was left to the process showing it (heldElsewhere).
 	held bool
+	// first, for a start whose first save takes the lease, is what that
+	// save was asked: until it took the lease, there is none to renew.
+	first *FirstSave
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {
@@ -327,9 +330,20 @@ func (ss *session) confirm(at time.Time) {
 }
 
 func (ss *session) lastConfirmed() time.Time {
+	if ss.first != nil {
+		if took, sent, _ := ss.first.result(); took {
+			ss.confirm(sent)
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.confirmed
+}
+
+// unleased reports whether the session's lease is still to be taken by
+// its first save.
+func (ss *session) unleased() bool {
+	return ss.first != nil && !ss.first.Taken()
 }
 
 type sessionKey struct{}

@@ -2,8 +2,13 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"math/big"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // A conversation's opening folded into its first save. Start does not
@@ -119,3 +124,67 @@ const (
 	// wait for the lease, then look again.
 	KeptNot
 )
+
+// keptReplyTTL is how long a kept reply waits for the first save of its
+// thread: well beyond a start's first model call, and a retried start's.
+const keptReplyTTL = 15 * time.Minute
+
+// keptReply is a kept reply as stored.
+type keptReply struct {
+	Team    string `json:"team,omitempty"`
+	Channel string `json:"channel,omitempty"`
+	By      string `json:"by"`
+	Text    string `json:"text"`
+	TS      string `json:"ts,omitempty"`
+}
+
+// keepReply keeps m for the first save of its thread, if the thread has
+// no head.
+func (s *Service) keepReply(ctx context.Context, m Message) (Kept, error) {
+	raw, err := json.Marshal(keptReply{Team: m.Team, Channel: m.Channel, By: m.By, Text: m.Text, TS: m.TS})
+	if err != nil {
+		return NotKept, err
+	}
+	return s.store.KeepReply(ctx, m.Thread, raw, keptReplyTTL)
+}
+
+// keptReplies decodes the replies a first save handed over and leaves out
+// those written before the request that started the conversation (a
+// mention in a thread where people talked before it).
+func (s *Service) keptReplies(req StartRequest, raw [][]byte) []Message {
+	var out []Message
+	for _, b := range raw {
+		var k keptReply
+		if err := json.Unmarshal(b, &k); err != nil {
+			s.log.WithField("thread", req.Thread).WithError(err).Warn("a kept reply cannot be read; dropping it")
+			continue
+		}
+		if req.TS != "" && k.TS != "" && !tsAfter(k.TS, req.TS) {
+			continue
+		}
+		out = append(out, Message{Thread: req.Thread, Team: k.Team, Channel: k.Channel, By: k.By, Text: k.Text, TS: k.TS})
+	}
+	return out
+}
+
+// tsAfter reports whether message time stamp a (Slack's "seconds.micros")
+// is later than b. Stamps that are not numbers compare as strings.
+func tsAfter(a, b string) bool {
+	x, okA := new(big.Rat).SetString(strings.TrimSpace(a))
+	y, okB := new(big.Rat).SetString(strings.TrimSpace(b))
+	if !okA || !okB {
+		return a > b
+	}
+	return x.Cmp(y) > 0
+}
+
+// applyKept hands the replies kept during a start to the conversation,
+// one after another, as Reply would have when they came.
+func (s *Service) applyKept(ctx context.Context, replies []Message) {
+	for _, m := range replies {
+		if err := s.Reply(ctx, m); err != nil {
+			s.log.WithFields(logrus.Fields{"thread": m.Thread, "user": m.By}).WithError(err).
+				Warn("a reply kept while the conversation started was not taken")
+		}
+	}
+}
