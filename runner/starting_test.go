@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
@@ -387,4 +388,60 @@ func TestKilledAfterItsFirstSaveIsLookedAtAgain(t *testing.T) {
 	if n, m := rep.cards("deploy"), rep.cards("delete"); n != 1 || m != 1 {
 		t.Errorf("the replica woken showed %d deploy and %d delete cards, want one each", n, m)
 	}
+}
+
+// TestReplyWhileAStreamedConversationStarts: a front end that streams
+// answers shows them before they are saved, so its start takes the
+// thread's lease before the model is asked, as before. A reply typed
+// meanwhile finds no checkpoint and the lease held: it is not kept for
+// a first save, it waits for the lease and becomes the next turn.
+func TestReplyWhileAStreamedConversationStarts(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	w.stream = true
+	model := &heldModel{arrived: make(chan struct{}), released: make(chan struct{})}
+	w.model = model
+	kept := make(chan runner.Kept, 1)
+	w.leases = func(s *redisstore.Store) runner.Store { return keepSpy{s, kept} }
+	svc, _ := w.service(t, nil, 5*time.Second)
+	started := make(chan error, 1)
+	go func() {
+		started <- svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello"})
+	}()
+	<-model.arrived
+	if n, err := w.rdb.Exists(ctx, leaseKey(w, "th")).Result(); err != nil || n != 1 {
+		t.Fatalf("the lease while a streamed start's model works: %d keys, %v; want it held", n, err)
+	}
+	replied := make(chan error, 1)
+	go func() { replied <- svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: and more"}) }()
+	if k := <-kept; k != runner.KeptNot {
+		t.Errorf("KeepReply() while a streamed start holds the lease = %v, want KeptNot", k)
+	}
+	close(model.released)
+	if err := <-started; err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	if err := <-replied; err != nil {
+		t.Fatalf("Reply() while the conversation started = %v, want it carried into the next turn", err)
+	}
+	if got, want := userMessages(t, svc, "th"), []string{"chat: hello", "chat: and more"}; !slices.Equal(got, want) {
+		t.Errorf("the conversation's messages = %q, want %q", got, want)
+	}
+	if n, err := w.rdb.Exists(ctx, w.prefix+":{th}:kept").Result(); err != nil || n != 0 {
+		t.Errorf("kept replies of a streamed start: %d keys, %v; want none", n, err)
+	}
+}
+
+// keepSpy tells kept what each KeepReply did.
+type keepSpy struct {
+	*redisstore.Store
+	kept chan<- runner.Kept
+}
+
+func (k keepSpy) KeepReply(ctx context.Context, thread string, reply []byte, ttl time.Duration) (runner.Kept, error) {
+	got, err := k.Store.KeepReply(ctx, thread, reply, ttl)
+	if err == nil {
+		k.kept <- got
+	}
+	return got, err
 }
