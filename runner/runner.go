@@ -188,7 +188,10 @@ type Options struct {
 // holding its lease (lease.go), which they renew on a timer while they
 // work and release when done; whoever cannot take it
 // leaves the work to the holder and returns (Drive, Tick) or waits up to
-// Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). Every
+// Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). A
+// start's run takes the lease with its first save (starting.go): before
+// it, the run has saved, shown and sent nothing, and a start whose first
+// save finds the lease held or the thread existing saves nothing. Every
 // save of a run is fenced by the token of its acquisition of the lease,
 // and a call is not sent once the lease is lost (BeforeCall). So a
 // thread's Reporter events come from one goroutine at a time, in the
