@@ -445,3 +445,51 @@ func (k keepSpy) KeepReply(ctx context.Context, thread string, reply []byte, ttl
 	}
 	return got, err
 }
+
+// modelFunc is a model that calls asked and answers nothing.
+type modelFunc func()
+
+func (modelFunc) Name() string { return "func" }
+
+func (f modelFunc) Generate(context.Context, []llm.Message, []llm.ToolDef) (llm.Message, error) {
+	f()
+	return llm.Message{}, errors.New("no answer")
+}
+
+// TestKilledBeforeItsFirstSave: a replica starts a conversation and is
+// killed while its model works. It held no lease and saved nothing: the
+// thread has no checkpoint, no lease and no wake-up, so nobody is held
+// off it, and the request (kept due by the intake) started again by
+// another replica runs once.
+func TestKilledBeforeItsFirstSave(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	w.schedule = true
+	victim := startReplica(t, w, "ask-then-die", "CHILD_THREAD=th", "CHILD_SCHEDULE=1")
+	if l := victim.line(t); l != "ASKED" {
+		t.Fatalf("victim said %q, want ASKED", l)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+	n, err := w.rdb.Exists(ctx, leaseKey(w, "th"), w.prefix+":{th}:history", w.prefix+":{th}:claims").Result()
+	if err != nil || n != 0 {
+		t.Fatalf("keys of the thread after a start killed before its first save: %d, %v; want none", n, err)
+	}
+	if _, err := w.rdb.ZScore(ctx, w.prefix+":wakeups", "th").Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("the thread's wake-up after a start killed before its first save: %v; want none", err)
+	}
+	rep := &recorder{}
+	heir, _ := w.service(t, rep, processLease)
+	if err := heir.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatalf("Start() again = %v", err)
+	}
+	if n := tg.Count("GET /lookup"); n != 1 {
+		t.Errorf("lookup ran %d times, want once", n)
+	}
+	if n, m := rep.cards("deploy"), rep.cards("delete"); n != 1 || m != 1 {
+		t.Errorf("the start again showed %d deploy and %d delete cards, want one each", n, m)
+	}
+}
