@@ -145,7 +145,7 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 // be asked (a storage error), so that the intake drives it again.
 func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) bool {
 	_, _, root, _ := slackui.ParseThread(thread)
-	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text})
+	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS})
 	var refused *runner.RefusedError
 	switch {
 	case err == nil:

@@ -225,7 +225,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 	if rec.Kind == intakeReply {
 		return s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
 	}
-	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text})
+	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text, TS: rec.TS})
 	switch {
 	case err == nil:
 		return true

@@ -12,9 +12,9 @@ import (
 )
 
 // TestStartThatLostItsLeaseBeforeSavingIsCarriedOnOnce: replica A takes
-// "/agent stall" and posts its root message; its first run stalls past
-// the thread's lease before its first save (the lease lapses while the
-// model works), so the save is fenced and the thread has no
+// "/agent stall" and posts its root message; while its first run's model
+// works, another acquisition takes the thread's lease (which the run's
+// first save was to take), so the save is refused and the thread has no
 // conversation. The request is not taken for started: it stays due, and
 // the intake's retry (here replica B's) starts the conversation. One
 // root message, one conversation that ran the request once, one answer.
@@ -23,20 +23,23 @@ func TestStartThatLostItsLeaseBeforeSavingIsCarriedOnOnce(t *testing.T) {
 	rdb := b.client // the bed's Redis, in-process or redis-server
 	ctx := context.Background()
 	var lost atomic.Bool
+	var leaseKey string
 	b.plan = func(text string) {
 		if text != "stall" || !lost.CompareAndSwap(false, true) {
 			return
 		}
-		// The run stalled past its lease: end it, as its lapse would.
+		// Another acquisition takes the lease the run's first save was
+		// to take.
 		roots := b.roots()["stall"]
 		if len(roots) != 1 {
 			t.Errorf("%d root messages when the model is asked, want 1", len(roots))
 			return
 		}
 		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, roots[0])
-		if n, err := rdb.Del(ctx, b.prefix+":{"+thread+"}:lease").Result(); err != nil || n != 1 {
-			t.Errorf("ending the lease of the starting run: %d keys, %v; want it held", n, err)
+		if ok, err := rdb.SetNX(ctx, b.prefix+":{"+thread+"}:lease", "elsewhere:1", time.Hour).Result(); err != nil || !ok {
+			t.Errorf("taking the lease while the start's model works: %v, %v; want it free", ok, err)
 		}
+		leaseKey = b.prefix + ":{" + thread + "}:lease"
 	}
 	a := b.replica(1)
 	other := b.replica(1)
@@ -57,6 +60,10 @@ func TestStartThatLostItsLeaseBeforeSavingIsCarriedOnOnce(t *testing.T) {
 		t.Fatalf("the fenced run saved the request %d times: the test does not test anything", n)
 	}
 
+	// That acquisition ends.
+	if n, err := rdb.Del(ctx, leaseKey).Result(); err != nil || n != 1 {
+		t.Fatalf("ending the other acquisition: %d keys, %v; want its lease left alone by the refused save", n, err)
+	}
 	b.advance(time.Minute) // past A's hold
 	other.runIntake()
 	b.until("the intake carries the request on", func() bool {

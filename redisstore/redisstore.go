@@ -26,6 +26,8 @@
 //	                               next save
 //	cs:{<thread>}:lease    string  the token of the run lease's acquisition (owner:random)
 //	cs:{<thread>}:fence    string  the number of the lease's latest acquisition (lease.go)
+//	cs:{<thread>}:kept     list    replies typed before the thread's first save, which
+//	                               that save hands to the start (firstsave.go); expires
 //
 // The head holds only what the compare-and-set checks, so a save neither
 // decodes nor stores the latest checkpoint twice. It lives in the claims
@@ -97,6 +99,11 @@
 // OpenThread or ClaimDecision, with the thread's next step, or by
 // RecordDeliveries. On Redis Cluster that last save is a save alone, and
 // the session ends with CloseThread.
+//
+// A conversation's first save takes the thread's lease itself
+// (runner.FirstSave, firstsave.go): the runner's start opens nothing
+// before it, and a first save that pauses or answers takes the lease and
+// lets go of it in one script.
 //
 // # Expiry
 //
@@ -230,6 +237,8 @@ type Store struct {
 	inboxScript                   *redis.Script
 	recordScript, saveCloseScript *redis.Script
 	moveWakeScript                *redis.Script
+	// firstsave.go
+	keepReplyScript, firstSaveScript, firstSaveCloseScript *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -281,6 +290,10 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		recordScript:        redis.NewScript(recordLua),
 		saveCloseScript:     redis.NewScript(saveCloseLua),
 		moveWakeScript:      redis.NewScript(moveWakeLua),
+
+		keepReplyScript:      redis.NewScript(keepReplyLua),
+		firstSaveScript:      redis.NewScript(firstSaveLua),
+		firstSaveCloseScript: redis.NewScript(firstSaveCloseLua),
 
 		replicasConnected: opts.ReplicasConnected,
 	}
@@ -412,6 +425,15 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta, cp.Status == graph.Paused), s.historyLimit,
 		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
+	if f := runner.FirstSaveOf(ctx); f != nil && cp.Seq == 1 && cp.JournalFrom == 0 && f.Thread == cp.Thread && f.Token == graph.Fence(ctx) {
+		// A start's first save, which takes the lease (firstsave.go).
+		var l *runner.LastSave
+		if ls := runner.LastSaveOf(ctx); ls != nil && runner.SaveAuditOf(ctx) == nil && !s.isCluster() && ls.Closing.Token == f.Token && ls.Closing.Thread == cp.Thread {
+			l = ls
+		}
+		saved, err := s.firstSave(ctx, cp, k, args, f, l)
+		return s.saved(cp, saved, err)
+	}
 	// Audit entries that go with the save (runner.SaveAudit) are
 	// appended in the same script on a single server; on a cluster the
 	// audit stream is in another slot, and the runner appends them on

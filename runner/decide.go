@@ -512,6 +512,10 @@ type Message struct {
 	Team, Channel string
 	By            string
 	Text          string
+	// TS is the message's own time stamp, if the front end has one
+	// (Slack's ts): it orders a reply kept while the conversation
+	// started after the request that started it.
+	TS string
 }
 
 // Reply handles a person's message in the thread. While calls wait for a
@@ -549,11 +553,23 @@ func (s *Service) Reply(ctx context.Context, m Message) error {
 // replyToStarting answers a reply in a thread that has no checkpoint. A
 // conversation's first checkpoint is written with its first pause or
 // answer, after the answer is shown: a reply typed right after it can
-// find none yet. The run that starts a conversation holds the thread's
-// lease, so the reply waits for the lease (as a reply to an answered run
-// does), and then looks again: only a thread that still has none is not a
-// conversation.
+// find none yet. The reply is kept with the thread while it has no head,
+// for the start's first save to hand over (starting.go): the start
+// applies it once its run stops. A thread that never starts is not a
+// conversation, and what was kept expires. A thread found with a head
+// after all gets the reply as any; one whose lease is held (a start that
+// took it before running) is waited for, as a reply to an answered run
+// waits, and looked at again: only a thread that still has no head is
+// not a conversation.
 func (s *Service) replyToStarting(ctx context.Context, m Message) error {
+	switch kept, err := s.keepReply(ctx, m); {
+	case err != nil:
+		return fmt.Errorf("reply to %s: %w", m.Thread, err)
+	case kept == KeptReply:
+		return nil
+	case kept == NotKept:
+		return s.replyStarted(ctx, m)
+	}
 	err := s.withLeaseWithin(ctx, m.Thread, s.opts.LeaseTTL+s.opts.BusyWait, func(ctx context.Context, _ *session) error {
 		_, err := s.graph.State(ctx, m.Thread)
 		if errors.Is(err, graph.ErrNoCheckpoint) {
@@ -567,6 +583,12 @@ func (s *Service) replyToStarting(ctx context.Context, m Message) error {
 	if !errors.Is(err, errStarted) {
 		return err
 	}
+	return s.replyStarted(ctx, m)
+}
+
+// replyStarted answers a reply in a thread found to have a checkpoint
+// after all.
+func (s *Service) replyStarted(ctx context.Context, m Message) error {
 	res, err := s.graph.State(ctx, m.Thread)
 	if err != nil {
 		return err

@@ -121,6 +121,8 @@ type world struct {
 	deployChecks *checkCounter
 	// log, if set, is the service's logger.
 	log logrus.FieldLogger
+	// stream: the front end shows answers as the model writes them.
+	stream bool
 }
 
 // checkCounter counts a tool's checks of arguments (tools.Checker).
@@ -239,7 +241,7 @@ func (w world) build(t testing.TB, rep runner.Reporter, leaseTTL time.Duration, 
 		t.Fatal(err)
 	}
 	opts := runner.Options{LeaseTTL: leaseTTL, Now: now, Audit: true, Schedule: w.schedule, Inbox: w.inbox,
-		Groups: w.groups, Members: w.members, BusyWait: w.busyWait, Logger: w.log}
+		Groups: w.groups, Members: w.members, BusyWait: w.busyWait, Logger: w.log, Stream: w.stream}
 	var leases runner.Store = store
 	if w.leases != nil {
 		leases = w.leases(store)

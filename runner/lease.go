@@ -170,6 +170,9 @@ func (r *renewer) renewOnce(ctx context.Context) bool {
 	if ss.ended() {
 		return false // let go with the run's last save
 	}
+	if ss.unleased() {
+		return true // the run's first save takes it
+	}
 	sent := time.Now()
 	ok, err := s.store.RenewLease(ctx, ss.thread, ss.token, s.opts.LeaseTTL)
 	if err == nil && !ok && ss.ended() {

@@ -510,3 +510,14 @@ func (m *MemoryStore) ClaimApproval(ctx context.Context, c ApprovalClaim) (Appro
 	}
 	return out, nil
 }
+
+// KeepReply implements Sessions: the store keeps no checkpoints, so
+// its saves take no lease (SavesTakeLease) and a start opens its thread
+// first; a reply to a thread without a head waits for that lease.
+func (m *MemoryStore) KeepReply(context.Context, string, []byte, time.Duration) (Kept, error) {
+	return KeptNot, nil
+}
+
+// SavesTakeLease implements Sessions: false, the checkpoints are kept
+// elsewhere.
+func (m *MemoryStore) SavesTakeLease() bool { return false }

@@ -66,6 +66,18 @@ func child(mode string) int {
 			fmt.Println("ERROR", err)
 			return 1
 		}
+	case "ask-then-die":
+		// Start the thread and die while the model is asked, before
+		// anything of the conversation is saved.
+		w.model = modelFunc(func() {
+			fmt.Println("ASKED")
+			select {} // the parent kills us here
+		})
+		svc, _ := w.service(t, nil, processLease)
+		if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
 	case "card-then-die":
 		// Start the thread and die as the first card is about to be shown:
 		// the pause is saved, no card has been seen.

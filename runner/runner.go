@@ -188,7 +188,10 @@ type Options struct {
 // holding its lease (lease.go), which they renew on a timer while they
 // work and release when done; whoever cannot take it
 // leaves the work to the holder and returns (Drive, Tick) or waits up to
-// Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). Every
+// Options.BusyWait and fails with ErrBusy (Start, Reply, Retry). A
+// start's run takes the lease with its first save (starting.go): before
+// it, the run has saved, shown and sent nothing, and a start whose first
+// save finds the lease held or the thread existing saves nothing. Every
 // save of a run is fenced by the token of its acquisition of the lease,
 // and a call is not sent once the lease is lost (BeforeCall). So a
 // thread's Reporter events come from one goroutine at a time, in the
@@ -264,14 +267,77 @@ type StartRequest struct {
 	Team      string
 	Channel   string
 	Text      string
+	// TS is the request's own message time stamp, if the front end has
+	// one (Slack's ts): replies kept while the conversation starts are
+	// taken only if they came after it.
+	TS string
 }
 
 // Start begins a conversation in a new thread and runs it until it
 // finishes or pauses. It fails with ErrThreadExists if the thread has
-// one already (a retried delivery), and with ErrLeaseLost if it lost the
-// thread's lease before anything of the conversation was saved: nobody
-// carries that run on, so the caller starts it again.
+// one already (a retried delivery), and with ErrLeaseLost if nothing of
+// the conversation was saved because it lost the thread's lease, or
+// another acquisition held it when the first save came: nobody carries
+// that run on, so the caller starts it again.
+//
+// The thread's lease is taken by the run's first save (starting.go),
+// unless the store cannot do that or answers are streamed as the model
+// writes them (shown before anything is saved): then it is taken first.
 func (s *Service) Start(ctx context.Context, req StartRequest) error {
+	if s.opts.Stream || !s.store.SavesTakeLease() {
+		return s.startOpened(ctx, req)
+	}
+	if _, ok := s.graph.Cached(req.Thread); ok {
+		// This process saved the thread: a retried request is not
+		// asked of the model again. (One that another process saved
+		// is, and its first save refuses it.)
+		return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
+	}
+	token := NewLeaseToken(s.opts.Owner)
+	ss := s.leasedSession(req.Thread, token, "", nil, nil, time.Time{})
+	first := &FirstSave{Thread: req.Thread, Token: token, TTL: s.opts.LeaseTTL}
+	if s.opts.Schedule {
+		first.Wake = s.opts.Now().Add(2 * s.opts.LeaseTTL)
+	}
+	ss.first = first
+	ss.asked[answeredKey] = true // a new thread: nothing was delivered
+	runCtx, stop := s.keepLease(WithFirstSave(ctx, first), ss)
+	run := s.begin(req.Thread, "start", logrus.Fields{"requester": req.Requester})
+	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
+	init.Team = req.Team
+	res, err := s.graph.Start(s.endWithSave(runCtx, ss), req.Thread, init, graph.RunConfig{})
+	took, _, kept := first.result()
+	if !took {
+		stop()
+		if res == nil && errors.Is(err, graph.ErrThreadExists) && s.lostUnsaved(ctx, runCtx, req.Thread, err) {
+			run.WithError(err).Warn("another acquisition held the thread's lease at the first save; nothing was saved, it is to be started again")
+			return fmt.Errorf("start %s: nothing was saved: %w", req.Thread, ErrLeaseLost)
+		}
+		if errors.Is(err, graph.ErrThreadExists) {
+			return fmt.Errorf("start %s: %w", req.Thread, ErrThreadExists)
+		}
+		if err == nil {
+			err = errors.New("the checkpoint store took no lease with the first save")
+		}
+		run.WithError(err).Error("run could not be saved")
+		return fmt.Errorf("start %s: %w", req.Thread, err)
+	}
+	s.after(runCtx, run, ss, res, err)
+	stop()
+	decided := s.decidedMeanwhile(ss, s.close(ss))
+	// Replies typed before the first save were kept for it: they come
+	// after the run that made it, as they would have, and drive the
+	// thread as any reply does.
+	s.applyKept(ctx, s.keptReplies(req, kept))
+	if !decided {
+		return nil
+	}
+	// A decision made while the cards were being posted was left to us.
+	return s.Drive(ctx, req.Thread)
+}
+
+// startOpened is Start that takes the thread's lease before it runs.
+func (s *Service) startOpened(ctx context.Context, req StartRequest) error {
 	ss, held, err := s.open(ctx, req.Thread)
 	if err != nil {
 		return err

@@ -63,6 +63,17 @@ type Sessions interface {
 	// every thread's were recorded, else the error of each of ds in ds's
 	// order (nil: recorded): a thread that fails loses no other's.
 	RecordDeliveries(ctx context.Context, ds []Deliveries) []error
+	// KeepReply keeps reply, for ttl, for the thread's first save to hand
+	// over (FirstSave) if the thread has no head and nobody holds its
+	// lease: KeptReply. A thread with a head is NotKept; one without a
+	// head whose lease is held is KeptNot. A store whose saves cannot
+	// take the lease (FirstSave) keeps nothing and says KeptNot: the
+	// service then opens a start's thread before it runs.
+	KeepReply(ctx context.Context, thread string, reply []byte, ttl time.Duration) (Kept, error)
+	// SavesTakeLease reports whether the graph's saves to this store
+	// take a start's lease when asked (FirstSave): a store that keeps
+	// the checkpoints. Without it, Start opens the thread first.
+	SavesTakeLease() bool
 }
 
 // Deliveries is what RecordDeliveries is asked of one thread.
@@ -241,6 +252,9 @@ type session struct {
 	from *graph.Result[agent.State]
 	// held: a card was left to the process showing it (heldElsewhere).
 	held bool
+	// first, for a start whose first save takes the lease, is what that
+	// save was asked: until it took the lease, there is none to renew.
+	first *FirstSave
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {
@@ -316,9 +330,20 @@ func (ss *session) confirm(at time.Time) {
 }
 
 func (ss *session) lastConfirmed() time.Time {
+	if ss.first != nil {
+		if took, sent, _ := ss.first.result(); took {
+			ss.confirm(sent)
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.confirmed
+}
+
+// unleased reports whether the session's lease is still to be taken by
+// its first save.
+func (ss *session) unleased() bool {
+	return ss.first != nil && !ss.first.Taken()
 }
 
 type sessionKey struct{}

@@ -1,0 +1,307 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/runner"
+)
+
+// A conversation's first save takes the thread's lease (runner.FirstSave):
+// the runner's start takes no lease before it runs the model. The save's
+// script refuses, writing nothing, if another acquisition holds the lease
+// or the thread exists; else it creates the thread, takes the lease for
+// the start's token and hands over the replies kept meanwhile
+// (KeepReply). A first save that also ends the session (a pause, an
+// answer, a failure; on a single server) takes the lease and lets go of
+// it in the same script, and writes the schedule, the audit entries and
+// the inbox as saveCloseLua does; one that does not (a call's running
+// save) moves the thread's wake-up no later than the opening did, so
+// that a thread whose process dies is looked at again. On a cluster the
+// wake-up is in another slot: it is written right after, as the
+// acquisition's (setWakeup).
+//
+// Replies kept for a thread without a head are a list of their own in
+// the thread's slot, cs:{<thread>}:kept, which expires.
+
+// SavesTakeLease implements runner.Sessions: a save given a
+// runner.FirstSave takes the start's lease.
+func (s *Store) SavesTakeLease() bool { return true }
+
+// keptKey is the key of the replies kept for a thread without a head.
+func (s *Store) keptKey(thread string) string {
+	return s.prefix + ":{" + escape(thread) + "}:kept"
+}
+
+// KeepReply implements runner.Sessions: it keeps reply for the thread's
+// first save if the thread has no head and its lease is free.
+func (s *Store) KeepReply(ctx context.Context, thread string, reply []byte, ttl time.Duration) (runner.Kept, error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return runner.NotKept, fmt.Errorf("keep reply: %w", err)
+	}
+	if ttl < time.Millisecond {
+		return runner.NotKept, fmt.Errorf("keep reply: expiry %v is under a millisecond", ttl)
+	}
+	n, err := s.eval(ctx, s.keepReplyScript, keepReplyLua, []string{k.claims, k.head, k.journal, k.history, k.lease, s.keptKey(thread)},
+		[]any{reply, ttl.Milliseconds()}).Int()
+	if err != nil {
+		return runner.NotKept, fmt.Errorf("keep reply in %s: %w", thread, err)
+	}
+	switch n {
+	case 0:
+		return runner.NotKept, nil
+	case 1:
+		return runner.KeptReply, nil
+	}
+	return runner.KeptNot, nil
+}
+
+// firstSave is Save of the checkpoint that creates the thread, for a
+// start whose first save takes the lease (f). saveArgs are saveLua's
+// first eleven arguments. With l, the run's last save, on a single
+// server, it also ends the session as saveClosing does.
+func (s *Store) firstSave(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, f *runner.FirstSave, l *runner.LastSave) (int, error) {
+	if f.Token == "" || f.TTL < time.Millisecond {
+		return 0, fmt.Errorf("first save: no lease token or a lease under a millisecond")
+	}
+	saveArgs[7] = "" // the fence: the script checks the lease itself
+	if l != nil {
+		return s.firstSaveClosing(ctx, cp, k, saveArgs, f, l)
+	}
+	keys := []string{k.head, k.journal, k.history, k.claims, k.lease, k.fence, s.keptKey(cp.Thread)}
+	cluster := s.isCluster()
+	// The audit entries that go with the save (a call's execution,
+	// runner.SaveAudit) are appended in the same script on a single
+	// server, as saveAuditLua does; on a cluster the runner appends them.
+	sa := runner.SaveAuditOf(ctx)
+	var audit []any
+	if !cluster {
+		keys = append(keys, s.wakeups)
+		if sa != nil && len(sa.Records) > 0 {
+			var err error
+			if audit, err = s.auditBlock(sa.Records); err != nil {
+				return 0, err
+			}
+			keys = append(keys, s.auditKey(), s.auditHeadKey())
+		}
+	}
+	args := make([]any, 0, len(saveArgs)+7+len(audit)+len(cp.Journal))
+	args = append(args, saveArgs...)
+	args = append(args, f.Token, f.TTL.Milliseconds(), s.fenceTTL(f.TTL), cp.Thread, unixMs(f.Wake), s.auditMinID(), len(audit))
+	args = append(args, audit...)
+	for _, e := range cp.Journal {
+		args = append(args, []byte(e))
+	}
+	sent := time.Now()
+	res, err := s.runScript(ctx, s.firstSaveScript, firstSaveLua, keys, args...).Slice()
+	if err != nil {
+		return 0, err
+	}
+	saved, _ := res[0].(int64)
+	if saved != 1 {
+		return int(saved), nil
+	}
+	if len(res) != 4 {
+		return 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	f.Took(sent, keptReplies(res[1]))
+	// The checkpoint is saved whatever became of the entries: those not
+	// appended (the chain's head had moved) are the runner's to append.
+	if audit != nil {
+		if appended, err := s.learnAuditHead(res[3]); err == nil && appended {
+			sa.Appended()
+		}
+	}
+	if seq, ok := res[2].(string); ok && cluster && !f.Wake.IsZero() {
+		// The lease is taken and the thread saved: the wake-up that has
+		// it looked at again should this process die, as this
+		// acquisition's.
+		if _, err := s.setWakeup(ctx, cp.Thread, seq, f.Wake, true); err != nil {
+			return 1, err
+		}
+	}
+	return 1, nil
+}
+
+// firstSaveClosing is firstSave of a run's last save on a single server:
+// it takes the lease and lets go of it in one script, with saveClosing's
+// work.
+func (s *Store) firstSaveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, f *runner.FirstSave, l *runner.LastSave) (int, error) {
+	c := l.Closing
+	ckeys, cargs, err := s.closeCall(c)
+	if err != nil {
+		return 0, err
+	}
+	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[3:]...) // fence, wakeups, waiting, audit, audit head
+	keys = append(keys, s.keptKey(cp.Thread))
+	var ikeys []string
+	var iargs []any
+	if c.Inbox != nil {
+		if ikeys, iargs, err = s.inboxArgs(c.Inbox); err != nil {
+			return 0, fmt.Errorf("update inbox: %w", err)
+		}
+	}
+	keys = append(keys, ikeys...)
+	args := make([]any, 0, len(saveArgs)+1+len(cargs)+len(iargs)+3+len(cp.Journal))
+	args = append(args, saveArgs...)
+	args = append(args, f.Token, len(cargs))
+	args = append(args, cargs...)
+	args = append(args, len(ikeys), len(iargs))
+	args = append(args, iargs...)
+	for _, e := range cp.Journal {
+		args = append(args, []byte(e))
+	}
+	sent := time.Now()
+	res, err := s.runScript(ctx, s.firstSaveCloseScript, firstSaveCloseLua, keys, args...).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) == 1 {
+		saved, _ := res[0].(int64)
+		return int(saved), nil
+	}
+	if len(res) != 5 || res[0] != int64(1) {
+		return 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	f.Took(sent, keptReplies(res[4]))
+	// The checkpoint is saved and the lease let go: what follows is the
+	// session's, and fails it alone.
+	var inboxErr error
+	if c.Inbox != nil {
+		inboxErr = s.replaced(c.Inbox, res[3], nil)
+	}
+	if len(c.Audit) > 0 {
+		if err := s.auditAfter(ctx, res[2], c.Audit...); err != nil && inboxErr == nil {
+			inboxErr = err
+		}
+	}
+	l.Closed(claimValues(c.Keys, res[1]), inboxErr)
+	return 1, nil
+}
+
+// keptReplies reads a script's list of kept replies.
+func keptReplies(reply any) [][]byte {
+	items, _ := reply.([]any)
+	out := make([][]byte, 0, len(items))
+	for _, item := range items {
+		if v, ok := item.(string); ok {
+			out = append(out, []byte(v))
+		}
+	}
+	return out
+}
+
+// noHeadLua defines no_head(claims, head, journal, history): whether
+// the thread has no head, as save_check tells a new thread.
+const noHeadLua = `
+local function no_head(claims, head, journal, history)
+  if redis.call('HEXISTS', claims, '` + headSeq + `') == 1 then return false end
+  return redis.call('EXISTS', head, journal, history) == 0
+end
+`
+
+// keepReplyLua keeps a reply for the thread's first save.
+//
+//	KEYS: claims, head, journal, history, lease, kept
+//	ARGV: the reply, expiry ms
+//
+// It returns 0 if the thread has a head (nothing written), 2 if it has
+// none but its lease is held (nothing written), else 1: the reply is
+// appended to the kept replies, which expire after the expiry.
+const keepReplyLua = noHeadLua + `
+if not no_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then return 0 end
+if redis.call('EXISTS', KEYS[5]) == 1 then return 2 end
+redis.call('RPUSH', KEYS[6], ARGV[1])
+redis.call('PEXPIRE', KEYS[6], ARGV[2])
+return 1
+`
+
+// takeKeptLua defines take_kept(kept): the kept replies, which it
+// deletes.
+const takeKeptLua = `
+local function take_kept(kept)
+  local replies = redis.call('LRANGE', kept, 0, -1)
+  if #replies > 0 then redis.call('DEL', kept) end
+  return replies
+end
+`
+
+// firstSaveLua is a start's first save that takes the lease and does not
+// end the session (firstSave).
+//
+//	KEYS: saveLua's (head, journal, history, claims, lease), fence, kept[,
+//	      wakeups[, audit stream, audit head]]
+//	ARGV: saveLua's first 11 (the fence ''), lease token, lease ms, fence
+//	      ms, thread, wake-up (unix ms or ''), the audit minimum ID, the
+//	      number a of audit arguments, a arguments (audit_append's block;
+//	      none on a cluster), then the new journal entries
+//
+// It returns {-1} if another acquisition holds the lease, {0} if the
+// thread exists (or the save's other checks fail), both having written
+// nothing; else {1, {the kept replies}, the acquisition's number (on a
+// cluster; else nil), audit_append's reply or nil}. The audit entries
+// are appended after the save's checks and before its writes, as
+// saveAuditLua does.
+const firstSaveLua = auditAppendLua + acquiredLua + saveCheckpointLua + takeKeptLua + `
+local lease = redis.call('GET', KEYS[5])
+if lease and lease ~= ARGV[12] then return {-1} end
+local saved, left, moved, kept = save_check(KEYS, ARGV)
+if saved ~= 1 then return {saved} end
+if left ~= -2 then return {0} end -- it only creates a thread
+local a = tonumber(ARGV[18])
+local audited = false
+if KEYS[9] and a > 0 then audited = audit_append(KEYS[9], KEYS[10], ARGV[17], ARGV, 19) end
+save_write(KEYS, ARGV, 19 + a, left, moved, kept)
+redis.call('SET', KEYS[5], ARGV[12], 'PX', ARGV[13])
+local seq = false
+if KEYS[8] then
+  if ARGV[16] ~= '' then redis.call('ZADD', KEYS[8], 'LT', ARGV[16], ARGV[15]) end
+else
+  seq = acquired(KEYS[6], ARGV[14])
+end
+return {1, take_kept(KEYS[7]), seq, audited}
+`
+
+// firstSaveCloseLua is a start's first save that takes the lease and
+// ends the session (firstSaveClosing): saveCloseLua's work, with the
+// lease checked as firstSaveLua does and let go in the same step.
+//
+//	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
+//	      wakeups, waiting, audit stream, audit head, kept, then the i keys
+//	      of updateInboxLua (none without an inbox update)
+//	ARGV: saveLua's first 11 (the fence ''), the lease token, the number c
+//	      of closeLua's arguments, those c arguments, i, the number u of
+//	      updateInboxLua's arguments, those u arguments, then the new
+//	      journal entries
+//
+// It returns {-1} or {0} as firstSaveLua does, else {1, the values of
+// the claims to read after the lease is let go, audit_append's reply or
+// nil, updateInboxLua's reply or nil, {the kept replies}}.
+const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + takeKeptLua + `
+local lease = redis.call('GET', KEYS[5])
+if lease and lease ~= ARGV[12] then return {-1} end
+local c = tonumber(ARGV[13])
+local cargv = {}
+for i = 1, c do cargv[i] = ARGV[13 + i] end
+local extra = {}
+local from = 10 + tonumber(cargv[7]) + tonumber(cargv[9 + tonumber(cargv[7])])
+for i = from, c do extra[#extra + 1] = cargv[i] end
+local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
+if saved ~= 1 then return {saved} end
+if left ~= -2 then return {0} end -- it only creates a thread
+if not vals then vals = {} end
+local ni, nu = tonumber(ARGV[14 + c]), tonumber(ARGV[15 + c])
+local old = false
+if ni > 0 then
+  local ikeys, iargv = {}, {}
+  for i = 1, ni do ikeys[i] = KEYS[11 + i] end
+  for i = 1, nu do iargv[i] = ARGV[15 + c + i] end
+  old = update_inbox(ikeys, iargv)
+end
+save_write(KEYS, ARGV, 16 + c + nu, left, moved, kept)
+local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, true, vals)
+return {1, res[1], res[2], old, take_kept(KEYS[11])}
+`

@@ -1,0 +1,168 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+)
+
+// firstSave saves cp as a start's first save that takes the lease for
+// token, and returns what the save was asked.
+func firstSave(ctx context.Context, store *redisstore.Store, cp *graph.Checkpoint, token string, wake time.Time, l *runner.LastSave) (*runner.FirstSave, error) {
+	f := &runner.FirstSave{Thread: cp.Thread, Token: token, TTL: time.Minute, Wake: wake}
+	ctx = runner.WithFirstSave(graph.WithFence(ctx, token), f)
+	if l != nil {
+		ctx = runner.WithLastSave(ctx, l)
+	}
+	return f, store.Save(ctx, cp)
+}
+
+// TestFirstSaveTakesTheLease: a start's first save creates the thread
+// and takes its lease in one step, on every kind of Redis the store runs
+// on, and hands over the replies kept for the thread meanwhile. It
+// writes nothing when another acquisition holds the lease (the replies
+// stay kept for the next start) or the thread exists; and a reply is
+// kept only while the thread has no head and its lease is free.
+func TestFirstSaveTakesTheLease(t *testing.T) {
+	for name, rdb := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("first")})
+			thread := uniqueName("T1:C1")
+			now := time.Now()
+
+			if kept, err := store.KeepReply(ctx, thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
+				t.Fatalf("KeepReply(no head, lease free) = %v, %v; want kept", kept, err)
+			}
+			// Another acquisition holds the lease: the first save is
+			// refused, and a reply waits for that acquisition.
+			other, err := store.AcquireLease(ctx, thread, "other", time.Minute)
+			if err != nil || other == "" {
+				t.Fatalf("AcquireLease = %q, %v", other, err)
+			}
+			if kept, err := store.KeepReply(ctx, thread, []byte("not kept"), time.Minute); err != nil || kept != runner.KeptNot {
+				t.Errorf("KeepReply(no head, lease held) = %v, %v; want KeptNot", kept, err)
+			}
+			first := firstCheckpoint(thread, "hello")
+			f, err := firstSave(ctx, store, first, runner.NewLeaseToken("A"), now.Add(time.Hour), nil)
+			if !errors.Is(err, redisstore.ErrFenced) || f.Taken() {
+				t.Fatalf("first save while another holds the lease = %v (taken %v), want ErrFenced", err, f.Taken())
+			}
+			if _, err := store.Load(ctx, thread); !errors.Is(err, graph.ErrNoCheckpoint) {
+				t.Fatalf("Load after the refused first save = %v, want ErrNoCheckpoint", err)
+			}
+			if err := store.ReleaseLease(ctx, thread, other); err != nil {
+				t.Fatal(err)
+			}
+			if kept, err := store.KeepReply(ctx, thread, []byte("two"), time.Minute); err != nil || kept != runner.KeptReply {
+				t.Fatalf("KeepReply(no head, lease free again) = %v, %v; want kept", kept, err)
+			}
+
+			tokenA := runner.NewLeaseToken("A")
+			f, err = firstSave(ctx, store, first, tokenA, now.Add(time.Hour), nil)
+			if err != nil || !f.Taken() {
+				t.Fatalf("first save = %v (taken %v)", err, f.Taken())
+			}
+			if runner.FirstSaveOf(runner.WithFirstSave(ctx, f)) != nil {
+				t.Error("FirstSaveOf a first save that was made is not nil")
+			}
+			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one", "two"}) {
+				t.Errorf("the first save handed over %q, want the two kept replies in order", replies)
+			}
+			if tok, err := store.AcquireLease(ctx, thread, "B", time.Minute); tok != "" || err != nil {
+				t.Errorf("AcquireLease after the first save = %q, %v; want it held by the start", tok, err)
+			}
+			if ok, err := store.RenewLease(ctx, thread, tokenA, time.Minute); !ok || err != nil {
+				t.Errorf("RenewLease(the start's token) = %v, %v; want renewed", ok, err)
+			}
+			if due, err := store.Due(ctx, now.Add(2*time.Hour), 10); err != nil || !slices.Contains(due, thread) {
+				t.Errorf("Due after the first save = %v, %v; want the thread woken should its process die", due, err)
+			}
+			if kept, err := store.KeepReply(ctx, thread, []byte("three"), time.Minute); err != nil || kept != runner.NotKept {
+				t.Errorf("KeepReply(a thread with a head) = %v, %v; want NotKept", kept, err)
+			}
+			// A later save of the run is fenced by the token taken.
+			second := nextCheckpoint(first, "again")
+			if err := store.Save(graph.WithFence(ctx, runner.NewLeaseToken("A")), second); !errors.Is(err, redisstore.ErrFenced) {
+				t.Errorf("Save(fenced by another token) after the first save = %v, want ErrFenced", err)
+			}
+			if err := store.Save(graph.WithFence(ctx, tokenA), second); err != nil {
+				t.Errorf("Save(fenced by the token the first save took) = %v", err)
+			}
+			// Another start's first save finds the thread.
+			if err := store.ReleaseLease(ctx, thread, tokenA); err != nil {
+				t.Fatal(err)
+			}
+			f, err = firstSave(ctx, store, firstCheckpoint(thread, "hello"), runner.NewLeaseToken("B"), time.Time{}, nil)
+			if !errors.Is(err, graph.ErrConflict) || f.Taken() {
+				t.Errorf("first save of a thread that exists = %v (taken %v), want a conflict", err, f.Taken())
+			}
+			if got, err := store.Load(ctx, thread); err != nil || got.Seq != second.Seq {
+				t.Errorf("Load after the second start's first save = %+v, %v; want the run's second checkpoint", got, err)
+			}
+			if tok, err := store.AcquireLease(ctx, thread, "C", time.Minute); tok == "" || err != nil {
+				t.Errorf("AcquireLease after the refused first save = %q, %v; want it free: the refused save took nothing", tok, err)
+			}
+		})
+	}
+}
+
+// TestFirstSaveThatEndsTheSession: a start's first save that pauses or
+// answers takes the lease and lets go of it in the same step, ending the
+// session with the schedule it was given, and hands over the kept
+// replies; on a Redis Cluster the session ends with CloseThread.
+func TestFirstSaveThatEndsTheSession(t *testing.T) {
+	for name, rdb := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("firstclose")})
+			thread := uniqueName("T1:C1")
+			now := time.Now()
+			if kept, err := store.KeepReply(ctx, thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
+				t.Fatalf("KeepReply = %v, %v; want kept", kept, err)
+			}
+			token := runner.NewLeaseToken("A")
+			wake := now.Add(3 * time.Hour)
+			l := &runner.LastSave{Closing: runner.Closing{Thread: thread, Token: token, Answered: -1, Schedule: true, Wake: wake}}
+			cp := firstCheckpoint(thread, "hello")
+			cp.Status = graph.Done
+			f, err := firstSave(ctx, store, cp, token, now.Add(time.Hour), l)
+			if err != nil || !f.Taken() {
+				t.Fatalf("first save that ends the session = %v (taken %v)", err, f.Taken())
+			}
+			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one"}) {
+				t.Errorf("the first save handed over %q, want the kept reply", replies)
+			}
+			if name == "cluster" {
+				if _, err := store.CloseThread(ctx, l.Closing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tok, err := store.AcquireLease(ctx, thread, "B", time.Minute); tok == "" || err != nil {
+				t.Errorf("AcquireLease after the session ended = %q, %v; want the lease free", tok, err)
+			}
+			if due, _ := store.Due(ctx, now.Add(2*time.Hour), 10); slices.Contains(due, thread) {
+				t.Errorf("Due before the session's wake-up = %v; want the thread not yet due", due)
+			}
+			if due, _ := store.Due(ctx, wake.Add(time.Minute), 10); !slices.Contains(due, thread) {
+				t.Errorf("Due at the session's wake-up = %v; want the thread", due)
+			}
+		})
+	}
+}
+
+// firstSaveReplies is whether f's save took the lease, and the replies
+// it handed over.
+func firstSaveReplies(f *runner.FirstSave) (bool, []string) {
+	var out []string
+	for _, r := range f.Replies() {
+		out = append(out, string(r))
+	}
+	return f.Taken(), out
+}
