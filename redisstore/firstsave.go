@@ -253,7 +253,7 @@ if saved ~= 1 then return {saved} end
 if left ~= -2 then return {0} end -- it only creates a thread
 local a = tonumber(ARGV[18])
 local audited = false
-if KEYS[9] and a > 0 then audited = audit_append(KEYS[9], KEYS[10], ARGV[17], ARGV, 19) end
+if KEYS[9] and a > 0 then audited = {audit_append(KEYS[9], KEYS[10], ARGV[17], ARGV, 19)} end
 save_write(KEYS, ARGV, 19 + a, left, moved, kept)
 redis.call('SET', KEYS[5], ARGV[12], 'PX', ARGV[13])
 local seq = false
@@ -302,6 +302,6 @@ if ni > 0 then
   old = update_inbox(ikeys, iargv)
 end
 save_write(KEYS, ARGV, 16 + c + nu, left, moved, kept)
-local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, cargv, true, vals)
+local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, 13, true, vals)
 return {1, res[1], res[2], old, take_kept(KEYS[11])}
 `
