@@ -101,6 +101,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		auditLua: OpAudit, updateInboxLua: OpInbox,
 		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
 		saveCloseLua: OpSave, recordLua: OpClaim, moveWakeLua: OpSchedule,
+		claimSaveLua: OpClaim,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

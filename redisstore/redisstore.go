@@ -226,6 +226,7 @@ type Store struct {
 	inboxScript                   *redis.Script
 	recordScript, saveCloseScript *redis.Script
 	moveWakeScript                *redis.Script
+	claimSaveScript               *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -277,6 +278,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		recordScript:        redis.NewScript(recordLua),
 		saveCloseScript:     redis.NewScript(saveCloseLua),
 		moveWakeScript:      redis.NewScript(moveWakeLua),
+		claimSaveScript:     redis.NewScript(claimSaveLua),
 
 		replicasConnected: opts.ReplicasConnected,
 	}
@@ -408,6 +410,14 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta, cp.Status == graph.Paused), s.historyLimit,
 		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
+	if sc := runner.SavedClaimOf(ctx); sc != nil {
+		// The first save of a run resumed by a click, which claims
+		// the decision with it (claimsave.go).
+		saved, handled, err := s.saveClaiming(ctx, cp, k, args, sc, runner.SaveAuditOf(ctx))
+		if handled {
+			return s.saved(cp, saved, err)
+		}
+	}
 	// Audit entries that go with the save (runner.SaveAudit) are
 	// appended in the same script on a single server; on a cluster the
 	// audit stream is in another slot, and the runner appends them on

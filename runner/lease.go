@@ -168,6 +168,9 @@ func (r *renewer) renewOnce(ctx context.Context) bool {
 	if ss.ended() {
 		return false // let go with the run's last save
 	}
+	if ss.claimPending() {
+		return true // the lease is the first save's to take (DecideAndDrive)
+	}
 	sent := time.Now()
 	ok, err := s.store.RenewLease(ctx, ss.thread, ss.token, s.opts.LeaseTTL)
 	if err == nil && !ok && ss.ended() {
@@ -222,6 +225,11 @@ func (s *Service) confirmLease(ctx context.Context, st *agent.State, c agent.Cal
 	ss, _ := ctx.Value(sessionKey{}).(*session)
 	if ss == nil || ss.token == "" {
 		return fmt.Errorf("call %s outside a run of the service: %w", c.Key, ErrLeaseLost)
+	}
+	if ss.claimPending() {
+		// The save that was to take the lease with the click's claim
+		// did not (DecideAndDrive): the run holds nothing.
+		return fmt.Errorf("call %s before its claim took the lease: %w", c.Key, ErrLeaseLost)
 	}
 	// A lease confirmed by a request sent less than a third of its
 	// duration ago cannot have lapsed: nobody else can hold it, so the

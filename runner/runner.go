@@ -411,29 +411,45 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 		runCtx, stop := s.keepLease(ctx, ss)
 		worked, err := s.step(runCtx, ss)
 		stop()
-		claims := s.close(ss)
-		if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
-			// The run was stopped for it: say so, not "context canceled".
-			return fmt.Errorf("drive %s: %w", thread, ErrLeaseLost)
-		}
-		if err != nil {
+		again, err := s.closeStep(ss, runCtx, worked, err)
+		if !again {
 			return err
 		}
-		if !worked {
-			// Nothing to run, but a decision or an approval may have
-			// come in while we held the lease: its process left it to
-			// us.
-			if !s.changedMeanwhile(ss, claims) {
-				return nil
-			}
-			continue
-		}
-		// Work was done. Claims made while we held the lease were left
-		// to us: go on if there are any.
-		if ss.res != nil && !s.decidedMeanwhile(ss, claims) {
-			return nil
-		}
 	}
+}
+
+// closeStep ends the session of a drive's step, whose lease is no longer
+// renewed, and reports whether to drive the thread again: a decision or
+// an approval that came in while the session held the lease was left to
+// it.
+func (s *Service) closeStep(ss *session, runCtx context.Context, worked bool, err error) (again bool, _ error) {
+	claims := s.close(ss)
+	if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+		// The run was stopped for it: say so, not "context canceled".
+		return false, fmt.Errorf("drive %s: %w", ss.thread, ErrLeaseLost)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !worked {
+		// Nothing to run, but a decision or an approval may have come
+		// in while we held the lease: its process left it to us.
+		return s.changedMeanwhile(ss, claims), nil
+	}
+	// Work was done. Claims made while we held the lease were left to
+	// us: go on if there are any.
+	return ss.res == nil || s.decidedMeanwhile(ss, claims), nil
+}
+
+// driveOn ends a session that a click's save began (DecideAndDrive), as
+// Drive ends each of its steps, and drives the thread again if Drive
+// would.
+func (s *Service) driveOn(ctx context.Context, ss *session, runCtx context.Context, worked bool, err error) error {
+	again, err := s.closeStep(ss, runCtx, worked, err)
+	if !again {
+		return err
+	}
+	return s.Drive(ctx, ss.thread)
 }
 
 // step does one piece of work on a thread whose lease is held, and

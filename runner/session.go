@@ -63,6 +63,11 @@ type Sessions interface {
 	// every thread's were recorded, else the error of each of ds in ds's
 	// order (nil: recorded): a thread that fails loses no other's.
 	RecordDeliveries(ctx context.Context, ds []Deliveries) []error
+	// ClaimsWithSaves reports whether the graph's saves on this storage
+	// write a SavedClaim that their context carries, with the checkpoint
+	// in one step (see SavedClaim). A store that cannot says false: the
+	// service then claims each decision on its own (ClaimDecision).
+	ClaimsWithSaves() bool
 }
 
 // Deliveries is what RecordDeliveries is asked of one thread.
@@ -241,6 +246,11 @@ type session struct {
 	from *graph.Result[agent.State]
 	// held: a card was left to the process showing it (heldElsewhere).
 	held bool
+	// claim is the decision's claim that the session's first save
+	// carries, which takes the lease (DecideAndDrive), and announce the
+	// decision to show once that save is made (announceDecision).
+	claim    *SavedClaim
+	announce *Event
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {

@@ -1,0 +1,307 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/runner"
+)
+
+// oneCallWorld is a world whose model asks for one call that needs
+// approval, deploy, for anything but talk ("chat:", or a note): the
+// click that approves it lets the run go on by itself.
+func oneCallWorld(t *testing.T) (world, *target) {
+	w, tg := newWorld(t)
+	w.model = &agenttest.Planner{Plan: func(text string) []llm.ToolCall {
+		if strings.HasPrefix(text, "chat:") || strings.Contains(text, "wrote in the thread while the calls waited") {
+			return nil
+		}
+		return []llm.ToolCall{{Name: "deploy", Arguments: fmt.Sprintf(`{"method":"POST","url":%q,"body":"v2"}`, w.base+"/deploy")}}
+	}}
+	return w, tg
+}
+
+// claimSaves records what became of each save that carried a click's
+// claim (runner.SavedClaim), in order.
+type claimSaves struct {
+	mu       sync.Mutex
+	outcomes []runner.ClaimOutcome
+}
+
+func (c *claimSaves) wrap(inner graph.Store) graph.Store { return claimSaveStore{inner, c} }
+
+func (c *claimSaves) list() []runner.ClaimOutcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.outcomes)
+}
+
+// saved reports whether a save has carried a claim and written it.
+func (c *claimSaves) saved() bool { return slices.Contains(c.list(), runner.ClaimSaved) }
+
+type claimSaveStore struct {
+	graph.Store
+	seen *claimSaves
+}
+
+func (s claimSaveStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
+	sc := runner.SavedClaimOf(ctx)
+	before := true
+	if sc != nil {
+		_, before = sc.Answered()
+	}
+	err := s.Store.Save(ctx, cp)
+	if !before {
+		if r, ok := sc.Answered(); ok {
+			s.seen.mu.Lock()
+			s.seen.outcomes = append(s.seen.outcomes, r.Outcome)
+			s.seen.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// clicked is what DecideAndDrive told the person, and whether the tool
+// had been called by then.
+type clicked struct {
+	err       error
+	toolCalls int
+}
+
+// decideAndDrive runs svc.DecideAndDrive and returns what claimed was
+// told, and when, and what the call returned.
+func decideAndDrive(svc *runner.Service, tg *target, d runner.Decision) (clicked, error) {
+	var got clicked
+	n := 0
+	err := svc.DecideAndDrive(context.Background(), d, func(err error) {
+		n++
+		got = clicked{err: err, toolCalls: tg.Count("POST /deploy")}
+	})
+	if n != 1 {
+		return got, fmt.Errorf("claimed was called %d times, want once", n)
+	}
+	return got, err
+}
+
+// TestDecideAndDriveClaimsWithTheSave: the click that approves the only
+// call claims it with the save that marks it running — one step, not
+// two — and the person is answered before the call is sent; the card
+// says who approved it only after that save; the call runs once, and the
+// audit trail has the decision, then the execution, chained intact.
+func TestDecideAndDriveClaimsWithTheSave(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	seen := &claimSaves{}
+	w.checkpoints = seen.wrap
+	var mu sync.Mutex
+	var decidedAfterSave []bool
+	rep := &recorder{}
+	watch := runner.ReporterFunc(func(ctx context.Context, e runner.Event) error {
+		if e.Kind == runner.CallDecided {
+			mu.Lock()
+			decidedAfterSave = append(decidedAfterSave, seen.saved())
+			mu.Unlock()
+		}
+		return rep.Report(ctx, e)
+	})
+	svc, _ := w.service(t, watch, 5*time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitingCall(t, svc, "th", "deploy")
+
+	got, err := decideAndDrive(svc, tg, decision("th", c, agent.Approve, "U_BOB"))
+	if err != nil || got.err != nil {
+		t.Fatalf("DecideAndDrive() = %v, told %v; want nil, nil", err, got.err)
+	}
+	if got.toolCalls != 0 {
+		t.Errorf("the person was answered after the call was sent (%d calls)", got.toolCalls)
+	}
+	if o := seen.list(); !slices.Equal(o, []runner.ClaimOutcome{runner.ClaimSaved}) {
+		t.Errorf("saves carrying the claim: %v, want one that saved", o)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	if !slices.Equal(decidedAfterSave, []bool{true}) {
+		t.Errorf("the decision was shown %d times, after the save: %v; want once, after it", len(decidedAfterSave), decidedAfterSave)
+	}
+	kinds := rep.kinds()
+	if i, j := slices.Index(kinds, "call_decided deploy"), slices.Index(kinds, "call_started deploy"); i < 0 || j < i {
+		t.Errorf("events %q: want the decision shown before the call starts", kinds)
+	}
+	res, err := svc.State(ctx, "th")
+	if err != nil || res.Status() != graph.Done {
+		t.Fatalf("State() = %v, %v; want done", res, err)
+	}
+	want := []string{"decision deploy approve", "execution deploy", "outcome deploy done"}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+}
+
+// TestDecideAndDriveClicksAtOnce: two processes, both with the thread
+// cached, approve the only call at the same moment, many times over. One
+// wins and runs the call, once; the other is told who decided.
+func TestDecideAndDriveClicksAtOnce(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	a, _ := w.service(t, nil, 5*time.Second)
+	b, _ := w.service(t, nil, 5*time.Second)
+	const threads = 8
+	for i := range threads {
+		thread := fmt.Sprintf("th-%d", i)
+		if err := a.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+			t.Fatal(err)
+		}
+		c := waitingCall(t, b, thread, "deploy") // b has it cached too
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		got := make([]clicked, 2)
+		errs := make([]error, 2)
+		for j, svc := range []*runner.Service{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				got[j], errs[j] = decideAndDrive(svc, tg, decision(thread, c, agent.Approve, []string{"U_A", "U_B"}[j]))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		won := -1
+		for j := range got {
+			var lost *runner.AlreadyDecidedError
+			switch {
+			case got[j].err == nil && errs[j] == nil:
+				if won >= 0 {
+					t.Fatalf("%s: both clicks won", thread)
+				}
+				won = j
+			case errors.As(got[j].err, &lost):
+			default:
+				t.Fatalf("%s: click %d told %v, returned %v", thread, j, got[j].err, errs[j])
+			}
+		}
+		if won < 0 {
+			t.Fatalf("%s: no click won: %v", thread, got)
+		}
+		var lost *runner.AlreadyDecidedError
+		if !errors.As(got[1-won].err, &lost) || lost.Decision.By != []string{"U_A", "U_B"}[won] {
+			t.Errorf("%s: the loser was told %v, want who won", thread, got[1-won].err)
+		}
+		// The winner's drive ran the call; wait for its end.
+		res, err := finish(ctx, a, thread, "U_BOB", agent.Approve, 20*time.Second)
+		if err != nil || res.Status() != graph.Done {
+			t.Fatalf("%s: %v, %v", thread, res, err)
+		}
+	}
+	if n := tg.Count("POST /deploy"); n != threads {
+		t.Errorf("deploy ran %d times over %d threads, want once each", n, threads)
+	}
+}
+
+// TestDecideAndDriveWhileLeased: a click while another process holds the
+// thread's lease is claimed, and told so, but nothing runs here: the
+// holder applies it when it lets go.
+func TestDecideAndDriveWhileLeased(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	seen := &claimSaves{}
+	w.checkpoints = seen.wrap
+	svc, store := w.service(t, nil, 5*time.Second)
+	holder, _ := w.service(t, nil, 5*time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitingCall(t, svc, "th", "deploy")
+	token, err := store.AcquireLease(ctx, "th", "other", 5*time.Second)
+	if err != nil || token == "" {
+		t.Fatalf("AcquireLease() = %q, %v", token, err)
+	}
+	got, err := decideAndDrive(svc, tg, decision("th", c, agent.Approve, "U_BOB"))
+	if err != nil || got.err != nil {
+		t.Fatalf("DecideAndDrive() = %v, told %v; want nil, nil", err, got.err)
+	}
+	if o := seen.list(); !slices.Equal(o, []runner.ClaimOutcome{runner.ClaimBusy}) {
+		t.Errorf("saves carrying the claim: %v, want one that found the lease held", o)
+	}
+	if n := tg.Count("POST /deploy"); n != 0 {
+		t.Fatalf("deploy ran %d times while another process held the lease", n)
+	}
+	res, err := svc.State(ctx, "th")
+	if err != nil || res.Status() != graph.Paused {
+		t.Fatalf("State() = %v, %v; want still paused", res, err)
+	}
+	// The holder lets go and, as it does, drives the claim it finds.
+	if err := store.ReleaseLease(ctx, "th", token); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Done {
+		t.Fatalf("State() = %v, %v; want done", res, err)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	want := []string{"decision deploy approve", "execution deploy", "outcome deploy done"}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+}
+
+// TestDecideAndDriveOnAStaleCache: the thread moved on in another process
+// since this one cached it (a note was added). The save that carries the
+// claim writes nothing; the decision is checked against the stored state
+// and claimed as Decide does, and the call runs once.
+func TestDecideAndDriveOnAStaleCache(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	w.policy = approversYAML
+	seen := &claimSaves{}
+	w.checkpoints = seen.wrap
+	svc, _ := w.service(t, nil, 5*time.Second)
+	other, _ := w.service(t, nil, 5*time.Second)
+	startIn(t, svc, "C1", "U0ALICE")
+	c := waitingCall(t, svc, "th", "deploy")
+	before, _ := svc.State(ctx, "th")
+	// Someone who may not decide writes in the thread: kept as a note,
+	// in a new checkpoint, by another process.
+	err := other.Reply(ctx, runner.Message{Thread: "th", Team: "T1", Channel: "C1", By: "U0DAVE", Text: "chat: lgtm"})
+	var refused *runner.RefusedError
+	if !errors.As(err, &refused) || !refused.Noted {
+		t.Fatalf("Reply() = %v, want a note", err)
+	}
+	if after, _ := other.State(ctx, "th"); after.Checkpoint.ID == before.Checkpoint.ID {
+		t.Fatal("the note did not move the thread on")
+	}
+	got, err := decideAndDrive(svc, tg, inChannel(c, agent.Approve, "U0BOB"))
+	if err != nil || got.err != nil {
+		t.Fatalf("DecideAndDrive() = %v, told %v; want nil, nil", err, got.err)
+	}
+	if o := seen.list(); !slices.Equal(o, []runner.ClaimOutcome{runner.ClaimStale}) {
+		t.Errorf("saves carrying the claim: %v, want one that found the cache stale", o)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	if res, err := svc.State(ctx, "th"); err != nil || res.Status() != graph.Done {
+		t.Fatalf("State() = %v, %v; want done", res, err)
+	}
+	want := []string{"note ", "decision deploy approve", "execution deploy", "outcome deploy done"}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+}
