@@ -31,9 +31,13 @@ import (
 // (SavedClaim). That save is fenced by a lease token that the same step
 // takes, so it is made only if the claim is this decision's, the lease
 // was free and the thread is still at the cached checkpoint; claimed is
-// called as soon as it answers, and people see the decision (CallDecided)
-// after it, when the call starts. When the claim is lost, nothing of the
-// decision is written and claimed gets the *AlreadyDecidedError; when
+// called as soon as it answers. People see the decision after that save,
+// with the call's start: the CallStarted event's call carries its
+// Decision, and no CallDecided comes before it, so that between the save
+// and the call being sent there is no more to show than on any other
+// resume (a card's update, then the lease check). When the claim is
+// lost, nothing of the decision is written and claimed gets the
+// *AlreadyDecidedError; when
 // another process holds the lease, the claim is written (with its
 // wake-up and audit entry) and that process applies it, as with Decide;
 // when the cache is stale, nothing is written and the decision is
@@ -132,9 +136,6 @@ func (s *Service) claimWithSave(ctx context.Context, cached *graph.Result[agent.
 		Keys: keys, Record: record, Answered: shownTo}}
 	ss := &session{thread: thread, token: token, head: cached.Checkpoint.ID, claims: map[string][]byte{},
 		asked: make(map[string]bool, len(keys)), answered: -1, claim: sc}
-	decided := c
-	decided.Decision = &ck.claim
-	ss.announce = &Event{Kind: CallDecided, Thread: thread, State: &cached.State, Call: &decided}
 	if ck.claim.By != "" {
 		ss.decided = append(ss.decided, decisionRecord(thread, &cached.State, c, ck.claim))
 	}
@@ -237,27 +238,6 @@ func lostTo(key string, winner []byte) error {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
 	}
 	return &AlreadyDecidedError{Key: key, Decision: first}
-}
-
-// announceDecision shows the decision that the session's first save
-// claimed (DecideAndDrive), once: from OnCall, when the call it decided
-// starts, after that save.
-func (s *Service) announceDecision(ctx context.Context, c agent.Call) {
-	ss, _ := ctx.Value(sessionKey{}).(*session)
-	if ss == nil {
-		return
-	}
-	ss.mu.Lock()
-	e := ss.announce
-	if e != nil && e.Call.Key == c.Key {
-		ss.announce = nil
-	} else {
-		e = nil
-	}
-	ss.mu.Unlock()
-	if e != nil {
-		_ = s.report(ctx, *e)
-	}
 }
 
 // claimPending reports whether the session's lease is still to be taken

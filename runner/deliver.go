@@ -214,7 +214,6 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 	switch c.Status {
 	case agent.Running:
 		kind = CallStarted
-		s.announceDecision(ctx, c)
 	case agent.Asking:
 		// Not finished: it waits for input (or a connection), which the
 		// pause shows; the trail says this attempt ended so, and its

@@ -247,10 +247,8 @@ type session struct {
 	// held: a card was left to the process showing it (heldElsewhere).
 	held bool
 	// claim is the decision's claim that the session's first save
-	// carries, which takes the lease (DecideAndDrive), and announce the
-	// decision to show once that save is made (announceDecision).
-	claim    *SavedClaim
-	announce *Event
+	// carries, which takes the lease (DecideAndDrive).
+	claim *SavedClaim
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {
