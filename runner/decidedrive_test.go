@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -22,13 +27,33 @@ import (
 // click that approves it lets the run go on by itself.
 func oneCallWorld(t *testing.T) (world, *target) {
 	w, tg := newWorld(t)
+	w.oneCall("deploy")
+	return w, tg
+}
+
+// lookupGatedYAML is the policy under which lookup (GET: idempotent)
+// needs approval too.
+const lookupGatedYAML = `
+tools:
+  lookup: {approval: required}
+  deploy: {approval: required}
+  delete: {approval: required}
+`
+
+// oneCall makes w's model ask for one call to tool (deploy, a POST, or
+// lookup, a GET, which then needs approval) for anything but talk.
+func (w *world) oneCall(tool string) {
+	args := fmt.Sprintf(`{"method":"POST","url":%q,"body":"v2"}`, w.base+"/deploy")
+	if tool == "lookup" {
+		w.policy = lookupGatedYAML
+		args = fmt.Sprintf(`{"method":"GET","url":%q}`, w.base+"/lookup")
+	}
 	w.model = &agenttest.Planner{Plan: func(text string) []llm.ToolCall {
 		if strings.HasPrefix(text, "chat:") || strings.Contains(text, "wrote in the thread while the calls waited") {
 			return nil
 		}
-		return []llm.ToolCall{{Name: "deploy", Arguments: fmt.Sprintf(`{"method":"POST","url":%q,"body":"v2"}`, w.base+"/deploy")}}
+		return []llm.ToolCall{{Name: tool, Arguments: args}}
 	}}
-	return w, tg
 }
 
 // claimSaves records what became of each save that carried a click's
@@ -36,6 +61,8 @@ func oneCallWorld(t *testing.T) (world, *target) {
 type claimSaves struct {
 	mu       sync.Mutex
 	outcomes []runner.ClaimOutcome
+	// onSaved, if set, is called after a save that wrote its claim.
+	onSaved func()
 }
 
 func (c *claimSaves) wrap(inner graph.Store) graph.Store { return claimSaveStore{inner, c} }
@@ -66,6 +93,9 @@ func (s claimSaveStore) Save(ctx context.Context, cp *graph.Checkpoint) error {
 			s.seen.mu.Lock()
 			s.seen.outcomes = append(s.seen.outcomes, r.Outcome)
 			s.seen.mu.Unlock()
+			if r.Outcome == runner.ClaimSaved && s.seen.onSaved != nil {
+				s.seen.onSaved()
+			}
 		}
 	}
 	return err
@@ -312,5 +342,163 @@ func TestDecideAndDriveOnAStaleCache(t *testing.T) {
 	want := []string{"note ", "decision deploy approve", "execution deploy", "outcome deploy done"}
 	if got := trail(t, w); !slices.Equal(got, want) {
 		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+}
+
+// TestTwoProcessesDecideAndDriveOneCall: two replicas, each with the
+// thread cached, click Approve on its only call at the same moment, as
+// the Slack handler takes a click. One wins and runs the call, once; the
+// other is told who decided.
+func TestTwoProcessesDecideAndDriveOneCall(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	svc, _ := w.service(t, nil, time.Second)
+	for i := range 3 {
+		thread := fmt.Sprintf("th-%d", i)
+		if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+			t.Fatal(err)
+		}
+		key := waitingCall(t, svc, thread, "deploy").Key
+		at := strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10)
+		env := []string{"CHILD_THREAD=" + thread, "CHILD_CALL=" + key, "CHILD_ONE_CALL=deploy", "CHILD_START_AT=" + at}
+		a := startReplica(t, w, "decide-drive", append(env, "CHILD_USER=U_A")...)
+		b := startReplica(t, w, "decide-drive", append(env, "CHILD_USER=U_B")...)
+		got := map[string]string{"U_A": a.line(t), "U_B": b.line(t)}
+		winner := a
+		switch {
+		case got["U_A"] == "WON" && got["U_B"] == "LOST U_A":
+		case got["U_B"] == "WON" && got["U_A"] == "LOST U_B":
+			winner = b
+		default:
+			t.Errorf("%s: replicas said %v, want one WON and the other LOST naming the winner", thread, got)
+		}
+		for _, r := range []*replica{a, b} {
+			l := r.line(t)
+			if !strings.HasPrefix(l, "END") {
+				t.Errorf("%s: replica said %q, want END", thread, l)
+			}
+			// The winner claimed with the save (outcome 1, ClaimSaved).
+			if r == winner && l != fmt.Sprintf("END [%d]", runner.ClaimSaved) {
+				t.Errorf("%s: the winner said %q, want its claim written with the save", thread, l)
+			}
+		}
+		if n := tg.Count("POST /deploy"); n != i+1 {
+			t.Errorf("%s: deploy ran %d times over %d threads, want once each", thread, n, i+1)
+		}
+	}
+}
+
+// TestKilledRightAfterTheClaimsSave kills a replica (SIGKILL) right after
+// the save that claimed a click's decision and marked the call running,
+// before the call is sent. The heir recovers the run as after any crash
+// there: a call that is not idempotent is not sent again unasked (its
+// outcome is unknown, and a person marks it done); an idempotent one is
+// run again, once. The audit trail stays chained.
+func TestKilledRightAfterTheClaimsSave(t *testing.T) {
+	tests := []struct {
+		tool, hit string
+		runs      int
+		onUnknown string
+		trail     []string
+	}{
+		{"deploy", "POST /deploy", 0, "mark_done", []string{
+			"decision deploy approve", "execution deploy", "outcome deploy unknown",
+			"decision deploy mark_done", "outcome deploy marked_done",
+		}},
+		{"lookup", "GET /lookup", 1, "", []string{
+			"decision lookup approve", "execution lookup", "execution lookup", "outcome lookup done",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			ctx := context.Background()
+			w, tg := newWorld(t)
+			w.rdb = redis.NewClient(redistest.Options(t))
+			w.oneCall(tt.tool)
+			svc, _ := w.service(t, nil, time.Second)
+			if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+				t.Fatal(err)
+			}
+			key := waitingCall(t, svc, "th", tt.tool).Key
+			victim := startReplica(t, w, "decide-drive-die", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_BOB",
+				"CHILD_ONE_CALL="+tt.tool, "CHILD_START_AT=0")
+			if l := victim.line(t); l != "WON" {
+				t.Fatalf("victim said %q, want WON", l)
+			}
+			if l := victim.line(t); l != "SAVED" {
+				t.Fatalf("victim said %q, want SAVED", l)
+			}
+			if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = victim.cmd.Wait()
+			res, err := svc.State(ctx, "th")
+			if err != nil || res.Status() != graph.Running {
+				t.Fatalf("State() after the kill = %v, %v; want the run saved running", res, err)
+			}
+			heldOff(t, w, "th")
+			endLease(t, w, "th")
+			heir := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB", "CHILD_ONE_CALL="+tt.tool,
+				"CHILD_ON_UNKNOWN="+tt.onUnknown)
+			if l := heir.line(t); !strings.HasPrefix(l, "DONE") {
+				t.Fatalf("heir said %q, want DONE", l)
+			}
+			if n := tg.Count(tt.hit); n != tt.runs {
+				t.Errorf("%s ran %d times, want %d", tt.tool, n, tt.runs)
+			}
+			if got := trail(t, w); !slices.Equal(got, tt.trail) {
+				t.Errorf("trail = %q\nwant %q", got, tt.trail)
+			}
+		})
+	}
+}
+
+// TestStalledRightAfterTheClaimsSave stops a replica (SIGSTOP) right
+// after the save that claimed a click's decision, until its lease is
+// over; another replica recovers the run (the call's outcome is unknown:
+// a person marks it done). The stalled replica then goes on: its lease
+// check before the call finds the lease gone, and the call is never
+// sent.
+func TestStalledRightAfterTheClaimsSave(t *testing.T) {
+	ctx := context.Background()
+	w, tg := newWorld(t)
+	w.rdb = redis.NewClient(redistest.Options(t))
+	w.oneCall("deploy")
+	svc, _ := w.service(t, nil, time.Second)
+	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"}); err != nil {
+		t.Fatal(err)
+	}
+	key := waitingCall(t, svc, "th", "deploy").Key
+	victim := startReplica(t, w, "decide-drive-stall", "CHILD_THREAD=th", "CHILD_CALL="+key, "CHILD_USER=U_BOB",
+		"CHILD_ONE_CALL=deploy", "CHILD_START_AT=0")
+	if l := victim.line(t); l != "WON" {
+		t.Fatalf("victim said %q, want WON", l)
+	}
+	if l := victim.line(t); l != "STALLED" {
+		t.Fatalf("victim said %q, want STALLED", l)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	heldOff(t, w, "th")
+	endStalledLease(t, w, "th", processLease)
+	heir := startReplica(t, w, "drive", "CHILD_THREAD=th", "CHILD_USER=U_BOB", "CHILD_ONE_CALL=deploy", "CHILD_ON_UNKNOWN=mark_done")
+	if l := heir.line(t); !strings.HasPrefix(l, "DONE") || !strings.Contains(l, "marked it as done") {
+		t.Fatalf("heir said %q, want DONE with the call marked done", l)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(victim.stdin)
+	if l := victim.line(t); !strings.HasPrefix(l, "END") {
+		t.Errorf("victim said %q after it went on, want END", l)
+	}
+	if n := tg.Count("POST /deploy"); n != 0 {
+		t.Errorf("deploy ran %d times, want 0: the stalled replica sent it without its lease", n)
+	}
+	got := trail(t, w)
+	if n := len(slices.DeleteFunc(slices.Clone(got), func(e string) bool { return e != "execution deploy" })); n != 1 {
+		t.Errorf("trail = %q: the call's execution recorded %d times, want once (the save that claimed it)", got, n)
 	}
 }
