@@ -201,7 +201,7 @@ func (s *Service) claimWithSave(ctx context.Context, cached *graph.Result[agent.
 		// The claim is ours and so is the lease, but the save was
 		// refused: go on from the stored state, as Drive does.
 		run.Info("the run goes on from the stored state")
-		ss.res, ss.from = nil, nil
+		ss.res, ss.from, ss.decided = nil, nil, nil // the step applies the claim anew
 		worked, err := s.step(runCtx, ss)
 		stop()
 		return true, s.driveOn(ctx, ss, runCtx, worked, err)
@@ -215,6 +215,7 @@ func (s *Service) claimWithSave(ctx context.Context, cached *graph.Result[agent.
 	stop()
 	s.release(thread, token)
 	if !answered {
+		s.returnRecords(thread, shown) // written twice at worst: they are set once
 		if err == nil {
 			err = errors.New("the store did not write the claim with the save")
 		}
