@@ -502,3 +502,77 @@ func TestStalledRightAfterTheClaimsSave(t *testing.T) {
 		t.Errorf("trail = %q: the call's execution recorded %d times, want once (the save that claimed it)", got, n)
 	}
 }
+
+// TestDecideAndDriveAnswersAsDecide: a click the rules refuse, or on a
+// card that is no longer pending, is answered as Decide answers it,
+// before anything is written or run, and a refusal is audited once; a
+// click after the call was decided hears who decided it.
+func TestDecideAndDriveAnswersAsDecide(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	w.policy = approversYAML
+	seen := &claimSaves{}
+	w.checkpoints = seen.wrap
+	svc, _ := w.service(t, nil, 5*time.Second)
+	startIn(t, svc, "C1", "U0ALICE")
+	deploy := waitingCall(t, svc, "th", "deploy")
+	before, _ := svc.State(ctx, "th")
+
+	other := inChannel(deploy, agent.Approve, "U0BOB")
+	other.Channel = "C2"
+	otherTeam := inChannel(deploy, agent.Approve, "U0BOB")
+	otherTeam.Team = "T2"
+	staleHash := inChannel(deploy, agent.Approve, "U0BOB")
+	staleHash.Hash = strings.Repeat("0", 64)
+	oldRound := inChannel(deploy, agent.Approve, "U0BOB")
+	oldRound.Round = 1
+	tests := []struct {
+		name    string
+		d       runner.Decision
+		refused bool
+		want    error
+	}{
+		{"an outsider approves", inChannel(deploy, agent.Approve, "U0MALLORY"), true, nil},
+		{"from another channel", other, true, nil},
+		{"from another workspace", otherTeam, true, nil},
+		{"the requester approves their own", inChannel(deploy, agent.Approve, "U0ALICE"), true, nil},
+		{"other arguments", staleHash, false, runner.ErrNotPending},
+		{"another round", oldRound, false, runner.ErrNotPending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decideAndDrive(svc, tg, tt.d)
+			var refused *runner.RefusedError
+			switch {
+			case tt.refused && !errors.As(got.err, &refused):
+				t.Errorf("told %v, want a refusal", got.err)
+			case !tt.refused && !errors.Is(got.err, tt.want):
+				t.Errorf("told %v, want %v", got.err, tt.want)
+			}
+			if !errors.Is(err, got.err) {
+				t.Errorf("DecideAndDrive() = %v, want what the person was told (%v)", err, got.err)
+			}
+		})
+	}
+	if after, _ := svc.State(ctx, "th"); after.Checkpoint.ID != before.Checkpoint.ID || len(seen.list()) != 0 {
+		t.Fatalf("refused clicks moved the thread (%s → %s) or wrote claims %v", before.Checkpoint.ID, after.Checkpoint.ID, seen.list())
+	}
+	if got, err := decideAndDrive(svc, tg, inChannel(deploy, agent.Approve, "U0BOB")); err != nil || got.err != nil {
+		t.Fatalf("Bob's approval = %v, told %v", err, got.err)
+	}
+	got, _ := decideAndDrive(svc, tg, inChannel(deploy, agent.Approve, "U0CAROL"))
+	var lost *runner.AlreadyDecidedError
+	if !errors.As(got.err, &lost) || lost.Decision.By != "U0BOB" {
+		t.Errorf("Carol's late click was told %v, want already approved by U0BOB", got.err)
+	}
+	if n := tg.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	want := []string{
+		"refusal deploy refused", "refusal deploy refused", "refusal deploy refused", "refusal deploy refused",
+		"decision deploy approve", "execution deploy", "outcome deploy done",
+	}
+	if got := trail(t, w); !slices.Equal(got, want) {
+		t.Errorf("trail = %q\nwant %q", got, want)
+	}
+}
