@@ -63,8 +63,8 @@ func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(erro
 			tell(err)
 			return err
 		}
-		if err == nil && s.resumesAlone(cached, ck) {
-			if done, err := s.claimWithSave(ctx, cached, ck, tell); done {
+		if err == nil && s.resumesAlone(d.Thread, cached, ck) {
+			if done, err := s.claimWithSave(ctx, d.Thread, cached, ck, tell); done {
 				return err
 			}
 			// The thread moved on since this process saw it: check the
@@ -84,7 +84,7 @@ func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(erro
 // that marks its call running: it approves the only call that waits,
 // which needs one approval, and this process has no session of the
 // thread parked by an earlier claim.
-func (s *Service) resumesAlone(res *graph.Result[agent.State], ck checked) bool {
+func (s *Service) resumesAlone(thread string, res *graph.Result[agent.State], ck checked) bool {
 	if res.Status() != graph.Paused || ck.claim.Kind != agent.Approve || ck.call == nil {
 		return false
 	}
@@ -99,20 +99,18 @@ func (s *Service) resumesAlone(res *graph.Result[agent.State], ck checked) bool 
 		}
 	}
 	s.openedMu.Lock()
-	_, parked := s.opened[res.State.Thread]
+	_, parked := s.opened[thread]
 	s.openedMu.Unlock()
 	return n == 1 && !parked
 }
 
-// claimWithSave resumes the run at cached with the checked decision ck,
-// whose claim the run's first save carries (SavedClaim), and drives the
-// thread on as Drive does. It reports done false, having told nothing
+// claimWithSave resumes the run of thread (its key: a forked thread's
+// state names the thread it was forked from) at cached with the checked
+// decision ck, whose claim the run's first save carries (SavedClaim),
+// and drives the thread on as Drive does. It reports done false, having told nothing
 // and written nothing, when the thread was no longer at cached.
-func (s *Service) claimWithSave(ctx context.Context, cached *graph.Result[agent.State], ck checked, tell func(error)) (done bool, err error) {
-	thread, c := cached.State.Thread, *ck.call
-	if thread == "" {
-		return false, nil
-	}
+func (s *Service) claimWithSave(ctx context.Context, thread string, cached *graph.Result[agent.State], ck checked, tell func(error)) (done bool, err error) {
+	c := *ck.call
 	raw, err := json.Marshal(ck.claim)
 	if err != nil {
 		return false, nil
