@@ -107,8 +107,9 @@ func (s *Service) resumesAlone(thread string, res *graph.Result[agent.State], ck
 // claimWithSave resumes the run of thread (its key: a forked thread's
 // state names the thread it was forked from) at cached with the checked
 // decision ck, whose claim the run's first save carries (SavedClaim),
-// and drives the thread on as Drive does. It reports done false, having told nothing
-// and written nothing, when the thread was no longer at cached.
+// and drives the thread on as Drive does. It reports done false, having
+// told nothing and written nothing, when the thread was no longer at
+// cached.
 func (s *Service) claimWithSave(ctx context.Context, thread string, cached *graph.Result[agent.State], ck checked, tell func(error)) (done bool, err error) {
 	c := *ck.call
 	raw, err := json.Marshal(ck.claim)
@@ -151,11 +152,15 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 		}
 	}
 	sent := time.Now()
+	// The run counts as one (logs, metrics) once its claim is ours and
+	// its lease taken.
+	var run logrus.FieldLogger = log
 	// As soon as the save answers — before the call is sent — the person
 	// is told.
 	sc.onAnswer = func(r ClaimResult) {
 		switch r.Outcome {
 		case ClaimSaved, ClaimLeased:
+			run = s.begin(thread, "resume", nil)
 			ss.confirm(sent)
 			for _, k := range keys {
 				ss.asked[k] = true
@@ -176,7 +181,6 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 		}
 	}
 	runCtx, stop := s.keepLease(ctx, ss)
-	run := s.begin(thread, "resume", nil)
 	out, err := s.graph.ResumeAt(WithSavedClaim(s.endWithSave(runCtx, ss), sc), thread, cached.Checkpoint.ID,
 		s.agent.Decide(map[string]agent.Decision{c.Key: ck.claim}))
 	r, answered := sc.Answered()
