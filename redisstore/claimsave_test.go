@@ -83,9 +83,10 @@ func TestSaveCarriesAClaim(t *testing.T) {
 				t.Fatalf("a stale claim was written: %q", claims)
 			}
 
-			// Busy: another acquisition holds the lease. The claim is
-			// written, not the checkpoint.
-			other, err := store.AcquireLease(ctx, thread, "other", time.Minute)
+			// Busy: another acquisition holds the lease — of the same
+			// owner: the fence is the acquisition's token, not the
+			// process's name. The claim is written, not the checkpoint.
+			other, err := store.AcquireLease(ctx, thread, "U_BOB", time.Minute)
 			if err != nil || other == "" {
 				t.Fatalf("AcquireLease = %q, %v", other, err)
 			}
