@@ -6,7 +6,10 @@
 //
 // Decide is the one door for people's decisions, whatever the front end:
 // it owns every rule about them (see Decide), so front ends only show the
-// typed errors it returns. An approval is bound to the hash of the exact
+// typed errors it returns. DecideAndDrive is that door followed by Drive,
+// for a front end that drives the run in the background of a click: it
+// answers the person as soon as the decision is claimed, and may claim it
+// with the resumed run's first save (decidedrive.go). An approval is bound to the hash of the exact
 // arguments the person was shown, and the agent runs a call only if what
 // it is about to run has that hash. A thread reply is feedback from
 // someone allowed to decide (it rejects the calls they may decide), or a
@@ -174,8 +177,9 @@ type Options struct {
 // Service runs conversations. It is safe for concurrent use, by many
 // goroutines and many processes sharing one store.
 //
-// Who calls what. Front ends call Start, Reply, Decide, Check, Retry,
-// RestartChanged, CancelChanged and Drive from their request goroutines,
+// Who calls what. Front ends call Start, Reply, Decide, DecideAndDrive,
+// Check, Retry, RestartChanged, CancelChanged and Drive from their
+// request goroutines (DecideAndDrive from a background job of theirs),
 // any number at once and for any threads; the operator's commands and the
 // Home tab call the read-only methods (State, Call, WaitingCalls, WaitsFor,
 // RecentDecisions, Changed) likewise. RunSchedule runs Tick on one
@@ -200,8 +204,10 @@ type Options struct {
 // Blocking. Start, Reply, Retry, Drive and Tick run the model and tools
 // and may take minutes; Decide and Check make a few store round trips and
 // show nothing, so a front end calls them before acknowledging a click,
-// and Drive afterwards, in the background. The Reporter is called on the
-// run's goroutine and holds it up while it posts.
+// and Drive afterwards, in the background; or it calls DecideAndDrive in
+// the background and acknowledges the click once its claimed callback
+// is called (a store round trip or two, as Decide). The Reporter is
+// called on the run's goroutine and holds it up while it posts.
 type Service struct {
 	agent *agent.Agent
 	graph *graph.Graph[agent.State]
