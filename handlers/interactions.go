@@ -230,8 +230,30 @@ func answer(log logrus.FieldLogger, err error) string {
 
 // decide records d and drives the run in the background; it returns what
 // to tell the person, or "".
+//
+// The decision and the drive are one job (runner.DecideAndDrive), which
+// may claim the decision with the resumed run's first save: the request
+// waits for the claim's answer only, never for the tool or the model.
+// When no background slot is free at once, the decision is recorded
+// here and the drive queued, as the request must not wait for a slot.
 func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
-	err := s.svc.Decide(ctx, d)
+	answered := make(chan error, 1)
+	started := s.backgroundNow(ctx, func(ctx context.Context) {
+		var decided error
+		err := s.svc.DecideAndDrive(ctx, d, func(err error) {
+			decided = err
+			answered <- err
+		})
+		if decided == nil && err != nil {
+			s.log.WithField("thread", d.Thread).WithError(err).Error("resuming after a decision")
+		}
+	})
+	var err error
+	if started {
+		err = <-answered
+	} else {
+		err = s.svc.Decide(ctx, d)
+	}
 	if refused := (*runner.RefusedError)(nil); errors.As(err, &refused) && refused.Changed {
 		s.drive(ctx, d.Thread) // shows what changed
 	}
@@ -239,8 +261,31 @@ func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string 
 		return msg
 	}
 	c.log.WithField("decision", d.Kind.String()).Info("decision recorded")
-	s.drive(ctx, d.Thread)
+	if !started {
+		s.drive(ctx, d.Thread)
+	}
 	return ""
+}
+
+// backgroundNow is background for a job that the request waits on (a
+// click's decision): it starts fn at once if a slot is free, and reports
+// whether it did; it starts nothing if none is.
+func (s *Server) backgroundNow(ctx context.Context, fn func(ctx context.Context)) bool {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	s.work.Add(1)
+	s.busy.Add(1)
+	go func() {
+		defer s.work.Done()
+		defer s.busy.Add(-1)
+		defer func() { <-s.slots }()
+		fn(ctx)
+	}()
+	return true
 }
 
 // drive lets the thread's run go on in the background.

@@ -102,6 +102,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		claimAllLua: OpClaim, dedupRefLua: OpIntake, dedupClaimLua: OpIntake,
 		saveCloseLua: OpSave, recordLua: OpClaim, moveWakeLua: OpSchedule,
 		firstSaveLua: OpSave, firstSaveCloseLua: OpSave, keepReplyLua: OpClaim,
+		claimSaveLua: OpClaim,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

@@ -239,6 +239,8 @@ type Store struct {
 	moveWakeScript                *redis.Script
 	// firstsave.go
 	keepReplyScript, firstSaveScript, firstSaveCloseScript *redis.Script
+	// claimsave.go
+	claimSaveScript *redis.Script
 }
 
 // New returns a Store that keeps its data in rdb, a client of a single
@@ -290,6 +292,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		recordScript:        redis.NewScript(recordLua),
 		saveCloseScript:     redis.NewScript(saveCloseLua),
 		moveWakeScript:      redis.NewScript(moveWakeLua),
+		claimSaveScript:     redis.NewScript(claimSaveLua),
 
 		keepReplyScript:      redis.NewScript(keepReplyLua),
 		firstSaveScript:      redis.NewScript(firstSaveLua),
@@ -433,6 +436,14 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		}
 		saved, err := s.firstSave(ctx, cp, k, args, f, l)
 		return s.saved(cp, saved, err)
+	}
+	if sc := runner.SavedClaimOf(ctx); sc != nil {
+		// The first save of a run resumed by a click, which claims
+		// the decision with it (claimsave.go).
+		saved, handled, err := s.saveClaiming(ctx, cp, k, args, sc, runner.SaveAuditOf(ctx))
+		if handled {
+			return s.saved(cp, saved, err)
+		}
 	}
 	// Audit entries that go with the save (runner.SaveAudit) are
 	// appended in the same script on a single server; on a cluster the

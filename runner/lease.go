@@ -170,8 +170,8 @@ func (r *renewer) renewOnce(ctx context.Context) bool {
 	if ss.ended() {
 		return false // let go with the run's last save
 	}
-	if ss.unleased() {
-		return true // the run's first save takes it
+	if ss.unleased() || ss.claimPending() {
+		return true // the run's first save takes it (a start's, or a click's: DecideAndDrive)
 	}
 	sent := time.Now()
 	ok, err := s.store.RenewLease(ctx, ss.thread, ss.token, s.opts.LeaseTTL)
@@ -227,6 +227,12 @@ func (s *Service) confirmLease(ctx context.Context, st *agent.State, c agent.Cal
 	ss, _ := ctx.Value(sessionKey{}).(*session)
 	if ss == nil || ss.token == "" {
 		return fmt.Errorf("call %s outside a run of the service: %w", c.Key, ErrLeaseLost)
+	}
+	if ss.claimPending() || ss.unleased() {
+		// The save that was to take the lease (a click's, with its
+		// claim: DecideAndDrive; a start's first) did not: the run
+		// holds nothing.
+		return fmt.Errorf("call %s before its run's first save took the lease: %w", c.Key, ErrLeaseLost)
 	}
 	// A lease confirmed by a request sent less than a third of its
 	// duration ago cannot have lapsed: nobody else can hold it, so the

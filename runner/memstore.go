@@ -458,6 +458,10 @@ func (m *MemoryStore) RecordDeliveries(_ context.Context, ds []Deliveries) []err
 	return errs
 }
 
+// ClaimsWithSaves implements Sessions: the store keeps no checkpoints,
+// so a decision is claimed on its own, before the run that applies it.
+func (m *MemoryStore) ClaimsWithSaves() bool { return false }
+
 // ClaimDecision implements Sessions.
 func (m *MemoryStore) ClaimDecision(ctx context.Context, c DecisionClaim) (Claimed, error) {
 	head, err := m.head(ctx, c.Thread)

@@ -44,6 +44,9 @@ func child(mode string) int {
 		// CHILD_SCHEDULE: the replica keeps the wake-up schedule.
 		schedule: os.Getenv("CHILD_SCHEDULE") != "",
 	}
+	if tool := os.Getenv("CHILD_ONE_CALL"); tool != "" {
+		w.oneCall(tool)
+	}
 	thread, user := os.Getenv("CHILD_THREAD"), os.Getenv("CHILD_USER")
 	t := &childTB{}
 	switch mode {
@@ -78,6 +81,54 @@ func child(mode string) int {
 			fmt.Println("ERROR", err)
 			return 1
 		}
+	case "decide-drive", "decide-drive-die", "decide-drive-stall":
+		// A click as the Slack handler takes it, on a thread this
+		// replica has cached: CHILD_ONE_CALL names the only call
+		// waiting. decide-drive-die stops (and waits for SIGKILL)
+		// right after the save that claimed the decision, before the
+		// call is sent.
+		w.oneCall(os.Getenv("CHILD_ONE_CALL"))
+		seen := &claimSaves{}
+		w.checkpoints = seen.wrap
+		switch mode {
+		case "decide-drive-die":
+			seen.onSaved = func() {
+				fmt.Println("SAVED")
+				select {} // the parent kills us here
+			}
+		case "decide-drive-stall":
+			seen.onSaved = func() {
+				// The parent stops us here until our lease is over and
+				// another replica has finished the run.
+				fmt.Println("STALLED")
+				_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+			}
+		}
+		svc, _ := w.service(t, nil, processLease)
+		if _, err := svc.State(ctx, thread); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		at, _ := strconv.ParseInt(os.Getenv("CHILD_START_AT"), 10, 64)
+		time.Sleep(time.Until(time.Unix(0, at))) // start together with the other replica
+		err := svc.DecideAndDrive(ctx, runner.Decision{Thread: thread, Call: os.Getenv("CHILD_CALL"), Kind: agent.Approve, By: user},
+			func(err error) {
+				var lost *runner.AlreadyDecidedError
+				switch {
+				case err == nil:
+					fmt.Println("WON")
+				case errors.As(err, &lost):
+					fmt.Println("LOST", lost.Decision.By)
+				default:
+					fmt.Println("ERROR", err)
+				}
+			})
+		var lost *runner.AlreadyDecidedError
+		if err != nil && !errors.As(err, &lost) {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Println("END", seen.list())
 	case "card-then-die":
 		// Start the thread and die as the first card is about to be shown:
 		// the pause is saved, no card has been seen.

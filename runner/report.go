@@ -18,7 +18,9 @@ const (
 	// ApprovalNeeded: Call waits for a person (pending, or unknown after
 	// a crash: then the choices are retry, mark done, skip).
 	ApprovalNeeded
-	// CallDecided: Call.Decision was made (or the call expired).
+	// CallDecided: Call.Decision was made (or the call expired). A call
+	// whose decision was claimed with the save that starts it
+	// (DecideAndDrive) has none: its CallStarted shows the decision.
 	CallDecided
 	// CallStarted and CallFinished: an approved call ran. A call whose
 	// attempt ended asking for input or a connection (agent.Asking) is

@@ -6,7 +6,10 @@
 //
 // Decide is the one door for people's decisions, whatever the front end:
 // it owns every rule about them (see Decide), so front ends only show the
-// typed errors it returns. An approval is bound to the hash of the exact
+// typed errors it returns. DecideAndDrive is that door followed by Drive,
+// for a front end that drives the run in the background of a click: it
+// answers the person as soon as the decision is claimed, and may claim it
+// with the resumed run's first save (decidedrive.go). An approval is bound to the hash of the exact
 // arguments the person was shown, and the agent runs a call only if what
 // it is about to run has that hash. A thread reply is feedback from
 // someone allowed to decide (it rejects the calls they may decide), or a
@@ -174,8 +177,9 @@ type Options struct {
 // Service runs conversations. It is safe for concurrent use, by many
 // goroutines and many processes sharing one store.
 //
-// Who calls what. Front ends call Start, Reply, Decide, Check, Retry,
-// RestartChanged, CancelChanged and Drive from their request goroutines,
+// Who calls what. Front ends call Start, Reply, Decide, DecideAndDrive,
+// Check, Retry, RestartChanged, CancelChanged and Drive from their
+// request goroutines (DecideAndDrive from a background job of theirs),
 // any number at once and for any threads; the operator's commands and the
 // Home tab call the read-only methods (State, Call, WaitingCalls, WaitsFor,
 // RecentDecisions, Changed) likewise. RunSchedule runs Tick on one
@@ -203,8 +207,10 @@ type Options struct {
 // Blocking. Start, Reply, Retry, Drive and Tick run the model and tools
 // and may take minutes; Decide and Check make a few store round trips and
 // show nothing, so a front end calls them before acknowledging a click,
-// and Drive afterwards, in the background. The Reporter is called on the
-// run's goroutine and holds it up while it posts.
+// and Drive afterwards, in the background; or it calls DecideAndDrive in
+// the background and acknowledges the click once its claimed callback
+// is called (a store round trip or two, as Decide). The Reporter is
+// called on the run's goroutine and holds it up while it posts.
 type Service struct {
 	agent *agent.Agent
 	graph *graph.Graph[agent.State]
@@ -477,29 +483,45 @@ func (s *Service) Drive(ctx context.Context, thread string) error {
 		runCtx, stop := s.keepLease(ctx, ss)
 		worked, err := s.step(runCtx, ss)
 		stop()
-		claims := s.close(ss)
-		if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
-			// The run was stopped for it: say so, not "context canceled".
-			return fmt.Errorf("drive %s: %w", thread, ErrLeaseLost)
-		}
-		if err != nil {
+		again, err := s.closeStep(ss, runCtx, worked, err)
+		if !again {
 			return err
 		}
-		if !worked {
-			// Nothing to run, but a decision or an approval may have
-			// come in while we held the lease: its process left it to
-			// us.
-			if !s.changedMeanwhile(ss, claims) {
-				return nil
-			}
-			continue
-		}
-		// Work was done. Claims made while we held the lease were left
-		// to us: go on if there are any.
-		if ss.res != nil && !s.decidedMeanwhile(ss, claims) {
-			return nil
-		}
 	}
+}
+
+// closeStep ends the session of a drive's step, whose lease is no longer
+// renewed, and reports whether to drive the thread again: a decision or
+// an approval that came in while the session held the lease was left to
+// it.
+func (s *Service) closeStep(ss *session, runCtx context.Context, worked bool, err error) (again bool, _ error) {
+	claims := s.close(ss)
+	if err != nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+		// The run was stopped for it: say so, not "context canceled".
+		return false, fmt.Errorf("drive %s: %w", ss.thread, ErrLeaseLost)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !worked {
+		// Nothing to run, but a decision or an approval may have come
+		// in while we held the lease: its process left it to us.
+		return s.changedMeanwhile(ss, claims), nil
+	}
+	// Work was done. Claims made while we held the lease were left to
+	// us: go on if there are any.
+	return ss.res == nil || s.decidedMeanwhile(ss, claims), nil
+}
+
+// driveOn ends a session that a click's save began (DecideAndDrive), as
+// Drive ends each of its steps, and drives the thread again if Drive
+// would.
+func (s *Service) driveOn(ctx context.Context, ss *session, runCtx context.Context, worked bool, err error) error {
+	again, err := s.closeStep(ss, runCtx, worked, err)
+	if !again {
+		return err
+	}
+	return s.Drive(ctx, ss.thread)
 }
 
 // step does one piece of work on a thread whose lease is held, and

@@ -74,6 +74,11 @@ type Sessions interface {
 	// take a start's lease when asked (FirstSave): a store that keeps
 	// the checkpoints. Without it, Start opens the thread first.
 	SavesTakeLease() bool
+	// ClaimsWithSaves reports whether the graph's saves on this storage
+	// write a SavedClaim that their context carries, with the checkpoint
+	// in one step (see SavedClaim). A store that cannot says false: the
+	// service then claims each decision on its own (ClaimDecision).
+	ClaimsWithSaves() bool
 }
 
 // Deliveries is what RecordDeliveries is asked of one thread.
@@ -255,6 +260,9 @@ type session struct {
 	// first, for a start whose first save takes the lease, is what that
 	// save was asked: until it took the lease, there is none to renew.
 	first *FirstSave
+	// claim is the decision's claim that the session's first save
+	// carries, which takes the lease (DecideAndDrive).
+	claim *SavedClaim
 }
 
 func (ss *session) queueAudit(recs ...map[string]string) {

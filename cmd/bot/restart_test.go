@@ -244,9 +244,10 @@ func TestStalledPastTheLease(t *testing.T) {
 	h.command("deploy", nil, nil)
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
-	// The first card update shows the decision; the second, "running",
-	// comes after the call is saved as running and before it is sent.
-	arrived, release := h.slack.HoldNext("chat.update", 1)
+	// The card's first update shows the decision with "running": it
+	// comes after the save that claims the click and marks the call
+	// running, and before the call is sent.
+	arrived, release := h.slack.HoldNext("chat.update", 0)
 	defer release()
 	h.click(card, "approve", approver)
 	<-arrived

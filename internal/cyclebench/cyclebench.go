@@ -50,7 +50,8 @@ const (
 	// Agent: graph Start/Continue, then Resume with the approval, on
 	// redisstore, with no service around it.
 	Agent Impl = "agent"
-	// Runner: runner.Service Start/Reply, Decide, Drive — the bot's path.
+	// Runner: runner.Service Start/Reply, then DecideAndDrive — the
+	// bot's path, as the Slack handler takes a click.
 	Runner Impl = "runner"
 )
 
@@ -210,14 +211,17 @@ func (c *Cycler) runnerCycle(ctx context.Context, thread string, turn int) error
 	if !ok {
 		return errors.New("no call waits for approval")
 	}
-	err = c.svc.Decide(ctx, runner.Decision{
+	// The click as the Slack handler takes it: the decision and the
+	// drive in one job, the person answered once the claim is.
+	var decided error
+	err = c.svc.DecideAndDrive(ctx, runner.Decision{
 		Thread: thread, Call: call.Key, Round: call.Attempts, Hash: call.Hash,
 		Team: team, Channel: channel, By: approver, Kind: agent.Approve,
-	})
-	if err != nil {
-		return err
+	}, func(err error) { decided = err })
+	if decided != nil {
+		return decided
 	}
-	if err := c.svc.Drive(ctx, thread); err != nil {
+	if err != nil {
 		return err
 	}
 	return c.lastAnswer(thread, turn, text)

@@ -1,0 +1,225 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/runner"
+)
+
+// A save that carries a decision's claim (runner.SavedClaim): the first
+// save of the run that a click resumes claims the decision, takes the
+// thread's lease and writes the checkpoint in one script, claimSaveLua,
+// where a claim and that save were two round trips. On a single server
+// only: the wake-up schedule and the audit stream are in other slots on
+// a cluster, where the claim (ClaimDecision) and the save stay apart.
+
+// ClaimsWithSaves implements runner.Sessions: on a single server a save
+// can carry a claim.
+func (s *Store) ClaimsWithSaves() bool { return !s.isCluster() }
+
+// saveClaiming is Save of a checkpoint whose context carries the claim
+// sc: on its first save, claimSaveLua; later, a plain save if that one
+// saved, else a refusal as fenced (the run never held the lease).
+// saveArgs are saveLua's first eleven arguments; sa, if not nil, the
+// audit entries that go with the save. handled is false when the save
+// is a plain one, for Save to make.
+func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, sc *runner.SavedClaim, sa *runner.SaveAudit) (saved int, handled bool, err error) {
+	if r, answered := sc.Answered(); answered {
+		if r.Outcome == runner.ClaimSaved {
+			return 0, false, nil
+		}
+		return -1, true, nil
+	}
+	c := sc.Claim
+	if s.isCluster() {
+		return 0, true, fmt.Errorf("claim %s with a save: %w", c.Key, errClaimSaveCluster)
+	}
+	if err := checkClaimKeys(append([]string{c.Key}, c.Record...)...); err != nil {
+		return 0, true, fmt.Errorf("claim %s: %w", c.Key, err)
+	}
+	if c.Thread != cp.Thread || sc.Token == "" || sc.Token != graph.Fence(ctx) || c.ExpectHead == "" || c.ExpectHead != cp.Parent {
+		return 0, true, fmt.Errorf("claim %s with the save of %s: %w", c.Key, cp.ID, errClaimSaveMismatch)
+	}
+	// The decision's entry and the save's are sealed as one chain, then
+	// sent as two blocks: the decision's is appended with the claim, the
+	// save's only if the checkpoint is saved.
+	var decided, withSave []any
+	records := make([]map[string]string, 0, 2)
+	if c.Audit != nil {
+		records = append(records, c.Audit)
+	}
+	if sa != nil {
+		records = append(records, sa.Records...)
+	}
+	if len(records) > 0 {
+		block, err := s.auditBlock(records)
+		if err != nil {
+			return 0, true, fmt.Errorf("claim %s: %w", c.Key, err)
+		}
+		if c.Audit != nil {
+			decided, withSave = splitAuditBlock(block)
+		} else {
+			withSave = block
+		}
+	}
+	keys := []string{k.head, k.journal, k.history, k.claims, k.lease, s.wakeups, s.auditStream, s.auditHead}
+	args := make([]any, 0, len(saveArgs)+16+len(c.Record)+len(decided)+len(withSave)+len(c.Keys)+len(cp.Journal))
+	args = append(args, saveArgs...)
+	args = append(args, c.Key, c.Value, c.Thread, unixMs(c.WakeBy), c.LeaseTTL.Milliseconds(), s.auditMinID())
+	args = s.recordArgs(args, c.Record, c.Answered)
+	args = append(args, len(decided))
+	args = append(args, decided...)
+	args = append(args, len(withSave))
+	args = append(args, withSave...)
+	args = append(args, len(c.Keys))
+	for _, key := range c.Keys {
+		args = append(args, key)
+	}
+	for _, e := range cp.Journal {
+		args = append(args, []byte(e))
+	}
+	res, err := s.runScript(ctx, s.claimSaveScript, claimSaveLua, keys, args...).Slice()
+	if err != nil {
+		return 0, true, err
+	}
+	r, saved, err := s.claimSaved(ctx, res, sc, sa)
+	if err != nil {
+		return 0, true, err
+	}
+	sc.Answer(r)
+	return saved, true, nil
+}
+
+// claimSaved reads claimSaveLua's reply: what became of the claim, and
+// saveLua's reply for the save (1 saved, -1 not).
+func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim, sa *runner.SaveAudit) (runner.ClaimResult, int, error) {
+	c := sc.Claim
+	if len(res) == 0 {
+		return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	code, _ := res[0].(int64)
+	switch {
+	case code == -1 && len(res) == 1:
+		return runner.ClaimResult{Outcome: runner.ClaimStale}, -1, nil
+	case code == 0 && len(res) == 2:
+		stored, ok := res[1].(string)
+		if !ok {
+			break
+		}
+		return runner.ClaimResult{Outcome: runner.ClaimLost, Winner: []byte(stored)}, -1, nil
+	case code == 2 && len(res) == 2:
+		r := runner.ClaimResult{Outcome: runner.ClaimBusy}
+		if c.Audit != nil {
+			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+		}
+		return r, -1, nil
+	case code == 3 && len(res) == 3:
+		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimValues(c.Keys, res[2])}
+		if c.Audit != nil {
+			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+		}
+		return r, -1, nil
+	case code == 1 && len(res) == 4:
+		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimValues(c.Keys, res[3])}
+		// The save's entries were appended only if the decision's were
+		// (they are chained to it): if not, the decision's go now, and
+		// the save's are left to the runner, which appends them before
+		// the call is sent (BeforeCall).
+		if c.Audit != nil {
+			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+		}
+		if sa != nil && res[2] != nil {
+			if appended, err := s.learnAuditHead(res[2]); err == nil && appended {
+				sa.Appended()
+			}
+		}
+		return r, 1, nil
+	}
+	return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
+}
+
+// splitAuditBlock splits an audit block (auditBlock) of at least one
+// record into a block of its first record and a block of the others,
+// chained to it.
+func splitAuditBlock(block []any) (first, rest []any) {
+	// [head hash, n, then per record: seq, hash, 2k, then 2k fields]
+	n, _ := block[1].(int)
+	k, _ := block[4].(int)
+	end := 5 + k
+	first = make([]any, 0, end)
+	first = append(first, block[0], 1)
+	first = append(first, block[2:end]...)
+	rest = make([]any, 0, 2+len(block)-end)
+	rest = append(rest, block[3], n-1)
+	rest = append(rest, block[end:]...)
+	return first, rest
+}
+
+var (
+	errClaimSaveCluster  = fmt.Errorf("a save carries no claim on a cluster")
+	errClaimSaveMismatch = fmt.Errorf("the claim does not go with this save")
+)
+
+// claimSaveLua claims a decision with the first save of the run that
+// resumes with it (saveClaiming).
+//
+//	KEYS: saveLua's (head, journal, history, claims, lease), then wakeups,
+//	      audit stream, audit head
+//	ARGV: saveLua's first 11 (the fence, ARGV[8], is the lease token to
+//	      take; the parent, ARGV[10], the head the claim expects), then
+//	      the claim key, its value, the thread, the wake-up (unix ms or
+//	      ''), the lease ms, the audit minimum ID, record_deliveries'
+//	      arguments (expiry ms, answered count or '', the number m of
+//	      records, the m records), the number a of the decision's audit
+//	      arguments and those a (audit_append's block), the number b of
+//	      the save's audit arguments and those b, the number k of claim
+//	      keys to read and those k, then the new journal entries
+//
+// Steps, in order, each only if the one before passed: the head must be
+// the parent (else {-1}, nothing written); the deliveries are recorded and
+// the wake-up moved no later than the one given; the claim is set once
+// (else {0, the stored value}); the decision's entry is appended; the
+// lease is taken (else {2, its audit reply}: the holder applies the
+// claim); the checkpoint is saved as saveLua does, with the save's
+// entries (else {3, the decision's audit reply, the claims' values}: the
+// claim and the lease stand). It returns {1, the decision's audit reply,
+// the save's audit reply or nil, the claims' values} when it saved.
+const claimSaveLua = auditAppendLua + saveCheckpointLua + recordFnLua + `
+local m = tonumber(ARGV[20])
+local ai = 21 + m
+local a = tonumber(ARGV[ai])
+local bi = ai + 1 + a
+local b = tonumber(ARGV[bi])
+local ki = bi + 1 + b
+local k = tonumber(ARGV[ki])
+local fields = {'` + headID + `', 'answered'}
+for i = ki + 1, ki + k do fields[#fields + 1] = ARGV[i] end
+local h = redis.call('HMGET', KEYS[4], unpack(fields))
+local head = h[1]
+local known = head ~= false
+if not known then head = redis.call('HGET', KEYS[1], 'id') end
+if head ~= ARGV[10] then return {-1} end
+record_deliveries(KEYS[4], KEYS[1], ARGV, 18, known, h[2])
+if ARGV[15] ~= '' then
+  redis.call('ZADD', KEYS[6], 'LT', ARGV[15], ARGV[14])
+end
+if redis.call('HSETNX', KEYS[4], ARGV[12], ARGV[13]) == 0 then
+  return {0, redis.call('HGET', KEYS[4], ARGV[12])}
+end
+if not known and redis.call('PTTL', KEYS[4]) < 0 then
+  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[18]), redis.call('PTTL', KEYS[1])))
+end
+local decided = false
+if a > 0 then decided = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1)} end
+if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then return {2, decided} end
+local vals = {}
+recorded_values(vals, 0, fields, h, ARGV, 18, ARGV[12], ARGV[13])
+local saved, left, moved, kept = save_check(KEYS, ARGV)
+if saved ~= 1 then return {3, decided, vals} end
+local audited = false
+if b > 0 then audited = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1)} end
+save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept)
+return {1, decided, audited, vals}
+`

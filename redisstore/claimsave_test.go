@@ -1,0 +1,159 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/runner"
+)
+
+// TestSaveCarriesAClaim walks a save that carries a click's claim
+// (runner.SavedClaim) through each of its outcomes, on each Redis the
+// store runs on: what it writes and what it leaves as it was. On a
+// Cluster a save carries no claim (its schedule and audit stream are
+// other slots): the store says so, and such a save writes nothing.
+func TestSaveCarriesAClaim(t *testing.T) {
+	for name, server := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := redisstore.New(server(t), redisstore.Options{Prefix: uniqueName("claimsave")})
+			cluster := name == "cluster"
+			if got := store.ClaimsWithSaves(); got == cluster {
+				t.Fatalf("ClaimsWithSaves() = %v on %s", got, name)
+			}
+			// A paused thread: its head is cp-1.
+			thread := uniqueName("T1:C1")
+			first := firstCheckpoint(thread, "ship it")
+			first.Status = graph.Paused
+			mustSave(t, store, first)
+
+			// save makes the next checkpoint's save carry a claim by who,
+			// fenced by a token of its own, and returns what it did.
+			save := func(who string, parent *graph.Checkpoint) (runner.ClaimResult, bool, error) {
+				token := runner.NewLeaseToken(who)
+				sc := &runner.SavedClaim{Token: token, Claim: runner.DecisionClaim{Thread: thread, Key: "decision:c1#0",
+					Value: []byte(`{"kind":"approve","by":"` + who + `"}`), ExpectHead: parent.ID,
+					WakeBy: time.Now().Add(time.Minute), LeaseTTL: time.Minute, Keys: []string{"decision:c1#0", "answered"},
+					Audit: map[string]string{"event": "decision", "thread": thread, "by": who}}}
+				cp := nextCheckpoint(parent, "approved by "+who)
+				runCtx := runner.WithSavedClaim(graph.WithFence(ctx, token), sc)
+				err := store.Save(runCtx, cp)
+				r, answered := sc.Answered()
+				// Once answered, a later save of the run carries nothing:
+				// it is a plain save if the claim's was made, else fenced.
+				if answered && r.Outcome != runner.ClaimSaved {
+					if err := store.Save(runCtx, cp); !errors.Is(err, redisstore.ErrFenced) {
+						t.Errorf("a later save of a run whose claim was not saved = %v, want ErrFenced", err)
+					}
+				}
+				return r, answered, err
+			}
+			head := func() string {
+				t.Helper()
+				cp, err := store.Load(ctx, thread)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cp.ID
+			}
+
+			if cluster {
+				_, answered, err := save("U_BOB", first)
+				if err == nil || answered || head() != first.ID {
+					t.Fatalf("a save with a claim on a cluster = %v, answered %v, head %s; want an error, nothing written", err, answered, head())
+				}
+				claims, _ := store.ClaimValues(ctx, thread, []string{"decision:c1#0"})
+				if len(claims) != 0 {
+					t.Fatalf("the claim was written: %q", claims)
+				}
+				return
+			}
+
+			// Stale: the head is not the parent. Nothing is written.
+			stale := *first
+			stale.ID = "cp-0"
+			if r, _, err := save("U_EVE", &stale); r.Outcome != runner.ClaimStale || !errors.Is(err, redisstore.ErrFenced) {
+				t.Fatalf("a save from a stale checkpoint = %+v, %v; want ClaimStale, fenced", r, err)
+			}
+			if claims, _ := store.ClaimValues(ctx, thread, []string{"decision:c1#0"}); len(claims) != 0 {
+				t.Fatalf("a stale claim was written: %q", claims)
+			}
+
+			// Busy: another acquisition holds the lease — of the same
+			// owner: the fence is the acquisition's token, not the
+			// process's name. The claim is written, not the checkpoint.
+			other, err := store.AcquireLease(ctx, thread, "U_BOB", time.Minute)
+			if err != nil || other == "" {
+				t.Fatalf("AcquireLease = %q, %v", other, err)
+			}
+			if r, _, err := save("U_BOB", first); r.Outcome != runner.ClaimBusy || !errors.Is(err, redisstore.ErrFenced) {
+				t.Fatalf("a save while the lease is held = %+v, %v; want ClaimBusy, fenced", r, err)
+			}
+			if head() != first.ID {
+				t.Fatalf("the checkpoint was saved while another held the lease")
+			}
+			claims, _ := store.ClaimValues(ctx, thread, []string{"decision:c1#0"})
+			if string(claims["decision:c1#0"]) != `{"kind":"approve","by":"U_BOB"}` {
+				t.Fatalf("claims after a busy save = %q, want U_BOB's", claims)
+			}
+			if err := store.ReleaseLease(ctx, thread, other); err != nil {
+				t.Fatal(err)
+			}
+
+			// Lost: the claim is someone else's. Nothing more is written,
+			// the lease is left free.
+			if r, _, err := save("U_CAROL", first); r.Outcome != runner.ClaimLost || string(r.Winner) != `{"kind":"approve","by":"U_BOB"}` ||
+				!errors.Is(err, redisstore.ErrFenced) {
+				t.Fatalf("a save whose claim is lost = %+v, %v; want ClaimLost naming U_BOB, fenced", r, err)
+			}
+			if token, err := store.AcquireLease(ctx, thread, "probe", time.Minute); err != nil || token == "" {
+				t.Fatalf("the lease after a lost claim: %q, %v; want it free", token, err)
+			} else if err := store.ReleaseLease(ctx, thread, token); err != nil {
+				t.Fatal(err)
+			}
+
+			// Saved: on another call of a fresh thread, the claim, the
+			// lease and the checkpoint in one step, with the claims asked
+			// for read back.
+			thread = uniqueName("T1:C1")
+			first = firstCheckpoint(thread, "ship it")
+			first.Status = graph.Paused
+			mustSave(t, store, first)
+			r, _, err := save("U_DAN", first)
+			if r.Outcome != runner.ClaimSaved || err != nil || string(r.Claims["decision:c1#0"]) != `{"kind":"approve","by":"U_DAN"}` {
+				t.Fatalf("a save whose claim wins = %+v, %v; want ClaimSaved with the claim read back", r, err)
+			}
+			if head() != "cp-2" {
+				t.Fatalf("head after the save = %s, want cp-2", head())
+			}
+			if token, err := store.AcquireLease(ctx, thread, "probe", time.Minute); err != nil || token != "" {
+				t.Fatalf("AcquireLease after the save = %q, %v; want the lease held by the save's token", token, err)
+			}
+			due, err := store.Due(ctx, time.Now().Add(2*time.Minute), 100)
+			if err != nil || !contains(due, thread) {
+				t.Errorf("Due = %v, %v; want the thread woken within a lease", due, err)
+			}
+
+			// Leased: the claim wins and the lease is taken, but the
+			// checkpoint does not follow the stored one (its journal):
+			// the claim and the lease stand, the checkpoint is not saved.
+			thread = uniqueName("T1:C1")
+			first = firstCheckpoint(thread, "ship it")
+			first.Status = graph.Paused
+			mustSave(t, store, first)
+			bad := *first
+			bad.JournalLen++ // the next checkpoint's journal starts past the stored one's
+			r, _, err = save("U_ERIN", &bad)
+			if r.Outcome != runner.ClaimLeased || !errors.Is(err, redisstore.ErrFenced) || head() != first.ID {
+				t.Fatalf("a save that does not follow = %+v, %v, head %s; want ClaimLeased, fenced, head %s", r, err, head(), first.ID)
+			}
+			if token, err := store.AcquireLease(ctx, thread, "probe", time.Minute); err != nil || token != "" {
+				t.Fatalf("AcquireLease after ClaimLeased = %q, %v; want the lease held", token, err)
+			}
+		})
+	}
+}
