@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -112,7 +111,7 @@ func (s *Service) resumesAlone(thread string, res *graph.Result[agent.State], ck
 // cached.
 func (s *Service) claimWithSave(ctx context.Context, thread string, cached *graph.Result[agent.State], ck checked, tell func(error)) (done bool, err error) {
 	c := *ck.call
-	raw, err := json.Marshal(ck.claim)
+	raw, err := decisionJSON(ck.claim)
 	if err != nil {
 		return false, nil
 	}
