@@ -9,10 +9,10 @@ import (
 
 // TestCycleCosts holds the approval cycle to its Redis budget, which a
 // hook counts exactly whatever the machine's load: at most 6 round trips
-// through the agent and the store, and at most 6 through runner.Service
-// too, whose last save of each run ends its session (5 at turn 1, whose
-// first save takes the thread's lease),
-// and reads that do not grow with the conversation (turn 30 reads at
+// through the agent and the store, and at most 5 through runner.Service,
+// whose last save of each run ends its session and whose click is
+// claimed by the save that marks its call running (4 at turn 1, whose
+// first save takes the thread's lease), and reads that do not grow with the conversation (turn 30 reads at
 // most 3× what turn 1 does) — while every cycle still ends with the
 // answer to its own turn.
 func TestCycleCosts(t *testing.T) {
@@ -24,7 +24,7 @@ func TestCycleCosts(t *testing.T) {
 		lastTurns  int
 	}{
 		{cyclebench.Agent, 6, 0, 30},
-		{cyclebench.Runner, 6, 5, 30},
+		{cyclebench.Runner, 5, 4, 30},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.impl), func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestCycleCosts(t *testing.T) {
 					t.Errorf("turn %d: %d round trips, want at most %d", turn, s.RoundTrips, tt.maxTrips)
 				}
 				if turn == 1 && tt.firstTrips > 0 && s.RoundTrips > tt.firstTrips {
-					t.Errorf("turn 1: %d round trips, want at most %d: the conversation's opening is a round trip of its own", s.RoundTrips, tt.firstTrips)
+					t.Errorf("turn 1: %d round trips, want at most %d: a conversation's first save takes its lease, with no opening of its own", s.RoundTrips, tt.firstTrips)
 				}
 				if turn == 1 {
 					first = s
