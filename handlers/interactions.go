@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -250,7 +251,13 @@ func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string 
 	})
 	var err error
 	if started {
-		err = <-answered
+		// The job goes on whatever becomes of the request; only the
+		// answer to the person waits for it.
+		select {
+		case err = <-answered:
+		case <-ctx.Done():
+			err = fmt.Errorf("record the decision: %w", context.Cause(ctx))
+		}
 	} else {
 		err = s.svc.Decide(ctx, d)
 	}
@@ -276,15 +283,10 @@ func (s *Server) backgroundNow(ctx context.Context, fn func(ctx context.Context)
 	default:
 		return false
 	}
-	ctx = context.WithoutCancel(ctx)
-	s.work.Add(1)
-	s.busy.Add(1)
-	go func() {
-		defer s.work.Done()
-		defer s.busy.Add(-1)
+	s.spawn(ctx, func(ctx context.Context) {
 		defer func() { <-s.slots }()
 		fn(ctx)
-	}()
+	})
 	return true
 }
 

@@ -124,14 +124,22 @@ func (s *Server) Handler() http.Handler {
 // background runs fn after the request is answered, on a context that
 // survives the request; Shutdown waits for it.
 func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
+	s.spawn(ctx, func(ctx context.Context) {
+		s.slots <- struct{}{}
+		defer func() { <-s.slots }()
+		fn(ctx)
+	})
+}
+
+// spawn runs fn on a goroutine of its own, on a context that survives
+// the request; Shutdown waits for it. It takes no slot: its callers do.
+func (s *Server) spawn(ctx context.Context, fn func(ctx context.Context)) {
 	ctx = context.WithoutCancel(ctx)
 	s.work.Add(1)
 	s.busy.Add(1)
 	go func() {
 		defer s.work.Done()
 		defer s.busy.Add(-1)
-		s.slots <- struct{}{}
-		defer func() { <-s.slots }()
 		fn(ctx)
 	}()
 }
