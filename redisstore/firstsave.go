@@ -69,7 +69,7 @@ func (s *Store) firstSave(ctx context.Context, cp *graph.Checkpoint, k threadKey
 	}
 	saveArgs[7] = "" // the fence: the script checks the lease itself
 	if l != nil {
-		return s.firstSaveClosing(ctx, cp, k, saveArgs, f, l)
+		return s.saveClosing(ctx, cp, k, saveArgs, l, f)
 	}
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease, k.fence, s.keptKey(cp.Thread)}
 	cluster := s.isCluster()
@@ -123,62 +123,6 @@ func (s *Store) firstSave(ctx context.Context, cp *graph.Checkpoint, k threadKey
 			return 1, err
 		}
 	}
-	return 1, nil
-}
-
-// firstSaveClosing is firstSave of a run's last save on a single server:
-// it takes the lease and lets go of it in one script, with saveClosing's
-// work.
-func (s *Store) firstSaveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, f *runner.FirstSave, l *runner.LastSave) (int, error) {
-	c := l.Closing
-	ckeys, cargs, err := s.closeCall(c)
-	if err != nil {
-		return 0, err
-	}
-	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[3:]...) // fence, wakeups, waiting, audit, audit head
-	keys = append(keys, s.keptKey(cp.Thread))
-	var ikeys []string
-	var iargs []any
-	if c.Inbox != nil {
-		if ikeys, iargs, err = s.inboxArgs(c.Inbox); err != nil {
-			return 0, fmt.Errorf("update inbox: %w", err)
-		}
-	}
-	keys = append(keys, ikeys...)
-	args := make([]any, 0, len(saveArgs)+1+len(cargs)+len(iargs)+3+len(cp.Journal))
-	args = append(args, saveArgs...)
-	args = append(args, f.Token, len(cargs))
-	args = append(args, cargs...)
-	args = append(args, len(ikeys), len(iargs))
-	args = append(args, iargs...)
-	for _, e := range cp.Journal {
-		args = append(args, []byte(e))
-	}
-	sent := time.Now()
-	res, err := s.runScript(ctx, s.firstSaveCloseScript, firstSaveCloseLua, keys, args...).Slice()
-	if err != nil {
-		return 0, err
-	}
-	if len(res) == 1 {
-		saved, _ := res[0].(int64)
-		return int(saved), nil
-	}
-	if len(res) != 5 || res[0] != int64(1) {
-		return 0, fmt.Errorf("unexpected reply %v", res)
-	}
-	f.Took(sent, keptReplies(res[4]))
-	// The checkpoint is saved and the lease let go: what follows is the
-	// session's, and fails it alone.
-	var inboxErr error
-	if c.Inbox != nil {
-		inboxErr = s.replaced(c.Inbox, res[3], nil)
-	}
-	if len(c.Audit) > 0 {
-		if err := s.auditAfter(ctx, res[2], c.Audit...); err != nil && inboxErr == nil {
-			inboxErr = err
-		}
-	}
-	l.Closed(claimValues(c.Keys, res[1]), inboxErr)
 	return 1, nil
 }
 
@@ -266,8 +210,9 @@ return {1, take_kept(KEYS[7]), seq, audited}
 `
 
 // firstSaveCloseLua is a start's first save that takes the lease and
-// ends the session (firstSaveClosing): saveCloseLua's work, with the
-// lease checked as firstSaveLua does and let go in the same step.
+// ends the session (firstSave with a LastSave): saveCloseLua's work
+// (save_close), with the lease checked as firstSaveLua does and let go in
+// the same step.
 //
 //	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
 //	      wakeups, waiting, audit stream, audit head, kept, then the i keys
@@ -277,31 +222,13 @@ return {1, take_kept(KEYS[7]), seq, audited}
 //	      updateInboxLua's arguments, those u arguments, then the new
 //	      journal entries
 //
-// It returns {-1} or {0} as firstSaveLua does, else {1, the values of
-// the claims to read after the lease is let go, audit_append's reply or
-// nil, updateInboxLua's reply or nil, {the kept replies}}.
-const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + takeKeptLua + `
+// It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
+// followed by {the kept replies}.
+const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + takeKeptLua + `
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
-local c = tonumber(ARGV[13])
-local cargv = {}
-for i = 1, c do cargv[i] = ARGV[13 + i] end
-local extra = {}
-local from = 10 + tonumber(cargv[7]) + tonumber(cargv[9 + tonumber(cargv[7])])
-for i = from, c do extra[#extra + 1] = cargv[i] end
-local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
-if saved ~= 1 then return {saved} end
-if left ~= -2 then return {0} end -- it only creates a thread
-if not vals then vals = {} end
-local ni, nu = tonumber(ARGV[14 + c]), tonumber(ARGV[15 + c])
-local old = false
-if ni > 0 then
-  local ikeys, iargv = {}, {}
-  for i = 1, ni do ikeys[i] = KEYS[11 + i] end
-  for i = 1, nu do iargv[i] = ARGV[15 + c + i] end
-  old = update_inbox(ikeys, iargv)
-end
-save_write(KEYS, ARGV, 16 + c + nu, left, moved, kept)
-local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, 13, true, vals)
-return {1, res[1], res[2], old, take_kept(KEYS[11])}
+local reply, n = save_close(KEYS, ARGV, 13, 11, true)
+if reply[1] ~= 1 then return reply end
+reply[n + 1] = take_kept(KEYS[11])
+return reply
 `

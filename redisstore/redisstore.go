@@ -465,7 +465,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		// The run's last save, which also ends the session. On a
 		// cluster the session's other records are in other slots: the
 		// runner ends it with CloseThread.
-		saved, err = s.saveClosing(ctx, cp, k, args, l)
+		saved, err = s.saveClosing(ctx, cp, k, args, l, nil)
 		return s.saved(cp, saved, err)
 	}
 	for _, e := range cp.Journal {

@@ -190,14 +190,19 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 // then CloseThread's work for l.Closing — the schedule, the waiting
 // count, the audit entries, the release of the lease (which the save's
 // fence check has just found held) and the read of the claims asked for.
-// saveArgs are saveLua's first eleven arguments.
-func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, l *runner.LastSave) (int, error) {
+// saveArgs are saveLua's first eleven arguments. With f, it is a
+// start's first save (firstSave), which takes the lease instead of
+// checking a fence and hands over the kept replies.
+func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadKeys, saveArgs []any, l *runner.LastSave, f *runner.FirstSave) (int, error) {
 	c := l.Closing
 	ckeys, cargs, err := s.closeCall(c)
 	if err != nil {
 		return 0, err
 	}
 	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[3:]...) // fence, wakeups, waiting, audit, audit head
+	if f != nil {
+		keys = append(keys, s.keptKey(cp.Thread))
+	}
 	var ikeys []string
 	var iargs []any
 	if c.Inbox != nil {
@@ -206,8 +211,15 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		}
 	}
 	keys = append(keys, ikeys...)
-	args := make([]any, 0, len(saveArgs)+len(cargs)+len(iargs)+3+len(cp.Journal))
+	args := make([]any, 0, len(saveArgs)+1+len(cargs)+len(iargs)+3+len(cp.Journal))
 	args = append(args, saveArgs...)
+	script, src, tail := s.saveCloseScript, saveCloseLua, 0
+	if f != nil {
+		// A start's first save: it takes the lease with f.Token and
+		// hands over the kept replies after the list (firstsave.go).
+		args = append(args, f.Token)
+		script, src, tail = s.firstSaveCloseScript, firstSaveCloseLua, 1
+	}
 	args = append(args, len(cargs))
 	args = append(args, cargs...)
 	args = append(args, len(ikeys), len(iargs))
@@ -215,7 +227,8 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
-	res, err := s.runScript(ctx, s.saveCloseScript, saveCloseLua, keys, args...).Slice()
+	sent := time.Now()
+	res, err := s.runScript(ctx, script, src, keys, args...).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -227,8 +240,11 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	if len(res) >= 6 {
 		watchers, _ = res[5].(int64)
 	}
-	if len(res) != 6+int(watchers)+len(c.Keys) || res[0] != int64(1) {
+	if len(res) != 6+int(watchers)+len(c.Keys)+tail || res[0] != int64(1) {
 		return 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	if f != nil {
+		f.Took(sent, keptReplies(res[len(res)-1]))
 	}
 	// The checkpoint is saved and the lease let go: what follows is the
 	// session's, and fails it alone.
@@ -241,7 +257,7 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 			inboxErr = err
 		}
 	}
-	l.Closed(claimValues(c.Keys, res[6+watchers:]), inboxErr)
+	l.Closed(claimValues(c.Keys, res[6+watchers:len(res)-tail]), inboxErr)
 	return 1, nil
 }
 
@@ -682,38 +698,51 @@ end
 // without an inbox update), those w items, then the values of the claims
 // to read after the lease is let go}. A script's reply costs Redis more
 // for each table it holds, and this one ends every run.
-const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + `
--- closeLua's arguments are ARGV[13] to ARGV[12 + c]: close_thread reads
--- them where they are.
-local c = tonumber(ARGV[12])
-local nrec = tonumber(ARGV[19])
--- The claims the close reads back are read with the head: the script
--- writes none of them (it writes the head, deliveries and "answered").
-local extra = {}
-for i = 22 + nrec + tonumber(ARGV[21 + nrec]), 12 + c do extra[#extra + 1] = ARGV[i] end
-local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
-if saved ~= 1 then return {saved} end
-if not vals then vals = {} end
-local ni, nu = tonumber(ARGV[13 + c]), tonumber(ARGV[14 + c])
-local old = false
-if ni > 0 then
-  local ikeys, iargv = {}, {}
-  for i = 1, ni do ikeys[i] = KEYS[10 + i] end
-  for i = 1, nu do iargv[i] = ARGV[14 + c + i] end
-  old = update_inbox(ikeys, iargv)
-end
-save_write(KEYS, ARGV, 15 + c + nu, left, moved, kept)
-local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, 12, ARGV[8] == ARGV[13], vals)
-local reply = {1, false, false, false, false, 0}
-local audited = res[2]
-if audited then reply[2], reply[3], reply[4] = audited[1], audited[2], audited[3] end
-local at = 6
-if old then
-  local watchers = old[2]
-  reply[5], reply[6] = old[1], #watchers
-  for j = 1, #watchers do reply[at + j] = watchers[j] end
-  at = at + #watchers
-end
-for j = 1, #vals do reply[at + j] = vals[j] end
+const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + `
+local reply = save_close(KEYS, ARGV, 12, 10, false)
 return reply
+`
+
+// saveCloseFnLua defines save_close(KEYS, ARGV, o, ko, first), the work
+// of saveCloseLua whose closeLua argument count is ARGV[o] and whose
+// inbox keys follow KEYS[ko]: the arguments are read where they are.
+// With first (a start's first save, firstSaveCloseLua), the save only
+// creates a thread ({0} if it exists) and the session holds the lease
+// without a fence to compare.
+const saveCloseFnLua = `
+local function save_close(KEYS, ARGV, o, ko, first)
+  local c = tonumber(ARGV[o])
+  local nrec = tonumber(ARGV[o + 7])
+  -- The claims the close reads back are read with the head: the script
+  -- writes none of them (it writes the head, deliveries and "answered").
+  local extra = {}
+  for i = o + 10 + nrec + tonumber(ARGV[o + 9 + nrec]), o + c do extra[#extra + 1] = ARGV[i] end
+  local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
+  if saved ~= 1 then return {saved} end
+  if first and left ~= -2 then return {0} end -- it only creates a thread
+  if not vals then vals = {} end
+  local ni, nu = tonumber(ARGV[o + 1 + c]), tonumber(ARGV[o + 2 + c])
+  local old = false
+  if ni > 0 then
+    local ikeys, iargv = {}, {}
+    for i = 1, ni do ikeys[i] = KEYS[ko + i] end
+    for i = 1, nu do iargv[i] = ARGV[o + 2 + c + i] end
+    old = update_inbox(ikeys, iargv)
+  end
+  save_write(KEYS, ARGV, o + 3 + c + nu, left, moved, kept)
+  local held = first or ARGV[8] == ARGV[o + 1]
+  local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, o, held, vals)
+  local reply = {1, false, false, false, false, 0}
+  local audited = res[2]
+  if audited then reply[2], reply[3], reply[4] = audited[1], audited[2], audited[3] end
+  local at = 6
+  if old then
+    local watchers = old[2]
+    reply[5], reply[6] = old[1], #watchers
+    for j = 1, #watchers do reply[at + j] = watchers[j] end
+    at = at + #watchers
+  end
+  for j = 1, #vals do reply[at + j] = vals[j] end
+  return reply, at + #vals
+end
 `
