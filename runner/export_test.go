@@ -9,3 +9,6 @@ func SetRecordAfter(d time.Duration) func() {
 	old := recordAfter.Swap(int64(d))
 	return func() { recordAfter.Store(old) }
 }
+
+// TSAfter is tsAfter, for the tests of its order.
+var TSAfter = tsAfter

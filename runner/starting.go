@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"math/big"
 	"strings"
 	"sync"
 	"time"
@@ -168,14 +167,42 @@ func (s *Service) keptReplies(req StartRequest, raw [][]byte) []Message {
 }
 
 // tsAfter reports whether message time stamp a (Slack's "seconds.micros")
-// is later than b. Stamps that are not numbers compare as strings.
+// is later than b. It compares the digits as written, in time linear in
+// their length whatever a stamp holds; stamps of another form compare as
+// strings.
 func tsAfter(a, b string) bool {
-	x, okA := new(big.Rat).SetString(strings.TrimSpace(a))
-	y, okB := new(big.Rat).SetString(strings.TrimSpace(b))
+	as, af, okA := splitTS(a)
+	bs, bf, okB := splitTS(b)
 	if !okA || !okB {
 		return a > b
 	}
-	return x.Cmp(y) > 0
+	if len(as) != len(bs) {
+		return len(as) > len(bs)
+	}
+	if as != bs {
+		return as > bs
+	}
+	return af > bf
+}
+
+// splitTS splits a time stamp into its seconds without leading zeros and
+// its fraction without trailing zeros, both digits only (so that longer
+// is larger for seconds, and string order is number order for each).
+func splitTS(ts string) (sec, frac string, ok bool) {
+	sec, frac, _ = strings.Cut(strings.TrimSpace(ts), ".")
+	if sec == "" || !allDigits(sec) || !allDigits(frac) {
+		return "", "", false
+	}
+	return strings.TrimLeft(sec, "0"), strings.TrimRight(frac, "0"), true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // applyKept hands the replies kept during a start to the conversation,
