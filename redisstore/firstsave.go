@@ -46,7 +46,7 @@ func (s *Store) KeepReply(ctx context.Context, thread string, reply []byte, ttl 
 		return runner.NotKept, fmt.Errorf("keep reply: expiry %v is under a millisecond", ttl)
 	}
 	n, err := s.eval(ctx, s.keepReplyScript, keepReplyLua, []string{k.claims, k.head, k.journal, k.history, k.lease, s.keptKey(thread)},
-		[]any{reply, ttl.Milliseconds()}).Int()
+		[]any{reply, ttl.Milliseconds(), maxKeptReplies}).Int()
 	if err != nil {
 		return runner.NotKept, fmt.Errorf("keep reply in %s: %w", thread, err)
 	}
@@ -147,10 +147,16 @@ local function no_head(claims, head, journal, history)
 end
 `
 
-// keepReplyLua keeps a reply for the thread's first save.
+// maxKeptReplies is how many replies a thread without a head keeps, the
+// latest: a flood of replies in a thread that is not a conversation
+// does not grow its key without bound.
+const maxKeptReplies = 20
+
+// keepReplyLua keeps a reply for the thread's first save (the latest
+// maxKeptReplies).
 //
 //	KEYS: claims, head, journal, history, lease, kept
-//	ARGV: the reply, expiry ms
+//	ARGV: the reply, expiry ms, how many to keep at most
 //
 // It returns 0 if the thread has a head (nothing written), 2 if it has
 // none but its lease is held (nothing written), else 1: the reply is
@@ -158,7 +164,9 @@ end
 const keepReplyLua = noHeadLua + `
 if not no_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then return 0 end
 if redis.call('EXISTS', KEYS[5]) == 1 then return 2 end
-redis.call('RPUSH', KEYS[6], ARGV[1])
+if redis.call('RPUSH', KEYS[6], ARGV[1]) > tonumber(ARGV[3]) then
+  redis.call('LTRIM', KEYS[6], -tonumber(ARGV[3]), -1)
+end
 redis.call('PEXPIRE', KEYS[6], ARGV[2])
 return 1
 `

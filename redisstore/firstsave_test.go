@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -165,4 +166,34 @@ func firstSaveReplies(f *runner.FirstSave) (bool, []string) {
 		out = append(out, string(r))
 	}
 	return f.Taken(), out
+}
+
+// TestKeptRepliesAreCapped: a flood of replies in a thread that has no
+// checkpoint (one that is not a conversation, or is starting) keeps only
+// the latest 20, and the first save hands over those, in order.
+func TestKeptRepliesAreCapped(t *testing.T) {
+	for name, rdb := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("keptcap")})
+			thread := uniqueName("T1:C1")
+			var want []string
+			for i := range 50 {
+				reply := fmt.Sprintf("reply %d", i)
+				if kept, err := store.KeepReply(ctx, thread, []byte(reply), time.Minute); err != nil || kept != runner.KeptReply {
+					t.Fatalf("KeepReply %d = %v, %v; want kept", i, kept, err)
+				}
+				if i >= 30 {
+					want = append(want, reply)
+				}
+			}
+			f, err := firstSave(ctx, store, firstCheckpoint(thread, "hello"), runner.NewLeaseToken("A"), time.Now().Add(time.Hour), nil)
+			if err != nil || !f.Taken() {
+				t.Fatalf("first save = %v (taken %v)", err, f.Taken())
+			}
+			if _, replies := firstSaveReplies(f); !slices.Equal(replies, want) {
+				t.Errorf("the first save handed over %q, want the latest 20: %q", replies, want)
+			}
+		})
+	}
 }
