@@ -85,4 +85,8 @@ type Store interface {
 	// each now held by token until "until"; several processes may call
 	// it at once and each request goes to one of them.
 	DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error)
+	// TakeIntake gives a request that has not started to a new attempt,
+	// held by token until "until", whoever held it, and returns its
+	// record (nil if it started or expired).
+	TakeIntake(ctx context.Context, id, token string, until time.Time) ([]byte, error)
 }

@@ -75,6 +75,26 @@ end
 return rec
 `
 
+// takeHeldIntakeLua gives a request that has not started to a new
+// attempt, whoever holds it, and moves its time to "until": a request
+// its front end knows can go on now (a reply kept until its
+// conversation's first save). It returns the record, or false.
+//
+//	KEYS: record, due index, the holder's token
+//	ARGV: id, token, until in unix ms
+const takeHeldIntakeLua = `
+local rec = redis.call('GET', KEYS[1])
+if rec == false or rec == '' or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('SET', KEYS[3], ARGV[2], 'PX', ttl)
+else
+  redis.call('SET', KEYS[3], ARGV[2])
+end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[3], ARGV[1])
+return rec
+`
+
 // holdIntakeLua renews the holds of several requests: each one still
 // held by its token and not started has its time moved to "until".
 //
@@ -125,6 +145,7 @@ return redis.call('ZREM', KEYS[1], ARGV[1])
 // The scripts of the intake's holds.
 var (
 	takeIntakeScript   = redis.NewScript(takeIntakeLua)
+	takeHeldScript     = redis.NewScript(takeHeldIntakeLua)
 	holdIntakeScript   = redis.NewScript(holdIntakeLua)
 	updateIntakeScript = redis.NewScript(updateIntakeLua)
 	startedScript      = redis.NewScript(startedLua)
@@ -238,6 +259,22 @@ func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Tim
 		out[id] = []byte(raw)
 	}
 	return out, nil
+}
+
+// TakeIntake gives request id, if it has not started, to a new attempt
+// whose token is token, held until "until", whoever held it before, and
+// returns its record; nil if it started or expired. The attempt that
+// held it loses it: its next conditional step fails. One round trip.
+func (s *Store) TakeIntake(ctx context.Context, id, token string, until time.Time) ([]byte, error) {
+	rec, idx := s.intakeKeys(id)
+	raw, err := takeHeldScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, token, until.UnixMilli()).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("take intake %s: %w", id, err)
+	}
+	return []byte(raw), nil
 }
 
 // PendingIntake counts accepted requests not yet started.
