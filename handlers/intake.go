@@ -187,27 +187,34 @@ func settledIf(ok bool) carried {
 }
 
 // keptReply lets go of request id, a reply that Reply kept until its
-// conversation's first save (runner.ErrKept), as the attempt that held
-// it under token: the reply is not settled, and stays due until the
-// kept reply would have expired (rec.KeptUntil), so that the intake
-// carries it on if the start's process dies; the start carries it on as
-// soon as its first save is made (carryKept). If the start did so while
-// Reply was asked (this process's attempt now holds the request under
-// another token), it reports that the reply is to be asked again: it
-// now finds the conversation.
+// conversation's first save (runner.ErrKept), as the attempt that holds
+// it under token: the reply is not settled, and nobody holds it until
+// the kept reply would have expired (rec.KeptUntil), when the intake
+// carries it on if the start's process died; the start carries it on as
+// soon as its first save is made (carryKept). It reports again if the
+// reply is to be asked again now, by this attempt: the start asked for
+// it while this attempt held it, or another attempt of this process took
+// it over.
 func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, log logrus.FieldLogger) (again bool) {
-	if !s.held.m.CompareAndDelete(id, token) {
-		return true
-	}
 	raw, err := json.Marshal(rec)
-	if err == nil {
-		_, err = s.store.UpdateIntake(ctx, id, token, raw, time.UnixMilli(rec.KeptUntil))
-	}
 	if err != nil {
+		log.WithError(err).Warn("keeping a reply due until its conversation starts")
+		return false
+	}
+	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, time.UnixMilli(rec.KeptUntil))
+	switch {
+	case err != nil:
 		// The hold lapses as it would have: the reply is asked again.
 		log.WithError(err).Warn("keeping a reply due until its conversation starts")
+	case goOn:
+		return true
+	case !let:
+		log.Info("the request is carried on by another attempt, or started")
 	}
-	return false
+	// Nothing holds the request for this attempt now; an attempt of
+	// this process that took it over meanwhile is this one, and asks
+	// again.
+	return !s.held.m.CompareAndDelete(id, token)
 }
 
 // carryKept carries on replies that Reply kept until their

@@ -47,6 +47,8 @@ type intakeBed struct {
 	prefix    string
 	// plan, if set, is told each request the model reads.
 	plan func(text string)
+	// calls, if set, are the tool calls the model makes for a request.
+	calls func(text string) []llm.ToolCall
 }
 
 func newIntakeBed(t *testing.T) *intakeBed {
@@ -102,6 +104,9 @@ func (b *intakeBed) replica(slots int) *replica {
 		if text == "block" {
 			close(b.blocked)
 			<-b.unblock
+		}
+		if b.calls != nil {
+			return b.calls(text)
 		}
 		return nil
 	}}
