@@ -39,6 +39,12 @@ import (
 // was taken or renewed less than postTimeout ago, or is renewed first. An
 // attempt that lost the request stops, and the one that has it finds a
 // root message already posted by its metadata (postRoot).
+//
+// A reply that the runner keeps until its conversation's first save
+// (runner.ErrKept) is neither started nor held: its attempt lets go of
+// it until the kept reply would expire (keptReply), and the start, once
+// that save is made, has it taken by a new attempt (carryKept) — or, if
+// the start's process died, DueIntake gives it to one when it is due.
 
 // intakeRetry is how long an accepted request's hold lasts unless its
 // holder renews it: how long a process that died may leave it before
