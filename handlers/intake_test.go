@@ -85,6 +85,10 @@ func (d *dueCounter) DueIntake(ctx context.Context, token string, now, until tim
 	return d.Store.DueIntake(ctx, token, now, until, n)
 }
 
+// bedPolicy is the bed's policy: a deploy only U0BOB may approve, a
+// lookup that needs no approval.
+const bedPolicy = "tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n  lookup: {approval: never}\n"
+
 // replica is one bot process: its runner, its server with slots
 // background slots, and its HTTP front.
 type replica struct {
@@ -110,11 +114,11 @@ func (b *intakeBed) replica(slots int) *replica {
 		}
 		return nil
 	}}
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
+	policy, err := tools.ParsePolicy([]byte(bedPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(policy, &agenttest.Tool{ToolName: "deploy", NotIdempotent: true})
+	reg, err := tools.NewRegistry(policy, &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, &agenttest.Tool{ToolName: "lookup"})
 	if err != nil {
 		t.Fatal(err)
 	}
