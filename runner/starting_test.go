@@ -539,3 +539,42 @@ func TestKeptRepliesGoToTheFrontEndsCarrier(t *testing.T) {
 		t.Errorf("the conversation's messages = %q, want %q", got, want)
 	}
 }
+
+// TestKeptReplyWaitsForAWorkingRunAsForAnAnsweredOne: a reply kept while
+// a conversation started is carried on once the first save is made; it
+// may find the run still working (here a lookup that needs no approval
+// and does not answer). It waits for the run's lease as long as a reply
+// to an answered run does — a lease and BusyWait, on the service's clock
+// — before it is called busy; a reply that was not kept waits BusyWait.
+func TestKeptReplyWaitsForAWorkingRunAsForAnAnsweredOne(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, tg := newWorld(t)
+	tg.HoldNext("GET /lookup")
+	starter, _ := w.service(t, nil, processLease)
+	started := make(chan error, 1)
+	go func() {
+		started <- starter.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"})
+	}()
+	t.Cleanup(func() { cancel(); <-started })
+	<-tg.Arrived // the lookup's running save, the first, is made
+
+	const step = 100 * time.Millisecond
+	w.busyWait = step
+	for _, kept := range []bool{false, true} {
+		var ticks atomic.Int64
+		at := time.Now()
+		clock := func() time.Time { return at.Add(time.Duration(ticks.Add(1)) * step) }
+		svc, _ := w.build(t, nil, processLease, clock)
+		err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: and more", Kept: kept})
+		if !errors.Is(err, runner.ErrBusy) {
+			t.Fatalf("Reply(kept %v) to a working run = %v, want ErrBusy", kept, err)
+		}
+		waited := time.Duration(ticks.Load()) * step
+		switch {
+		case kept && waited < processLease+step:
+			t.Errorf("a kept reply waited %v for the working run, want a lease and BusyWait (%v)", waited, processLease+step)
+		case !kept && waited >= processLease:
+			t.Errorf("a reply that was not kept waited %v for the working run, want about BusyWait (%v)", waited, step)
+		}
+	}
+}
