@@ -224,11 +224,13 @@ func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, lo
 }
 
 // carryKept carries on replies that Reply kept until their
-// conversation's first save, now that it is made: each one's request is
-// taken by a new attempt, whoever held it, and driven through the reply
-// path as any reply, so that its author is answered. A request that
-// started meanwhile (another attempt applied the reply) is left alone.
-// It is the runner's KeptCarrier.
+// conversation's first save, now that it is made: each one's request,
+// let go by its attempt (keptReply), is taken by a new attempt and
+// driven through the reply path as any reply, so that its author is
+// answered. A request still held is marked, and its attempt asks again
+// instead of letting go; one taken by the intake meanwhile, or started
+// (another attempt applied the reply), is left alone. It is the
+// runner's KeptCarrier.
 func (s *Server) carryKept(ctx context.Context, replies []runner.Message) {
 	for _, m := range replies {
 		if m.Ref == "" {
