@@ -140,20 +140,25 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 	return false, err
 }
 
-// reply hands a thread reply to the runner and explains refusals. It
-// reports whether the reply is settled: false when the runner could not
-// be asked (a storage error), so that the intake drives it again.
-func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, log logrus.FieldLogger) bool {
+// reply hands a thread reply, the request id, to the runner and explains
+// refusals. It reports whether the reply is settled: false when the
+// runner could not be asked (a storage error), so that the intake drives
+// it again. A reply the runner kept until its conversation's first save
+// (runner.ErrKept) is not settled, and reply reports it kept; kept says
+// it was kept before.
+func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text, id string, kept bool, log logrus.FieldLogger) (ok, keptNow bool) {
 	_, _, root, _ := slackui.ParseThread(thread)
-	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS})
+	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS, Ref: id, Kept: kept})
 	var refused *runner.RefusedError
 	switch {
+	case errors.Is(err, runner.ErrKept):
+		return false, true
 	case err == nil:
 	case errors.As(err, &refused) && refused.TryAgain:
 		// Who may decide could not be checked (a look-up failed): the
 		// reply decided nothing and stays due, to be tried again.
 		log.WithField("thread", thread).WithError(err).Warn("checking a reply; it stays due and is tried again")
-		return false
+		return false, false
 	case errors.As(err, &refused):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+slackui.RefusalText(refused)+
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
@@ -166,7 +171,7 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 		// The reply was acknowledged and is stored: it stays due, and
 		// the intake carries it on once the store answers again.
 		log.WithField("thread", thread).WithError(err).Warn("handling a reply; it stays due and is tried again")
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }

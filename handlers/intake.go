@@ -39,6 +39,12 @@ import (
 // was taken or renewed less than postTimeout ago, or is renewed first. An
 // attempt that lost the request stops, and the one that has it finds a
 // root message already posted by its metadata (postRoot).
+//
+// A reply that the runner keeps until its conversation's first save
+// (runner.ErrKept) is neither started nor held: its attempt lets go of
+// it until the kept reply would expire (keptReply), and the start, once
+// that save is made, has it taken by a new attempt (carryKept) — or, if
+// the start's process died, DueIntake gives it to one when it is due.
 
 // intakeRetry is how long an accepted request's hold lasts unless its
 // holder renews it: how long a process that died may leave it before
@@ -80,6 +86,11 @@ type intake struct {
 	// Posting says a command's root message may have been posted
 	// without its ts being recorded: look for it before posting again.
 	Posting bool `json:"posting,omitempty"`
+	// KeptUntil (unix ms) says a reply was kept until its
+	// conversation's first save (runner.ErrKept): it stays due until the
+	// start carries it on (carryKept), or until then, when the kept
+	// reply has expired.
+	KeptUntil int64 `json:"kept_until,omitempty"`
 }
 
 // accept stores rec under id, held by a new token, and reports the hold
@@ -142,19 +153,111 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 		return
 	}
 	s.background(ctx, func(ctx context.Context) {
-		defer s.held.remove(id)
 		log := s.log.WithFields(logrus.Fields{"team": rec.Team, "channel": rec.Channel, "user": rec.User, "request": rec.Kind})
 		// The request may have waited for a slot: go on only if this
 		// attempt still holds it.
 		if held, err := s.holds(ctx, id, &h, log); err != nil || !held {
+			s.held.remove(id)
 			return
 		}
-		if s.carry(ctx, id, &h, rec, log) {
+		switch s.carry(ctx, id, &h, rec, log) {
+		case settled:
 			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
 				log.WithError(err).Warn("recording that a request started")
 			}
+		case letGo:
+			return // the attempt let go of the request (keptReply)
 		}
+		s.held.remove(id)
 	})
+}
+
+// What an attempt did with its request.
+type carried int
+
+const (
+	// due: the request is driven again once its hold lapses.
+	due carried = iota
+	// settled: done, failed for good, or no longer this attempt's.
+	settled
+	// letGo: the attempt let go of the request, which stays due (a
+	// reply kept until its conversation's first save).
+	letGo
+)
+
+func settledIf(ok bool) carried {
+	if ok {
+		return settled
+	}
+	return due
+}
+
+// keptReply lets go of request id, a reply that Reply kept until its
+// conversation's first save (runner.ErrKept), as the attempt that holds
+// it under token: the reply is not settled, and nobody holds it until
+// the kept reply would have expired (rec.KeptUntil), when the intake
+// carries it on if the start's process died; the start carries it on as
+// soon as its first save is made (carryKept). It reports again if the
+// reply is to be asked again now, by this attempt: the start asked for
+// it while this attempt held it, or another attempt of this process took
+// it over.
+func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, log logrus.FieldLogger) (again bool) {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		log.WithError(err).Warn("keeping a reply due until its conversation starts")
+		return false
+	}
+	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, time.UnixMilli(rec.KeptUntil))
+	switch {
+	case err != nil:
+		// The hold lapses as it would have: the reply is asked again.
+		log.WithError(err).Warn("keeping a reply due until its conversation starts")
+	case goOn:
+		return true
+	case !let:
+		log.Info("the request is carried on by another attempt, or started")
+	}
+	// Nothing holds the request for this attempt now; an attempt of
+	// this process that took it over meanwhile is this one, and asks
+	// again.
+	return !s.held.m.CompareAndDelete(id, token)
+}
+
+// carryKept carries on replies that Reply kept until their
+// conversation's first save, now that it is made: each one's request,
+// let go by its attempt (keptReply), is taken by a new attempt and
+// driven through the reply path as any reply, so that its author is
+// answered. A request still held is marked, and its attempt asks again
+// instead of letting go; one taken by the intake meanwhile, or started
+// (another attempt applied the reply), is left alone. It is the
+// runner's KeptCarrier.
+func (s *Server) carryKept(ctx context.Context, replies []runner.Message) {
+	for _, m := range replies {
+		if m.Ref == "" {
+			continue
+		}
+		log := s.log.WithFields(logrus.Fields{"thread": m.Thread, "user": m.By})
+		h := hold{token: rand.Text(), until: s.opts.Now().Add(intakeRetry)}
+		raw, err := s.store.TakeIntake(ctx, m.Ref, h.token, h.until)
+		if err != nil {
+			// It stays due, and the intake carries it on later.
+			log.WithError(err).Warn("carrying on a reply kept while its conversation started")
+			continue
+		}
+		if raw == nil {
+			continue
+		}
+		var rec intake
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			log.WithError(err).Warn("a kept reply's request cannot be read")
+			continue
+		}
+		if rec.KeptUntil == 0 {
+			// Taken before its attempt recorded that it was kept.
+			rec.KeptUntil = s.opts.Now().Add(runner.KeptReplyTTL).UnixMilli()
+		}
+		s.carryOn(ctx, m.Ref, h, rec)
+	}
 }
 
 // holds reports whether this process's attempt still has request id:
@@ -182,12 +285,12 @@ func (s *Server) holds(ctx context.Context, id string, h *hold, log logrus.Field
 }
 
 // carry does the request's work and reports whether it is settled (done,
-// failed for good, or no longer this attempt's); false leaves it to be
-// driven again.
-func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log logrus.FieldLogger) bool {
+// failed for good, or no longer this attempt's), left to be driven
+// again, or let go.
+func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log logrus.FieldLogger) carried {
 	if rec.Kind == intakeCommand && rec.Root == "" {
-		if settled, posted := s.postRoot(ctx, id, &rec, log); !posted {
-			return settled
+		if ok, posted := s.postRoot(ctx, id, &rec, log); !posted {
+			return settledIf(ok)
 		}
 	}
 	thread := slackui.ThreadKey(rec.Team, rec.Channel, rec.Root)
@@ -198,7 +301,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		owned, err = s.owns(ctx, thread)
 		if err != nil {
 			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
-			return false
+			return due
 		}
 	}
 	// The last step has an effect that must not happen twice (a reply
@@ -206,9 +309,9 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 	// holds the request, its hold fresh or renewed for the step.
 	switch held, err := s.holds(ctx, id, h, log); {
 	case err != nil:
-		return false
+		return due
 	case !held:
-		return true
+		return settled
 	}
 	if rec.Kind == intakeMention {
 		switch {
@@ -216,31 +319,49 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			rec.Kind = intakeReply // a mention in a conversation's thread
 		case rec.Text == "":
 			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.HelpText)
-			return true
+			return settled
 		}
 	}
 	// A reply goes to the runner, which tells a thread that is not a
 	// conversation (ErrNoThread) from one whose first checkpoint is
-	// still being written.
+	// still being written (ErrKept).
 	if rec.Kind == intakeReply {
-		return s.reply(ctx, rec.Team, thread, messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}, rec.Text, log)
+		ev := messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}
+		for {
+			token := s.held.token(id)
+			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, log)
+			now := s.opts.Now()
+			switch {
+			case !kept:
+				return settledIf(ok)
+			case rec.KeptUntil == 0:
+				rec.KeptUntil = now.Add(runner.KeptReplyTTL).UnixMilli()
+			case now.UnixMilli() >= rec.KeptUntil:
+				// Looked at again once the kept reply expired, and still
+				// no conversation: the thread is not one.
+				return settled
+			}
+			if !s.keptReply(ctx, id, token, rec, log) {
+				return letGo
+			}
+		}
 	}
 	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text, TS: rec.TS})
 	switch {
 	case err == nil:
-		return true
+		return settled
 	case errors.Is(err, runner.ErrThreadExists):
 		log.Info("conversation already started")
-		return true
+		return settled
 	case errors.Is(err, runner.ErrBusy):
-		return false // another process is starting it
+		return due // another process is starting it
 	case errors.Is(err, runner.ErrLeaseLost):
 		log.WithError(err).Warn("starting a conversation; nothing was saved, the request stays due and is tried again")
-		return false
+		return due
 	}
 	log.WithError(err).Error("starting a conversation")
 	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.TextTryAgain)
-	return false
+	return due
 }
 
 // requestMetadata is the event type of the metadata a root message

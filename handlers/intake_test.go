@@ -47,6 +47,8 @@ type intakeBed struct {
 	prefix    string
 	// plan, if set, is told each request the model reads.
 	plan func(text string)
+	// calls, if set, are the tool calls the model makes for a request.
+	calls func(text string) []llm.ToolCall
 }
 
 func newIntakeBed(t *testing.T) *intakeBed {
@@ -83,6 +85,10 @@ func (d *dueCounter) DueIntake(ctx context.Context, token string, now, until tim
 	return d.Store.DueIntake(ctx, token, now, until, n)
 }
 
+// bedPolicy is the bed's policy: a deploy only U0BOB may approve, a
+// lookup that needs no approval.
+const bedPolicy = "tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n  lookup: {approval: never}\n"
+
 // replica is one bot process: its runner, its server with slots
 // background slots, and its HTTP front.
 type replica struct {
@@ -103,13 +109,16 @@ func (b *intakeBed) replica(slots int) *replica {
 			close(b.blocked)
 			<-b.unblock
 		}
+		if b.calls != nil {
+			return b.calls(text)
+		}
 		return nil
 	}}
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
+	policy, err := tools.ParsePolicy([]byte(bedPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(policy, &agenttest.Tool{ToolName: "deploy", NotIdempotent: true})
+	reg, err := tools.NewRegistry(policy, &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, &agenttest.Tool{ToolName: "lookup"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,6 +104,9 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 		s.home = &Home{api: api, svc: svc, store: store, openers: opts.Home, teamURL: opts.TeamURL, now: opts.Now,
 			log: opts.Logger.WithField("component", "home"), conns: opts.Connections}
 	}
+	if svc != nil {
+		svc.SetKeptCarrier(s.carryKept)
+	}
 	return s
 }
 

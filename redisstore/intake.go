@@ -75,6 +75,52 @@ end
 return rec
 `
 
+// takeLetGoLua gives a request that was let go (letGoLua), and that no
+// DueIntake has taken since, to a new attempt, held by token until
+// "until", and returns its record. A request that an attempt holds, or
+// that DueIntake is taking, is marked instead, so that its holder goes on
+// with it rather than letting go; a started or expired one is left. (A
+// let-go request's token is "-" and the time it was let go until, which
+// DueIntake's first step changes: two attempts never take it at once.)
+//
+//	KEYS: record, due index, the holder's token, the go-on mark
+//	ARGV: id, token, until in unix ms
+//
+// It returns the record, 1 if it marked the request, or 0.
+const takeLetGoLua = `
+local rec = redis.call('GET', KEYS[1])
+local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if rec == false or rec == '' or not due then return 0 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then ttl = 3600000 end
+if redis.call('GET', KEYS[3]) ~= '-' .. due then
+  redis.call('SET', KEYS[4], '1', 'PX', ttl)
+  return 1
+end
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ttl)
+redis.call('ZADD', KEYS[2], 'XX', ARGV[3], ARGV[1])
+return rec
+`
+
+// letGoLua lets go of a request that token holds: its record is
+// replaced (keeping its expiry), its time moved to "due", and nobody
+// holds it until then. A request marked to go on (takeLetGoLua) is kept
+// by token instead, the mark dropped.
+//
+//	KEYS: record, due index, the holder's token, the go-on mark
+//	ARGV: id, record, token, due in unix ms
+//
+// It returns 1 if it let go, 2 if token is to go on, 0 if token does not
+// hold the request.
+const letGoLua = `
+if redis.call('GET', KEYS[3]) ~= ARGV[3] or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+if redis.call('DEL', KEYS[4]) == 1 then return 2 end
+redis.call('SET', KEYS[1], ARGV[2], 'XX', 'KEEPTTL')
+redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
+redis.call('SET', KEYS[3], '-' .. redis.call('ZSCORE', KEYS[2], ARGV[1]), 'KEEPTTL')
+return 1
+`
+
 // holdIntakeLua renews the holds of several requests: each one still
 // held by its token and not started has its time moved to "until".
 //
@@ -125,6 +171,8 @@ return redis.call('ZREM', KEYS[1], ARGV[1])
 // The scripts of the intake's holds.
 var (
 	takeIntakeScript   = redis.NewScript(takeIntakeLua)
+	takeLetGoScript    = redis.NewScript(takeLetGoLua)
+	letGoScript        = redis.NewScript(letGoLua)
 	holdIntakeScript   = redis.NewScript(holdIntakeLua)
 	updateIntakeScript = redis.NewScript(updateIntakeLua)
 	startedScript      = redis.NewScript(startedLua)
@@ -238,6 +286,44 @@ func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Tim
 		out[id] = []byte(raw)
 	}
 	return out, nil
+}
+
+// intakeMark is the key of the mark that says request id's holder is
+// to go on with it rather than let go (LetGoIntake).
+func (s *Store) intakeMark(id string) string {
+	return s.prefix + ":{intake}:go:" + escape(id)
+}
+
+// LetGoIntake lets go of request id, which token holds: its record is
+// replaced (keeping its expiry) and nobody holds it until due, when
+// DueIntake gives it to a new attempt, unless TakeIntake does first; it
+// reports let. If TakeIntake asked for the request meanwhile, token
+// keeps it and is to go on with it now: goOn. Neither: token does not
+// hold the request, and nothing changed. One round trip.
+func (s *Store) LetGoIntake(ctx context.Context, id, token string, record []byte, due time.Time) (let, goOn bool, err error) {
+	rec, idx := s.intakeKeys(id)
+	n, err := letGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, record, token, due.UnixMilli()).Int()
+	if err != nil {
+		return false, false, fmt.Errorf("let go of intake %s: %w", id, err)
+	}
+	return n == 1, n == 2, nil
+}
+
+// TakeIntake gives request id, let go of (LetGoIntake) and not started,
+// to a new attempt whose token is token, held until "until", and returns
+// its record. A request that an attempt still holds is not taken: its
+// holder goes on with it instead of letting go. It returns nil if it
+// took nothing. One round trip.
+func (s *Store) TakeIntake(ctx context.Context, id, token string, until time.Time) ([]byte, error) {
+	rec, idx := s.intakeKeys(id)
+	v, err := takeLetGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, token, until.UnixMilli()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("take intake %s: %w", id, err)
+	}
+	if raw, ok := v.(string); ok {
+		return []byte(raw), nil
+	}
+	return nil, nil
 }
 
 // PendingIntake counts accepted requests not yet started.

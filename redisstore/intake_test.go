@@ -129,3 +129,84 @@ func TestStartedRequestKeepsOnlyItsRepeatCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestIntakeLetGo: a reply kept until its conversation's first save is
+// let go by its attempt, and taken by the start's carrier (TakeIntake) or,
+// once due, by DueIntake — never by both. A carrier that finds it still
+// held marks it instead, and its holder goes on with it rather than
+// letting go. On every kind of Redis the store runs on.
+func TestIntakeLetGo(t *testing.T) {
+	for name, client := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			testIntakeLetGo(t, redisstore.New(client(t), redisstore.Options{Prefix: uniqueName("letgo")}))
+		})
+	}
+}
+
+func testIntakeLetGo(t *testing.T, s *redisstore.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	accept := func(id, token string) {
+		t.Helper()
+		if first, err := s.Accept(ctx, id, token, []byte(`{"text":"more"}`), now.Add(15*time.Second), time.Hour); err != nil || !first {
+			t.Fatalf("Accept(%s) = %v, %v", id, first, err)
+		}
+	}
+	kept := []byte(`{"text":"more","kept_until":1}`)
+
+	// Let go, then taken by the carrier: not due for DueIntake.
+	accept("event:1", "a")
+	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "b", kept, now.Add(15*time.Minute)); err != nil || let || goOn {
+		t.Errorf("LetGoIntake(not the holder) = %v, %v, %v; want neither", let, goOn, err)
+	}
+	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "a", kept, now.Add(15*time.Minute)); err != nil || !let || goOn {
+		t.Fatalf("LetGoIntake(holder) = %v, %v, %v; want let", let, goOn, err)
+	}
+	if held, _ := s.HoldIntake(ctx, map[string]string{"event:1": "a"}, now.Add(time.Minute)); held["event:1"] {
+		t.Error("the attempt that let go still renews its hold")
+	}
+	if due, _ := s.DueIntake(ctx, "x", now.Add(time.Minute), now.Add(2*time.Minute), 10); len(due) != 0 {
+		t.Errorf("DueIntake(before the let-go time) = %q; want nothing", due)
+	}
+	if rec, err := s.TakeIntake(ctx, "event:1", "c", now.Add(15*time.Second)); err != nil || string(rec) != string(kept) {
+		t.Fatalf("TakeIntake(let go) = %q, %v; want the record", rec, err)
+	}
+	if rec, _ := s.TakeIntake(ctx, "event:1", "d", now.Add(15*time.Second)); rec != nil {
+		t.Errorf("TakeIntake(again) = %q; want nothing: one attempt at a time", rec)
+	}
+	if due, _ := s.DueIntake(ctx, "x", now.Add(16*time.Minute), now.Add(17*time.Minute), 10); len(due) != 1 {
+		t.Errorf("DueIntake(after the carrier's hold lapsed) = %q; want the request", due)
+	}
+
+	// Taken by DueIntake once due: the carrier takes nothing.
+	accept("event:2", "a")
+	if let, _, err := s.LetGoIntake(ctx, "event:2", "a", kept, now.Add(time.Minute)); err != nil || !let {
+		t.Fatalf("LetGoIntake() = %v, %v", let, err)
+	}
+	if due, err := s.DueIntake(ctx, "e", now.Add(2*time.Minute), now.Add(3*time.Minute), 10); err != nil || due["event:2"] == nil {
+		t.Fatalf("DueIntake(let go, due) = %q, %v; want the request", due, err)
+	}
+	if rec, _ := s.TakeIntake(ctx, "event:2", "f", now.Add(3*time.Minute)); rec != nil {
+		t.Errorf("TakeIntake(taken by DueIntake) = %q; want nothing", rec)
+	}
+
+	// Still held when the carrier comes: its holder goes on.
+	accept("event:3", "a")
+	if rec, err := s.TakeIntake(ctx, "event:3", "g", now.Add(15*time.Second)); err != nil || rec != nil {
+		t.Fatalf("TakeIntake(held) = %q, %v; want nothing", rec, err)
+	}
+	if let, goOn, err := s.LetGoIntake(ctx, "event:3", "a", kept, now.Add(15*time.Minute)); err != nil || let || !goOn {
+		t.Fatalf("LetGoIntake(asked for meanwhile) = %v, %v, %v; want go on", let, goOn, err)
+	}
+	if held, _ := s.HoldIntake(ctx, map[string]string{"event:3": "a"}, now.Add(time.Minute)); !held["event:3"] {
+		t.Error("the holder told to go on no longer holds the request")
+	}
+
+	// Started: nothing to take.
+	if err := s.Started(ctx, "event:3", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := s.TakeIntake(ctx, "event:3", "h", now.Add(15*time.Second)); rec != nil {
+		t.Errorf("TakeIntake(started) = %q; want nothing", rec)
+	}
+}

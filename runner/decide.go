@@ -60,6 +60,10 @@ var (
 	// ErrThreadExists: Start was asked of a thread that has one already
 	// (a retried delivery).
 	ErrThreadExists = errors.New("the thread has a conversation already")
+	// ErrKept: the reply came before its conversation's first save and
+	// is kept for it; the KeptCarrier gives it back once the save is
+	// made (starting.go).
+	ErrKept = errors.New("the reply is kept until the conversation's first save")
 )
 
 // RefusedError says why a person may not make a decision. Its words name
@@ -516,6 +520,14 @@ type Message struct {
 	// (Slack's ts): it orders a reply kept while the conversation
 	// started after the request that started it.
 	TS string
+	// Ref identifies the reply's request to the front end (for Slack:
+	// its intake record). The runner keeps it with a kept reply and
+	// gives it back to the front end's KeptCarrier; it is opaque here.
+	Ref string
+	// Kept says the reply was kept once while its conversation started
+	// (Reply returned ErrKept) and is now carried on: finding the run
+	// working, it waits as a reply to an answered run does.
+	Kept bool
 }
 
 // Reply handles a person's message in the thread. While calls wait for a
@@ -526,7 +538,10 @@ type Message struct {
 // set. Calls whose outcome is unknown are settled only by their buttons.
 // After a run has finished the message is a new turn, whose calls the
 // author asked for. It returns ErrBusy while a run is working and
-// ErrFailed if the last run failed.
+// ErrFailed if the last run failed. A reply to a conversation whose
+// first checkpoint is still being written is kept for it: with a
+// KeptCarrier set, Reply then returns ErrKept, and the front end keeps
+// the reply's request due until the carrier gives it back.
 func (s *Service) Reply(ctx context.Context, m Message) error {
 	// The state this process last saw says which way to go; a new turn
 	// checks it again (Continue's compare-and-set), and a stale guess is
@@ -565,6 +580,8 @@ func (s *Service) replyToStarting(ctx context.Context, m Message) error {
 	switch kept, err := s.keepReply(ctx, m); {
 	case err != nil:
 		return fmt.Errorf("reply to %s: %w", m.Thread, err)
+	case kept == KeptReply && s.carrier.Load() != nil:
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrKept)
 	case kept == KeptReply:
 		return nil
 	case kept == NotKept:
@@ -587,8 +604,10 @@ func (s *Service) replyToStarting(ctx context.Context, m Message) error {
 }
 
 // replyStarted answers a reply in a thread found to have a checkpoint
-// after all.
+// after all: its first save was made as the reply came, so a run still
+// working is waited for as by a kept reply.
 func (s *Service) replyStarted(ctx context.Context, m Message) error {
+	m.Kept = true
 	res, err := s.graph.State(ctx, m.Thread)
 	if err != nil {
 		return err
@@ -629,10 +648,17 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 // after it finds the run still working, about to let go. So the reply
 // waits for the lease (BusyWait) and looks again: an answered run is
 // continued, a paused one gets the reply as feedback, and only a run
-// still working after the wait makes the reply busy.
+// still working after the wait makes the reply busy. A reply that was
+// kept while the conversation started (m.Kept) finds a run that saved
+// its first checkpoint and works on: it waits as a reply to an answered
+// run does, a lease and BusyWait.
 func (s *Service) replyToRunning(ctx context.Context, m Message) error {
 	var paused *graph.Result[agent.State]
-	err := s.withLeaseWithin(ctx, m.Thread, s.opts.BusyWait, func(ctx context.Context, ss *session) error {
+	wait := s.opts.BusyWait
+	if m.Kept {
+		wait += s.opts.LeaseTTL
+	}
+	err := s.withLeaseWithin(ctx, m.Thread, wait, func(ctx context.Context, ss *session) error {
 		res, err := s.graph.State(ctx, m.Thread)
 		if err != nil {
 			return err

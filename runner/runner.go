@@ -227,6 +227,10 @@ type Service struct {
 	// asker shows input requests (input.go); see SetAsker.
 	asker atomic.Pointer[Asker]
 
+	// carrier carries on the replies kept while a conversation started
+	// (starting.go); see SetKeptCarrier.
+	carrier atomic.Pointer[KeptCarrier]
+
 	// pending holds, by thread, what was shown after the session that
 	// showed it ended, until it is recorded (pending.go).
 	pending pendingRecords
@@ -334,7 +338,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	// Replies typed before the first save were kept for it: they come
 	// after the run that made it, as they would have, and drive the
 	// thread as any reply does.
-	s.applyKept(ctx, s.keptReplies(req, kept))
+	s.carryOnKept(ctx, s.keptReplies(req, kept))
 	if !decided {
 		return nil
 	}

@@ -28,10 +28,16 @@ import (
 //     as before).
 //   - A reply typed while the first answer is being made finds no head.
 //     It is kept with the thread (KeepReply) while the thread still has
-//     none, and the first save hands what was kept to the start, which
-//     applies it once its run stops. Keeping and the first save are each
-//     one atomic step on the thread's keys, so a reply is either kept and
-//     handed over, or finds the head and is handled as any reply.
+//     none, and the first save hands what was kept to the start. Keeping
+//     and the first save are each one atomic step on the thread's keys,
+//     so a reply is either kept and handed over, or finds the head and
+//     is handled as any reply. A front end with a durable record of each
+//     request sets a KeptCarrier: Reply says ErrKept, the front end keeps
+//     the reply's request due (so that a process that dies after the
+//     first save loses nothing), and once the start's run stops it gives
+//     the carrier the replies it kept, to carry on through the front
+//     end's own reply path, which tells their authors what any reply is
+//     told. Without a carrier the start applies them itself.
 //   - A crash before the first save leaves nothing: the request stays
 //     due and is carried on. The first save that does not end the
 //     session sets the thread's wake-up, as the opening did, so a thread
@@ -128,6 +134,11 @@ const (
 // thread: well beyond a start's first model call, and a retried start's.
 const keptReplyTTL = 15 * time.Minute
 
+// KeptReplyTTL is how long a kept reply waits for the first save of its
+// thread: a front end that keeps a kept reply's request due (ErrKept)
+// looks at it again after this long at the latest.
+const KeptReplyTTL = keptReplyTTL
+
 // keptReply is a kept reply as stored.
 type keptReply struct {
 	Team    string `json:"team,omitempty"`
@@ -135,12 +146,13 @@ type keptReply struct {
 	By      string `json:"by"`
 	Text    string `json:"text"`
 	TS      string `json:"ts,omitempty"`
+	Ref     string `json:"ref,omitempty"`
 }
 
 // keepReply keeps m for the first save of its thread, if the thread has
 // no head.
 func (s *Service) keepReply(ctx context.Context, m Message) (Kept, error) {
-	raw, err := json.Marshal(keptReply{Team: m.Team, Channel: m.Channel, By: m.By, Text: m.Text, TS: m.TS})
+	raw, err := json.Marshal(keptReply{Team: m.Team, Channel: m.Channel, By: m.By, Text: m.Text, TS: m.TS, Ref: m.Ref})
 	if err != nil {
 		return NotKept, err
 	}
@@ -149,9 +161,11 @@ func (s *Service) keepReply(ctx context.Context, m Message) (Kept, error) {
 
 // keptReplies decodes the replies a first save handed over and leaves out
 // those written before the request that started the conversation (a
-// mention in a thread where people talked before it).
+// mention in a thread where people talked before it), and repeats of one
+// request (a reply kept again by a later look).
 func (s *Service) keptReplies(req StartRequest, raw [][]byte) []Message {
 	var out []Message
+	seen := map[string]bool{}
 	for _, b := range raw {
 		var k keptReply
 		if err := json.Unmarshal(b, &k); err != nil {
@@ -161,7 +175,13 @@ func (s *Service) keptReplies(req StartRequest, raw [][]byte) []Message {
 		if req.TS != "" && k.TS != "" && !tsAfter(k.TS, req.TS) {
 			continue
 		}
-		out = append(out, Message{Thread: req.Thread, Team: k.Team, Channel: k.Channel, By: k.By, Text: k.Text, TS: k.TS})
+		if k.Ref != "" {
+			if seen[k.Ref] {
+				continue
+			}
+			seen[k.Ref] = true
+		}
+		out = append(out, Message{Thread: req.Thread, Team: k.Team, Channel: k.Channel, By: k.By, Text: k.Text, TS: k.TS, Ref: k.Ref, Kept: true})
 	}
 	return out
 }
@@ -203,6 +223,39 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// KeptCarrier carries on replies kept while a conversation started, once
+// its first save is made and its run has stopped: each through the front
+// end's own reply path (Reply, with the reply's Kept set), so that its
+// author is told what any reply's author is. Replies left out of the
+// conversation (written before its request) are not given.
+type KeptCarrier func(ctx context.Context, replies []Message)
+
+// SetKeptCarrier makes carry the front end's carrier of kept replies:
+// from then on, a reply kept for a first save makes Reply return
+// ErrKept, and the start gives the replies its first save handed over to
+// carry rather than applying them itself. A front end that keeps each
+// reply's request durably sets it, before it takes any reply.
+func (s *Service) SetKeptCarrier(carry KeptCarrier) {
+	if carry == nil {
+		s.carrier.Store(nil)
+		return
+	}
+	s.carrier.Store(&carry)
+}
+
+// carryOnKept gives the replies kept during a start to the front end's
+// carrier, or applies them itself if it has none.
+func (s *Service) carryOnKept(ctx context.Context, replies []Message) {
+	if len(replies) == 0 {
+		return
+	}
+	if carry := s.carrier.Load(); carry != nil {
+		(*carry)(ctx, replies)
+		return
+	}
+	s.applyKept(ctx, replies)
 }
 
 // applyKept hands the replies kept during a start to the conversation,

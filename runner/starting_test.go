@@ -493,3 +493,88 @@ func TestKilledBeforeItsFirstSave(t *testing.T) {
 		t.Errorf("the start again showed %d deploy and %d delete cards, want one each", n, m)
 	}
 }
+
+// TestKeptRepliesGoToTheFrontEndsCarrier: a front end that keeps each
+// reply's request durably sets a KeptCarrier. A reply kept for the first
+// save is then not settled (ErrKept: its front end keeps its request
+// due), and the start does not apply it itself: it gives the carrier the
+// replies its first save handed over, with what identifies their
+// requests, leaving out those written before the request and repeats of
+// one request. The carrier's Reply applies each, once.
+func TestKeptRepliesGoToTheFrontEndsCarrier(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWorld(t)
+	model := &heldModel{arrived: make(chan struct{}), released: make(chan struct{})}
+	w.model = model
+	svc, _ := w.service(t, nil, 5*time.Second)
+	carried := make(chan []runner.Message, 1)
+	svc.SetKeptCarrier(func(_ context.Context, replies []runner.Message) { carried <- replies })
+	started := make(chan error, 1)
+	go func() {
+		started <- svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "chat: hello", TS: "1700000000.000200"})
+	}()
+	<-model.arrived
+	before := runner.Message{Thread: "th", By: "U_BOB", Text: "chat: lunch?", TS: "1700000000.000100", Ref: "r0"}
+	after := runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: and more", TS: "1700000000.000300", Ref: "r1"}
+	for _, m := range []runner.Message{before, after, after} { // after twice: looked at again
+		if err := svc.Reply(ctx, m); !errors.Is(err, runner.ErrKept) {
+			t.Fatalf("Reply(%q) before the first save = %v, want ErrKept", m.Text, err)
+		}
+	}
+	close(model.released)
+	if err := <-started; err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	got := <-carried
+	if len(got) != 1 || got[0].Ref != "r1" || got[0].Text != "chat: and more" || !got[0].Kept {
+		t.Fatalf("the carrier was given %+v, want the reply after the request, once, kept", got)
+	}
+	if got, want := userMessages(t, svc, "th"), []string{"chat: hello"}; !slices.Equal(got, want) {
+		t.Fatalf("the conversation's messages before the carrier = %q, want %q: the start applied a kept reply itself", got, want)
+	}
+	if err := svc.Reply(ctx, got[0]); err != nil {
+		t.Fatalf("the carrier's Reply() = %v", err)
+	}
+	if got, want := userMessages(t, svc, "th"), []string{"chat: hello", "chat: and more"}; !slices.Equal(got, want) {
+		t.Errorf("the conversation's messages = %q, want %q", got, want)
+	}
+}
+
+// TestKeptReplyWaitsForAWorkingRunAsForAnAnsweredOne: a reply kept while
+// a conversation started is carried on once the first save is made; it
+// may find the run still working (here a lookup that needs no approval
+// and does not answer). It waits for the run's lease as long as a reply
+// to an answered run does — a lease and BusyWait, on the service's clock
+// — before it is called busy; a reply that was not kept waits BusyWait.
+func TestKeptReplyWaitsForAWorkingRunAsForAnAnsweredOne(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, tg := newWorld(t)
+	tg.HoldNext("GET /lookup")
+	starter, _ := w.service(t, nil, processLease)
+	started := make(chan error, 1)
+	go func() {
+		started <- starter.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship"})
+	}()
+	t.Cleanup(func() { cancel(); <-started })
+	<-tg.Arrived // the lookup's running save, the first, is made
+
+	const step = 100 * time.Millisecond
+	w.busyWait = step
+	for _, kept := range []bool{false, true} {
+		var ticks atomic.Int64
+		at := time.Now()
+		clock := func() time.Time { return at.Add(time.Duration(ticks.Add(1)) * step) }
+		svc, _ := w.build(t, nil, processLease, clock)
+		err := svc.Reply(ctx, runner.Message{Thread: "th", By: "U_ALICE", Text: "chat: and more", Kept: kept})
+		if !errors.Is(err, runner.ErrBusy) {
+			t.Fatalf("Reply(kept %v) to a working run = %v, want ErrBusy", kept, err)
+		}
+		waited := time.Duration(ticks.Load()) * step
+		switch {
+		case kept && waited < processLease+step:
+			t.Errorf("a kept reply waited %v for the working run, want a lease and BusyWait (%v)", waited, processLease+step)
+		case !kept && waited >= processLease:
+			t.Errorf("a reply that was not kept waited %v for the working run, want about BusyWait (%v)", waited, step)
+		}
+	}
+}
