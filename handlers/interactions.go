@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
@@ -237,14 +237,23 @@ func answer(log logrus.FieldLogger, err error) string {
 // waits for the claim's answer only, never for the tool or the model.
 // When no background slot is free at once, the decision is recorded
 // here and the drive queued, as the request must not wait for a slot.
+//
+// The request may end before the claim answers (Slack gives up, or
+// storage is slow): the job goes on and may still record the decision.
+// The person is then told it is being recorded — the card shows it when
+// it is — and, should the claim be lost or refused after all, the job
+// tells them so, as the request would have.
 func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
-	answered := make(chan error, 1)
+	w := &claimWait{answered: make(chan error, 1)}
 	started := s.backgroundNow(ctx, func(ctx context.Context) {
 		var decided error
 		err := s.svc.DecideAndDrive(ctx, d, func(err error) {
 			decided = err
-			answered <- err
+			w.claimed(err)
 		})
+		if w.late() && decided != nil {
+			s.tellLate(ctx, c, decided)
+		}
 		if decided == nil && err != nil {
 			s.log.WithField("thread", d.Thread).WithError(err).Error("resuming after a decision")
 		}
@@ -253,10 +262,10 @@ func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string 
 	if started {
 		// The job goes on whatever becomes of the request; only the
 		// answer to the person waits for it.
-		select {
-		case err = <-answered:
-		case <-ctx.Done():
-			err = fmt.Errorf("record the decision: %w", context.Cause(ctx))
+		var answered bool
+		if answered, err = w.wait(ctx); !answered {
+			c.log.WithField("decision", d.Kind.String()).WithError(context.Cause(ctx)).Warn("the request ended before the decision's claim answered; the job goes on")
+			return slackui.TextRecording
 		}
 	} else {
 		err = s.svc.Decide(ctx, d)
@@ -272,6 +281,69 @@ func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string 
 		s.drive(ctx, d.Thread)
 	}
 	return ""
+}
+
+// claimWait is what a click's request and its job share: the claim's
+// answer, which the request waits for until it ends, and whether it
+// stopped waiting first, in which case the answer is the job's to tell.
+type claimWait struct {
+	answered chan error // buffered: the job never blocks on it
+	mu       sync.Mutex
+	gone     bool // the request stopped waiting
+	told     bool // the answer went to the request
+}
+
+// claimed hands the claim's answer to the request, if it still waits.
+func (w *claimWait) claimed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.gone {
+		w.told = true
+		w.answered <- err
+	}
+}
+
+// wait returns the claim's answer, or answered false if ctx ends first;
+// from then on the answer is the job's to tell (late).
+func (w *claimWait) wait(ctx context.Context) (answered bool, err error) {
+	select {
+	case err = <-w.answered:
+		return true, err
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.told {
+		return true, <-w.answered // it came as the request ended
+	}
+	w.gone = true
+	return false, nil
+}
+
+// late reports whether the request stopped waiting before the claim
+// answered.
+func (w *claimWait) late() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gone
+}
+
+// tellLate tells the person whose request ended before their decision's
+// claim answered that it was not recorded after all, and why: in the
+// thread they clicked in, or at the top of their Home tab.
+func (s *Server) tellLate(ctx context.Context, c click, err error) {
+	if refused := (*runner.RefusedError)(nil); errors.As(err, &refused) && refused.Changed {
+		s.drive(ctx, c.ref.Thread) // shows what changed
+	}
+	msg := answer(c.log, err)
+	if msg == "" {
+		return
+	}
+	if c.fromHome {
+		s.home.Publish(ctx, c.user(), msg)
+		return
+	}
+	s.tell(ctx, c.channel(), threadTS(c.cb), c.user(), c.cb.ResponseURL, msg)
 }
 
 // backgroundNow is background for a job that the request waits on (a

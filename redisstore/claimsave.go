@@ -162,6 +162,44 @@ var (
 	errClaimSaveMismatch = fmt.Errorf("the claim does not go with this save")
 )
 
+// auditHadLua defines audit_had(stream, head, a, i), for a script sent
+// again after its first attempt's answer was lost: whether the block of
+// audit_append's arguments at a[i] was appended, which that attempt
+// did or not. It returns audit_append's three values as the append of
+// the block would have (1, then the block's last hash and seq) when the
+// block's last entry is the chain's head or among the stream's latest
+// auditHadScan entries; else 0 and the head's hash and seq, as an append
+// that found the head moved, for the caller to append the entries on
+// their own. Scripts define it where they need it, on the path of a
+// resend alone (a function defined costs each call that defines it).
+const auditHadLua = `
+  local function audit_had(stream, head, a, i)
+    local j, last, lastseq = i + 2, nil, nil
+    for _ = 1, tonumber(a[i + 1]) do
+      last, lastseq = a[j + 1], a[j]
+      j = j + 3 + tonumber(a[j + 2])
+    end
+    local h = redis.call('HMGET', head, 'hash', 'seq')
+    if last and h[1] ~= last then
+      local found = false
+      for _, e in ipairs(redis.call('XREVRANGE', stream, '+', '-', 'COUNT', ` + auditHadScan + `)) do
+        local f = e[2]
+        for n = 1, #f - 1, 2 do
+          if f[n] == 'hash' and f[n + 1] == last then found = true end
+        end
+        if found then break end
+      end
+      if not found then return 0, h[1] or '', tonumber(h[2]) or 0 end
+    end
+    return 1, last or h[1] or '', tonumber(lastseq or h[2]) or 0
+  end
+`
+
+// auditHadScan is how many of the audit stream's latest entries
+// audit_had looks through for a block's last entry: those appended
+// between a script's first attempt and its resend, milliseconds apart.
+const auditHadScan = "100"
+
 // claimSaveLua claims a decision with the first save of the run that
 // resumes with it (saveClaiming).
 //
@@ -186,6 +224,14 @@ var (
 // entries (else {3, the decision's audit reply, the claims' values}: the
 // claim and the lease stand). It returns {1, the decision's audit reply,
 // the save's audit reply or nil, the claims' values} when it saved.
+//
+// Sent again after its answer was lost (go-redis does that on a cut or
+// a read timeout), the script finds the head moved on: when the head is
+// this save's checkpoint ID, the claim holds this decision's value and
+// the lease this save's token, that is its own first attempt, and it
+// returns that attempt's {1, ...}, having written nothing, with the
+// audit replies of what that attempt appended (audit_had): the run goes
+// on, and its call is sent once, rather than being taken for a crash.
 const claimSaveLua = auditAppendLua + saveCheckpointLua + recordFnLua + `
 local m = tonumber(ARGV[20])
 local ai = 21 + m
@@ -200,7 +246,22 @@ local h = redis.call('HMGET', KEYS[4], unpack(fields))
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
-if head ~= ARGV[10] then return {-1} end
+if head ~= ARGV[10] then
+  -- The head is this save's checkpoint, the claim this decision's and
+  -- the lease this save's token: the script is sent again after its
+  -- first attempt's answer was lost, and answers as that attempt did,
+  -- having written nothing more.
+  if head ~= ARGV[9] or redis.call('GET', KEYS[5]) ~= ARGV[8] or redis.call('HGET', KEYS[4], ARGV[12]) ~= ARGV[13] then
+    return {-1}
+  end
+  ` + auditHadLua + `
+  local decided, audited = false, false
+  if a > 0 then decided = {audit_had(KEYS[7], KEYS[8], ARGV, ai + 1)} end
+  if b > 0 then audited = {audit_had(KEYS[7], KEYS[8], ARGV, bi + 1)} end
+  local vals = {}
+  for i = 3, #fields do vals[i - 2] = h[i] end
+  return {1, decided, audited, vals}
+end
 record_deliveries(KEYS[4], KEYS[1], ARGV, 18, known, h[2])
 if ARGV[15] ~= '' then
   redis.call('ZADD', KEYS[6], 'LT', ARGV[15], ARGV[14])

@@ -196,14 +196,32 @@ end
 // nothing; else {1, {the kept replies}, the acquisition's number (on a
 // cluster; else nil), audit_append's reply or nil}. The audit entries
 // are appended after the save's checks and before its writes, as
-// saveAuditLua does.
+// saveAuditLua does. Sent again after its answer was lost, it finds its
+// own first attempt — the head is this save's checkpoint ID, the lease
+// holds this save's token — and returns {1, {}, the acquisition's number
+// or nil, what that attempt appended of the audit entries (audit_had)},
+// having written nothing: the replies kept for the thread went with the
+// lost answer.
 const firstSaveLua = auditAppendLua + acquiredLua + saveCheckpointLua + takeKeptLua + `
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
 local saved, left, moved, kept = save_check(KEYS, ARGV)
-if saved ~= 1 then return {saved} end
-if left ~= -2 then return {0} end -- it only creates a thread
 local a = tonumber(ARGV[18])
+if saved ~= 1 or left ~= -2 then
+  -- The thread exists. With this save's checkpoint at its head and the
+  -- lease this save's token, it is this save's first attempt, whose
+  -- answer was lost: answer as it did (its kept replies went with it).
+  if lease == ARGV[12] and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+    ` + auditHadLua + `
+    local audited = false
+    if KEYS[9] and a > 0 then audited = {audit_had(KEYS[9], KEYS[10], ARGV, 19)} end
+    local seq = false
+    if not KEYS[8] then seq = redis.call('GET', KEYS[6]) end
+    return {1, {}, seq, audited}
+  end
+  if saved ~= 1 then return {saved} end
+  return {0} -- it only creates a thread
+end
 local audited = false
 if KEYS[9] and a > 0 then audited = {audit_append(KEYS[9], KEYS[10], ARGV[17], ARGV, 19)} end
 save_write(KEYS, ARGV, 19 + a, left, moved, kept)

@@ -410,6 +410,14 @@ var ErrFenced = fmt.Errorf("%w: the thread's lease is no longer this run's", gra
 // graph.ErrConflict, having written nothing, unless the stored head has
 // Seq cp.Seq-1 and the stored journal has cp.JournalFrom entries; and
 // ErrFenced if ctx carries a fence that the thread's lease does not hold.
+//
+// go-redis sends a script again when its answer is lost (a cut
+// connection, a read timeout). Every save's script tells its own first
+// attempt by the head: it is cp.ID, which no other save writes (IDs are
+// random). A resend that finds it writes nothing and answers as the first
+// attempt did — saved, the lease it took or let go as it did, its audit
+// entries appended once (audit_had) — rather than a conflict, which would
+// stop the run with its call saved running, to be settled by a person.
 func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if err := checkSave(cp); err != nil {
 		return err

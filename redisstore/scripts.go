@@ -77,9 +77,16 @@ end
 // then cost no write per key. A journal that this save creates gets the
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
+//
+// Sent again after its answer was lost, it finds the head is this save's
+// checkpoint ID (IDs are random: no other save writes it) and returns 1,
+// having written nothing, as its first attempt did.
 const saveLua = saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
-if saved ~= 1 then return saved end
+if saved ~= 1 then
+  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then return 1 end
+  return saved
+end
 save_write(KEYS, ARGV, 12, left, moved, kept)
 return 1
 `
@@ -95,10 +102,18 @@ return 1
 //	      journal entries
 //
 // It returns {saveLua's reply} when it did not save, else {1, then
-// audit_append's three values}.
+// audit_append's three values}. Sent again after its answer was lost, it
+// answers as saveLua does, with what its first attempt appended
+// (audit_had).
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
-if saved ~= 1 then return {saved} end
+if saved ~= 1 then
+  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+    ` + auditHadLua + `
+    return {1, audit_had(KEYS[6], KEYS[7], ARGV, 14)}
+  end
+  return {saved}
+end
 local appended, hash, seq = audit_append(KEYS[6], KEYS[7], ARGV[12], ARGV, 14)
 save_write(KEYS, ARGV, 14 + tonumber(ARGV[13]), left, moved, kept)
 return {1, appended, hash, seq}

@@ -32,6 +32,7 @@ func TestFirstSaveOfAThreadAnEarlierVersionKept(t *testing.T) {
 	moveHeadToEarlierKey(t, rdb, claims, head)
 
 	again := firstCheckpoint("T1:C1:1.1", "someone else's start")
+	again.ID = "cp-1-other" // checkpoint IDs are random: another start's is not the head's
 	if err := s.Save(ctx, again); !errors.Is(err, graph.ErrConflict) {
 		t.Fatalf("Save(a first checkpoint) of a thread an earlier version kept: error = %v; want ErrConflict", err)
 	}

@@ -718,6 +718,24 @@ local function save_close(KEYS, ARGV, o, ko, first)
   local extra = {}
   for i = o + 10 + nrec + tonumber(ARGV[o + 9 + nrec]), o + c do extra[#extra + 1] = ARGV[i] end
   local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
+  if (saved ~= 1 or (first and left ~= -2)) and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+    -- The head is this save's checkpoint: the script is sent again
+    -- after its first attempt's answer was lost. That attempt saved and
+    -- closed; answer as it did, with what it appended (audit_had), the
+    -- claims as they are, and no inbox entry (its watchers are not
+    -- known again: their Home tabs are refreshed by the next change).
+    ` + auditHadLua + `
+    local reply = {1, false, false, false, false, 0}
+    local n = tonumber(ARGV[o + 7])
+    if KEYS[9] and tonumber(ARGV[o + 9 + n]) > 0 then
+      reply[2], reply[3], reply[4] = audit_had(KEYS[9], KEYS[10], ARGV, o + 10 + n)
+    end
+    if #extra > 0 then
+      local h = redis.call('HMGET', KEYS[4], unpack(extra))
+      for j = 1, #extra do reply[6 + j] = h[j] end
+    end
+    return reply, 6 + #extra
+  end
   if saved ~= 1 then return {saved} end
   if first and left ~= -2 then return {0} end -- it only creates a thread
   if not vals then vals = {} end

@@ -209,10 +209,11 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 	}
 	// The store did not say what became of the claim (an error), or
 	// said that it is this decision's own, written by an attempt whose
-	// answer was lost: the step may have taken the lease and saved. Let
-	// go of what this attempt may hold and drive the thread from what
-	// is stored: a claim there is applied, a call saved running is
-	// recovered as after a crash.
+	// answer was lost and which did not save (a save it made answers
+	// its resend as it did: ClaimSaved). The step may have taken the
+	// lease. Let go of what this attempt may hold and drive the thread
+	// from what is stored: a claim there is applied, a call saved
+	// running is recovered as after a crash.
 	stop()
 	s.release(thread, token)
 	if !answered {

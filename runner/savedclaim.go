@@ -56,6 +56,11 @@ const (
 // answered, a later save of the run in the same context carries nothing
 // more; and if the claim's save was not made, the store refuses it as
 // fenced, at once: the run never held the lease with Token.
+//
+// A step sent again after its answer was lost finds what its first
+// attempt wrote: the store answers it as that attempt did (ClaimSaved,
+// its audit entries appended once), never as stale or lost, so that the
+// run goes on and its call is sent once.
 type SavedClaim struct {
 	Claim DecisionClaim
 	Token string

@@ -21,6 +21,11 @@ const (
 	TextFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
 )
 
+// TextRecording answers a click whose decision is still being recorded
+// when its request ends: the card shows it once it is, and the person
+// is told if it is not.
+const TextRecording = "Your decision is being recorded: the card will show it. If it can't be, I'll tell you here."
+
 // The notification texts of the error card and of the card of a run the
 // updated bot cannot resume (ErrorCard, GraphChangedCard).
 const (

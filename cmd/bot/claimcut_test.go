@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// cutProxy is a TCP proxy between the bot and its Redis that loses, once
+// armed, the answer to the first command whose bytes hold marker: it
+// forwards the command, reads Redis's answer, and drops the connection
+// instead of passing the answer on — a reset link, after Redis ran the
+// command. The client then sends the command again on a new connection.
+// An error answer (such as NOSCRIPT) is let through, and the proxy stays
+// armed.
+type cutProxy struct {
+	ln     net.Listener
+	to     string
+	marker []byte
+	armed  atomic.Bool
+	cuts   atomic.Int64
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+func startCutProxy(t *testing.T, to, marker string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, to: to, marker: []byte(marker), conns: map[net.Conn]bool{}}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		// The bot may still hold its connections: close them, so that
+		// every goroutine of the proxy ends.
+		ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.serve(client)
+			}()
+		}
+	}()
+	return p
+}
+
+// track keeps c to close at the end, and reports false (c closed) if
+// the proxy is closed already.
+func (p *cutProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = true
+	return true
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) serve(client net.Conn) {
+	defer client.Close()
+	if !p.track(client) {
+		return
+	}
+	server, err := net.Dial("tcp", p.to)
+	if err != nil || !p.track(server) {
+		return
+	}
+	var cutNext atomic.Bool
+	done := make(chan struct{})
+	defer func() {
+		client.Close()
+		server.Close()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		defer server.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if p.armed.Load() && bytes.Contains(buf[:n], p.marker) {
+					cutNext.Store(true)
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if cutNext.Load() && buf[0] != '-' && p.armed.CompareAndSwap(true, false) {
+				p.cuts.Add(1)
+				return // the answer is lost with the connection
+			}
+			cutNext.Store(false)
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestApproveWhoseClaimAnswerIsCut: through the binary, with a TCP proxy
+// between the bot and Redis, the answer to the save that claims the
+// approver's decision and marks the call running is lost after Redis ran
+// it; the bot's Redis client sends it again. The person sees what they
+// would without the fault: the card says who approved it, the call runs
+// once, and its result is posted — not a call whose outcome is unknown,
+// waiting for someone to settle it, nor "already approved" to the
+// approver themself.
+func TestApproveWhoseClaimAnswerIsCut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
+	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
+	h.model.Then(
+		llmtest.Reply("I'll deploy v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed v2."),
+	)
+	if resp := h.command("deploy v2", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/agent answered %d", resp.StatusCode)
+	}
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	p.armed.Store(true)
+	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve answered %d", resp.StatusCode)
+	}
+	h.reply(root, "Deployed v2.")
+	if n := p.cuts.Load(); n != 1 {
+		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
+	}
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	got := h.card(card)
+	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
+		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+	for _, text := range h.threadTexts(root) {
+		if strings.Contains(strings.ToLower(text), "unknown") {
+			t.Errorf("the thread shows %q: the call was taken for one whose outcome is unknown", text)
+		}
+	}
+	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
+		if e.User == approver {
+			t.Errorf("the approver was told %q", e.Text)
+		}
+	}
+}
