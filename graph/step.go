@@ -809,7 +809,7 @@ func decodeState[S any](state json.RawMessage, journal []json.RawMessage) (S, er
 
 // successors returns the nodes that follow node, given the state.
 func (g *Graph[S]) successors(node string, s *S) ([]string, error) {
-	next := slices.Clone(g.edges[node])
+	next := addUnique(nil, g.edges[node]...)
 	if r, ok := g.routes[node]; ok {
 		picked := r.fn(s)
 		for _, p := range picked {
@@ -817,9 +817,9 @@ func (g *Graph[S]) successors(node string, s *S) ([]string, error) {
 				return nil, fmt.Errorf("route from %q picked unknown node %q", node, p)
 			}
 		}
-		next = append(next, picked...)
+		next = addUnique(next, picked...)
 	}
-	return addUnique(nil, next...), nil
+	return next, nil
 }
 
 func addUnique(list []string, items ...string) []string {
