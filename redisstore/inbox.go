@@ -56,7 +56,8 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 		}
 		value = raw
 	}
-	keys := []string{s.inboxKey("calls"), s.inboxKey("home")}
+	keys := make([]string, 2, 2+len(u.Decided))
+	keys[0], keys[1] = s.inboxCalls, s.inboxHome // inboxKey("calls"), inboxKey("home")
 	// The thread goes in as a pointer to u's own: a string in an
 	// interface would be a copy on the heap.
 	args := make([]any, 5, 5+len(u.Decided))

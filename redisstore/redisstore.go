@@ -205,9 +205,11 @@ type Store struct {
 	// replicasConnected: Options.ReplicasConnected (replicas.go).
 	replicasConnected bool
 
-	// The keys outside threads that the session and audit scripts
-	// name, made once: wakeups, waiting, the audit stream and its head.
+	// The keys outside threads that the session, audit and inbox
+	// scripts name, made once: wakeups, waiting, the audit stream and
+	// its head, the inbox's calls and Home watchers.
 	wakeups, waiting, auditStream, auditHead string
+	inboxCalls, inboxHome                    string
 
 	// The audit chain (audit.go): auditMu orders this process's
 	// appends of their own; chain is the head it last saw.
@@ -266,6 +268,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		waiting:         prefix + ":waiting",
 		auditStream:     prefix + ":audit",
 		auditHead:       "{" + prefix + ":audit}:head",
+		inboxCalls:      prefix + ":{inbox}:calls",
+		inboxHome:       prefix + ":{inbox}:home",
 		historyLimit:    opts.HistoryLimit,
 		ttl:             opts.TTL,
 		now:             opts.Now,
