@@ -99,26 +99,7 @@ func TestClickRequestEndsBeforeItsClaimAnswers(t *testing.T) {
 
 	// The claim takes the thread's lease: its reply is held.
 	hook.on.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value})
-	req := g.signer.Request(http.MethodPost, g.http.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()).WithContext(ctx)
-	sent := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		sent <- err
-	}()
-	select {
-	case <-hook.held:
-	case err := <-sent:
-		close(hook.release)
-		t.Fatalf("the click was answered (%v) before its claim reached storage", err)
-	}
-	cancel() // Slack gives up on the request
-	<-sent
+	g.clickGivenUp(t, value, hook.held, hook.release)
 	// Close waits for every request the server is still handling: the
 	// click's handler must return while its claim's answer is held.
 	g.http.Close()
@@ -227,26 +208,7 @@ func TestClickWhoseLateClaimLoses(t *testing.T) {
 	thread, value := g.pending(t)
 
 	pause.armed.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value})
-	req := g.signer.Request(http.MethodPost, g.http.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()).WithContext(ctx)
-	sent := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		sent <- err
-	}()
-	select {
-	case <-pause.held:
-	case err := <-sent:
-		close(pause.release)
-		t.Fatalf("the click was answered (%v) before its claim was sent to storage", err)
-	}
-	cancel() // Slack gives up on the request
-	<-sent
+	g.clickGivenUp(t, value, pause.held, pause.release)
 	g.slack.WaitFor(t, "chat.postEphemeral", 1, giveUp)
 	if told := ephemeralsTo(g, gateApprover); !slices.Equal(told, []string{slackui.TextRecording}) {
 		close(pause.release)
@@ -279,4 +241,32 @@ func TestClickWhoseLateClaimLoses(t *testing.T) {
 		t.Errorf("the rejected call ran %d times", len(runs))
 	}
 	g.check(t, thread, 0, true)
+}
+
+// clickGivenUp sends the approver's click on value and, once held says
+// its claim is held on the way to storage, gives the request up as Slack
+// does after its deadline, and waits for the handler to return. It
+// closes release if the click is answered first.
+func (g *gate) clickGivenUp(t *testing.T, value string, held <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value})
+	req := g.signer.Request(http.MethodPost, g.http.URL+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now()).WithContext(ctx)
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	select {
+	case <-held:
+	case err := <-sent:
+		close(release)
+		t.Fatalf("the click was answered (%v) before its claim reached storage", err)
+	}
+	cancel() // Slack gives up on the request
+	<-sent
 }
