@@ -195,7 +195,8 @@ func settledIf(ok bool) carried {
 // keptReply lets go of request id, a reply that Reply kept until its
 // conversation's first save (runner.ErrKept), as the attempt that holds
 // it under token: the reply is not settled, and nobody holds it until
-// the kept reply would have expired (rec.KeptUntil), when the intake
+// the intake looks at it again (keptLook: within minutes, and when the
+// kept reply would have expired, rec.KeptUntil, at the latest), which
 // carries it on if the start's process died; the start carries it on as
 // soon as its first save is made (carryKept). It reports again if the
 // reply is to be asked again now, by this attempt: the start asked for
@@ -207,7 +208,7 @@ func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, lo
 		log.WithError(err).Warn("keeping a reply due until its conversation starts")
 		return false
 	}
-	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, time.UnixMilli(rec.KeptUntil))
+	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, keptLook(s.opts.Now(), time.UnixMilli(rec.KeptUntil)))
 	switch {
 	case err != nil:
 		// The hold lapses as it would have: the reply is asked again.
@@ -221,6 +222,31 @@ func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, lo
 	// this process that took it over meanwhile is this one, and asks
 	// again.
 	return !s.held.m.CompareAndDelete(id, token)
+}
+
+// keptLookFirst is how long a kept reply's request stays let go before
+// the intake first looks at it again: beyond most starts' first answer,
+// so that the start carries the reply on itself, and short enough that
+// a reply whose start died after its first save is answered minutes
+// later, not at the end of its kept time.
+const keptLookFirst = 2 * time.Minute
+
+// keptLook is when the intake looks again at a kept reply's request let
+// go at now, kept until "until": as long after now as it has been kept
+// already (keptLookFirst at least), and at until at the latest. A reply
+// in a thread that never becomes a conversation is looked at four times
+// in its kept time (at 2, 4, 8 and 15 minutes); one whose start died is
+// answered at the next look.
+func keptLook(now, until time.Time) time.Time {
+	kept := now.Sub(until.Add(-runner.KeptReplyTTL))
+	return minTime(now.Add(max(kept, keptLookFirst)), until)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // carryKept carries on replies that Reply kept until their
