@@ -48,7 +48,7 @@ func TestRequestsThatFailVerification(t *testing.T) {
 		}, http.StatusRequestEntityTooLarge},
 	}
 	for _, tt := range tests {
-		resp, err := http.DefaultClient.Do(tt.req())
+		resp, err := botClient.Do(tt.req())
 		if err != nil {
 			t.Fatal(err)
 		}

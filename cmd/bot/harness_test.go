@@ -196,6 +196,13 @@ func (h *harness) stop() {
 	h.bot = nil
 }
 
+// botClient sends the tests' requests to the bot, with a transport of
+// its own: httptest.Server.Close closes the idle connections of
+// http.DefaultTransport, and a POST that took one of them at that moment
+// fails ("CloseIdleConnections called") rather than being sent again.
+// The tests run in parallel, each closing its fakes' servers.
+var botClient = &http.Client{Transport: &http.Transport{}}
+
 // send posts a signed request to the bot.
 func (h *harness) send(path, contentType string, body []byte, header http.Header) *http.Response {
 	h.t.Helper()
@@ -203,7 +210,7 @@ func (h *harness) send(path, contentType string, body []byte, header http.Header
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := botClient.Do(req)
 	if err != nil {
 		h.t.Fatalf("POST %s: %v", path, err)
 	}

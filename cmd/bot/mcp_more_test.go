@@ -279,7 +279,7 @@ func TestMCPElicitationFormKeepsTheServersOrderAndTypes(t *testing.T) {
 func (h *harness) submitOn(addr string, s slacktest.Submission) *http.Response {
 	h.t.Helper()
 	req := h.signer.Request(http.MethodPost, "http://"+addr+"/slack/interactions", "application/x-www-form-urlencoded", slacktest.ViewSubmission(s), time.Now())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := botClient.Do(req)
 	if err != nil {
 		h.t.Fatalf("submit on %s: %v", addr, err)
 	}

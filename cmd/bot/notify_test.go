@@ -33,7 +33,7 @@ func (h *harness) clickAt(addr string, msg slacktest.Call, channel, actionID, us
 	body := slacktest.BlockActions(slacktest.Click{User: user, Channel: channel, MessageTS: msg.TS, ThreadTS: msg.ThreadTS,
 		ActionID: actionID, Value: buttonValue(h.t, msg, actionID)})
 	req := h.signer.Request(http.MethodPost, "http://"+addr+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := botClient.Do(req)
 	if err != nil {
 		h.t.Fatalf("click at %s: %v", addr, err)
 	}

@@ -27,7 +27,7 @@ func TestPlaygroundGuardsItsPage(t *testing.T) {
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := botClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func (h *harness) clickOn(addr string, card slacktest.Call, actionID, user strin
 		ActionID: actionID, Value: buttonValue(h.t, card, actionID),
 	})
 	req := h.signer.Request(http.MethodPost, "http://"+addr+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := botClient.Do(req)
 	if err != nil {
 		h.t.Fatalf("click on %s: %v", addr, err)
 	}

@@ -259,7 +259,7 @@ func TestStalledPastTheLease(t *testing.T) {
 	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: retry.Channel, MessageTS: retry.TS, ThreadTS: retry.ThreadTS,
 		ActionID: "retry", Value: buttonValue(t, retry, "retry")})
 	req := h.signer.Request(http.MethodPost, "http://"+other+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
-	if resp, err := http.DefaultClient.Do(req); err != nil {
+	if resp, err := botClient.Do(req); err != nil {
 		t.Fatal(err)
 	} else {
 		resp.Body.Close()
