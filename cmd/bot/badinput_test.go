@@ -179,7 +179,7 @@ func TestRedisDown(t *testing.T) {
 	h := newHarness(t, "")
 	h.model.Then(llmtest.Reply("Hi."))
 	h.redis.Kill()
-	resp, err := http.Get("http://" + h.addr + "/readyz")
+	resp, err := botClient.Get("http://" + h.addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestRedisDown(t *testing.T) {
 	}
 	h.redis.Restart()
 	h.eventually(func() bool {
-		resp, err := http.Get("http://" + h.addr + "/readyz")
+		resp, err := botClient.Get("http://" + h.addr + "/readyz")
 		if err != nil {
 			return false
 		}

@@ -69,7 +69,7 @@ func startPlayground(t *testing.T, env ...string) *playgroundBot {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(b.url + "healthz")
+		resp, err := botClient.Get(b.url + "healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -458,7 +458,7 @@ func (b *playgroundBot) restart(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(b.url + "healthz")
+		resp, err := botClient.Get(b.url + "healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

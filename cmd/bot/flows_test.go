@@ -236,7 +236,7 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 			t.Errorf("before any request, %s = %q, want 0", sample, got)
 		}
 	}
-	resp, err := http.Get("http://" + h.addr + "/metrics")
+	resp, err := botClient.Get("http://" + h.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestMetricsMoveAfterAFlow(t *testing.T) {
 // scrape returns the value of one sample of /metrics, or "".
 func scrape(t *testing.T, h *harness, sample string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + h.addr + "/metrics")
+	resp, err := botClient.Get("http://" + h.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

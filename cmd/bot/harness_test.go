@@ -160,7 +160,7 @@ func (h *harness) start() {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + h.addr + "/healthz")
+		resp, err := botClient.Get("http://" + h.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

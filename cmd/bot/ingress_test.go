@@ -62,7 +62,7 @@ func TestMetricsDoNotGrowWithPaths(t *testing.T) {
 // metrics fetches /metrics.
 func (h *harness) metrics() string {
 	h.t.Helper()
-	resp, err := http.Get("http://" + h.addr + "/metrics")
+	resp, err := botClient.Get("http://" + h.addr + "/metrics")
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -267,7 +267,7 @@ func (lt *longThread) read() threadCounts {
 	t := lt.h.t
 	t.Helper()
 	c := threadCounts{Series: map[string]float64{}, RunBy: map[string]int64{}}
-	resp, err := http.Get("http://" + lt.h.addr + "/metrics")
+	resp, err := botClient.Get("http://" + lt.h.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestMCPTaskOnlyToolIsNotOffered(t *testing.T) {
 	const why = "runs only as a task (execution.taskSupport: required)"
 	var readyz string
 	h.eventually(func() bool {
-		resp, err := http.Get("http://" + h.addr + "/readyz")
+		resp, err := botClient.Get("http://" + h.addr + "/readyz")
 		if err != nil {
 			return false
 		}

@@ -89,7 +89,7 @@ func TestMCPApproveFlow(t *testing.T) {
 	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") {
 		t.Errorf("card after approval = %s", got)
 	}
-	resp, err := http.Get("http://" + h.addr + "/readyz")
+	resp, err := botClient.Get("http://" + h.addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

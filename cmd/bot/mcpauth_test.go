@@ -105,7 +105,7 @@ func (h *harness) browseTo(authURL, user, addr string) (int, string) {
 	if addr != "" {
 		loc.Host = addr
 	}
-	resp, err = http.Get(loc.String())
+	resp, err = botClient.Get(loc.String())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net/http"
 	"strings"
 )
 
@@ -13,7 +12,7 @@ import (
 func (h *harness) quiet() {
 	h.t.Helper()
 	h.eventually(func() bool {
-		resp, err := http.Get("http://" + h.addr + "/metrics")
+		resp, err := botClient.Get("http://" + h.addr + "/metrics")
 		if err != nil {
 			return false
 		}

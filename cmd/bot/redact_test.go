@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -50,7 +49,7 @@ tools:
 
 	var readyz string
 	h.eventually(func() bool {
-		resp, err := http.Get("http://" + h.addr + "/readyz")
+		resp, err := botClient.Get("http://" + h.addr + "/readyz")
 		if err != nil {
 			return false
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,7 +101,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// New requests are refused while it drains.
 	h.eventually(func() bool {
-		resp, err := http.Get("http://" + h.addr + "/healthz")
+		resp, err := botClient.Get("http://" + h.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}

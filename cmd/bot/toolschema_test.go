@@ -50,7 +50,7 @@ func TestToolLeftOutIsShown(t *testing.T) {
 	}
 
 	const why = "spy__scalar (mcp spy: scalar): tool schema not accepted by the provider: the arguments are of type \"string\", not an object"
-	resp, err := http.Get("http://" + h.addr + "/readyz")
+	resp, err := botClient.Get("http://" + h.addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
