@@ -323,36 +323,18 @@ func (r *Reader) Time(t *time.Time) bool {
 	return ok && t.UnmarshalText(s) == nil
 }
 
-// Int reads an integer: digits, after a minus sign or not, and no
-// leading zero; up to 18 of them, which an int holds.
+// Int reads an integer as Int64 does, when an int holds it.
 func (r *Reader) Int() (int, bool) {
-	r.Space()
-	start := r.i
-	if r.i < len(r.b) && r.b[r.i] == '-' {
-		r.i++
-	}
-	digits := r.i
-	for r.i < len(r.b) && '0' <= r.b[r.i] && r.b[r.i] <= '9' {
-		r.i++
-	}
-	if r.i == digits || (r.b[digits] == '0' && r.i > digits+1) {
+	n, ok := r.Int64()
+	if !ok || int64(int(n)) != n {
 		return 0, false
 	}
-	if r.i-digits > 18 || r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E') {
-		return 0, false
-	}
-	n := 0
-	for _, c := range r.b[digits:r.i] {
-		n = n*10 + int(c-'0')
-	}
-	if r.b[start] == '-' {
-		n = -n
-	}
-	return n, true
+	return int(n), true
 }
 
-// Int64 reads an integer as Int does, of up to 19 digits (a time in
-// Unix nanoseconds), when an int64 holds it.
+// Int64 reads an integer: digits, after a minus sign or not, and no
+// leading zero; up to 19 of them (a time in Unix nanoseconds), when an
+// int64 holds it.
 func (r *Reader) Int64() (int64, bool) {
 	r.Space()
 	start := r.i
