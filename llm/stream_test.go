@@ -28,7 +28,13 @@ var streamReplies = []struct {
 	{"text and two calls", llmtest.Reply("Let me check both.", llmtest.Call("call_a", "http_request", argsA), llmtest.Call("call_b", "http_request", argsB))},
 	{"calls only", llmtest.Reply("", llmtest.Call("call_a", "http_request", argsA))},
 	{"markup and newlines", llmtest.Reply("Line one <!here>\n\n```\ncode\n```\nend")},
+	// The fakes stream arguments in pieces of a few bytes: these cross
+	// the pieces inside a character of two, three and four bytes and
+	// inside escapes, which a real stream carries whole.
+	{"arguments beyond ASCII", llmtest.Reply("Posting to Zürich.", llmtest.Call("call_u", "http_request", argsUnicode))},
 }
+
+const argsUnicode = `{"body":"éééé 😀😀 ——— \"q\" \\ \u00e9\n","url":"https://a.example/Zürich","method":"POST"}`
 
 // recorder keeps every text a TextFunc is told.
 type recorder struct{ texts []string }

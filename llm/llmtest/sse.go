@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // ChunkHook is called by a fake server before it writes each text chunk
@@ -49,14 +50,21 @@ func textChunks(s string) []string {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' }
 
-// argumentChunks splits a call's JSON arguments into a few pieces, as
-// the APIs stream them.
+// argumentChunks splits a call's JSON arguments into pieces of a few
+// bytes, as the APIs stream them. A piece may end inside an escape
+// (`\` then `n`), as a real stream's may, but never inside a character:
+// each piece goes out as a JSON string, which holds whole characters
+// only, so a cut there would reach the client as U+FFFD.
 func argumentChunks(args string) []string {
 	const size = 8
 	var chunks []string
 	for len(args) > size {
-		chunks = append(chunks, args[:size])
-		args = args[size:]
+		cut := size
+		for cut < len(args) && !utf8.RuneStart(args[cut]) {
+			cut++
+		}
+		chunks = append(chunks, args[:cut])
+		args = args[cut:]
 	}
 	return append(chunks, args)
 }
