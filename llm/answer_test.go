@@ -90,6 +90,14 @@ func TestRecordedAnswers(t *testing.T) {
 			[]llm.ToolCall{{ID: "toolu_rec_cut1", Name: "lookup", Arguments: `{}`, Truncated: true}}},
 		{"anthropic", "anthropic-max-tokens-call.sse", llm.NoteCutOff, llm.StopCutOff,
 			[]llm.ToolCall{{ID: "toolu_rec_cut2", Name: "lookup", Arguments: `{}`, Truncated: true}}},
+		// The conversation filled the context window: a call written then
+		// is cut off even when what arrived of it is a valid object.
+		{"anthropic", "anthropic-context-window.json", cut + "\n\n" + llm.NoteContextFull, llm.StopContextFull, nil},
+		{"anthropic", "anthropic-context-window.sse", cut + "\n\n" + llm.NoteContextFull, llm.StopContextFull, nil},
+		{"anthropic", "anthropic-context-window-call.json", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
+			[]llm.ToolCall{{ID: "toolu_rec_cw1", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
+		{"anthropic", "anthropic-context-window-call.sse", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
+			[]llm.ToolCall{{ID: "toolu_rec_cw2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
 		{"anthropic", "anthropic-refusal.json", llm.NoteRefused, llm.StopRefused, nil},
 		{"anthropic", "anthropic-refusal.sse", llm.NoteRefused, llm.StopRefused, nil},
 	}
