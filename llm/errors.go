@@ -17,6 +17,14 @@ import (
 // unreachable. The caller checkpoints the run as failed and offers a retry.
 var ErrUnavailable = errors.New("model unavailable")
 
+// ErrContextFull is matched (errors.Is) by the error of a provider that
+// refuses a request because the conversation does not fit the model's
+// context window (OpenAI's code context_length_exceeded, Anthropic's
+// "prompt is too long", the same words from OpenAI-compatible servers).
+// Asking again cannot help, so it is not retried, and its text says what
+// to do instead.
+var ErrContextFull = errors.New("this conversation no longer fits in the model's context window: start a new thread to go on")
+
 // StatusError is a provider's answer with an HTTP status other than 200.
 type StatusError struct {
 	StatusCode int
@@ -29,11 +37,17 @@ type StatusError struct {
 	// RetryAfter is how long the provider asked the client to wait
 	// (Retry-After or retry-after-ms headers); zero when it did not say.
 	RetryAfter time.Duration
+	// ContextFull: the request was refused because the conversation is
+	// longer than the model's context window (see ErrContextFull).
+	ContextFull bool
 }
 
 func (e *StatusError) Error() string {
 	if isQuota(e.Type) {
 		return fmt.Sprintf("%v (HTTP %d: %s)", ErrOutOfQuota, e.StatusCode, e.Message)
+	}
+	if e.ContextFull {
+		return fmt.Sprintf("%v (HTTP %d: %s)", ErrContextFull, e.StatusCode, e.Message)
 	}
 	if e.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.StatusCode)
@@ -42,8 +56,10 @@ func (e *StatusError) Error() string {
 }
 
 // Is matches ErrOutOfQuota for a provider that says the account has no
-// quota left (OpenAI's 429 insufficient_quota).
-func (e *StatusError) Is(target error) bool { return target == ErrOutOfQuota && isQuota(e.Type) }
+// quota left (OpenAI's 429 insufficient_quota), and ErrContextFull.
+func (e *StatusError) Is(target error) bool {
+	return (target == ErrOutOfQuota && isQuota(e.Type)) || (target == ErrContextFull && e.ContextFull)
+}
 
 // Transient reports whether sending the same request again may succeed:
 // request timeout (408), conflict (409), rate limit (429, unless the
@@ -52,7 +68,7 @@ func (e *StatusError) Is(target error) bool { return target == ErrOutOfQuota && 
 // the same way every time.
 func (e *StatusError) Transient() bool {
 	switch {
-	case isQuota(e.Type):
+	case isQuota(e.Type), e.ContextFull:
 		return false
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
@@ -117,10 +133,39 @@ func newStatusError(status int, header map[string][]string, body []byte) *Status
 	if json.Unmarshal(body, &shape) == nil && shape.Error.Message != "" {
 		e.Message = shape.Error.Message
 		e.Type = shape.Error.streamError().Type
+		e.ContextFull = (status == 400 || status == 413) && shape.Error.contextFull()
 		return e
 	}
 	e.Message = truncate(strings.Join(strings.Fields(string(body)), " "), 200)
 	return e
+}
+
+// contextFullWords are how providers say a request is longer than the
+// model's context window: OpenAI and vLLM ("This model's maximum context
+// length is 128000 tokens"), Anthropic ("prompt is too long: 208576
+// tokens > 200000 maximum", "input length and `max_tokens` exceed context
+// limit"), llama-server ("the request exceeds the available context
+// size"), LiteLLM and others ("context window").
+var contextFullWords = []string{
+	"maximum context length", "prompt is too long", "exceed context limit",
+	"exceeds the available context size", "context window",
+}
+
+// contextFull reports whether the error says the conversation does not
+// fit the model's context window.
+func (e *providerError) contextFull() bool {
+	var code string
+	_ = json.Unmarshal(e.Code, &code)
+	if code == "context_length_exceeded" || e.Type == "context_length_exceeded" || e.Type == "exceed_context_size_error" {
+		return true
+	}
+	msg := strings.ToLower(e.Message)
+	for _, w := range contextFullWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // retryAfter reads the delay a provider asked for, if any: OpenAI sends
