@@ -40,6 +40,10 @@ type StatusError struct {
 	// ContextFull: the request was refused because the conversation is
 	// longer than the model's context window (see ErrContextFull).
 	ContextFull bool
+	// ShouldRetry is the provider's x-should-retry header, "true" or
+	// "false" ("" when absent): OpenAI and Anthropic say with it whether
+	// a retry may succeed, which their own SDKs follow before the status.
+	ShouldRetry string
 }
 
 func (e *StatusError) Error() string {
@@ -62,13 +66,19 @@ func (e *StatusError) Is(target error) bool {
 }
 
 // Transient reports whether sending the same request again may succeed:
-// request timeout (408), conflict (409), rate limit (429, unless the
-// account is out of quota) and server errors (5xx, including Anthropic's
-// 529 "overloaded"). Other 4xx answers are the request's fault and fail
-// the same way every time.
+// what the provider's x-should-retry header says, else request timeout
+// (408), conflict (409), rate limit (429) and server errors (5xx,
+// including Anthropic's 529 "overloaded"). Other 4xx answers are the
+// request's fault and fail the same way every time, and so does a request
+// for an account out of quota or a conversation too long for the model,
+// whatever the header says.
 func (e *StatusError) Transient() bool {
 	switch {
 	case isQuota(e.Type), e.ContextFull:
+		return false
+	case e.ShouldRetry == "true":
+		return true
+	case e.ShouldRetry == "false":
 		return false
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
@@ -127,6 +137,9 @@ func cause(err error) error {
 // send {"error": {"message": …}}; anything else is quoted, shortened.
 func newStatusError(status int, header map[string][]string, body []byte) *StatusError {
 	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header)}
+	if v := strings.ToLower(strings.TrimSpace(headerValue(header, "X-Should-Retry"))); v == "true" || v == "false" {
+		e.ShouldRetry = v
+	}
 	var shape struct {
 		Error providerError `json:"error"`
 	}
@@ -171,19 +184,21 @@ func (e *providerError) contextFull() bool {
 // retryAfter reads the delay a provider asked for, if any: OpenAI sends
 // retry-after-ms, both send Retry-After in seconds. HTTP dates are ignored.
 func retryAfter(header map[string][]string) time.Duration {
-	get := func(k string) string {
-		if v := header[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	if ms, err := strconv.ParseFloat(get("Retry-After-Ms"), 64); err == nil && ms > 0 {
+	if ms, err := strconv.ParseFloat(headerValue(header, "Retry-After-Ms"), 64); err == nil && ms > 0 {
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	if s, err := strconv.ParseFloat(get("Retry-After"), 64); err == nil && s > 0 {
+	if s, err := strconv.ParseFloat(headerValue(header, "Retry-After"), 64); err == nil && s > 0 {
 		return time.Duration(s * float64(time.Second))
 	}
 	return 0
+}
+
+// headerValue is the first value of a canonical header key, or "".
+func headerValue(header map[string][]string, key string) string {
+	if v := header[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // truncate shortens s to at most n runes, marking the cut with "…".
