@@ -196,3 +196,21 @@ func TestDemoStreamsWordByWord(t *testing.T) {
 		t.Errorf("streamed %d texts, want one per word (%d)", len(rec.texts), n)
 	}
 }
+
+// What a reply cost, as each provider reports it in a JSON answer and in
+// a stream, reaches the reply (and from there the bot's metrics).
+func TestUsageIsRead(t *testing.T) {
+	t.Parallel()
+	oa := llmtest.NewOpenAIServer(t, llmtest.Reply("one two"), llmtest.Reply("one two"))
+	oa.ReportUsage(120, 30)
+	an := llmtest.NewAnthropicServer(t, llmtest.Reply("one two"), llmtest.Reply("one two"))
+	an.ReportUsage(120, 30)
+	for name, m := range map[string]llm.Streamer{"openai": newOpenAI(t, oa), "anthropic": newAnthropic(t, an)} {
+		for _, stream := range []bool{false, true} {
+			reply, _, err := ask(context.Background(), m, stream)
+			if want := (llm.Usage{Input: 120, Output: 30}); err != nil || reply.Usage == nil || *reply.Usage != want {
+				t.Errorf("%s (stream %v): usage %+v, %v; want %+v", name, stream, reply.Usage, err, want)
+			}
+		}
+	}
+}
