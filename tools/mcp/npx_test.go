@@ -259,12 +259,13 @@ func TestServerRunsAsItsUser(t *testing.T) {
 }
 
 // A server whose stdout has lines that are not JSON-RPC (a wrapper
-// script's banner, a runtime's warning) before and between its messages
+// script's banner, a logger's JSON) before and between its messages
 // starts and answers: the lines are left out and logged, the server's
 // secrets hidden, as the reference clients read such servers.
 func TestServerThatPrintsBeforeTheHandshake(t *testing.T) {
 	log, hook := logtest.NewNullLogger()
-	script := "echo 'Starting the everything server…'; echo; echo '  token '$API_TOKEN' loaded'; exec " + npx(t) + " -y @modelcontextprotocol/server-everything"
+	script := "echo 'Starting the everything server…'; echo; echo '  token '$API_TOKEN' loaded'; " +
+		`echo '{"level":30,"msg":"listening on stdio"}'; exec ` + npx(t) + " -y @modelcontextprotocol/server-everything"
 	m := newManager(t, fmt.Sprintf("mcp_servers:\n  everything:\n    command: [/bin/sh, -c, %q]\n    env: {API_TOKEN: \"${TOKEN}\"}\n", script),
 		mcp.Options{MinBackoff: time.Hour, Logger: log})
 	if got, err := call(t, m, "everything__echo", `{"message":"hello"}`); err != nil || !strings.Contains(got, "Echo: hello") {
@@ -276,7 +277,7 @@ func TestServerThatPrintsBeforeTheHandshake(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	want := []string{"Starting the everything server…", "token " + tools.Masked + " loaded"}
+	want := []string{"Starting the everything server…", "token " + tools.Masked + " loaded", `{"level":30,"msg":"listening on stdio"}`}
 	if !slices.Equal(lines, want) {
 		t.Errorf("lines logged = %q, want %q", lines, want)
 	}

@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,16 +21,22 @@ import (
 // A stdio server's standard output.
 //
 // The protocol gives a stdio server's stdout to JSON-RPC messages alone,
-// and many servers print something else there all the same: a banner
-// before the handshake ("Server running on stdio"), a warning of npm or of
-// the language's runtime, a stray print. The SDK's reader ends the
-// connection at the first byte that is not JSON, so such a server never
-// started ("invalid character 'S' looking for beginning of value"), while
+// one a line, and many servers print something else there all the same: a
+// banner before the handshake ("Server running on stdio"), a warning of
+// npm or of the language's runtime, a logger's JSON lines. The SDK's
+// reader ends the connection at the first line that is not a JSON-RPC
+// message ("invalid character 'S' looking for beginning of value",
+// "invalid message version tag"), so such a server never started, while
 // the reference clients (the TypeScript and Python SDKs) report the line
-// and read on. So the bot reads a server's stdout through stdoutFilter: a
-// line that does not begin a JSON object or array is left out and logged
-// (cut, the server's secrets hidden); JSON values pass as they are, over
-// several lines too.
+// and read on. So the bot reads a server's stdout through stdoutFilter:
+// a line is passed on when it is a JSON-RPC message (a JSON object with a
+// "jsonrpc" member, or a batch: a JSON array), and otherwise left out and
+// logged (cut, the server's secrets hidden). A line longer than maxHeld
+// that begins as JSON does is passed on unread: it is a large result,
+// which the SDK reads as it comes.
+
+// maxHeld bounds a line held to be checked before it is passed on.
+const maxHeld = 64 << 10
 
 // maxSkippedLog bounds what is logged of one line left out, and
 // maxSkippedLines how many such lines of one connection are logged. The
@@ -41,25 +49,23 @@ const (
 )
 
 // stdoutFilter reads a server's stdout and leaves out the lines that are
-// not JSON, telling skipped about each (at most maxSkippedKeep bytes of
-// it, without its line end).
+// not JSON-RPC messages, telling skipped about each (at most
+// maxSkippedKeep bytes of it, without its line end).
 type stdoutFilter struct {
 	r       *bufio.Reader
 	skipped func(line []byte)
 
-	state   filterState
-	depth   int  // in a value: the brackets open
-	str     bool // in a value: inside a string
-	escaped bool // in a string: after a backslash
-	line    []byte
+	state filterState
+	held  []byte // holding: the line so far; skipping: what is kept of it
+	out   []byte // what is to be passed on before anything else is read
 }
 
 type filterState int
 
 const (
 	atLineStart filterState = iota // before a line's first byte that is not white space
-	inValue                        // passing a JSON value through
-	restOfLine                     // passing what follows a value on its line
+	holding                        // reading a line that begins as JSON does, to check it
+	passing                        // passing the rest of a long line through
 	skipping                       // leaving a line out
 )
 
@@ -72,6 +78,11 @@ func (f *stdoutFilter) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
+		if len(f.out) > 0 {
+			n := copy(p, f.out)
+			f.out = f.out[n:]
+			return n, nil
+		}
 		if f.state == atLineStart {
 			b, err := f.r.ReadByte()
 			if err != nil {
@@ -81,92 +92,94 @@ func (f *stdoutFilter) Read(p []byte) (int, error) {
 			case ' ', '\t', '\r', '\n':
 				continue // white space between messages: the decoder needs none of it
 			case '{', '[':
-				f.state, f.depth, f.str, f.escaped = inValue, 1, false, false
-				p[0] = b
-				return 1, nil
+				f.state, f.held = holding, append(f.held[:0], b)
+			default:
+				f.state, f.held = skipping, append(f.held[:0], b)
 			}
-			f.state, f.line = skipping, append(f.line[:0], b)
 			continue
 		}
 		if _, err := f.r.Peek(1); err != nil {
-			if f.state == skipping {
+			switch f.state {
+			case holding:
+				f.endLine() // a last line without its line end
+				continue
+			case skipping:
 				f.skip()
 			}
 			return 0, err
 		}
-		chunk, _ := f.r.Peek(min(len(p), f.r.Buffered()))
-		n := len(chunk)
-		switch f.state {
-		case inValue:
-			n = f.scanValue(chunk)
-		case restOfLine, skipping:
-			for i, b := range chunk {
-				if b == '\n' {
-					n = i + 1
-					break
-				}
-			}
+		chunk, _ := f.r.Peek(f.r.Buffered())
+		if f.state == passing {
+			chunk = chunk[:min(len(chunk), len(p))]
 		}
-		if f.state == skipping {
-			keep := min(n, maxSkippedKeep-len(f.line))
-			if keep > 0 {
-				f.line = append(f.line, chunk[:keep]...)
+		n, eol := len(chunk), false
+		if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+			n, eol = i+1, true
+		}
+		chunk = chunk[:n]
+		switch f.state {
+		case passing:
+			copy(p, chunk)
+			_, _ = f.r.Discard(n)
+			if eol {
+				f.state = atLineStart
+			}
+			return n, nil
+		case holding:
+			f.held = append(f.held, chunk...)
+			_, _ = f.r.Discard(n)
+			switch {
+			case eol:
+				f.endLine()
+			case len(f.held) > maxHeld:
+				f.out, f.state = f.held, passing
+				f.held = nil
+			}
+		case skipping:
+			if keep := min(n, maxSkippedKeep-len(f.held)); keep > 0 {
+				f.held = append(f.held, chunk[:keep]...)
 			}
 			_, _ = f.r.Discard(n)
-			if chunk[n-1] == '\n' {
+			if eol {
 				f.skip()
 			}
-			continue
 		}
-		copy(p, chunk[:n])
-		_, _ = f.r.Discard(n)
-		if f.state == restOfLine && chunk[n-1] == '\n' {
-			f.state = atLineStart
-		}
-		return n, nil
 	}
 }
 
-// scanValue follows a JSON value through chunk and returns how much of
-// chunk to pass: all of it, or up to the end of the line the value ends
-// on (the state is then atLineStart) or up to where it ends (restOfLine).
-func (f *stdoutFilter) scanValue(chunk []byte) int {
-	for i, b := range chunk {
-		switch {
-		case f.escaped:
-			f.escaped = false
-		case f.str:
-			switch b {
-			case '\\':
-				f.escaped = true
-			case '"':
-				f.str = false
-			}
-		case b == '"':
-			f.str = true
-		case b == '{', b == '[':
-			f.depth++
-		case b == '}', b == ']':
-			f.depth--
-			if f.depth == 0 {
-				f.state = restOfLine
-				return i + 1
-			}
-		}
+// endLine decides on a held line: passed on when it is a JSON-RPC
+// message, else left out.
+func (f *stdoutFilter) endLine() {
+	if isMessage(bytes.TrimSpace(f.held)) {
+		f.out, f.held, f.state = f.held, nil, atLineStart
+		return
 	}
-	return len(chunk)
+	f.held = f.held[:min(len(f.held), maxSkippedKeep)]
+	f.skip()
+}
+
+// isMessage reports whether line is a JSON-RPC message: a JSON object
+// with a "jsonrpc" member, or an array (a batch, which the SDK checks).
+func isMessage(line []byte) bool {
+	if !json.Valid(line) {
+		return false
+	}
+	if line[0] == '[' {
+		return true
+	}
+	var m struct {
+		Version json.RawMessage `json:"jsonrpc"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Version != nil
 }
 
 // skip reports the line being left out and starts the next.
 func (f *stdoutFilter) skip() {
-	line := f.line
-	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
-		line = line[:len(line)-1]
-	}
+	line := bytes.TrimRight(f.held, "\r\n")
 	if f.skipped != nil {
 		f.skipped(line)
 	}
-	f.state, f.line = atLineStart, f.line[:0]
+	f.state, f.held = atLineStart, f.held[:0]
 }
 
 // skippedLines returns the function told of each line of one
