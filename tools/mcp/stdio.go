@@ -225,15 +225,11 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn := &sdk.IOTransport{
 		// The connection is closed by closing stdin (serverInput.Close),
 		// not stdout, which the process's exit closes.
-		Reader: nopCloser{newStdoutFilter(stdout, t.skipped)},
+		Reader: io.NopCloser(newStdoutFilter(stdout, t.skipped)),
 		Writer: &serverInput{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate},
 	}
 	return conn.Connect(ctx)
 }
-
-type nopCloser struct{ io.Reader }
-
-func (nopCloser) Close() error { return nil }
 
 // serverInput is a server's stdin; closing it ends the server as the
 // specification says: stdin closed, then SIGTERM, then SIGKILL, each
