@@ -117,6 +117,7 @@ FUZZ_TARGETS = \
 	./tools:FuzzRedactURL \
 	./tools/mcp:FuzzToolName \
 	./tools/mcp:FuzzSniffBody \
+	./tools/mcp:FuzzStdoutFilter \
 	./mcpauth:FuzzOpen \
 	./mcpauth:FuzzParseKey \
 	./mcpauth:FuzzCallbackQuery \

@@ -33,9 +33,10 @@ import (
 //     and name again) is ignored; deltas of several calls may interleave;
 //     arguments sent as a JSON object instead of a string (llama-server)
 //     are taken as they are;
-//   - the stop reason: an answer cut off at the length limit says so in
-//     its text and its last call, if it was being written, is marked
-//     Truncated (the agent answers it with an error, never runs it);
+//   - the stop reason: an answer cut off at the length limit, or by a
+//     conversation that filled the context window, says so in its text
+//     and its last call, if it was being written, is marked Truncated
+//     (the agent answers it with an error, never runs it);
 //     a content filter and a refusal are said in words;
 //   - errors: an error object inside the answer, an OpenAI stream without
 //     [DONE] (or a finish reason) and an Anthropic stream without
@@ -45,9 +46,12 @@ import (
 // The words added to a reply whose model did not simply finish. They are
 // plain text; front ends escape them like any of the model's text.
 const (
-	NoteCutOff   = "(This answer was cut off: the model reached its length limit.)"
-	NoteFiltered = "(The provider's content filter withheld this answer.)"
-	NoteRefused  = "(The model declined to answer this request.)"
+	NoteCutOff = "(This answer was cut off: the model reached its length limit.)"
+	// NoteContextFull ends an answer cut off because the conversation
+	// filled the model's context window: asking again cannot help.
+	NoteContextFull = "(This answer was cut off: this conversation has filled the model's context window. Start a new thread to go on.)"
+	NoteFiltered    = "(The provider's content filter withheld this answer.)"
+	NoteRefused     = "(The model declined to answer this request.)"
 	// NoteRetrying is shown after the partial text of a streamed answer
 	// that broke off, while the request is sent again; the retried
 	// answer replaces it.
@@ -66,6 +70,11 @@ const (
 	// StopCutOff: the reply reached the length limit (OpenAI's
 	// finish_reason "length", Anthropic's stop_reason "max_tokens").
 	StopCutOff Stop = "cut_off"
+	// StopContextFull: the conversation filled the model's context
+	// window while the reply was written (Anthropic's stop_reason
+	// "model_context_window_exceeded"). Unlike StopCutOff it is not
+	// continued: a continuation would not fit either.
+	StopContextFull Stop = "context_full"
 	// StopFiltered: the provider's content filter withheld (part of) the
 	// reply.
 	StopFiltered Stop = "content_filter"
@@ -668,6 +677,12 @@ func (a *answer) message(position int) Message {
 			reply.ToolCalls[n-1].Truncated = true
 		}
 		note(NoteCutOff)
+	case "model_context_window_exceeded":
+		reply.Stop = StopContextFull
+		if n := len(reply.ToolCalls); n > 0 && a.lastBlock == "tool_use" {
+			reply.ToolCalls[n-1].Truncated = true
+		}
+		note(NoteContextFull)
 	case "content_filter":
 		reply.Stop = StopFiltered
 		note(NoteFiltered)

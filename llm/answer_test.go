@@ -3,6 +3,8 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -90,6 +92,14 @@ func TestRecordedAnswers(t *testing.T) {
 			[]llm.ToolCall{{ID: "toolu_rec_cut1", Name: "lookup", Arguments: `{}`, Truncated: true}}},
 		{"anthropic", "anthropic-max-tokens-call.sse", llm.NoteCutOff, llm.StopCutOff,
 			[]llm.ToolCall{{ID: "toolu_rec_cut2", Name: "lookup", Arguments: `{}`, Truncated: true}}},
+		// The conversation filled the context window: a call written then
+		// is cut off even when what arrived of it is a valid object.
+		{"anthropic", "anthropic-context-window.json", cut + "\n\n" + llm.NoteContextFull, llm.StopContextFull, nil},
+		{"anthropic", "anthropic-context-window.sse", cut + "\n\n" + llm.NoteContextFull, llm.StopContextFull, nil},
+		{"anthropic", "anthropic-context-window-call.json", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
+			[]llm.ToolCall{{ID: "toolu_rec_cw1", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
+		{"anthropic", "anthropic-context-window-call.sse", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
+			[]llm.ToolCall{{ID: "toolu_rec_cw2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
 		{"anthropic", "anthropic-refusal.json", llm.NoteRefused, llm.StopRefused, nil},
 		{"anthropic", "anthropic-refusal.sse", llm.NoteRefused, llm.StopRefused, nil},
 	}
@@ -190,6 +200,50 @@ func TestOutOfQuotaIsNotRetried(t *testing.T) {
 		}
 		if n := p.requests(); n != 1 {
 			t.Errorf("stream %v: %d requests, want 1 (no retry)", stream, n)
+		}
+	}
+}
+
+// A request refused because the conversation no longer fits the model's
+// context window is not retried (asking again cannot help), and its
+// error says what to do: start a new thread.
+func TestContextFullIsNotRetried(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ provider, recording, words string }{
+		{"openai", "openai-context-length.json", "maximum context length is 128000 tokens"},
+		{"anthropic", "anthropic-prompt-too-long.json", "prompt is too long: 208576 tokens > 200000 maximum"},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tt.provider, stream), func(t *testing.T) {
+				p := anthropicRecorded(t)
+				if tt.provider == "openai" {
+					p = openAIRecorded(t, llm.OpenAIOptions{})
+				}
+				refused := llmtest.Recording(t, tt.recording)
+				refused.Status = http.StatusBadRequest
+				p.then(refused)
+				p.thenMsg(llmtest.Reply("never"))
+				m := llm.Retry(p.model, llm.RetryOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
+				_, _, err := ask(context.Background(), m, stream)
+				if !errors.Is(err, llm.ErrContextFull) || errors.Is(err, llm.ErrUnavailable) ||
+					!strings.Contains(err.Error(), "start a new thread") || !strings.Contains(err.Error(), tt.words) {
+					t.Errorf("error = %v, want one that says the conversation no longer fits, to start a new thread, and the provider's words", err)
+				}
+				if n := p.requests(); n != 1 {
+					t.Errorf("%d requests, want 1 (no retry)", n)
+				}
+			})
+		}
+	}
+	// Other refusals and failures are not taken for it.
+	for _, body := range []string{
+		`{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`,
+		`{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`,
+	} {
+		p := openAIRecorded(t, llm.OpenAIOptions{})
+		p.then(llmtest.Raw{Status: http.StatusBadRequest, Body: body})
+		if _, _, err := ask(context.Background(), p.model, false); err == nil || errors.Is(err, llm.ErrContextFull) {
+			t.Errorf("error for %s = %v, want one that is not ErrContextFull", body, err)
 		}
 	}
 }

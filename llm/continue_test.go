@@ -178,3 +178,30 @@ func TestFailedContinuationKeepsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// An answer cut off because the conversation filled the context window
+// is not continued: the continuation would not fit either. The person
+// reads the answer as far as it went and why it stops there.
+func TestContextFullAnswerIsNotContinued(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		p := continuedProviders(t)[1] // Anthropic says so
+		ext := ".json"
+		if stream {
+			ext = ".sse"
+		}
+		t.Run(p.name+ext, func(t *testing.T) {
+			p.then(llmtest.Recording(t, "anthropic-context-window"+ext))
+			reply, _, err := ask(context.Background(), p.model, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := p.requests(); n != 1 {
+				t.Errorf("%d requests, want the answer alone", n)
+			}
+			if want := cutText + "\n\n" + llm.NoteContextFull; reply.Content != want || reply.Stop != llm.StopContextFull {
+				t.Errorf("reply = %q (stop %q), want %q", reply.Content, reply.Stop, want)
+			}
+		})
+	}
+}

@@ -17,6 +17,14 @@ import (
 // unreachable. The caller checkpoints the run as failed and offers a retry.
 var ErrUnavailable = errors.New("model unavailable")
 
+// ErrContextFull is matched (errors.Is) by the error of a provider that
+// refuses a request because the conversation does not fit the model's
+// context window (OpenAI's code context_length_exceeded, Anthropic's
+// "prompt is too long", the same words from OpenAI-compatible servers).
+// Asking again cannot help, so it is not retried, and its text says what
+// to do instead.
+var ErrContextFull = errors.New("this conversation no longer fits in the model's context window: start a new thread to go on")
+
 // StatusError is a provider's answer with an HTTP status other than 200.
 type StatusError struct {
 	StatusCode int
@@ -29,11 +37,21 @@ type StatusError struct {
 	// RetryAfter is how long the provider asked the client to wait
 	// (Retry-After or retry-after-ms headers); zero when it did not say.
 	RetryAfter time.Duration
+	// ContextFull: the request was refused because the conversation is
+	// longer than the model's context window (see ErrContextFull).
+	ContextFull bool
+	// ShouldRetry is the provider's x-should-retry header, "true" or
+	// "false" ("" when absent): OpenAI and Anthropic say with it whether
+	// a retry may succeed, which their own SDKs follow before the status.
+	ShouldRetry string
 }
 
 func (e *StatusError) Error() string {
 	if isQuota(e.Type) {
 		return fmt.Sprintf("%v (HTTP %d: %s)", ErrOutOfQuota, e.StatusCode, e.Message)
+	}
+	if e.ContextFull {
+		return fmt.Sprintf("%v (HTTP %d: %s)", ErrContextFull, e.StatusCode, e.Message)
 	}
 	if e.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.StatusCode)
@@ -42,17 +60,25 @@ func (e *StatusError) Error() string {
 }
 
 // Is matches ErrOutOfQuota for a provider that says the account has no
-// quota left (OpenAI's 429 insufficient_quota).
-func (e *StatusError) Is(target error) bool { return target == ErrOutOfQuota && isQuota(e.Type) }
+// quota left (OpenAI's 429 insufficient_quota), and ErrContextFull.
+func (e *StatusError) Is(target error) bool {
+	return (target == ErrOutOfQuota && isQuota(e.Type)) || (target == ErrContextFull && e.ContextFull)
+}
 
 // Transient reports whether sending the same request again may succeed:
-// request timeout (408), conflict (409), rate limit (429, unless the
-// account is out of quota) and server errors (5xx, including Anthropic's
-// 529 "overloaded"). Other 4xx answers are the request's fault and fail
-// the same way every time.
+// what the provider's x-should-retry header says, else request timeout
+// (408), conflict (409), rate limit (429) and server errors (5xx,
+// including Anthropic's 529 "overloaded"). Other 4xx answers are the
+// request's fault and fail the same way every time, and so does a request
+// for an account out of quota or a conversation too long for the model,
+// whatever the header says.
 func (e *StatusError) Transient() bool {
 	switch {
-	case isQuota(e.Type):
+	case isQuota(e.Type), e.ContextFull:
+		return false
+	case e.ShouldRetry == "true":
+		return true
+	case e.ShouldRetry == "false":
 		return false
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
@@ -111,34 +137,68 @@ func cause(err error) error {
 // send {"error": {"message": …}}; anything else is quoted, shortened.
 func newStatusError(status int, header map[string][]string, body []byte) *StatusError {
 	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header)}
+	if v := strings.ToLower(strings.TrimSpace(headerValue(header, "X-Should-Retry"))); v == "true" || v == "false" {
+		e.ShouldRetry = v
+	}
 	var shape struct {
 		Error providerError `json:"error"`
 	}
 	if json.Unmarshal(body, &shape) == nil && shape.Error.Message != "" {
 		e.Message = shape.Error.Message
 		e.Type = shape.Error.streamError().Type
+		e.ContextFull = (status == 400 || status == 413) && shape.Error.contextFull()
 		return e
 	}
 	e.Message = truncate(strings.Join(strings.Fields(string(body)), " "), 200)
 	return e
 }
 
+// contextFullWords are how providers say a request is longer than the
+// model's context window: OpenAI and vLLM ("This model's maximum context
+// length is 128000 tokens"), Anthropic ("prompt is too long: 208576
+// tokens > 200000 maximum", "input length and `max_tokens` exceed context
+// limit"), llama-server ("the request exceeds the available context
+// size"), LiteLLM and others ("context window").
+var contextFullWords = []string{
+	"maximum context length", "prompt is too long", "exceed context limit",
+	"exceeds the available context size", "context window",
+}
+
+// contextFull reports whether the error says the conversation does not
+// fit the model's context window.
+func (e *providerError) contextFull() bool {
+	var code string
+	_ = json.Unmarshal(e.Code, &code)
+	if code == "context_length_exceeded" || e.Type == "context_length_exceeded" || e.Type == "exceed_context_size_error" {
+		return true
+	}
+	msg := strings.ToLower(e.Message)
+	for _, w := range contextFullWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // retryAfter reads the delay a provider asked for, if any: OpenAI sends
 // retry-after-ms, both send Retry-After in seconds. HTTP dates are ignored.
 func retryAfter(header map[string][]string) time.Duration {
-	get := func(k string) string {
-		if v := header[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	if ms, err := strconv.ParseFloat(get("Retry-After-Ms"), 64); err == nil && ms > 0 {
+	if ms, err := strconv.ParseFloat(headerValue(header, "Retry-After-Ms"), 64); err == nil && ms > 0 {
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	if s, err := strconv.ParseFloat(get("Retry-After"), 64); err == nil && s > 0 {
+	if s, err := strconv.ParseFloat(headerValue(header, "Retry-After"), 64); err == nil && s > 0 {
 		return time.Duration(s * float64(time.Second))
 	}
 	return 0
+}
+
+// headerValue is the first value of a canonical header key, or "".
+func headerValue(header map[string][]string, key string) string {
+	if v := header[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // truncate shortens s to at most n runes, marking the cut with "…".

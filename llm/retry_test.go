@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -196,3 +197,46 @@ func TestIsTransient(t *testing.T) {
 }
 
 func wrap(err error) error { return errors.Join(errors.New("context"), err) }
+
+// The providers say with x-should-retry whether asking again may help,
+// and their SDKs follow it before the status: a 500 that says false is
+// not asked again, a 400 that says true is.
+func TestRetryFollowsShouldRetry(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		provider    string
+		status      int
+		shouldRetry string
+		requests    int
+	}{
+		{"openai", 500, "false", 1},
+		{"anthropic", 529, "false", 1},
+		{"openai", 400, "true", 2},
+		{"anthropic", 409, "true", 2},
+		{"anthropic", 500, "", 2},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s %d %q", tt.provider, tt.status, tt.shouldRetry), func(t *testing.T) {
+			p := anthropicRecorded(t)
+			body := `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`
+			if tt.provider == "openai" {
+				p = openAIRecorded(t, llm.OpenAIOptions{})
+				body = `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`
+			}
+			header := http.Header{}
+			if tt.shouldRetry != "" {
+				header.Set("X-Should-Retry", tt.shouldRetry)
+			}
+			p.then(llmtest.Raw{Status: tt.status, Header: header, Body: body})
+			p.thenMsg(llmtest.Reply("ok"))
+			m := llm.Retry(p.model, llm.RetryOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
+			reply, _, err := ask(context.Background(), m, false)
+			if n := p.requests(); n != tt.requests {
+				t.Errorf("%d requests (reply %q, error %v), want %d", n, reply.Content, err, tt.requests)
+			}
+			if tt.requests == 2 && (err != nil || reply.Content != "ok") {
+				t.Errorf("reply = %q, %v; want the retried answer", reply.Content, err)
+			}
+		})
+	}
+}

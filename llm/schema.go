@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -33,6 +34,11 @@ import (
 //     offered the looser one, and the bot still validates the arguments
 //     against the tool's own schema before a card is posted (the agent
 //     never sees the normalised schema);
+//   - a top-level "$ref" to the schema's own "$defs" or "definitions"
+//     is replaced by what it points to, and so is a branch of a
+//     top-level allOf, oneOf or anyOf that is such a "$ref" before its
+//     properties are read (servers that generate their schemas from
+//     types write the arguments, or each shape of a union, so);
 //   - "$schema" and "$id" at the top level are removed;
 //   - the top level gets "type": "object" when it has none.
 //
@@ -183,6 +189,7 @@ func normaliseTool(d ToolDef) (json.RawMessage, error) {
 
 // normaliseTop makes the top level a plain object schema.
 func normaliseTop(schema map[string]any) error {
+	inlineTopRef(schema)
 	delete(schema, "$schema")
 	delete(schema, "$id")
 	switch t := schema["type"].(type) {
@@ -211,7 +218,7 @@ func normaliseTop(schema map[string]any) error {
 	required := stringSet(schema["required"])
 	if branches, ok := schema["allOf"].([]any); ok {
 		for _, b := range branches {
-			bm, _ := b.(map[string]any)
+			bm := localRef(schema, b)
 			for k, v := range objectProperties(bm) {
 				if _, dup := props[k]; !dup {
 					props[k] = v
@@ -231,7 +238,7 @@ func normaliseTop(schema map[string]any) error {
 		}
 		var inAll map[string]bool
 		for _, b := range branches {
-			bm, _ := b.(map[string]any)
+			bm := localRef(schema, b)
 			for k, v := range objectProperties(bm) {
 				if _, dup := props[k]; !dup {
 					props[k] = v
@@ -270,6 +277,87 @@ func normaliseTop(schema map[string]any) error {
 		schema["required"] = list
 	}
 	return nil
+}
+
+// maxRefHops bounds a chain of "$ref"s followed, so that a cycle ends.
+const maxRefHops = 8
+
+// localRef returns the schema v is, following "$ref"s that point into
+// root's "$defs" or "definitions" ("#/$defs/Name"); nil when v is not
+// an object, v itself when its "$ref" leads nowhere it can follow.
+func localRef(root map[string]any, v any) map[string]any {
+	node, _ := v.(map[string]any)
+	for range maxRefHops {
+		ref, ok := node["$ref"].(string)
+		if !ok {
+			return node
+		}
+		target := refTarget(root, ref)
+		if target == nil {
+			return node
+		}
+		node = target
+	}
+	return node
+}
+
+// refTarget resolves "#/$defs/Name" or "#/definitions/Name" (a JSON
+// pointer of two tokens, ~0 and ~1 escaped, perhaps percent-encoded) in
+// root, or returns nil.
+func refTarget(root map[string]any, ref string) map[string]any {
+	if u, err := url.PathUnescape(ref); err == nil {
+		ref = u
+	}
+	rest, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil
+	}
+	kw, name, ok := strings.Cut(rest, "/")
+	if !ok || (kw != "$defs" && kw != "definitions") || strings.Contains(name, "/") {
+		return nil
+	}
+	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+	defs, _ := root[kw].(map[string]any)
+	target, _ := defs[name].(map[string]any)
+	return target
+}
+
+// inlineTopRef replaces a top-level "$ref" into the schema's own
+// definitions with the keywords of what it points to; the definitions
+// stay, for the references inside them.
+func inlineTopRef(schema map[string]any) {
+	if _, ok := schema["$ref"].(string); !ok {
+		return
+	}
+	target := localRef(schema, schema)
+	if _, chained := target["$ref"]; chained {
+		return // a cycle, or a reference it cannot follow
+	}
+	delete(schema, "$ref")
+	for k, v := range target {
+		if _, ok := schema[k]; !ok {
+			schema[k] = deepCopy(v) // the definition itself stays as it was
+		}
+	}
+}
+
+// deepCopy copies the maps and lists of a decoded JSON value.
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, x := range v {
+			l[i] = deepCopy(x)
+		}
+		return l
+	}
+	return v
 }
 
 // objectProperties returns a branch's properties, nil when it has none.

@@ -30,6 +30,15 @@ func TestNormaliseTool(t *testing.T) {
 			`{"properties":{"x":{},"y":{}},"required":["x"],"type":"object"}`},
 		{"allOf", `{"allOf":[{"type":"object","properties":{"a":{}},"required":["a"]},{"properties":{"b":{}},"required":["b"]}]}`,
 			`{"properties":{"a":{},"b":{}},"required":["a","b"],"type":"object"}`},
+		{"top-level $ref", `{"$ref":"#/$defs/Args","$defs":{"Args":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`,
+			`{"$defs":{"Args":{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}},"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}`},
+		{"top-level $ref through definitions, escaped", `{"$ref":"#/definitions/a~1b%20c","definitions":{"a/b c":{"$ref":"#/definitions/D"},"D":{"properties":{"d":{}}}}}`,
+			`{"definitions":{"D":{"properties":{"d":{}}},"a/b c":{"$ref":"#/definitions/D"}},"properties":{"d":{}},"type":"object"}`},
+		{"anyOf of $refs", `{"type":"object","anyOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/B"}],"$defs":{"A":{"type":"object","properties":{"a":{"type":"string"},"n":{}},"required":["a","n"]},"B":{"properties":{"b":{"type":"integer"},"n":{}},"required":["b","n"]}}}`,
+			`{"$defs":{"A":{"properties":{"a":{"type":"string"},"n":{}},"required":["a","n"],"type":"object"},"B":{"properties":{"b":{"type":"integer"},"n":{}},"required":["b","n"]}},"properties":{"a":{"type":"string"},"b":{"type":"integer"},"n":{}},"required":["n"],"type":"object"}`},
+		{"$ref cycle", `{"$ref":"#/$defs/A","$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A"}}}`,
+			`{"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A"}},"$ref":"#/$defs/A","properties":{},"type":"object"}`},
+		{"remote $ref kept", `{"$ref":"https://example.com/s.json"}`, `{"$ref":"https://example.com/s.json","properties":{},"type":"object"}`},
 		{"type list with object", `{"type":["object","null"]}`, `{"properties":{},"type":"object"}`},
 		{"big numbers kept", `{"type":"object","properties":{"n":{"type":"integer","maximum":12345678901234567890}}}`,
 			`{"properties":{"n":{"maximum":12345678901234567890,"type":"integer"}},"type":"object"}`},
@@ -96,6 +105,7 @@ func FuzzNormaliseTool(f *testing.F) {
 	f.Add(`{"oneOf":[{"properties":{"a":{}},"required":["a"]},{"required":["b"]}]}`)
 	f.Add(`{"allOf":[1,{"required":[2]}],"type":["null"]}`)
 	f.Add(`{"type":"object","properties":{"x":{"type":"object","items":[{"type":"object"}]}}}`)
+	f.Add(`{"$ref":"#/$defs/A","$defs":{"A":{"anyOf":[{"$ref":"#/$defs/A"},{"$ref":"#/definitions/~0"}]}},"definitions":{"~":{"type":"string"}}}`)
 	f.Fuzz(func(t *testing.T, schema string) {
 		got, err := normaliseTool(ToolDef{Name: "t", Parameters: json.RawMessage(schema)})
 		if err != nil {

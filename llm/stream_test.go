@@ -28,7 +28,13 @@ var streamReplies = []struct {
 	{"text and two calls", llmtest.Reply("Let me check both.", llmtest.Call("call_a", "http_request", argsA), llmtest.Call("call_b", "http_request", argsB))},
 	{"calls only", llmtest.Reply("", llmtest.Call("call_a", "http_request", argsA))},
 	{"markup and newlines", llmtest.Reply("Line one <!here>\n\n```\ncode\n```\nend")},
+	// The fakes stream arguments in pieces of a few bytes: these cross
+	// the pieces inside a character of two, three and four bytes and
+	// inside escapes, which a real stream carries whole.
+	{"arguments beyond ASCII", llmtest.Reply("Posting to Zürich.", llmtest.Call("call_u", "http_request", argsUnicode))},
 }
+
+const argsUnicode = `{"body":"éééé 😀😀 ——— \"q\" \\ \u00e9\n","url":"https://a.example/Zürich","method":"POST"}`
 
 // recorder keeps every text a TextFunc is told.
 type recorder struct{ texts []string }
@@ -188,5 +194,23 @@ func TestDemoStreamsWordByWord(t *testing.T) {
 	checkGrowth(t, rec.texts, want.Content)
 	if n := len(strings.Fields(want.Content)); len(rec.texts) != n {
 		t.Errorf("streamed %d texts, want one per word (%d)", len(rec.texts), n)
+	}
+}
+
+// What a reply cost, as each provider reports it in a JSON answer and in
+// a stream, reaches the reply (and from there the bot's metrics).
+func TestUsageIsRead(t *testing.T) {
+	t.Parallel()
+	oa := llmtest.NewOpenAIServer(t, llmtest.Reply("one two"), llmtest.Reply("one two"))
+	oa.ReportUsage(120, 30)
+	an := llmtest.NewAnthropicServer(t, llmtest.Reply("one two"), llmtest.Reply("one two"))
+	an.ReportUsage(120, 30)
+	for name, m := range map[string]llm.Streamer{"openai": newOpenAI(t, oa), "anthropic": newAnthropic(t, an)} {
+		for _, stream := range []bool{false, true} {
+			reply, _, err := ask(context.Background(), m, stream)
+			if want := (llm.Usage{Input: 120, Output: 30}); err != nil || reply.Usage == nil || *reply.Usage != want {
+				t.Errorf("%s (stream %v): usage %+v, %v; want %+v", name, stream, reply.Usage, err, want)
+			}
+		}
 	}
 }

@@ -51,3 +51,24 @@ func TestOutOfQuotaInSlack(t *testing.T) {
 		t.Errorf("%d model requests, want 1 (no retry)", n)
 	}
 }
+
+// TestContextFullInSlack: a conversation the model's context window no
+// longer holds is said so in the thread, with what to do, after one
+// request: asking again cannot help, so it is not retried.
+func TestContextFullInSlack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	refused := llmtest.Recording(t, "openai-context-length.json")
+	refused.Status = 400
+	h.model.ThenRaw(refused)
+	h.model.Then(llmtest.Reply("never"))
+	h.command("weather in Oslo?", nil, nil)
+	root := h.root(1)
+	failure := h.reply(root, "stopped with an error")
+	if card := h.card(failure); !strings.Contains(card, "no longer fits in the model's context window: start a new thread") {
+		t.Errorf("the error card says %s, want that the conversation no longer fits and to start a new thread", card)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1 (no retry)", n)
+	}
+}

@@ -46,6 +46,16 @@ type AnthropicServer struct {
 
 	mu       sync.Mutex
 	requests []AnthropicRequest
+	usage    [2]int // input and output tokens each reply reports
+}
+
+// ReportUsage makes every reply report these token counts (0 by default),
+// where the real API does: in a JSON answer's usage; in a stream, the
+// input tokens in message_start and the output tokens in message_delta.
+func (s *AnthropicServer) ReportUsage(input, output int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = [2]int{input, output}
 }
 
 // AnthropicRequest is one request the server received.
@@ -205,11 +215,15 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.record(rec)
+	resp := anthropicResponse(n, req.model, reply)
+	s.mu.Lock()
+	resp["usage"] = map[string]int{"input_tokens": s.usage[0], "output_tokens": s.usage[1]}
+	s.mu.Unlock()
 	if req.stream {
-		s.streamAnthropic(w, n, req.model, anthropicResponse(n, req.model, reply))
+		s.streamAnthropic(w, n, req.model, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, anthropicResponse(n, req.model, reply))
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type anthropicRequest struct {

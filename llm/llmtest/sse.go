@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // ChunkHook is called by a fake server before it writes each text chunk
@@ -49,14 +50,21 @@ func textChunks(s string) []string {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' }
 
-// argumentChunks splits a call's JSON arguments into a few pieces, as
-// the APIs stream them.
+// argumentChunks splits a call's JSON arguments into pieces of a few
+// bytes, as the APIs stream them. A piece may end inside an escape
+// (`\` then `n`), as a real stream's may, but never inside a character:
+// each piece goes out as a JSON string, which holds whole characters
+// only, so a cut there would reach the client as U+FFFD.
 func argumentChunks(args string) []string {
 	const size = 8
 	var chunks []string
 	for len(args) > size {
-		chunks = append(chunks, args[:size])
-		args = args[size:]
+		cut := size
+		for cut < len(args) && !utf8.RuneStart(args[cut]) {
+			cut++
+		}
+		chunks = append(chunks, args[:cut])
+		args = args[cut:]
 	}
 	return append(chunks, args)
 }
@@ -145,12 +153,14 @@ func (s *OpenAIServer) streamOpenAI(w http.ResponseWriter, n int, model string, 
 // message_start, then per content block content_block_start, its deltas
 // (text_delta a word at a time, input_json_delta in pieces) and
 // content_block_stop, then message_delta with the stop reason and
-// message_stop.
+// message_stop. As the real API does, message_start reports the input
+// tokens (and one output token), message_delta the output tokens.
 func (s *AnthropicServer) streamAnthropic(w http.ResponseWriter, n int, model string, resp map[string]any) {
+	usage, _ := resp["usage"].(map[string]int)
 	out := newSSE(w)
 	out.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": resp["id"], "type": "message", "role": "assistant", "model": model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 0, "output_tokens": 0},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": usage["input_tokens"], "output_tokens": min(usage["output_tokens"], 1)},
 	}})
 	out.event("ping", map[string]any{"type": "ping"})
 	hook := s.script.chunkHook()
@@ -182,6 +192,6 @@ func (s *AnthropicServer) streamAnthropic(w http.ResponseWriter, n int, model st
 		out.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
 	out.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": resp["stop_reason"], "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 0}})
+		"delta": map[string]any{"stop_reason": resp["stop_reason"], "stop_sequence": nil}, "usage": map[string]int{"output_tokens": usage["output_tokens"]}})
 	out.event("message_stop", map[string]any{"type": "message_stop"})
 }

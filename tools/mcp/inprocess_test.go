@@ -494,3 +494,60 @@ func TestURLSecretsAreRedacted(t *testing.T) {
 		t.Errorf("Describe() = %q, want the down server's error with its URL redacted", detail)
 	}
 }
+
+// namedServer is a go-sdk server over streamable HTTP whose tools have
+// the given names, each answering with its server's and its own name.
+func namedServer(t *testing.T, who string, names ...string) (*sdk.Server, string) {
+	t.Helper()
+	srv := sdk.NewServer(&sdk.Implementation{Name: who, Version: "1"}, nil)
+	for _, name := range names {
+		srv.AddTool(&sdk.Tool{Name: name, InputSchema: objectSchema},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: who + " ran " + name}}}, nil
+			})
+	}
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	return srv, ts.URL
+}
+
+// Two servers whose tools come out under the same name (server "a"'s
+// "_x" and server "a_"'s "x" are both a___x) offer neither under it: a
+// call approved as one must never run as the other, whichever server
+// answered first. Their other tools are offered, /readyz says why the
+// two are not, and the name is offered again once only one has it.
+func TestToolNamesThatClashAcrossServers(t *testing.T) {
+	a, aURL := namedServer(t, "a", "_x", "y")
+	_, bURL := namedServer(t, "a_", "x", "z")
+	m := newManager(t, fmt.Sprintf("mcp_servers:\n  a:\n    url: %s\n  a_:\n    url: %s\n", aURL, bURL), mcp.Options{})
+	m.Wait(context.Background())
+	waitFor(t, "both servers up", func() bool {
+		up := 0
+		for _, st := range m.Status() {
+			if st.State == mcp.Up {
+				up++
+			}
+		}
+		return up == 2
+	})
+	if got := strings.Join(toolNames(m.Tools()), " "); !strings.Contains(got, "a__y") || !strings.Contains(got, "a___z") || strings.Contains(got, "a___x") {
+		t.Errorf("Tools() = %s, want a__y and a___z and no a___x", got)
+	}
+	if _, _, ok := m.Lookup("a___x"); ok {
+		t.Error("Lookup(a___x) found a tool, want none: two servers have it")
+	}
+	d := m.Describe()
+	for _, want := range []string{`left out "_x": its name a___x is also that of "x" of server a_`, `left out "x": its name a___x is also that of "_x" of server a`} {
+		if !strings.Contains(d, want) {
+			t.Errorf("Describe() = %q, want %q in it", d, want)
+		}
+	}
+	a.RemoveTools("_x")
+	waitFor(t, "a___x offered, as a_'s x", func() bool {
+		_, _, ok := m.Lookup("a___x")
+		return ok
+	})
+	if got, err := call(t, m, "a___x", `{"text":"t"}`); err != nil || got != "a_ ran x" {
+		t.Errorf("a___x = %q, %v; want a_'s x to run", got, err)
+	}
+}

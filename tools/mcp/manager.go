@@ -140,9 +140,12 @@ type Manager struct {
 	startOnce sync.Once
 	tried     atomic.Bool // every server has been tried once
 	rebuildMu sync.Mutex
-	ctx       context.Context // ends at Close; the servers' lifetime
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// clashes are, by server, its tools left out because another
+	// server's tool (or a built-in) has the same name (rebuild).
+	clashes atomic.Pointer[map[string][]LeftOut]
+	ctx     context.Context // ends at Close; the servers' lifetime
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New returns a Manager for the policy's MCP servers beside builtins. It
@@ -336,8 +339,17 @@ func (m *Manager) ToolTimeout(fallback time.Duration) time.Duration {
 // Status reports every server, sorted by name.
 func (m *Manager) Status() []Status {
 	out := make([]Status, 0, len(m.servers))
+	var clashes map[string][]LeftOut
+	if c := m.clashes.Load(); c != nil {
+		clashes = *c
+	}
 	for _, s := range m.servers {
-		out = append(out, s.status())
+		st := s.status()
+		if c := clashes[st.Name]; len(c) > 0 {
+			st.LeftOut = append(st.LeftOut, c...)
+			slices.SortFunc(st.LeftOut, func(a, b LeftOut) int { return strings.Compare(a.Tool, b.Tool) })
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -370,14 +382,51 @@ func (m *Manager) rebuild() {
 	defer m.rebuildMu.Unlock()
 	all := slices.Clone(m.builtins)
 	have := map[string]bool{}
+	owners := map[string][]*tool{} // by offered name
 	for _, s := range m.servers {
 		s.mu.Lock()
 		for _, t := range s.tools {
-			all = append(all, t)
+			owners[t.name] = append(owners[t.name], t)
 			have[t.name] = true
 		}
 		s.mu.Unlock()
 	}
+	builtin := map[string]bool{}
+	for _, t := range m.builtins {
+		builtin[t.Name()] = true
+	}
+	// A name two servers' tools share ("a" with "_x" and "a_" with "x"
+	// are both a___x), or one a built-in has, is given to none of the
+	// servers' tools: which would win would hang on which server listed
+	// first, and a call approved as one tool could run as the other
+	// after a restart.
+	clashes := map[string][]LeftOut{}
+	for _, s := range m.servers {
+		s.mu.Lock()
+		for _, t := range s.tools {
+			others := len(owners[t.name]) - 1
+			if others == 0 && !builtin[t.name] {
+				all = append(all, t)
+				continue
+			}
+			why := fmt.Sprintf("its name %s is that of a built-in tool", t.name)
+			if others > 0 {
+				var names []string
+				for _, o := range owners[t.name] {
+					if o != t {
+						names = append(names, fmt.Sprintf("%s of server %s", strconv.QuoteToGraphic(o.remote.Name), o.srv.cfg.Name))
+					}
+				}
+				why = fmt.Sprintf("its name %s is also that of %s; neither is offered", t.name, strings.Join(names, ", "))
+			}
+			clashes[s.cfg.Name] = append(clashes[s.cfg.Name], LeftOut{Tool: t.remote.Name, Why: why})
+		}
+		s.mu.Unlock()
+	}
+	for name, c := range clashes {
+		m.log.WithFields(logrus.Fields{"mcp_server": name, "tools": len(c)}).Warn("MCP tools left out: their names clash with other tools'")
+	}
+	m.clashes.Store(&clashes)
 	reg, err := tools.NewRegistry(m.policy, all...)
 	if err != nil {
 		m.log.WithError(err).Error("MCP tools: keeping the previous tool list")

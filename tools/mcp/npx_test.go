@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -254,5 +255,30 @@ func TestServerRunsAsItsUser(t *testing.T) {
 	fi, err := os.Stat(home)
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the server's home: %v, %v; want a directory closed to others", fi, err)
+	}
+}
+
+// A server whose stdout has lines that are not JSON-RPC (a wrapper
+// script's banner, a logger's JSON) before and between its messages
+// starts and answers: the lines are left out and logged, the server's
+// secrets hidden, as the reference clients read such servers.
+func TestServerThatPrintsBeforeTheHandshake(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	script := "echo 'Starting the everything server…'; echo; echo '  token '$API_TOKEN' loaded'; " +
+		`echo '{"level":30,"msg":"listening on stdio"}'; exec ` + npx(t) + " -y @modelcontextprotocol/server-everything"
+	m := newManager(t, fmt.Sprintf("mcp_servers:\n  everything:\n    command: [/bin/sh, -c, %q]\n    env: {API_TOKEN: \"${TOKEN}\"}\n", script),
+		mcp.Options{MinBackoff: time.Hour, Logger: log})
+	if got, err := call(t, m, "everything__echo", `{"message":"hello"}`); err != nil || !strings.Contains(got, "Echo: hello") {
+		t.Fatalf("everything__echo = %q, %v; want the echo (server: %s)", got, err, m.Describe())
+	}
+	var lines []string
+	for _, e := range hook.AllEntries() {
+		if l, ok := e.Data["line"].(string); ok {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{"Starting the everything server…", "token " + tools.Masked + " loaded", `{"level":30,"msg":"listening on stdio"}`}
+	if !slices.Equal(lines, want) {
+		t.Errorf("lines logged = %q, want %q", lines, want)
 	}
 }

@@ -251,7 +251,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
-		transport = sniffTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, w: &s.wire}
+		transport = sniffTransport{Transport: &stdioTransport{cmd: cmd, terminate: 2 * time.Second, skipped: s.skippedLines()}, w: &s.wire}
 	} else {
 		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries}
 		if err := s.authorize(t); err != nil {
