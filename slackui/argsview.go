@@ -50,6 +50,9 @@ func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
 	pretty := string(indentJSON(args))
 	code, shown := FitCode(pretty, budgetCode)
 	blocks = []slack.Block{SectionBlock("*Arguments*\n" + code)}
+	if hasInvisible(string(args)) {
+		blocks = append(blocks, ContextBlock(invisibleNote))
+	}
 	if total := len([]rune(pretty)); shown < total {
 		blocks = append(blocks, ContextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
 			withCommas(shown), withCommas(total))))
@@ -57,6 +60,10 @@ func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
 	}
 	return blocks, false
 }
+
+// invisibleNote is said under arguments that hold invisible characters.
+const invisibleNote = "👁️ These arguments hold characters that show as nothing or change how text reads " +
+	"(zero-width, bidirectional or tag characters); they are shown as JSON escapes such as `\\u200b`."
 
 // httpArgsView renders http_request's arguments; ok is false if they do
 // not decode as such.
@@ -67,7 +74,9 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		Headers map[string]string `json:"headers"`
 		Body    *string           `json:"body"`
 	}
-	if json.Unmarshal(args, &a) != nil {
+	if json.Unmarshal(args, &a) != nil || hasInvisible(string(args)) {
+		// Arguments with characters that show as nothing are shown as
+		// JSON, where they are written as escapes.
 		return nil, false, false
 	}
 	shownURL, unicodeHost := DialledURL(a.URL)
@@ -192,7 +201,7 @@ func ArgsModal(c agent.Call) slack.ModalViewRequest {
 		Close: PlainTextObject("Close"),
 	}
 	head := ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))
-	for _, text := range []string{string(indentJSON(ShownArgs(c))), string(ShownArgs(c))} {
+	for _, text := range []string{string(indentJSON(ShownArgs(c))), visibleJSON(string(ShownArgs(c)))} {
 		if parts, ok := codeParts(text); ok {
 			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
 			return view

@@ -480,31 +480,33 @@ func argsDiff(before, after json.RawMessage) string {
 }
 
 // canonicalJSON is a JSON value in compact form with object keys sorted, so
-// that equal values compare equal; invalid JSON is returned as it is.
+// that equal values compare equal, its invisible characters escaped
+// (visibleJSON); invalid JSON is returned as it is, escaped the same way.
 func canonicalJSON(raw json.RawMessage) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return string(raw)
+		return visibleJSON(string(raw))
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return string(raw)
+		return visibleJSON(string(raw))
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return visibleJSON(strings.TrimSuffix(b.String(), "\n"))
 }
 
-// indentJSON indents JSON with two spaces; invalid JSON is returned as it
-// is.
+// indentJSON indents JSON with two spaces, its invisible characters
+// escaped (visibleJSON); invalid JSON is returned as it is, escaped the
+// same way.
 func indentJSON(raw json.RawMessage) []byte {
 	var b bytes.Buffer
 	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
-		return raw
+		return []byte(visibleJSON(string(raw)))
 	}
-	return b.Bytes()
+	return []byte(visibleJSON(b.String()))
 }
 
 // editableArgs is the text the edit modal's input starts with: the pretty
@@ -519,7 +521,7 @@ func editableArgs(args json.RawMessage) (string, bool) {
 	}
 	var b bytes.Buffer
 	if json.Compact(&b, args) == nil {
-		if compact := strings.ToValidUTF8(b.String(), "\uFFFD"); slackLen(compact) <= MaxArgsLen {
+		if compact := strings.ToValidUTF8(visibleJSON(b.String()), "\uFFFD"); slackLen(compact) <= MaxArgsLen {
 			return compact, true
 		}
 	}
