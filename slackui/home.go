@@ -164,7 +164,7 @@ func homeSummary(c agent.Call) (text string, clipped bool) {
 			Headers map[string]string `json:"headers"`
 			Body    *string           `json:"body"`
 		}
-		if json.Unmarshal(args, &a) == nil {
+		if json.Unmarshal(args, &a) == nil && !hasInvisible(string(args)) {
 			shown, _ := DialledURL(a.URL)
 			target := a.Method + " " + shown
 			code, n := FitCode(target, budgetSummary)
@@ -193,8 +193,9 @@ func homeSummary(c agent.Call) (text string, clipped bool) {
 	if b.Len() == 0 {
 		return "_no arguments_", false
 	}
-	code, n := FitCode(b.String(), budgetSummary)
-	return code, n < len([]rune(b.String()))
+	text = visibleJSON(b.String())
+	code, n := FitCode(text, budgetSummary)
+	return code, n < len([]rune(text))
 }
 
 // agoText says how long ago something began.

@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/slackui/slackuitest"
 )
@@ -63,6 +64,22 @@ func TestArgumentsShowInvisibleCharacters(t *testing.T) {
 				}
 				if r := strings.IndexFunc(text, invisibleButOurs); r >= 0 {
 					t.Errorf("%s shows %U as it is:\n%q", name, []rune(text[r:])[0], text)
+				}
+			}
+			// Every text of the cards and views, the confirmation of a
+			// quorum's Approve and the Home tab's summary included.
+			gate := &runner.Gate{Required: 2, Approvers: []string{cardApprover}, Requester: cardAsker, Confirm: true,
+				Decisions: []agent.Kind{agent.Approve, agent.Reject}}
+			for name, v := range map[string]any{
+				"card":        card,
+				"quorum card": slackui.PendingCard(c, cardAsker, cardRef, cardNow, gate, true),
+				"Home tab":    slackui.HomeView(slackui.HomeContent{Calls: []runner.Waiting{waiting(c, "1700000000.000100")}, Refs: []string{cardRef}}, cardNow),
+				"Show all":    slackui.ArgsModal(c),
+				"edit modal":  edit,
+			} {
+				b, _ := json.Marshal(v)
+				if r := strings.IndexFunc(string(b), invisibleButOurs); r >= 0 {
+					t.Errorf("the %s shows %U as it is:\n%s", name, []rune(string(b)[r:])[0], b)
 				}
 			}
 			if !strings.Contains(views["card"], "show as nothing") {

@@ -159,16 +159,16 @@ func callTarget(c agent.Call) string {
 			Method string `json:"method"`
 			URL    string `json:"url"`
 		}
-		if json.Unmarshal(args, &a) == nil && a.URL != "" {
+		if json.Unmarshal(args, &a) == nil && a.URL != "" && !hasInvisible(string(args)) {
 			shown, _ := DialledURL(a.URL)
 			return strings.TrimSpace(a.Method + " " + shown)
 		}
 	}
 	var b bytes.Buffer
 	if json.Compact(&b, args) == nil {
-		return b.String()
+		return visibleJSON(b.String())
 	}
-	return string(args)
+	return visibleJSON(string(args))
 }
 
 // ApproverMention mentions a Slack user, or a user group (tools.IsGroupID).
