@@ -74,9 +74,11 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		Headers map[string]string `json:"headers"`
 		Body    *string           `json:"body"`
 	}
-	if json.Unmarshal(args, &a) != nil || hasInvisible(string(args)) {
-		// Arguments with characters that show as nothing are shown as
-		// JSON, where they are written as escapes.
+	if json.Unmarshal(args, &a) != nil || hasInvisible(string(args)) || controlInRequest(a.Method, a.URL, a.Headers) {
+		// Arguments with characters that show as nothing, or a line
+		// break in the request line or a header (which would show as a
+		// line of its own, another header), are shown as JSON, where
+		// they are written as escapes.
 		return nil, false, false
 	}
 	shownURL, unicodeHost := DialledURL(a.URL)
@@ -108,6 +110,21 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		blocks = append(blocks, SectionBlock(text))
 	}
 	return blocks, clipped, true
+}
+
+// controlInRequest reports whether the method, the URL or a header's
+// name or value holds a control character.
+func controlInRequest(method, url string, headers map[string]string) bool {
+	control := func(r rune) bool { return r < 0x20 || r == 0x7f }
+	if strings.ContainsFunc(method+url, control) {
+		return true
+	}
+	for k, v := range headers {
+		if strings.ContainsFunc(k+v, control) {
+			return true
+		}
+	}
+	return false
 }
 
 // DialledURL is the URL as the tool will dial it: a Unicode host in its

@@ -126,3 +126,36 @@ func invisibleButOurs(r rune) bool {
 	}
 	return false
 }
+
+// A line break in an http_request's header value or URL would show as a
+// line of its own on the card, another header or request line that the
+// call does not send: such arguments are shown as JSON, the break as \n.
+func TestRequestLinesShowNoBreak(t *testing.T) {
+	tests := []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"header value", map[string]any{"method": "GET", "url": "https://api.example.com/",
+			"headers": map[string]string{"X-Trace": "1\nAuthorization: Bearer attacker"}}, `"X-Trace": "1\nAuthorization: Bearer attacker"`},
+		{"header name", map[string]any{"method": "GET", "url": "https://api.example.com/",
+			"headers": map[string]string{"X-Trace: 1\r\nAuthorization": "Bearer attacker"}}, `"X-Trace: 1\r\nAuthorization": "Bearer attacker"`},
+		{"URL", map[string]any{"method": "GET", "url": "https://api.example.com/\nDELETE https://api.example.com/all"},
+			`"url": "https://api.example.com/\nDELETE https://api.example.com/all"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, _ := json.Marshal(tt.args)
+			c := callWith(func(c *agent.Call) { c.Args = args })
+			text := slackuitest.Texts(t, slackui.ApprovalCard(c, cardAsker, cardRef, cardNow))
+			if !strings.Contains(text, tt.want) {
+				t.Errorf("the card lacks %s:\n%s", tt.want, text)
+			}
+			for _, line := range strings.Split(text, "\n") {
+				if strings.HasPrefix(line, "Authorization:") || strings.HasPrefix(line, "DELETE") {
+					t.Errorf("the card shows the line %q, which the call does not send:\n%s", line, text)
+				}
+			}
+		})
+	}
+}
