@@ -438,7 +438,8 @@ func argsDiff(before, after json.RawMessage) string {
 		if canonicalJSON(before) == canonicalJSON(after) {
 			return "no changes"
 		}
-		return "~ " + ClipText(canonicalJSON(before), budgetDiffLine) + " → " + ClipText(canonicalJSON(after), budgetDiffLine)
+		o, e := diffValues(canonicalJSON(before), canonicalJSON(after))
+		return "~ " + o + " → " + e
 	}
 	keys := make([]string, 0, len(old)+len(edited))
 	for k := range old {
@@ -461,7 +462,8 @@ func argsDiff(before, after json.RawMessage) string {
 		case !inEdited:
 			lines = append(lines, "- "+name)
 		case canonicalJSON(o) != canonicalJSON(e):
-			lines = append(lines, "~ "+name+": "+ClipText(canonicalJSON(o), budgetDiffLine)+" → "+ClipText(canonicalJSON(e), budgetDiffLine))
+			o, e := diffValues(canonicalJSON(o), canonicalJSON(e))
+			lines = append(lines, "~ "+name+": "+o+" → "+e)
 		}
 	}
 	if len(lines) == 0 {
@@ -477,6 +479,28 @@ func argsDiff(before, after json.RawMessage) string {
 		b.WriteString(l + "\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// diffContext is how many characters before the first difference of two
+// long values the diff shows.
+const diffContext = 40
+
+// diffValues are a changed value before and after, each shortened to
+// budgetDiffLine characters so that the change shows: where the two
+// first differ past what a cut at the start would keep, both are shown
+// from a little before that point, after "…". A change at the end of a
+// long value is not cut off, leaving two values that read the same.
+func diffValues(before, after string) (string, string) {
+	b, a := []rune(before), []rune(after)
+	first := 0
+	for first < len(b) && first < len(a) && b[first] == a[first] {
+		first++
+	}
+	if first < budgetDiffLine-diffContext {
+		return ClipText(before, budgetDiffLine), ClipText(after, budgetDiffLine)
+	}
+	from := first - diffContext
+	return "…" + ClipText(string(b[from:]), budgetDiffLine-1), "…" + ClipText(string(a[from:]), budgetDiffLine-1)
 }
 
 // canonicalJSON is a JSON value in compact form with object keys sorted, so
