@@ -95,19 +95,21 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 			HeaderBlock("Outcome unknown: " + c.Tool),
 			SectionBlock(unknownCallText),
 		}
-		blocks = append(blocks, argsCardBlocks(c, ref)...)
+		args, clipped := argsCardBlocks(c, ref)
+		blocks = append(blocks, args...)
 		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
 		return append(blocks, slack.NewActionBlock(BlockCallActions,
-			Button(ActionRetry, "Retry", ref, slack.StylePrimary),
+			withClippedConfirm(Button(ActionRetry, "Retry", ref, slack.StylePrimary), c, clipped, nil),
 			Button(ActionMarkDone, "Mark done", ref, slack.StyleDefault),
 			Button(ActionSkip, "Skip", ref, slack.StyleDanger),
 		))
 	}
 	blocks := []slack.Block{HeaderBlock("Approval needed: " + c.Tool)}
-	blocks = append(blocks, argsCardBlocks(c, ref)...)
+	args, clipped := argsCardBlocks(c, ref)
+	blocks = append(blocks, args...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	return append(blocks, slack.NewActionBlock(BlockCallActions,
-		Button(ActionApprove, "Approve", ref, slack.StylePrimary),
+		withClippedConfirm(Button(ActionApprove, "Approve", ref, slack.StylePrimary), c, clipped, nil),
 		Button(ActionEdit, "Edit", ref, slack.StyleDefault),
 		Button(ActionReject, "Reject", ref, slack.StyleDanger),
 	))
@@ -252,13 +254,42 @@ func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
 func ShownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
 
 // argsCardBlocks shows a waiting call's arguments, the hash an approval
-// binds to, and a "Show all" button if the arguments were shortened.
-func argsCardBlocks(c agent.Call, ref string) []slack.Block {
-	blocks, clipped := argsView(c)
+// binds to, and a "Show all" button if the arguments were shortened
+// (clipped).
+func argsCardBlocks(c agent.Call, ref string) (blocks []slack.Block, clipped bool) {
+	blocks, clipped = argsView(c)
 	if clipped {
 		blocks = append(blocks, showAllBlock(ref))
 	}
-	return append(blocks, hashLine(c))
+	return append(blocks, hashLine(c)), clipped
+}
+
+// withClippedConfirm gives the button that runs a call whose arguments
+// the card shows only in part (clipped) a confirmation that says so:
+// approving is then a choice made knowing that not all was seen, never
+// a click on what looked whole. confirm is the button's confirmation
+// otherwise (nil for none), which the warning then ends.
+func withClippedConfirm(b *slack.ButtonBlockElement, c agent.Call, clipped bool, confirm *slack.ConfirmationBlockObject) *slack.ButtonBlockElement {
+	if !clipped {
+		if confirm != nil {
+			b = b.WithConfirm(confirm)
+		}
+		return b
+	}
+	const warning = "Not all of the arguments are shown here: Show all shows every character."
+	if confirm == nil {
+		confirm = slack.NewConfirmationBlockObject(
+			PlainTextObject(ClipText(OneLine(b.Text.Text+" "+c.Tool+"?"), budgetConfirmTitle)),
+			PlainTextObject(warning),
+			PlainTextObject(b.Text.Text),
+			PlainTextObject("Cancel"),
+		)
+		return b.WithConfirm(confirm)
+	}
+	text := *confirm.Text
+	text.Text = ClipText(text.Text, budgetConfirmText-len(warning)-1) + " " + warning
+	confirm.Text = &text
+	return b.WithConfirm(confirm)
 }
 
 // requestBlocks says who asked for the call, until when it waits (if

@@ -78,7 +78,7 @@ func HomeView(hc HomeContent, now time.Time) slack.HomeTabViewRequest {
 			ContextBlock(homeCallLine(w, hc.TeamURL, now)),
 		)
 		buttons := []slack.BlockElement{
-			Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary),
+			withClippedConfirm(Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary), w.AgentCall, clipped, nil),
 			Button(ActionEdit, "Edit", hc.Refs[i], slack.StyleDefault),
 			Button(ActionReject, "Reject", hc.Refs[i], slack.StyleDanger),
 		}

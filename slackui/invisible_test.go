@@ -159,3 +159,51 @@ func TestRequestLinesShowNoBreak(t *testing.T) {
 		})
 	}
 }
+
+// When the card, or the Home tab, shows only part of a call's arguments,
+// Approve asks first, saying so: approving without having seen all is a
+// choice, never a click on what looked whole. A card that shows all asks
+// nothing more than it did.
+func TestApproveOfCutArgumentsAsks(t *testing.T) {
+	long, _ := json.Marshal(map[string]string{"cmd": strings.Repeat("echo ok; ", 400) + "rm -rf /"})
+	cut := callWith(func(c *agent.Call) { c.Tool, c.Args = "shell", long })
+	whole := callWith(func(c *agent.Call) { c.Tool, c.Args = "shell", json.RawMessage(`{"cmd":"ls"}`) })
+	quorum := &runner.Gate{Required: 2, Approvers: []string{cardApprover}, Requester: cardAsker, Confirm: true,
+		Decisions: []agent.Kind{agent.Approve, agent.Reject}}
+	home := func(c agent.Call) []slack.Block {
+		return slackui.HomeView(slackui.HomeContent{Calls: []runner.Waiting{waiting(c, "1700000000.000100")}, Refs: []string{cardRef}}, cardNow).Blocks.BlockSet
+	}
+	tests := []struct {
+		name   string
+		blocks []slack.Block
+		want   []string // in the confirmation's text; nil: no confirmation
+	}{
+		{"cut card", slackui.ApprovalCard(cut, cardAsker, cardRef, cardNow), []string{"Not all of the arguments are shown"}},
+		{"cut card of a quorum", slackui.PendingCard(cut, cardAsker, cardRef, cardNow, quorum, true),
+			[]string{"Your approval counts toward the 2", "Not all of the arguments are shown"}},
+		{"cut in the Home tab", home(cut), []string{"Not all of the arguments are shown"}},
+		{"whole card", slackui.ApprovalCard(whole, cardAsker, cardRef, cardNow), nil},
+		{"whole card of a quorum", slackui.PendingCard(whole, cardAsker, cardRef, cardNow, quorum, true), []string{"Your approval counts toward the 2"}},
+		{"whole in the Home tab", home(whole), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := approveConfirm(t, tt.blocks)
+			switch {
+			case tt.want == nil && c != nil:
+				t.Errorf("Approve asks %q; want no confirmation", c.Text.Text)
+			case tt.want != nil && c == nil:
+				t.Errorf("Approve asks nothing; want a confirmation with %q", tt.want)
+			case c != nil:
+				for _, w := range tt.want {
+					if !strings.Contains(c.Text.Text, w) {
+						t.Errorf("Approve asks %q; want %q in it", c.Text.Text, w)
+					}
+				}
+				if n := len([]rune(c.Text.Text)); n > 300 {
+					t.Errorf("the confirmation's text is %d characters, over Slack's 300", n)
+				}
+			}
+		})
+	}
+}
