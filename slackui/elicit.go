@@ -208,7 +208,10 @@ func ElicitForm(tool, message string, fields []ElicitField, meta string) (slack.
 	if len(fields) > maxElicitFields {
 		return slack.ModalViewRequest{}, fmt.Errorf("%d fields are more than a form can show", len(fields))
 	}
-	blocks := []slack.Block{SectionBlock(CodeSpan(tool) + " asks:\n" + ClipText(slackEscape(message), BudgetReason))}
+	// The server's message is quoted, every line, as in the thread's
+	// question: none of its lines reads as the bot's.
+	blocks := []slack.Block{SectionBlock(CodeSpan(tool) + " asks:\n> " +
+		strings.ReplaceAll(ClipText(slackEscape(message), BudgetReason), "\n", "\n> "))}
 	for _, f := range fields {
 		el := elicitElement(f)
 		if el == nil {
