@@ -77,10 +77,18 @@ func HomeView(hc HomeContent, now time.Time) slack.HomeTabViewRequest {
 			SectionBlock("*Approval needed:* "+CodeSpan(w.Tool)+"\n"+summary),
 			ContextBlock(homeCallLine(w, hc.TeamURL, now)),
 		)
-		buttons := []slack.BlockElement{
-			withClippedConfirm(Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary), w.AgentCall, clipped, nil),
-			Button(ActionEdit, "Edit", hc.Refs[i], slack.StyleDefault),
-			Button(ActionReject, "Reject", hc.Refs[i], slack.StyleDanger),
+		// The buttons of the call's card: those its rule offers, and
+		// Approve asking first where the card's does.
+		var confirm *slack.ConfirmationBlockObject
+		if w.Gate != nil && w.Gate.Confirm {
+			confirm = approveConfirm(w.AgentCall, *w.Gate)
+		}
+		buttons := []slack.BlockElement{withClippedConfirm(Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary), w.AgentCall, clipped, confirm)}
+		if w.Gate == nil || w.Gate.Offers(agent.Edit) {
+			buttons = append(buttons, Button(ActionEdit, "Edit", hc.Refs[i], slack.StyleDefault))
+		}
+		if w.Gate == nil || w.Gate.Offers(agent.Reject) {
+			buttons = append(buttons, Button(ActionReject, "Reject", hc.Refs[i], slack.StyleDanger))
 		}
 		if clipped {
 			buttons = append(buttons, Button(ActionShowArgs, "Show all", hc.Refs[i], slack.StyleDefault))
