@@ -53,6 +53,11 @@ func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
 	if hasInvisible(string(args)) {
 		blocks = append(blocks, ContextBlock(invisibleNote))
 	}
+	if c.Tool == tools.HTTPRequestName {
+		if l := dialledHostLine(args); l != "" {
+			blocks = append(blocks, ContextBlock(l))
+		}
+	}
 	if total := len([]rune(pretty)); shown < total {
 		blocks = append(blocks, ContextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
 			withCommas(shown), withCommas(total))))
@@ -110,6 +115,24 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		blocks = append(blocks, SectionBlock(text))
 	}
 	return blocks, clipped, true
+}
+
+// dialledHostLine says which host an http_request shown as JSON dials,
+// when that is not the host as written: a host with a character that
+// shows as nothing, which the dialler drops ("exa\u200bmple.com" dials
+// example.com), or a Unicode one, dialled as its punycode. "" otherwise.
+func dialledHostLine(args json.RawMessage) string {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return ""
+	}
+	shown, _ := DialledURL(a.URL)
+	if shown == a.URL {
+		return ""
+	}
+	return "🌐 The host " + CodeSpan(visibleJSON(hostOf(a.URL))) + " is dialled as " + CodeSpan(hostOf(shown)) + "."
 }
 
 // controlInRequest reports whether the method, the URL or a header's

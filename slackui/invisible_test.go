@@ -40,6 +40,8 @@ func TestArgumentsShowInvisibleCharacters(t *testing.T) {
 			[]string{`"Hi\udb40\udc69\udb40\udc67`}},
 		{"zero-width in a URL", "http_request", map[string]any{"method": "GET", "url": "https://api.example.com/ad\u2060min"},
 			[]string{`"https://api.example.com/ad\u2060min"`}},
+		{"zero-width in a host", "http_request", map[string]any{"method": "GET", "url": "https://exa\u200bmple.com/"},
+			[]string{`"https://exa\u200bmple.com/"`}},
 		{"soft hyphen in a key", "deploy", map[string]any{"ser\u00advice": "billing"},
 			[]string{`"ser\u00advice"`}},
 	}
@@ -81,6 +83,9 @@ func TestArgumentsShowInvisibleCharacters(t *testing.T) {
 				if r := strings.IndexFunc(string(b), invisibleButOurs); r >= 0 {
 					t.Errorf("the %s shows %U as it is:\n%s", name, []rune(string(b)[r:])[0], b)
 				}
+			}
+			if strings.Contains(tt.name, "host") && !strings.Contains(views["card"], "The host `exa\\u200bmple.com` is dialled as `example.com`.") {
+				t.Errorf("the card does not say which host is dialled:\n%s", views["card"])
 			}
 			if !strings.Contains(views["card"], "show as nothing") {
 				t.Errorf("the card does not say that the arguments hold invisible characters:\n%s", views["card"])
