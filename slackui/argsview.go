@@ -240,14 +240,17 @@ func ArgsModal(c agent.Call) slack.ModalViewRequest {
 		Title: PlainTextObject("All arguments"),
 		Close: PlainTextObject("Close"),
 	}
-	head := ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))
+	head := []slack.Block{ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))}
+	if hasInvisible(string(ShownArgs(c))) {
+		head = append(head, ContextBlock(invisibleNote))
+	}
 	for _, text := range []string{string(indentJSON(ShownArgs(c))), visibleJSON(string(ShownArgs(c)))} {
 		if parts, ok := codeParts(text); ok {
-			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
+			view.Blocks.BlockSet = append(head, parts...)
 			return view
 		}
 	}
-	view.Blocks.BlockSet = []slack.Block{head, ContextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one.")}
+	view.Blocks.BlockSet = append(head, ContextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one."))
 	return view
 }
 
