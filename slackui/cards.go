@@ -527,7 +527,7 @@ func diffValues(before, after string) (string, string) {
 	for first < len(b) && first < len(a) && b[first] == a[first] {
 		first++
 	}
-	if first < budgetDiffLine-diffContext {
+	if first < budgetDiffLine-diffContext || slackLen(before) <= budgetDiffLine && slackLen(after) <= budgetDiffLine {
 		return ClipText(before, budgetDiffLine), ClipText(after, budgetDiffLine)
 	}
 	from := first - diffContext

@@ -367,6 +367,8 @@ func TestSettledCardDiff(t *testing.T) {
 		// with the rest: both sides from a little before it.
 		{"change past the cut", `{"cmd":"` + strings.Repeat("a", 400) + `; echo ok"}`, `{"cmd":"` + strings.Repeat("a", 400) + `; rm -rf /"}`,
 			"~ \"cmd\": …" + strings.Repeat("a", 38) + "; echo ok\" → …" + strings.Repeat("a", 38) + "; rm -rf /\""},
+		{"short values whole", `{"v":"` + strings.Repeat("c", 280) + `x"}`, `{"v":"` + strings.Repeat("c", 280) + `y"}`,
+			"~ \"v\": \"" + strings.Repeat("c", 280) + "x\" → \"" + strings.Repeat("c", 280) + "y\""},
 		{"whole values, change past the cut", `["` + strings.Repeat("b", 400) + `x"]`, `["` + strings.Repeat("b", 400) + `y"]`,
 			"~ …" + strings.Repeat("b", 40) + "x\"] → …" + strings.Repeat("b", 40) + "y\"]"},
 	}
