@@ -108,6 +108,7 @@ FUZZ_TARGETS = \
 	./slackui:FuzzReachText \
 	./slackui:FuzzCallTask \
 	./slackui:FuzzHomeConnections \
+	./slackui:FuzzVisibleJSON \
 	./tools:FuzzCanonical \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -439,7 +438,7 @@ func (s *Server) postRoot(ctx context.Context, id string, rec *intake, log logru
 	}
 	pctx, cancel := context.WithTimeout(ctx, postTimeout)
 	_, ts, err := s.api.PostMessageContext(pctx, rec.Channel,
-		slack.MsgOptionText(fmt.Sprintf("<@%s> asked: %s", rec.User, slackui.MrkdwnAsSent(rec.Typed)), false),
+		slack.MsgOptionText(slackui.RequestText(rec.User, rec.Typed), false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: requestMetadata, EventPayload: map[string]any{"request": id}}))
 	cancel()
 	switch {

@@ -156,6 +156,10 @@ type InboxChange struct {
 type Waiting struct {
 	InboxEntry
 	AgentCall agent.Call
+	// Gate is what to show about deciding it (the decisions its rule
+	// offers, whether Approve asks first, a quorum's approvals), as its
+	// card shows it.
+	Gate *Gate
 }
 
 // InboxQuery says which waiting calls WaitingCalls returns.
@@ -234,18 +238,16 @@ func (s *Service) WaitingCalls(ctx context.Context, q InboxQuery) ([]Waiting, er
 		if decided {
 			continue
 		}
-		if user != "" && c.Quorum() > 1 {
+		g, err := s.Gate(ctx, e.Thread, &res.State, *c) // reads storage for a quorum only
+		if err != nil {
+			return nil, err
+		}
+		if user != "" && c.Quorum() > 1 && g != nil && g.Approved(user) {
 			// A call that needs several approvals no longer waits for
 			// someone who has approved it.
-			g, err := s.Gate(ctx, e.Thread, &res.State, *c)
-			if err != nil {
-				return nil, err
-			}
-			if g != nil && g.Approved(user) {
-				continue
-			}
+			continue
 		}
-		out = append(out, Waiting{InboxEntry: e, AgentCall: *c})
+		out = append(out, Waiting{InboxEntry: e, AgentCall: *c, Gate: g})
 	}
 	return out, nil
 }

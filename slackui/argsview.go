@@ -50,6 +50,14 @@ func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
 	pretty := string(indentJSON(args))
 	code, shown := FitCode(pretty, budgetCode)
 	blocks = []slack.Block{SectionBlock("*Arguments*\n" + code)}
+	if hasInvisible(string(args)) {
+		blocks = append(blocks, ContextBlock(invisibleNote))
+	}
+	if c.Tool == tools.HTTPRequestName {
+		if l := dialledHostLine(args); l != "" {
+			blocks = append(blocks, ContextBlock(l))
+		}
+	}
 	if total := len([]rune(pretty)); shown < total {
 		blocks = append(blocks, ContextBlock(fmt.Sprintf("✂️ The arguments are cut to fit Slack: showing %s of %s characters. *Show all* shows every one.",
 			withCommas(shown), withCommas(total))))
@@ -57,6 +65,10 @@ func argsView(c agent.Call) (blocks []slack.Block, clipped bool) {
 	}
 	return blocks, false
 }
+
+// invisibleNote is said under arguments that hold invisible characters.
+const invisibleNote = "👁️ These arguments hold characters that show as nothing or change how text reads " +
+	"(zero-width, bidirectional or tag characters); they are shown as JSON escapes such as `\\u200b`."
 
 // httpArgsView renders http_request's arguments; ok is false if they do
 // not decode as such.
@@ -67,7 +79,11 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		Headers map[string]string `json:"headers"`
 		Body    *string           `json:"body"`
 	}
-	if json.Unmarshal(args, &a) != nil {
+	if json.Unmarshal(args, &a) != nil || hasInvisible(string(args)) || controlInRequest(a.Method, a.URL, a.Headers) {
+		// Arguments with characters that show as nothing, or a line
+		// break in the request line or a header (which would show as a
+		// line of its own, another header), are shown as JSON, where
+		// they are written as escapes.
 		return nil, false, false
 	}
 	shownURL, unicodeHost := DialledURL(a.URL)
@@ -99,6 +115,39 @@ func httpArgsView(args json.RawMessage) (blocks []slack.Block, clipped, ok bool)
 		blocks = append(blocks, SectionBlock(text))
 	}
 	return blocks, clipped, true
+}
+
+// dialledHostLine says which host an http_request shown as JSON dials,
+// when that is not the host as written: a host with a character that
+// shows as nothing, which the dialler drops ("exa\u200bmple.com" dials
+// example.com), or a Unicode one, dialled as its punycode. "" otherwise.
+func dialledHostLine(args json.RawMessage) string {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return ""
+	}
+	shown, _ := DialledURL(a.URL)
+	if shown == a.URL {
+		return ""
+	}
+	return "🌐 The host " + CodeSpan(visibleJSON(hostOf(a.URL))) + " is dialled as " + CodeSpan(hostOf(shown)) + "."
+}
+
+// controlInRequest reports whether the method, the URL or a header's
+// name or value holds a control character.
+func controlInRequest(method, url string, headers map[string]string) bool {
+	control := func(r rune) bool { return r < 0x20 || r == 0x7f }
+	if strings.ContainsFunc(method+url, control) {
+		return true
+	}
+	for k, v := range headers {
+		if strings.ContainsFunc(k+v, control) {
+			return true
+		}
+	}
+	return false
 }
 
 // DialledURL is the URL as the tool will dial it: a Unicode host in its
@@ -191,14 +240,17 @@ func ArgsModal(c agent.Call) slack.ModalViewRequest {
 		Title: PlainTextObject("All arguments"),
 		Close: PlainTextObject("Close"),
 	}
-	head := ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))
-	for _, text := range []string{string(indentJSON(ShownArgs(c))), string(ShownArgs(c))} {
+	head := []slack.Block{ContextBlock("Tool " + CodeSpan(c.Tool) + " · hash " + CodeSpan("sha256:"+tools.ShortHash(c.RunHash())))}
+	if hasInvisible(string(ShownArgs(c))) {
+		head = append(head, ContextBlock(invisibleNote))
+	}
+	for _, text := range []string{string(indentJSON(ShownArgs(c))), visibleJSON(string(ShownArgs(c)))} {
 		if parts, ok := codeParts(text); ok {
-			view.Blocks.BlockSet = append([]slack.Block{head}, parts...)
+			view.Blocks.BlockSet = append(head, parts...)
 			return view
 		}
 	}
-	view.Blocks.BlockSet = []slack.Block{head, ContextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one.")}
+	view.Blocks.BlockSet = append(head, ContextBlock("The arguments are longer than a Slack window holds; reject the call and ask the agent for a smaller one."))
 	return view
 }
 

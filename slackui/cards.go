@@ -95,19 +95,21 @@ func ApprovalCard(c agent.Call, requester string, ref string, now time.Time) []s
 			HeaderBlock("Outcome unknown: " + c.Tool),
 			SectionBlock(unknownCallText),
 		}
-		blocks = append(blocks, argsCardBlocks(c, ref)...)
+		args, clipped := argsCardBlocks(c, ref)
+		blocks = append(blocks, args...)
 		blocks = append(blocks, requestBlocks(c, requester, time.Time{})...)
 		return append(blocks, slack.NewActionBlock(BlockCallActions,
-			Button(ActionRetry, "Retry", ref, slack.StylePrimary),
+			withClippedConfirm(Button(ActionRetry, "Retry", ref, slack.StylePrimary), c, clipped, nil),
 			Button(ActionMarkDone, "Mark done", ref, slack.StyleDefault),
 			Button(ActionSkip, "Skip", ref, slack.StyleDanger),
 		))
 	}
 	blocks := []slack.Block{HeaderBlock("Approval needed: " + c.Tool)}
-	blocks = append(blocks, argsCardBlocks(c, ref)...)
+	args, clipped := argsCardBlocks(c, ref)
+	blocks = append(blocks, args...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	return append(blocks, slack.NewActionBlock(BlockCallActions,
-		Button(ActionApprove, "Approve", ref, slack.StylePrimary),
+		withClippedConfirm(Button(ActionApprove, "Approve", ref, slack.StylePrimary), c, clipped, nil),
 		Button(ActionEdit, "Edit", ref, slack.StyleDefault),
 		Button(ActionReject, "Reject", ref, slack.StyleDanger),
 	))
@@ -252,13 +254,42 @@ func RejectModal(c agent.Call, ref string) slack.ModalViewRequest {
 func ShownArgs(c agent.Call) json.RawMessage { return tools.MaskSecrets(c.Tool, c.RunArgs()) }
 
 // argsCardBlocks shows a waiting call's arguments, the hash an approval
-// binds to, and a "Show all" button if the arguments were shortened.
-func argsCardBlocks(c agent.Call, ref string) []slack.Block {
-	blocks, clipped := argsView(c)
+// binds to, and a "Show all" button if the arguments were shortened
+// (clipped).
+func argsCardBlocks(c agent.Call, ref string) (blocks []slack.Block, clipped bool) {
+	blocks, clipped = argsView(c)
 	if clipped {
 		blocks = append(blocks, showAllBlock(ref))
 	}
-	return append(blocks, hashLine(c))
+	return append(blocks, hashLine(c)), clipped
+}
+
+// withClippedConfirm gives the button that runs a call whose arguments
+// the card shows only in part (clipped) a confirmation that says so:
+// approving is then a choice made knowing that not all was seen, never
+// a click on what looked whole. confirm is the button's confirmation
+// otherwise (nil for none), which the warning then ends.
+func withClippedConfirm(b *slack.ButtonBlockElement, c agent.Call, clipped bool, confirm *slack.ConfirmationBlockObject) *slack.ButtonBlockElement {
+	if !clipped {
+		if confirm != nil {
+			b = b.WithConfirm(confirm)
+		}
+		return b
+	}
+	const warning = "Not all of the arguments are shown here: Show all shows every character."
+	if confirm == nil {
+		confirm = slack.NewConfirmationBlockObject(
+			PlainTextObject(ClipText(OneLine(b.Text.Text+" "+c.Tool+"?"), budgetConfirmTitle)),
+			PlainTextObject(warning),
+			PlainTextObject(b.Text.Text),
+			PlainTextObject("Cancel"),
+		)
+		return b.WithConfirm(confirm)
+	}
+	text := *confirm.Text
+	text.Text = ClipText(text.Text, budgetConfirmText-len(warning)-1) + " " + warning
+	confirm.Text = &text
+	return b.WithConfirm(confirm)
 }
 
 // requestBlocks says who asked for the call, until when it waits (if
@@ -438,7 +469,8 @@ func argsDiff(before, after json.RawMessage) string {
 		if canonicalJSON(before) == canonicalJSON(after) {
 			return "no changes"
 		}
-		return "~ " + ClipText(canonicalJSON(before), budgetDiffLine) + " → " + ClipText(canonicalJSON(after), budgetDiffLine)
+		o, e := diffValues(canonicalJSON(before), canonicalJSON(after))
+		return "~ " + o + " → " + e
 	}
 	keys := make([]string, 0, len(old)+len(edited))
 	for k := range old {
@@ -461,7 +493,8 @@ func argsDiff(before, after json.RawMessage) string {
 		case !inEdited:
 			lines = append(lines, "- "+name)
 		case canonicalJSON(o) != canonicalJSON(e):
-			lines = append(lines, "~ "+name+": "+ClipText(canonicalJSON(o), budgetDiffLine)+" → "+ClipText(canonicalJSON(e), budgetDiffLine))
+			o, e := diffValues(canonicalJSON(o), canonicalJSON(e))
+			lines = append(lines, "~ "+name+": "+o+" → "+e)
 		}
 	}
 	if len(lines) == 0 {
@@ -479,32 +512,56 @@ func argsDiff(before, after json.RawMessage) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// diffContext is how many characters before the first difference of two
+// long values the diff shows.
+const diffContext = 40
+
+// diffValues are a changed value before and after, each shortened to
+// budgetDiffLine characters so that the change shows: where the two
+// first differ past what a cut at the start would keep, both are shown
+// from a little before that point, after "…". A change at the end of a
+// long value is not cut off, leaving two values that read the same.
+func diffValues(before, after string) (string, string) {
+	b, a := []rune(before), []rune(after)
+	first := 0
+	for first < len(b) && first < len(a) && b[first] == a[first] {
+		first++
+	}
+	if first < budgetDiffLine-diffContext || slackLen(before) <= budgetDiffLine && slackLen(after) <= budgetDiffLine {
+		return ClipText(before, budgetDiffLine), ClipText(after, budgetDiffLine)
+	}
+	from := first - diffContext
+	return "…" + ClipText(string(b[from:]), budgetDiffLine-1), "…" + ClipText(string(a[from:]), budgetDiffLine-1)
+}
+
 // canonicalJSON is a JSON value in compact form with object keys sorted, so
-// that equal values compare equal; invalid JSON is returned as it is.
+// that equal values compare equal, its invisible characters escaped
+// (visibleJSON); invalid JSON is returned as it is, escaped the same way.
 func canonicalJSON(raw json.RawMessage) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return string(raw)
+		return visibleJSON(string(raw))
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return string(raw)
+		return visibleJSON(string(raw))
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return visibleJSON(strings.TrimSuffix(b.String(), "\n"))
 }
 
-// indentJSON indents JSON with two spaces; invalid JSON is returned as it
-// is.
+// indentJSON indents JSON with two spaces, its invisible characters
+// escaped (visibleJSON); invalid JSON is returned as it is, escaped the
+// same way.
 func indentJSON(raw json.RawMessage) []byte {
 	var b bytes.Buffer
 	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
-		return raw
+		return []byte(visibleJSON(string(raw)))
 	}
-	return b.Bytes()
+	return []byte(visibleJSON(b.String()))
 }
 
 // editableArgs is the text the edit modal's input starts with: the pretty
@@ -519,7 +576,7 @@ func editableArgs(args json.RawMessage) (string, bool) {
 	}
 	var b bytes.Buffer
 	if json.Compact(&b, args) == nil {
-		if compact := strings.ToValidUTF8(b.String(), "\uFFFD"); slackLen(compact) <= MaxArgsLen {
+		if compact := strings.ToValidUTF8(visibleJSON(b.String()), "\uFFFD"); slackLen(compact) <= MaxArgsLen {
 			return compact, true
 		}
 	}

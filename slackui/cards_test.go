@@ -363,6 +363,14 @@ func TestSettledCardDiff(t *testing.T) {
 			"~ \"n\": 12345678901234567890 → 12345678901234567891"},
 		{"not objects", `[1,2]`, `[1,3]`, "~ [1,2] → [1,3]"},
 		{"markup escaped", `{"u":"<a>"}`, `{"u":"<!channel>"}`, "~ \"u\": \"&lt;a&gt;\" → \"&lt;!channel&gt;\""},
+		// A change at the end of a long value is shown, not cut off
+		// with the rest: both sides from a little before it.
+		{"change past the cut", `{"cmd":"` + strings.Repeat("a", 400) + `; echo ok"}`, `{"cmd":"` + strings.Repeat("a", 400) + `; rm -rf /"}`,
+			"~ \"cmd\": …" + strings.Repeat("a", 38) + "; echo ok\" → …" + strings.Repeat("a", 38) + "; rm -rf /\""},
+		{"short values whole", `{"v":"` + strings.Repeat("c", 280) + `x"}`, `{"v":"` + strings.Repeat("c", 280) + `y"}`,
+			"~ \"v\": \"" + strings.Repeat("c", 280) + "x\" → \"" + strings.Repeat("c", 280) + "y\""},
+		{"whole values, change past the cut", `["` + strings.Repeat("b", 400) + `x"]`, `["` + strings.Repeat("b", 400) + `y"]`,
+			"~ …" + strings.Repeat("b", 40) + "x\"] → …" + strings.Repeat("b", 40) + "y\"]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

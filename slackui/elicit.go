@@ -45,14 +45,22 @@ func ElicitNotYours(requester string) string {
 	return "Only " + UserMention(requester) + ", who asked for this turn, can answer this."
 }
 
-// ElicitNoForm says that the requested schema makes no form.
+// ElicitNoForm says that the requested schema makes no form. The error
+// quotes the server's schema (a property's name and type), so it is
+// escaped: the server cannot put a link or a mention in the bot's words.
 func ElicitNoForm(err error) string {
-	return "I can't build a form for this request (" + err.Error() + "). Decline or cancel it."
+	return "I can't build a form for this request (" + errorText(err) + "). Decline or cancel it."
 }
 
 // ElicitFormNotOpened says that Slack did not open the form.
 func ElicitFormNotOpened(err error) string {
-	return "I couldn't open the form (" + err.Error() + "). Please try again."
+	return "I couldn't open the form (" + errorText(err) + "). Please try again."
+}
+
+// errorText is an error inside a line of the bot's mrkdwn: on one line,
+// escaped, and shortened.
+func errorText(err error) string {
+	return ClipText(slackEscape(OneLine(err.Error())), BudgetReason)
 }
 
 // Action and callback IDs of elicitation messages and forms.
@@ -200,7 +208,10 @@ func ElicitForm(tool, message string, fields []ElicitField, meta string) (slack.
 	if len(fields) > maxElicitFields {
 		return slack.ModalViewRequest{}, fmt.Errorf("%d fields are more than a form can show", len(fields))
 	}
-	blocks := []slack.Block{SectionBlock(CodeSpan(tool) + " asks:\n" + ClipText(slackEscape(message), BudgetReason))}
+	// The server's message is quoted, every line, as in the thread's
+	// question: none of its lines reads as the bot's.
+	blocks := []slack.Block{SectionBlock(CodeSpan(tool) + " asks:\n> " +
+		strings.ReplaceAll(ClipText(slackEscape(message), BudgetReason), "\n", "\n> "))}
 	for _, f := range fields {
 		el := elicitElement(f)
 		if el == nil {

@@ -77,10 +77,18 @@ func HomeView(hc HomeContent, now time.Time) slack.HomeTabViewRequest {
 			SectionBlock("*Approval needed:* "+CodeSpan(w.Tool)+"\n"+summary),
 			ContextBlock(homeCallLine(w, hc.TeamURL, now)),
 		)
-		buttons := []slack.BlockElement{
-			Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary),
-			Button(ActionEdit, "Edit", hc.Refs[i], slack.StyleDefault),
-			Button(ActionReject, "Reject", hc.Refs[i], slack.StyleDanger),
+		// The buttons of the call's card: those its rule offers, and
+		// Approve asking first where the card's does.
+		var confirm *slack.ConfirmationBlockObject
+		if w.Gate != nil && w.Gate.Confirm {
+			confirm = approveConfirm(w.AgentCall, *w.Gate)
+		}
+		buttons := []slack.BlockElement{withClippedConfirm(Button(ActionApprove, "Approve", hc.Refs[i], slack.StylePrimary), w.AgentCall, clipped, confirm)}
+		if w.Gate == nil || w.Gate.Offers(agent.Edit) {
+			buttons = append(buttons, Button(ActionEdit, "Edit", hc.Refs[i], slack.StyleDefault))
+		}
+		if w.Gate == nil || w.Gate.Offers(agent.Reject) {
+			buttons = append(buttons, Button(ActionReject, "Reject", hc.Refs[i], slack.StyleDanger))
 		}
 		if clipped {
 			buttons = append(buttons, Button(ActionShowArgs, "Show all", hc.Refs[i], slack.StyleDefault))
@@ -164,7 +172,7 @@ func homeSummary(c agent.Call) (text string, clipped bool) {
 			Headers map[string]string `json:"headers"`
 			Body    *string           `json:"body"`
 		}
-		if json.Unmarshal(args, &a) == nil {
+		if json.Unmarshal(args, &a) == nil && !hasInvisible(string(args)) {
 			shown, _ := DialledURL(a.URL)
 			target := a.Method + " " + shown
 			code, n := FitCode(target, budgetSummary)
@@ -193,8 +201,9 @@ func homeSummary(c agent.Call) (text string, clipped bool) {
 	if b.Len() == 0 {
 		return "_no arguments_", false
 	}
-	code, n := FitCode(b.String(), budgetSummary)
-	return code, n < len([]rune(b.String()))
+	text = visibleJSON(b.String())
+	code, n := FitCode(text, budgetSummary)
+	return code, n < len([]rune(text))
 }
 
 // agoText says how long ago something began.

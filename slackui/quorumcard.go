@@ -46,15 +46,17 @@ func PendingCard(c agent.Call, requester string, ref string, now time.Time, g *r
 			". Earlier approvals were of other arguments; these need approving anew.\n*What changed*\n"+
 			codeFence(argsDiff(tools.MaskSecrets(c.Tool, c.Args), ShownArgs(c)), budgetDiff+budgetDiffLine)))
 	}
-	blocks = append(blocks, argsCardBlocks(c, ref)...)
+	args, clipped := argsCardBlocks(c, ref)
+	blocks = append(blocks, args...)
 	blocks = append(blocks, requestBlocks(c, requester, now)...)
 	if l := gateLines(*g); l != "" {
 		blocks = append(blocks, SectionBlock(l))
 	}
-	approve := Button(ActionApprove, "Approve", ref, slack.StylePrimary)
+	var confirm *slack.ConfirmationBlockObject
 	if g.Confirm {
-		approve = approve.WithConfirm(approveConfirm(c, *g))
+		confirm = approveConfirm(c, *g)
 	}
+	approve := withClippedConfirm(Button(ActionApprove, "Approve", ref, slack.StylePrimary), c, clipped, confirm)
 	buttons := []slack.BlockElement{approve}
 	if g.Offers(agent.Edit) {
 		buttons = append(buttons, Button(ActionEdit, "Edit", ref, slack.StyleDefault))
@@ -159,16 +161,16 @@ func callTarget(c agent.Call) string {
 			Method string `json:"method"`
 			URL    string `json:"url"`
 		}
-		if json.Unmarshal(args, &a) == nil && a.URL != "" {
+		if json.Unmarshal(args, &a) == nil && a.URL != "" && !hasInvisible(string(args)) {
 			shown, _ := DialledURL(a.URL)
 			return strings.TrimSpace(a.Method + " " + shown)
 		}
 	}
 	var b bytes.Buffer
 	if json.Compact(&b, args) == nil {
-		return b.String()
+		return visibleJSON(b.String())
 	}
-	return string(args)
+	return visibleJSON(string(args))
 }
 
 // ApproverMention mentions a Slack user, or a user group (tools.IsGroupID).

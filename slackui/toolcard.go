@@ -20,7 +20,8 @@ type ToolLookup interface {
 const budgetToolAbout = 600
 
 // ToolBlock says where a tool from outside the bot comes from: the MCP
-// server and the tool's own name, its description, and the server's
+// server and the tool's own name, its description (marked as the
+// server's), and the server's
 // annotations of it, marked as the server's word when the policy does
 // not trust them (the MCP specification warns that they may be wrong).
 // It returns nil for a built-in tool.
@@ -32,7 +33,10 @@ func ToolBlock(t tools.Tool) slack.Block {
 	o := ot.Origin()
 	lines := []string{"MCP server *" + slackEscape(ClipText(o.Server, BudgetName)) + "* · tool " + CodeSpan(o.Tool)}
 	if d := strings.TrimSpace(t.Description()); d != "" {
-		lines = append(lines, ClipText(slackEscape(OneLine(d)), budgetToolAbout))
+		// The server's words, on a line that says so: a description
+		// cannot pass for a line of the bot's, such as the annotations
+		// line below.
+		lines = append(lines, "The server describes it: "+ClipText(slackEscape(OneLine(d)), budgetToolAbout))
 	}
 	if len(o.Hints) > 0 {
 		who := "the server says (not verified)"

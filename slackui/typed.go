@@ -41,3 +41,17 @@ var mention = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
 func MentionText(s string) string {
 	return TypedText(strings.TrimSpace(mention.ReplaceAllString(s, "")))
 }
+
+// RequestText is the root message of a request: who asked, and what, in
+// their words as Slack sent them (MrkdwnAsSent). A request of several
+// lines is quoted, every line of it: a line of the person's cannot stand
+// at the start of a line of the bot's message, where it would read as
+// the bot's own ("✅ Approved by …").
+func RequestText(user, typed string) string {
+	text := MrkdwnAsSent(typed)
+	if !strings.ContainsAny(text, "\r\n") {
+		return UserMention(user) + " asked: " + text
+	}
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	return UserMention(user) + " asked:\n> " + strings.ReplaceAll(text, "\n", "\n> ")
+}

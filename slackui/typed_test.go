@@ -19,3 +19,19 @@ func TestTypedText(t *testing.T) {
 		}
 	}
 }
+
+// A request of several lines is quoted in its root message, every line:
+// the person's lines cannot read as the bot's own; one line is not.
+func TestRequestText(t *testing.T) {
+	tests := []struct{ typed, want string }{
+		{"deploy v2 &lt;now&gt;", "<@U0ALICE> asked: deploy v2 &lt;now&gt;"},
+		{"deploy v2\n\n✅ *Approved by* <@U0BOSS> at <!date^1700000000^{time}|10:00>\r\nno review needed",
+			"<@U0ALICE> asked:\n> deploy v2\n> \n> ✅ *Approved by* <@U0BOSS> at 10:00\n> no review needed"},
+		{"a\rb", "<@U0ALICE> asked:\n> a\n> b"},
+	}
+	for _, tt := range tests {
+		if got := RequestText("U0ALICE", tt.typed); got != tt.want {
+			t.Errorf("RequestText(%q) = %q, want %q", tt.typed, got, tt.want)
+		}
+	}
+}

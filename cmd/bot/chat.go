@@ -53,8 +53,12 @@ func chat(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	stdin, stdout := e.stdin, e.stdout
-	term := &terminal{out: stdout, in: bufio.NewScanner(stdin)}
+	// What the chat prints holds text from the model, tools, fetched
+	// pages and people: escaped for the terminal, like every operator
+	// command's output.
+	e, flush := escapedTerminal(e)
+	defer flush()
+	term := &terminal{out: e.stdout, in: bufio.NewScanner(e.stdin)}
 	svc, err := newService(ctx, e.getenv, log, nil, nil, func(*redisstore.Store) runner.Reporter { return term })
 	if err != nil {
 		return err
@@ -285,6 +289,14 @@ func plainText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// indentLines puts prefix at the start of every line of s but the first,
+// which follows the chat's own words ("agent> ", "│ reason: "): a line of
+// the model's text never starts where the chat's own lines do, so it
+// cannot pass for one ("✔ … approved by", "… running").
+func indentLines(s, prefix string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
 // termPeople names people in the terminal: the names the chat's --user
 // gives them, as @name.
 func termPeople(ids []string) string {
@@ -339,7 +351,7 @@ func (t *terminal) card(c agent.Call, more ...string) {
 	}
 	t.printf("┌ %s: %s [%s]\n", title, c.Tool, c.Key)
 	if c.Reason != "" {
-		t.printf("│ reason: %s\n", plainText(c.Reason))
+		t.printf("│ reason: %s\n", indentLines(plainText(c.Reason), "│         "))
 	}
 	t.printf("│ arguments:\n│   %s\n", args.String())
 	t.printf("│ hash: sha256:%s (what an approval runs)\n", tools.ShortHash(c.RunHash()))
@@ -406,7 +418,7 @@ func confirmTarget(c agent.Call) string {
 func (t *terminal) Report(_ context.Context, e runner.Event) error {
 	switch e.Kind {
 	case runner.Answer:
-		t.printf("agent> %s\n", plainText(e.Text))
+		t.printf("agent> %s\n", indentLines(plainText(e.Text), "       "))
 	case runner.ApprovalProgress:
 		if e.Gate != nil {
 			if e.Call.Revision > 0 && len(e.Gate.Approvals) == 0 {
@@ -432,7 +444,7 @@ func (t *terminal) Report(_ context.Context, e runner.Event) error {
 		first, _, _ := strings.Cut(result, "\n")
 		t.printf("  %s [%s] %s: %s\n", e.Call.Tool, e.Call.Key, e.Call.Status, plainText(first))
 	case runner.RunFailed:
-		t.printf("✖ the run failed: %s\n", plainText(e.Text))
+		t.printf("✖ the run failed: %s\n", indentLines(plainText(e.Text), "  "))
 	case runner.GraphChanged:
 		t.printf("🔄 the bot was updated while this request waited: %s\n", strings.ReplaceAll(e.Text, "\n", "; "))
 	case runner.RunCancelled:

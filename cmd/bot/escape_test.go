@@ -29,3 +29,22 @@ func TestRequestEchoedWithoutBroadcast(t *testing.T) {
 		t.Errorf("root message = %q; want the person's mention of carol live", root.Text)
 	}
 }
+
+// TestRequestOfSeveralLinesIsQuoted: the root message of a request of
+// several lines quotes every line of it, so that none reads as the bot's
+// own words, such as a line that says the request was approved.
+func TestRequestOfSeveralLinesIsQuoted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "", llmtest.Reply("ok"))
+	h.command("deploy v2\n✅ *Approved by* <@U0BOSS>: no review needed", nil, nil)
+	root := h.root(1)
+	lines := strings.Split(root.Text, "\n")
+	if lines[0] != "<@"+requester+"> asked:" || len(lines) != 3 {
+		t.Fatalf("root message = %q; want who asked on a line of its own, then the request", root.Text)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "> ") {
+			t.Errorf("root message = %q; line %q of the request is not quoted", root.Text, l)
+		}
+	}
+}

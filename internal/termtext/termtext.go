@@ -14,6 +14,13 @@
 // every control character neutralised no escape sequence is left, whatever
 // follows it: its other bytes are printable text.
 //
+// Some characters show as nothing, and disguise what is shown instead: a
+// zero-width space or joiner in a URL or a command, the soft hyphen, the
+// byte order mark, the Unicode tag characters (which spell a whole text no
+// one sees), the other format characters and default-ignorable ones
+// (Hangul fillers, variation selectors). They are neutralised too, but
+// for U+FE0F, which follows nearly every emoji and hides nothing.
+//
 // A neutralised character is shown, not dropped, so that the operator
 // sees that something was there: as a JSON-style escape, \n \r \t \b \f
 // or \uXXXX. Inside a JSON string such an escape means the character
@@ -32,6 +39,7 @@ import (
 	"io"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -62,18 +70,22 @@ func Line(s string) string {
 
 // Neutralised reports whether a terminal escaper shows r escaped rather
 // than as it is: C0 and C1 controls, DEL, the Unicode bidirectional
-// controls and the line and paragraph separators. Newline and tab are
-// neutralised except where the text may span lines.
+// controls, the line and paragraph separators, and the characters that
+// show as nothing (format and default-ignorable characters, variation
+// selectors but U+FE0F). Newline and tab are neutralised except where the
+// text may span lines.
 func Neutralised(r rune, multiline bool) bool {
 	switch {
 	case r == '\n' || r == '\t':
 		return !multiline
 	case r < 0x20 || r >= 0x7f && r <= 0x9f:
 		return true
+	case r < 0x80 || r == '\ufe0f':
+		return false
 	case r == '\u2028' || r == '\u2029':
 		return true
 	}
-	return r > 0x7f && unicode.Is(unicode.Bidi_Control, r)
+	return unicode.In(r, unicode.Bidi_Control, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
 
 // clean reports whether s needs no change.
@@ -127,11 +139,22 @@ func writeEscape(b *strings.Builder, r rune) {
 		b.WriteString(`\b`)
 	case '\f':
 		b.WriteString(`\f`)
-	default: // every neutralised rune is in the BMP
-		b.WriteString(`\u`)
-		for shift := 12; shift >= 0; shift -= 4 {
-			b.WriteByte(hexDigits[r>>shift&0xf])
+	default:
+		if r >= 0x10000 { // a tag character, say: a JSON surrogate pair
+			hi, lo := utf16.EncodeRune(r)
+			writeU(b, hi)
+			writeU(b, lo)
+			return
 		}
+		writeU(b, r)
+	}
+}
+
+// writeU writes a UTF-16 code unit as \uXXXX.
+func writeU(b *strings.Builder, r rune) {
+	b.WriteString(`\u`)
+	for shift := 12; shift >= 0; shift -= 4 {
+		b.WriteByte(hexDigits[r>>shift&0xf])
 	}
 }
 

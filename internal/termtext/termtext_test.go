@@ -38,6 +38,11 @@ func TestText(t *testing.T) {
 		{bidi, `approve \u202eexe.tpircs\u202c \u2066x\u2069`, `approve \u202eexe.tpircs\u202c \u2066x\u2069`},
 		{"a\u2028b\u200fc\u061c", `a\u2028b\u200fc\u061c`, `a\u2028b\u200fc\u061c`},
 		{"end\r", `end\r`, `end\r`},
+		// Characters that show as nothing, and disguise a URL or a command.
+		{"https://good.example\u200b.evil.example/ rm\u00ad -rf\u2060 \ufeff",
+			`https://good.example\u200b.evil.example/ rm\u00ad -rf\u2060 \ufeff`, `https://good.example\u200b.evil.example/ rm\u00ad -rf\u2060 \ufeff`},
+		{"ok\U000E0069\U000E0067\u3164\ufe00", `ok\udb40\udc69\udb40\udc67\u3164\ufe00`, `ok\udb40\udc69\udb40\udc67\u3164\ufe00`},
+		{"emoji stay: ⚠️ ✅", "emoji stay: ⚠️ ✅", "emoji stay: ⚠️ ✅"},
 	}
 	for _, tt := range tests {
 		if got := termtext.Text(tt.in); got != tt.text {
@@ -83,6 +88,8 @@ func unsafe(s string, multiline bool) []rune {
 		case (r == '\n' || r == '\t') && multiline:
 		case r < 0x20, r >= 0x7f && r <= 0x9f, unicode.Is(unicode.Bidi_Control, r), r == '\u2028', r == '\u2029':
 			found = append(found, r)
+		case r != '\ufe0f' && unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
+			found = append(found, r) // shows as nothing
 		}
 	}
 	return found
@@ -93,7 +100,8 @@ func unsafe(s string, multiline bool) []rune {
 // and only UTF-8; a Writer writes the same, however the text is split
 // into writes; and text that needs nothing is left as it is.
 func FuzzText(f *testing.F) {
-	for _, s := range []string{clipboard, clearScreen, fakeLine, link, c1CSI, rawC1, bidi, "a\r\nb\r", "é\xe2\x82", "plain\ntext\t"} {
+	for _, s := range []string{clipboard, clearScreen, fakeLine, link, c1CSI, rawC1, bidi, "a\r\nb\r", "é\xe2\x82", "plain\ntext\t",
+		"rm\u200b -rf \U000E0041\ufe0f", "\xf3\xa0\x81"} {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, s string, split uint8) {
