@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/countersign/countersign/bot"
@@ -34,7 +35,7 @@ import (
 
 func main() {
 	closeProc()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal(os.Stderr, os.Exit)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var told *toldError
@@ -44,6 +45,41 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bot:", termtext.Text(err.Error())) // errors quote stored text
 		os.Exit(1)
+	}
+}
+
+// stopOnSignal returns a context that SIGINT or SIGTERM cancels: the
+// bot stops taking work and gives running steps their grace to finish and
+// save. A second signal does not wait for them: it says so on stderr and
+// exits at once (status 1), as a Ctrl-C pressed twice at a terminal asks;
+// whatever was cut off resumes from its last checkpoint, as after a
+// crash. stop ends the watch.
+func stopOnSignal(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(stderr, "bot: %s again: stopping now, without waiting for running steps (they resume from their last checkpoint)\n", sig)
+			exit(1)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel()
+		})
 	}
 }
 

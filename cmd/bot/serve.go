@@ -109,7 +109,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 			return err
 		}
 	}
-	log.Info("shutting down: no new requests; letting running steps finish")
+	log.Info("shutting down: no new requests; letting running steps finish (a second signal stops at once)")
 	stopRun()
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()

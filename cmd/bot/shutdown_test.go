@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// SIGTERM twice while a tool call hangs: the first starts the drain, the
+// second ends the process at once instead of after the grace period, and
+// says so. The call is not run again: the next process finds its outcome
+// unknown and asks, as after a crash.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.target.HoldNext("POST /slow") // never answered: the drain would wait out its grace
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/slow", "v2")))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	<-h.target.Arrived
+
+	if err := h.bot.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(func() bool { return strings.Contains(h.logs.String(), "shutting down") }, "the drain to begin")
+	exited := make(chan error, 1)
+	go func() { exited <- h.bot.Wait() }()
+	if err := h.bot.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Well inside the drain's grace (shutdownGrace), which the held call
+	// would otherwise use up.
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the bot exited 0 after a second signal cut its drain short; want status 1")
+		}
+	case <-time.After(shutdownGrace / 2):
+		t.Fatalf("the bot still drained %v after a second SIGTERM; logs:\n%s", shutdownGrace/2, h.logs.String())
+	}
+	h.bot = nil
+	if logs := h.logs.String(); !strings.Contains(logs, "terminated again: stopping now") {
+		t.Errorf("no line saying the second signal stopped the bot; logs:\n%s", logs)
+	}
+
+	h.start()
+	h.cardWith(root, "mark_done", 60*time.Second)
+	if n := h.target.Count("POST /slow"); n != 1 {
+		t.Errorf("the cut-off call ran %d times, want 1 (its outcome is asked about, not guessed)", n)
+	}
+}
