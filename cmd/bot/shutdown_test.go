@@ -1,12 +1,14 @@
 package main
 
 import (
+	"net"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // SIGTERM twice while a tool call hangs: the first starts the drain, the
@@ -51,5 +53,28 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	h.cardWith(root, "mark_done", 60*time.Second)
 	if n := h.target.Count("POST /slow"); n != 1 {
 		t.Errorf("the cut-off call ran %d times, want 1 (its outcome is asked about, not guessed)", n)
+	}
+}
+
+// A port in use is one line that names BOT_ADDR, said before the bot
+// starts anything else, and never after a line saying it serves.
+func TestServeOnAPortInUse(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	slack := slacktest.NewServer(t)
+	out, code := runBot(t, []string{
+		"SLACK_BOT_TOKEN=" + botToken, "SLACK_SIGNING_SECRET=" + signingSecret, "SLACK_API_URL=" + slack.URL(),
+		"REDIS_URL=redis://127.0.0.1:1/0", // never asked: the address comes first
+		"BOT_ADDR=" + taken.Addr().String(),
+	}, "", "serve")
+	if code != 1 || !strings.Contains(out, "address already in use") || !strings.Contains(out, "set BOT_ADDR") {
+		t.Errorf("bot serve on a port in use (exit %d):\n%s\nwant exit 1 and a line that names BOT_ADDR", code, out)
+	}
+	if strings.Contains(out, "serving Slack") || strings.Contains(out, "redis") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("bot serve on a port in use said more than the one line, or claimed to serve:\n%s", out)
 	}
 }
