@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -83,14 +84,13 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// go-redis logs (reconnects, pool trouble) through the bot's logger,
 	// so that with LOG_FORMAT=json every line is JSON.
 	redis.SetLogger(redisLogger{log})
-	// A parse error quotes the URL, password and all.
 	var secrets tools.Secrets
 	secrets.AddURL(raw, nil)
 	var rdb redis.UniversalClient
 	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
-		opts, err := redis.ParseClusterURL(raw)
+		opts, err := parseRedisClusterURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", secrets.RedactError(err))
+			return nil, "", nil, err
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -104,9 +104,9 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		})
 		rdb = cc
 	} else {
-		opts, err := redis.ParseURL(raw)
+		opts, err := parseRedisURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", secrets.RedactError(err))
+			return nil, "", nil, err
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -124,6 +124,62 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
 	}
 	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
+}
+
+// ErrRedisURL is a REDIS_URL that is not a URL. The URL is not quoted,
+// nor where reading it stopped: that can be inside the password, which
+// is where the characters that break a URL usually are.
+var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
+	"(rediss:// for TLS): percent-encode any :, /, ?, #, @ or % in the password")
+
+// parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
+// a cluster. Their errors hold nothing of the URL's secrets.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	if err := checkRedisURL(raw); err != nil {
+		return nil, err
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, redisURLError(raw, "REDIS_URL", err)
+	}
+	return opts, nil
+}
+
+func parseRedisClusterURL(raw string) (*redis.ClusterOptions, error) {
+	if err := checkRedisURL(raw); err != nil {
+		return nil, err
+	}
+	opts, err := redis.ParseClusterURL(raw)
+	if err != nil {
+		return nil, redisURLError(raw, "REDIS_URL (cluster)", err)
+	}
+	return opts, nil
+}
+
+// checkRedisURL refuses a URL with an @ after its authority ends (at the
+// first /, ? or #): a password holding one of those unencoded. Read as
+// it is, the rest of the password would be the database number or
+// options, which errors quote.
+func checkRedisURL(raw string) error {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil // no password to lose; go-redis says what is wrong
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.LastIndexByte(rest, '@') > end {
+		return ErrRedisURL
+	}
+	return nil
+}
+
+// redisURLError is err, from go-redis reading raw, without raw's secrets.
+func redisURLError(raw, what string, err error) error {
+	var bad *url.Error
+	if errors.As(err, &bad) {
+		return ErrRedisURL
+	}
+	var secrets tools.Secrets
+	secrets.AddURL(raw, nil)
+	return fmt.Errorf("%s: %w", what, secrets.RedactError(err))
 }
 
 // WaitReplicas is how many Redis replicas must acknowledge the writes that
