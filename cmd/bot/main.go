@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/termtext"
@@ -53,24 +54,35 @@ func main() {
 // save. A second signal does not wait for them: it says so on stderr and
 // exits at once (status 1), as a Ctrl-C pressed twice at a terminal asks;
 // whatever was cut off resumes from its last checkpoint, as after a
-// crash. stop ends the watch.
+// crash. A signal within signalEcho of the first is the same one sent
+// twice (timeout(1) signals the process and then its group) and is not a
+// second. stop ends the watch.
 func stopOnSignal(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
+		var first time.Time
 		select {
 		case <-sigs:
+			first = time.Now()
 			cancel()
 		case <-done:
 			return
 		}
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(stderr, "bot: %s again: stopping now, without waiting for running steps (they resume from their last checkpoint)\n", sig)
-			exit(1)
-		case <-done:
+		for {
+			select {
+			case sig := <-sigs:
+				if time.Since(first) < signalEcho {
+					continue
+				}
+				fmt.Fprintf(stderr, "bot: %s again: stopping now, without waiting for running steps (they resume from their last checkpoint)\n", sig)
+				exit(1)
+				return
+			case <-done:
+				return
+			}
 		}
 	}()
 	var once sync.Once
@@ -82,6 +94,10 @@ func stopOnSignal(stderr io.Writer, exit func(int)) (ctx context.Context, stop f
 		})
 	}
 }
+
+// signalEcho is how soon after the first signal another is taken for the
+// same one delivered twice rather than a second.
+const signalEcho = 500 * time.Millisecond
 
 // toldError is a failure a command has already described in its output
 // (bot audit verify's BROKEN: line): the bot exits 1 and prints no more.
