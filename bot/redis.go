@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -117,9 +118,15 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		}
 		rdb = c
 	}
+	// The first ping's failure is the error returned, said once: not
+	// also go-redis's line for each dial it retried (which it logs
+	// without the command's context, so the logger is hushed instead).
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
+	quietRedisLog.Add(1)
+	err := rdb.Ping(pingCtx).Err()
+	quietRedisLog.Add(-1)
+	if err != nil {
 		_ = rdb.Close()
 		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
 	}
@@ -249,7 +256,14 @@ func auditRetention(getenv func(string) string) (time.Duration, error) {
 // redisLogger is go-redis's logger on logrus.
 type redisLogger struct{ log logrus.FieldLogger }
 
+// quietRedisLog, while above zero, hushes go-redis's log: a connection's
+// first ping is under way, whose failure its caller reports.
+var quietRedisLog atomic.Int32
+
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if quietRedisLog.Load() > 0 {
+		return
+	}
 	l.log.WithField("component", "redis").Warnf(format, v...)
 }
 

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 
@@ -51,4 +52,26 @@ func FuzzRedisURLError(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A REDIS_URL nobody answers at is one error, not also a warning from
+// the Redis client for every dial it tried first.
+func TestUnreachableRedisIsSaidOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logs strings.Builder
+	log := logrus.New()
+	log.Out = &logs
+	env := map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}
+	_, _, _, err = ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("ConnectRedis to %s: %v; want connection refused, without the password", addr, err)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("ConnectRedis to %s logged, besides its error: %q", addr, logs.String())
+	}
 }
