@@ -170,13 +170,25 @@ func (h *harness) start() {
 		resp, err := botClient.Get("http://" + h.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Count(h.logs.String(), startupLine) > started {
+			if resp.StatusCode == http.StatusOK && (!h.logsInfo() || strings.Count(h.logs.String(), startupLine) > started) {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	h.t.Fatalf("the bot did not come up; logs:\n%s", h.logs.String())
+}
+
+// logsInfo reports whether the bot logs info lines (its start-up line
+// among them): the last LOG_LEVEL of its environment is info or debug.
+func (h *harness) logsInfo() bool {
+	level := "info"
+	for _, kv := range h.env {
+		if v, ok := strings.CutPrefix(kv, "LOG_LEVEL="); ok {
+			level = v
+		}
+	}
+	return level == "info" || level == "debug" || level == "trace"
 }
 
 // kill ends the bot with SIGKILL, as a crash would.
