@@ -137,7 +137,7 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 // nor where reading it stopped: that can be inside the password, which
 // is where the characters that break a URL usually are.
 var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
-	"(rediss:// for TLS): percent-encode any :, /, ?, #, @ or % in the password")
+	"(rediss:// for TLS): percent-encode each character of the password other than letters, digits, -, ., _ and ~")
 
 // parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
 // a cluster. Their errors hold nothing of the URL's secrets.
