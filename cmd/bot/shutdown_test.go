@@ -119,3 +119,22 @@ func TestServeOnAPortInUse(t *testing.T) {
 		t.Errorf("bot serve on a port in use said more than the one line, or claimed to serve:\n%s", out)
 	}
 }
+
+// A bot token Slack refuses stops the bot with one line that names
+// SLACK_BOT_TOKEN and where the right one is, without the token.
+func TestRefusedBotTokenSaysWhich(t *testing.T) {
+	t.Parallel()
+	slack := slacktest.NewServer(t)
+	slack.FailNext("auth.test", "invalid_auth", 1)
+	out, code := runBot(t, []string{
+		"SLACK_BOT_TOKEN=xoxb-wrong-s3cr3t", "SLACK_SIGNING_SECRET=" + signingSecret, "SLACK_API_URL=" + slack.URL(),
+		"REDIS_URL=redis://127.0.0.1:1/0", // never asked: Slack is
+		"BOT_ADDR=127.0.0.1:0",
+	}, "", "serve")
+	if code != 1 || !strings.Contains(out, "Slack refused SLACK_BOT_TOKEN (invalid_auth)") || !strings.Contains(out, "Bot User OAuth Token") {
+		t.Errorf("bot serve with a refused token (exit %d):\n%s\nwant exit 1 and a line naming SLACK_BOT_TOKEN", code, out)
+	}
+	if strings.Contains(out, "s3cr3t") {
+		t.Errorf("bot serve printed the token:\n%s", out)
+	}
+}
