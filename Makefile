@@ -92,6 +92,7 @@ FUZZ_TARGETS = \
 	./agent:FuzzDecodeState \
 	./agent:FuzzJournalJSON \
 	./agent:FuzzDecisionJSON \
+	./bot:FuzzRedisURLError \
 	./runner:FuzzTSAfter \
 	./internal/jsonform:FuzzString \
 	./internal/jsonform:FuzzInt64 \

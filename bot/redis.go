@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -83,14 +85,13 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// go-redis logs (reconnects, pool trouble) through the bot's logger,
 	// so that with LOG_FORMAT=json every line is JSON.
 	redis.SetLogger(redisLogger{log})
-	// A parse error quotes the URL, password and all.
 	var secrets tools.Secrets
 	secrets.AddURL(raw, nil)
 	var rdb redis.UniversalClient
 	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
-		opts, err := redis.ParseClusterURL(raw)
+		opts, err := parseRedisClusterURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL (cluster): %w", secrets.RedactError(err))
+			return nil, "", nil, err
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -104,9 +105,9 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		})
 		rdb = cc
 	} else {
-		opts, err := redis.ParseURL(raw)
+		opts, err := parseRedisURL(raw)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", secrets.RedactError(err))
+			return nil, "", nil, err
 		}
 		if opts.PoolSize == 0 {
 			opts.PoolSize = redisPoolSize
@@ -117,13 +118,75 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		}
 		rdb = c
 	}
+	// The first ping's failure is the error returned, said once: not
+	// also go-redis's line for each dial it retried (which it logs
+	// without the command's context, so the logger is hushed instead).
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
+	quietRedisLog.Add(1)
+	err := rdb.Ping(pingCtx).Err()
+	quietRedisLog.Add(-1)
+	if err != nil {
 		_ = rdb.Close()
 		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
 	}
 	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
+}
+
+// ErrRedisURL is a REDIS_URL that is not a URL. The URL is not quoted,
+// nor where reading it stopped: that can be inside the password, which
+// is where the characters that break a URL usually are.
+var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
+	"(rediss:// for TLS): percent-encode each character of the password other than letters, digits, -, ., _ and ~")
+
+// parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
+// a cluster. Their errors hold nothing of the URL's secrets.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	if err := checkRedisURL(raw); err != nil {
+		return nil, err
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, redisURLError(raw, "REDIS_URL", err)
+	}
+	return opts, nil
+}
+
+func parseRedisClusterURL(raw string) (*redis.ClusterOptions, error) {
+	if err := checkRedisURL(raw); err != nil {
+		return nil, err
+	}
+	opts, err := redis.ParseClusterURL(raw)
+	if err != nil {
+		return nil, redisURLError(raw, "REDIS_URL (cluster)", err)
+	}
+	return opts, nil
+}
+
+// checkRedisURL refuses a URL with an @ after its authority ends (at the
+// first /, ? or #): a password holding one of those unencoded. Read as
+// it is, the rest of the password would be the database number or
+// options, which errors quote.
+func checkRedisURL(raw string) error {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil // no password to lose; go-redis says what is wrong
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.LastIndexByte(rest, '@') > end {
+		return ErrRedisURL
+	}
+	return nil
+}
+
+// redisURLError is err, from go-redis reading raw, without raw's secrets.
+func redisURLError(raw, what string, err error) error {
+	var bad *url.Error
+	if errors.As(err, &bad) {
+		return ErrRedisURL
+	}
+	var secrets tools.Secrets
+	secrets.AddURL(raw, nil)
+	return fmt.Errorf("%s: %w", what, secrets.RedactError(err))
 }
 
 // WaitReplicas is how many Redis replicas must acknowledge the writes that
@@ -193,7 +256,14 @@ func auditRetention(getenv func(string) string) (time.Duration, error) {
 // redisLogger is go-redis's logger on logrus.
 type redisLogger struct{ log logrus.FieldLogger }
 
+// quietRedisLog, while above zero, hushes go-redis's log: a connection's
+// first ping is under way, whose failure its caller reports.
+var quietRedisLog atomic.Int32
+
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if quietRedisLog.Load() > 0 {
+		return
+	}
 	l.log.WithField("component", "redis").Warnf(format, v...)
 }
 

@@ -160,20 +160,32 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 		m.reg.MustRegister(r.commands, r.roundTrips, r.bytes)
 	}
 	if pending != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "countersign_pending_approvals",
-			Help: "Tool calls waiting for a person's decision, in all threads.",
-		}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			n, err := pending(ctx)
-			if err != nil {
-				return -1
-			}
-			return float64(n)
-		}))
+		m.reg.MustRegister(&pendingGauge{pending: pending, desc: prometheus.NewDesc("countersign_pending_approvals",
+			"Tool calls waiting for a person's decision, in all threads.", nil, nil)})
 	}
 	return m
+}
+
+// pendingGauge is countersign_pending_approvals, counted at each scrape.
+// When the count cannot be had (Redis does not answer) the scrape has no
+// sample of it, rather than a number that is not one: a made-up -1 or 0
+// would read as "nothing waits" on a dashboard or an alert, where a gap
+// (absent() in PromQL) says what happened.
+type pendingGauge struct {
+	pending func(ctx context.Context) (int, error)
+	desc    *prometheus.Desc
+}
+
+func (g *pendingGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *pendingGauge) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := g.pending(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
 }
 
 // Background exports busy as countersign_background_jobs: the jobs the

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -102,4 +103,43 @@ func BenchmarkObserver(b *testing.B) {
 		m.ModelCalled(time.Millisecond, nil, nil)
 		m.RunStopped(graph.Done)
 	}
+}
+
+// The count of waiting calls is a number only when it was counted: while
+// Redis does not answer, the scrape goes on without it (a gap a
+// dashboard shows, absent() alerts on), and it is back once Redis is.
+func TestPendingApprovalsWithoutRedis(t *testing.T) {
+	var down bool
+	m := New(func(context.Context) (int, error) {
+		if down {
+			return 0, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+		}
+		return 3, nil
+	}, Options{})
+	if page := scrape(t, m); !strings.Contains(page, "\ncountersign_pending_approvals 3\n") {
+		t.Errorf("/metrics with Redis up lacks countersign_pending_approvals 3:\n%s", page)
+	}
+	down = true
+	page := scrape(t, m)
+	if strings.Contains(page, "\ncountersign_pending_approvals ") {
+		t.Errorf("/metrics with Redis down has a pending count it could not count:\n%s", grepLines(page, "countersign_pending_approvals"))
+	}
+	if !strings.Contains(page, "\ncountersign_runs_started_total 0\n") {
+		t.Error("/metrics with Redis down lacks the other series")
+	}
+	down = false
+	if page := scrape(t, m); !strings.Contains(page, "\ncountersign_pending_approvals 3\n") {
+		t.Error("/metrics lacks countersign_pending_approvals once Redis is back")
+	}
+}
+
+// grepLines returns the lines of page that contain s.
+func grepLines(page, s string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

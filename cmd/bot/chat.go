@@ -26,6 +26,17 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
+// chatLogPath is where bot chat writes its log by default: chat.log in
+// the state directory, which is the user's own (0700), or without one a
+// file of the user's own in the temporary directory. A fixed name there
+// would be the first user's: another one's chat could not open it.
+func chatLogPath(getenv func(string) string) string {
+	if dir := bot.StateDir(getenv); dir != "" {
+		return filepath.Join(dir, "chat.log")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("countersign-chat-%d.log", os.Getuid()))
+}
+
 // chat is the terminal front end: a conversation with the agent in which
 // every pending tool call is approved, edited or rejected at a prompt.
 // Quitting during a pause and starting again with --thread resumes it
@@ -34,7 +45,7 @@ func chat(ctx context.Context, args []string, e env) error {
 	fs := flags("chat", "chat [--thread ID] [--user NAME] [--log FILE]", e)
 	thread := fs.String("thread", "", "resume this thread instead of starting a new one")
 	user := fs.String("user", "", "who you are in the conversation, as the policy's approvers name people (default $USER)")
-	logPath := fs.String("log", filepath.Join(os.TempDir(), "countersign-chat.log"), "where the bot's log lines go, so that they stay out of the conversation")
+	logPath := fs.String("log", chatLogPath(e.getenv), "where the bot's log lines go, so that they stay out of the conversation")
 	if err := parse(fs, args, e); err != nil {
 		return err
 	}
@@ -43,6 +54,11 @@ func chat(ctx context.Context, args []string, e env) error {
 	}
 	if *user == "" {
 		*user = "you"
+	}
+	if dir := bot.StateDir(e.getenv); dir != "" && filepath.Dir(*logPath) == dir {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("chat log: %w", err)
+		}
 	}
 	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

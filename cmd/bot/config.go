@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,7 +69,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	api *slack.Client, secret string) (*bot.Bot, *handlers.Server, error) {
 	auth, err := api.AuthTestContext(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("slack auth.test: %w", err)
+		return nil, nil, authTestError(err)
 	}
 	stream, streamed, err := streaming(getenv)
 	if err != nil {
@@ -105,6 +106,21 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		return err
 	}))
 	return svc, srv, nil
+}
+
+// authTestError says what a failed auth.test, the bot's first call to
+// Slack, means for its configuration: a token Slack refuses names
+// SLACK_BOT_TOKEN and where to find the right one.
+func authTestError(err error) error {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive", "not_allowed_token_type":
+			return fmt.Errorf("slack auth.test: Slack refused SLACK_BOT_TOKEN (%w): use the app's Bot User OAuth Token (xoxb-…, "+
+				"under OAuth & Permissions), and reinstall the app if it was revoked", err)
+		}
+	}
+	return fmt.Errorf("slack auth.test: %w", err)
 }
 
 // routes adds what every server of the bot serves: the Slack endpoints

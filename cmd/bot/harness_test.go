@@ -145,9 +145,16 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	return h
 }
 
-// start runs the bot and waits until it answers /healthz.
+// startupLine begins the line serve logs once it is wired, just before
+// it answers requests.
+const startupLine = "Countersign serving Slack"
+
+// start runs the bot and waits until it answers /healthz and its start-up
+// line is in h.logs. The bot listens before it is wired, so /healthz can
+// answer the instant it serves, before the line has crossed the pipe.
 func (h *harness) start() {
 	h.t.Helper()
+	started := strings.Count(h.logs.String(), startupLine)
 	h.bot = exec.Command(botBinary)
 	h.bot.Env = h.env
 	h.bot.Stdout, h.bot.Stderr = h.logs, h.logs
@@ -163,13 +170,25 @@ func (h *harness) start() {
 		resp, err := botClient.Get("http://" + h.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && (!h.logsInfo() || strings.Count(h.logs.String(), startupLine) > started) {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	h.t.Fatalf("the bot did not come up; logs:\n%s", h.logs.String())
+}
+
+// logsInfo reports whether the bot logs info lines (its start-up line
+// among them): the last LOG_LEVEL of its environment is info or debug.
+func (h *harness) logsInfo() bool {
+	level := "info"
+	for _, kv := range h.env {
+		if v, ok := strings.CutPrefix(kv, "LOG_LEVEL="); ok {
+			level = v
+		}
+	}
+	return level == "info" || level == "debug" || level == "trace"
 }
 
 // kill ends the bot with SIGKILL, as a crash would.

@@ -26,7 +26,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/termtext"
@@ -34,7 +36,7 @@ import (
 
 func main() {
 	closeProc()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal(os.Stderr, os.Exit)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var told *toldError
@@ -46,6 +48,56 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// stopOnSignal returns a context that SIGINT or SIGTERM cancels: the
+// bot stops taking work and gives running steps their grace to finish and
+// save. A second signal does not wait for them: it says so on stderr and
+// exits at once (status 1), as a Ctrl-C pressed twice at a terminal asks;
+// whatever was cut off resumes from its last checkpoint, as after a
+// crash. A signal within signalEcho of the first is the same one sent
+// twice (timeout(1) signals the process and then its group) and is not a
+// second. stop ends the watch.
+func stopOnSignal(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		var first time.Time
+		select {
+		case <-sigs:
+			first = time.Now()
+			cancel()
+		case <-done:
+			return
+		}
+		for {
+			select {
+			case sig := <-sigs:
+				if time.Since(first) < signalEcho {
+					continue
+				}
+				fmt.Fprintf(stderr, "bot: %s again: stopping now, without waiting for running steps (they resume from their last checkpoint)\n", sig)
+				exit(1)
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel()
+		})
+	}
+}
+
+// signalEcho is how soon after the first signal another is taken for the
+// same one delivered twice rather than a second.
+const signalEcho = 500 * time.Millisecond
 
 // toldError is a failure a command has already described in its output
 // (bot audit verify's BROKEN: line): the bot exits 1 and prints no more.

@@ -88,7 +88,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 			return err
 		}
 	}
-	log.Info("shutting down: letting running steps finish")
+	log.Info("shutting down: letting running steps finish (a second signal stops at once)")
 	stopRun()
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()

@@ -87,14 +87,19 @@ tools:
 }
 
 // REDIS_URL is shown the same way: the start-up line and the errors
-// about it, one of which quotes the URL, show no password.
+// about it show no password. One that does not parse is not quoted at
+// all; one that does is, masked.
 func TestRedisURLPasswordIsNotShown(t *testing.T) {
 	t.Parallel()
 	const password = "s3cr3t pass" // a space: the URL does not parse
-	for _, raw := range []string{"redis://:" + password + "@127.0.0.1/0", "redis://bot:s3cr3t-pass@" + freeAddr(t) + "/0"} {
+	for raw, want := range map[string]string{
+		"redis://:" + password + "@127.0.0.1/0":         "REDIS_URL is not a URL",
+		"redis://:s3cr3t/pass@127.0.0.1/0":              "REDIS_URL is not a URL",
+		"redis://bot:s3cr3t-pass@" + freeAddr(t) + "/0": tools.Masked + "@",
+	} {
 		out, code := runBot(t, []string{"REDIS_URL=" + raw}, "", "threads", "list")
-		if code == 0 || strings.Contains(out, "s3cr3t") || !strings.Contains(out, tools.Masked+"@") {
-			t.Errorf("bot threads list with REDIS_URL=%s exited %d:\n%s\nwant an error without the password", raw, code, out)
+		if code == 0 || strings.Contains(out, "s3cr3t") || !strings.Contains(out, want) {
+			t.Errorf("bot threads list with REDIS_URL=%s exited %d:\n%s\nwant an error without the password (%q)", raw, code, out, want)
 		}
 	}
 }

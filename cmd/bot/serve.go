@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -66,6 +67,18 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if appToken != "" {
 		apiOpts = append(apiOpts, slack.OptionAppLevelToken(appToken))
 	}
+	// The address first: a port in use is said at once, before Redis and
+	// Slack are asked anything, and never after a line saying the bot
+	// serves.
+	addr := getenv("BOT_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:3000"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w (set BOT_ADDR to another address, e.g. 127.0.0.1:3001)", err)
+	}
+	defer ln.Close()
 	api := slack.New(token, apiOpts...)
 	svc, srv, err := newSlackBot(ctx, getenv, log, nil, api, secret)
 	if err != nil {
@@ -77,19 +90,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if appToken != "" {
 		mode = "Socket Mode"
 	}
-	addr := getenv("BOT_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:3000"
-	}
 	log.WithFields(logrus.Fields{"slack": mode, "redis": svc.Redis, "model": svc.Model.Name(), "addr": addr, "policy": getenv("BOT_POLICY")}).
 		Infof("Countersign serving Slack (%s) · redis: %s · model: %s · %s", mode, svc.Redis, svc.Model.Name(), policyInForce(getenv))
 
 	mux := http.NewServeMux()
 	routes(mux, svc, srv, log)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	httpSrv := newHTTPServer(mux)
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -109,7 +114,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 			return err
 		}
 	}
-	log.Info("shutting down: no new requests; letting running steps finish")
+	log.Info("shutting down: no new requests; letting running steps finish (a second signal stops at once)")
 	stopRun()
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()

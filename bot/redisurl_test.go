@@ -1,0 +1,77 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+)
+
+// A REDIS_URL whose password holds a character that breaks a URL (an
+// unencoded /, ? or #, a stray %) is refused in words that quote none
+// of it: not the URL, not where go-redis stopped reading, not the part
+// it took for the database number.
+func TestBadRedisURLHidesThePassword(t *testing.T) {
+	log := logrus.New()
+	log.Out = &strings.Builder{}
+	for _, password := range []string{"s3cr3tpa55/w0rdxyz", "s3cr3tpa55#w0rdxyz", "s3cr3tpa55?w0rdxyz", "s3cr3tpa55%zzw0rdxyz", "1234/s3cr3tpa55"} {
+		for _, cluster := range []string{"false", "true"} {
+			env := map[string]string{"REDIS_URL": "redis://default:" + password + "@127.0.0.1:6379/0", "REDIS_CLUSTER": cluster}
+			_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
+			if !errors.Is(err, ErrRedisURL) {
+				t.Errorf("password %q (cluster %s): %v; want ErrRedisURL", password, cluster, err)
+			}
+			if err != nil && (strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "w0rd")) {
+				t.Errorf("password %q (cluster %s): the error quotes it: %v", password, cluster, err)
+			}
+		}
+	}
+}
+
+// Whatever the password, an error in reading REDIS_URL does not hold it.
+func FuzzRedisURLError(f *testing.F) {
+	for _, p := range []string{"hunter2hunter2", "ab/cd+e=ffff", "ab#cdefgh", "abc?defgh", "ab%zzcdefg", "1234/abcdefgh", "a@b/cdefgh", "ab:cd@ef/gh"} {
+		f.Add(p)
+	}
+	// Text an error may hold whatever the password: a password that is a
+	// piece of it is not found through the password.
+	fixed := ErrRedisURL.Error() + ` REDIS_URL (cluster): redis: invalid URL scheme database number "default 127.0.0.1:6379/0 ••••••`
+	f.Fuzz(func(t *testing.T, password string) {
+		if len(password) < 6 || strings.Contains(fixed, password) {
+			return
+		}
+		raw := "redis://default:" + password + "@127.0.0.1:6379/0"
+		_, err1 := parseRedisURL(raw)
+		_, err2 := parseRedisClusterURL(raw)
+		for _, err := range []error{err1, err2} {
+			if err != nil && strings.Contains(err.Error(), password) {
+				t.Errorf("REDIS_URL %q: the error holds the password: %v", raw, err)
+			}
+		}
+	})
+}
+
+// A REDIS_URL nobody answers at is one error, not also a warning from
+// the Redis client for every dial it tried first.
+func TestUnreachableRedisIsSaidOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logs strings.Builder
+	log := logrus.New()
+	log.Out = &logs
+	env := map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}
+	_, _, _, err = ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("ConnectRedis to %s: %v; want connection refused, without the password", addr, err)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("ConnectRedis to %s logged, besides its error: %q", addr, logs.String())
+	}
+}
