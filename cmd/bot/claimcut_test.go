@@ -12,18 +12,17 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
-// cutProxy is a TCP proxy between the bot and its Redis that loses, once
-// armed, the answer to the first command whose bytes hold marker: it
-// forwards the command, reads Redis's answer, and drops the connection
-// instead of passing the answer on — a reset link, after Redis ran the
-// command. The client then sends the command again on a new connection.
-// An error answer (such as NOSCRIPT) is let through, and the proxy stays
-// armed.
+// cutProxy is a TCP proxy between the bot and its Redis that loses the
+// answers to the next left commands whose bytes hold marker: it forwards
+// each, reads Redis's answer, and drops the connection instead of passing
+// the answer on — a reset link, after Redis ran the command. The client
+// then sends the command again on a new connection. An error answer (such
+// as NOSCRIPT) is let through, and counts for nothing.
 type cutProxy struct {
 	ln     net.Listener
 	to     string
 	marker []byte
-	armed  atomic.Bool
+	left   atomic.Int64
 	cuts   atomic.Int64
 
 	mu     sync.Mutex
@@ -84,6 +83,20 @@ func (p *cutProxy) track(c net.Conn) bool {
 
 func (p *cutProxy) addr() string { return p.ln.Addr().String() }
 
+// take reports whether an answer is still to be cut, counting it.
+func (p *cutProxy) take() bool {
+	for {
+		n := p.left.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.left.CompareAndSwap(n, n-1) {
+			p.cuts.Add(1)
+			return true
+		}
+	}
+}
+
 func (p *cutProxy) serve(client net.Conn) {
 	defer client.Close()
 	if !p.track(client) {
@@ -107,7 +120,7 @@ func (p *cutProxy) serve(client net.Conn) {
 		for {
 			n, err := client.Read(buf)
 			if n > 0 {
-				if p.armed.Load() && bytes.Contains(buf[:n], p.marker) {
+				if p.left.Load() > 0 && bytes.Contains(buf[:n], p.marker) {
 					cutNext.Store(true)
 				}
 				if _, werr := server.Write(buf[:n]); werr != nil {
@@ -123,8 +136,7 @@ func (p *cutProxy) serve(client net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			if cutNext.Load() && buf[0] != '-' && p.armed.CompareAndSwap(true, false) {
-				p.cuts.Add(1)
+			if cutNext.Load() && buf[0] != '-' && p.take() {
 				return // the answer is lost with the connection
 			}
 			cutNext.Store(false)
@@ -160,13 +172,59 @@ func TestApproveWhoseClaimAnswerIsCut(t *testing.T) {
 	}
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
-	p.armed.Store(true)
+	p.left.Store(1)
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
 		t.Fatalf("approve answered %d", resp.StatusCode)
 	}
 	h.reply(root, "Deployed v2.")
 	if n := p.cuts.Load(); n != 1 {
 		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
+	}
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	got := h.card(card)
+	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
+		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+	for _, text := range h.threadTexts(root) {
+		if strings.Contains(strings.ToLower(text), "unknown") {
+			t.Errorf("the thread shows %q: the call was taken for one whose outcome is unknown", text)
+		}
+	}
+	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
+		if e.User == approver {
+			t.Errorf("the approver was told %q", e.Text)
+		}
+	}
+}
+
+// TestApproveWhoseClaimAnswerNeverComes: the answer to the save that
+// claims the approver's decision is lost at every attempt the bot's Redis
+// client makes (the first and its three retries: Redis runs each, the link
+// drops each answer), so that the client gives up with an error although
+// the decision was claimed and the call marked running. The approver is
+// not told to try again — the decision is recorded — and the run goes on
+// as it would without the fault: the call runs once, the card says who
+// approved it, and the result is posted, not a call whose outcome is
+// unknown.
+func TestApproveWhoseClaimAnswerNeverComes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
+	const attempts = 4 // max_retries=3: the first attempt and three more
+	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0?max_retries=3")
+	root, card := h.deployFlow("Deployed v2.")
+	p.left.Store(attempts)
+	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve answered %d", resp.StatusCode)
+	}
+	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
+		t.Logf("DEBUG ephemeral to %s: %q cuts=%d", e.User, e.Text, p.cuts.Load())
+	}
+	h.reply(root, "Deployed v2.")
+	if n := p.cuts.Load(); n != attempts {
+		t.Fatalf("%d answers were cut, want %d: the client did not give up, and the test does not test anything", n, attempts)
 	}
 	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want 1", n)
