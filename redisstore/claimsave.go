@@ -36,6 +36,9 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 		}
 		return -1, true, nil
 	}
+	if sc.WasLost() {
+		return -1, true, nil // see runner.SavedClaim.Lost
+	}
 	c := sc.Claim
 	if s.isCluster() {
 		return 0, true, fmt.Errorf("claim %s with a save: %w", c.Key, errClaimSaveCluster)
@@ -90,6 +93,7 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 		res, err = s.claimSaveAgain(ctx, sent.Add(c.LeaseTTL/2), keys, args)
 	}
 	if err != nil {
+		sc.Lost()
 		return 0, true, err
 	}
 	r, saved, err := s.claimSaved(ctx, res, sc, sa)
