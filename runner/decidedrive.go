@@ -100,10 +100,64 @@ func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(erro
 	}
 	err := s.Decide(ctx, d)
 	tell(err)
+	var uc *unsettledClaim
+	if errors.As(err, &uc) {
+		return s.settleClaim(ctx, d, uc, tell)
+	}
 	if err != nil {
 		return err
 	}
 	return s.Drive(ctx, d.Thread)
+}
+
+// settleClaim learns what became of the decision d, whose claim (uc) the
+// store did not answer, and tells it: its own claim is recorded, and the
+// thread is driven (a lease the claim may have taken lapses, and the
+// claim's wake-up carries it on); another's lost; nothing written, d is
+// decided again.
+func (s *Service) settleClaim(ctx context.Context, d Decision, uc *unsettledClaim, tell func(error)) error {
+	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": uc.key}).WithError(uc).Warn("the answer to a decision's claim was lost; reading the claim back")
+	winner, found, err := s.readClaim(ctx, d.Thread, uc.key, uc.claimKey)
+	switch {
+	case err != nil:
+		tell(uc)
+		return uc
+	case !found:
+		err := s.Decide(ctx, d)
+		tell(err)
+		if err != nil {
+			return err
+		}
+	case !bytes.Equal(winner, uc.raw):
+		err := lostTo(uc.key, winner)
+		tell(err)
+		return err
+	default:
+		tell(nil)
+	}
+	return s.Drive(ctx, d.Thread)
+}
+
+// readClaim reads the claim claimKey of thread back, asking again until
+// the store answers or settleFor has passed.
+func (s *Service) readClaim(ctx context.Context, thread, key, claimKey string) (winner []byte, found bool, err error) {
+	deadline := time.Now().Add(settleFor)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		claims, err := s.store.ClaimValues(ctx, thread, []string{claimKey})
+		if err == nil {
+			winner, found = claims[claimKey]
+			return winner, found, nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			s.log.WithFields(logrus.Fields{"thread": thread, "call": key}).WithError(err).Error("what became of a decision's claim could not be read back")
+			return nil, false, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, errors.Join(err, context.Cause(ctx))
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // resumesAlone reports whether the checked decision ck lets the run at
@@ -290,29 +344,14 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 // people the decision, when it is recorded.
 func (s *Service) settle(ctx context.Context, thread, token, key, claimKey string, raw []byte, unsettled error, tell func(error), show func()) (done bool, err error) {
 	log := s.log.WithFields(logrus.Fields{"thread": thread, "call": key})
-	deadline := time.Now().Add(settleFor)
-	var claims map[string][]byte
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		claims, err = s.store.ClaimValues(ctx, thread, []string{claimKey})
-		if err == nil {
-			break
-		}
-		if time.Now().Add(backoff).After(deadline) {
-			log.WithError(err).Error("what became of a decision's claim could not be read back")
-			tell(unsettled)
-			return true, unsettled
-		}
-		select {
-		case <-ctx.Done():
-			tell(unsettled)
-			return true, unsettled
-		case <-time.After(backoff):
-		}
+	winner, found, err := s.readClaim(ctx, thread, key, claimKey)
+	if err != nil {
+		tell(unsettled)
+		return true, unsettled
 	}
 	// The step took the lease with token if it ran and found it free:
 	// let go of it, for the drive below or another process.
 	s.release(thread, token)
-	winner, found := claims[claimKey]
 	switch {
 	case !found:
 		log.Info("the decision's claim was not written; deciding again")

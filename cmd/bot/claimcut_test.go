@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -402,5 +403,59 @@ func TestApproveWhoseLostClaimLoses(t *testing.T) {
 	}
 	if n := h.target.Count("POST /deploy"); n != 0 {
 		t.Errorf("the rejected call ran %d times", n)
+	}
+}
+
+// TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood: the run is
+// another replica's, so the approver's replica claims the decision on
+// its own (the run is not cached there), and its link to Redis goes down
+// right after Redis ran the claim. The approver is told the decision is
+// being recorded, not "try again"; once Redis answers, the claim is read
+// back as theirs, and the run goes on — here once the lease the claim
+// took lapses, from its wake-up: the call runs once, the card says who
+// approved it, and the approver hears nothing more.
+func TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood(t *testing.T) {
+	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	h := newHarness(t, "")
+	other := h.replica() // straight to Redis
+	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
+	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
+	h.model.Then(
+		llmtest.Reply("I'll deploy v2.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed v2."),
+	)
+	form := url.Values{"text": {"deploy v2"}, "user_id": {requester}}
+	req := h.signer.Request(http.MethodPost, "http://"+other+"/slack/commands", "application/x-www-form-urlencoded", slacktest.SlashCommand(form), time.Now())
+	resp, err := botClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	p.downOnCut.Store(true)
+	p.left.Store(1)
+	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve answered %d", resp.StatusCode)
+	}
+	h.eventually(func() bool { return len(ephemeralsTo(h, approver)) > 0 }, "an answer to the approver")
+	if n := p.cuts.Load(); n != 1 {
+		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
+	}
+	p.down.Store(false) // Redis answers again
+	deadline := time.Now().Add(time.Minute)
+	for h.target.Count("POST /deploy") == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.reply(root, "Deployed v2.")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	got := h.card(card)
+	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
+		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+	if told := ephemeralsTo(h, approver); !slices.Equal(told, []string{slackui.TextRecording}) {
+		t.Errorf("the approver was told %q, want %q alone", told, slackui.TextRecording)
 	}
 }
