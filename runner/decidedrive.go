@@ -387,3 +387,23 @@ func (ss *session) claimPending() bool {
 	r, answered := ss.claim.Answered()
 	return !answered || (r.Outcome != ClaimSaved && r.Outcome != ClaimLeased)
 }
+
+// showCutOff shows, on their cards, the decisions of the calls st holds
+// running: a run cut off by a crash is recovered, and the process that
+// claimed a call's decision with the save that marked it running may
+// have died before the card showed the decision. Its buttons would stay,
+// for a round that is over; the recovered run asks again, if it must, on
+// a card of the next round.
+func (s *Service) showCutOff(ctx context.Context, thread string, st *agent.State) {
+	for _, c := range st.Calls {
+		if c.Status != agent.Running || c.Decision == nil || !c.NeedsApproval || c.Attempts == 0 {
+			continue
+		}
+		c.Attempts-- // the round the decision was made in
+		c.Status = agent.Approved
+		if c.Decision.Kind == agent.Edit {
+			c.Status = agent.Edited
+		}
+		_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &c})
+	}
+}
