@@ -1,11 +1,16 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 )
 
 // TestKilledBetweenClaimAndTool: the approver's click is claimed with the
@@ -44,5 +49,69 @@ func TestKilledBetweenClaimAndTool(t *testing.T) {
 	h.reply(root, "Deployed.")
 	if n := h.target.Count("POST /deploy"); n != 1 {
 		t.Errorf("deploy ran %d times, want once", n)
+	}
+}
+
+// TestApproveAndRejectAtOnceOnTwoReplicas: the approver clicks Approve on
+// one replica as the requester submits a rejection on the other. One
+// decision wins: the card shows it, the call runs only if it was the
+// approval, and the person whose decision lost is told who decided
+// first — nobody is told "try again".
+func TestApproveAndRejectAtOnceOnTwoReplicas(t *testing.T) {
+	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	h := newHarness(t, "")
+	other := h.replica()
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Done."))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	reject := slacktest.ViewSubmission(slacktest.Submission{User: requester, CallbackID: slackui.CallbackReject,
+		PrivateMetadata: buttonValue(t, card, "reject"),
+		Values:          map[string]map[string]string{slackui.BlockReason: {slackui.InputReason: "not today"}}})
+	var wg sync.WaitGroup
+	var rejectBody string
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		h.click(card, "approve", approver).Body.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		req := h.signer.Request(http.MethodPost, "http://"+other+"/slack/interactions", "application/x-www-form-urlencoded", reject, time.Now())
+		resp, err := botClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		rejectBody = string(b)
+	}()
+	wg.Wait()
+	h.reply(root, "Done.")
+	got := h.card(card)
+	approved := strings.Contains(got, "Approved by <@"+approver+">")
+	rejected := strings.Contains(got, "Rejected by <@"+requester+">")
+	if approved == rejected || strings.Contains(got, `"action_id"`) {
+		t.Fatalf("card = %s; want one decision and no buttons", got)
+	}
+	t.Logf("approved first: %v", approved)
+	if n, want := h.target.Count("POST /deploy"), map[bool]int{true: 1, false: 0}[approved]; n != want {
+		t.Errorf("deploy ran %d times, want %d (approved: %v)", n, want, approved)
+	}
+	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
+		if strings.Contains(e.Text, "try again") {
+			t.Errorf("%s was told %q", e.User, e.Text)
+		}
+	}
+	if approved {
+		if !strings.Contains(rejectBody, "Already approved") {
+			t.Errorf("the requester's rejection was answered %q; want who approved first", rejectBody)
+		}
+	} else {
+		h.eventually(func() bool { return len(ephemeralsTo(h, approver)) > 0 }, "an answer to the approver")
+		if told := ephemeralsTo(h, approver); len(told) != 1 || !strings.Contains(told[0], "Already rejected") {
+			t.Errorf("the approver was told %q; want who rejected first", told)
+		}
 	}
 }
