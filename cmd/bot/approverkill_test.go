@@ -115,3 +115,38 @@ func TestApproveAndRejectAtOnceOnTwoReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledDuringTheTool: the replica is killed while the approved call
+// is being sent (the target has it and never answers). The next process
+// cannot know whether it had its effect: it does not send it again, it
+// asks a person on a card of its own, and the original card says who
+// approved and offers no buttons. Marking it done lets the run go on; the
+// call was sent once.
+func TestKilledDuringTheTool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.target.HoldNext("POST /deploy")
+	h.click(card, "approve", approver)
+	h.eventually(func() bool { return h.target.Count("POST /deploy") == 1 }, "the call to reach the target")
+	h.kill()
+	h.start()
+	settle := h.cardWith(root, "mark_done", time.Minute)
+	got := h.card(card)
+	if strings.Contains(got, `"action_id"`) || !strings.Contains(got, "Approved by <@"+approver+">") {
+		t.Errorf("the original card after the crash = %s; want 'Approved by <@%s>' and no buttons", got, approver)
+	}
+	h.click(settle, "mark_done", approver)
+	h.reply(root, "Deployed.")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy was sent %d times, want once", n)
+	}
+	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
+		if e.User == approver {
+			t.Errorf("the approver was told %q", e.Text)
+		}
+	}
+}
