@@ -374,6 +374,11 @@ func (s *Server) tellLate(ctx context.Context, c click, err error) {
 const textUnsettled = "I couldn't learn whether your decision was recorded: the database isn't answering. " +
 	"If the card still shows its buttons in a few minutes, decide again."
 
+// textSubmissionUnsettled answers, in the modal, a decision whose claim's
+// answer was lost: it may stand.
+const textSubmissionUnsettled = "Your decision may already be recorded, but the database stopped answering: " +
+	"the card will show it. Submit again in a minute to make sure; it is not recorded twice."
+
 // backgroundNow is background for a job that the request waits on (a
 // click's decision): it starts fn at once if a slot is free, and reports
 // whether it did; it starts nothing if none is.
@@ -490,6 +495,13 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 	var lost *runner.AlreadyDecidedError
 	if errors.As(err, &lost) && sameSubmission(lost.Decision, d) {
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if errors.Is(err, runner.ErrUnsettled) {
+		// The claim may have been written: not "try again". Submitted
+		// again, the same decision closes the modal if it stands.
+		c.log.WithField("decision", d.Kind.String()).WithError(err).Warn("the answer to a submitted decision's claim was lost")
+		writeErrors(w, cb, textSubmissionUnsettled)
 		return
 	}
 	if msg := answer(c.log, err); msg != "" {

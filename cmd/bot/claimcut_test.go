@@ -459,3 +459,37 @@ func TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood(t *testing.T) {
 		t.Errorf("the approver was told %q, want %q alone", told, slackui.TextRecording)
 	}
 }
+
+// TestRejectWhoseClaimAnswerIsLostForGood: the requester submits a
+// rejection, and the link to Redis goes down right after Redis ran its
+// claim. The modal does not say "try again" — the rejection stands — but
+// that it may be recorded and that submitting again is safe. Once Redis
+// answers, the card shows the rejection, the call never runs, and the
+// same rejection submitted again closes the modal.
+func TestRejectWhoseClaimAnswerIsLostForGood(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	p := startCutProxy(t, h.redis.Addr(), `"by":"`+requester+`"`)
+	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
+	_, card := h.deployFlow("Not deployed.")
+	p.downOnCut.Store(true)
+	p.left.Store(1)
+	reject := slacktest.Submission{User: requester, CallbackID: slackui.CallbackReject, PrivateMetadata: buttonValue(t, card, "reject"),
+		Values: map[string]map[string]string{slackui.BlockReason: {slackui.InputReason: "not today"}}}
+	body := readAll(t, h.submit(reject))
+	if n := p.cuts.Load(); n != 1 {
+		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
+	}
+	if strings.Contains(strings.ToLower(body), "try again") || !strings.Contains(body, "may already be recorded") {
+		t.Errorf("the rejection was answered %s; want that it may already be recorded", body)
+	}
+	p.down.Store(false) // Redis answers again
+	h.eventually(func() bool { return strings.Contains(h.card(card), "Rejected by <@"+requester+">") }, "the card to show the rejection")
+	resp := h.submit(reject)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "" {
+		t.Errorf("the same rejection submitted again was answered %d %q; want an empty 200 that closes the modal", resp.StatusCode, body)
+	}
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Errorf("the rejected call ran %d times", n)
+	}
+}
