@@ -53,7 +53,8 @@ import (
 // called once more when DecideAndDrive has learnt what became of it by
 // reading the claim back — nil, an *AlreadyDecidedError, or what Decide
 // says when nothing was written — or with ErrUnsettled again if the
-// store did not answer within settleFor.
+// store did not answer within settleFor. While what claimed was told is
+// unsettled, it may be called again: its last call is the answer.
 func (s *Service) DecideAndDrive(ctx context.Context, d Decision, claimed func(error)) error {
 	var (
 		mu              sync.Mutex
@@ -63,7 +64,9 @@ func (s *Service) DecideAndDrive(ctx context.Context, d Decision, claimed func(e
 		mu.Lock()
 		again := told && unsettled
 		first := !told
-		told, unsettled = true, first && errors.Is(err, ErrUnsettled)
+		if first || again {
+			told, unsettled = true, errors.Is(err, ErrUnsettled)
+		}
 		mu.Unlock()
 		if first || again {
 			claimed(err)

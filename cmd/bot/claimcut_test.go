@@ -292,6 +292,7 @@ func TestApproveWhoseClaimAnswerIsLostForGood(t *testing.T) {
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
 	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
 	root, card := h.deployFlow("Deployed v2.")
+	h.quiet() // the card is recorded: Redis is not needed to show it
 	p.downOnCut.Store(true)
 	p.left.Store(1)
 	// The request is answered once the bot has given the claim's
@@ -340,6 +341,7 @@ func TestApproveWhoseClaimIsLostOnTheWay(t *testing.T) {
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
 	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
 	root, card := h.deployFlow("Deployed v2.")
+	h.quiet() // the card is recorded: Redis is not needed to show it
 	p.before.Store(true)
 	p.left.Store(1)
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
@@ -376,6 +378,7 @@ func TestApproveWhoseLostClaimLoses(t *testing.T) {
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
 	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
 	_, card := h.deployFlow("Deployed v2.")
+	h.quiet() // the card is recorded: Redis is not needed to show it
 	p.before.Store(true)
 	p.left.Store(1)
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
@@ -433,6 +436,7 @@ func TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood(t *testing.T) {
 	resp.Body.Close()
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
+	h.quiet() // the card is recorded: Redis is not needed to show it
 	p.downOnCut.Store(true)
 	p.left.Store(1)
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
@@ -472,6 +476,7 @@ func TestRejectWhoseClaimAnswerIsLostForGood(t *testing.T) {
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+requester+`"`)
 	h.restartWith("REDIS_URL=redis://" + p.addr() + "/0")
 	_, card := h.deployFlow("Not deployed.")
+	h.quiet() // the card is recorded: Redis is not needed to show it
 	p.downOnCut.Store(true)
 	p.left.Store(1)
 	reject := slacktest.Submission{User: requester, CallbackID: slackui.CallbackReject, PrivateMetadata: buttonValue(t, card, "reject"),
