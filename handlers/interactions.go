@@ -242,16 +242,27 @@ func answer(log logrus.FieldLogger, err error) string {
 // storage is slow): the job goes on and may still record the decision.
 // The person is then told it is being recorded — the card shows it when
 // it is — and, should the claim be lost or refused after all, the job
-// tells them so, as the request would have.
+// tells them so, as the request would have. So too when the claim's
+// answer never comes back (runner.ErrUnsettled): the runner reads the
+// claim back once storage answers, and the job tells what it learns.
 func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string {
 	w := &claimWait{answered: make(chan error, 1)}
 	started := s.backgroundNow(ctx, func(ctx context.Context) {
-		var decided error
+		var (
+			decided   error
+			unsettled bool // the first answer was that the claim's fate is unknown
+			calls     int
+		)
 		err := s.svc.DecideAndDrive(ctx, d, func(err error) {
 			decided = err
-			w.claimed(err)
+			if calls++; calls == 1 {
+				unsettled = errors.Is(err, runner.ErrUnsettled)
+				w.claimed(err)
+			}
 		})
-		if w.late() && decided != nil {
+		// A person told the decision is being recorded hears of it
+		// again only if it was not.
+		if (w.late() || unsettled) && decided != nil {
 			s.tellLate(ctx, c, decided)
 		}
 		if decided == nil && err != nil {
@@ -265,6 +276,11 @@ func (s *Server) decide(ctx context.Context, c click, d runner.Decision) string 
 		var answered bool
 		if answered, err = w.wait(ctx); !answered {
 			c.log.WithField("decision", d.Kind.String()).WithError(context.Cause(ctx)).Warn("the request ended before the decision's claim answered; the job goes on")
+			return slackui.TextRecording
+		}
+		if errors.Is(err, runner.ErrUnsettled) {
+			// The claim may have been written: never "try again". The
+			// job tells the person if it turns out it was not.
 			return slackui.TextRecording
 		}
 	} else {
@@ -329,13 +345,18 @@ func (w *claimWait) late() bool {
 }
 
 // tellLate tells the person whose request ended before their decision's
-// claim answered that it was not recorded after all, and why: in the
-// thread they clicked in, or at the top of their Home tab.
+// claim answered, or who was told it was being recorded as its claim's
+// answer was lost, that it was not recorded after all, and why (or that
+// the bot could not learn whether it was): in the thread they clicked in,
+// or at the top of their Home tab.
 func (s *Server) tellLate(ctx context.Context, c click, err error) {
 	if refused := (*runner.RefusedError)(nil); errors.As(err, &refused) && refused.Changed {
 		s.drive(ctx, c.ref.Thread) // shows what changed
 	}
 	msg := answer(c.log, err)
+	if errors.Is(err, runner.ErrUnsettled) {
+		msg = textUnsettled
+	}
 	if msg == "" {
 		return
 	}
@@ -345,6 +366,18 @@ func (s *Server) tellLate(ctx context.Context, c click, err error) {
 	}
 	s.tell(ctx, c.channel(), threadTS(c.cb), c.user(), c.cb.ResponseURL, msg)
 }
+
+// textUnsettled tells a person, told their decision was being recorded,
+// that the bot could not learn whether it was: the database did not
+// answer for minutes. The card shows the decision once a replica resumes
+// the run, if it was recorded.
+const textUnsettled = "I couldn't learn whether your decision was recorded: the database isn't answering. " +
+	"If the card still shows its buttons in a few minutes, decide again."
+
+// textSubmissionUnsettled answers, in the modal, a decision whose claim's
+// answer was lost: it may stand.
+const textSubmissionUnsettled = "Your decision may already be recorded, but the database stopped answering: " +
+	"the card will show it. Submit again in a minute to make sure; it is not recorded twice."
 
 // backgroundNow is background for a job that the request waits on (a
 // click's decision): it starts fn at once if a slot is free, and reports
@@ -462,6 +495,13 @@ func (s *Server) viewSubmission(w http.ResponseWriter, r *http.Request, cb slack
 	var lost *runner.AlreadyDecidedError
 	if errors.As(err, &lost) && sameSubmission(lost.Decision, d) {
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if errors.Is(err, runner.ErrUnsettled) {
+		// The claim may have been written: not "try again". Submitted
+		// again, the same decision closes the modal if it stands.
+		c.log.WithField("decision", d.Kind.String()).WithError(err).Warn("the answer to a submitted decision's claim was lost")
+		writeErrors(w, cb, textSubmissionUnsettled)
 		return
 	}
 	if msg := answer(c.log, err); msg != "" {

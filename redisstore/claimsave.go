@@ -2,7 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
@@ -31,6 +35,9 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 			return 0, false, nil
 		}
 		return -1, true, nil
+	}
+	if sc.WasLost() {
+		return -1, true, nil // see runner.SavedClaim.Lost
 	}
 	c := sc.Claim
 	if s.isCluster() {
@@ -80,8 +87,13 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
+	sent := time.Now()
 	res, err := s.runScript(ctx, s.claimSaveScript, claimSaveLua, keys, args...).Slice()
+	if answerLost(err) {
+		res, err = s.claimSaveAgain(ctx, sent.Add(c.LeaseTTL/2), keys, args)
+	}
 	if err != nil {
+		sc.Lost()
 		return 0, true, err
 	}
 	r, saved, err := s.claimSaved(ctx, res, sc, sa)
@@ -90,6 +102,45 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 	}
 	sc.Answer(r)
 	return saved, true, nil
+}
+
+// claimSaveAgain sends claimSaveLua again, until Redis answers or until
+// by, after the client gave up on it with its answer lost (the link cut
+// and not back within the client's own retries). The step may have run:
+// it claimed the decision and took the lease, and a person may have been
+// told their decision is being recorded. Sent again, the script answers
+// as that first attempt did, or makes the step if the attempt never
+// reached Redis; either way the run learns what became of the claim and
+// goes on, its call sent once. by is well within the lease the first
+// attempt took, which nothing renews until the step answers: a resend
+// later could find the lease lapsed and another process applying the
+// claim.
+func (s *Store) claimSaveAgain(ctx context.Context, by time.Time, keys []string, args []any) ([]any, error) {
+	var err error
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if time.Now().Add(backoff).After(by) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, context.Cause(ctx))
+		case <-time.After(backoff):
+		}
+		var res []any
+		res, err = s.runScript(ctx, s.claimSaveScript, claimSaveLua, keys, args...).Slice()
+		if !answerLost(err) {
+			return res, err
+		}
+	}
+}
+
+// answerLost reports whether err leaves a command's answer unknown: the
+// link failed (not an error answer from Redis, nor the caller giving up
+// or the client closed), so the command may or may not have run.
+func answerLost(err error) bool {
+	var reply redis.Error
+	return err != nil && !errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // claimSaved reads claimSaveLua's reply: what became of the claim, and

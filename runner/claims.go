@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -124,8 +125,13 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 	if err == nil && got.Leased {
 		s.keepLeased(thread, got.Token, got.Head, got.Claims, keys, sent)
 	}
-	if err != nil {
+	if errors.Is(err, ErrStale) {
 		return fmt.Errorf("claim decision on %s: %w", key, err)
+	}
+	if err != nil {
+		// The claim may have been written, its answer lost: what became
+		// of it is learnt by reading it back (DecideAndDrive).
+		return &unsettledClaim{thread: thread, key: key, claimKey: claimKey(c), raw: raw, err: err}
 	}
 	if !won && bytes.Equal(winner, raw) {
 		// go-redis sent the claim again after its answer was lost, and
@@ -150,6 +156,20 @@ func (s *Service) claim(ctx context.Context, thread string, c agent.Call, d agen
 	}
 	return &AlreadyDecidedError{Key: key, Decision: first}
 }
+
+// unsettledClaim is the error of a decision's claim that the store did
+// not answer: it may or may not have been written.
+type unsettledClaim struct {
+	thread, key, claimKey string
+	raw                   []byte // the claim's value
+	err                   error
+}
+
+func (e *unsettledClaim) Error() string {
+	return fmt.Sprintf("claim decision on %s: %v: %v", e.key, ErrUnsettled, e.err)
+}
+
+func (e *unsettledClaim) Unwrap() []error { return []error{ErrUnsettled, e.err} }
 
 // decisionFields describes a decision for the audit record.
 func decisionFields(d agent.Decision) map[string]string {

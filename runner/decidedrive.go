@@ -46,13 +46,44 @@ import (
 //
 // Several processes may call it on one call at once: one decision wins,
 // and its call runs once.
+//
+// When the claim's step was sent and its answer never came back (the link
+// to the store down past every resend), the decision may or may not be
+// recorded: claimed is called with an error that wraps ErrUnsettled, and
+// called once more when DecideAndDrive has learnt what became of it by
+// reading the claim back — nil, an *AlreadyDecidedError, or what Decide
+// says when nothing was written — or with ErrUnsettled again if the
+// store did not answer within settleFor. While what claimed was told is
+// unsettled, it may be called again: its last call is the answer.
 func (s *Service) DecideAndDrive(ctx context.Context, d Decision, claimed func(error)) error {
-	var once sync.Once
-	tell := func(err error) { once.Do(func() { claimed(err) }) }
+	var (
+		mu              sync.Mutex
+		told, unsettled bool
+	)
+	tell := func(err error) {
+		mu.Lock()
+		again := told && unsettled
+		first := !told
+		if first || again {
+			told, unsettled = true, errors.Is(err, ErrUnsettled)
+		}
+		mu.Unlock()
+		if first || again {
+			claimed(err)
+		}
+	}
 	err := s.decideAndDrive(ctx, d, tell)
 	tell(err) // every path has told already; this is a guard
 	return err
 }
+
+// ErrUnsettled: a decision's claim was sent to the store and its answer
+// never came back; the claim may or may not have been written.
+var ErrUnsettled = errors.New("what became of the decision's claim is not known yet")
+
+// settleFor is how long a click whose claim's answer was lost keeps
+// asking the store what became of the claim.
+var settleFor = 2 * time.Minute
 
 func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(error)) error {
 	if cached, ok := s.graph.Cached(d.Thread); ok && s.store.ClaimsWithSaves() {
@@ -72,10 +103,64 @@ func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(erro
 	}
 	err := s.Decide(ctx, d)
 	tell(err)
+	var uc *unsettledClaim
+	if errors.As(err, &uc) {
+		return s.settleClaim(ctx, d, uc, tell)
+	}
 	if err != nil {
 		return err
 	}
 	return s.Drive(ctx, d.Thread)
+}
+
+// settleClaim learns what became of the decision d, whose claim (uc) the
+// store did not answer, and tells it: its own claim is recorded, and the
+// thread is driven (a lease the claim may have taken lapses, and the
+// claim's wake-up carries it on); another's lost; nothing written, d is
+// decided again.
+func (s *Service) settleClaim(ctx context.Context, d Decision, uc *unsettledClaim, tell func(error)) error {
+	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": uc.key}).WithError(uc).Warn("the answer to a decision's claim was lost; reading the claim back")
+	winner, found, err := s.readClaim(ctx, d.Thread, uc.key, uc.claimKey)
+	switch {
+	case err != nil:
+		tell(uc)
+		return uc
+	case !found:
+		err := s.Decide(ctx, d)
+		tell(err)
+		if err != nil {
+			return err
+		}
+	case !bytes.Equal(winner, uc.raw):
+		err := lostTo(uc.key, winner)
+		tell(err)
+		return err
+	default:
+		tell(nil)
+	}
+	return s.Drive(ctx, d.Thread)
+}
+
+// readClaim reads the claim claimKey of thread back, asking again until
+// the store answers or settleFor has passed.
+func (s *Service) readClaim(ctx context.Context, thread, key, claimKey string) (winner []byte, found bool, err error) {
+	deadline := time.Now().Add(settleFor)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		claims, err := s.store.ClaimValues(ctx, thread, []string{claimKey})
+		if err == nil {
+			winner, found = claims[claimKey]
+			return winner, found, nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			s.log.WithFields(logrus.Fields{"thread": thread, "call": key}).WithError(err).Error("what became of a decision's claim could not be read back")
+			return nil, false, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, errors.Join(err, context.Cause(ctx))
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // resumesAlone reports whether the checked decision ck lets the run at
@@ -215,6 +300,24 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 	// from what is stored: a claim there is applied, a call saved
 	// running is recovered as after a crash.
 	stop()
+	if !answered && sc.WasLost() {
+		// The step was sent and may have run: the claim and the lease
+		// are this decision's, or nothing was written. The person is
+		// told so at once, then what became of it.
+		s.returnRecords(thread, shown)
+		err = fmt.Errorf("claim decision on %s: %w: %w", c.Key, ErrUnsettled, err)
+		run.WithError(err).Warn("the answer to the decision's claim with the run's save was lost; reading the claim back")
+		tell(err)
+		decided := c
+		decided.Decision = &ck.claim
+		shownDecided := func() {
+			// The card shows the decision before the drive recovers
+			// the call: the save that would have shown it with the
+			// call's start did not answer.
+			_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: &cached.State, Call: &decided})
+		}
+		return s.settle(ctx, thread, token, c.Key, claimKey(c), raw, err, tell, shownDecided)
+	}
 	s.release(thread, token)
 	if !answered {
 		s.returnRecords(thread, shown) // written twice at worst: they are set once
@@ -230,6 +333,40 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 		return true, err
 	}
 	tell(nil)
+	return true, s.Drive(ctx, thread)
+}
+
+// settle learns what became of a decision whose claim's step (claimKey,
+// value raw, lease token) was sent and not answered, by reading the claim
+// back once the store answers, and tells it: the decision's own claim is
+// recorded, and the thread is driven from what is stored (a call saved
+// running is recovered as after a crash); another's lost; no claim at
+// all was not written, and reports done false for the decision to be
+// made again, as Decide makes it. unsettled is told again, and
+// returned, if the store does not answer within settleFor. show shows
+// people the decision, when it is recorded.
+func (s *Service) settle(ctx context.Context, thread, token, key, claimKey string, raw []byte, unsettled error, tell func(error), show func()) (done bool, err error) {
+	log := s.log.WithFields(logrus.Fields{"thread": thread, "call": key})
+	winner, found, err := s.readClaim(ctx, thread, key, claimKey)
+	if err != nil {
+		tell(unsettled)
+		return true, unsettled
+	}
+	// The step took the lease with token if it ran and found it free:
+	// let go of it, for the drive below or another process.
+	s.release(thread, token)
+	switch {
+	case !found:
+		log.Info("the decision's claim was not written; deciding again")
+		return false, nil
+	case !bytes.Equal(winner, raw):
+		err := lostTo(key, winner)
+		tell(err)
+		return true, err
+	}
+	log.Info("decision claimed")
+	tell(nil)
+	show()
 	return true, s.Drive(ctx, thread)
 }
 
@@ -252,4 +389,24 @@ func (ss *session) claimPending() bool {
 	}
 	r, answered := ss.claim.Answered()
 	return !answered || (r.Outcome != ClaimSaved && r.Outcome != ClaimLeased)
+}
+
+// showCutOff shows, on their cards, the decisions of the calls st holds
+// running: a run cut off by a crash is recovered, and the process that
+// claimed a call's decision with the save that marked it running may
+// have died before the card showed the decision. Its buttons would stay,
+// for a round that is over; the recovered run asks again, if it must, on
+// a card of the next round.
+func (s *Service) showCutOff(ctx context.Context, thread string, st *agent.State) {
+	for _, c := range st.Calls {
+		if c.Status != agent.Running || c.Decision == nil || !c.NeedsApproval || c.Attempts == 0 {
+			continue
+		}
+		c.Attempts-- // the round the decision was made in
+		c.Status = agent.Approved
+		if c.Decision.Kind == agent.Edit {
+			c.Status = agent.Edited
+		}
+		_ = s.report(ctx, Event{Kind: CallDecided, Thread: thread, State: st, Call: &c})
+	}
 }

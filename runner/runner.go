@@ -540,6 +540,7 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 	case graph.Running:
 		run := s.begin(thread, "recover", nil)
 		run.Warn("recovering a run cut off by a crash")
+		s.showCutOff(ctx, thread, &res.State)
 		out, err := s.graph.Recover(s.endWithSave(ctx, ss), thread)
 		s.auditCutOff(ctx, res, out)
 		s.after(ctx, run, ss, out, err)

@@ -71,6 +71,8 @@ type SavedClaim struct {
 	mu       sync.Mutex
 	answered bool
 	result   ClaimResult
+	// lost: the step was sent and no answer came back (see Lost).
+	lost bool
 }
 
 // ClaimResult is what a SavedClaim's step did: its outcome, the claim's
@@ -97,6 +99,26 @@ func (c *SavedClaim) Answer(r ClaimResult) {
 	if first && c.onAnswer != nil {
 		c.onAnswer(r)
 	}
+}
+
+// Lost records that the claim's step was sent and its answer never came
+// back, the link to the store down past every resend: the step may have
+// run. The store calls it instead of Answer, and refuses a later save of
+// the run as fenced without sending the claim again: a step with another
+// checkpoint would not be taken for the first attempt, and would find
+// the thread moved on by it.
+func (c *SavedClaim) Lost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost = true
+}
+
+// WasLost reports whether Lost was called: the claim's step may have run,
+// and what became of the claim is read back from the store.
+func (c *SavedClaim) WasLost() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
 }
 
 // Answered returns what the store did with the claim, and whether it
