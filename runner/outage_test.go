@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,11 +47,12 @@ func waitState(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// linesOf returns the hook's lines of the schedule's loop.
-func linesOf(hook *logtest.Hook, loop string) []*logrus.Entry {
+// scheduleLines returns the hook's lines of the schedule's loop, and any
+// other line about its reads.
+func scheduleLines(hook *logtest.Hook) []*logrus.Entry {
 	var out []*logrus.Entry
 	for _, e := range hook.AllEntries() {
-		if e.Data["loop"] == loop {
+		if e.Data["loop"] == "schedule" || strings.HasPrefix(e.Message, "reading the schedule") {
 			out = append(out, e)
 		}
 	}
@@ -86,13 +88,13 @@ func TestScheduleLogsARedisOutageOnceAndItsEnd(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	waitState(t, "a read of the schedule", func() bool { return reads.Load() >= 2 })
-	if lines := linesOf(hook, "schedule"); len(lines) != 0 {
+	if lines := scheduleLines(hook); len(lines) != 0 {
 		t.Fatalf("the schedule's loop logged %q while Redis answered", lines[0].Message)
 	}
 
 	srv.Kill()
 	waitState(t, "failed reads", func() bool { return failed.Load() >= 5 })
-	lines := linesOf(hook, "schedule")
+	lines := scheduleLines(hook)
 	if len(lines) != 1 {
 		t.Fatalf("%d failed reads logged %d lines, want 1 (the outage's first failure)", failed.Load(), len(lines))
 	}
@@ -104,7 +106,7 @@ func TestScheduleLogsARedisOutageOnceAndItsEnd(t *testing.T) {
 	advance(runner.OutageRemind + time.Second)
 	before := failed.Load()
 	waitState(t, "failed reads after a minute", func() bool { return failed.Load() >= before+3 })
-	lines = linesOf(hook, "schedule")
+	lines = scheduleLines(hook)
 	if len(lines) != 2 {
 		t.Fatalf("a minute into the outage the loop has logged %d lines, want 2 (its start, one reminder)", len(lines))
 	}
@@ -113,10 +115,10 @@ func TestScheduleLogsARedisOutageOnceAndItsEnd(t *testing.T) {
 	}
 
 	srv.Restart()
-	waitState(t, "the outage's end to be logged", func() bool { return len(linesOf(hook, "schedule")) >= 3 })
+	waitState(t, "the outage's end to be logged", func() bool { return len(scheduleLines(hook)) >= 3 })
 	reads0 := reads.Load()
 	waitState(t, "more reads", func() bool { return reads.Load() >= reads0+5 })
-	lines = linesOf(hook, "schedule")
+	lines = scheduleLines(hook)
 	if len(lines) != 3 {
 		t.Fatalf("the loop logged %d lines over the outage, want 3", len(lines))
 	}
