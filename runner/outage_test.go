@@ -13,6 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
@@ -128,5 +130,70 @@ func TestScheduleLogsARedisOutageOnceAndItsEnd(t *testing.T) {
 	}
 	if n, ok := end.Data["attempts"].(int); !ok || int64(n) != failed.Load() {
 		t.Errorf("the outage's end says %v attempts failed, want the %d reads that failed", end.Data["attempts"], failed.Load())
+	}
+}
+
+// killingModel stops Redis when the model is first asked: the run's
+// next save finds it down.
+type killingModel struct {
+	llm.Model
+	srv  *redistest.Server
+	once sync.Once
+}
+
+func (m *killingModel) Generate(ctx context.Context, msgs []llm.Message, defs []llm.ToolDef) (llm.Message, error) {
+	m.once.Do(m.srv.Kill)
+	return m.Model.Generate(ctx, msgs, defs)
+}
+
+// Redis is stopped mid-run: the run's save fails, and so does the save
+// of its failure. The operator reads the save's error once in the line
+// that says the run could not be saved, and so does the thread.
+func TestAFailedSaveIsLoggedOnce(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	tg := newTarget(t)
+	log := logrus.New()
+	log.Out = io.Discard
+	hook := logtest.NewLocal(log)
+	w := world{rdb: rdb, prefix: "runner-savefail-" + randomHex(), base: tg.URL, log: log}
+	w.model = &killingModel{Model: &agenttest.Planner{Plan: plan(w.base)}, srv: srv}
+	rep := &recorder{}
+	svc, _ := w.service(t, rep, time.Second)
+
+	err := svc.Start(context.Background(), runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "ship v2"})
+	if err == nil {
+		t.Fatal("Start() = nil with Redis stopped before the run's second save")
+	}
+	// The save's error, said once: one "save checkpoint", one cause.
+	once := func(where, text string) {
+		t.Helper()
+		if strings.Count(text, "save checkpoint") != 1 || strings.Count(text, "connection refused") != 1 {
+			t.Errorf("%s says the save's error more than once, or not at all:\n%s", where, text)
+		}
+	}
+	once("Start's error", err.Error())
+	var logged bool
+	for _, e := range hook.AllEntries() {
+		if e.Message != "run could not be saved" {
+			continue
+		}
+		logged = true
+		if err, ok := e.Data[logrus.ErrorKey].(error); !ok {
+			t.Errorf("%q logged without its error: %v", e.Message, e.Data)
+		} else {
+			once("the log line", err.Error())
+		}
+	}
+	if !logged {
+		t.Error("no line says that the run could not be saved")
+	}
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	for _, e := range rep.events {
+		if e.Kind == runner.RunFailed {
+			once("the thread's failure", e.Text)
+		}
 	}
 }
