@@ -84,7 +84,7 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	}
 	// go-redis logs (reconnects, pool trouble) through the bot's logger,
 	// so that with LOG_FORMAT=json every line is JSON.
-	redis.SetLogger(redisLogger{log})
+	redis.SetLogger(newRedisLogger(log, time.Now))
 	var secrets tools.Secrets
 	secrets.AddURL(raw, nil)
 	var rdb redis.UniversalClient
@@ -253,18 +253,64 @@ func auditRetention(getenv func(string) string) (time.Duration, error) {
 	return d, nil
 }
 
-// redisLogger is go-redis's logger on logrus.
-type redisLogger struct{ log logrus.FieldLogger }
+// redisLogger is go-redis's logger on logrus. A line that repeats — the
+// pool's failed dial, at every command while Redis is down — is logged
+// the first time, then at most once every redisLogRepeat, with how many
+// times it came in between: an outage is a few lines, not one a command.
+// It is safe for concurrent use.
+type redisLogger struct {
+	log logrus.FieldLogger
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]*redisRepeat // by format
+}
+
+// redisRepeat is when a line was last logged, and how many times it came
+// since.
+type redisRepeat struct {
+	logged time.Time
+	hushed int
+}
+
+// redisLogRepeat is how often a line of go-redis that repeats is logged.
+const redisLogRepeat = time.Minute
+
+func newRedisLogger(log logrus.FieldLogger, now func() time.Time) *redisLogger {
+	return &redisLogger{log: log, now: now, seen: map[string]*redisRepeat{}}
+}
 
 // quietRedisLog, while above zero, hushes go-redis's log: a connection's
 // first ping is under way, whose failure its caller reports.
 var quietRedisLog atomic.Int32
 
-func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
 	if quietRedisLog.Load() > 0 {
 		return
 	}
-	l.log.WithField("component", "redis").Warnf(format, v...)
+	now := l.now()
+	l.mu.Lock()
+	r := l.seen[format]
+	if r != nil && now.Sub(r.logged) < redisLogRepeat {
+		r.hushed++
+		l.mu.Unlock()
+		return
+	}
+	if r == nil {
+		if len(l.seen) >= 64 { // go-redis's formats are few; stay bounded
+			clear(l.seen)
+		}
+		r = &redisRepeat{}
+		l.seen[format] = r
+	}
+	hushed := r.hushed
+	r.logged, r.hushed = now, 0
+	l.mu.Unlock()
+	log := l.log.WithField("component", "redis")
+	if hushed > 0 {
+		log = log.WithField("repeated", hushed)
+	}
+	log.Warnf(format, v...)
 }
 
 // noLocalRedis says why the no-configuration default keeps nothing.

@@ -208,7 +208,7 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 			cp.Error = msg
 		})
 		if err != nil {
-			return nil, errors.Join(failed, err)
+			return nil, unsavedFailure(failed, err)
 		}
 		if len(failures) > 1 {
 			failed.Err = errors.Join(failures...)
@@ -229,7 +229,7 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 	if err != nil {
 		nodeErr := &NodeError{Node: strings.Join(r.cp.Next, ","), Err: err}
 		if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error = nodeErr.Error() }); err != nil {
-			return nil, errors.Join(nodeErr, err)
+			return nil, unsavedFailure(nodeErr, err)
 		}
 		return r.result(), nodeErr
 	}
@@ -380,6 +380,26 @@ func (r *run[S]) pause(ctx context.Context, infos []interrupt.Info) (*Result[S],
 	return r.result(), nil
 }
 
+// unsavedFailure is the error of a run whose node failed and whose save
+// of that failure failed too: both, in errors.Is's reach. When the node
+// failed on a save of the same checkpoint (the store is down), the node's
+// error says the save's already, and the text says it once.
+func unsavedFailure(nodeErr, saveErr error) error {
+	if text := nodeErr.Error(); strings.Contains(text, saveErr.Error()) {
+		return &textOnce{errs: []error{nodeErr, saveErr}, text: text}
+	}
+	return errors.Join(nodeErr, saveErr)
+}
+
+// textOnce joins errors whose text is the first one's.
+type textOnce struct {
+	errs []error
+	text string
+}
+
+func (e *textOnce) Error() string   { return e.text }
+func (e *textOnce) Unwrap() []error { return e.errs }
+
 // failInPlace saves a failed checkpoint holding the failed node's input:
 // the state as last saved, not what the node left of it.
 func (r *run[S]) failInPlace(ctx context.Context, node string, cause error) (*Result[S], error) {
@@ -388,7 +408,7 @@ func (r *run[S]) failInPlace(ctx context.Context, node string, cause error) (*Re
 		return nil, errors.Join(nodeErr, err)
 	}
 	if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error = nodeErr.Error() }); err != nil {
-		return nil, errors.Join(nodeErr, err)
+		return nil, unsavedFailure(nodeErr, err)
 	}
 	return r.result(), nodeErr
 }
@@ -685,7 +705,9 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		if r.top && errors.Is(err, ErrConflict) {
 			r.g.cache.drop(r.thread)
 		}
-		return fmt.Errorf("save checkpoint %d of %s: %w", cp.Seq, r.thread, err)
+		// The store's error names the checkpoint already (see
+		// MemoryStore and redisstore): a wrap would say it twice.
+		return err
 	}
 	// cp is the run's own (next made it) and the store keeps no hold of
 	// it: without its journal, it is the saved checkpoint itself.

@@ -505,6 +505,9 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var renewed time.Time
+	// While Redis is down, the first failure is logged, then a reminder
+	// a minute, then the end of the outage.
+	outage := &runner.OutageLog{Log: s.log.WithField("loop", "intake"), Now: s.opts.Now}
 	for {
 		select {
 		case <-ctx.Done():
@@ -514,16 +517,19 @@ func (s *Server) RunIntake(ctx context.Context, interval time.Duration) {
 		now := s.opts.Now()
 		if now.Sub(renewed) >= intakeRetry/3 {
 			if held := s.held.all(); len(held) > 0 {
-				if _, err := s.store.HoldIntake(ctx, held, now.Add(intakeRetry)); err != nil {
-					s.log.WithError(err).Warn("renewing the holds of queued and running requests")
+				if _, err := s.store.HoldIntake(ctx, held, now.Add(intakeRetry)); err != nil && ctx.Err() == nil {
+					outage.Failed("renewing the holds of queued and running requests", err)
 				}
 			}
 			renewed = now
 		}
 		token := rand.Text()
 		due, err := s.store.DueIntake(ctx, token, now, now.Add(intakeRetry), 50)
-		if err != nil {
-			s.log.WithError(err).Warn("reading accepted requests")
+		switch {
+		case err != nil && ctx.Err() == nil:
+			outage.Failed("reading accepted requests", err)
+		case err == nil:
+			outage.Answered()
 		}
 		for id, raw := range due {
 			var rec intake

@@ -94,13 +94,16 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 	return nil
 }
 
-// RunSchedule ticks due threads every interval until ctx ends.
+// RunSchedule ticks due threads every interval until ctx ends. While
+// the schedule cannot be read (Redis is down) it logs the first failure,
+// a reminder a minute, and the end of the outage (OutageLog).
 func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 	if !s.opts.Schedule {
 		return
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	outage := &OutageLog{Log: s.log.WithField("loop", "schedule"), Now: s.opts.Now}
 	for {
 		select {
 		case <-ctx.Done():
@@ -109,15 +112,81 @@ func (s *Service) RunSchedule(ctx context.Context, interval time.Duration) {
 		}
 		due, err := s.store.Due(ctx, s.opts.Now(), 100)
 		if err != nil {
-			s.log.WithError(err).Warn("reading the schedule")
+			if ctx.Err() == nil {
+				outage.Failed("reading the schedule", err)
+			}
 			continue
 		}
+		outage.Answered()
 		for _, thread := range due {
 			if err := s.Tick(ctx, thread); err != nil {
 				s.log.WithField("thread", thread).WithError(err).Warn("scheduled check")
 			}
 		}
 	}
+}
+
+// OutageRemind is how often a loop that keeps failing to reach the store
+// says that it still does.
+const OutageRemind = time.Minute
+
+// OutageLog logs the failures of a loop that polls the store (the
+// schedule, the intake) as one outage rather than a line an attempt: the
+// first failure is logged with its error, repeats only as a reminder
+// every OutageRemind with how long the outage has lasted and how many
+// attempts failed, and the first success after failures as one line
+// that says how long the store was out. The loop's pace is its own: an
+// OutageLog only decides what is logged. It is for one goroutine.
+type OutageLog struct {
+	// Log is where the lines go, with the loop's fields.
+	Log logrus.FieldLogger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	since    time.Time // first failure of the outage; zero: none
+	reminded time.Time // when the outage was last logged
+	failed   int       // failed attempts of the outage
+}
+
+func (o *OutageLog) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// Failed records a failed attempt: what the loop was doing, and why it
+// failed. It logs the first failure of an outage, and a reminder when
+// the last line is OutageRemind old.
+func (o *OutageLog) Failed(what string, err error) {
+	now := o.now()
+	o.failed++
+	if o.since.IsZero() {
+		o.since, o.reminded = now, now
+		o.Log.WithError(err).Warn(what + " failed; retrying until Redis answers")
+		return
+	}
+	if now.Sub(o.reminded) < OutageRemind {
+		return
+	}
+	o.reminded = now
+	o.Log.WithError(err).WithFields(logrus.Fields{
+		"down_for": now.Sub(o.since).Round(time.Second).String(),
+		"attempts": o.failed,
+	}).Warn(what + " still fails")
+}
+
+// Answered records a successful attempt: after failures, it logs that
+// the outage is over.
+func (o *OutageLog) Answered() {
+	if o.since.IsZero() {
+		return
+	}
+	o.Log.WithFields(logrus.Fields{
+		"down_for": o.now().Sub(o.since).Round(time.Second).String(),
+		"attempts": o.failed,
+	}).Info("Redis answers again")
+	o.since, o.reminded, o.failed = time.Time{}, time.Time{}, 0
 }
 
 // scheduleNext sets when thread must be looked at again, given where its
