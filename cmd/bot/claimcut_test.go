@@ -211,23 +211,8 @@ func TestApproveWhoseClaimAnswerIsCut(t *testing.T) {
 	if n := p.cuts.Load(); n != 1 {
 		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
 	}
-	if n := h.target.Count("POST /deploy"); n != 1 {
-		t.Errorf("deploy ran %d times, want 1", n)
-	}
-	got := h.card(card)
-	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
-		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
-	}
-	for _, text := range h.threadTexts(root) {
-		if strings.Contains(strings.ToLower(text), "unknown") {
-			t.Errorf("the thread shows %q: the call was taken for one whose outcome is unknown", text)
-		}
-	}
-	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
-		if e.User == approver {
-			t.Errorf("the approver was told %q", e.Text)
-		}
-	}
+	checkApprovedOnce(t, h, card)
+	checkNothingUnknownNorTold(t, h, root)
 }
 
 // TestApproveWhoseClaimAnswerNeverComes: the answer to the save that
@@ -250,30 +235,12 @@ func TestApproveWhoseClaimAnswerNeverComes(t *testing.T) {
 	if resp := h.click(card, "approve", approver); resp.StatusCode != http.StatusOK {
 		t.Fatalf("approve answered %d", resp.StatusCode)
 	}
-	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
-		t.Logf("DEBUG ephemeral to %s: %q cuts=%d", e.User, e.Text, p.cuts.Load())
-	}
 	h.reply(root, "Deployed v2.")
 	if n := p.cuts.Load(); n != attempts {
 		t.Fatalf("%d answers were cut, want %d: the client did not give up, and the test does not test anything", n, attempts)
 	}
-	if n := h.target.Count("POST /deploy"); n != 1 {
-		t.Errorf("deploy ran %d times, want 1", n)
-	}
-	got := h.card(card)
-	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
-		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
-	}
-	for _, text := range h.threadTexts(root) {
-		if strings.Contains(strings.ToLower(text), "unknown") {
-			t.Errorf("the thread shows %q: the call was taken for one whose outcome is unknown", text)
-		}
-	}
-	for _, e := range h.slack.CallsTo("chat.postEphemeral") {
-		if e.User == approver {
-			t.Errorf("the approver was told %q", e.Text)
-		}
-	}
+	checkApprovedOnce(t, h, card)
+	checkNothingUnknownNorTold(t, h, root)
 }
 
 // TestApproveWhoseClaimAnswerIsLostForGood: the link to Redis goes down
@@ -306,13 +273,52 @@ func TestApproveWhoseClaimAnswerIsLostForGood(t *testing.T) {
 	}
 	p.down.Store(false) // Redis answers again
 	h.cardWith(root, "retry", time.Minute)
+	checkCardApproved(t, h, card)
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Errorf("deploy ran %d times; a call whose outcome is unknown is not sent again by itself", n)
+	}
+	checkToldRecordingAlone(t, h)
+}
+
+// checkApprovedOnce checks what people see of an approval that went
+// through: the deploy ran once, and the card says who approved it and
+// has no buttons left.
+func checkApprovedOnce(t *testing.T, h *harness, card slacktest.Call) {
+	t.Helper()
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	checkCardApproved(t, h, card)
+}
+
+// checkCardApproved checks that the card says who approved it and has no
+// buttons left.
+func checkCardApproved(t *testing.T, h *harness, card slacktest.Call) {
+	t.Helper()
 	got := h.card(card)
 	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
 		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
 	}
-	if n := h.target.Count("POST /deploy"); n != 0 {
-		t.Errorf("deploy ran %d times; a call whose outcome is unknown is not sent again by itself", n)
+}
+
+// checkNothingUnknownNorTold checks that the thread shows no call whose
+// outcome is unknown and that the approver was told nothing.
+func checkNothingUnknownNorTold(t *testing.T, h *harness, root slacktest.Call) {
+	t.Helper()
+	for _, text := range h.threadTexts(root) {
+		if strings.Contains(strings.ToLower(text), "unknown") {
+			t.Errorf("the thread shows %q: the call was taken for one whose outcome is unknown", text)
+		}
 	}
+	if told := ephemeralsTo(h, approver); len(told) > 0 {
+		t.Errorf("the approver was told %q", told)
+	}
+}
+
+// checkToldRecordingAlone checks that the approver was told their
+// decision is being recorded, and nothing else.
+func checkToldRecordingAlone(t *testing.T, h *harness) {
+	t.Helper()
 	if told := ephemeralsTo(h, approver); !slices.Equal(told, []string{slackui.TextRecording}) {
 		t.Errorf("the approver was told %q, want %q alone", told, slackui.TextRecording)
 	}
@@ -353,16 +359,8 @@ func TestApproveWhoseClaimIsLostOnTheWay(t *testing.T) {
 	}
 	p.down.Store(false) // Redis answers again
 	h.reply(root, "Deployed v2.")
-	if n := h.target.Count("POST /deploy"); n != 1 {
-		t.Errorf("deploy ran %d times, want 1", n)
-	}
-	got := h.card(card)
-	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
-		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
-	}
-	if told := ephemeralsTo(h, approver); !slices.Equal(told, []string{slackui.TextRecording}) {
-		t.Errorf("the approver was told %q, want %q alone", told, slackui.TextRecording)
-	}
+	checkApprovedOnce(t, h, card)
+	checkToldRecordingAlone(t, h)
 }
 
 // TestApproveWhoseLostClaimLoses: the approver's claim is lost on the way
@@ -447,21 +445,10 @@ func TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood(t *testing.T) {
 		t.Fatalf("%d answers were cut, want 1: the test does not test anything", n)
 	}
 	p.down.Store(false) // Redis answers again
-	deadline := time.Now().Add(time.Minute)
-	for h.target.Count("POST /deploy") == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.eventually(func() bool { return h.target.Count("POST /deploy") > 0 }, "the approved deploy")
 	h.reply(root, "Deployed v2.")
-	if n := h.target.Count("POST /deploy"); n != 1 {
-		t.Errorf("deploy ran %d times, want 1", n)
-	}
-	got := h.card(card)
-	if !strings.Contains(got, "Approved by <@"+approver+">") || strings.Contains(got, `"action_id"`) {
-		t.Errorf("card after approval = %s; want 'Approved by <@%s>' and no buttons", got, approver)
-	}
-	if told := ephemeralsTo(h, approver); !slices.Equal(told, []string{slackui.TextRecording}) {
-		t.Errorf("the approver was told %q, want %q alone", told, slackui.TextRecording)
-	}
+	checkApprovedOnce(t, h, card)
+	checkToldRecordingAlone(t, h)
 }
 
 // TestRejectWhoseClaimAnswerIsLostForGood: the requester submits a
