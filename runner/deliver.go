@@ -90,7 +90,11 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 			log.WithError(err).WithField("unsent", n).Warn("run stopped before sending a call; it is retried")
 			break
 		}
-		log.WithError(err).Error("run failed")
+		failed := log.WithError(err)
+		if res.Checkpoint.Final {
+			failed = failed.WithField("final", true) // a retry cannot help: none is offered
+		}
+		failed.Error("run failed")
 	case graph.Done:
 		log.Info("run finished")
 	}

@@ -3,9 +3,13 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
@@ -29,12 +33,23 @@ func TestFinalFailureIsNotRetried(t *testing.T) {
 		ThenError(contextFull).
 		Then(llm.Message{Role: llm.RoleAssistant, Content: "never"})
 	w.model = model
+	log := logrus.New()
+	log.Out = io.Discard
+	hook := logtest.NewLocal(log)
+	w.log = log
 	rep := &recorder{}
 	svc, _ := w.service(t, rep, time.Second)
 	if err := svc.Start(ctx, runner.StartRequest{Thread: "th", Requester: "U_ALICE", Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	failed := rep.eventsOf(runner.RunFailed)
+	logged := false
+	for _, e := range hook.AllEntries() {
+		logged = logged || e.Message == "run failed" && e.Data["final"] == true
+	}
+	if !logged {
+		t.Error(`no "run failed" line with final=true, want one for the operator`)
+	}
 	if len(failed) != 1 || !failed[0].Final || !strings.Contains(failed[0].Text, "start a new thread") {
 		t.Fatalf("RunFailed events = %+v, want one, final, saying to start a new thread", failed)
 	}
