@@ -35,7 +35,7 @@ const (
 	// Done: the run reached End.
 	Done
 	// Failed: a node returned an error or panicked; Error says which.
-	// Resuming re-runs the failed node.
+	// Resuming re-runs the failed node; Final says when that cannot help.
 	Failed
 )
 
@@ -119,6 +119,11 @@ type Checkpoint struct {
 	Interrupts []interrupt.Info `json:"interrupts,omitempty"`
 	// Error is a Failed run's error.
 	Error string `json:"error,omitempty"`
+	// Final is set on a Failed run whose error says that running the
+	// failed node again fails the same way (see IsFinal), so a front end
+	// offers no retry. Checkpoints written before it existed have none:
+	// their failures are retryable.
+	Final bool `json:"final,omitempty"`
 	// Config holds the per-run settings that a resume must honour.
 	Config RunConfig `json:"config,omitzero"`
 	// SkipBefore lists nodes whose interrupt-before was answered by the
@@ -270,6 +275,9 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	if c.Error != "" {
 		b = append(b, `,"error":`...)
 		b = jsonform.AppendString(b, c.Error)
+		if c.Final { // only a failure has it
+			b = append(b, `,"final":true`...)
+		}
 	}
 	if c.Config.InterruptBefore != nil || c.Config.InterruptAfter != nil { // omitzero
 		if b, err = appendField(b, "config", c.Config); err != nil {

@@ -34,7 +34,7 @@ func TestMarshalMetaIsJSON(t *testing.T) {
 			{ID: "7:a", Path: []string{"a", "inner"}, Reason: "before:a"},
 			{ID: "7:b", Reason: "approval", Payload: json.RawMessage(`[1,2]`), Deadline: at.In(time.FixedZone("x", 3600))},
 		},
-		Error:      "node a: <boom> & \"bust\"",
+		Error: "node a: <boom> & \"bust\"", Final: true,
 		Config:     RunConfig{InterruptBefore: []string{}, InterruptAfter: []string{"b"}},
 		SkipBefore: []string{"a"},
 		State:      json.RawMessage(`{"n":[1,2,{"k":null}]}`),

@@ -109,6 +109,29 @@ type NodeError struct {
 func (e *NodeError) Error() string { return fmt.Sprintf("node %s: %v", e.Node, e.Err) }
 func (e *NodeError) Unwrap() error { return e.Err }
 
+// IsFinal reports whether err says that running the node again cannot
+// help: an error in its tree has a method Final() bool that returns true.
+// The package that knows what went wrong marks it (a model's client, for
+// a conversation too long for the model); the engine records it with the
+// failure, as Checkpoint.Final.
+func IsFinal(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Final() bool }:
+		if e.Final() {
+			return true
+		}
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return IsFinal(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), IsFinal)
+	}
+	return false
+}
+
 // Start begins a new thread with state init. It fails with ErrThreadExists
 // if the thread has a checkpoint already.
 func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConfig) (*Result[S], error) {

@@ -203,9 +203,12 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 	}
 	if failed != nil {
 		msg := errors.Join(failures...).Error()
+		// A retry runs every failed node again: one that fails for good
+		// makes the step fail for good.
+		final := slices.ContainsFunc(failures, IsFinal)
 		err := r.save(ctx, Failed, func(cp *Checkpoint) {
 			cp.Interrupts = append(cp.Interrupts, infos...)
-			cp.Error = msg
+			cp.Error, cp.Final = msg, final
 		})
 		if err != nil {
 			return nil, unsavedFailure(failed, err)
@@ -407,7 +410,7 @@ func (r *run[S]) failInPlace(ctx context.Context, node string, cause error) (*Re
 	if err := r.restore(); err != nil {
 		return nil, errors.Join(nodeErr, err)
 	}
-	if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error = nodeErr.Error() }); err != nil {
+	if err := r.save(ctx, Failed, func(cp *Checkpoint) { cp.Error, cp.Final = nodeErr.Error(), IsFinal(cause) }); err != nil {
 		return nil, unsavedFailure(nodeErr, err)
 	}
 	return r.result(), nodeErr

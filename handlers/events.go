@@ -150,6 +150,7 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 	_, _, root, _ := slackui.ParseThread(thread)
 	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS, Ref: id, Kept: kept})
 	var refused *runner.RefusedError
+	var final *runner.FinalError
 	switch {
 	case errors.Is(err, runner.ErrKept):
 		return false, true
@@ -164,6 +165,8 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 			". I kept it as a note, and the agent will read it once the waiting calls are decided.")
 	case errors.Is(err, runner.ErrBusy):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextBusy)
+	case errors.As(err, &final):
+		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.FinalReplyAnswer(final))
 	case errors.Is(err, runner.ErrFailed):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, slackui.TextFailed)
 	case errors.Is(err, runner.ErrNoThread):

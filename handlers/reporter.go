@@ -155,6 +155,12 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	case runner.RunFailed:
 		r.interruptStreams(ctx, e.Thread)
+		if e.Final {
+			// No Retry: it would fail the same way.
+			_, err := r.post(ctx, channel, slack.MsgOptionTS(root),
+				slack.MsgOptionText(slackui.TextRunFailed, false), slack.MsgOptionBlocks(slackui.FinalErrorCard(e.Text)...))
+			return err
+		}
 		value, err := putRef(ctx, r.store, ref{Thread: e.Thread})
 		if err != nil {
 			return err

@@ -128,6 +128,12 @@ func (e *StreamError) Transient() bool {
 	return !e.quota()
 }
 
+// Final: the conversation is too long for the model, or too large for
+// the provider, every time it is sent (see StatusError.Final).
+func (e *StreamError) Final() bool {
+	return e.Type == "context_length_exceeded" || e.Type == "request_too_large"
+}
+
 // Is matches ErrOutOfQuota for a quota error.
 func (e *StreamError) Is(target error) bool { return target == ErrOutOfQuota && e.quota() }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,34 @@ func (e *StatusError) Transient() bool {
 		return true
 	}
 	return false
+}
+
+// Final reports whether sending the conversation again cannot succeed,
+// whenever it is sent: it is longer than the model's context window, too
+// large for the provider (413), or the provider refuses the tools'
+// schemas (a 400 that names them). Such a run is checkpointed as failed
+// for good (graph.IsFinal) and offered no retry. An account out of quota,
+// a bad key or an unknown model are not final: someone can fix them, and
+// a retry of the same conversation then succeeds.
+func (e *StatusError) Final() bool {
+	switch {
+	case isQuota(e.Type) || e.ShouldRetry == "true":
+		return false
+	case e.ContextFull, e.StatusCode == 413:
+		return true
+	}
+	return e.StatusCode == 400 && toolsRefused(e.Message)
+}
+
+// toolsRefusedWords are how providers refuse a request for a tool's
+// schema: OpenAI ("Invalid schema for function 'x'", "tools[0].function.
+// parameters"), Anthropic ("tools.0.custom.input_schema: JSON schema is
+// invalid").
+var toolsRefusedWords = []string{"invalid schema for function", "function.parameters", "input_schema"}
+
+func toolsRefused(msg string) bool {
+	msg = strings.ToLower(msg)
+	return slices.ContainsFunc(toolsRefusedWords, func(w string) bool { return strings.Contains(msg, w) })
 }
 
 // IsTransient reports whether err is a failure that retrying the model call

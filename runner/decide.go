@@ -538,7 +538,8 @@ type Message struct {
 // set. Calls whose outcome is unknown are settled only by their buttons.
 // After a run has finished the message is a new turn, whose calls the
 // author asked for. It returns ErrBusy while a run is working and
-// ErrFailed if the last run failed. A reply to a conversation whose
+// ErrFailed if the last run failed (a *FinalError if it failed in a way
+// a retry cannot fix). A reply to a conversation whose
 // first checkpoint is still being written is kept for it: with a
 // KeptCarrier set, Reply then returns ErrKept, and the front end keeps
 // the reply's request due until the carrier gives it back.
@@ -637,6 +638,9 @@ func (s *Service) reply(ctx context.Context, m Message, res *graph.Result[agent.
 			return s.continueWith(ctx, m, ss)
 		})
 	case graph.Failed:
+		if err := finalFailure(res); err != nil {
+			return fmt.Errorf("reply to %s: %w", m.Thread, err)
+		}
 		return fmt.Errorf("reply to %s: %w", m.Thread, ErrFailed)
 	default:
 		return s.replyToRunning(ctx, m)
@@ -777,7 +781,9 @@ func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[age
 
 // Retry resumes a failed run from the step that failed. by must be the
 // person who asked for the turn, or someone the policy lets decide the
-// run's calls (for a run with none waiting: any offered tool's).
+// run's calls (for a run with none waiting: any offered tool's). A run
+// that failed in a way a retry cannot fix is not run again: Retry
+// returns a *FinalError.
 func (s *Service) Retry(ctx context.Context, m Message) error {
 	res, err := s.graph.State(ctx, m.Thread)
 	if errors.Is(err, graph.ErrNoCheckpoint) {
@@ -792,6 +798,9 @@ func (s *Service) Retry(ctx context.Context, m Message) error {
 	st := &res.State
 	if m.Channel != st.Channel || (st.Team != "" && m.Team != st.Team) {
 		return refusedText("this card belongs to another channel")
+	}
+	if err := finalFailure(res); err != nil {
+		return fmt.Errorf("retry %s: %w", m.Thread, err)
 	}
 	if r := s.mayRetry(ctx, m.Thread, st, m.By); r != nil {
 		if r.TryAgain {

@@ -90,7 +90,11 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 			log.WithError(err).WithField("unsent", n).Warn("run stopped before sending a call; it is retried")
 			break
 		}
-		log.WithError(err).Error("run failed")
+		failed := log.WithError(err)
+		if res.Checkpoint.Final {
+			failed = failed.WithField("final", true) // a retry cannot help: none is offered
+		}
+		failed.Error("run failed")
 	case graph.Done:
 		log.Info("run finished")
 	}
@@ -215,7 +219,7 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 		if _, auto := s.retriesUnsent(res); auto {
 			break // nothing was sent, and the schedule retries it
 		}
-		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error)})
+		show("failed:"+res.Checkpoint.ID, Event{Kind: RunFailed, Thread: thread, State: st, Text: failureText(res.Checkpoint.Error), Final: res.Checkpoint.Final})
 	}
 	return ok
 }
@@ -246,6 +250,24 @@ func (s *Service) OnCall(ctx context.Context, st *agent.State, c agent.Call) {
 		s.auditFinished(ctx, st, c)
 	}
 	_ = s.report(ctx, Event{Kind: kind, Thread: runThread(ctx, st), State: st, Call: &c})
+}
+
+// FinalError is the answer to a Retry of a run that failed in a way a
+// retry cannot fix (graph.Checkpoint.Final), and to a reply in its
+// thread: nothing is run. Text is the failure, for people, as its
+// RunFailed event showed it; it says what to do instead when its cause
+// knows (a conversation too long for the model: start a new thread).
+type FinalError struct{ Text string }
+
+func (e *FinalError) Error() string { return "the run failed in a way a retry cannot fix: " + e.Text }
+
+// finalFailure is the FinalError of the run at res if it failed for
+// good, else nil. A failure saved before the mark existed is retryable.
+func finalFailure(res *graph.Result[agent.State]) error {
+	if res == nil || res.Status() != graph.Failed || !res.Checkpoint.Final {
+		return nil
+	}
+	return &FinalError{Text: failureText(res.Checkpoint.Error)}
 }
 
 // failureText is a failed run's error for people: without the engine's

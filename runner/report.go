@@ -27,7 +27,8 @@ const (
 	// reported finished too: it runs again once answered.
 	CallStarted
 	CallFinished
-	// RunFailed: the run stopped on an error (Text) and can be retried.
+	// RunFailed: the run stopped on an error (Text) and can be retried,
+	// unless Final: then retrying would fail the same way.
 	RunFailed
 	// GraphChanged: the bot was updated while the run waited, and the run
 	// cannot go on as it was; Text says what changed, one change a line.
@@ -129,6 +130,10 @@ type Event struct {
 	// Gate is, for ApprovalNeeded and ApprovalProgress of a pending call,
 	// what to show about deciding it.
 	Gate *Gate
+	// Final is, for RunFailed, that retrying cannot help (see
+	// graph.Checkpoint.Final): a front end offers no retry, and Text,
+	// the failure, says what to do instead when its cause knows.
+	Final bool
 }
 
 // Reporter shows events to people. Report is called from the goroutine

@@ -3,6 +3,7 @@ package slackui
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/slack-go/slack"
 
@@ -19,6 +20,9 @@ const (
 	TextNotPending = "This request is no longer pending."
 	TextBusy       = "I'm still working on this thread. Reply again once I've answered."
 	TextFailed     = "The last run in this thread stopped with an error. Press *Retry* on the error card first."
+	// TextFinalAdvice is what to do about a run that failed in a way a
+	// retry cannot fix.
+	TextFinalAdvice = "Start a new thread to go on; if it fails there too, tell whoever runs the bot."
 )
 
 // TextRecording answers a click whose decision is still being recorded
@@ -102,9 +106,12 @@ func DecisionAnswer(err error) (text string, unknown bool) {
 // the runner refused, or "" if it did not; unknown as for DecisionAnswer.
 func RetryAnswer(err error) (text string, unknown bool) {
 	var refused *runner.RefusedError
+	var final *runner.FinalError
 	switch {
 	case err == nil:
 		return "", false
+	case errors.As(err, &final):
+		return "Retrying would fail the same way, so nothing was run. The run stopped: " + finalText(final) + ". " + TextFinalAdvice, false
 	case errors.As(err, &refused) && refused.TryAgain:
 		return RefusalText(refused) + ".", false // not an answer about the person
 	case errors.As(err, &refused):
@@ -115,6 +122,17 @@ func RetryAnswer(err error) (text string, unknown bool) {
 		return TextBusy, false
 	}
 	return TextTryAgain, true
+}
+
+// FinalReplyAnswer is what to tell a person who replied in a thread whose
+// last run failed in a way a retry cannot fix.
+func FinalReplyAnswer(final *runner.FinalError) string {
+	return "I can't go on in this thread: its last run stopped with an error a retry can't fix: " + finalText(final) + ". " + TextFinalAdvice
+}
+
+// finalText is a final failure's text in mrkdwn, on one line, clipped.
+func finalText(final *runner.FinalError) string {
+	return ClipText(slackEscape(strings.TrimRight(OneLine(final.Text), ".")), BudgetError)
 }
 
 // ChangedRunAnswer is what to tell a person whose Restart or Cancel on

@@ -2,6 +2,7 @@ package slackui_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/countersign/countersign/runner"
@@ -62,6 +63,8 @@ func TestClickAnswers(t *testing.T) {
 		{"retry not failed", slackui.RetryAnswer, runner.ErrNotFailed, "This run is no longer stopped; nothing to retry.", false},
 		{"retry busy", slackui.RetryAnswer, runner.ErrBusy, slackui.TextBusy, false},
 		{"retry store down", slackui.RetryAnswer, other, slackui.TextTryAgain, true},
+		{"retry cannot help", slackui.RetryAnswer, fmt.Errorf("retry th: %w", &runner.FinalError{Text: "this conversation no longer fits in the model's context window: start a new thread to go on (HTTP 400: <max> & more)."}),
+			"Retrying would fail the same way, so nothing was run. The run stopped: this conversation no longer fits in the model's context window: start a new thread to go on (HTTP 400: &lt;max&gt; &amp; more). " + slackui.TextFinalAdvice, false},
 		{"changed refused", slackui.ChangedRunAnswer, refused, "You can't do this: only <@U1> may approve this call.", false},
 		{"changed already", slackui.ChangedRunAnswer, runner.ErrNotChanged, "This request was restarted or cancelled already.", false},
 		{"changed store down", slackui.ChangedRunAnswer, other, "", true},

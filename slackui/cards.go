@@ -174,6 +174,16 @@ func ErrorCard(errText string, ref string) []slack.Block {
 	}
 }
 
+// FinalErrorCard is the message of a run that stopped with an error a
+// retry cannot fix (runner.Event.Final): no Retry button, and what to do
+// instead.
+func FinalErrorCard(errText string) []slack.Block {
+	return []slack.Block{
+		SectionBlock("⚠️ The run stopped: " + ClipText(slackEscape(OneLine(errText)), BudgetError)),
+		ContextBlock("Retrying would fail the same way, so this run can't be retried. " + TextFinalAdvice),
+	}
+}
+
 // EditModal is the form that edits a pending call's arguments: one
 // multiline input (block BlockArgs, action InputArgs) holding the
 // arguments as pretty JSON; submitting it approves the call with the

@@ -48,5 +48,6 @@ func FuzzCards(f *testing.F) {
 		checkMessage(t, slackui.SettledCard(c, requester, cardNow))
 		checkText(t, "CardText", slackui.CardText(c), 3000, "mrkdwn")
 		checkMessage(t, slackui.ErrorCard(result, cardRef))
+		checkMessage(t, slackui.FinalErrorCard(result))
 	})
 }

@@ -169,6 +169,7 @@ func TestCardGolden(t *testing.T) {
 		{"skipped", cardMessage{slackui.CardText(callSkipped), slackui.SettledCard(callSkipped, cardAsker, cardNow)}},
 		{"no-approval", cardMessage{slackui.CardText(callNoApproval), slackui.SettledCard(callNoApproval, cardAsker, cardNow)}},
 		{"error", cardMessage{slackui.TextRunFailed, slackui.ErrorCard("llm: openai: 503 Service Unavailable after 5 attempts", cardRef)}},
+		{"error-final", cardMessage{slackui.TextRunFailed, slackui.FinalErrorCard("the model failed: this conversation no longer fits in the model's context window: start a new thread to go on (HTTP 400: This model's maximum context length is 128000 tokens.) (gpt-4o)")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +259,7 @@ func TestCardButtons(t *testing.T) {
 			{"retry", "Retry", "primary"}, {"mark_done", "Mark done", ""}, {"skip", "Skip", "danger"},
 		}},
 		{"error", slackui.ErrorCard("boom", cardRef), []cardButton{{"retry_run", "Retry", "primary"}}},
+		{"error a retry cannot fix", slackui.FinalErrorCard("boom"), nil},
 		{"approved", slackui.SettledCard(callApproved, cardAsker, cardNow), nil},
 		{"edited", slackui.SettledCard(callEdited, cardAsker, cardNow), nil},
 		{"rejected", slackui.SettledCard(callRejected, cardAsker, cardNow), nil},
@@ -618,6 +620,7 @@ func TestCardLimits(t *testing.T) {
 	}
 	t.Run("error card", func(t *testing.T) {
 		checkMessage(t, slackui.ErrorCard(long("<!channel> ``` 🙂 &", 50_000), cardRef))
+		checkMessage(t, slackui.FinalErrorCard(long("<!channel> ``` 🙂 &", 50_000)))
 	})
 }
 

@@ -161,6 +161,10 @@ func (c *chatSession) loop(ctx context.Context) error {
 			}
 		case graph.Failed:
 			c.term.printf("The last run failed: %s\n", res.Checkpoint.Error)
+			if res.Checkpoint.Final {
+				c.term.printf("Retrying would fail the same way. Start a new chat to go on; if it fails there too, tell whoever runs the bot.\n")
+				return nil
+			}
 			answer, ok := c.term.ask("[r]etry or [q]uit> ")
 			if !ok || answer == "q" {
 				return nil

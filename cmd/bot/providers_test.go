@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // TestBrokenStreamRetriedInSlack: through the binary, the model's stream
@@ -54,21 +57,86 @@ func TestOutOfQuotaInSlack(t *testing.T) {
 
 // TestContextFullInSlack: a conversation the model's context window no
 // longer holds is said so in the thread, with what to do, after one
-// request: asking again cannot help, so it is not retried.
+// request: asking again cannot help, so it is not retried, its card has
+// no Retry button, and a reply in the thread is told so.
 func TestContextFullInSlack(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "")
-	refused := llmtest.Recording(t, "openai-context-length.json")
-	refused.Status = 400
-	h.model.ThenRaw(refused)
+	h.model.ThenRaw(contextFull(t))
 	h.model.Then(llmtest.Reply("never"))
 	h.command("weather in Oslo?", nil, nil)
 	root := h.root(1)
 	failure := h.reply(root, "stopped with an error")
-	if card := h.card(failure); !strings.Contains(card, "no longer fits in the model's context window: start a new thread") {
+	card := h.card(failure)
+	if !strings.Contains(card, "no longer fits in the model's context window: start a new thread") {
 		t.Errorf("the error card says %s, want that the conversation no longer fits and to start a new thread", card)
 	}
+	if hasAction(failure, "retry_run") || !strings.Contains(card, "Retrying would fail the same way") {
+		t.Errorf("the error card is %s, want no retry_run button and that retrying would fail the same way", card)
+	}
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+		"text": "and now?", "ts": "1700000100.000100", "thread_ts": root.TS})
+	h.ephemeral(requester, "I can't go on in this thread")
 	if n := len(h.model.Requests()); n != 1 {
 		t.Errorf("%d model requests, want 1 (no retry)", n)
 	}
+}
+
+// TestRetryOfAFinalFailureOnAnEarlierCard: a run's retry fails in a way
+// a retry cannot fix; the card of the earlier failure still has its Retry
+// button (as a card posted by an earlier version does), and a click on it
+// is answered with what to do, without asking the model again.
+func TestRetryOfAFinalFailureOnAnEarlierCard(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.FailNext(4, http.StatusServiceUnavailable) // every attempt of the bot's retries
+	h.command("hello", nil, nil)
+	root := h.root(1)
+	earlier := h.cardWith(root, "retry_run", 20*time.Second)
+	h.model.ThenRaw(contextFull(t))
+	h.model.Then(llmtest.Reply("never"))
+	h.click(earlier, "retry_run", requester)
+	var final slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if c.TS != earlier.TS && strings.Contains(h.card(c), "no longer fits") {
+				final = c
+				return true
+			}
+		}
+		return false
+	}, "the card of the retry's failure")
+	if hasAction(final, "retry_run") {
+		t.Errorf("the card of a failure a retry cannot fix has a Retry button: %s", h.card(final))
+	}
+	asked := len(h.model.Requests())
+	h.click(earlier, "retry_run", requester)
+	h.ephemeral(requester, "Retrying would fail the same way, so nothing was run. The run stopped: the model failed: this conversation no longer fits")
+	if n := len(h.model.Requests()); n != asked || n != 5 {
+		t.Errorf("%d model requests after the click on the earlier card, want %d (4 failed attempts and the retry's one)", n, asked)
+	}
+}
+
+// TestChatOffersNoRetryOfAFinalFailure: bot chat does not offer to retry
+// a run that would fail the same way, and says what to do.
+func TestChatOffersNoRetryOfAFinalFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.ThenRaw(contextFull(t))
+	h.model.Then(llmtest.Reply("never"))
+	out := h.cli(t, "hello\nr\n", "chat", "--user", requester, "--thread", "chat-final")
+	if strings.Contains(out, "[r]etry") || !strings.Contains(out, "Retrying would fail the same way. Start a new chat") {
+		t.Errorf("bot chat printed:\n%s\nwant no retry offered, and to start a new chat", out)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1", n)
+	}
+}
+
+// contextFull is OpenAI's refusal of a conversation longer than the
+// model's context window.
+func contextFull(t *testing.T) llmtest.Raw {
+	refused := llmtest.Recording(t, "openai-context-length.json")
+	refused.Status = http.StatusBadRequest
+	return refused
 }

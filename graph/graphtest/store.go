@@ -147,6 +147,13 @@ func testStatuses(t *testing.T, s graph.Store) {
 		}
 		prev = cp
 	}
+	// A failure a retry cannot fix keeps its mark.
+	cp := next(thread, prev, "final")
+	cp.Status, cp.Error, cp.Final = graph.Failed, "node model: too long", true
+	mustSave(t, s, cp)
+	if got := mustLoad(t, s, thread); got.Status != graph.Failed || got.Error != cp.Error || !got.Final {
+		t.Errorf("Load(%q) = %v %q final %v, want failed %q final", thread, got.Status, got.Error, got.Final, cp.Error)
+	}
 }
 
 func testJournalAppends(t *testing.T, s graph.Store) {
