@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,31 +89,18 @@ func (e *StatusError) Transient() bool {
 }
 
 // Final reports whether sending the conversation again cannot succeed,
-// whenever it is sent: it is longer than the model's context window, too
-// large for the provider (413), or the provider refuses the tools'
-// schemas (a 400 that names them). Such a run is checkpointed as failed
+// whenever it is sent: it is longer than the model's context window, or
+// too large for the provider (413). Such a run is checkpointed as failed
 // for good (graph.IsFinal) and offered no retry. An account out of quota,
-// a bad key or an unknown model are not final: someone can fix them, and
-// a retry of the same conversation then succeeds.
+// a bad key, an unknown model or tools' schemas the provider refuses are
+// not final: someone can fix them (the schemas are sent as they are at
+// each request), and a retry of the same conversation then succeeds.
 func (e *StatusError) Final() bool {
 	switch {
 	case isQuota(e.Type) || e.ShouldRetry == "true":
 		return false
-	case e.ContextFull, e.StatusCode == 413:
-		return true
 	}
-	return e.StatusCode == 400 && toolsRefused(e.Message)
-}
-
-// toolsRefusedWords are how providers refuse a request for a tool's
-// schema: OpenAI ("Invalid schema for function 'x'", "tools[0].function.
-// parameters"), Anthropic ("tools.0.custom.input_schema: JSON schema is
-// invalid").
-var toolsRefusedWords = []string{"invalid schema for function", "function.parameters", "input_schema"}
-
-func toolsRefused(msg string) bool {
-	msg = strings.ToLower(msg)
-	return slices.ContainsFunc(toolsRefusedWords, func(w string) bool { return strings.Contains(msg, w) })
+	return e.ContextFull || e.StatusCode == 413
 }
 
 // IsTransient reports whether err is a failure that retrying the model call
