@@ -105,7 +105,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		reason.Store(&why)
 		if waitedSince.IsZero() {
 			waitedSince = time.Now()
-			log.WithError(err).Warnf("Redis does not answer: waiting for it, trying again every %s to %s; meanwhile /healthz answers 200, "+
+			log.WithError(err).Warnf("Redis does not answer: waiting for it, trying again after %s, doubling up to every %s; meanwhile /healthz answers 200, "+
 				"/readyz 503, and Slack is asked to try again", bot.RedisRetryFrom, bot.RedisRetryUpTo)
 			return
 		}
