@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,11 +90,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	// not answer yet, Redis is waited for (started after the bot, or
 	// restarting): alive, not ready, and Slack's requests answered as
 	// during an outage. Then the bot's own routes take over.
-	var mux handlerSwitch
 	pending := handlers.New(api, nil, nil, secret, handlers.Options{Logger: log})
 	var reason atomic.Pointer[string]
-	mux.set(startingRoutes(pending, &reason))
-	httpSrv := newHTTPServer(&mux)
+	mux := newHandlerSwitch()
+	mux.starting = startingRoutes(mux, pending, &reason)
+	httpSrv := newHTTPServer(mux)
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(ln) }()
 
@@ -105,6 +106,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		reason.Store(&why)
 		if waitedSince.IsZero() {
 			waitedSince = time.Now()
+			mux.settle()
 			log.WithError(err).Warnf("Redis does not answer: waiting for it, trying again after %s, doubling up to every %s; meanwhile /healthz answers 200, "+
 				"/readyz 503, and Slack is asked to try again", bot.RedisRetryFrom, bot.RedisRetryUpTo)
 			return
@@ -175,7 +177,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 
 	routed := http.NewServeMux()
 	routes(routed, svc, srv, log)
-	mux.set(routed)
+	mux.route(routed)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -207,10 +209,28 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 // startingRoutes are what serve answers until the bot is wired: /healthz
 // (the process is alive), /readyz 503 with what start-up waits for
 // (reason, once set; never a secret), and Slack's endpoints as during an
-// outage.
-func startingRoutes(pending *handlers.Server, reason *atomic.Pointer[string]) http.Handler {
+// outage. A Slack request that comes while the bot is being wired, and
+// Redis has not yet failed to answer, is held until it is (for at most
+// startHold, within Slack's 3 s), and then served by the bot, as it would
+// have been had it waited in the listener's queue.
+func startingRoutes(sw *handlerSwitch, pending *handlers.Server, reason *atomic.Pointer[string]) http.Handler {
+	unavailable := pending.Unavailable()
 	mux := http.NewServeMux()
-	mux.Handle("/slack/", pending.Unavailable())
+	mux.HandleFunc("/slack/", func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(startHold)
+		defer t.Stop()
+		select {
+		case <-sw.settled:
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
+		if h := sw.routed.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		unavailable.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		why := "starting"
@@ -222,15 +242,38 @@ func startingRoutes(pending *handlers.Server, reason *atomic.Pointer[string]) ht
 	return mux
 }
 
+// startHold is how long a Slack request may wait for the bot being
+// wired, before it is answered as during an outage.
+const startHold = 2 * time.Second
+
 // healthz says the process is alive, ready or not.
 func healthz(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
 
-// handlerSwitch serves the handler last set: serve's start-up routes,
-// then the bot's.
-type handlerSwitch struct{ h atomic.Pointer[http.Handler] }
+// handlerSwitch serves the start-up routes (starting) until the bot's
+// are set (route). settled is closed once start-up either has the bot's
+// routes or waits for Redis.
+type handlerSwitch struct {
+	starting http.Handler
+	routed   atomic.Pointer[http.Handler]
+	settled  chan struct{}
+	once     sync.Once
+}
 
-func (s *handlerSwitch) set(h http.Handler) { s.h.Store(&h) }
+func newHandlerSwitch() *handlerSwitch { return &handlerSwitch{settled: make(chan struct{})} }
+
+// route makes h serve every request from now on.
+func (s *handlerSwitch) route(h http.Handler) {
+	s.routed.Store(&h)
+	s.settle()
+}
+
+// settle releases the requests held while the bot is wired.
+func (s *handlerSwitch) settle() { s.once.Do(func() { close(s.settled) }) }
 
 func (s *handlerSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*s.h.Load()).ServeHTTP(w, r)
+	if h := s.routed.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	s.starting.ServeHTTP(w, r)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 )
@@ -190,4 +194,38 @@ func TestServeRefusesBadConfigWithoutWaiting(t *testing.T) {
 			t.Errorf("%s: the password of REDIS_URL is in the output:\n%s", tc.name, out)
 		}
 	}
+}
+
+// A request that comes while the bot is being wired, its Redis up, is
+// served once it is, as when it waited in the listener's queue: not told
+// to try again.
+func TestRequestDuringStartIsServed(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "")
+	arrived, release := h.slack.HoldNext("auth.test", 0)
+	defer release()
+	h.launch()
+	<-arrived // the bot listens, and is not wired yet
+	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")))
+	answered := make(chan string, 1)
+	go func() {
+		body := slacktest.SlashCommand(url.Values{"text": {"deploy"}, "user_id": {requester}})
+		resp, err := botClient.Do(h.signer.Request(http.MethodPost, "http://"+h.addr+"/slack/commands", "application/x-www-form-urlencoded", body, time.Now()))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		answered <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	h.eventually(func() bool {
+		code, body := h.get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "starting")
+	}, "/readyz to say the bot is starting")
+	release()
+	if got := <-answered; got != "200 " {
+		t.Errorf("/agent during start-up was answered %q; want an empty 200, and the request served", got)
+	}
+	h.cards(h.root(1), 1)
 }
