@@ -158,12 +158,7 @@ func New(ctx context.Context, getenv func(string) string, log logrus.FieldLogger
 // that wire reads once it answers: an error in them is said at once, not
 // after waiting for Redis (Options.WaitForRedis).
 func checkSettings(getenv func(string) string) error {
-	if _, err := WaitReplicas(context.Background(), func(k string) string {
-		if k == "REDIS_WAIT_REPLICAS" && getenv(k) == "" {
-			return "0" // only the variable is read, not Redis
-		}
-		return getenv(k)
-	}, nil); err != nil {
+	if _, _, err := replicasSetting(getenv); err != nil {
 		return err
 	}
 	if _, err := auditRetention(getenv); err != nil {

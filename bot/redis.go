@@ -161,10 +161,10 @@ func firstPing(ctx context.Context, rdb redis.UniversalClient, describe func(err
 		switch {
 		case err == nil:
 			return nil
-		case ctx.Err() != nil:
-			return fmt.Errorf("waiting for redis: %w", ctx.Err())
 		case wait == nil || !redisMayAnswer(err):
 			return describe(err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("waiting for redis: %w", ctx.Err())
 		}
 		wait(describe(err))
 		t := time.NewTimer(delay)
@@ -259,12 +259,8 @@ func redisURLError(raw, what string, err error) error {
 // gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server —
 // on a cluster, every master — has a replica connected, else 0.
 func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.UniversalClient) (int, error) {
-	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
-		}
-		return n, nil
+	if n, set, err := replicasSetting(getenv); set || err != nil {
+		return n, err
 	}
 	switch c := rdb.(type) {
 	case *redis.Client:
@@ -287,6 +283,20 @@ func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// replicasSetting is REDIS_WAIT_REPLICAS: whether it is set, and to how
+// many replicas.
+func replicasSetting(getenv func(string) string) (n int, set bool, err error) {
+	v := getenv("REDIS_WAIT_REPLICAS")
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, true, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
+	}
+	return n, true, nil
 }
 
 // connectedReplicas is how many replicas the server reports connected; 0
