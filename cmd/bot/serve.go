@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,14 +210,15 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 // startingRoutes are what serve answers until the bot is wired: /healthz
 // (the process is alive), /readyz 503 with what start-up waits for
 // (reason, once set; never a secret), and Slack's endpoints as during an
-// outage. A Slack request that comes while the bot is being wired, and
-// Redis has not yet failed to answer, is held until it is (for at most
-// startHold, within Slack's 3 s), and then served by the bot, as it would
-// have been had it waited in the listener's queue.
+// outage; anything else (an OAuth callback, /metrics) is 503. A request
+// that comes while the bot is being wired, and Redis has not yet failed
+// to answer, is held until it is (for at most startHold, within Slack's
+// 3 s), and then served by the bot, as it would have been had it waited
+// in the listener's queue.
 func startingRoutes(sw *handlerSwitch, pending *handlers.Server, reason *atomic.Pointer[string]) http.Handler {
 	unavailable := pending.Unavailable()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/slack/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(startHold)
 		defer t.Stop()
 		select {
@@ -229,7 +231,11 @@ func startingRoutes(sw *handlerSwitch, pending *handlers.Server, reason *atomic.
 			(*h).ServeHTTP(w, r)
 			return
 		}
-		unavailable.ServeHTTP(w, r)
+		if strings.HasPrefix(r.URL.Path, "/slack/") {
+			unavailable.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
 	})
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
