@@ -93,6 +93,15 @@ type Options struct {
 	Redis redis.UniversalClient
 	// Prefix, if set, prefixes every Redis key (redisstore.Options).
 	Prefix string
+	// WaitForRedis, if set, makes New wait for a REDIS_URL that does not
+	// answer yet (nothing listens there, its name does not resolve, it
+	// is loading its data) instead of failing: it tries again, 1 s
+	// apart doubling to 30 s, until Redis answers or ctx ends, and calls
+	// WaitForRedis with each failure (its secrets redacted). A Redis that
+	// answers with a refusal waiting does not mend (a wrong password)
+	// still fails New, as do the model's and the policy's configuration,
+	// which New reads before it connects.
+	WaitForRedis func(error)
 	// Version, Revision and GoVersion describe the build, for metrics.
 	Version, Revision, GoVersion string
 }
@@ -123,11 +132,15 @@ func New(ctx context.Context, getenv func(string) string, log logrus.FieldLogger
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSettings(getenv); err != nil {
+		_ = box.Close()
+		return nil, err
+	}
 	cost := metrics.NewRedisCost(redisstore.Operation, redisstore.Operations...)
 	rdb, desc, closeRedis := opts.Redis, "given", func() {}
 	if rdb != nil {
 		rdb.AddHook(cost)
-	} else if rdb, desc, closeRedis, err = ConnectRedis(ctx, getenv, log, cost); err != nil {
+	} else if rdb, desc, closeRedis, err = connectRedis(ctx, getenv, log, opts.WaitForRedis, cost); err != nil {
 		_ = box.Close()
 		return nil, err
 	}
@@ -139,6 +152,20 @@ func New(ctx context.Context, getenv func(string) string, log logrus.FieldLogger
 	}
 	b.Redis, b.close = desc, closeAll
 	return b, nil
+}
+
+// checkSettings refuses, before Redis is asked anything, the settings
+// that wire reads once it answers: an error in them is said at once, not
+// after waiting for Redis (Options.WaitForRedis).
+func checkSettings(getenv func(string) string) error {
+	if _, _, err := replicasSetting(getenv); err != nil {
+		return err
+	}
+	if _, err := auditRetention(getenv); err != nil {
+		return err
+	}
+	_, _, err := mcpauth.KeyFromEnv(getenv)
+	return err
 }
 
 // wire builds the store, the metrics, the agent and the runner on rdb.

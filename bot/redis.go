@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -38,6 +39,20 @@ var redisPoolSize = 24 * runtime.GOMAXPROCS(0)
 // hooks are added to the client before its first command (on a cluster,
 // to every node's client), so that they see every command the bot sends.
 func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
+	return connectRedis(ctx, getenv, log, nil, hooks...)
+}
+
+// The back-off between tries of a Redis that does not answer yet
+// (Options.WaitForRedis): from RedisRetryFrom, doubling, to
+// RedisRetryUpTo.
+const (
+	RedisRetryFrom = time.Second
+	RedisRetryUpTo = 30 * time.Second
+)
+
+// connectRedis is ConnectRedis; with wait set, a REDIS_URL that does not
+// answer yet is tried again until it does (Options.WaitForRedis).
+func connectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, wait func(error), hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
 	raw := getenv("REDIS_URL")
 	if dir := LocalRedisDir(getenv); dir != "" {
 		l, err := startLocalRedis(ctx, dir)
@@ -121,16 +136,67 @@ func ConnectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// The first ping's failure is the error returned, said once: not
 	// also go-redis's line for each dial it retried (which it logs
 	// without the command's context, so the logger is hushed instead).
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	quietRedisLog.Add(1)
-	err := rdb.Ping(pingCtx).Err()
+	err := firstPing(ctx, rdb, func(err error) error {
+		return fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
+	}, wait)
 	quietRedisLog.Add(-1)
 	if err != nil {
 		_ = rdb.Close()
-		return nil, "", nil, fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
+		return nil, "", nil, err
 	}
 	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
+}
+
+// firstPing pings rdb, and returns the failure as describe says it. With
+// wait set, a failure that waiting may mend (redisMayAnswer) is passed to
+// wait and the ping tried again, after a back-off, until it answers, it
+// fails otherwise, or ctx ends.
+func firstPing(ctx context.Context, rdb redis.UniversalClient, describe func(error) error, wait func(error)) error {
+	delay := RedisRetryFrom
+	for {
+		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rdb.Ping(pingCtx).Err()
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case wait == nil || !redisMayAnswer(err):
+			return describe(err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("waiting for redis: %w", ctx.Err())
+		}
+		wait(describe(err))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for redis: %w", ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, RedisRetryUpTo)
+	}
+}
+
+// redisMayAnswer reports whether a failed ping may succeed later without
+// a change of configuration: Redis is not listening (yet), its name does
+// not resolve (yet), it does not answer in time, or it answers that it
+// is loading its data or has no master. A Redis that refuses the
+// password or the database, or a certificate that does not verify, is
+// not mended by waiting.
+func redisMayAnswer(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, transient := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY"} {
+			if strings.HasPrefix(rerr.Error(), transient+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	var cert *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	return !errors.As(err, &cert) && !errors.As(err, &header)
 }
 
 // ErrRedisURL is a REDIS_URL that is not a URL. The URL is not quoted,
@@ -193,12 +259,8 @@ func redisURLError(raw, what string, err error) error {
 // gate a side effect: REDIS_WAIT_REPLICAS if set, else 1 when the server —
 // on a cluster, every master — has a replica connected, else 0.
 func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.UniversalClient) (int, error) {
-	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
-		}
-		return n, nil
+	if n, set, err := replicasSetting(getenv); set || err != nil {
+		return n, err
 	}
 	switch c := rdb.(type) {
 	case *redis.Client:
@@ -221,6 +283,20 @@ func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// replicasSetting is REDIS_WAIT_REPLICAS: whether it is set, and to how
+// many replicas.
+func replicasSetting(getenv func(string) string) (n int, set bool, err error) {
+	v := getenv("REDIS_WAIT_REPLICAS")
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, true, fmt.Errorf("REDIS_WAIT_REPLICAS=%q: want a whole number of replicas, 0 or more", v)
+	}
+	return n, true, nil
 }
 
 // connectedReplicas is how many replicas the server reports connected; 0

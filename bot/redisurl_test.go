@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 )
 
@@ -73,5 +75,58 @@ func TestUnreachableRedisIsSaidOnce(t *testing.T) {
 	}
 	if logs.Len() != 0 {
 		t.Errorf("ConnectRedis to %s logged, besides its error: %q", addr, logs.String())
+	}
+}
+
+// Waiting for a Redis that does not answer: each failure is passed on
+// without the password, and nothing else is logged; the wait ends with
+// its context.
+func TestWaitForRedisHidesThePassword(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logs strings.Builder
+	log := logrus.New()
+	log.Out = &logs
+	env := map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failures []error
+	_, _, _, err = connectRedis(ctx, func(k string) string { return env[k] }, log, func(err error) {
+		failures = append(failures, err)
+		cancel() // one failure is enough
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("connectRedis, stopped while waiting: %v; want context.Canceled", err)
+	}
+	if len(failures) != 1 || !strings.Contains(failures[0].Error(), "connection refused") || strings.Contains(failures[0].Error(), "s3cr3t") {
+		t.Errorf("failures passed on: %v; want one, connection refused, without the password", failures)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("connectRedis to %s logged while waiting: %q", addr, logs.String())
+	}
+}
+
+// A Redis that answers with a refusal waiting does not mend (a database
+// it does not have) is not waited for.
+func TestWaitForRedisNotForARefusal(t *testing.T) {
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		t.Skip("needs REDIS_URL")
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.Out = &strings.Builder{}
+	env := map[string]string{"REDIS_URL": "redis://" + opts.Addr + "/99999"}
+	waited := 0
+	_, _, _, err = connectRedis(context.Background(), func(k string) string { return env[k] }, log, func(error) { waited++ })
+	if err == nil || waited != 0 || !strings.Contains(err.Error(), "DB index") {
+		t.Errorf("connectRedis to a database Redis does not have: %v after waiting %d times; want its error at once", err, waited)
 	}
 }

@@ -50,23 +50,25 @@ func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Le
 // exists.
 func newService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
 	groups runner.Groups, newReporter func(*redisstore.Store) runner.Reporter) (*bot.Bot, error) {
-	return newStreamingService(ctx, getenv, log, model, groups, false, newReporter)
+	return newStreamingService(ctx, getenv, log, model, groups, false, nil, newReporter)
 }
 
 // newStreamingService is newService for a front end that shows answers as
-// they are written if stream is set.
+// they are written if stream is set; with waitForRedis set, it waits for
+// a REDIS_URL that does not answer yet (bot.Options.WaitForRedis).
 func newStreamingService(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	groups runner.Groups, stream bool, newReporter func(*redisstore.Store) runner.Reporter) (*bot.Bot, error) {
+	groups runner.Groups, stream bool, waitForRedis func(error), newReporter func(*redisstore.Store) runner.Reporter) (*bot.Bot, error) {
 	ver, rev, gov := buildVersion()
 	return bot.New(ctx, getenv, log, newReporter, bot.Options{
-		Model: model, Groups: groups, Stream: stream, Version: ver, Revision: rev, GoVersion: gov,
+		Model: model, Groups: groups, Stream: stream, Version: ver, Revision: rev, GoVersion: gov, WaitForRedis: waitForRedis,
 	})
 }
 
 // newSlackBot wires a bot that reports to Slack through api, and the
-// handlers that answer Slack's requests signed with secret.
+// handlers that answer Slack's requests signed with secret. With
+// waitForRedis set, it waits for a REDIS_URL that does not answer yet.
 func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, model llm.Model,
-	api *slack.Client, secret string) (*bot.Bot, *handlers.Server, error) {
+	api *slack.Client, secret string, waitForRedis func(error)) (*bot.Bot, *handlers.Server, error) {
 	auth, err := api.AuthTestContext(ctx)
 	if err != nil {
 		return nil, nil, authTestError(err)
@@ -77,7 +79,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	}
 	var rep *handlers.Reporter
 	groups := slackdir.NewGroups(api, 0, nil)
-	svc, err := newStreamingService(ctx, getenv, log, model, groups, streamed, func(store *redisstore.Store) runner.Reporter {
+	svc, err := newStreamingService(ctx, getenv, log, model, groups, streamed, waitForRedis, func(store *redisstore.Store) runner.Reporter {
 		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		if streamed {
 			rep.SetStreaming(stream)
@@ -130,7 +132,7 @@ func routes(mux *http.ServeMux, b *bot.Bot, slack *handlers.Server, log logrus.F
 	mux.Handle("/slack/", b.Metrics.Instrument(slack.Handler()))
 	mux.Handle("GET "+bot.CallbackPath, b.Auth.Callback(log))
 	b.Metrics.Background(slack.Busy)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

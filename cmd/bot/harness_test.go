@@ -103,6 +103,14 @@ type harness struct {
 
 func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	t.Helper()
+	h := newIdleHarness(t, policy, replies...)
+	h.start()
+	return h
+}
+
+// newIdleHarness is newHarness without starting the bot.
+func newIdleHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
+	t.Helper()
 	needs(t, "a redis-server process for the bot binary")
 	h := &harness{
 		t:      t,
@@ -141,7 +149,6 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 			t.Logf("bot logs:\n%s", h.logs.String())
 		}
 	})
-	h.start()
 	return h
 }
 
@@ -149,12 +156,31 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 // it answers requests.
 const startupLine = "Countersign serving Slack"
 
-// start runs the bot and waits until it answers /healthz and its start-up
-// line is in h.logs. The bot listens before it is wired, so /healthz can
-// answer the instant it serves, before the line has crossed the pipe.
+// start runs the bot and waits until it answers /readyz and its start-up
+// line is in h.logs. The bot answers /healthz before it is wired (and
+// while it waits for Redis), and /readyz the instant it is, before the
+// line has crossed the pipe.
 func (h *harness) start() {
 	h.t.Helper()
 	started := strings.Count(h.logs.String(), startupLine)
+	h.launch()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := botClient.Get("http://" + h.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && (!h.logsInfo() || strings.Count(h.logs.String(), startupLine) > started) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("the bot did not come up; logs:\n%s", h.logs.String())
+}
+
+// launch runs the bot, without waiting for anything.
+func (h *harness) launch() {
+	h.t.Helper()
 	h.bot = exec.Command(botBinary)
 	h.bot.Env = h.env
 	h.bot.Stdout, h.bot.Stderr = h.logs, h.logs
@@ -165,18 +191,6 @@ func (h *harness) start() {
 	if err := h.bot.Start(); err != nil {
 		h.t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := botClient.Get("http://" + h.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && (!h.logsInfo() || strings.Count(h.logs.String(), startupLine) > started) {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("the bot did not come up; logs:\n%s", h.logs.String())
 }
 
 // logsInfo reports whether the bot logs info lines (its start-up line

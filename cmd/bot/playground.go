@@ -64,7 +64,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	go func() { errc <- httpSrv.Serve(ln) }()
 	defer httpSrv.Close()
 	api := slack.New(token, slack.OptionAPIURL(base+"/api/"))
-	svc, srv, err := newSlackBot(ctx, playgroundEnv(getenv), log, model, api, secret)
+	svc, srv, err := newSlackBot(ctx, playgroundEnv(getenv), log, model, api, secret, nil)
 	if err != nil {
 		return fmt.Errorf("playground: %w", err)
 	}

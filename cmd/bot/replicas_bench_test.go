@@ -181,7 +181,7 @@ func startBot(tb testing.TB, env []string, addr string, logs io.Writer) {
 		}
 	})
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		if resp, err := botClient.Get("http://" + addr + "/healthz"); err == nil {
+		if resp, err := botClient.Get("http://" + addr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return

@@ -221,7 +221,7 @@ func (h *harness) replica() string {
 	}
 	h.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	h.eventually(func() bool {
-		resp, err := botClient.Get("http://" + addr + "/healthz")
+		resp, err := botClient.Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 		}
