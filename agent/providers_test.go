@@ -280,9 +280,9 @@ func TestCutOffToolCallIsNotRun(t *testing.T) {
 
 // A tool call the model was writing when it stopped to refuse, or when
 // the provider's content filter stopped its reply, never runs either,
-// though what arrived of it is a valid object: the reply and the call's
-// result, both shown in the thread, say why it stopped, not that it hit
-// the length limit.
+// though what arrived of it is a valid object: the reply's text and the
+// call's result, what the model answers from, say why it stopped, not
+// that it hit the length limit.
 func TestStoppedToolCallIsNotRun(t *testing.T) {
 	names := map[string]string{"openai": "openai-content-filter-call", "anthropic": "anthropic-refusal-call"}
 	for _, mk := range providers(t, "") {

@@ -12,7 +12,8 @@ const cutOffCall = "this call was not run: your reply reached the length limit w
 // The results of a call cut off because the reply stopped for another
 // reason: the context window filled, the model refused, or the
 // provider's content filter withheld the rest. The call never runs
-// either; the words say why, since the thread shows them.
+// either; the words say what stopped it, so that the model's next
+// answer in the thread does not blame the length limit.
 const (
 	contextFullCall = "this call was not run: this conversation filled the model's context window while you were writing it, " +
 		"so its arguments are incomplete."
