@@ -275,7 +275,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 			s.Calls = append(s.Calls, tooManyCalls(key, tc, reply.Content, a.opts.MaxCallsPerTurn, len(reply.ToolCalls)))
 			continue
 		}
-		s.Calls = append(s.Calls, a.newCall(key, tc, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
+		s.Calls = append(s.Calls, a.newCall(key, tc, reply.Stop, reply.Content, cmp.Or(s.TurnBy, s.Requester)))
 	}
 	s.Turns++
 	s.PassTurns++
@@ -288,7 +288,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 // error result the model can act on, and no one is asked to approve it.
 // The arguments are kept in canonical form, which is what a card shows
 // and what the tool runs with.
-func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) Call {
+func (a *Agent) newCall(key string, tc llm.ToolCall, stop llm.Stop, reason, requester string) Call {
 	c := Call{Key: key, ID: tc.ID, Tool: tc.Name, Reason: reason, Requester: requester}
 	fail := func(format string, args ...any) Call {
 		c.Status, c.IsError = Failed, true
@@ -300,7 +300,7 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, reason, requester string) C
 		return fail("there is no tool named %q. Available tools: %s.", tc.Name, strings.Join(a.toolNames(), ", "))
 	}
 	if tc.Truncated {
-		return fail("%s", cutOffCall)
+		return fail("%s", cutOffResult(stop))
 	}
 	args := strings.TrimSpace(tc.Arguments)
 	if args == "" {

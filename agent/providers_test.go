@@ -278,6 +278,49 @@ func TestCutOffToolCallIsNotRun(t *testing.T) {
 	}
 }
 
+// A tool call the model was writing when it stopped to refuse, or when
+// the provider's content filter stopped its reply, never runs either,
+// though what arrived of it is a valid object: the reply's text and the
+// call's result, what the model answers from, say why it stopped, not
+// that it hit the length limit.
+func TestStoppedToolCallIsNotRun(t *testing.T) {
+	names := map[string]string{"openai": "openai-content-filter-call", "anthropic": "anthropic-refusal-call"}
+	for _, mk := range providers(t, "") {
+		p := mk(t)
+		t.Run(p.String(), func(t *testing.T) {
+			note, why := llm.NoteFiltered, "content filter stopped"
+			if p.name == "anthropic" {
+				note, why = llm.NoteRefused, "model stopped and refused"
+			}
+			lookup := &schemaTool{name: "lookup", schema: `{"type":"object","properties":{"n":{"type":"integer"}}}`}
+			p.thenRaw(recording(t, p, names[p.name]))
+			p.then(llmtest.Reply("I could not do that."))
+			s := runAgent(t, p, "look it up", lookup)
+			if runs := lookup.Runs(); len(runs) != 0 {
+				t.Errorf("the stopped call ran with %v", runs)
+			}
+			if len(s.Messages) < 2 || s.Messages[1].Role != llm.RoleAssistant {
+				t.Fatalf("messages = %+v, want the stopped reply second", s.Messages)
+			}
+			if reply := s.Messages[1].Content; !strings.HasSuffix(reply, note) || strings.Contains(reply, llm.NoteCutOff) {
+				t.Errorf("the stopped reply says %q, want it to end with %q", reply, note)
+			}
+			var result string
+			for _, m := range s.Messages {
+				if m.Role == llm.RoleTool {
+					result = m.Content
+				}
+			}
+			if !strings.Contains(result, why) || !strings.Contains(result, "not run") || strings.Contains(result, "length limit") {
+				t.Errorf("the call's result is %q, want that it was not run because the %s", result, why)
+			}
+			if got := s.Answer(); got != "I could not do that." {
+				t.Errorf("answer = %q", got)
+			}
+		})
+	}
+}
+
 // An answer cut off, filtered or refused says so in words.
 func TestStopReasonsAreSaid(t *testing.T) {
 	tests := []struct {

@@ -37,7 +37,8 @@ import (
 //     conversation that filled the context window, says so in its text
 //     and its last call, if it was being written, is marked Truncated
 //     (the agent answers it with an error, never runs it);
-//     a content filter and a refusal are said in words;
+//     a content filter and a refusal are said in words, and stop a call
+//     being written just the same;
 //   - errors: an error object inside the answer, an OpenAI stream without
 //     [DONE] (or a finish reason) and an Anthropic stream without
 //     message_stop are a *StreamError, transient like the HTTP status
@@ -691,9 +692,19 @@ func (a *answer) message(position int) Message {
 		note(NoteContextFull)
 	case "content_filter":
 		reply.Stop = StopFiltered
+		// The call being written when the filter stopped the reply is
+		// cut off: what arrived of it may parse, yet it is not the call.
+		if n := len(reply.ToolCalls); n > 0 {
+			reply.ToolCalls[n-1].Truncated = true
+		}
 		note(NoteFiltered)
 	case "refusal":
 		reply.Stop = StopRefused
+		// Likewise the call being written when the model stopped to
+		// refuse.
+		if n := len(reply.ToolCalls); n > 0 && a.lastBlock == "tool_use" {
+			reply.ToolCalls[n-1].Truncated = true
+		}
 		note(NoteRefused)
 	}
 	if r := strings.TrimSpace(a.refusal.String()); r != "" {

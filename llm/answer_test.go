@@ -79,6 +79,13 @@ func TestRecordedAnswers(t *testing.T) {
 		{"openai", "openai-length-call.sse", llm.NoteCutOff, llm.StopCutOff,
 			[]llm.ToolCall{{ID: "call_Lc1aaaaaaaaaaaaaaaaaaaaa", Name: "lookup", Arguments: `{"n"`, Truncated: true}}},
 		{"openai", "openai-content-filter.json", llm.NoteFiltered, llm.StopFiltered, nil},
+		// The filter stopped the reply while a call was written: the call
+		// is cut off, though what arrived of it is a valid object, and the
+		// text says the filter, not the length limit.
+		{"openai", "openai-content-filter-call.json", llm.NoteFiltered, llm.StopFiltered,
+			[]llm.ToolCall{{ID: "call_Cf2bbbbbbbbbbbbbbbbbbbbb", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
+		{"openai", "openai-content-filter-call.sse", llm.NoteFiltered, llm.StopFiltered,
+			[]llm.ToolCall{{ID: "call_Cf1aaaaaaaaaaaaaaaaaaaaa", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
 		{"openai", "openai-refusal.json", sorry, llm.StopRefused, nil},
 		{"openai", "openai-refusal.sse", sorry, llm.StopRefused, nil},
 		{"openai", "vllm-repeated-metadata.sse", "", "",
@@ -102,6 +109,11 @@ func TestRecordedAnswers(t *testing.T) {
 			[]llm.ToolCall{{ID: "toolu_rec_cw2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
 		{"anthropic", "anthropic-refusal.json", llm.NoteRefused, llm.StopRefused, nil},
 		{"anthropic", "anthropic-refusal.sse", llm.NoteRefused, llm.StopRefused, nil},
+		// The model stopped to refuse while it wrote a call: likewise.
+		{"anthropic", "anthropic-refusal-call.json", "Let me look that up.\n\n" + llm.NoteRefused, llm.StopRefused,
+			[]llm.ToolCall{{ID: "toolu_rec_rf1", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
+		{"anthropic", "anthropic-refusal-call.sse", "Let me look that up.\n\n" + llm.NoteRefused, llm.StopRefused,
+			[]llm.ToolCall{{ID: "toolu_rec_rf2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.recording, func(t *testing.T) {

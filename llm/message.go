@@ -96,9 +96,11 @@ type ToolCall struct {
 	// Arguments is the JSON text the model produced. It may be invalid;
 	// the agent answers invalid arguments with an error result.
 	Arguments string `json:"arguments"`
-	// Truncated: the reply was cut off while this call was being
-	// written, so its arguments are incomplete. It must not run; the
-	// agent answers it with an error result.
+	// Truncated: the reply was cut off (by the length limit, a full
+	// context window, a refusal or a content filter; Message.Stop says
+	// which) while this call was being written, so its arguments may be
+	// incomplete. It must not run; the agent answers it with an error
+	// result.
 	Truncated bool `json:"truncated,omitempty"`
 }
 

@@ -166,9 +166,19 @@ func normaliseTool(d ToolDef) (json.RawMessage, error) {
 	if !providerName.MatchString(d.Name) {
 		return nil, fmt.Errorf("%w: the name %q is not 1 to 64 of a-z, A-Z, 0-9, _ and -", ErrSchemaRefused, truncate(d.Name, 80))
 	}
-	raw := bytes.TrimSpace(d.Parameters)
+	return OfferedSchema(d.Parameters)
+}
+
+// OfferedSchema returns the schema of a tool's arguments as the model is
+// offered it, given the schema the tool's server wrote (see the top of
+// this file): its properties and required ones as the model sees them,
+// wherever the original put them (inline, behind a top-level "$ref", in
+// the branches of a top-level allOf, oneOf or anyOf). The error wraps
+// ErrSchemaRefused for a schema no provider takes.
+func OfferedSchema(parameters json.RawMessage) (json.RawMessage, error) {
+	raw := bytes.TrimSpace(parameters)
 	if len(raw) == 0 || string(raw) == "null" {
-		return emptySchema, nil
+		return bytes.Clone(emptySchema), nil
 	}
 	var schema map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))

@@ -136,6 +136,12 @@ func quotedName(name string) string {
 // schemaSummary shows an object schema's properties, required ones
 // first: "url* method* body headers".
 func schemaSummary(schema json.RawMessage) string {
+	// The arguments the model is offered, wherever the schema puts them
+	// (behind a top-level $ref, in anyOf or oneOf branches); a schema no
+	// provider takes is read as it is (the tool is reported left out).
+	if offered, err := llm.OfferedSchema(schema); err == nil {
+		schema = offered
+	}
 	var s struct {
 		Properties map[string]json.RawMessage `json:"properties"`
 		Required   []string                   `json:"required"`

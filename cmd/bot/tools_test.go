@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestToolsCommand(t *testing.T) {
@@ -60,5 +66,60 @@ tools:
 	}
 	if !strings.Contains(out.String(), "MCP server broken is down") || !strings.Contains(out.String(), "missing API key") {
 		t.Errorf("bot tools = %s, want the broken server reported with its last words", out.String())
+	}
+}
+
+// A server that writes its tools' arguments behind a top-level $ref
+// (into $defs or definitions), or as an anyOf or oneOf of such refs, gets
+// the same arguments listed by `bot tools` as the model is offered, not
+// "-".
+func TestToolsCommandShowsArgumentsBehindRefs(t *testing.T) {
+	t.Parallel()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "typed", Version: "1"}, nil)
+	schemas := map[string]string{
+		"ticket": `{"type":"object","$ref":"#/$defs/Ticket","$defs":{"Ticket":{"type":"object",
+			"properties":{"title":{"type":"string"},"body":{"type":"string"}},"required":["title"]}}}`,
+		"notify": `{"type":"object","anyOf":[{"$ref":"#/definitions/Email"},{"$ref":"#/definitions/Chat"}],"definitions":{
+			"Email":{"type":"object","properties":{"to":{"type":"string"},"text":{"type":"string"}},"required":["to","text"]},
+			"Chat":{"type":"object","properties":{"channel":{"type":"string"},"text":{"type":"string"}},"required":["channel","text"]}}}`,
+		"page": `{"type":"object","oneOf":[{"$ref":"#/$defs/ByID"},{"$ref":"#/$defs/ByName"}],"$defs":{
+			"ByID":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]},
+			"ByName":{"$ref":"#/$defs/Named"},
+			"Named":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}}`,
+	}
+	for name, schema := range schemas {
+		srv.AddTool(&sdk.Tool{Name: name, Description: "A typed tool.", InputSchema: json.RawMessage(schema)},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
+			})
+	}
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("mcp_servers:\n  typed:\n    url: "+hs.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"BOT_POLICY": policy, "PATH": os.Getenv("PATH")}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"tools"}, func(k string) string { return env[k] }, nil, &out, &errOut); err != nil {
+		t.Fatalf("bot tools: %v\n%s", err, errOut.String())
+	}
+	args := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		// TOOL  SOURCE (three words)  ARGUMENTS...  RULE
+		f := strings.Fields(l)
+		if i := slices.Index(f, "approval:"); i > 4 && f[1] == "mcp" {
+			args[f[0]] = strings.Join(f[4:i], " ")
+		}
+	}
+	want := map[string]string{
+		"typed__ticket": "title* body",
+		"typed__notify": "text* channel to", // required only where every branch requires it
+		"typed__page":   "id name",
+	}
+	for tool, w := range want {
+		if args[tool] != w {
+			t.Errorf("bot tools shows the arguments of %s as %q, want %q\n%s", tool, args[tool], w, out.String())
+		}
 	}
 }
