@@ -19,15 +19,25 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// interaction handles button clicks and modal submissions.
-func (s *Server) interaction(w http.ResponseWriter, r *http.Request, body []byte) {
+// parseInteraction reads an interaction's payload from its form body; a
+// payload that does not read, or names no user, is answered 400 and ok
+// is false.
+func parseInteraction(w http.ResponseWriter, body []byte) (cb slack.InteractionCallback, ok bool) {
 	form, err := url.ParseQuery(string(body))
-	var cb slack.InteractionCallback
 	if err == nil {
 		err = json.Unmarshal([]byte(form.Get("payload")), &cb)
 	}
 	if err != nil || cb.User.ID == "" {
 		http.Error(w, "malformed interaction payload", http.StatusBadRequest)
+		return cb, false
+	}
+	return cb, true
+}
+
+// interaction handles button clicks and modal submissions.
+func (s *Server) interaction(w http.ResponseWriter, r *http.Request, body []byte) {
+	cb, ok := parseInteraction(w, body)
+	if !ok {
 		return
 	}
 	switch cb.Type {

@@ -72,13 +72,8 @@ func (s *Server) eventUnavailable(w http.ResponseWriter, _ *http.Request, body [
 // input) is not acknowledged: Slack keeps it open and says it could not
 // be sent.
 func (s *Server) interactionUnavailable(w http.ResponseWriter, r *http.Request, body []byte) {
-	form, err := url.ParseQuery(string(body))
-	var cb slack.InteractionCallback
-	if err == nil {
-		err = json.Unmarshal([]byte(form.Get("payload")), &cb)
-	}
-	if err != nil || cb.User.ID == "" {
-		http.Error(w, "malformed interaction payload", http.StatusBadRequest)
+	cb, ok := parseInteraction(w, body)
+	if !ok {
 		return
 	}
 	switch cb.Type {
