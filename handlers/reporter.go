@@ -51,6 +51,10 @@ type Reporter struct {
 	home atomic.Pointer[Home]
 	// rounds keeps the records of recent cards (see roundRecords).
 	rounds roundCache
+	// posting are the cards being posted and recorded here: a decision
+	// that comes before its card is recorded (a click as soon as Slack
+	// shows the card) waits for the record, so that the card shows it.
+	posting postingCards
 	// running are the calls running here, whose progress it shows: as
 	// a task in a streamed message where answers stream with Slack's
 	// streaming methods, else as a line under the call's card.
@@ -113,6 +117,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return r.streamEnded(ctx, e)
 	case runner.ApprovalNeeded:
 		c := *e.Call
+		defer r.posting.start(e.Thread, cardKey(c.Key, c.Attempts))()
 		// The Home tab shows the card's buttons with the same value.
 		value, err := newCardRef(ctx, r.store, e.Thread, c)
 		if err != nil {
@@ -191,6 +196,7 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 // updateCard redraws the card of c's decision round attempt, if it has
 // one (calls that needed no approval have none).
 func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c agent.Call, attempt int, requester string) error {
+	r.posting.wait(ctx, thread, cardKey(c.Key, attempt))
 	cards, err := r.roundRecords(ctx, thread, c.Key, attempt)
 	if err != nil {
 		return err
@@ -226,6 +232,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 // that decide them).
 func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
 	c := *e.Call
+	r.posting.wait(ctx, e.Thread, cardKey(c.Key, c.Attempts))
 	cards, err := r.roundRecords(ctx, e.Thread, c.Key, c.Attempts)
 	if err != nil {
 		return err
@@ -367,4 +374,47 @@ func (r *Reporter) postGraphChanged(ctx context.Context, e runner.Event, channel
 		slack.MsgOptionText(slackui.TextGraphChanged, false),
 		slack.MsgOptionBlocks(slackui.GraphChangedCard(e.Text, value)...))
 	return err
+}
+
+// postingCards are the cards being posted and recorded by this process,
+// by thread and card key.
+type postingCards struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// start marks a card as being posted; the function it returns marks it
+// posted and recorded (or failed).
+func (p *postingCards) start(thread, key string) (done func()) {
+	k := thread + "\x00" + key
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]chan struct{}{}
+	}
+	p.m[k] = ch
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.m[k] == ch {
+			delete(p.m, k)
+		}
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
+// wait returns once the card is no longer being posted here, or ctx
+// ends.
+func (p *postingCards) wait(ctx context.Context, thread, key string) {
+	p.mu.Lock()
+	ch := p.m[thread+"\x00"+key]
+	p.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
