@@ -542,11 +542,16 @@ func (s *stream) wait(d time.Duration) (sse, bool) {
 
 func (s *stream) next(t *testing.T) sse {
 	t.Helper()
-	ev, ok := s.wait(15 * time.Second)
-	if !ok {
-		t.Fatal("the event stream ended")
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			t.Fatal("the event stream ended")
+		}
+		return ev
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event for 15 s")
+		return sse{}
 	}
-	return ev
 }
 
 // view waits for a modal of user's that matches.
