@@ -59,17 +59,8 @@ func FuzzRedisURLError(f *testing.F) {
 // A REDIS_URL nobody answers at is one error, not also a warning from
 // the Redis client for every dial it tried first.
 func TestUnreachableRedisIsSaidOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	var logs strings.Builder
-	log := logrus.New()
-	log.Out = &logs
-	env := map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}
-	_, _, _, err = ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
+	addr, env, log, logs := unansweredRedis(t)
+	_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("ConnectRedis to %s: %v; want connection refused, without the password", addr, err)
 	}
@@ -82,20 +73,11 @@ func TestUnreachableRedisIsSaidOnce(t *testing.T) {
 // without the password, and nothing else is logged; the wait ends with
 // its context.
 func TestWaitForRedisHidesThePassword(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	var logs strings.Builder
-	log := logrus.New()
-	log.Out = &logs
-	env := map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}
+	addr, env, log, logs := unansweredRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var failures []error
-	_, _, _, err = connectRedis(ctx, func(k string) string { return env[k] }, log, func(err error) {
+	_, _, _, err := connectRedis(ctx, func(k string) string { return env[k] }, log, func(err error) {
 		failures = append(failures, err)
 		cancel() // one failure is enough
 	})
@@ -129,4 +111,21 @@ func TestWaitForRedisNotForARefusal(t *testing.T) {
 	if err == nil || waited != 0 || !strings.Contains(err.Error(), "DB index") {
 		t.Errorf("connectRedis to a database Redis does not have: %v after waiting %d times; want its error at once", err, waited)
 	}
+}
+
+// unansweredRedis returns an address where nothing listens, the bot's
+// environment with a REDIS_URL there (password s3cr3t), and a logger
+// whose lines logs collects.
+func unansweredRedis(t *testing.T) (addr string, env map[string]string, log *logrus.Logger, logs *strings.Builder) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close() // nothing listens there now
+	logs = &strings.Builder{}
+	log = logrus.New()
+	log.Out = logs
+	return addr, map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}, log, logs
 }
