@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -252,8 +255,16 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
 		transport = sniffTransport{Transport: &stdioTransport{cmd: cmd, terminate: 2 * time.Second, skipped: s.skippedLines()}, w: &s.wire}
+	} else if s.cfg.Transport == tools.MCPSSE {
+		// The 2024-11-05 transport: the server names where to post in
+		// the stream's first event, and only its own origin is taken.
+		hc := s.httpClient()
+		hc.Transport = sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: hc.Transport}
+		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
-		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries}
+		hc := s.httpClient()
+		hc.Transport = &refusedPost{next: hc.Transport}
+		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 		if err := s.authorize(t); err != nil {
 			return err
 		}
@@ -263,6 +274,11 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 	defer cancel()
 	cs, err := client.Connect(connectCtx, transport, nil)
 	if err != nil {
+		if t, ok := transport.(*sdk.StreamableClientTransport); ok && t.HTTPClient.Transport.(*refusedPost).refused.Load() {
+			// What a server of the 2024-11-05 HTTP+SSE transport answers
+			// a POST of initialize to its stream's URL.
+			err = fmt.Errorf("%w (if it is a server of the older HTTP+SSE transport, set transport: sse)", err)
+		}
 		return startError(err, &stderr)
 	}
 	sess := &session{cs: cs, done: make(chan struct{})}
@@ -451,4 +467,70 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		next = http.DefaultTransport
 	}
 	return next.RoundTrip(r)
+}
+
+// ErrOtherOrigin is wrapped by the error of a request an HTTP+SSE server
+// would have the bot send elsewhere than its own origin.
+var ErrOtherOrigin = errors.New("not the server's own origin")
+
+// sameOrigin refuses requests to any origin but the server's: an
+// HTTP+SSE server names, in its stream, the URL the bot posts its
+// messages to, with the server's headers. A server (or whoever can
+// change its stream) that named another host would have the bot send
+// that host the server's token and every call's arguments; the reference
+// clients refuse it too.
+type sameOrigin struct {
+	origin string
+	server string
+	next   http.RoundTripper
+}
+
+func (o sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if got := origin(r.URL.String()); got != o.origin {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, fmt.Errorf("MCP server %q named %s to post its messages to: %w %s", o.server, got, ErrOtherOrigin, o.origin)
+	}
+	next := o.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+// origin is the scheme, host and port of a URL (the port explicit), "" if
+// it has none.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// refusedPost notes whether a POST was answered 400, 404 or 405: how a
+// server that does not speak streamable HTTP at that URL answers.
+type refusedPost struct {
+	next    http.RoundTripper
+	refused atomic.Bool
+}
+
+func (p *refusedPost) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := p.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			p.refused.Store(true)
+		}
+	}
+	return resp, err
 }
