@@ -95,6 +95,7 @@ type server struct {
 	leftOut  []LeftOut
 	canRead  bool // the server offers resources, and the read tool is offered
 	inflight map[*inflight]struct{}
+	up       chan struct{} // closed when a session begins, then made anew
 
 	wire wireNotes // what is read off the wire (sniff.go)
 }
@@ -126,7 +127,7 @@ type inflight struct {
 func newServer(cfg tools.MCPServer, m *Manager) *server {
 	return &server{
 		cfg: cfg, m: m, log: m.log.WithField("mcp_server", cfg.Name),
-		firstTry: make(chan struct{}), inflight: map[*inflight]struct{}{},
+		firstTry: make(chan struct{}), inflight: map[*inflight]struct{}{}, up: make(chan struct{}),
 	}
 }
 
@@ -263,7 +264,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
 		hc := s.httpClient()
-		hc.Transport = &refusedPost{next: hc.Transport}
+		hc.Transport = &refusedPost{next: notePosts{next: hc.Transport}}
 		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 		if err := s.authorize(t); err != nil {
 			return err
@@ -294,7 +295,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		return startError(err, &stderr)
 	}
 	s.mu.Lock()
-	s.state, s.err, s.sess = Up, nil, sess
+	s.setSessionLocked(sess)
 	s.mu.Unlock()
 	s.m.rebuild()
 	s.log.WithField("tools", len(s.tools)).Info("MCP server connected")

@@ -143,7 +143,18 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		params.InputResponses, params.RequestState = inputResponses(in.Answers), in.State
 	}
 	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
-	res, err := t.send(ctx, sess, info, params)
+	sendCtx, note := withPostNote(ctx)
+	res, err := t.send(sendCtx, sess, info, params)
+	if sessionLost(err, note) && t.srv.cfg.Auth != tools.AuthRequester {
+		// The server forgot the shared session before it took the call
+		// (session.go): the call did not run; send it in the next one.
+		t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call}).Info("MCP server forgot the session before it took the call; sending the call in a new session")
+		if sess, err = t.srv.nextSession(ctx, sess); err != nil {
+			return "", err
+		}
+		sendCtx, note = withPostNote(ctx)
+		res, err = t.send(sendCtx, sess, info, params)
+	}
 	var paused *tools.ConnectRequiredError
 	switch {
 	case err == nil:
@@ -151,6 +162,11 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		return "", paused // nothing was sent
 	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
+	case sessionLost(err, note):
+		return "", fmt.Errorf("MCP server %q: %w before it took the call; the call was not run", t.srv.cfg.Name, ErrSessionLost)
+	case errors.Is(err, sdk.ErrSessionMissing):
+		// It took the call, then forgot the session.
+		return "", fmt.Errorf("MCP server %q forgot the session during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
