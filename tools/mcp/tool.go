@@ -35,14 +35,16 @@ type tool struct {
 	name   string // <server>__<tool>, as offered
 	remote *sdk.Tool
 	schema json.RawMessage
-	read   bool // the server's read tool (see resources.go)
+	read   bool   // the server's read tool (see resources.go)
+	ver    string // see Version
 }
 
 var (
-	_ tools.InfoTool     = (*tool)(nil)
-	_ tools.ReadOnlyTool = (*tool)(nil)
-	_ tools.OriginTool   = (*tool)(nil)
-	_ tools.Checker      = (*tool)(nil)
+	_ tools.InfoTool      = (*tool)(nil)
+	_ tools.ReadOnlyTool  = (*tool)(nil)
+	_ tools.OriginTool    = (*tool)(nil)
+	_ tools.Checker       = (*tool)(nil)
+	_ tools.VersionedTool = (*tool)(nil)
 )
 
 func newTool(srv *server, t *sdk.Tool) (*tool, error) {
@@ -54,8 +56,33 @@ func newTool(srv *server, t *sdk.Tool) (*tool, error) {
 		// An object without "properties" is refused by OpenAI.
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema}, nil
+	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema, ver: toolVersion(t, schema)}, nil
 }
+
+// toolVersion hashes what a person deciding a call of t is shown and what
+// the call runs against: its name at the server, its title and
+// description, its input schema and its annotations, each in canonical
+// JSON (object keys sorted), so that the same definition listed again,
+// by this process or another, has the same version.
+func toolVersion(t *sdk.Tool, schema json.RawMessage) string {
+	var v any
+	if json.Unmarshal(schema, &v) != nil {
+		v = string(schema)
+	}
+	def, err := json.Marshal(map[string]any{
+		"name": t.Name, "title": t.Title, "description": t.Description, "input_schema": v, "annotations": t.Annotations,
+	})
+	if err != nil {
+		def = []byte(fmt.Sprintf("%q %q %q %s", t.Name, t.Title, t.Description, schema))
+	}
+	sum := sha256.Sum256(def)
+	return hex.EncodeToString(sum[:12])
+}
+
+// Version identifies the tool's definition (tools.VersionedTool): a call
+// approved under one version does not run under another. The read tool
+// is the bot's own and has none.
+func (t *tool) Version() string { return t.ver }
 
 func (t *tool) Name() string { return t.name }
 
