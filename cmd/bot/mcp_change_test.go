@@ -38,7 +38,9 @@ func TestMCPToolChangedWhileTheCallWaits(t *testing.T) {
 			0, ""},
 		{"another tool", func(srv *sdk.Server, _ func(string, string)) {
 			srv.AddTool(&sdk.Tool{Name: "status", Description: "Says how things are.", InputSchema: map[string]any{"type": "object"}},
-				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+					return &sdk.CallToolResult{}, nil
+				})
 		}, 1, "deployed staging"},
 	}
 	for _, tt := range tests {
