@@ -325,10 +325,12 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 	var list []*tool
 	var left []LeftOut
 	seen := map[string]string{}
-	for t, err := range sess.cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("list tools: %w", err)
-		}
+	listed, err := s.listTools(ctx, sess.cs)
+	if err != nil {
+		return err
+	}
+	versions := map[string]string{} // by the server's name
+	for _, t := range listed {
 		if s.wire.exec.taskSupport(t.Name) == TaskRequired {
 			// Offered, it would be approved and then fail: the SDK
 			// cannot run a call as a task.
@@ -345,6 +347,10 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 			left = append(left, LeftOut{Tool: t.Name, Why: s.redact(err.Error())})
 			continue
 		}
+		if v, again := versions[t.Name]; again && v == mt.ver {
+			continue // the same tool on two pages
+		}
+		versions[t.Name] = mt.ver
 		if other, dup := seen[mt.name]; dup {
 			s.log.WithFields(logrus.Fields{"tool": t.Name, "other": other, "name": mt.name}).Warn("MCP tool left out: its name clashes with another's")
 			left = append(left, LeftOut{Tool: t.Name, Why: fmt.Sprintf("its name %s clashes with that of %s", mt.name, other)})
@@ -366,6 +372,41 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 	s.tools, s.leftOut, s.canRead = list, left, read
 	s.mu.Unlock()
 	return nil
+}
+
+// maxToolPages bounds the pages of one listing of a server's tools.
+const maxToolPages = 1000
+
+// listTools lists the server's tools, page by page (nextCursor). A server
+// that gives back a cursor it was already given (a bug in its paging)
+// would be listed until the connection's time is up, at every connection,
+// and then be down for no reason anyone could read: listing stops there,
+// with what was listed, and the log says so; as it does after
+// maxToolPages pages.
+func (s *server) listTools(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.Tool, error) {
+	var out []*sdk.Tool
+	sent := map[string]bool{}
+	params := &sdk.ListToolsParams{}
+	for page := 1; ; page++ {
+		sent[params.Cursor] = true
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		out = append(out, res.Tools...)
+		switch next := res.NextCursor; {
+		case next == "":
+			return out, nil
+		case sent[next]:
+			s.log.WithFields(logrus.Fields{"pages": page, "tools": len(out)}).Warn("MCP server gave a tools/list cursor it had been given before; listing stopped there")
+			return out, nil
+		case page >= maxToolPages:
+			s.log.WithFields(logrus.Fields{"pages": page, "tools": len(out)}).Warn("MCP server's tool list goes on for too many pages; listing stopped there")
+			return out, nil
+		default:
+			params = &sdk.ListToolsParams{Cursor: next}
+		}
+	}
 }
 
 // checkSchema compiles a tool's schema on its own, so that one tool with
