@@ -260,7 +260,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		// The 2024-11-05 transport: the server names where to post in
 		// the stream's first event, and only its own origin is taken.
 		hc := s.httpClient()
-		hc.Transport = sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: hc.Transport}
+		hc.Transport = &sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: hc.Transport}
 		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
 		hc := s.httpClient()
@@ -275,6 +275,12 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 	defer cancel()
 	cs, err := client.Connect(connectCtx, transport, nil)
 	if err != nil {
+		if t, ok := transport.(*sdk.SSEClientTransport); ok {
+			if refused := t.HTTPClient.Transport.(*sameOrigin).refused.Load(); refused != nil {
+				// The SDK may report only that the connection closed.
+				err = *refused
+			}
+		}
 		if t, ok := transport.(*sdk.StreamableClientTransport); ok && t.HTTPClient.Transport.(*refusedPost).refused.Load() {
 			// What a server of the 2024-11-05 HTTP+SSE transport answers
 			// a POST of initialize to its stream's URL.
@@ -522,17 +528,20 @@ var ErrOtherOrigin = errors.New("not the server's own origin")
 // that host the server's token and every call's arguments; the reference
 // clients refuse it too.
 type sameOrigin struct {
-	origin string
-	server string
-	next   http.RoundTripper
+	origin  string
+	server  string
+	next    http.RoundTripper
+	refused atomic.Pointer[error] // the last request refused
 }
 
-func (o sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+func (o *sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 	if got := origin(r.URL.String()); got != o.origin {
 		if r.Body != nil {
 			_ = r.Body.Close()
 		}
-		return nil, fmt.Errorf("MCP server %q named %s to post its messages to: %w %s", o.server, got, ErrOtherOrigin, o.origin)
+		err := fmt.Errorf("MCP server %q named %s to post its messages to: %w %s", o.server, got, ErrOtherOrigin, o.origin)
+		o.refused.Store(&err)
+		return nil, err
 	}
 	next := o.next
 	if next == nil {
