@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 servers of the protocols before 2026-07-28 still ask for sampling and roots
+
 package mcp_test
 
 import (
