@@ -87,6 +87,10 @@ func TestMCPToolChangedWhileTheCallWaits(t *testing.T) {
 			if got := lastToolResult(t, h); !strings.Contains(got, tt.told) {
 				t.Errorf("the model was told %q, want %q", got, tt.told)
 			}
+			inJSON, _ := json.Marshal("Failed: " + tt.told)
+			if tt.runs == 0 && !strings.Contains(h.card(card), strings.Trim(string(inJSON), `"`)) {
+				t.Errorf("card = %s, want it to say the call was not run and why", h.card(card))
+			}
 			if n := runs.Load(); n != tt.runs {
 				t.Errorf("the server ran the tool %d times, want %d", n, tt.runs)
 			}
