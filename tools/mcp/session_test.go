@@ -34,6 +34,10 @@ type forgetful struct {
 }
 
 func newForgetful(t *testing.T, tsBody bool) *forgetful {
+	return newForgetfulBody(t, map[bool]string{true: `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`}[tsBody])
+}
+
+func newForgetfulBody(t *testing.T, body string) *forgetful {
 	t.Helper()
 	f := &forgetful{srv: sdk.NewServer(&sdk.Implementation{Name: "forgetful", Version: "1"}, nil),
 		release: make(chan struct{}), seen: map[string]bool{}, forgotten: map[string]bool{}}
@@ -57,10 +61,10 @@ func newForgetful(t *testing.T, tsBody bool) *forgetful {
 		f.mu.Lock()
 		h, gone := f.h, f.forgotten[sid]
 		f.mu.Unlock()
-		if gone && tsBody {
+		if gone && body != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`))
+			_, _ = w.Write([]byte(body))
 			return
 		}
 		h.ServeHTTP(sidWriter{w, f}, r)
@@ -107,11 +111,15 @@ func (w sidWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 // it sees it done, not failed.
 func TestForgottenSessionIsRenewed(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		tsBody bool
-	}{{"go-sdk 404", false}, {"typescript-sdk 404", true}} {
+		name string
+		body string
+	}{
+		{"go-sdk 404", ""},
+		{"typescript-sdk 404", `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`},
+		{"404 with an error of an ID", `{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}`},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newForgetful(t, tt.tsBody)
+			f := newForgetfulBody(t, tt.body)
 			m := newManager(t, "mcp_servers:\n  s:\n    url: "+f.url+"\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 			if got, err := call(t, m, "s__count", `{"text":"1"}`); err != nil || got != "counted" {
 				t.Fatalf("first call = %q, %v", got, err)
