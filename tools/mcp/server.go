@@ -142,8 +142,11 @@ func (s *server) session() (*session, error) {
 		return s.sess, nil
 	}
 	why := "it has not started yet"
-	if s.err != nil {
+	switch {
+	case s.err != nil:
 		why = s.redact(s.err.Error())
+	case s.sess != nil:
+		why = "its connection just ended"
 	}
 	return nil, fmt.Errorf("MCP server %q is %w (%s); its tools cannot be called until it is back", s.cfg.Name, ErrUnavailable, why)
 }
