@@ -295,9 +295,12 @@ func (a *Agent) newCall(key string, tc llm.ToolCall, stop llm.Stop, reason, requ
 		c.Result = "Error: " + fmt.Sprintf(format, args...)
 		return c
 	}
-	_, rule, ok := a.box.Lookup(tc.Name)
+	tool, rule, ok := a.box.Lookup(tc.Name)
 	if !ok {
 		return fail("there is no tool named %q. Available tools: %s.", tc.Name, strings.Join(a.toolNames(), ", "))
+	}
+	if vt, ok := tool.(tools.VersionedTool); ok {
+		c.ToolVersion = vt.Version()
 	}
 	if tc.Truncated {
 		return fail("%s", cutOffResult(stop))
@@ -470,6 +473,15 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	tool, _, ok := a.box.Lookup(c.Tool)
 	if !ok {
 		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)
+		return
+	}
+	// What runs is the tool the call was made for: a server that changed
+	// the tool since (its description, schema or hints) does not get the
+	// call under an approval given for the old one.
+	if vt, ok := tool.(tools.VersionedTool); ok && c.ToolVersion != "" && vt.Version() != c.ToolVersion {
+		c.Status, c.IsError = Failed, true
+		c.Result = fmt.Sprintf("Error: the call was not run: the tool %q changed (its server now describes it differently, or changed its arguments or hints) after the call was made. Look at the tool as it is now and ask again if the call is still wanted.", c.Tool)
+		log.Warn("the tool changed since the call was made; call not run")
 		return
 	}
 	// What runs is what was approved: the hash of the arguments about to

@@ -138,6 +138,7 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	b = jsonform.AppendStringField(b, "tool_version", c.ToolVersion)
 	return append(b, '}'), nil
 }
 

@@ -82,7 +82,8 @@ func sampleStates() []sampleState {
 		},
 		Result: "200 OK\n{\"status\":\"healthy\"}\t\x01", IsError: true, Attempts: 2, Unsent: 1,
 		ApprovalsRequired: 2, Revision: 3, EditedBy: "U_DAN",
-		Input: &agent.CallInput{Requests: []tools.InputRequest{{Key: "k"}}, State: "s", Of: "U_ALICE"},
+		Input:       &agent.CallInput{Requests: []tools.InputRequest{{Key: "k"}}, State: "s", Of: "U_ALICE"},
+		ToolVersion: "v\"1",
 	}
 	return []sampleState{
 		{"empty", agent.State{}},

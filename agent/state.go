@@ -133,6 +133,11 @@ type Call struct {
 	// Input is what the call's server asked before it could go on, while
 	// the call is asking, and then the answers it is sent again with.
 	Input *CallInput `json:"input,omitempty"`
+
+	// ToolVersion is the tool's definition when the call was made
+	// (tools.VersionedTool; empty for tools whose definition cannot
+	// change): the call runs only under that version.
+	ToolVersion string `json:"tool_version,omitempty"`
 }
 
 // CallInput is a call's pause for input: what its server asked (or that

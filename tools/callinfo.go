@@ -165,6 +165,19 @@ type Origin struct {
 	Trusted bool
 }
 
+// VersionedTool is a Tool whose definition can change while the bot runs:
+// an MCP server's, when the server says its tools changed. Version
+// identifies the definition a person deciding a call is shown and the
+// call runs against (the tool's name at its server, description, schema
+// and hints): the same definition gives the same version in every
+// process, another gives another. The agent records it when the model
+// makes a call, and refuses to run the call under another version, so
+// that an approval never carries over to a tool that changed since.
+type VersionedTool interface {
+	Tool
+	Version() string
+}
+
 // OriginTool is a Tool that comes from outside the bot.
 type OriginTool interface {
 	Tool

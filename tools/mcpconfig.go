@@ -33,9 +33,13 @@ const DefaultMCPTimeout = 60 * time.Second
 //	  tickets:
 //	    url: https://mcp.example.com/mcp
 //	    headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
+//	  legacy:
+//	    url: https://old.example.com/sse
+//	    transport: sse             # the 2024-11-05 HTTP+SSE transport
 //
-// Exactly one of command (a stdio server, started by the bot) and url (a
-// streamable HTTP server) is set. ${VAR} in command, env, url and headers
+// Exactly one of command (a stdio server, started by the bot) and url (an
+// HTTP server: streamable HTTP, or with transport: sse the older HTTP+SSE
+// transport) is set. ${VAR} in command, env, url and headers
 // is replaced with the bot's environment variable VAR; a variable that is
 // not set is an error, unless written ${VAR:-default}.
 //
@@ -65,8 +69,12 @@ type MCPServer struct {
 	// User is the account a stdio server runs as when the bot runs as
 	// root; empty means the default (nobody).
 	User string
-	// URL is the endpoint of a streamable HTTP server.
+	// URL is the endpoint of an HTTP server: where streamable HTTP
+	// posts, or where the HTTP+SSE transport opens its event stream.
 	URL string
+	// Transport is how a url: server is spoken to: MCPSSE, or
+	// MCPStreamableHTTP (also when empty).
+	Transport MCPTransport
 	// Headers are sent with every HTTP request (values expanded). They
 	// may hold secrets: never log them.
 	Headers map[string]string
@@ -105,6 +113,29 @@ func (s MCPServer) Shown() string {
 	return strings.Join(args, " ")
 }
 
+// MCPTransport is the HTTP transport of a url: server (transport:).
+type MCPTransport string
+
+const (
+	// MCPStreamableHTTP is the transport of the MCP specification since
+	// 2025-03-26: every message is a POST to the URL.
+	MCPStreamableHTTP MCPTransport = "streamable_http"
+	// MCPSSE is the HTTP+SSE transport of the 2024-11-05 specification,
+	// which many servers still speak: a GET of the URL opens an event
+	// stream whose first event names where to POST messages.
+	MCPSSE MCPTransport = "sse"
+)
+
+func parseMCPTransport(n *yaml.Node) (MCPTransport, error) {
+	if n.Kind == yaml.ScalarNode {
+		switch t := MCPTransport(n.Value); t {
+		case MCPStreamableHTTP, MCPSSE:
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("want %s or %s", MCPStreamableHTTP, MCPSSE)
+}
+
 // MCPToolSeparator joins a server's name and its tool's name.
 const MCPToolSeparator = "__"
 
@@ -121,7 +152,7 @@ func (p *Policy) mcpServerFor(name string) (MCPServer, bool) {
 	return s, ok
 }
 
-var mcpServerKeys = append([]string{"command", "env", "inherit_env", "user", "url", "headers", "timeout", "trust_annotations", "auth", "oauth"},
+var mcpServerKeys = append([]string{"command", "env", "inherit_env", "user", "url", "transport", "headers", "timeout", "trust_annotations", "auth", "oauth"},
 	slices.DeleteFunc(slices.Clone(ruleKeys), func(k string) bool { return k == "allow_hosts" })...)
 
 func parseMCPServers(n *yaml.Node, getenv func(string) string, out map[string]MCPServer) error {
@@ -189,6 +220,8 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 			s.User, err = parseServerUser(val)
 		case "url":
 			s.URL, err = parseMCPURL(val, getenv, &s.Secrets)
+		case "transport":
+			s.Transport, err = parseMCPTransport(val)
 		case "headers":
 			s.Headers, err = expandedMap(val, getenv, &s.Secrets)
 		case "timeout":
@@ -235,6 +268,12 @@ func parseMCPServer(name string, n *yaml.Node, getenv func(string) string) (MCPS
 		return s, lineErrorf(n, "MCP server %q: inherit_env: applies only to a command: server", name)
 	case seen["user"] && !seen["command"]:
 		return s, lineErrorf(n, "MCP server %q: user: applies only to a command: server", name)
+	case seen["transport"] && !seen["url"]:
+		return s, lineErrorf(n, "MCP server %q: transport: applies only to a url: server", name)
+	case s.Transport == MCPSSE && (seen["auth"] || seen["oauth"]):
+		// The SDK's HTTP+SSE client has no OAuth; the 2024-11-05
+		// specification had no authorization either.
+		return s, lineErrorf(n, "MCP server %q: auth: and oauth: apply only to streamable HTTP, not to transport: sse (give a token in headers:)", name)
 	}
 	if err := checkMCPAuth(n, &s, seen); err != nil {
 		return s, err

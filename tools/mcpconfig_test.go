@@ -62,6 +62,20 @@ func TestParsePolicyMCPServers(t *testing.T) {
 			Rule:    tools.DefaultRule(),
 		},
 	}
+	for _, tt := range []struct {
+		yaml string
+		want tools.MCPTransport
+	}{
+		{"mcp_servers:\n  a:\n    url: http://h/sse\n    transport: sse\n", tools.MCPSSE},
+		{"mcp_servers:\n  a:\n    url: http://h/mcp\n    transport: streamable_http\n", tools.MCPStreamableHTTP},
+	} {
+		p, err := tools.ParsePolicyEnv([]byte(tt.yaml), env())
+		if err != nil {
+			t.Errorf("ParsePolicyEnv(%q) = %v", tt.yaml, err)
+		} else if got := p.MCPServers["a"].Transport; got != tt.want {
+			t.Errorf("ParsePolicyEnv(%q): transport %q, want %q", tt.yaml, got, tt.want)
+		}
+	}
 	got := map[string]tools.MCPServer{}
 	for name, s := range p.MCPServers {
 		s.Secrets = tools.Secrets{} // see TestMCPServerSecrets
@@ -101,6 +115,9 @@ func TestParsePolicyMCPServerErrors(t *testing.T) {
 		{"both", "mcp_servers:\n  a:\n    command: [x]\n    url: http://h/mcp\n", `want exactly one of`},
 		{"env on url", "mcp_servers:\n  a:\n    url: http://h/mcp\n    env: {A: b}\n", `env: applies only to a command: server`},
 		{"empty command", "mcp_servers:\n  a:\n    command: []\n", `line 3: MCP server "a": command: want a program`},
+		{"transport on command", "mcp_servers:\n  a:\n    command: [x]\n    transport: sse\n", `transport: applies only to a url: server`},
+		{"unknown transport", "mcp_servers:\n  a:\n    url: http://h/sse\n    transport: websocket\n", `line 4: MCP server "a": transport: want streamable_http or sse`},
+		{"oauth over sse", "mcp_servers:\n  a:\n    url: http://h/sse\n    transport: sse\n    auth: service\n", `auth: and oauth: apply only to streamable HTTP, not to transport: sse`},
 		{"bad url", "mcp_servers:\n  a:\n    url: ftp://h/x\n", `line 3: MCP server "a": url: want an http:// or https:// URL`},
 		{"unset variable", "mcp_servers:\n  a:\n    command: [x]\n    env: {T: \"${NOPE}\"}\n", `line 4: MCP server "a": env: T: environment variable NOPE is not set`},
 		{"allow_hosts", "mcp_servers:\n  a:\n    command: [x]\n    allow_hosts: [h]\n", `unknown key "allow_hosts"`},

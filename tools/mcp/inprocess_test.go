@@ -551,3 +551,26 @@ func TestToolNamesThatClashAcrossServers(t *testing.T) {
 		t.Errorf("a___x = %q, %v; want a_'s x to run", got, err)
 	}
 }
+
+// A tool's version is the same wherever its definition is listed (two
+// processes, or one after a restart) and changes with its description.
+func TestToolVersion(t *testing.T) {
+	p := newInProcess(t)
+	version := func() string {
+		m := newManager(t, fmt.Sprintf("mcp_servers:\n  s:\n    url: %s\n", p.url), mcp.Options{})
+		tool, _, ok := m.Lookup("s__launch")
+		if !ok {
+			t.Fatalf("s__launch not offered")
+		}
+		return tool.(tools.VersionedTool).Version()
+	}
+	first, again := version(), version()
+	if first == "" || first != again {
+		t.Errorf("versions of one definition = %q, %q; want one, not empty", first, again)
+	}
+	p.srv.AddTool(&sdk.Tool{Name: "launch", Description: "Launches the missiles.", InputSchema: objectSchema},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil })
+	if changed := version(); changed == first {
+		t.Errorf("version after the description changed = %q, want another", changed)
+	}
+}

@@ -5,8 +5,10 @@
 //
 // A Manager is the agent's toolbox: the built-in tools and the tools of
 // every server that answers, each server's tools named <server>__<tool>
-// (see ToolName). A server is started (stdio) or connected to (HTTP) the
-// first time the tools are needed in a process, not at start-up; when
+// (see ToolName). A server is started (stdio) or connected to (HTTP:
+// streamable HTTP, or with transport: sse the 2024-11-05 HTTP+SSE
+// transport, whose message endpoint must be on the server's own origin)
+// the first time the tools are needed in a process, not at start-up; when
 // it dies or the connection drops, it is restarted with backoff (1s,
 // doubling, up to a minute), and its tools are not offered meanwhile: a
 // call to one of them is refused before any card (the tools are

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -92,6 +95,7 @@ type server struct {
 	leftOut  []LeftOut
 	canRead  bool // the server offers resources, and the read tool is offered
 	inflight map[*inflight]struct{}
+	up       chan struct{} // closed when a session begins, then made anew
 
 	wire wireNotes // what is read off the wire (sniff.go)
 }
@@ -123,7 +127,7 @@ type inflight struct {
 func newServer(cfg tools.MCPServer, m *Manager) *server {
 	return &server{
 		cfg: cfg, m: m, log: m.log.WithField("mcp_server", cfg.Name),
-		firstTry: make(chan struct{}), inflight: map[*inflight]struct{}{},
+		firstTry: make(chan struct{}), inflight: map[*inflight]struct{}{}, up: make(chan struct{}),
 	}
 }
 
@@ -138,8 +142,11 @@ func (s *server) session() (*session, error) {
 		return s.sess, nil
 	}
 	why := "it has not started yet"
-	if s.err != nil {
+	switch {
+	case s.err != nil:
 		why = s.redact(s.err.Error())
+	case s.sess != nil:
+		why = "its connection just ended"
 	}
 	return nil, fmt.Errorf("MCP server %q is %w (%s); its tools cannot be called until it is back", s.cfg.Name, ErrUnavailable, why)
 }
@@ -252,8 +259,16 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		runAs(cmd, as)
 		cmd.Stderr = &stderr
 		transport = sniffTransport{Transport: &stdioTransport{cmd: cmd, terminate: 2 * time.Second, skipped: s.skippedLines()}, w: &s.wire}
+	} else if s.cfg.Transport == tools.MCPSSE {
+		// The 2024-11-05 transport: the server names where to post in
+		// the stream's first event, and only its own origin is taken.
+		hc := s.httpClient()
+		hc.Transport = &sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: hc.Transport}
+		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
-		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: s.m.opts.HTTPRetries}
+		hc := s.httpClient()
+		hc.Transport = &refusedPost{next: notePosts{next: hc.Transport}}
+		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 		if err := s.authorize(t); err != nil {
 			return err
 		}
@@ -263,6 +278,17 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 	defer cancel()
 	cs, err := client.Connect(connectCtx, transport, nil)
 	if err != nil {
+		if t, ok := transport.(*sdk.SSEClientTransport); ok {
+			if refused := t.HTTPClient.Transport.(*sameOrigin).refused.Load(); refused != nil {
+				// The SDK may report only that the connection closed.
+				err = *refused
+			}
+		}
+		if t, ok := transport.(*sdk.StreamableClientTransport); ok && t.HTTPClient.Transport.(*refusedPost).refused.Load() {
+			// What a server of the 2024-11-05 HTTP+SSE transport answers
+			// a POST of initialize to its stream's URL.
+			err = fmt.Errorf("%w (if it is a server of the older HTTP+SSE transport, set transport: sse)", err)
+		}
 		return startError(err, &stderr)
 	}
 	sess := &session{cs: cs, done: make(chan struct{})}
@@ -278,7 +304,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		return startError(err, &stderr)
 	}
 	s.mu.Lock()
-	s.state, s.err, s.sess = Up, nil, sess
+	s.setSessionLocked(sess)
 	s.mu.Unlock()
 	s.m.rebuild()
 	s.log.WithField("tools", len(s.tools)).Info("MCP server connected")
@@ -308,10 +334,12 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 	var list []*tool
 	var left []LeftOut
 	seen := map[string]string{}
-	for t, err := range sess.cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("list tools: %w", err)
-		}
+	listed, err := s.listTools(ctx, sess.cs)
+	if err != nil {
+		return err
+	}
+	versions := map[string]string{} // by the server's name
+	for _, t := range listed {
 		if s.wire.exec.taskSupport(t.Name) == TaskRequired {
 			// Offered, it would be approved and then fail: the SDK
 			// cannot run a call as a task.
@@ -328,6 +356,10 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 			left = append(left, LeftOut{Tool: t.Name, Why: s.redact(err.Error())})
 			continue
 		}
+		if v, again := versions[t.Name]; again && v == mt.ver {
+			continue // the same tool on two pages
+		}
+		versions[t.Name] = mt.ver
 		if other, dup := seen[mt.name]; dup {
 			s.log.WithFields(logrus.Fields{"tool": t.Name, "other": other, "name": mt.name}).Warn("MCP tool left out: its name clashes with another's")
 			left = append(left, LeftOut{Tool: t.Name, Why: fmt.Sprintf("its name %s clashes with that of %s", mt.name, other)})
@@ -349,6 +381,41 @@ func (s *server) refresh(ctx context.Context, sess *session) error {
 	s.tools, s.leftOut, s.canRead = list, left, read
 	s.mu.Unlock()
 	return nil
+}
+
+// maxToolPages bounds the pages of one listing of a server's tools.
+const maxToolPages = 1000
+
+// listTools lists the server's tools, page by page (nextCursor). A server
+// that gives back a cursor it was already given (a bug in its paging)
+// would be listed until the connection's time is up, at every connection,
+// and then be down for no reason anyone could read: listing stops there,
+// with what was listed, and the log says so; as it does after
+// maxToolPages pages.
+func (s *server) listTools(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.Tool, error) {
+	var out []*sdk.Tool
+	sent := map[string]bool{}
+	params := &sdk.ListToolsParams{}
+	for page := 1; ; page++ {
+		sent[params.Cursor] = true
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		out = append(out, res.Tools...)
+		switch next := res.NextCursor; {
+		case next == "":
+			return out, nil
+		case sent[next]:
+			s.log.WithFields(logrus.Fields{"pages": page, "tools": len(out)}).Warn("MCP server gave a tools/list cursor it had been given before; listing stopped there")
+			return out, nil
+		case page >= maxToolPages:
+			s.log.WithFields(logrus.Fields{"pages": page, "tools": len(out)}).Warn("MCP server's tool list goes on for too many pages; listing stopped there")
+			return out, nil
+		default:
+			params = &sdk.ListToolsParams{Cursor: next}
+		}
+	}
 }
 
 // checkSchema compiles a tool's schema on its own, so that one tool with
@@ -451,4 +518,73 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		next = http.DefaultTransport
 	}
 	return next.RoundTrip(r)
+}
+
+// ErrOtherOrigin is wrapped by the error of a request an HTTP+SSE server
+// would have the bot send elsewhere than its own origin.
+var ErrOtherOrigin = errors.New("not the server's own origin")
+
+// sameOrigin refuses requests to any origin but the server's: an
+// HTTP+SSE server names, in its stream, the URL the bot posts its
+// messages to, with the server's headers. A server (or whoever can
+// change its stream) that named another host would have the bot send
+// that host the server's token and every call's arguments; the reference
+// clients refuse it too.
+type sameOrigin struct {
+	origin  string
+	server  string
+	next    http.RoundTripper
+	refused atomic.Pointer[error] // the last request refused
+}
+
+func (o *sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if got := origin(r.URL.String()); got != o.origin {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		err := fmt.Errorf("MCP server %q named %s to post its messages to: %w %s", o.server, got, ErrOtherOrigin, o.origin)
+		o.refused.Store(&err)
+		return nil, err
+	}
+	next := o.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+// origin is the scheme, host and port of a URL (the port explicit), "" if
+// it has none.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// refusedPost notes whether a POST was answered 400, 404 or 405: how a
+// server that does not speak streamable HTTP at that URL answers.
+type refusedPost struct {
+	next    http.RoundTripper
+	refused atomic.Bool
+}
+
+func (p *refusedPost) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := p.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			p.refused.Store(true)
+		}
+	}
+	return resp, err
 }

@@ -35,14 +35,16 @@ type tool struct {
 	name   string // <server>__<tool>, as offered
 	remote *sdk.Tool
 	schema json.RawMessage
-	read   bool // the server's read tool (see resources.go)
+	read   bool   // the server's read tool (see resources.go)
+	ver    string // see Version
 }
 
 var (
-	_ tools.InfoTool     = (*tool)(nil)
-	_ tools.ReadOnlyTool = (*tool)(nil)
-	_ tools.OriginTool   = (*tool)(nil)
-	_ tools.Checker      = (*tool)(nil)
+	_ tools.InfoTool      = (*tool)(nil)
+	_ tools.ReadOnlyTool  = (*tool)(nil)
+	_ tools.OriginTool    = (*tool)(nil)
+	_ tools.Checker       = (*tool)(nil)
+	_ tools.VersionedTool = (*tool)(nil)
 )
 
 func newTool(srv *server, t *sdk.Tool) (*tool, error) {
@@ -54,8 +56,33 @@ func newTool(srv *server, t *sdk.Tool) (*tool, error) {
 		// An object without "properties" is refused by OpenAI.
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema}, nil
+	return &tool{srv: srv, name: ToolName(srv.cfg.Name, t.Name), remote: t, schema: schema, ver: toolVersion(t, schema)}, nil
 }
+
+// toolVersion hashes what a person deciding a call of t is shown and what
+// the call runs against: its name at the server, its title and
+// description, its input schema and its annotations, each in canonical
+// JSON (object keys sorted), so that the same definition listed again,
+// by this process or another, has the same version.
+func toolVersion(t *sdk.Tool, schema json.RawMessage) string {
+	var v any
+	if json.Unmarshal(schema, &v) != nil {
+		v = string(schema)
+	}
+	def, err := json.Marshal(map[string]any{
+		"name": t.Name, "title": t.Title, "description": t.Description, "input_schema": v, "annotations": t.Annotations,
+	})
+	if err != nil {
+		def = []byte(fmt.Sprintf("%q %q %q %s", t.Name, t.Title, t.Description, schema))
+	}
+	sum := sha256.Sum256(def)
+	return hex.EncodeToString(sum[:12])
+}
+
+// Version identifies the tool's definition (tools.VersionedTool): a call
+// approved under one version does not run under another. The read tool
+// is the bot's own and has none.
+func (t *tool) Version() string { return t.ver }
 
 func (t *tool) Name() string { return t.name }
 
@@ -143,7 +170,18 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		params.InputResponses, params.RequestState = inputResponses(in.Answers), in.State
 	}
 	t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call, "attempt": info.Attempt}).Debug("calling MCP tool")
-	res, err := t.send(ctx, sess, info, params)
+	sendCtx, note := withPostNote(ctx)
+	res, err := t.send(sendCtx, sess, info, params)
+	if sessionLost(err, note) && t.srv.cfg.Auth != tools.AuthRequester {
+		// The server forgot the shared session before it took the call
+		// (session.go): the call did not run; send it in the next one.
+		t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call}).Info("MCP server forgot the session before it took the call; sending the call in a new session")
+		if sess, err = t.srv.nextSession(ctx, sess); err != nil {
+			return "", err
+		}
+		sendCtx, note = withPostNote(ctx)
+		res, err = t.send(sendCtx, sess, info, params)
+	}
 	var paused *tools.ConnectRequiredError
 	switch {
 	case err == nil:
@@ -151,6 +189,11 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		return "", paused // nothing was sent
 	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
+	case sessionLost(err, note):
+		return "", fmt.Errorf("MCP server %q: %w before it took the call; the call was not run", t.srv.cfg.Name, ErrSessionLost)
+	case errors.Is(err, sdk.ErrSessionMissing):
+		// It took the call, then forgot the session.
+		return "", fmt.Errorf("MCP server %q forgot the session during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
