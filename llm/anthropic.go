@@ -173,7 +173,7 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), errorResults: map[string]bool{}}
 	for _, m := range msgs {
 		if m.Role == RoleTool && m.IsError {
-			x.errorResults[m.ToolCallID] = true
+			x.errorResults[anthropicCallID(m.ToolCallID)] = true
 		}
 	}
 	_, err = a.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
@@ -191,6 +191,8 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 //     text after them: the API wants tool_result blocks at the start of
 //     the user turn.
 //   - Blank texts are left out: the API rejects empty text blocks.
+//   - An ID Anthropic would refuse is sent under another (see
+//     anthropicCallID).
 func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
@@ -223,7 +225,7 @@ func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 			results = append(results, llms.MessageContent{
 				Role: llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{
-					ToolCallID: m.ToolCallID,
+					ToolCallID: anthropicCallID(m.ToolCallID),
 					Name:       m.Name,
 					Content:    content,
 				}},
@@ -235,6 +237,7 @@ func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 			}
 			for _, c := range m.ToolCalls {
 				c.Arguments = objectArguments(c.Arguments)
+				c.ID = anthropicCallID(c.ID)
 				out = append(out, llms.MessageContent{
 					Role:  llms.ChatMessageTypeAI,
 					Parts: []llms.ContentPart{toLangchainToolCall(c)},

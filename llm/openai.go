@@ -147,6 +147,8 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 //     remaining parts become content; a single text part is sent as a
 //     plain string. ToolCall.Type is copied verbatim, so it must be
 //     "function".
+//
+// An ID OpenAI would refuse is sent under another (see openAICallID).
 func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
@@ -164,6 +166,7 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 				mc.Parts = append(mc.Parts, llms.TextContent{Text: m.Content})
 			}
 			for _, c := range m.ToolCalls {
+				c.ID = openAICallID(c.ID)
 				mc.Parts = append(mc.Parts, toLangchainToolCall(c))
 			}
 			out = append(out, mc)
@@ -171,7 +174,7 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 			out = append(out, llms.MessageContent{
 				Role: llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{
-					ToolCallID: m.ToolCallID,
+					ToolCallID: openAICallID(m.ToolCallID),
 					Name:       m.Name,
 					Content:    m.Content,
 				}},

@@ -140,3 +140,55 @@ func contextFull(t *testing.T) llmtest.Raw {
 	refused.Status = http.StatusBadRequest
 	return refused
 }
+
+// TestProviderChangedWhileACallWaits: a call waits for approval, made by
+// an OpenAI-compatible server with an ID of its own form; the operator
+// changes the provider and restarts the bot; the approved call runs once
+// and the new provider, given the conversation with that ID (which it
+// would refuse as it is), answers in the thread.
+func TestProviderChangedWhileACallWaits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, id string
+		to       func(t *testing.T, answer string) (env []string, problems func() []string)
+	}{
+		{"Kimi's call ID to Anthropic", "functions.http_request:0", func(t *testing.T, answer string) ([]string, func() []string) {
+			srv := llmtest.NewAnthropicServer(t, llmtest.Reply(answer))
+			return []string{"LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL=" + srv.URL()}, func() (out []string) {
+				for _, r := range srv.Requests() {
+					out = append(out, r.Problem)
+				}
+				return out
+			}
+		}},
+		{"vLLM's call ID to OpenAI", "chatcmpl-tool-9f1c2b7e4d5a4c3b8e6f0a1b2c3d4e5f", func(t *testing.T, answer string) ([]string, func() []string) {
+			srv := llmtest.NewOpenAIServer(t, llmtest.Reply(answer))
+			return []string{"OPENAI_BASE_URL=" + srv.URL(), "LLM_MODEL=gpt-4.1"}, func() (out []string) {
+				for _, r := range srv.Requests() {
+					out = append(out, r.Problem)
+				}
+				return out
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "")
+			h.model.Then(llmtest.Reply("Deploying.", call(tt.id, "POST", h.target.URL+"/deploy", "v2")))
+			h.command("deploy", nil, nil)
+			root := h.root(1)
+			card := h.cards(root, 1)[0]
+			env, problems := tt.to(t, "Deployed.")
+			h.restartWith(env...)
+			h.click(card, "approve", approver)
+			h.reply(root, "Deployed.")
+			if n := h.target.Count("POST /deploy"); n != 1 {
+				t.Errorf("deploy ran %d times, want 1", n)
+			}
+			if got := problems(); len(got) != 1 || got[0] != "" {
+				t.Errorf("the new provider's requests were refused: %q, want one request, taken", got)
+			}
+		})
+	}
+}

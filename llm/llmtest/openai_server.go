@@ -25,7 +25,8 @@ import (
 //
 //   - a message has an unknown role, or content that is neither text nor
 //     a list of content parts;
-//   - an assistant message's tool call has no id, a type other than
+//   - an assistant message's tool call has no id, an id longer than 40
+//     characters (code string_above_max_length), a type other than
 //     "function", no function name, or arguments that are not a string;
 //   - the tool calls of an assistant message are not each answered by a
 //     tool message with that tool_call_id before the next non-tool
@@ -237,6 +238,9 @@ type openAIWireRequest struct {
 
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
+// maxOpenAICallID is the longest tool call id OpenAI takes back.
+const maxOpenAICallID = 40
+
 func validateOpenAI(req *openAIWireRequest) *problem {
 	if req.Model == "" {
 		return badf("model", "Missing required parameter: 'model'.")
@@ -314,6 +318,11 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 				switch {
 				case c.ID == "":
 					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Missing required parameter: 'messages[%d].tool_calls[%d].id'.", i, j)
+				case len(c.ID) > maxOpenAICallID:
+					p := badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Invalid 'messages[%d].tool_calls[%d].id': string too long. "+
+						"Expected a string with maximum length %d, but got a string with length %d instead.", i, j, maxOpenAICallID, len(c.ID))
+					p.code = "string_above_max_length"
+					return p
 				case c.Type != "function":
 					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].type", i, j), "Invalid value: '%s'. Supported values are: 'function'.", c.Type)
 				case c.Function.Name == "":
