@@ -367,6 +367,38 @@ type providerError struct {
 	Code    json.RawMessage `json:"code"`
 }
 
+// errorBody is where an OpenAI-compatible server puts an error: OpenAI,
+// llama-server, LiteLLM and Ollama as OpenAI does ({"error": {"message",
+// "type", "code"}}); text-generation-inference as text ({"error": "…",
+// "error_type": "…"}); vLLM before 0.10 and SGLang at the top level
+// ({"object": "error", "message", "type", "code"}).
+type errorBody struct {
+	Error     json.RawMessage `json:"error"`
+	ErrorType string          `json:"error_type"`
+	Object    string          `json:"object"`
+	Message   string          `json:"message"`
+	Type      string          `json:"type"`
+	Code      json.RawMessage `json:"code"`
+}
+
+// providerError is the error the body holds, or nil.
+func (b *errorBody) providerError() *providerError {
+	if raw := bytes.TrimSpace(b.Error); len(raw) > 0 && string(raw) != "null" {
+		var e providerError
+		if json.Unmarshal(raw, &e) == nil {
+			return &e
+		}
+		var text string
+		if json.Unmarshal(raw, &text) == nil && text != "" {
+			return &providerError{Message: text, Type: b.ErrorType}
+		}
+	}
+	if b.Object == "error" && b.Message != "" {
+		return &providerError{Message: b.Message, Type: b.Type, Code: b.Code}
+	}
+	return nil
+}
+
 func (e *providerError) streamError() *StreamError {
 	typ := e.Type
 	var code string
@@ -399,7 +431,7 @@ type openAIPart struct {
 }
 
 type openAIBody struct {
-	Error   *providerError `json:"error"`
+	errorBody
 	Choices []struct {
 		Index        int         `json:"index"`
 		Message      *openAIPart `json:"message"`
@@ -418,8 +450,8 @@ func (a *answer) openAIChunk(data []byte) error {
 	if json.Unmarshal(data, &b) != nil {
 		return nil // not JSON (a keep-alive of some servers): nothing to read
 	}
-	if b.Error != nil {
-		return b.Error.streamError()
+	if e := b.providerError(); e != nil {
+		return e.streamError()
 	}
 	a.openAIUsage(b.Usage)
 	for _, ch := range b.Choices {
@@ -499,8 +531,8 @@ func (a *answer) openAICompletion(body []byte) error {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return &StreamError{Type: "malformed", Message: "the answer is not JSON"}
 	}
-	if b.Error != nil {
-		return b.Error.streamError()
+	if e := b.providerError(); e != nil {
+		return e.streamError()
 	}
 	a.openAIUsage(b.Usage)
 	a.done = true

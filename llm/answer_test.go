@@ -158,6 +158,7 @@ func TestBrokenStreamIsRetried(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ provider, recording, wantErr string }{
 		{"openai", "openai-error-midstream.sse", "server_error"},
+		{"openai", "tgi-error-midstream.sse", "CUDA out of memory"},
 		{"openai", "openai-cut.sse", "broke off"},
 		{"anthropic", "anthropic-overloaded.sse", "overloaded"},
 		{"anthropic", "anthropic-cut.sse", "broke off"},
@@ -224,9 +225,11 @@ func TestContextFullIsNotRetried(t *testing.T) {
 	for _, tt := range []struct{ provider, recording, words string }{
 		{"openai", "openai-context-length.json", "maximum context length is 128000 tokens"},
 		{"anthropic", "anthropic-prompt-too-long.json", "prompt is too long: 208576 tokens > 200000 maximum"},
+		{"openai", "vllm-context-length.json", "maximum context length is 8192 tokens"},
+		{"openai", "sglang-context-length.json", "longer than the model's context length (8192 tokens)"},
 	} {
 		for _, stream := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s stream=%v", tt.provider, stream), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s stream=%v", tt.recording, stream), func(t *testing.T) {
 				p := anthropicRecorded(t)
 				if tt.provider == "openai" {
 					p = openAIRecorded(t, llm.OpenAIOptions{})

@@ -58,27 +58,38 @@ func TestOutOfQuotaInSlack(t *testing.T) {
 // TestContextFullInSlack: a conversation the model's context window no
 // longer holds is said so in the thread, with what to do, after one
 // request: asking again cannot help, so it is not retried, its card has
-// no Retry button, and a reply in the thread is told so.
+// no Retry button, and a reply in the thread is told so. vLLM says it in
+// an error of its own shape.
 func TestContextFullInSlack(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "")
-	h.model.ThenRaw(contextFull(t))
-	h.model.Then(llmtest.Reply("never"))
-	h.command("weather in Oslo?", nil, nil)
-	root := h.root(1)
-	failure := h.reply(root, "stopped with an error")
-	card := h.card(failure)
-	if !strings.Contains(card, "no longer fits in the model's context window: start a new thread") {
-		t.Errorf("the error card says %s, want that the conversation no longer fits and to start a new thread", card)
-	}
-	if hasAction(failure, "retry_run") || !strings.Contains(card, "Retrying would fail the same way") {
-		t.Errorf("the error card is %s, want no retry_run button and that retrying would fail the same way", card)
-	}
-	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
-		"text": "and now?", "ts": "1700000100.000100", "thread_ts": root.TS})
-	h.ephemeral(requester, "I can't go on in this thread")
-	if n := len(h.model.Requests()); n != 1 {
-		t.Errorf("%d model requests, want 1 (no retry)", n)
+	for _, recording := range []string{"openai-context-length.json", "vllm-context-length.json"} {
+		t.Run(recording, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "")
+			refused := llmtest.Recording(t, recording)
+			refused.Status = http.StatusBadRequest
+			h.model.ThenRaw(refused)
+			h.model.Then(llmtest.Reply("never"))
+			h.command("weather in Oslo?", nil, nil)
+			root := h.root(1)
+			failure := h.reply(root, "stopped with an error")
+			card := h.card(failure)
+			if !strings.Contains(card, "no longer fits in the model's context window: start a new thread") {
+				t.Errorf("the error card says %s, want that the conversation no longer fits and to start a new thread", card)
+			}
+			if hasAction(failure, "retry_run") || !strings.Contains(card, "Retrying would fail the same way") {
+				t.Errorf("the error card is %s, want no retry_run button and that retrying would fail the same way", card)
+			}
+			if strings.Contains(card, `"object"`) {
+				t.Errorf("the error card quotes the server's JSON: %s", card)
+			}
+			h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+				"text": "and now?", "ts": "1700000100.000100", "thread_ts": root.TS})
+			h.ephemeral(requester, "I can't go on in this thread")
+			if n := len(h.model.Requests()); n != 1 {
+				t.Errorf("%d model requests, want 1 (no retry)", n)
+			}
+		})
 	}
 }
 
