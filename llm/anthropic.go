@@ -96,7 +96,8 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 		if err != nil {
 			return nil, fmt.Errorf("anthropic: %w", err)
 		}
-		u.Path = strings.TrimSuffix(u.Path, "/")
+		// The whole endpoint, pasted as the base URL, is the base URL.
+		u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/messages")
 		if !strings.HasSuffix(u.Path, "/v1") {
 			u.Path += "/v1"
 		}

@@ -20,7 +20,9 @@ import (
 //	                    usually needs it (e.g. "llama3.1").
 //	OPENAI_API_KEY      OpenAI's key; optional with OPENAI_BASE_URL.
 //	OPENAI_BASE_URL     an OpenAI-compatible server, e.g.
-//	                    http://localhost:11434/v1 (Ollama).
+//	                    http://localhost:11434/v1 (Ollama), or Azure
+//	                    OpenAI's v1 endpoint (its deployment URLs are
+//	                    refused: see parseBaseURL).
 //	ANTHROPIC_API_KEY   Anthropic's key.
 //	ANTHROPIC_BASE_URL  another Anthropic endpoint (a proxy).
 //	LLM_TEMPERATURE     the sampling temperature, e.g. 0.2. Unset: none

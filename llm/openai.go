@@ -61,15 +61,24 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	}
 	name := "openai " + model
 	base := DefaultOpenAIBaseURL
+	azure := false
 	if opts.BaseURL != "" {
 		u, err := parseBaseURL(opts.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("openai: %w", err)
 		}
+		// The whole endpoint, pasted as the base URL, is the base URL.
+		u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/chat/completions")
 		base = strings.TrimSuffix(u.String(), "/")
 		name += " at " + u.Redacted()
+		azure = azureHost(u)
 	}
 	d := newDoer(opts.HTTPClient)
+	if azure && opts.APIKey != "" {
+		// Azure's v1 endpoint takes the key as OpenAI's SDKs send it
+		// (a bearer token) and in its own header; both are sent.
+		d.header = http.Header{"Api-Key": {opts.APIKey}}
+	}
 	temperature := opts.Temperature
 	if ReasoningModel(model) {
 		temperature = nil
@@ -184,11 +193,39 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 	return out, nil
 }
 
-// parseBaseURL accepts an absolute http or https URL.
+// parseBaseURL accepts an absolute http or https URL without a query or
+// fragment: the API's paths are appended to it. Errors do not quote the
+// URL, which may hold credentials.
 func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("base URL must be an absolute http or https URL")
 	}
+	if azureDeployment(u) {
+		return nil, fmt.Errorf("base URL is an Azure OpenAI deployment URL, which the bot does not speak: " +
+			"use the resource's v1 endpoint, https://NAME.openai.azure.com/openai/v1, with LLM_MODEL set to the deployment's name")
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("base URL must have no query (?…) or fragment (#…): the API's paths are appended to it")
+	}
 	return u, nil
+}
+
+// azureDeployment reports whether u is an Azure OpenAI deployment URL
+// (…/openai/deployments/NAME…?api-version=…), the API Azure had before
+// its OpenAI-compatible v1 endpoint.
+func azureDeployment(u *url.URL) bool {
+	return strings.Contains(u.Path, "/openai/deployments/") || u.Query().Has("api-version")
+}
+
+// azureHost reports whether u is an Azure OpenAI resource, which takes
+// its key in an api-key header.
+func azureHost(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	for _, suffix := range []string{".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"} {
+		if strings.HasSuffix(h, suffix) {
+			return true
+		}
+	}
+	return false
 }

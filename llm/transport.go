@@ -38,6 +38,8 @@ type doer struct {
 	// dropHeader is removed from every request (the credentials header
 	// when no key was configured).
 	dropHeader string
+	// header is added to every request.
+	header http.Header
 	// rewrite, when set, replaces the JSON request body; x is the
 	// request's exchange, nil for a request without one.
 	rewrite func(x *exchange, body []byte) ([]byte, error)
@@ -63,6 +65,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	if d.dropHeader != "" {
 		req.Header.Del(d.dropHeader)
+	}
+	for k, v := range d.header {
+		req.Header[k] = v
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +203,32 @@ func TestProviderChangedWhileACallWaits(t *testing.T) {
 				t.Errorf("the new provider's requests were refused: %q, want one request, taken", got)
 			}
 		})
+	}
+}
+
+// TestAzureDeploymentURLRefused: a bot pointed at an Azure OpenAI
+// deployment URL (…/openai/deployments/NAME?api-version=…), which it does
+// not speak, does not start: it says to use Azure's v1 endpoint, and does
+// not print the key, rather than start and fail every conversation with a
+// 404 from a mangled URL.
+func TestAzureDeploymentURLRefused(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "")
+	h.env = append(h.env, "OPENAI_API_KEY=azure-secret-key",
+		"OPENAI_BASE_URL=https://team.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, botBinary)
+	cmd.Env = h.env
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("the bot started with an Azure deployment URL (exit: %v); it printed:\n%s", err, out)
+	}
+	if !strings.Contains(out, "https://NAME.openai.azure.com/openai/v1") || !strings.Contains(out, "OPENAI_BASE_URL") {
+		t.Errorf("the bot printed:\n%s\nwant that OPENAI_BASE_URL should be Azure's v1 endpoint", out)
+	}
+	if strings.Contains(out, "azure-secret-key") {
+		t.Errorf("the bot printed its key:\n%s", out)
 	}
 }
