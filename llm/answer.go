@@ -162,6 +162,9 @@ type exchange struct {
 	provider provider
 	fn       TextFunc // nil: not streaming
 	position int      // the reply's index in the conversation
+	// used are the call IDs of the conversation so far: a reply's call
+	// that repeats one gets an ID of its own (see message).
+	used map[string]bool
 	// errorResults are the tool call IDs of results that report a
 	// failure (Anthropic's is_error).
 	errorResults map[string]bool
@@ -213,7 +216,7 @@ func (x *exchange) readAnswer(ctx context.Context, resp *http.Response) {
 		}
 	}
 	if x.err == nil {
-		x.reply = a.message(x.position)
+		x.reply = a.message(x.position, x.used)
 	}
 }
 
@@ -483,7 +486,7 @@ func (a *answer) openAIChunk(data []byte) error {
 
 // openAIDeltaCall finds the call a delta belongs to: by its index, or,
 // from a server that sends none, by its id (a new id is a new call; no
-// id continues the last call).
+// id continues the last call, unless it names a new one).
 func (a *answer) openAIDeltaCall(dc openAICall) *callParts {
 	if dc.Index != nil {
 		return a.call(*dc.Index)
@@ -497,9 +500,16 @@ func (a *answer) openAIDeltaCall(dc openAICall) *callParts {
 		return a.call(-1 - len(a.calls))
 	}
 	if n := len(a.calls); n > 0 {
-		return a.calls[n-1]
+		last := a.calls[n-1]
+		// Several calls in one chunk, or one after the other, from a
+		// server that numbers them no more than it names them: a name
+		// after a call that has its name and whole arguments is the
+		// next call's.
+		if dc.Function.Name == "" || last.name == "" || !json.Valid([]byte(last.args.String())) {
+			return last
+		}
 	}
-	return a.call(-1)
+	return a.call(-1 - len(a.calls))
 }
 
 func (a *answer) openAIUsage(u *openAIUsage) {
@@ -683,18 +693,32 @@ func (a *answer) anthropicMessage(body []byte) error {
 	return nil
 }
 
-// message is the reply read.
-func (a *answer) message(position int) Message {
+// message is the reply read. position is its index in the
+// conversation, used the call IDs the conversation has already.
+//
+// A call whose ID is already taken — by an earlier call of the
+// conversation, or of the same reply — gets one made up as for a call
+// without an ID: some servers give every call of a reply the same ID
+// (Xinference), or start again at each request (text-generation-inference
+// sends "0"), and a conversation with two calls of one ID is refused by
+// Anthropic and OpenAI, and would pair a result with the wrong call.
+func (a *answer) message(position int, used map[string]bool) Message {
 	reply := Message{Role: RoleAssistant, Content: a.text.String()}
 	if a.usage != (Usage{}) {
 		u := a.usage
 		reply.Usage = &u
 	}
+	taken := map[string]bool{} // the IDs of this reply's calls
 	for i, c := range a.calls {
 		if c.name == "" && c.args.Len() == 0 {
 			continue // nothing of a call arrived
 		}
-		tc := replyToolCall(c.id, c.name, c.args.String(), position, i)
+		id := c.id
+		if used[id] || taken[id] {
+			id = ""
+		}
+		tc := replyToolCall(id, c.name, c.args.String(), position, i)
+		taken[tc.ID] = true
 		if c.name == "" {
 			tc.Name = "unnamed_call"
 		}

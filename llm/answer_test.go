@@ -94,6 +94,17 @@ func TestRecordedAnswers(t *testing.T) {
 			{ID: "call_Il0aaaaaaaaaaaaaaaaaaaaa", Name: "lookup", Arguments: `{"n":1}`},
 			{ID: "call_Il1bbbbbbbbbbbbbbbbbbbbb", Name: "deploy", Arguments: `{"n":2}`}}},
 		{"openai", "llama-object-arguments.sse", "", "", []llm.ToolCall{{Name: "lookup", Arguments: `{"n":3}`}}},
+		// Every call of the reply has the same ID: the second gets one of
+		// its own.
+		{"openai", "xinference-repeated-ids.json", "\n\n", "", []llm.ToolCall{
+			{ID: "call_f0de99f4-6fe1-4235-b4d9-1fcb010fa197", Name: "lookup", Arguments: `{"n": 1}`},
+			{Name: "deploy", Arguments: `{"n": 2}`}}},
+		// Two calls in one chunk, with neither index nor ID, a finish
+		// reason "stop", keep-alive comments, a last chunk with the usage
+		// only and no [DONE]: two calls.
+		{"openai", "noindex-calls.sse", "", "", []llm.ToolCall{
+			{Name: "lookup", Arguments: `{"n":1}`},
+			{Name: "deploy", Arguments: `{"n":2}`}}},
 		{"anthropic", "anthropic-max-tokens.json", cut + "\n\n" + llm.NoteCutOff, llm.StopCutOff, nil},
 		{"anthropic", "anthropic-max-tokens-call.json", llm.NoteCutOff, llm.StopCutOff,
 			[]llm.ToolCall{{ID: "toolu_rec_cut1", Name: "lookup", Arguments: `{}`, Truncated: true}}},

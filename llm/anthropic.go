@@ -171,7 +171,7 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), errorResults: map[string]bool{}}
+	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), used: callIDs(msgs), errorResults: map[string]bool{}}
 	for _, m := range msgs {
 		if m.Role == RoleTool && m.IsError {
 			x.errorResults[anthropicCallID(m.ToolCallID)] = true

@@ -143,3 +143,43 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A server that starts its call IDs again at each request (text-
+// generation-inference's every call is "0") makes a call whose ID the
+// conversation already has: the reply's call gets one of its own, so the
+// conversation stays one that OpenAI and Anthropic take (they refuse two
+// calls of one ID) and each result answers its own call.
+func TestRepeatedCallIDs(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("And now the other.", llmtest.Call("0", "lookup", `{"n":2}`)))
+	m := newOpenAI(t, srv)
+	first := llmtest.Call("0", "lookup", `{"n":1}`)
+	msgs := []llm.Message{user("look both up"), llmtest.Reply("First.", first), llmtest.Result(first, "one")}
+	reply, err := m.Generate(context.Background(), msgs, nil)
+	if err != nil {
+		t.Fatalf("Generate() = %v", err)
+	}
+	if len(reply.ToolCalls) != 1 || reply.ToolCalls[0].ID == "0" || !madeUpID.MatchString(reply.ToolCalls[0].ID) {
+		t.Fatalf("reply calls = %+v, want one call with an ID of its own", reply.ToolCalls)
+	}
+	// Streamed, the same.
+	srv.Then(llmtest.Reply("And now the other.", llmtest.Call("0", "lookup", `{"n":2}`)))
+	streamed, err := llm.Stream(context.Background(), m, msgs, nil, func(context.Context, string) error { return nil })
+	if err != nil || len(streamed.ToolCalls) != 1 || streamed.ToolCalls[0].ID != reply.ToolCalls[0].ID {
+		t.Fatalf("streamed reply = %+v, %v; want the call under %q", streamed.ToolCalls, err, reply.ToolCalls[0].ID)
+	}
+	msgs = append(msgs, reply, llmtest.Result(reply.ToolCalls[0], "two"))
+
+	openai := llmtest.NewOpenAIServer(t, llmtest.Reply("done"))
+	if _, err := newOpenAI(t, openai).Generate(context.Background(), msgs, nil); err != nil {
+		t.Errorf("OpenAI refused the conversation: %v", err)
+	}
+	anthropic := llmtest.NewAnthropicServer(t, llmtest.Reply("done"))
+	a, err := llm.NewAnthropic(llm.AnthropicOptions{BaseURL: anthropic.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Generate(context.Background(), msgs, nil); err != nil {
+		t.Errorf("Anthropic refused the conversation: %v", err)
+	}
+}

@@ -142,3 +142,14 @@ func derivedCallID(id string) string {
 	}
 	return string(out)
 }
+
+// callIDs are the IDs of the calls in msgs.
+func callIDs(msgs []Message) map[string]bool {
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			ids[c.ID] = true
+		}
+	}
+	return ids
+}

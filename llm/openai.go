@@ -139,7 +139,7 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs)}
+	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs), used: callIDs(msgs)}
 	_, err = o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
 	return x.result(o.name, err)
 }

@@ -232,3 +232,34 @@ func TestAzureDeploymentURLRefused(t *testing.T) {
 		t.Errorf("the bot printed its key:\n%s", out)
 	}
 }
+
+// TestServerRepeatsCallIDs: through the binary, a server that gives every
+// call the same ID (text-generation-inference's "0") asks for one call,
+// then, given its result, for another: both are approved and run once,
+// and the model's answer after them reaches the thread, rather than the
+// run failing because the conversation it is sent has two calls of one
+// ID.
+func TestServerRepeatsCallIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Stopping first.", call("0", "POST", h.target.URL+"/stop", "")),
+		llmtest.Reply("Now deploying.", call("0", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Stopped and deployed."),
+	)
+	h.command("stop, then deploy", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	h.click(h.cards(root, 2)[1], "approve", approver)
+	h.reply(root, "Stopped and deployed.")
+	for _, op := range []string{"POST /stop", "POST /deploy"} {
+		if n := h.target.Count(op); n != 1 {
+			t.Errorf("%s ran %d times, want 1", op, n)
+		}
+	}
+	for i, r := range h.model.Requests() {
+		if r.Problem != "" {
+			t.Errorf("model request %d refused: %s", i+1, r.Problem)
+		}
+	}
+}
