@@ -165,6 +165,9 @@ type exchange struct {
 	// used are the call IDs of the conversation so far: a reply's call
 	// that repeats one gets an ID of its own (see message).
 	used map[string]bool
+	// developer are instructions to send as developer messages (OpenAI's
+	// reasoning models; see toOpenAI).
+	developer []string
 	// errorResults are the tool call IDs of results that report a
 	// failure (Anthropic's is_error).
 	errorResults map[string]bool
@@ -368,6 +371,8 @@ type providerError struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
+	// Param is the request parameter OpenAI refused, if any.
+	Param json.RawMessage `json:"param"`
 }
 
 // errorBody is where an OpenAI-compatible server puts an error: OpenAI,

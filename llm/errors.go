@@ -42,6 +42,9 @@ type StatusError struct {
 	// ContextFull: the request was refused because the conversation is
 	// longer than the model's context window (see ErrContextFull).
 	ContextFull bool
+	// Param is the request parameter the provider refused, when it said
+	// (OpenAI's "param", e.g. "temperature").
+	Param string
 	// ShouldRetry is the provider's x-should-retry header, "true" or
 	// "false" ("" when absent): OpenAI and Anthropic say with it whether
 	// a retry may succeed, which their own SDKs follow before the status.
@@ -163,6 +166,7 @@ func newStatusError(status int, header map[string][]string, body []byte, now tim
 		if pe := shape.providerError(); pe != nil && pe.Message != "" {
 			e.Message = truncate(pe.Message, 1000)
 			e.Type = pe.streamError().Type
+			_ = json.Unmarshal(pe.Param, &e.Param) // a string, or null
 			e.ContextFull = (status == 400 || status == 413) && pe.contextFull()
 			return e
 		}

@@ -2,10 +2,13 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
@@ -48,6 +51,15 @@ type OpenAI struct {
 	model string
 	name  string
 	tools *toolSet
+	log   logrus.FieldLogger
+	// temperature is what LLM_TEMPERATURE asked for (nil: none), and
+	// noTemperature is set once the model refused it: a reasoning model
+	// the bot did not know by its name (see generate).
+	temperature   *float64
+	noTemperature *atomic.Bool
+	// developer: the model is one of OpenAI's reasoning models, which
+	// take the instructions as developer messages (see toOpenAI).
+	developer bool
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -83,7 +95,19 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if ReasoningModel(model) {
 		temperature = nil
 	}
-	d.rewrite = func(_ *exchange, body []byte) ([]byte, error) { return setTemperature(body, temperature) }
+	noTemperature := new(atomic.Bool)
+	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
+		if x != nil && len(x.developer) > 0 {
+			var err error
+			if body, err = prependDeveloper(body, x.developer); err != nil {
+				return nil, err
+			}
+		}
+		if noTemperature.Load() {
+			return setTemperature(body, nil)
+		}
+		return setTemperature(body, temperature)
+	}
 	token := opts.APIKey
 	if token == "" {
 		// langchaingo refuses an empty token; the doer removes the
@@ -103,7 +127,10 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	return &OpenAI{llm: client, model: model, name: name, tools: newToolSet("openai", opts.Logger)}, nil
+	tools := newToolSet("openai", opts.Logger)
+	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
+		temperature: temperature, noTemperature: noTemperature,
+		developer: ReasoningModel(model) && !strings.Contains(model, "/")}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
@@ -122,7 +149,7 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 
 // generate asks for the reply, streamed to fn when fn is not nil.
 func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, err := toOpenAI(msgs)
+	req, instructions, err := toOpenAI(msgs, o.developer)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
@@ -139,9 +166,31 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs), used: callIDs(msgs)}
-	_, err = o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
-	return x.result(o.name, err)
+	send := func() (Message, error) {
+		x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs), used: callIDs(msgs), developer: instructions}
+		_, err := o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
+		return x.result(o.name, err)
+	}
+	reply, err := send()
+	if err != nil && o.temperature != nil && refusesTemperature(err) {
+		// A reasoning model the bot did not know by its name (an Azure
+		// deployment's, a newer family's) takes no temperature: this
+		// request and every later one go without it. The refusal came
+		// before any of the answer, so nothing was streamed yet.
+		if o.noTemperature.CompareAndSwap(false, true) {
+			o.log.WithField("model", o.model).Warn("the model refuses a temperature: LLM_TEMPERATURE is not sent to it")
+		}
+		reply, err = send()
+	}
+	return reply, err
+}
+
+// refusesTemperature reports whether err is OpenAI's refusal of the
+// request's temperature (HTTP 400, param "temperature": "Unsupported
+// value: 'temperature' does not support 0.2 with this model").
+func refusesTemperature(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && se.Param == "temperature"
 }
 
 // toOpenAI converts a conversation for langchaingo's OpenAI client.
@@ -158,14 +207,26 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 //     "function".
 //
 // An ID OpenAI would refuse is sent under another (see openAICallID).
-func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
+//
+// With developer set (OpenAI's reasoning models), the system messages
+// are returned as instructions instead, for the HTTP layer to send as
+// developer messages at the start of the conversation
+// (prependDeveloper): that is the role OpenAI gives the instructions of
+// these models, and langchaingo would fold a system message into the
+// first user message for o1 and o3, where the model would weigh the
+// bot's instructions as the person's words.
+func toOpenAI(msgs []Message, developer bool) (out []llms.MessageContent, instructions []string, err error) {
 	if err := checkMessages(msgs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]llms.MessageContent, 0, len(msgs))
+	out = make([]llms.MessageContent, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {
 		case RoleSystem:
+			if developer {
+				instructions = append(instructions, m.Content)
+				continue
+			}
 			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
 		case RoleUser:
 			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
@@ -190,7 +251,34 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 			})
 		}
 	}
-	return out, nil
+	return out, instructions, nil
+}
+
+// prependDeveloper puts a developer message with each of instructions at
+// the start of a chat completions request body.
+func prependDeveloper(body []byte, instructions []string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(payload["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	out := make([]json.RawMessage, 0, len(instructions)+len(msgs))
+	for _, text := range instructions {
+		m, err := json.Marshal(map[string]string{"role": "developer", "content": text})
+		if err != nil {
+			return nil, fmt.Errorf("add developer messages: %w", err)
+		}
+		out = append(out, m)
+	}
+	merged, err := json.Marshal(append(out, msgs...))
+	if err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	payload["messages"] = merged
+	return json.Marshal(payload)
 }
 
 // parseBaseURL accepts an absolute http or https URL without a query or

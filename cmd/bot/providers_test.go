@@ -263,3 +263,49 @@ func TestServerRepeatsCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestTemperatureRefusedInSlack: LLM_TEMPERATURE set, and LLM_MODEL an
+// Azure deployment of a reasoning model, named by its owner so that the
+// bot cannot tell: the model refuses the temperature, and the person
+// gets the answer all the same, not an error card that a Retry would
+// only repeat.
+func TestTemperatureRefusedInSlack(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "", llmtest.Reply("Sunny in Oslo."), llmtest.Reply("And tomorrow too."))
+	h.model.Reasoning("prod-reasoner")
+	h.env = append(h.env, "LLM_MODEL=prod-reasoner", "LLM_TEMPERATURE=0.2")
+	h.start()
+	h.command("weather in Oslo?", nil, nil)
+	root := h.root(1)
+	h.reply(root, "Sunny in Oslo.")
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+		"text": "and tomorrow?", "ts": "1700000100.000100", "thread_ts": root.TS})
+	h.reply(root, "And tomorrow too.")
+	if n := len(h.model.Requests()); n != 3 {
+		t.Errorf("%d model requests, want 3 (the refused one, then one per turn)", n)
+	}
+	if !strings.Contains(h.logs.String(), "LLM_TEMPERATURE is not sent to it") {
+		t.Errorf("the bot did not tell its operator that the model refuses LLM_TEMPERATURE")
+	}
+}
+
+// TestReasoningModelGetsItsInstructions: with LLM_MODEL=o3, the bot's
+// instructions reach the model as a developer message of their own, and
+// the person's request as theirs alone: never one message with both, in
+// which the model would weigh the bot's instructions as the person's.
+func TestReasoningModelGetsItsInstructions(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "", llmtest.Reply("Sunny in Oslo."))
+	h.env = append(h.env, "LLM_MODEL=o3")
+	h.start()
+	h.command("weather in Oslo?", nil, nil)
+	h.reply(h.root(1), "Sunny in Oslo.")
+	msgs := h.model.Requests()[0].Messages
+	if len(msgs) < 2 || msgs[0].Role != "developer" || !strings.Contains(msgs[0].Text(), "Countersign") {
+		t.Fatalf("messages = %+v, want the bot's instructions first, as a developer message", msgs)
+	}
+	last := msgs[len(msgs)-1]
+	if last.Role != "user" || !strings.HasSuffix(last.Text(), "weather in Oslo?") || strings.Contains(last.Text(), "Countersign") {
+		t.Errorf("the person's message = %q (%s), want their request without the bot's instructions", last.Text(), last.Role)
+	}
+}

@@ -44,9 +44,30 @@ type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
 
-	mu       sync.Mutex
-	requests []OpenAIRequest
-	usage    [2]int // prompt and completion tokens each reply reports
+	mu        sync.Mutex
+	requests  []OpenAIRequest
+	usage     [2]int // prompt and completion tokens each reply reports
+	reasoning map[string]bool
+}
+
+// Reasoning makes the server take these model names for reasoning models
+// too, which refuse a temperature, as Azure OpenAI does with a deployment
+// of one, named as its owner chose.
+func (s *OpenAIServer) Reasoning(models ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reasoning == nil {
+		s.reasoning = map[string]bool{}
+	}
+	for _, m := range models {
+		s.reasoning[m] = true
+	}
+}
+
+func (s *OpenAIServer) reasoningModel(model string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reasoning[model] || ReasoningModel(model)
 }
 
 // ReportUsage makes every reply report these token counts (0 by default).
@@ -184,7 +205,7 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, fail, openAIErrorType(fail), "", fmt.Sprintf("llmtest: scripted failure %d", fail))
 		return
 	}
-	if p := validateOpenAI(&req); p != nil {
+	if p := validateOpenAI(&req, s.reasoningModel(req.Model)); p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
 		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
@@ -241,7 +262,7 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // maxOpenAICallID is the longest tool call id OpenAI takes back.
 const maxOpenAICallID = 40
 
-func validateOpenAI(req *openAIWireRequest) *problem {
+func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 	if req.Model == "" {
 		return badf("model", "Missing required parameter: 'model'.")
 	}
@@ -267,7 +288,7 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			}
 		}
 	}
-	if ReasoningModel(req.Model) {
+	if reasoning {
 		for name, set := range map[string]bool{"top_p": req.TopP != nil, "presence_penalty": req.PresencePenalty != nil,
 			"frequency_penalty": req.FrequencyPenalty != nil} {
 			if set {
@@ -282,7 +303,7 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			return p
 		}
 	}
-	if req.Temperature != nil && ReasoningModel(req.Model) && *req.Temperature != 1 {
+	if req.Temperature != nil && reasoning && *req.Temperature != 1 {
 		p := badf("temperature", "Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *req.Temperature)
 		p.code = "unsupported_value"
 		return p
