@@ -142,6 +142,13 @@ func (e *StreamError) quota() bool { return isQuota(e.Type) }
 
 func isQuota(typ string) bool { return typ == "insufficient_quota" || typ == "billing_error" }
 
+// toolUseFailed is the code of Groq's refusal of a reply whose tool call
+// the model wrote wrong ("Failed to call a function. Please adjust your
+// prompt."), an HTTP 400 or an error event in a stream. Another sample
+// may come out right, so it is transient, as a model's broken call is
+// something the model may do better.
+const toolUseFailed = "tool_use_failed"
+
 // errAnswerRead is what the HTTP layer tells langchaingo when the
 // exchange has read the answer itself.
 var errAnswerRead = errors.New("answer read by the model client")
@@ -410,7 +417,7 @@ func (b *errorBody) providerError() *providerError {
 func (e *providerError) streamError() *StreamError {
 	typ := e.Type
 	var code string
-	if json.Unmarshal(e.Code, &code) == nil && code != "" && (typ == "" || isQuota(code) || typ == "error") {
+	if json.Unmarshal(e.Code, &code) == nil && code != "" && (typ == "" || isQuota(code) || code == toolUseFailed || typ == "error") {
 		typ = code
 	}
 	return &StreamError{Type: typ, Message: truncate(e.Message, 300)}

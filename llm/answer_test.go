@@ -118,6 +118,12 @@ func TestRecordedAnswers(t *testing.T) {
 			[]llm.ToolCall{{ID: "toolu_rec_cw1", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
 		{"anthropic", "anthropic-context-window-call.sse", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
 			[]llm.ToolCall{{ID: "toolu_rec_cw2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
+		// Thinking, redacted thinking and a block of a type not known yet
+		// are not the answer's text; the call after them is read.
+		{"anthropic", "anthropic-thinking-call.sse", "Let me look that up.", "",
+			[]llm.ToolCall{{ID: "toolu_rec_th1", Name: "lookup", Arguments: `{"n": 1}`}}},
+		{"anthropic", "anthropic-thinking-call.json", "Let me look that up.", "",
+			[]llm.ToolCall{{ID: "toolu_rec_th2", Name: "lookup", Arguments: `{"n":1}`}}},
 		{"anthropic", "anthropic-refusal.json", llm.NoteRefused, llm.StopRefused, nil},
 		{"anthropic", "anthropic-refusal.sse", llm.NoteRefused, llm.StopRefused, nil},
 		// The model stopped to refuse while it wrote a call: likewise.
@@ -170,6 +176,9 @@ func TestBrokenStreamIsRetried(t *testing.T) {
 	tests := []struct{ provider, recording, wantErr string }{
 		{"openai", "openai-error-midstream.sse", "server_error"},
 		{"openai", "tgi-error-midstream.sse", "CUDA out of memory"},
+		// Groq refuses a tool call the model wrote wrong: another sample
+		// may be right.
+		{"openai", "groq-tool-use-failed.sse", "Failed to call a function"},
 		{"openai", "openai-cut.sse", "broke off"},
 		{"anthropic", "anthropic-overloaded.sse", "overloaded"},
 		{"anthropic", "anthropic-cut.sse", "broke off"},
@@ -270,6 +279,28 @@ func TestContextFullIsNotRetried(t *testing.T) {
 		p.then(llmtest.Raw{Status: http.StatusBadRequest, Body: body})
 		if _, _, err := ask(context.Background(), p.model, false); err == nil || errors.Is(err, llm.ErrContextFull) {
 			t.Errorf("error for %s = %v, want one that is not ErrContextFull", body, err)
+		}
+	}
+}
+
+// Groq's refusal of a reply whose tool call the model wrote wrong (HTTP
+// 400 tool_use_failed) is asked again, as another sample may come out
+// right; the person gets the answer of the attempt that did.
+func TestToolUseFailedIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		p := openAIRecorded(t, llm.OpenAIOptions{})
+		failed := llmtest.Recording(t, "groq-tool-use-failed.json")
+		failed.Status = http.StatusBadRequest
+		p.then(failed)
+		p.thenMsg(llmtest.Reply("The answer."))
+		m := llm.Retry(p.model, llm.RetryOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
+		reply, _, err := ask(context.Background(), m, stream)
+		if err != nil || reply.Content != "The answer." {
+			t.Errorf("stream %v: reply = %q, %v; want the second attempt's answer", stream, reply.Content, err)
+		}
+		if n := p.requests(); n != 2 {
+			t.Errorf("stream %v: %d requests, want 2", stream, n)
 		}
 	}
 }

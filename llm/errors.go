@@ -71,9 +71,10 @@ func (e *StatusError) Is(target error) bool {
 }
 
 // Transient reports whether sending the same request again may succeed:
-// what the provider's x-should-retry header says, else request timeout
-// (408), conflict (409), rate limit (429) and server errors (5xx,
-// including Anthropic's 529 "overloaded"). Other 4xx answers are the
+// what the provider's x-should-retry header says, else a tool call the
+// model wrote wrong (Groq's tool_use_failed, another sample may be
+// right), request timeout (408), conflict (409), rate limit (429) and
+// server errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx answers are the
 // request's fault and fail the same way every time, and so does a request
 // for an account out of quota or a conversation too long for the model,
 // whatever the header says.
@@ -85,6 +86,8 @@ func (e *StatusError) Transient() bool {
 		return true
 	case e.ShouldRetry == "false":
 		return false
+	case e.Type == toolUseFailed:
+		return true
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
 	case e.StatusCode >= 500:
