@@ -391,7 +391,7 @@ type errorBody struct {
 	Error     json.RawMessage `json:"error"`
 	ErrorType string          `json:"error_type"`
 	Object    string          `json:"object"`
-	Message   string          `json:"message"`
+	Message   json.RawMessage `json:"message"`
 	Type      string          `json:"type"`
 	Code      json.RawMessage `json:"code"`
 }
@@ -408,10 +408,46 @@ func (b *errorBody) providerError() *providerError {
 			return &providerError{Message: text, Type: b.ErrorType}
 		}
 	}
-	if b.Object == "error" && b.Message != "" {
-		return &providerError{Message: b.Message, Type: b.Type, Code: b.Code}
+	if msg := messageText(b.Message); b.Object == "error" && msg != "" {
+		return &providerError{Message: msg, Type: b.Type, Code: b.Code}
 	}
 	return nil
+}
+
+// messageText reads an error message: text, or the list of a validation
+// error's details (Mistral's {"detail": [{"loc": [...], "msg": …}]}),
+// else the JSON as it is.
+func messageText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text
+	}
+	var v struct {
+		Detail []struct {
+			Loc []any  `json:"loc"`
+			Msg string `json:"msg"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal(raw, &v) == nil && len(v.Detail) > 0 {
+		var parts []string
+		for _, d := range v.Detail {
+			var loc []string
+			for _, l := range d.Loc {
+				loc = append(loc, fmt.Sprint(l))
+			}
+			parts = append(parts, strings.Join(loc, ".")+": "+d.Msg)
+		}
+		return strings.Join(parts, "; ")
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) != nil {
+		return ""
+	}
+	return compact.String()
 }
 
 func (e *providerError) streamError() *StreamError {

@@ -72,6 +72,11 @@ func TestNewStatusError(t *testing.T) {
 			want: StatusError{StatusCode: 429, Message: "The model `llama` does not exist.", Type: "NotFoundError"},
 		},
 		{
+			name: "Mistral's validation error",
+			body: `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],"msg":"Extra inputs are not permitted","input":true}]},"type":"invalid_request_error","param":null,"code":null}`,
+			want: StatusError{StatusCode: 429, Message: "body.stream_options.include_usage: Extra inputs are not permitted", Type: "invalid_request_error"},
+		},
+		{
 			name: "an error field of no known shape",
 			body: `{"error":42}`,
 			want: StatusError{StatusCode: 429, Message: `{"error":42}`},

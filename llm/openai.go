@@ -57,6 +57,9 @@ type OpenAI struct {
 	// the bot did not know by its name (see generate).
 	temperature   *float64
 	noTemperature *atomic.Bool
+	// noStreamOptions is set once a server refused stream_options
+	// (Mistral's API does): streamed requests go without it.
+	noStreamOptions *atomic.Bool
 	// developer: the model is one of OpenAI's reasoning models, which
 	// take the instructions as developer messages (see toOpenAI).
 	developer bool
@@ -95,11 +98,16 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if ReasoningModel(model) {
 		temperature = nil
 	}
-	noTemperature := new(atomic.Bool)
+	noTemperature, noStreamOptions := new(atomic.Bool), new(atomic.Bool)
 	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
+		var err error
 		if x != nil && len(x.developer) > 0 {
-			var err error
 			if body, err = prependDeveloper(body, x.developer); err != nil {
+				return nil, err
+			}
+		}
+		if noStreamOptions.Load() {
+			if body, err = dropField(body, "stream_options"); err != nil {
 				return nil, err
 			}
 		}
@@ -129,7 +137,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	}
 	tools := newToolSet("openai", opts.Logger)
 	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
-		temperature: temperature, noTemperature: noTemperature,
+		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
 		developer: ReasoningModel(model) && !strings.Contains(model, "/")}, nil
 }
 
@@ -171,18 +179,53 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 		_, err := o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
 		return x.result(o.name, err)
 	}
+	// A refused parameter the bot can do without is dropped from this
+	// request and every later one, and the request sent again: at most
+	// once per parameter, each refusal having come before any of the
+	// answer, so nothing was streamed yet.
 	reply, err := send()
-	if err != nil && o.temperature != nil && refusesTemperature(err) {
-		// A reasoning model the bot did not know by its name (an Azure
-		// deployment's, a newer family's) takes no temperature: this
-		// request and every later one go without it. The refusal came
-		// before any of the answer, so nothing was streamed yet.
-		if o.noTemperature.CompareAndSwap(false, true) {
-			o.log.WithField("model", o.model).Warn("the model refuses a temperature: LLM_TEMPERATURE is not sent to it")
+	for range 2 {
+		switch {
+		case err != nil && o.temperature != nil && refusesTemperature(err):
+			// A reasoning model the bot did not know by its name (an
+			// Azure deployment's, a newer family's).
+			if o.noTemperature.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the model refuses a temperature: LLM_TEMPERATURE is not sent to it")
+			}
+		case err != nil && fn != nil && refusesStreamOptions(err):
+			// A server without OpenAI's stream_options (Mistral's API):
+			// streamed answers come without their token counts.
+			if o.noStreamOptions.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the server refuses stream_options: streamed answers are asked for without their token counts")
+			}
+		default:
+			return reply, err
 		}
 		reply, err = send()
 	}
 	return reply, err
+}
+
+// refusesStreamOptions reports whether err is a server's refusal of the
+// request's stream_options: Mistral's 422 "Extra inputs are not
+// permitted" at body.stream_options, or a 400 naming it.
+func refusesStreamOptions(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.StatusCode == http.StatusBadRequest || se.StatusCode == http.StatusUnprocessableEntity) &&
+		(se.Param == "stream_options" || strings.Contains(se.Message, "stream_options"))
+}
+
+// dropField removes a top-level field from a JSON request body.
+func dropField(body []byte, name string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("drop %s: %w", name, err)
+	}
+	if _, ok := payload[name]; !ok {
+		return body, nil
+	}
+	delete(payload, name)
+	return json.Marshal(payload)
 }
 
 // refusesTemperature reports whether err is OpenAI's refusal of the

@@ -233,3 +233,46 @@ func TestInstructionsOfAReasoningModel(t *testing.T) {
 		})
 	}
 }
+
+// A server that refuses stream_options (Mistral's API answers 422
+// "Extra inputs are not permitted") is asked again without it, and every
+// later streamed request goes without it: the answer streams, only its
+// token count is missing. The operator is told once.
+func TestStreamOptionsRefused(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("first answer"), llmtest.Reply("second answer"), llmtest.Reply("third answer"))
+	srv.RefuseStreamOptions()
+	log, hook := test.NewNullLogger()
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "k", "LLM_MODEL": "mistral-large-latest"}
+	m, err := llm.FromEnvWithLogger(func(k string) string { return env[k] }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []llm.Message{user("hi")}
+	for _, want := range []string{"first answer", "second answer"} {
+		var shown string
+		got, err := llm.Stream(context.Background(), m, msgs, nil, func(_ context.Context, text string) error { shown = text; return nil })
+		if err != nil || got.Content != want || shown != want {
+			t.Fatalf("Stream() = %q (shown %q), %v; want %q", got.Content, shown, err, want)
+		}
+	}
+	if got, err := m.Generate(context.Background(), msgs, nil); err != nil || got.Content != "third answer" {
+		t.Fatalf("Generate() = %q, %v", got.Content, err)
+	}
+	var statuses []int
+	for _, r := range srv.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if fmt.Sprint(statuses) != "[422 200 200 200]" {
+		t.Errorf("statuses = %v, want one refusal, then the answers", statuses)
+	}
+	warned := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "stream_options") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d warnings about stream_options, want 1", warned)
+	}
+}

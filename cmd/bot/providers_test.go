@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -307,5 +308,32 @@ func TestReasoningModelGetsItsInstructions(t *testing.T) {
 	last := msgs[len(msgs)-1]
 	if last.Role != "user" || !strings.HasSuffix(last.Text(), "weather in Oslo?") || strings.Contains(last.Text(), "Countersign") {
 		t.Errorf("the person's message = %q (%s), want their request without the bot's instructions", last.Text(), last.Role)
+	}
+}
+
+// TestStreamOptionsRefusedInSlack: pointed at a server that refuses
+// OpenAI's stream_options (Mistral's API), the bot streams its answer to
+// the thread all the same, rather than failing every conversation with a
+// 422, and says so to its operator once.
+func TestStreamOptionsRefusedInSlack(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "", llmtest.Reply(streamedAnswer), llmtest.Reply("And tomorrow too."))
+	h.model.RefuseStreamOptions()
+	h.start()
+	h.command("weather in Oslo?", nil, nil)
+	root := h.root(1)
+	h.reply(root, streamedAnswer)
+	h.event("", map[string]any{"type": "message", "channel": root.Channel, "user": requester,
+		"text": "and tomorrow?", "ts": "1700000100.000100", "thread_ts": root.TS})
+	h.reply(root, "And tomorrow too.")
+	var statuses []int
+	for _, r := range h.model.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if fmt.Sprint(statuses) != "[422 200 200]" {
+		t.Errorf("model answers = %v, want one refusal, then one answer per turn", statuses)
+	}
+	if n := strings.Count(h.logs.String(), "the server refuses stream_options"); n != 1 {
+		t.Errorf("the bot told its operator %d times that the server refuses stream_options, want 1", n)
 	}
 }

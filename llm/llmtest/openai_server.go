@@ -48,7 +48,23 @@ type OpenAIServer struct {
 	requests  []OpenAIRequest
 	usage     [2]int // prompt and completion tokens each reply reports
 	reasoning map[string]bool
+	// strict: refuse stream_options, as Mistral's API does.
+	strict bool
 }
+
+// RefuseStreamOptions makes the server refuse a request with
+// stream_options as Mistral's API does (HTTP 422, "Extra inputs are not
+// permitted"), which takes OpenAI's requests otherwise.
+func (s *OpenAIServer) RefuseStreamOptions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.strict = true
+}
+
+// mistralExtraForbidden is Mistral's answer to a request with a field it
+// does not have.
+const mistralExtraForbidden = `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],` +
+	`"msg":"Extra inputs are not permitted","input":true}]},"type":"invalid_request_error","param":null,"code":null}`
 
 // Reasoning makes the server take these model names for reasoning models
 // too, which refuse a temperature, as Azure OpenAI does with a deployment
@@ -205,6 +221,17 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, fail, openAIErrorType(fail), "", fmt.Sprintf("llmtest: scripted failure %d", fail))
 		return
 	}
+	s.mu.Lock()
+	strict := s.strict
+	s.mu.Unlock()
+	if strict && req.StreamOptions != nil {
+		rec.Status, rec.Problem = http.StatusUnprocessableEntity, "stream_options: Extra inputs are not permitted"
+		s.record(rec)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Status)
+		_, _ = w.Write([]byte(mistralExtraForbidden))
+		return
+	}
 	if p := validateOpenAI(&req, s.reasoningModel(req.Model)); p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
@@ -232,7 +259,7 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	resp := openAIResponse(n, req.Model, reply)
 	resp["usage"] = usage
 	if req.Stream {
-		s.streamOpenAI(w, n, req.Model, resp, req.StreamOptions.IncludeUsage)
+		s.streamOpenAI(w, n, req.Model, resp, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -252,7 +279,7 @@ type openAIWireRequest struct {
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
 	MaxTokens        *int     `json:"max_tokens"`
 	// StreamOptions asks for a last chunk with the usage.
-	StreamOptions struct {
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
