@@ -94,6 +94,9 @@ func FuzzCallIDs(f *testing.F) {
 		f.Add(id)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
+		if m := mistralCallID(id); !mistralCallIDPattern.MatchString(m) || (mistralCallIDPattern.MatchString(id) && m != id) {
+			t.Fatalf("mistralCallID(%q) = %q", id, m)
+		}
 		o, a := openAICallID(id), anthropicCallID(id)
 		if len(o) > maxOpenAICallID || (len(id) <= maxOpenAICallID && o != id) || o != openAICallID(id) {
 			t.Fatalf("openAICallID(%q) = %q", id, o)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/llm"
@@ -181,5 +184,47 @@ func TestRepeatedCallIDs(t *testing.T) {
 	}
 	if _, err := a.Generate(context.Background(), msgs, nil); err != nil {
 		t.Errorf("Anthropic refused the conversation: %v", err)
+	}
+}
+
+// Mistral's API takes only call IDs of nine letters and digits: a
+// conversation begun with another provider goes on there with its calls
+// under such IDs, each result with its call; and Mistral's own go as
+// they are.
+func TestCallIDsToMistral(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("done"))
+	srv.ActAsMistral()
+	addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/v1"), "http://")
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr) // api.mistral.ai is the fake
+	}}}
+	m, err := llm.NewOpenAI(llm.OpenAIOptions{APIKey: "k", BaseURL: "http://api.mistral.ai/v1", Model: "mistral-large-latest", HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := llmtest.Call("toolu_01A09q90qw90lq917835lq9", "tool0", `{}`), llmtest.Call("call_abc", "tool1", `{}`), llmtest.Call("D681PevKs", "tool2", `{}`)
+	msgs := []llm.Message{user("go"), llmtest.Reply("", a, b, c),
+		llmtest.Result(a, "result of tool0"), llmtest.Result(b, "result of tool1"), llmtest.Result(c, "result of tool2")}
+	if _, err := m.Generate(context.Background(), msgs, nil); err != nil {
+		t.Fatalf("Generate() = %v", err)
+	}
+	r := srv.Requests()[0]
+	names, results := map[string]string{}, map[string]string{}
+	for _, msg := range r.Messages {
+		for _, tc := range msg.ToolCalls {
+			names[tc.ID] = tc.Function.Name
+		}
+		if msg.Role == "tool" {
+			results[msg.ToolCallID] = msg.Text()
+		}
+	}
+	if names["D681PevKs"] != "tool2" {
+		t.Errorf("calls sent = %v, want Mistral's own ID kept", names)
+	}
+	for id, name := range names {
+		if results[id] != "result of "+name {
+			t.Errorf("result sent for %q (%s) = %q", id, name, results[id])
+		}
 	}
 }

@@ -104,7 +104,8 @@ func replyToolCall(id, name, args string, position, index int) ToolCall {
 // changed LLM_PROVIDER while a call waited for approval. Each provider
 // refuses some IDs that others make: OpenAI takes at most 40 characters
 // (vLLM's are "chatcmpl-tool-" and 32 hex digits), Anthropic only
-// [a-zA-Z0-9_-] (Kimi's are "functions.name:0"). Such an ID is sent under
+// [a-zA-Z0-9_-] (Kimi's are "functions.name:0"), Mistral's API nine
+// letters and digits only. Such an ID is sent under
 // one derived from it, the same for the call and for its result, and in
 // every request; the conversation itself keeps the original. IDs the
 // provider takes are sent as they are: some servers want their own back
@@ -121,6 +122,18 @@ func openAICallID(id string) string {
 	}
 	return "call_" + derivedCallID(id)
 }
+
+// mistralCallID is the ID a call is sent to Mistral's API under: nine
+// letters and digits, which is all it takes ("Tool call id was … but
+// must be a-z, A-Z, 0-9, with a length of 9").
+func mistralCallID(id string) string {
+	if mistralCallIDPattern.MatchString(id) {
+		return id
+	}
+	return derivedCallID(id)[:9]
+}
+
+var mistralCallIDPattern = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
 
 // anthropicCallID is the ID a call is sent to Anthropic under.
 func anthropicCallID(id string) string {

@@ -63,6 +63,8 @@ type OpenAI struct {
 	// developer: the model is one of OpenAI's reasoning models, which
 	// take the instructions as developer messages (see toOpenAI).
 	developer bool
+	// callID is the ID a call is sent under (see openAICallID).
+	callID func(string) string
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -76,7 +78,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	}
 	name := "openai " + model
 	base := DefaultOpenAIBaseURL
-	azure := false
+	azure, callID := false, openAICallID
 	if opts.BaseURL != "" {
 		u, err := parseBaseURL(opts.BaseURL)
 		if err != nil {
@@ -87,6 +89,9 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		base = strings.TrimSuffix(u.String(), "/")
 		name += " at " + u.Redacted()
 		azure = azureHost(u)
+		if strings.EqualFold(u.Hostname(), "api.mistral.ai") {
+			callID = mistralCallID
+		}
 	}
 	d := newDoer(opts.HTTPClient)
 	if azure && opts.APIKey != "" {
@@ -138,7 +143,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	tools := newToolSet("openai", opts.Logger)
 	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
 		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
-		developer: ReasoningModel(model) && !strings.Contains(model, "/")}, nil
+		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
@@ -157,7 +162,7 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 
 // generate asks for the reply, streamed to fn when fn is not nil.
 func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, instructions, err := toOpenAI(msgs, o.developer)
+	req, instructions, err := toOpenAI(msgs, o.developer, o.callID)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
@@ -249,7 +254,8 @@ func refusesTemperature(err error) bool {
 //     plain string. ToolCall.Type is copied verbatim, so it must be
 //     "function".
 //
-// An ID OpenAI would refuse is sent under another (see openAICallID).
+// An ID the server would refuse is sent under another (callID: see
+// openAICallID).
 //
 // With developer set (OpenAI's reasoning models), the system messages
 // are returned as instructions instead, for the HTTP layer to send as
@@ -258,7 +264,7 @@ func refusesTemperature(err error) bool {
 // these models, and langchaingo would fold a system message into the
 // first user message for o1 and o3, where the model would weigh the
 // bot's instructions as the person's words.
-func toOpenAI(msgs []Message, developer bool) (out []llms.MessageContent, instructions []string, err error) {
+func toOpenAI(msgs []Message, developer bool, callID func(string) string) (out []llms.MessageContent, instructions []string, err error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, nil, err
 	}
@@ -279,7 +285,7 @@ func toOpenAI(msgs []Message, developer bool) (out []llms.MessageContent, instru
 				mc.Parts = append(mc.Parts, llms.TextContent{Text: m.Content})
 			}
 			for _, c := range m.ToolCalls {
-				c.ID = openAICallID(c.ID)
+				c.ID = callID(c.ID)
 				mc.Parts = append(mc.Parts, toLangchainToolCall(c))
 			}
 			out = append(out, mc)
@@ -287,7 +293,7 @@ func toOpenAI(msgs []Message, developer bool) (out []llms.MessageContent, instru
 			out = append(out, llms.MessageContent{
 				Role: llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{
-					ToolCallID: openAICallID(m.ToolCallID),
+					ToolCallID: callID(m.ToolCallID),
 					Name:       m.Name,
 					Content:    m.Content,
 				}},

@@ -241,7 +241,7 @@ func TestInstructionsOfAReasoningModel(t *testing.T) {
 func TestStreamOptionsRefused(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("first answer"), llmtest.Reply("second answer"), llmtest.Reply("third answer"))
-	srv.RefuseStreamOptions()
+	srv.ActAsMistral()
 	log, hook := test.NewNullLogger()
 	env := map[string]string{"OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "k", "LLM_MODEL": "mistral-large-latest"}
 	m, err := llm.FromEnvWithLogger(func(k string) string { return env[k] }, log)

@@ -318,7 +318,7 @@ func TestReasoningModelGetsItsInstructions(t *testing.T) {
 func TestStreamOptionsRefusedInSlack(t *testing.T) {
 	t.Parallel()
 	h := newIdleHarness(t, "", llmtest.Reply(streamedAnswer), llmtest.Reply("And tomorrow too."))
-	h.model.RefuseStreamOptions()
+	h.model.ActAsMistral()
 	h.start()
 	h.command("weather in Oslo?", nil, nil)
 	root := h.root(1)

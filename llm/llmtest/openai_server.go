@@ -48,17 +48,36 @@ type OpenAIServer struct {
 	requests  []OpenAIRequest
 	usage     [2]int // prompt and completion tokens each reply reports
 	reasoning map[string]bool
-	// strict: refuse stream_options, as Mistral's API does.
-	strict bool
+	// mistral: answer as Mistral's API does where it differs.
+	mistral bool
 }
 
-// RefuseStreamOptions makes the server refuse a request with
-// stream_options as Mistral's API does (HTTP 422, "Extra inputs are not
-// permitted"), which takes OpenAI's requests otherwise.
-func (s *OpenAIServer) RefuseStreamOptions() {
+// ActAsMistral makes the server refuse what Mistral's API refuses of an
+// OpenAI request: stream_options (HTTP 422, "Extra inputs are not
+// permitted"), and a tool call ID other than nine letters and digits
+// (HTTP 400, "Tool call id was … but must be a-z, A-Z, 0-9, with a
+// length of 9.").
+func (s *OpenAIServer) ActAsMistral() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.strict = true
+	s.mistral = true
+}
+
+var mistralCallID = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
+
+// mistralProblem is what Mistral's API refuses in req, or "".
+func mistralProblem(req *openAIWireRequest) string {
+	for _, m := range req.Messages {
+		for _, c := range m.ToolCalls {
+			if !mistralCallID.MatchString(c.ID) {
+				return fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", c.ID)
+			}
+		}
+		if m.Role == "tool" && !mistralCallID.MatchString(m.ToolCallID) {
+			return fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID)
+		}
+	}
+	return ""
 }
 
 // mistralExtraForbidden is Mistral's answer to a request with a field it
@@ -222,14 +241,20 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	strict := s.strict
+	mistral := s.mistral
 	s.mu.Unlock()
-	if strict && req.StreamOptions != nil {
+	if mistral && req.StreamOptions != nil {
 		rec.Status, rec.Problem = http.StatusUnprocessableEntity, "stream_options: Extra inputs are not permitted"
 		s.record(rec)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rec.Status)
 		_, _ = w.Write([]byte(mistralExtraForbidden))
+		return
+	}
+	if p := mistralProblem(&req); mistral && p != "" {
+		rec.Status, rec.Problem = http.StatusBadRequest, p
+		s.record(rec)
+		writeJSON(w, rec.Status, map[string]any{"object": "error", "message": p, "type": "invalid_function_call", "param": nil, "code": "3280"})
 		return
 	}
 	if p := validateOpenAI(&req, s.reasoningModel(req.Model)); p != nil {
