@@ -70,6 +70,7 @@ func FuzzNewStatusError(f *testing.F) {
 	f.Add(429, `{"error":{"message":"slow down","type":"requests","param":null}}`, "Wed, 21 Oct 2015 07:28:00 GMT")
 	f.Add(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "2.5")
 	f.Add(503, "<html>busy</html>", "-1")
+	f.Add(429, "", "1e300")
 	now := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, status int, body, retry string) {
 		e := newStatusError(status, http.Header{"Retry-After": {retry}}, []byte(body), now)

@@ -72,12 +72,12 @@ func (e *StatusError) Is(target error) bool {
 
 // Transient reports whether sending the same request again may succeed:
 // what the provider's x-should-retry header says, else a tool call the
-// model wrote wrong (Groq's tool_use_failed, another sample may be
+// model wrote wrong (Groq's tool_use_failed: another sample may be
 // right), request timeout (408), conflict (409), rate limit (429) and
-// server errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx answers are the
-// request's fault and fail the same way every time, and so does a request
-// for an account out of quota or a conversation too long for the model,
-// whatever the header says.
+// server errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx
+// answers are the request's fault and fail the same way every time, and
+// so does a request for an account out of quota or a conversation too
+// long for the model, whatever the header says.
 func (e *StatusError) Transient() bool {
 	switch {
 	case isQuota(e.Type), e.ContextFull:
@@ -212,12 +212,15 @@ func (e *providerError) contextFull() bool {
 // compatible server may send Retry-After as an HTTP date (RFC 9110),
 // which is read as the time from now until then.
 func retryAfter(header map[string][]string, now time.Time) time.Duration {
+	// A wait longer than a day is a day: a float that large does not
+	// convert to a Duration.
+	const most = 24 * time.Hour
 	if ms, err := strconv.ParseFloat(headerValue(header, "Retry-After-Ms"), 64); err == nil && ms > 0 {
-		return time.Duration(ms * float64(time.Millisecond))
+		return time.Duration(min(ms, float64(most/time.Millisecond)) * float64(time.Millisecond))
 	}
 	v := strings.TrimSpace(headerValue(header, "Retry-After"))
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second))
+		return time.Duration(min(s, most.Seconds()) * float64(time.Second))
 	}
 	if at, err := http.ParseTime(v); err == nil && at.After(now) {
 		return at.Sub(now)

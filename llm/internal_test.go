@@ -57,6 +57,11 @@ func TestNewStatusError(t *testing.T) {
 			want:   StatusError{StatusCode: 429},
 		},
 		{
+			name:   "retry-after of ages",
+			header: http.Header{"Retry-After": {"1e300"}},
+			want:   StatusError{StatusCode: 429, RetryAfter: 24 * time.Hour},
+		},
+		{
 			name:   "retry-after neither",
 			header: http.Header{"Retry-After": {"soon"}},
 			want:   StatusError{StatusCode: 429},
