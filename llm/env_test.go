@@ -2,8 +2,10 @@ package llm_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -130,5 +132,34 @@ func TestAzureKeyHeader(t *testing.T) {
 		if got := h.Get("Authorization"); got != "Bearer azure-key" {
 			t.Errorf("%s: Authorization = %q, want the key as a bearer token", tt.base, got)
 		}
+	}
+}
+
+// A base URL that is not the API root (Ollama's without /v1) gets a bare
+// 404 from the server's router: the error says what to check, where a
+// server's own 404 (an unknown model) is left as it is.
+func TestNotFoundAtTheBaseURL(t *testing.T) {
+	t.Parallel()
+	ollama := httptest.NewServer(http.NotFoundHandler()) // "404 page not found", as Ollama's router answers
+	t.Cleanup(ollama.Close)
+	env := map[string]string{"OPENAI_BASE_URL": ollama.URL, "LLM_MODEL": "llama3.1"}
+	m, err := llm.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Generate(context.Background(), []llm.Message{user("hi")}, nil)
+	var se *llm.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound || !strings.Contains(err.Error(), "usually ends in /v1") {
+		t.Errorf("Generate() = %v, want a 404 that says the base URL usually ends in /v1", err)
+	}
+
+	srv := llmtest.NewOpenAIServer(t)
+	srv.ThenRaw(llmtest.Raw{Status: http.StatusNotFound, Body: `{"error":{"message":"The model 'gpt-9' does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`})
+	env = map[string]string{"OPENAI_BASE_URL": srv.URL(), "LLM_MODEL": "gpt-9"}
+	if m, err = llm.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = m.Generate(context.Background(), []llm.Message{user("hi")}, nil); err == nil || strings.Contains(err.Error(), "/v1") && strings.Contains(err.Error(), "usually") {
+		t.Errorf("Generate() = %v, want the server's own words only", err)
 	}
 }

@@ -204,11 +204,23 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 				o.log.WithField("model", o.model).Warn("the server refuses stream_options: streamed answers are asked for without their token counts")
 			}
 		default:
-			return reply, err
+			return reply, notFoundHint(err)
 		}
 		reply, err = send()
 	}
-	return reply, err
+	return reply, notFoundHint(err)
+}
+
+// notFoundHint adds what to check to a 404 that is not a chat
+// completions API's own (an unknown model's is): the base URL is not the
+// API root, as Ollama's or vLLM's without /v1, whose routers answer
+// "404 page not found" or {"detail": "Not Found"}.
+func notFoundHint(err error) error {
+	var se *StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusNotFound && se.Type == "" {
+		return fmt.Errorf("%w; nothing answers at this base URL: the API root usually ends in /v1", err)
+	}
+	return err
 }
 
 // refusesStreamOptions reports whether err is a server's refusal of the

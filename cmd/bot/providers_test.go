@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -335,5 +336,23 @@ func TestStreamOptionsRefusedInSlack(t *testing.T) {
 	}
 	if n := strings.Count(h.logs.String(), "the server refuses stream_options"); n != 1 {
 		t.Errorf("the bot told its operator %d times that the server refuses stream_options, want 1", n)
+	}
+}
+
+// TestBaseURLWithoutV1InSlack: OPENAI_BASE_URL is Ollama's address
+// without /v1, where its router answers a bare 404: the error card says
+// that the API root usually ends in /v1, after one request (a 404 is not
+// retried).
+func TestBaseURLWithoutV1InSlack(t *testing.T) {
+	t.Parallel()
+	ollama := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(ollama.Close)
+	h := newIdleHarness(t, "")
+	h.env = append(h.env, "OPENAI_BASE_URL="+ollama.URL, "LLM_MODEL=llama3.1")
+	h.start()
+	h.command("weather in Oslo?", nil, nil)
+	failure := h.reply(h.root(1), "stopped with an error")
+	if card := h.card(failure); !strings.Contains(card, "404 page not found") || !strings.Contains(card, "the API root usually ends in /v1") {
+		t.Errorf("the error card says %s, want the 404 and that the base URL usually ends in /v1", card)
 	}
 }
