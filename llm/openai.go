@@ -42,6 +42,11 @@ type OpenAIOptions struct {
 	// Temperature is sent when set, except to reasoning models (see
 	// ReasoningModel), which refuse it; nil: the provider's default.
 	Temperature *float64
+	// ReasoningEffort is sent as reasoning_effort when set ("low",
+	// "high" …): how long a reasoning model thinks before it answers.
+	// A model that refuses it is not sent it again. "": the model's
+	// default.
+	ReasoningEffort string
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -60,6 +65,10 @@ type OpenAI struct {
 	// noStreamOptions is set once a server refused stream_options
 	// (Mistral's API does): streamed requests go without it.
 	noStreamOptions *atomic.Bool
+	// effort is what LLM_REASONING_EFFORT asked for (""; none), and
+	// noEffort is set once the model refused it.
+	effort   string
+	noEffort *atomic.Bool
 	// developer: the model is one of OpenAI's reasoning models, which
 	// take the instructions as developer messages (see toOpenAI).
 	developer bool
@@ -103,7 +112,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if ReasoningModel(model) {
 		temperature = nil
 	}
-	noTemperature, noStreamOptions := new(atomic.Bool), new(atomic.Bool)
+	noTemperature, noStreamOptions, noEffort := new(atomic.Bool), new(atomic.Bool), new(atomic.Bool)
 	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
 		var err error
 		if x != nil && len(x.developer) > 0 {
@@ -113,6 +122,11 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		}
 		if noStreamOptions.Load() {
 			if body, err = dropField(body, "stream_options"); err != nil {
+				return nil, err
+			}
+		}
+		if opts.ReasoningEffort != "" && !noEffort.Load() {
+			if body, err = setField(body, "reasoning_effort", opts.ReasoningEffort); err != nil {
 				return nil, err
 			}
 		}
@@ -143,6 +157,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	tools := newToolSet("openai", opts.Logger)
 	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
 		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
+		effort: opts.ReasoningEffort, noEffort: noEffort,
 		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID}, nil
 }
 
@@ -186,16 +201,21 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	}
 	// A refused parameter the bot can do without is dropped from this
 	// request and every later one, and the request sent again: at most
-	// once per parameter, each refusal having come before any of the
-	// answer, so nothing was streamed yet.
+	// once per parameter (three of them), each refusal having come before
+	// any of the answer, so nothing was streamed yet.
 	reply, err := send()
-	for range 2 {
+	for range 3 {
 		switch {
 		case err != nil && o.temperature != nil && refusesTemperature(err):
 			// A reasoning model the bot did not know by its name (an
 			// Azure deployment's, a newer family's).
 			if o.noTemperature.CompareAndSwap(false, true) {
 				o.log.WithField("model", o.model).Warn("the model refuses a temperature: LLM_TEMPERATURE is not sent to it")
+			}
+		case err != nil && o.effort != "" && refusesParam(err, "reasoning_effort"):
+			// A model that does not reason.
+			if o.noEffort.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the model refuses reasoning_effort: LLM_REASONING_EFFORT is not sent to it")
 			}
 		case err != nil && fn != nil && refusesStreamOptions(err):
 			// A server without OpenAI's stream_options (Mistral's API):
@@ -223,6 +243,27 @@ func notFoundHint(err error) error {
 	return err
 }
 
+// refusesParam reports whether err is OpenAI's refusal of the request's
+// parameter name (HTTP 400 with that "param").
+func refusesParam(err error, name string) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && se.Param == name
+}
+
+// setField sets a top-level string field of a JSON request body.
+func setField(body []byte, name, value string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
+	}
+	payload[name] = v
+	return json.Marshal(payload)
+}
+
 // refusesStreamOptions reports whether err is a server's refusal of the
 // request's stream_options: Mistral's 422 "Extra inputs are not
 // permitted" at body.stream_options, or a 400 naming it.
@@ -248,10 +289,7 @@ func dropField(body []byte, name string) ([]byte, error) {
 // refusesTemperature reports whether err is OpenAI's refusal of the
 // request's temperature (HTTP 400, param "temperature": "Unsupported
 // value: 'temperature' does not support 0.2 with this model").
-func refusesTemperature(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && se.Param == "temperature"
-}
+func refusesTemperature(err error) bool { return refusesParam(err, "temperature") }
 
 // toOpenAI converts a conversation for langchaingo's OpenAI client.
 //

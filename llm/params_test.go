@@ -276,3 +276,80 @@ func TestStreamOptionsRefused(t *testing.T) {
 		t.Errorf("%d warnings about stream_options, want 1", warned)
 	}
 }
+
+// LLM_REASONING_EFFORT is sent as reasoning_effort; a model that refuses
+// it (one that does not reason) gets the request again without it, and
+// every later one, with one warning. Anthropic is not sent it, and a
+// value OpenAI does not have is refused at start.
+func TestReasoningEffort(t *testing.T) {
+	t.Parallel()
+	effortOf := func(body json.RawMessage) any {
+		var req struct {
+			Effort *string `json:"reasoning_effort"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Effort == nil {
+			return "none sent"
+		}
+		return *req.Effort
+	}
+	for _, tt := range []struct {
+		model string
+		want  []any
+	}{
+		{"gpt-5-mini", []any{"low", "low"}},
+		{"prod-reasoner", []any{"low", "low"}},
+		{"gpt-4.1", []any{"low", "none sent", "none sent"}},
+	} {
+		srv := llmtest.NewOpenAIServer(t, llmtest.Reply("a"), llmtest.Reply("b"))
+		srv.Reasoning("prod-reasoner")
+		log, hook := test.NewNullLogger()
+		env := map[string]string{"OPENAI_BASE_URL": srv.URL(), "LLM_MODEL": tt.model, "LLM_REASONING_EFFORT": "low"}
+		m, err := llm.FromEnvWithLogger(func(k string) string { return env[k] }, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := []llm.Message{user("hi")}
+		if _, err := m.Generate(context.Background(), msgs, nil); err != nil {
+			t.Fatalf("%s: Generate() = %v", tt.model, err)
+		}
+		if _, err := llm.Stream(context.Background(), m, msgs, nil, func(context.Context, string) error { return nil }); err != nil {
+			t.Fatalf("%s: Stream() = %v", tt.model, err)
+		}
+		var got []any
+		for _, r := range srv.Requests() {
+			got = append(got, effortOf(r.Body))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: reasoning_effort sent = %v, want %v", tt.model, got, tt.want)
+		}
+		warned := 0
+		for _, e := range hook.AllEntries() {
+			if strings.Contains(e.Message, "LLM_REASONING_EFFORT") {
+				warned++
+			}
+		}
+		if want := len(tt.want) - 2; warned != want {
+			t.Errorf("%s: %d warnings, want %d", tt.model, warned, want)
+		}
+	}
+
+	anthropic := llmtest.NewAnthropicServer(t, llmtest.Reply("ok"))
+	env := map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": anthropic.URL(), "LLM_REASONING_EFFORT": "high"}
+	m, err := llm.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("FromEnv(anthropic with LLM_REASONING_EFFORT) = %v, want it ignored", err)
+	}
+	if _, err := m.Generate(context.Background(), []llm.Message{user("hi")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := effortOf(anthropic.Requests()[0].Body); got != "none sent" {
+		t.Errorf("Anthropic was sent reasoning_effort %v", got)
+	}
+	env = map[string]string{"OPENAI_API_KEY": "sk-1", "LLM_REASONING_EFFORT": "extreme"}
+	if _, err := llm.FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "LLM_REASONING_EFFORT") {
+		t.Errorf("FromEnv(LLM_REASONING_EFFORT=extreme) = %v, want it refused", err)
+	}
+}

@@ -295,13 +295,17 @@ func TestTemperatureRefusedInSlack(t *testing.T) {
 // instructions reach the model as a developer message of their own, and
 // the person's request as theirs alone: never one message with both, in
 // which the model would weigh the bot's instructions as the person's.
+// LLM_REASONING_EFFORT reaches it as reasoning_effort.
 func TestReasoningModelGetsItsInstructions(t *testing.T) {
 	t.Parallel()
 	h := newIdleHarness(t, "", llmtest.Reply("Sunny in Oslo."))
-	h.env = append(h.env, "LLM_MODEL=o3")
+	h.env = append(h.env, "LLM_MODEL=o3", "LLM_REASONING_EFFORT=low")
 	h.start()
 	h.command("weather in Oslo?", nil, nil)
 	h.reply(h.root(1), "Sunny in Oslo.")
+	if body := string(h.model.Requests()[0].Body); !strings.Contains(body, `"reasoning_effort":"low"`) {
+		t.Errorf("request = %s, want reasoning_effort low", body)
+	}
 	msgs := h.model.Requests()[0].Messages
 	if len(msgs) < 2 || msgs[0].Role != "developer" || !strings.Contains(msgs[0].Text(), "Countersign") {
 		t.Fatalf("messages = %+v, want the bot's instructions first, as a developer message", msgs)

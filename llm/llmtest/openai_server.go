@@ -39,7 +39,8 @@ import (
 //     {"type":"object"});
 //   - "temperature" is sent for a reasoning model (o1, o3, o4-mini, gpt-5
 //     families), which take only their default (code unsupported_value),
-//     or top_p, a penalty or max_tokens (code unsupported_parameter).
+//     or top_p, a penalty or max_tokens (code unsupported_parameter), or
+//     reasoning_effort for another model (code unsupported_parameter).
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
@@ -303,6 +304,8 @@ type openAIWireRequest struct {
 	PresencePenalty  *float64 `json:"presence_penalty"`
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
 	MaxTokens        *int     `json:"max_tokens"`
+	// ReasoningEffort is for reasoning models only.
+	ReasoningEffort *string `json:"reasoning_effort"`
 	// StreamOptions asks for a last chunk with the usage.
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -354,6 +357,11 @@ func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 			p.code = "unsupported_parameter"
 			return p
 		}
+	}
+	if req.ReasoningEffort != nil && !reasoning {
+		p := badf("reasoning_effort", "Unsupported parameter: 'reasoning_effort' is not supported with this model.")
+		p.code = "unsupported_parameter"
+		return p
 	}
 	if req.Temperature != nil && reasoning && *req.Temperature != 1 {
 		p := badf("temperature", "Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *req.Temperature)
