@@ -129,6 +129,8 @@ FUZZ_TARGETS = \
 	./llm:FuzzNormaliseTool \
 	./llm:FuzzReadAnswer \
 	./llm:FuzzDecodeMessage \
+	./llm:FuzzNewStatusError \
+	./llm:FuzzCallIDs \
 	./audit:FuzzCanonical \
 	./audit:FuzzExport \
 	./redisstore:FuzzDecodeWaiting \

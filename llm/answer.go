@@ -142,6 +142,13 @@ func (e *StreamError) quota() bool { return isQuota(e.Type) }
 
 func isQuota(typ string) bool { return typ == "insufficient_quota" || typ == "billing_error" }
 
+// toolUseFailed is the code of Groq's refusal of a reply whose tool call
+// the model wrote wrong ("Failed to call a function. Please adjust your
+// prompt."), an HTTP 400 or an error event in a stream. Another sample
+// may come out right, so it is transient, as a model's broken call is
+// something the model may do better.
+const toolUseFailed = "tool_use_failed"
+
 // errAnswerRead is what the HTTP layer tells langchaingo when the
 // exchange has read the answer itself.
 var errAnswerRead = errors.New("answer read by the model client")
@@ -162,6 +169,12 @@ type exchange struct {
 	provider provider
 	fn       TextFunc // nil: not streaming
 	position int      // the reply's index in the conversation
+	// used are the call IDs of the conversation so far: a reply's call
+	// that repeats one gets an ID of its own (see message).
+	used map[string]bool
+	// developer are instructions to send as developer messages (OpenAI's
+	// reasoning models; see toOpenAI).
+	developer []string
 	// errorResults are the tool call IDs of results that report a
 	// failure (Anthropic's is_error).
 	errorResults map[string]bool
@@ -213,7 +226,7 @@ func (x *exchange) readAnswer(ctx context.Context, resp *http.Response) {
 		}
 	}
 	if x.err == nil {
-		x.reply = a.message(x.position)
+		x.reply = a.message(x.position, x.used)
 	}
 }
 
@@ -365,12 +378,82 @@ type providerError struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
+	// Param is the request parameter OpenAI refused, if any.
+	Param json.RawMessage `json:"param"`
+}
+
+// errorBody is where an OpenAI-compatible server puts an error: OpenAI,
+// llama-server, LiteLLM and Ollama as OpenAI does ({"error": {"message",
+// "type", "code"}}); text-generation-inference as text ({"error": "…",
+// "error_type": "…"}); vLLM before 0.10 and SGLang at the top level
+// ({"object": "error", "message", "type", "code"}).
+type errorBody struct {
+	Error     json.RawMessage `json:"error"`
+	ErrorType string          `json:"error_type"`
+	Object    string          `json:"object"`
+	Message   json.RawMessage `json:"message"`
+	Type      string          `json:"type"`
+	Code      json.RawMessage `json:"code"`
+}
+
+// providerError is the error the body holds, or nil.
+func (b *errorBody) providerError() *providerError {
+	if raw := bytes.TrimSpace(b.Error); len(raw) > 0 && string(raw) != "null" {
+		var e providerError
+		if json.Unmarshal(raw, &e) == nil {
+			return &e
+		}
+		var text string
+		if json.Unmarshal(raw, &text) == nil && text != "" {
+			return &providerError{Message: text, Type: b.ErrorType}
+		}
+	}
+	if msg := messageText(b.Message); b.Object == "error" && msg != "" {
+		return &providerError{Message: msg, Type: b.Type, Code: b.Code}
+	}
+	return nil
+}
+
+// messageText reads an error message: text, or the list of a validation
+// error's details (Mistral's {"detail": [{"loc": [...], "msg": …}]}),
+// else the JSON as it is.
+func messageText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text
+	}
+	var v struct {
+		Detail []struct {
+			Loc []any  `json:"loc"`
+			Msg string `json:"msg"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal(raw, &v) == nil && len(v.Detail) > 0 {
+		var parts []string
+		for _, d := range v.Detail {
+			var loc []string
+			for _, l := range d.Loc {
+				loc = append(loc, fmt.Sprint(l))
+			}
+			parts = append(parts, strings.Join(loc, ".")+": "+d.Msg)
+		}
+		return strings.Join(parts, "; ")
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) != nil {
+		return ""
+	}
+	return compact.String()
 }
 
 func (e *providerError) streamError() *StreamError {
 	typ := e.Type
 	var code string
-	if json.Unmarshal(e.Code, &code) == nil && code != "" && (typ == "" || isQuota(code) || typ == "error") {
+	if json.Unmarshal(e.Code, &code) == nil && code != "" && (typ == "" || isQuota(code) || code == toolUseFailed || typ == "error") {
 		typ = code
 	}
 	return &StreamError{Type: typ, Message: truncate(e.Message, 300)}
@@ -399,7 +482,7 @@ type openAIPart struct {
 }
 
 type openAIBody struct {
-	Error   *providerError `json:"error"`
+	errorBody
 	Choices []struct {
 		Index        int         `json:"index"`
 		Message      *openAIPart `json:"message"`
@@ -418,8 +501,8 @@ func (a *answer) openAIChunk(data []byte) error {
 	if json.Unmarshal(data, &b) != nil {
 		return nil // not JSON (a keep-alive of some servers): nothing to read
 	}
-	if b.Error != nil {
-		return b.Error.streamError()
+	if e := b.providerError(); e != nil {
+		return e.streamError()
 	}
 	a.openAIUsage(b.Usage)
 	for _, ch := range b.Choices {
@@ -451,7 +534,7 @@ func (a *answer) openAIChunk(data []byte) error {
 
 // openAIDeltaCall finds the call a delta belongs to: by its index, or,
 // from a server that sends none, by its id (a new id is a new call; no
-// id continues the last call).
+// id continues the last call, unless it names a new one).
 func (a *answer) openAIDeltaCall(dc openAICall) *callParts {
 	if dc.Index != nil {
 		return a.call(*dc.Index)
@@ -465,9 +548,16 @@ func (a *answer) openAIDeltaCall(dc openAICall) *callParts {
 		return a.call(-1 - len(a.calls))
 	}
 	if n := len(a.calls); n > 0 {
-		return a.calls[n-1]
+		last := a.calls[n-1]
+		// Several calls in one chunk, or one after the other, from a
+		// server that numbers them no more than it names them: a name
+		// after a call that has its name and whole arguments is the
+		// next call's.
+		if dc.Function.Name == "" || last.name == "" || !json.Valid([]byte(last.args.String())) {
+			return last
+		}
 	}
-	return a.call(-1)
+	return a.call(-1 - len(a.calls))
 }
 
 func (a *answer) openAIUsage(u *openAIUsage) {
@@ -499,8 +589,8 @@ func (a *answer) openAICompletion(body []byte) error {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return &StreamError{Type: "malformed", Message: "the answer is not JSON"}
 	}
-	if b.Error != nil {
-		return b.Error.streamError()
+	if e := b.providerError(); e != nil {
+		return e.streamError()
 	}
 	a.openAIUsage(b.Usage)
 	a.done = true
@@ -651,18 +741,32 @@ func (a *answer) anthropicMessage(body []byte) error {
 	return nil
 }
 
-// message is the reply read.
-func (a *answer) message(position int) Message {
+// message is the reply read. position is its index in the
+// conversation, used the call IDs the conversation has already.
+//
+// A call whose ID is already taken — by an earlier call of the
+// conversation, or of the same reply — gets one made up as for a call
+// without an ID: some servers give every call of a reply the same ID
+// (Xinference), or start again at each request (text-generation-inference
+// sends "0"), and a conversation with two calls of one ID is refused by
+// Anthropic and OpenAI, and would pair a result with the wrong call.
+func (a *answer) message(position int, used map[string]bool) Message {
 	reply := Message{Role: RoleAssistant, Content: a.text.String()}
 	if a.usage != (Usage{}) {
 		u := a.usage
 		reply.Usage = &u
 	}
+	taken := map[string]bool{} // the IDs of this reply's calls
 	for i, c := range a.calls {
 		if c.name == "" && c.args.Len() == 0 {
 			continue // nothing of a call arrived
 		}
-		tc := replyToolCall(c.id, c.name, c.args.String(), position, i)
+		id := c.id
+		if used[id] || taken[id] {
+			id = ""
+		}
+		tc := replyToolCall(id, c.name, c.args.String(), position, i)
+		taken[tc.ID] = true
 		if c.name == "" {
 			tc.Name = "unnamed_call"
 		}

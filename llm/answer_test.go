@@ -94,6 +94,17 @@ func TestRecordedAnswers(t *testing.T) {
 			{ID: "call_Il0aaaaaaaaaaaaaaaaaaaaa", Name: "lookup", Arguments: `{"n":1}`},
 			{ID: "call_Il1bbbbbbbbbbbbbbbbbbbbb", Name: "deploy", Arguments: `{"n":2}`}}},
 		{"openai", "llama-object-arguments.sse", "", "", []llm.ToolCall{{Name: "lookup", Arguments: `{"n":3}`}}},
+		// Every call of the reply has the same ID: the second gets one of
+		// its own.
+		{"openai", "xinference-repeated-ids.json", "\n\n", "", []llm.ToolCall{
+			{ID: "call_f0de99f4-6fe1-4235-b4d9-1fcb010fa197", Name: "lookup", Arguments: `{"n": 1}`},
+			{Name: "deploy", Arguments: `{"n": 2}`}}},
+		// Two calls in one chunk, with neither index nor ID, a finish
+		// reason "stop", keep-alive comments, a last chunk with the usage
+		// only and no [DONE]: two calls.
+		{"openai", "noindex-calls.sse", "", "", []llm.ToolCall{
+			{Name: "lookup", Arguments: `{"n":1}`},
+			{Name: "deploy", Arguments: `{"n":2}`}}},
 		{"anthropic", "anthropic-max-tokens.json", cut + "\n\n" + llm.NoteCutOff, llm.StopCutOff, nil},
 		{"anthropic", "anthropic-max-tokens-call.json", llm.NoteCutOff, llm.StopCutOff,
 			[]llm.ToolCall{{ID: "toolu_rec_cut1", Name: "lookup", Arguments: `{}`, Truncated: true}}},
@@ -107,6 +118,12 @@ func TestRecordedAnswers(t *testing.T) {
 			[]llm.ToolCall{{ID: "toolu_rec_cw1", Name: "lookup", Arguments: `{"n":1}`, Truncated: true}}},
 		{"anthropic", "anthropic-context-window-call.sse", "Let me look that up.\n\n" + llm.NoteContextFull, llm.StopContextFull,
 			[]llm.ToolCall{{ID: "toolu_rec_cw2", Name: "lookup", Arguments: `{"n": 1}`, Truncated: true}}},
+		// Thinking, redacted thinking and a block of a type not known yet
+		// are not the answer's text; the call after them is read.
+		{"anthropic", "anthropic-thinking-call.sse", "Let me look that up.", "",
+			[]llm.ToolCall{{ID: "toolu_rec_th1", Name: "lookup", Arguments: `{"n": 1}`}}},
+		{"anthropic", "anthropic-thinking-call.json", "Let me look that up.", "",
+			[]llm.ToolCall{{ID: "toolu_rec_th2", Name: "lookup", Arguments: `{"n":1}`}}},
 		{"anthropic", "anthropic-refusal.json", llm.NoteRefused, llm.StopRefused, nil},
 		{"anthropic", "anthropic-refusal.sse", llm.NoteRefused, llm.StopRefused, nil},
 		// The model stopped to refuse while it wrote a call: likewise.
@@ -158,6 +175,10 @@ func TestBrokenStreamIsRetried(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ provider, recording, wantErr string }{
 		{"openai", "openai-error-midstream.sse", "server_error"},
+		{"openai", "tgi-error-midstream.sse", "CUDA out of memory"},
+		// Groq refuses a tool call the model wrote wrong: another sample
+		// may be right.
+		{"openai", "groq-tool-use-failed.sse", "Failed to call a function"},
 		{"openai", "openai-cut.sse", "broke off"},
 		{"anthropic", "anthropic-overloaded.sse", "overloaded"},
 		{"anthropic", "anthropic-cut.sse", "broke off"},
@@ -224,9 +245,11 @@ func TestContextFullIsNotRetried(t *testing.T) {
 	for _, tt := range []struct{ provider, recording, words string }{
 		{"openai", "openai-context-length.json", "maximum context length is 128000 tokens"},
 		{"anthropic", "anthropic-prompt-too-long.json", "prompt is too long: 208576 tokens > 200000 maximum"},
+		{"openai", "vllm-context-length.json", "maximum context length is 8192 tokens"},
+		{"openai", "sglang-context-length.json", "longer than the model's context length (8192 tokens)"},
 	} {
 		for _, stream := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s stream=%v", tt.provider, stream), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s stream=%v", tt.recording, stream), func(t *testing.T) {
 				p := anthropicRecorded(t)
 				if tt.provider == "openai" {
 					p = openAIRecorded(t, llm.OpenAIOptions{})
@@ -256,6 +279,28 @@ func TestContextFullIsNotRetried(t *testing.T) {
 		p.then(llmtest.Raw{Status: http.StatusBadRequest, Body: body})
 		if _, _, err := ask(context.Background(), p.model, false); err == nil || errors.Is(err, llm.ErrContextFull) {
 			t.Errorf("error for %s = %v, want one that is not ErrContextFull", body, err)
+		}
+	}
+}
+
+// Groq's refusal of a reply whose tool call the model wrote wrong (HTTP
+// 400 tool_use_failed) is asked again, as another sample may come out
+// right; the person gets the answer of the attempt that did.
+func TestToolUseFailedIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		p := openAIRecorded(t, llm.OpenAIOptions{})
+		failed := llmtest.Recording(t, "groq-tool-use-failed.json")
+		failed.Status = http.StatusBadRequest
+		p.then(failed)
+		p.thenMsg(llmtest.Reply("The answer."))
+		m := llm.Retry(p.model, llm.RetryOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
+		reply, _, err := ask(context.Background(), m, stream)
+		if err != nil || reply.Content != "The answer." {
+			t.Errorf("stream %v: reply = %q, %v; want the second attempt's answer", stream, reply.Content, err)
+		}
+		if n := p.requests(); n != 2 {
+			t.Errorf("stream %v: %d requests, want 2", stream, n)
 		}
 	}
 }

@@ -96,7 +96,8 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 		if err != nil {
 			return nil, fmt.Errorf("anthropic: %w", err)
 		}
-		u.Path = strings.TrimSuffix(u.Path, "/")
+		// The whole endpoint, pasted as the base URL, is the base URL.
+		u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/messages")
 		if !strings.HasSuffix(u.Path, "/v1") {
 			u.Path += "/v1"
 		}
@@ -170,10 +171,10 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), errorResults: map[string]bool{}}
+	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), used: callIDs(msgs), errorResults: map[string]bool{}}
 	for _, m := range msgs {
 		if m.Role == RoleTool && m.IsError {
-			x.errorResults[m.ToolCallID] = true
+			x.errorResults[anthropicCallID(m.ToolCallID)] = true
 		}
 	}
 	_, err = a.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
@@ -191,6 +192,8 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 //     text after them: the API wants tool_result blocks at the start of
 //     the user turn.
 //   - Blank texts are left out: the API rejects empty text blocks.
+//   - An ID Anthropic would refuse is sent under another (see
+//     anthropicCallID).
 func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
@@ -223,7 +226,7 @@ func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 			results = append(results, llms.MessageContent{
 				Role: llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{
-					ToolCallID: m.ToolCallID,
+					ToolCallID: anthropicCallID(m.ToolCallID),
 					Name:       m.Name,
 					Content:    content,
 				}},
@@ -235,6 +238,7 @@ func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 			}
 			for _, c := range m.ToolCalls {
 				c.Arguments = objectArguments(c.Arguments)
+				c.ID = anthropicCallID(c.ID)
 				out = append(out, llms.MessageContent{
 					Role:  llms.ChatMessageTypeAI,
 					Parts: []llms.ContentPart{toLangchainToolCall(c)},

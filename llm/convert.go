@@ -2,8 +2,10 @@ package llm
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/tmc/langchaingo/llms"
@@ -93,4 +95,74 @@ func replyToolCall(id, name, args string, position, index int) ToolCall {
 		args = "{}"
 	}
 	return ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+// Call IDs on the wire.
+//
+// A conversation keeps the IDs its calls were made with, whichever
+// provider made them, and may be sent later to another one: the operator
+// changed LLM_PROVIDER while a call waited for approval. Each provider
+// refuses some IDs that others make: OpenAI takes at most 40 characters
+// (vLLM's are "chatcmpl-tool-" and 32 hex digits), Anthropic only
+// [a-zA-Z0-9_-] (Kimi's are "functions.name:0"), Mistral's API nine
+// letters and digits only. Such an ID is sent under
+// one derived from it, the same for the call and for its result, and in
+// every request; the conversation itself keeps the original. IDs the
+// provider takes are sent as they are: some servers want their own back
+// exactly.
+
+// maxOpenAICallID is the longest tool call ID OpenAI takes.
+const maxOpenAICallID = 40
+
+// openAICallID is the ID a call is sent to an OpenAI-compatible server
+// under.
+func openAICallID(id string) string {
+	if len(id) <= maxOpenAICallID {
+		return id
+	}
+	return "call_" + derivedCallID(id)
+}
+
+// mistralCallID is the ID a call is sent to Mistral's API under: nine
+// letters and digits, which is all it takes ("Tool call id was … but
+// must be a-z, A-Z, 0-9, with a length of 9").
+func mistralCallID(id string) string {
+	if mistralCallIDPattern.MatchString(id) {
+		return id
+	}
+	return derivedCallID(id)[:9]
+}
+
+var mistralCallIDPattern = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
+
+// anthropicCallID is the ID a call is sent to Anthropic under.
+func anthropicCallID(id string) string {
+	if anthropicCallIDPattern.MatchString(id) {
+		return id
+	}
+	return "toolu_" + derivedCallID(id)
+}
+
+var anthropicCallIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// derivedCallID is 24 letters and digits derived from id.
+func derivedCallID(id string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	sum := sha256.Sum256([]byte("call id " + id))
+	out := make([]byte, 24)
+	for i := range out {
+		out[i] = alphabet[int(sum[i])%len(alphabet)]
+	}
+	return string(out)
+}
+
+// callIDs are the IDs of the calls in msgs.
+func callIDs(msgs []Message) map[string]bool {
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			ids[c.ID] = true
+		}
+	}
+	return ids
 }

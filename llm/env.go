@@ -20,13 +20,21 @@ import (
 //	                    usually needs it (e.g. "llama3.1").
 //	OPENAI_API_KEY      OpenAI's key; optional with OPENAI_BASE_URL.
 //	OPENAI_BASE_URL     an OpenAI-compatible server, e.g.
-//	                    http://localhost:11434/v1 (Ollama).
+//	                    http://localhost:11434/v1 (Ollama), or Azure
+//	                    OpenAI's v1 endpoint (its deployment URLs are
+//	                    refused: see parseBaseURL).
 //	ANTHROPIC_API_KEY   Anthropic's key.
 //	ANTHROPIC_BASE_URL  another Anthropic endpoint (a proxy).
 //	LLM_TEMPERATURE     the sampling temperature, e.g. 0.2. Unset: none
 //	                    is sent and the provider's default applies. It is
 //	                    never sent to OpenAI's reasoning models (o1, o3,
 //	                    o4-mini, gpt-5 …), which refuse it.
+//	LLM_REASONING_EFFORT
+//	                    how long an OpenAI reasoning model thinks: none,
+//	                    minimal, low, medium, high or xhigh, sent as
+//	                    reasoning_effort (not to Anthropic); a model that
+//	                    refuses it is not sent it again. Unset: the
+//	                    model's default.
 //
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
@@ -57,17 +65,24 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		temperature = &t
 	}
+	effort := strings.ToLower(get("LLM_REASONING_EFFORT"))
+	switch effort {
+	case "", "none", "minimal", "low", "medium", "high", "xhigh":
+	default:
+		return nil, fmt.Errorf("LLM_REASONING_EFFORT=%s: want none, minimal, low, medium, high or xhigh", quoteName(effort))
+	}
 	switch provider {
 	case "openai":
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=openai needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
 		}
 		m, err := NewOpenAI(OpenAIOptions{
-			APIKey:      get("OPENAI_API_KEY"),
-			BaseURL:     get("OPENAI_BASE_URL"),
-			Model:       get("LLM_MODEL"),
-			Temperature: temperature,
-			Logger:      log,
+			APIKey:          get("OPENAI_API_KEY"),
+			BaseURL:         get("OPENAI_BASE_URL"),
+			Model:           get("LLM_MODEL"),
+			Temperature:     temperature,
+			ReasoningEffort: effort,
+			Logger:          log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
@@ -79,6 +94,11 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		if temperature != nil && *temperature > 1 {
 			return nil, fmt.Errorf("LLM_TEMPERATURE=%v: Anthropic takes 0 to 1", *temperature)
+		}
+		if effort != "" && log != nil {
+			// Left from an OpenAI configuration, perhaps: it does not
+			// stop a bot that was switched to Anthropic.
+			log.Warn("LLM_REASONING_EFFORT is for OpenAI's reasoning models: Anthropic is not sent it")
 		}
 		m, err := NewAnthropic(AnthropicOptions{
 			APIKey:      get("ANTHROPIC_API_KEY"),

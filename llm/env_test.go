@@ -2,6 +2,10 @@ package llm_test
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -32,6 +36,15 @@ func TestFromEnv(t *testing.T) {
 		{"unknown provider", map[string]string{"LLM_PROVIDER": "gemini"}, "", `"gemini"`},
 		{"key in the wrong variable", map[string]string{"LLM_PROVIDER": "sk-secret-0123456789abcdefghijklmnopqrstuvwxyz"}, "", "unknown provider"},
 		{"bad base URL", map[string]string{"OPENAI_API_KEY": "sk-secret", "OPENAI_BASE_URL": "localhost:1234"}, "", "OPENAI_BASE_URL"},
+		{"the whole OpenAI endpoint", map[string]string{"OPENAI_BASE_URL": "http://localhost:8000/v1/chat/completions"}, "openai gpt-4o-mini at http://localhost:8000/v1", ""},
+		{"the whole Anthropic endpoint", map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": "https://proxy.example/v1/messages/"}, "anthropic claude-sonnet-4-5 at https://proxy.example/v1", ""},
+		{"Azure's v1 endpoint", map[string]string{"OPENAI_API_KEY": "sk-azure", "OPENAI_BASE_URL": "https://team.openai.azure.com/openai/v1/", "LLM_MODEL": "gpt-4o-prod"}, "openai gpt-4o-prod at https://team.openai.azure.com/openai/v1", ""},
+		{"an Azure deployment URL", map[string]string{"OPENAI_API_KEY": "sk-azure",
+			"OPENAI_BASE_URL": "https://team.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"}, "", "https://NAME.openai.azure.com/openai/v1"},
+		{"an Azure deployment URL without its version", map[string]string{"OPENAI_API_KEY": "sk-azure",
+			"OPENAI_BASE_URL": "https://team.openai.azure.com/openai/deployments/gpt-4o-prod"}, "", "LLM_MODEL set to the deployment's name"},
+		{"a base URL with a query", map[string]string{"OPENAI_BASE_URL": "https://gateway.example/v1?key=sk-secret-in-url"}, "", "no query"},
+		{"an Anthropic base URL with a query", map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": "https://proxy.example/v1?token=sk-secret"}, "", "no query"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,5 +81,85 @@ func TestFromEnvTalksToServer(t *testing.T) {
 	got, err := m.Generate(context.Background(), []llm.Message{user("hi")}, nil)
 	if err != nil || got.Content != "hi from the fake" {
 		t.Fatalf("Generate() = %+v, %v; want the fake's reply", got, err)
+	}
+}
+
+// A base URL that is the whole chat completions endpoint reaches the
+// server at that endpoint, not at …/chat/completions/chat/completions.
+func TestWholeEndpointAsBaseURL(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("hi"))
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL() + "/chat/completions"}
+	m, err := llm.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("FromEnv() error = %v", err)
+	}
+	if got, err := m.Generate(context.Background(), []llm.Message{user("hi")}, nil); err != nil || got.Content != "hi" {
+		t.Fatalf("Generate() = %+v, %v; want the fake's reply", got, err)
+	}
+	if p := srv.Requests()[0].Path; p != "/v1/chat/completions" {
+		t.Errorf("request path = %s, want /v1/chat/completions", p)
+	}
+}
+
+// Azure OpenAI's v1 endpoint is given the key in its api-key header as
+// well as OpenAI's bearer token; another server gets only the latter.
+func TestAzureKeyHeader(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		base, wantAPIKey string
+	}{
+		{"http://team.openai.azure.com/v1", "azure-key"}, // the fake answers at /v1
+		{"http://team.services.ai.azure.com/v1", "azure-key"},
+		{"http://gateway.example/v1", ""},
+	} {
+		srv := llmtest.NewOpenAIServer(t, llmtest.Reply("hi"))
+		addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/v1"), "http://")
+		client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr) // every host is the fake
+		}}}
+		m, err := llm.NewOpenAI(llm.OpenAIOptions{APIKey: "azure-key", BaseURL: tt.base, Model: "gpt-4o-prod", HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Generate(context.Background(), []llm.Message{user("hi")}, nil); err != nil {
+			t.Fatalf("%s: Generate() = %v", tt.base, err)
+		}
+		h := srv.Requests()[0].Header
+		if got := h.Get("Api-Key"); got != tt.wantAPIKey {
+			t.Errorf("%s: api-key header = %q, want %q", tt.base, got, tt.wantAPIKey)
+		}
+		if got := h.Get("Authorization"); got != "Bearer azure-key" {
+			t.Errorf("%s: Authorization = %q, want the key as a bearer token", tt.base, got)
+		}
+	}
+}
+
+// A base URL that is not the API root (Ollama's without /v1) gets a bare
+// 404 from the server's router: the error says what to check, where a
+// server's own 404 (an unknown model) is left as it is.
+func TestNotFoundAtTheBaseURL(t *testing.T) {
+	t.Parallel()
+	ollama := httptest.NewServer(http.NotFoundHandler()) // "404 page not found", as Ollama's router answers
+	t.Cleanup(ollama.Close)
+	env := map[string]string{"OPENAI_BASE_URL": ollama.URL, "LLM_MODEL": "llama3.1"}
+	m, err := llm.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Generate(context.Background(), []llm.Message{user("hi")}, nil)
+	var se *llm.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound || !strings.Contains(err.Error(), "usually ends in /v1") {
+		t.Errorf("Generate() = %v, want a 404 that says the base URL usually ends in /v1", err)
+	}
+
+	srv := llmtest.NewOpenAIServer(t)
+	srv.ThenRaw(llmtest.Raw{Status: http.StatusNotFound, Body: `{"error":{"message":"The model 'gpt-9' does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`})
+	env = map[string]string{"OPENAI_BASE_URL": srv.URL(), "LLM_MODEL": "gpt-9"}
+	if m, err = llm.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = m.Generate(context.Background(), []llm.Message{user("hi")}, nil); err == nil || strings.Contains(err.Error(), "/v1") && strings.Contains(err.Error(), "usually") {
+		t.Errorf("Generate() = %v, want the server's own words only", err)
 	}
 }

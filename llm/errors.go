@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -35,11 +36,15 @@ type StatusError struct {
 	// "overloaded_error").
 	Type string
 	// RetryAfter is how long the provider asked the client to wait
-	// (Retry-After or retry-after-ms headers); zero when it did not say.
+	// (retry-after-ms, or Retry-After in seconds or as an HTTP date);
+	// zero when it did not say.
 	RetryAfter time.Duration
 	// ContextFull: the request was refused because the conversation is
 	// longer than the model's context window (see ErrContextFull).
 	ContextFull bool
+	// Param is the request parameter the provider refused, when it said
+	// (OpenAI's "param", e.g. "temperature").
+	Param string
 	// ShouldRetry is the provider's x-should-retry header, "true" or
 	// "false" ("" when absent): OpenAI and Anthropic say with it whether
 	// a retry may succeed, which their own SDKs follow before the status.
@@ -66,12 +71,13 @@ func (e *StatusError) Is(target error) bool {
 }
 
 // Transient reports whether sending the same request again may succeed:
-// what the provider's x-should-retry header says, else request timeout
-// (408), conflict (409), rate limit (429) and server errors (5xx,
-// including Anthropic's 529 "overloaded"). Other 4xx answers are the
-// request's fault and fail the same way every time, and so does a request
-// for an account out of quota or a conversation too long for the model,
-// whatever the header says.
+// what the provider's x-should-retry header says, else a tool call the
+// model wrote wrong (Groq's tool_use_failed: another sample may be
+// right), request timeout (408), conflict (409), rate limit (429) and
+// server errors (5xx, including Anthropic's 529 "overloaded"). Other 4xx
+// answers are the request's fault and fail the same way every time, and
+// so does a request for an account out of quota or a conversation too
+// long for the model, whatever the header says.
 func (e *StatusError) Transient() bool {
 	switch {
 	case isQuota(e.Type), e.ContextFull:
@@ -80,6 +86,8 @@ func (e *StatusError) Transient() bool {
 		return true
 	case e.ShouldRetry == "false":
 		return false
+	case e.Type == toolUseFailed:
+		return true
 	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
 		return true
 	case e.StatusCode >= 500:
@@ -149,20 +157,22 @@ func cause(err error) error {
 }
 
 // newStatusError builds the error for a non-200 answer. Both providers
-// send {"error": {"message": …}}; anything else is quoted, shortened.
-func newStatusError(status int, header map[string][]string, body []byte) *StatusError {
-	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header)}
+// send {"error": {"message": …}}, and compatible servers other shapes
+// (see errorBody); anything else is quoted, shortened.
+func newStatusError(status int, header map[string][]string, body []byte, now time.Time) *StatusError {
+	e := &StatusError{StatusCode: status, RetryAfter: retryAfter(header, now)}
 	if v := strings.ToLower(strings.TrimSpace(headerValue(header, "X-Should-Retry"))); v == "true" || v == "false" {
 		e.ShouldRetry = v
 	}
-	var shape struct {
-		Error providerError `json:"error"`
-	}
-	if json.Unmarshal(body, &shape) == nil && shape.Error.Message != "" {
-		e.Message = shape.Error.Message
-		e.Type = shape.Error.streamError().Type
-		e.ContextFull = (status == 400 || status == 413) && shape.Error.contextFull()
-		return e
+	var shape errorBody
+	if json.Unmarshal(body, &shape) == nil {
+		if pe := shape.providerError(); pe != nil && pe.Message != "" {
+			e.Message = truncate(pe.Message, 1000)
+			e.Type = pe.streamError().Type
+			_ = json.Unmarshal(pe.Param, &e.Param) // a string, or null
+			e.ContextFull = (status == 400 || status == 413) && pe.contextFull()
+			return e
+		}
 	}
 	e.Message = truncate(strings.Join(strings.Fields(string(body)), " "), 200)
 	return e
@@ -173,10 +183,11 @@ func newStatusError(status int, header map[string][]string, body []byte) *Status
 // length is 128000 tokens"), Anthropic ("prompt is too long: 208576
 // tokens > 200000 maximum", "input length and `max_tokens` exceed context
 // limit"), llama-server ("the request exceeds the available context
-// size"), LiteLLM and others ("context window").
+// size"), SGLang ("The input (5000 tokens) is longer than the model's
+// context length"), LiteLLM and others ("context window").
 var contextFullWords = []string{
 	"maximum context length", "prompt is too long", "exceed context limit",
-	"exceeds the available context size", "context window",
+	"exceeds the available context size", "longer than the model's context length", "context window",
 }
 
 // contextFull reports whether the error says the conversation does not
@@ -197,13 +208,22 @@ func (e *providerError) contextFull() bool {
 }
 
 // retryAfter reads the delay a provider asked for, if any: OpenAI sends
-// retry-after-ms, both send Retry-After in seconds. HTTP dates are ignored.
-func retryAfter(header map[string][]string) time.Duration {
+// retry-after-ms, both send Retry-After in seconds, and a proxy or a
+// compatible server may send Retry-After as an HTTP date (RFC 9110),
+// which is read as the time from now until then.
+func retryAfter(header map[string][]string, now time.Time) time.Duration {
+	// A wait longer than a day is a day: a float that large does not
+	// convert to a Duration.
+	const most = 24 * time.Hour
 	if ms, err := strconv.ParseFloat(headerValue(header, "Retry-After-Ms"), 64); err == nil && ms > 0 {
-		return time.Duration(ms * float64(time.Millisecond))
+		return time.Duration(min(ms, float64(most/time.Millisecond)) * float64(time.Millisecond))
 	}
-	if s, err := strconv.ParseFloat(headerValue(header, "Retry-After"), 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second))
+	v := strings.TrimSpace(headerValue(header, "Retry-After"))
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(min(s, most.Seconds()) * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
 	}
 	return 0
 }

@@ -47,14 +47,50 @@ func TestNewStatusError(t *testing.T) {
 			want:   StatusError{StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
 		},
 		{
-			name:   "retry-after date is ignored",
+			name:   "retry-after date",
 			header: http.Header{"Retry-After": {"Wed, 21 Oct 2015 07:28:00 GMT"}},
+			want:   StatusError{StatusCode: 429, RetryAfter: 12 * time.Second},
+		},
+		{
+			name:   "retry-after date passed",
+			header: http.Header{"Retry-After": {"Wed, 21 Oct 2015 07:27:00 GMT"}},
 			want:   StatusError{StatusCode: 429},
+		},
+		{
+			name:   "retry-after of ages",
+			header: http.Header{"Retry-After": {"1e300"}},
+			want:   StatusError{StatusCode: 429, RetryAfter: 24 * time.Hour},
+		},
+		{
+			name:   "retry-after neither",
+			header: http.Header{"Retry-After": {"soon"}},
+			want:   StatusError{StatusCode: 429},
+		},
+		{
+			name: "text-generation-inference error",
+			body: `{"error":"Input validation error: ` + "`inputs`" + ` must not be empty","error_type":"validation"}`,
+			want: StatusError{StatusCode: 429, Message: "Input validation error: `inputs` must not be empty", Type: "validation"},
+		},
+		{
+			name: "vLLM error at the top level",
+			body: `{"object":"error","message":"The model ` + "`llama`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`,
+			want: StatusError{StatusCode: 429, Message: "The model `llama` does not exist.", Type: "NotFoundError"},
+		},
+		{
+			name: "Mistral's validation error",
+			body: `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],"msg":"Extra inputs are not permitted","input":true}]},"type":"invalid_request_error","param":null,"code":null}`,
+			want: StatusError{StatusCode: 429, Message: "body.stream_options.include_usage: Extra inputs are not permitted", Type: "invalid_request_error"},
+		},
+		{
+			name: "an error field of no known shape",
+			body: `{"error":42}`,
+			want: StatusError{StatusCode: 429, Message: `{"error":42}`},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newStatusError(429, tt.header, []byte(tt.body))
+			now := time.Date(2015, 10, 21, 7, 27, 48, 0, time.UTC)
+			got := newStatusError(429, tt.header, []byte(tt.body), now)
 			if *got != tt.want {
 				t.Errorf("newStatusError(429, %v, %q) = %+v, want %+v", tt.header, tt.body, *got, tt.want)
 			}

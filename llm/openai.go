@@ -2,10 +2,13 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
@@ -39,6 +42,11 @@ type OpenAIOptions struct {
 	// Temperature is sent when set, except to reasoning models (see
 	// ReasoningModel), which refuse it; nil: the provider's default.
 	Temperature *float64
+	// ReasoningEffort is sent as reasoning_effort when set ("low",
+	// "high" …): how long a reasoning model thinks before it answers.
+	// A model that refuses it is not sent it again. "": the model's
+	// default.
+	ReasoningEffort string
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -48,6 +56,24 @@ type OpenAI struct {
 	model string
 	name  string
 	tools *toolSet
+	log   logrus.FieldLogger
+	// temperature is what LLM_TEMPERATURE asked for (nil: none), and
+	// noTemperature is set once the model refused it: a reasoning model
+	// the bot did not know by its name (see generate).
+	temperature   *float64
+	noTemperature *atomic.Bool
+	// noStreamOptions is set once a server refused stream_options
+	// (Mistral's API does): streamed requests go without it.
+	noStreamOptions *atomic.Bool
+	// effort is what LLM_REASONING_EFFORT asked for (""; none), and
+	// noEffort is set once the model refused it.
+	effort   string
+	noEffort *atomic.Bool
+	// developer: the model is one of OpenAI's reasoning models, which
+	// take the instructions as developer messages (see toOpenAI).
+	developer bool
+	// callID is the ID a call is sent under (see openAICallID).
+	callID func(string) string
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -61,20 +87,54 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	}
 	name := "openai " + model
 	base := DefaultOpenAIBaseURL
+	azure, callID := false, openAICallID
 	if opts.BaseURL != "" {
 		u, err := parseBaseURL(opts.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("openai: %w", err)
 		}
+		// The whole endpoint, pasted as the base URL, is the base URL.
+		u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/chat/completions")
 		base = strings.TrimSuffix(u.String(), "/")
 		name += " at " + u.Redacted()
+		azure = azureHost(u)
+		if strings.EqualFold(u.Hostname(), "api.mistral.ai") {
+			callID = mistralCallID
+		}
 	}
 	d := newDoer(opts.HTTPClient)
+	if azure && opts.APIKey != "" {
+		// Azure's v1 endpoint takes the key as OpenAI's SDKs send it
+		// (a bearer token) and in its own header; both are sent.
+		d.header = http.Header{"Api-Key": {opts.APIKey}}
+	}
 	temperature := opts.Temperature
 	if ReasoningModel(model) {
 		temperature = nil
 	}
-	d.rewrite = func(_ *exchange, body []byte) ([]byte, error) { return setTemperature(body, temperature) }
+	noTemperature, noStreamOptions, noEffort := new(atomic.Bool), new(atomic.Bool), new(atomic.Bool)
+	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
+		var err error
+		if x != nil && len(x.developer) > 0 {
+			if body, err = prependDeveloper(body, x.developer); err != nil {
+				return nil, err
+			}
+		}
+		if noStreamOptions.Load() {
+			if body, err = dropField(body, "stream_options"); err != nil {
+				return nil, err
+			}
+		}
+		if opts.ReasoningEffort != "" && !noEffort.Load() {
+			if body, err = setField(body, "reasoning_effort", opts.ReasoningEffort); err != nil {
+				return nil, err
+			}
+		}
+		if noTemperature.Load() {
+			return setTemperature(body, nil)
+		}
+		return setTemperature(body, temperature)
+	}
 	token := opts.APIKey
 	if token == "" {
 		// langchaingo refuses an empty token; the doer removes the
@@ -94,7 +154,11 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	return &OpenAI{llm: client, model: model, name: name, tools: newToolSet("openai", opts.Logger)}, nil
+	tools := newToolSet("openai", opts.Logger)
+	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
+		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
+		effort: opts.ReasoningEffort, noEffort: noEffort,
+		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
@@ -113,7 +177,7 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 
 // generate asks for the reply, streamed to fn when fn is not nil.
 func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, err := toOpenAI(msgs)
+	req, instructions, err := toOpenAI(msgs, o.developer, o.callID)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
@@ -130,10 +194,102 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs)}
-	_, err = o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
-	return x.result(o.name, err)
+	send := func() (Message, error) {
+		x := &exchange{provider: openAIProvider, fn: fn, position: len(msgs), used: callIDs(msgs), developer: instructions}
+		_, err := o.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
+		return x.result(o.name, err)
+	}
+	// A refused parameter the bot can do without is dropped from this
+	// request and every later one, and the request sent again: at most
+	// once per parameter (three of them), each refusal having come before
+	// any of the answer, so nothing was streamed yet.
+	reply, err := send()
+	for range 3 {
+		switch {
+		case err != nil && o.temperature != nil && refusesTemperature(err):
+			// A reasoning model the bot did not know by its name (an
+			// Azure deployment's, a newer family's).
+			if o.noTemperature.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the model refuses a temperature: LLM_TEMPERATURE is not sent to it")
+			}
+		case err != nil && o.effort != "" && refusesParam(err, "reasoning_effort"):
+			// A model that does not reason.
+			if o.noEffort.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the model refuses reasoning_effort: LLM_REASONING_EFFORT is not sent to it")
+			}
+		case err != nil && fn != nil && refusesStreamOptions(err):
+			// A server without OpenAI's stream_options (Mistral's API):
+			// streamed answers come without their token counts.
+			if o.noStreamOptions.CompareAndSwap(false, true) {
+				o.log.WithField("model", o.model).Warn("the server refuses stream_options: streamed answers are asked for without their token counts")
+			}
+		default:
+			return reply, notFoundHint(err)
+		}
+		reply, err = send()
+	}
+	return reply, notFoundHint(err)
 }
+
+// notFoundHint adds what to check to a 404 that is not a chat
+// completions API's own (an unknown model's is): the base URL is not the
+// API root, as Ollama's or vLLM's without /v1, whose routers answer
+// "404 page not found" or {"detail": "Not Found"}.
+func notFoundHint(err error) error {
+	var se *StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusNotFound && se.Type == "" {
+		return fmt.Errorf("%w; nothing answers at this base URL: the API root usually ends in /v1", err)
+	}
+	return err
+}
+
+// refusesParam reports whether err is OpenAI's refusal of the request's
+// parameter name (HTTP 400 with that "param").
+func refusesParam(err error, name string) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && se.Param == name
+}
+
+// setField sets a top-level string field of a JSON request body.
+func setField(body []byte, name, value string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
+	}
+	payload[name] = v
+	return json.Marshal(payload)
+}
+
+// refusesStreamOptions reports whether err is a server's refusal of the
+// request's stream_options: Mistral's 422 "Extra inputs are not
+// permitted" at body.stream_options, or a 400 naming it.
+func refusesStreamOptions(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.StatusCode == http.StatusBadRequest || se.StatusCode == http.StatusUnprocessableEntity) &&
+		(se.Param == "stream_options" || strings.Contains(se.Message, "stream_options"))
+}
+
+// dropField removes a top-level field from a JSON request body.
+func dropField(body []byte, name string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("drop %s: %w", name, err)
+	}
+	if _, ok := payload[name]; !ok {
+		return body, nil
+	}
+	delete(payload, name)
+	return json.Marshal(payload)
+}
+
+// refusesTemperature reports whether err is OpenAI's refusal of the
+// request's temperature (HTTP 400, param "temperature": "Unsupported
+// value: 'temperature' does not support 0.2 with this model").
+func refusesTemperature(err error) bool { return refusesParam(err, "temperature") }
 
 // toOpenAI converts a conversation for langchaingo's OpenAI client.
 //
@@ -147,14 +303,29 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 //     remaining parts become content; a single text part is sent as a
 //     plain string. ToolCall.Type is copied verbatim, so it must be
 //     "function".
-func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
+//
+// An ID the server would refuse is sent under another (callID: see
+// openAICallID).
+//
+// With developer set (OpenAI's reasoning models), the system messages
+// are returned as instructions instead, for the HTTP layer to send as
+// developer messages at the start of the conversation
+// (prependDeveloper): that is the role OpenAI gives the instructions of
+// these models, and langchaingo would fold a system message into the
+// first user message for o1 and o3, where the model would weigh the
+// bot's instructions as the person's words.
+func toOpenAI(msgs []Message, developer bool, callID func(string) string) (out []llms.MessageContent, instructions []string, err error) {
 	if err := checkMessages(msgs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]llms.MessageContent, 0, len(msgs))
+	out = make([]llms.MessageContent, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {
 		case RoleSystem:
+			if developer {
+				instructions = append(instructions, m.Content)
+				continue
+			}
 			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
 		case RoleUser:
 			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
@@ -164,6 +335,7 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 				mc.Parts = append(mc.Parts, llms.TextContent{Text: m.Content})
 			}
 			for _, c := range m.ToolCalls {
+				c.ID = callID(c.ID)
 				mc.Parts = append(mc.Parts, toLangchainToolCall(c))
 			}
 			out = append(out, mc)
@@ -171,21 +343,76 @@ func toOpenAI(msgs []Message) ([]llms.MessageContent, error) {
 			out = append(out, llms.MessageContent{
 				Role: llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{
-					ToolCallID: m.ToolCallID,
+					ToolCallID: callID(m.ToolCallID),
 					Name:       m.Name,
 					Content:    m.Content,
 				}},
 			})
 		}
 	}
-	return out, nil
+	return out, instructions, nil
 }
 
-// parseBaseURL accepts an absolute http or https URL.
+// prependDeveloper puts a developer message with each of instructions at
+// the start of a chat completions request body.
+func prependDeveloper(body []byte, instructions []string) ([]byte, error) {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(payload["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	out := make([]json.RawMessage, 0, len(instructions)+len(msgs))
+	for _, text := range instructions {
+		m, err := json.Marshal(map[string]string{"role": "developer", "content": text})
+		if err != nil {
+			return nil, fmt.Errorf("add developer messages: %w", err)
+		}
+		out = append(out, m)
+	}
+	merged, err := json.Marshal(append(out, msgs...))
+	if err != nil {
+		return nil, fmt.Errorf("add developer messages: %w", err)
+	}
+	payload["messages"] = merged
+	return json.Marshal(payload)
+}
+
+// parseBaseURL accepts an absolute http or https URL without a query or
+// fragment: the API's paths are appended to it. Errors do not quote the
+// URL, which may hold credentials.
 func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("base URL must be an absolute http or https URL")
 	}
+	if azureDeployment(u) {
+		return nil, fmt.Errorf("base URL is an Azure OpenAI deployment URL, which the bot does not speak: " +
+			"use the resource's v1 endpoint, https://NAME.openai.azure.com/openai/v1, with LLM_MODEL set to the deployment's name")
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("base URL must have no query (?…) or fragment (#…): the API's paths are appended to it")
+	}
 	return u, nil
+}
+
+// azureDeployment reports whether u is an Azure OpenAI deployment URL
+// (…/openai/deployments/NAME…?api-version=…), the API Azure had before
+// its OpenAI-compatible v1 endpoint.
+func azureDeployment(u *url.URL) bool {
+	return strings.Contains(u.Path, "/openai/deployments/") || u.Query().Has("api-version")
+}
+
+// azureHost reports whether u is an Azure OpenAI resource, which takes
+// its key in an api-key header.
+func azureHost(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	for _, suffix := range []string{".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"} {
+		if strings.HasSuffix(h, suffix) {
+			return true
+		}
+	}
+	return false
 }

@@ -123,6 +123,27 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// A rate limit whose Retry-After is an HTTP date (as proxies and some
+// compatible servers send it) is waited out until that time, not for a
+// backoff of a second.
+func TestRetryAfterAsADate(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t)
+	at := time.Now().Add(8 * time.Second).UTC()
+	srv.ThenRaw(llmtest.Raw{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {at.Format(http.TimeFormat)}},
+		Body: `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`})
+	srv.Then(llmtest.Reply("ok"))
+	var s sleeps
+	m := llm.Retry(newOpenAI(t, srv), llm.RetryOptions{BaseDelay: 10 * time.Millisecond, Sleep: s.sleep})
+	if _, err := m.Generate(context.Background(), []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, nil); err != nil {
+		t.Fatalf("Generate() error = %v", err)
+	}
+	// The date has whole seconds: the wait is up to a second shorter.
+	if got := s.all(); len(got) != 1 || got[0] <= 5*time.Second || got[0] > 8*time.Second {
+		t.Errorf("waits = %v, want one of about 8s (until %s)", got, at.Format(http.TimeFormat))
+	}
+}
+
 func TestRetryStopsWhenContextEnds(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -38,9 +38,13 @@ type doer struct {
 	// dropHeader is removed from every request (the credentials header
 	// when no key was configured).
 	dropHeader string
+	// header is added to every request.
+	header http.Header
 	// rewrite, when set, replaces the JSON request body; x is the
 	// request's exchange, nil for a request without one.
 	rewrite func(x *exchange, body []byte) ([]byte, error)
+	// now tells the time, for a Retry-After given as a date.
+	now func() time.Time
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
@@ -62,6 +66,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if d.dropHeader != "" {
 		req.Header.Del(d.dropHeader)
 	}
+	for k, v := range d.header {
+		req.Header[k] = v
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return nil, &transportError{err: err}
@@ -72,7 +79,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, &transportError{err: err}
 		}
-		return nil, newStatusError(resp.StatusCode, resp.Header, body)
+		return nil, newStatusError(resp.StatusCode, resp.Header, body, d.now())
 	}
 	if x != nil {
 		x.readAnswer(req.Context(), resp)
@@ -85,7 +92,7 @@ func newDoer(c *http.Client) *doer {
 	if c == nil {
 		c = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
-	return &doer{client: c}
+	return &doer{client: c, now: time.Now}
 }
 
 // ignoreChunk is the streaming callback langchaingo is given: it only

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -30,8 +31,9 @@ import (
 //     two messages in a row have the same role;
 //   - a message is empty, or has an empty text block;
 //   - the final assistant message (a prefill) ends with white space;
-//   - a tool_use block (assistant only) lacks an id or name, repeats an
-//     id, or has an input that is not a JSON object;
+//   - a tool_use block (assistant only) lacks an id or name, has an id
+//     outside [a-zA-Z0-9_-] (so has a tool_result's tool_use_id), repeats
+//     an id, or has an input that is not a JSON object;
 //   - the tool_use blocks of an assistant message are not all answered by
 //     tool_result blocks in the immediately following user message, or a
 //     tool_result answers no tool_use of the message before it, or comes
@@ -337,6 +339,8 @@ func validateAnthropic(req *anthropicRequest) *problem {
 					return badf("", "messages.%d.content.%d: tool_use blocks are only allowed in assistant messages", i, j)
 				case b.ID == "" || b.Name == "":
 					return badf("", "messages.%d.content.%d: tool_use blocks need an id and a name", i, j)
+				case !callID.MatchString(b.ID):
+					return badf("", "messages.%d.content.%d.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
 				case seen[b.ID]:
 					return badf("", "messages.%d.content.%d: `tool_use` ids must be unique: %s", i, j, b.ID)
 				case !isJSONObject(b.Input):
@@ -348,6 +352,8 @@ func validateAnthropic(req *anthropicRequest) *problem {
 				switch {
 				case m.Role != "user":
 					return badf("", "messages.%d.content.%d: tool_result blocks are only allowed in user messages", i, j)
+				case !callID.MatchString(b.ToolUseID):
+					return badf("", "messages.%d.content.%d.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
 				case !slices.Contains(open, b.ToolUseID) || answered[b.ToolUseID]:
 					return badf("", "messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
 						"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
@@ -374,6 +380,9 @@ func validateAnthropic(req *anthropicRequest) *problem {
 	}
 	return nil
 }
+
+// callID is what Anthropic takes as a tool_use id.
+var callID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 func unanswered(open []string, answered map[string]bool) []string {
 	var missing []string

@@ -25,7 +25,8 @@ import (
 //
 //   - a message has an unknown role, or content that is neither text nor
 //     a list of content parts;
-//   - an assistant message's tool call has no id, a type other than
+//   - an assistant message's tool call has no id, an id longer than 40
+//     characters (code string_above_max_length), a type other than
 //     "function", no function name, or arguments that are not a string;
 //   - the tool calls of an assistant message are not each answered by a
 //     tool message with that tool_call_id before the next non-tool
@@ -38,14 +39,71 @@ import (
 //     {"type":"object"});
 //   - "temperature" is sent for a reasoning model (o1, o3, o4-mini, gpt-5
 //     families), which take only their default (code unsupported_value),
-//     or top_p, a penalty or max_tokens (code unsupported_parameter).
+//     or top_p, a penalty or max_tokens (code unsupported_parameter), or
+//     reasoning_effort for another model (code unsupported_parameter).
 type OpenAIServer struct {
 	srv    *httptest.Server
 	script script
 
-	mu       sync.Mutex
-	requests []OpenAIRequest
-	usage    [2]int // prompt and completion tokens each reply reports
+	mu        sync.Mutex
+	requests  []OpenAIRequest
+	usage     [2]int // prompt and completion tokens each reply reports
+	reasoning map[string]bool
+	// mistral: answer as Mistral's API does where it differs.
+	mistral bool
+}
+
+// ActAsMistral makes the server refuse what Mistral's API refuses of an
+// OpenAI request: stream_options (HTTP 422, "Extra inputs are not
+// permitted"), and a tool call ID other than nine letters and digits
+// (HTTP 400, "Tool call id was … but must be a-z, A-Z, 0-9, with a
+// length of 9.").
+func (s *OpenAIServer) ActAsMistral() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mistral = true
+}
+
+var mistralCallID = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
+
+// mistralProblem is what Mistral's API refuses in req, or "".
+func mistralProblem(req *openAIWireRequest) string {
+	for _, m := range req.Messages {
+		for _, c := range m.ToolCalls {
+			if !mistralCallID.MatchString(c.ID) {
+				return fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", c.ID)
+			}
+		}
+		if m.Role == "tool" && !mistralCallID.MatchString(m.ToolCallID) {
+			return fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID)
+		}
+	}
+	return ""
+}
+
+// mistralExtraForbidden is Mistral's answer to a request with a field it
+// does not have.
+const mistralExtraForbidden = `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],` +
+	`"msg":"Extra inputs are not permitted","input":true}]},"type":"invalid_request_error","param":null,"code":null}`
+
+// Reasoning makes the server take these model names for reasoning models
+// too, which refuse a temperature, as Azure OpenAI does with a deployment
+// of one, named as its owner chose.
+func (s *OpenAIServer) Reasoning(models ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reasoning == nil {
+		s.reasoning = map[string]bool{}
+	}
+	for _, m := range models {
+		s.reasoning[m] = true
+	}
+}
+
+func (s *OpenAIServer) reasoningModel(model string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reasoning[model] || ReasoningModel(model)
 }
 
 // ReportUsage makes every reply report these token counts (0 by default).
@@ -183,7 +241,24 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, fail, openAIErrorType(fail), "", fmt.Sprintf("llmtest: scripted failure %d", fail))
 		return
 	}
-	if p := validateOpenAI(&req); p != nil {
+	s.mu.Lock()
+	mistral := s.mistral
+	s.mu.Unlock()
+	if mistral && req.StreamOptions != nil {
+		rec.Status, rec.Problem = http.StatusUnprocessableEntity, "stream_options: Extra inputs are not permitted"
+		s.record(rec)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Status)
+		_, _ = w.Write([]byte(mistralExtraForbidden))
+		return
+	}
+	if p := mistralProblem(&req); mistral && p != "" {
+		rec.Status, rec.Problem = http.StatusBadRequest, p
+		s.record(rec)
+		writeJSON(w, rec.Status, map[string]any{"object": "error", "message": p, "type": "invalid_function_call", "param": nil, "code": "3280"})
+		return
+	}
+	if p := validateOpenAI(&req, s.reasoningModel(req.Model)); p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
 		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
@@ -210,7 +285,7 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 	resp := openAIResponse(n, req.Model, reply)
 	resp["usage"] = usage
 	if req.Stream {
-		s.streamOpenAI(w, n, req.Model, resp, req.StreamOptions.IncludeUsage)
+		s.streamOpenAI(w, n, req.Model, resp, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -229,15 +304,20 @@ type openAIWireRequest struct {
 	PresencePenalty  *float64 `json:"presence_penalty"`
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
 	MaxTokens        *int     `json:"max_tokens"`
+	// ReasoningEffort is for reasoning models only.
+	ReasoningEffort *string `json:"reasoning_effort"`
 	// StreamOptions asks for a last chunk with the usage.
-	StreamOptions struct {
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
 
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-func validateOpenAI(req *openAIWireRequest) *problem {
+// maxOpenAICallID is the longest tool call id OpenAI takes back.
+const maxOpenAICallID = 40
+
+func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 	if req.Model == "" {
 		return badf("model", "Missing required parameter: 'model'.")
 	}
@@ -263,7 +343,7 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			}
 		}
 	}
-	if ReasoningModel(req.Model) {
+	if reasoning {
 		for name, set := range map[string]bool{"top_p": req.TopP != nil, "presence_penalty": req.PresencePenalty != nil,
 			"frequency_penalty": req.FrequencyPenalty != nil} {
 			if set {
@@ -278,7 +358,12 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 			return p
 		}
 	}
-	if req.Temperature != nil && ReasoningModel(req.Model) && *req.Temperature != 1 {
+	if req.ReasoningEffort != nil && !reasoning {
+		p := badf("reasoning_effort", "Unsupported parameter: 'reasoning_effort' is not supported with this model.")
+		p.code = "unsupported_parameter"
+		return p
+	}
+	if req.Temperature != nil && reasoning && *req.Temperature != 1 {
 		p := badf("temperature", "Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *req.Temperature)
 		p.code = "unsupported_value"
 		return p
@@ -314,6 +399,11 @@ func validateOpenAI(req *openAIWireRequest) *problem {
 				switch {
 				case c.ID == "":
 					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Missing required parameter: 'messages[%d].tool_calls[%d].id'.", i, j)
+				case len(c.ID) > maxOpenAICallID:
+					p := badf(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "Invalid 'messages[%d].tool_calls[%d].id': string too long. "+
+						"Expected a string with maximum length %d, but got a string with length %d instead.", i, j, maxOpenAICallID, len(c.ID))
+					p.code = "string_above_max_length"
+					return p
 				case c.Type != "function":
 					return badf(fmt.Sprintf("messages[%d].tool_calls[%d].type", i, j), "Invalid value: '%s'. Supported values are: 'function'.", c.Type)
 				case c.Function.Name == "":

@@ -9,7 +9,9 @@ import (
 // the cases a scripted llm.Message cannot express: stop reasons,
 // refusals, errors inside a stream, streams cut short, and the tool-call
 // deltas of OpenAI-compatible servers (vLLM repeating the id and name,
-// interleaved indexes, llama-server's arguments as an object). Each file
+// interleaved indexes, llama-server's arguments as an object), and the
+// error shapes of servers that are not OpenAI's (vLLM's and SGLang's at
+// the top level, text-generation-inference's as text). Each file
 // is one answer body: *.json a JSON answer, *.sse a server-sent event
 // stream, replayed byte for byte.
 //

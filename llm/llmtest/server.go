@@ -29,7 +29,8 @@ type Raw struct {
 	// Status defaults to 200.
 	Status int
 	// ContentType defaults to text/event-stream for a body that starts
-	// with "event:" or "data:", application/json otherwise.
+	// with "event:", "data:" or ":" (a comment), application/json
+	// otherwise.
 	ContentType string
 	// Header is added to the answer's headers (e.g. Retry-After).
 	Header http.Header
@@ -45,7 +46,7 @@ func (r *Raw) write(w http.ResponseWriter) {
 	ct := r.ContentType
 	if ct == "" {
 		ct = "application/json"
-		if strings.HasPrefix(r.Body, "event:") || strings.HasPrefix(r.Body, "data:") {
+		if strings.HasPrefix(r.Body, "event:") || strings.HasPrefix(r.Body, "data:") || strings.HasPrefix(r.Body, ":") {
 			ct = "text/event-stream"
 		}
 	}
