@@ -211,13 +211,24 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	if err != nil {
 		return "", err
 	}
+	// The call's credentials go to the host it names, and no further;
+	// what comes back shows none of them (a server may echo a request's
+	// headers): the card masked them, and so does the result, which the
+	// thread and the model read.
+	var creds Secrets
+	var credNames []string
 	for k, v := range a.Headers {
 		req.Header.Set(k, v)
+		if IsCredentialName(k) {
+			creds.Add(v)
+			credNames = append(credNames, http.CanonicalHeaderKey(k))
+		}
 	}
+	slices.Sort(credNames)
 
 	// A copy of the client per call, so that the redirect check can
 	// note why it stopped.
-	var stopped string
+	var stopped, credsNote string
 	client := *h.client
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
 		switch {
@@ -231,6 +242,15 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 			// The person who approved the call saw only its URL: a
 			// redirect elsewhere is the model's to propose as a new call.
 			stopped = fmt.Sprintf("redirect to another host (%s) not followed: to call it, ask for a new http_request to that URL", next.URL.Host)
+		case !sameHost(u, next.URL):
+			// An allowed host, but not the one the credentials were
+			// approved for: net/http keeps every header but
+			// Authorization and Cookie on such a redirect.
+			dropCredentials(next.Header)
+			if len(credNames) > 0 {
+				credsNote = fmt.Sprintf("the redirect to %s was sent without the headers %s, which were for %s", next.URL.Host, strings.Join(credNames, ", "), u.Host)
+			}
+			return nil
 		default:
 			return nil
 		}
@@ -241,7 +261,18 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 		return "", requestError(u, err)
 	}
 	defer resp.Body.Close()
-	return h.result(u, resp, stopped), nil
+	notes := slices.DeleteFunc([]string{credsNote, stopped}, func(s string) bool { return s == "" })
+	return h.result(u, resp, notes, creds), nil
+}
+
+// dropCredentials deletes the headers whose names look like credentials
+// (IsCredentialName).
+func dropCredentials(hdr http.Header) {
+	for k := range hdr {
+		if IsCredentialName(k) {
+			hdr.Del(k)
+		}
+	}
 }
 
 // allowed reports whether the tool may call u's host.
@@ -293,7 +324,10 @@ func effectivePort(u *url.URL) string {
 //	Content-Type: application/json
 //
 //	{"ok":true}
-func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, stopped string) string {
+//
+// Every value of creds is masked in it, also at the end of a body cut
+// short.
+func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, notes []string, creds Secrets) string {
 	var sb strings.Builder
 	status := resp.Status
 	if status == "" {
@@ -308,17 +342,17 @@ func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, stopped string
 	if final := resp.Request.URL; final.String() != asked.String() {
 		sb.WriteString("Redirected to: " + final.Redacted() + "\n")
 	}
-	if stopped != "" {
-		sb.WriteString("Note: " + stopped + "\n")
+	for _, n := range notes {
+		sb.WriteString("Note: " + n + "\n")
 	}
 	sb.WriteString("\n")
-	sb.WriteString(h.body(resp))
-	return sb.String()
+	return creds.RedactValues(sb.String()) + h.body(resp, creds)
 }
 
 // body reads the response body and returns at most maxBody bytes of it as
-// text, cut at a character boundary, with a note of what was left out.
-func (h *HTTPRequest) body(resp *http.Response) string {
+// text, cut at a character boundary, with a note of what was left out;
+// the values of creds are masked in it.
+func (h *HTTPRequest) body(resp *http.Response, creds Secrets) string {
 	head, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxBody)+utf8.UTFMax))
 	if err != nil {
 		return fmt.Sprintf("[body not read: %v]", err)
@@ -341,13 +375,29 @@ func (h *HTTPRequest) body(resp *http.Response) string {
 		text = fmt.Sprintf("[binary body of %s bytes not shown]", count(total))
 	default:
 		shown := cutText(string(head), h.maxBody)
-		text = strings.ToValidUTF8(shown, "\uFFFD")
+		text = creds.RedactValues(strings.ToValidUTF8(shown, "\uFFFD"))
 		if left := total - int64(len(shown)); left > 0 {
-			text += moreBytes(count(left))
+			text = hideCutSecret(text, creds) + moreBytes(count(left))
 		}
 	}
 	if err != nil {
 		text += fmt.Sprintf("\n[body not read to the end: %v]", err)
+	}
+	return text
+}
+
+// hideCutSecret masks the end of a text cut short when it is the start of
+// a secret value (at least MinSecretLen bytes of it), which RedactValues
+// cannot recognise.
+func hideCutSecret(text string, s Secrets) string {
+	for _, v := range s.values {
+		for _, form := range secretForms(v) {
+			for k := len(form) - 1; k >= MinSecretLen; k-- {
+				if strings.HasSuffix(text, form[:k]) {
+					return text[:len(text)-k] + Masked
+				}
+			}
+		}
 	}
 	return text
 }

@@ -451,3 +451,108 @@ func TestCapText(t *testing.T) {
 		}
 	}
 }
+
+// A server that echoes the request's headers back, as many debugging
+// endpoints do, does not show the call's credentials in its result: the
+// card masked them, and the result reaches the thread and the model.
+func TestHTTPRequestResultHidesEchoedCredentials(t *testing.T) {
+	t.Parallel()
+	const token, key = "sk-live-0123456789abcdef", "k3y-from-the-edit"
+	echo, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/next?key="+url.QueryEscape(r.Header.Get("X-Api-Key")))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/cut":
+			// The body is cut within the key.
+			fmt.Fprint(w, strings.Repeat(".", 60)+r.Header.Get("X-Api-Key"))
+		default:
+			b, _ := json.Marshal(map[string]any{"headers": r.Header, "query": url.QueryEscape(r.Header.Get("X-Api-Key"))})
+			w.Write(b)
+		}
+	})
+	whole, cut := tools.NewHTTPRequest(tools.HTTPOptions{}), tools.NewHTTPRequest(tools.HTTPOptions{MaxBody: 66})
+	withCreds := func(m map[string]any) {
+		m["headers"] = map[string]string{"Authorization": "Bearer " + token, "x-api-key": key, "Accept": "application/json"}
+	}
+	for path, h := range map[string]*tools.HTTPRequest{"/headers": whole, "/cut": cut} {
+		got, err := h.Call(t.Context(), args(t, "GET", echo.URL+path, withCreds))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", path, err)
+		}
+		for _, secret := range []string{token, key, key[:6], url.QueryEscape(key)} {
+			if strings.Contains(got, secret) {
+				t.Errorf("Call(%s) = %q; shows %q of the credentials", path, got, secret)
+			}
+		}
+		if !strings.Contains(got, tools.Masked) {
+			t.Errorf("Call(%s) = %q; want the credentials shown as %s", path, got, tools.Masked)
+		}
+	}
+	// What is not a credential is shown as the server sent it.
+	got, _ := whole.Call(t.Context(), args(t, "GET", echo.URL+"/headers", withCreds))
+	if !strings.Contains(got, `"Accept":["application/json"]`) {
+		t.Errorf("Call(/headers) = %q; want the Accept header echoed", got)
+	}
+}
+
+// A redirect to another allowed host is followed without the call's
+// credentials: the person approved them for the host the call names.
+func TestHTTPRequestRedirectLeavesCredentialsOnTheirHost(t *testing.T) {
+	t.Parallel()
+	const token = "sk-live-0123456789abcdef"
+	credHeaders := []string{"Authorization", "X-Api-Key", "X-Auth-Token", "Cookie", "Private-Token"}
+	seen := make(chan http.Header, 10)
+	target, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		fmt.Fprint(w, "arrived")
+	})
+	origin, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/here" {
+			seen <- r.Header.Clone()
+			fmt.Fprint(w, "stayed")
+			return
+		}
+		if r.URL.Path == "/same" {
+			http.Redirect(w, r, "/here", http.StatusFound)
+			return
+		}
+		http.Redirect(w, r, target.URL+"/landing", http.StatusTemporaryRedirect)
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{hostPort(t, origin), hostPort(t, target)}})
+	withCreds := func(m map[string]any) {
+		hdr := map[string]string{"Accept": "text/plain"}
+		for _, k := range credHeaders {
+			hdr[k] = "Bearer " + token
+		}
+		m["headers"] = hdr
+	}
+
+	got, err := h.Call(t.Context(), args(t, "GET", origin.URL+"/away", withCreds))
+	if err != nil {
+		t.Fatalf("Call(%s/away) error = %v", origin.URL, err)
+	}
+	hdr := <-seen
+	for _, k := range credHeaders {
+		if v := hdr.Get(k); v != "" {
+			t.Errorf("the other host got %s: %q; want no credential of the call", k, v)
+		}
+	}
+	if hdr.Get("Accept") != "text/plain" {
+		t.Errorf("the other host got Accept %q; want the call's other headers", hdr.Get("Accept"))
+	}
+	want := "Note: the redirect to " + hostPort(t, target) + " was sent without the headers Authorization, Cookie, Private-Token, X-Api-Key, X-Auth-Token, which were for " + hostPort(t, origin)
+	if !strings.HasSuffix(got, "arrived") || !strings.Contains(got, want) {
+		t.Errorf("Call(%s/away) = %q; want the page it redirects to, and %q", origin.URL, got, want)
+	}
+
+	// On the call's own host they follow.
+	if _, err := h.Call(t.Context(), args(t, "GET", origin.URL+"/same", withCreds)); err != nil {
+		t.Fatalf("Call(%s/same) error = %v", origin.URL, err)
+	}
+	hdr = <-seen
+	for _, k := range credHeaders {
+		if v := hdr.Get(k); v != "Bearer "+token {
+			t.Errorf("a redirect on the same host got %s: %q; want the call's credential", k, v)
+		}
+	}
+}

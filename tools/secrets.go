@@ -197,6 +197,19 @@ func (s *Secrets) AddExpanded(value string, fromEnv []Span) {
 // and the errors of its calls, which reach cards, the model and the
 // audit trail.
 func (s Secrets) Redact(text string) string {
+	return masked(text, append(s.valueSpans(text), urlSecrets(text)...))
+}
+
+// RedactValues is Redact without its rule for URLs: it hides the secret
+// values and the configured values' parts from the environment, and
+// leaves every other part of a URL as it is.
+func (s Secrets) RedactValues(text string) string {
+	return masked(text, s.valueSpans(text))
+}
+
+// valueSpans are the spans of text that Redact hides for the values
+// known to be secret.
+func (s Secrets) valueSpans(text string) []Span {
 	var hide []Span
 	for v, spans := range s.parts {
 		found := occurrences(text, v)
@@ -216,8 +229,7 @@ func (s Secrets) Redact(text string) string {
 			}
 		}
 	}
-	hide = append(hide, urlSecrets(text)...)
-	return masked(text, hide)
+	return hide
 }
 
 // secretForms are the ways a value may be written in a text.

@@ -101,7 +101,8 @@ func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
 
 // A credential in a call's headers is masked on the card, in the audit
 // stream, in the logs and in `bot checkpoints show`, while the call still
-// sends the real value.
+// sends the real value; a server that echoes it back does not show it in
+// the thread either.
 func TestCredentialsAreMaskedButSent(t *testing.T) {
 	t.Parallel()
 	const secret = "sk-live-0123456789abcdef"
@@ -111,7 +112,7 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 		mu.Lock()
 		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
 		mu.Unlock()
-		fmt.Fprint(w, "created")
+		fmt.Fprintf(w, "created; you sent Authorization: %s and X-Api-Key: %s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
 	}))
 	t.Cleanup(api.Close)
 	h := newHarness(t, "")
@@ -136,6 +137,14 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 	mu.Unlock()
 	if c := h.card(card); strings.Contains(c, secret) {
 		t.Errorf("settled card = %s; shows the secret", c)
+	}
+	if result := h.reply(root, "result:"); !strings.Contains(result.Text, "you sent Authorization: •••••• and X-Api-Key: ••••••") {
+		t.Errorf("result = %q; want the echoed credentials masked", result.Text)
+	}
+	for _, m := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.Contains(m.Text+string(m.Blocks), secret) {
+			t.Errorf("message %q shows the secret", m.Text)
+		}
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
 	defer rdb.Close()
