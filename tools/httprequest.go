@@ -21,6 +21,14 @@ import (
 // HTTPRequestName is the name of the built-in HTTP tool.
 const HTTPRequestName = "http_request"
 
+// ToolHeader is set, to the tool's name, on every request the
+// http_request tool sends, redirects included, whatever headers the call
+// names: the bot's own HTTP endpoints refuse requests that carry it, so
+// that no call reaches them — not Slack's endpoints, the OAuth callback,
+// /metrics or /readyz, nor the playground, which acts for every person
+// it simulates — under any name or address of the bot's.
+const ToolHeader = "Countersign-Tool"
+
 // ErrHostNotAllowed is returned by the http_request tool for a URL whose
 // host is not in its allow list.
 var ErrHostNotAllowed = errors.New("host not allowed")
@@ -225,12 +233,14 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 		}
 	}
 	slices.Sort(credNames)
+	req.Header.Set(ToolHeader, HTTPRequestName)
 
 	// A copy of the client per call, so that the redirect check can
 	// note why it stopped.
 	var stopped, credsNote string
 	client := *h.client
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		next.Header.Set(ToolHeader, HTTPRequestName)
 		switch {
 		case len(via) > maxRedirects:
 			stopped = fmt.Sprintf("stopped after %d redirects", maxRedirects)

@@ -556,3 +556,27 @@ func TestHTTPRequestRedirectLeavesCredentialsOnTheirHost(t *testing.T) {
 		}
 	}
 }
+
+// Every request of the tool says it is the tool's, redirects included,
+// whatever the call's headers say: the bot's own endpoints refuse them.
+func TestHTTPRequestMarksItsRequests(t *testing.T) {
+	t.Parallel()
+	seen := make(chan []string, 4)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values(tools.ToolHeader)
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+		}
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	for _, headers := range []map[string]string{nil, {tools.ToolHeader: ""}, {strings.ToLower(tools.ToolHeader): "someone else"}} {
+		if _, err := h.Call(t.Context(), args(t, "GET", srv.URL+"/old", func(m map[string]any) { m["headers"] = headers })); err != nil {
+			t.Fatalf("Call(%v) error = %v", headers, err)
+		}
+		for _, path := range []string{"/old", "/new"} {
+			if got := <-seen; len(got) != 1 || got[0] != tools.HTTPRequestName {
+				t.Errorf("with headers %v, %s got %s: %q; want %q", headers, path, tools.ToolHeader, got, tools.HTTPRequestName)
+			}
+		}
+	}
+}

@@ -207,3 +207,22 @@ func TestOneTurnPostsAtMostTheCapOfCards(t *testing.T) {
 		t.Errorf("%d calls ran, want none", n)
 	}
 }
+
+// An approved call to the bot's own address gets the bot's refusal, not
+// what its endpoints say.
+func TestBotRefusesItsOwnTool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Checking.", call("c1", "GET", "http://"+h.addr+"/readyz", "")),
+		llmtest.Reply("Checked."),
+	)
+	h.command("is the bot ready?", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	h.reply(root, "Checked.")
+	last := h.model.Requests()[len(h.model.Requests())-1]
+	if result := last.Messages[len(last.Messages)-1].Text(); !strings.HasPrefix(result, "HTTP 403") || strings.Contains(result, "ready") {
+		t.Errorf("the model was told %q; want the bot's refusal", result)
+	}
+}
