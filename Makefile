@@ -114,6 +114,8 @@ FUZZ_TARGETS = \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \
+	./tools:FuzzCheckURL \
+	./tools:FuzzHTTPRequestHidesCredentials \
 	./tools:FuzzMaskSecrets \
 	./tools:FuzzRedact \
 	./tools:FuzzRedactURL \

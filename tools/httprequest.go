@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // HTTPRequestName is the name of the built-in HTTP tool.
@@ -162,22 +165,17 @@ func (h *HTTPRequest) Idempotent(args json.RawMessage) bool {
 	return m == http.MethodGet || m == http.MethodHead
 }
 
-// Check implements Checker: a call to a host outside allow_hosts is
-// refused before anyone is asked to approve it.
+// Check implements Checker: a call to a host outside allow_hosts, or to a
+// URL that does not show what it calls (CheckURL), is refused before
+// anyone is asked to approve it.
 func (h *HTTPRequest) Check(args json.RawMessage) error {
 	var a httpArgs
 	if err := json.Unmarshal(args, &a); err != nil {
 		return fmt.Errorf("arguments: %w", err)
 	}
-	u, err := url.Parse(a.URL)
+	u, err := CheckURL(a.URL)
 	if err != nil {
-		return fmt.Errorf("url: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("url %q has no host", a.URL)
+		return err
 	}
 	if !h.allowed(u) {
 		return fmt.Errorf("host %s is not allowed (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
@@ -195,15 +193,9 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	if !slices.Contains(httpMethods, method) {
 		return "", fmt.Errorf("method %q: want one of %s", a.Method, strings.Join(httpMethods, ", "))
 	}
-	u, err := url.Parse(a.URL)
+	u, err := CheckURL(a.URL)
 	if err != nil {
 		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("url %q has no host", a.URL)
 	}
 	if !h.allowed(u) {
 		return "", fmt.Errorf("call %s (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
@@ -283,6 +275,169 @@ func dropCredentials(hdr http.Header) {
 			hdr.Del(k)
 		}
 	}
+}
+
+// ErrUnclearURL is returned by the http_request tool for a URL that does
+// not show plainly what the call reaches, so that a person approving it
+// could misread it.
+var ErrUnclearURL = errors.New("the URL does not show plainly what it calls")
+
+// CheckURL parses the URL of an http_request call and refuses one that
+// the tool cannot call (not http or https, no host), and one that would
+// call something other than what a person reads in it:
+//   - user information ("https://user:pw@host/", or
+//     "https://good.example@evil.example/"): a password would show on the
+//     card, and the part before the @ reads like the host. Credentials go
+//     in a header, which the card masks;
+//   - a host written with %-escapes ("%65vil.example" calls evil.example);
+//   - an IPv4 address written other than as four decimal numbers
+//     ("2130706433", "0x7f.1", "0177.0.0.1", "127.1", "127.0.0.1."),
+//     which the system's resolver, on many systems, dials as 127.0.0.1,
+//     and a host that ends in a number but is no address;
+//   - an IPv4 address written as IPv6 ("[::ffff:7f00:1]").
+//
+// Such a URL is an error to the model, which may ask again with the
+// address written plainly (the error says how); nobody sees a card.
+func CheckURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("url %q: only http and https URLs are supported", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("url %q has no host", raw)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("url %s has user information before its host: send credentials in a header (Authorization: Basic …), which the card masks: %w", u.Redacted(), ErrUnclearURL)
+	}
+	if written := writtenHost(raw); written != u.Host {
+		return nil, fmt.Errorf("the host of url %q is written with %%-escapes: write it as it is called, %s: %w", raw, u.Host, ErrUnclearURL)
+	}
+	host := dialledHost(u.Hostname())
+	if strings.Contains(host, ":") {
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Is4In6() {
+			return nil, fmt.Errorf("the host [%s] is the IPv4 address %s: write it %s: %w", u.Hostname(), ip.Unmap(), ip.Unmap(), ErrUnclearURL)
+		}
+		return u, nil
+	}
+	if !endsInNumber(host) {
+		return u, nil
+	}
+	ip, ok := parseIPv4(host)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("the host %s ends in a number but is not an IPv4 address: %w", u.Hostname(), ErrUnclearURL)
+	case ip.String() != u.Hostname():
+		return nil, fmt.Errorf("the host %s is the IPv4 address %s written another way: write it %s: %w", u.Hostname(), ip, ip, ErrUnclearURL)
+	}
+	return u, nil
+}
+
+// writtenHost is the host of a URL as written in raw (with its port),
+// before url.Parse decodes its %-escapes: from after "//" to the first /,
+// ? or #, after the last @.
+func writtenHost(raw string) string {
+	_, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		// An IPv6 zone is written %25 in a URL: "[fe80::1%25eth0]".
+		rest = strings.Replace(rest, "%25", "%", 1)
+	}
+	return rest
+}
+
+// dialledHost is the host name net/http dials for a URL's host: an ASCII
+// host as it is, any other in its IDNA (lookup) form, which maps
+// look-alikes such as full-width digits and dots to ASCII.
+func dialledHost(host string) string {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			if ascii, err := idna.Lookup.ToASCII(host); err == nil {
+				return ascii
+			}
+			return host
+		}
+	}
+	return host
+}
+
+// endsInNumber reports whether a host's last label (a trailing dot
+// aside) is a number, decimal or 0x hexadecimal: the WHATWG URL
+// standard's test for a host to be read as an IPv4 address.
+func endsInNumber(host string) bool {
+	labels := strings.Split(host, ".")
+	if len(labels) > 1 && labels[len(labels)-1] == "" {
+		labels = labels[:len(labels)-1]
+	}
+	last := labels[len(labels)-1]
+	if last != "" && strings.Trim(last, "0123456789") == "" {
+		return true
+	}
+	_, ok := ipv4Number(last)
+	return ok && (strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X"))
+}
+
+// parseIPv4 reads an IPv4 address as the WHATWG URL standard (and
+// inet_aton) do: one to four numbers, each decimal, octal (a leading 0)
+// or hexadecimal (0x), the last filling the bytes left.
+func parseIPv4(host string) (netip.Addr, bool) {
+	parts := strings.Split(host, ".")
+	if len(parts) > 1 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var v uint64
+	for i, p := range parts {
+		n, ok := ipv4Number(p)
+		if !ok || p == "" {
+			return netip.Addr{}, false
+		}
+		if i < len(parts)-1 {
+			if n > 255 {
+				return netip.Addr{}, false
+			}
+			v = v<<8 | n
+			continue
+		}
+		left := uint(4 - i) // bytes the last number fills
+		if n >= 1<<(8*left) {
+			return netip.Addr{}, false
+		}
+		v = v<<(8*left) | n
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// ipv4Number reads one number of an IPv4 address: decimal, octal after
+// a leading 0, hexadecimal after 0x ("0x" alone is 0).
+func ipv4Number(s string) (uint64, bool) {
+	base := 10
+	switch {
+	case strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X"):
+		s, base = s[2:], 16
+		if s == "" {
+			return 0, true
+		}
+	case len(s) > 1 && s[0] == '0':
+		s, base = s[1:], 8
+	}
+	if s == "" || strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, base, 32)
+	return n, err == nil
 }
 
 // allowed reports whether the tool may call u's host.

@@ -85,7 +85,7 @@ func TestPlaygroundRefusesTheBotsOwnTool(t *testing.T) {
 	t.Parallel()
 	model := llmtest.NewOpenAIServer(t)
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	rule := "tools:\n  http_request:\n    approval: never\n    allow_hosts: [\"127.0.0.1\", localhost, \"::ffff:127.0.0.1\"]\n"
+	rule := "tools:\n  http_request:\n    approval: never\n    allow_hosts: [\"127.0.0.1\", localhost]\n"
 	if err := os.WriteFile(policy, []byte(rule), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestPlaygroundRefusesTheBotsOwnTool(t *testing.T) {
 			toolCall("c1", "GET", "http://127.0.0.1:"+port+"/", ""),
 			toolCall("c2", "GET", "http://localhost:"+port+"/ui/state", ""),
 			toolCall("c3", "POST", "http://127.0.0.1:"+port+"/ui/send", `{"user":"U0TEAMMATE","text":"forged by a tool"}`),
-			toolCall("c4", "GET", "http://[::ffff:127.0.0.1]:"+port+"/metrics", "")),
+			toolCall("c4", "GET", "http://localhost:"+port+"/metrics", "")),
 		llmtest.Reply("Done."),
 	)
 	ui("POST", "ui/send", `{"user":"U0YOU","text":"/agent look around"}`, token)
