@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/idna"
 )
 
@@ -177,6 +179,9 @@ func (h *HTTPRequest) Check(args json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if err := checkHeaders(a.Headers); err != nil {
+		return err
+	}
 	if !h.allowed(u) {
 		return fmt.Errorf("host %s is not allowed (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
 	}
@@ -195,6 +200,9 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	}
 	u, err := CheckURL(a.URL)
 	if err != nil {
+		return "", err
+	}
+	if err := checkHeaders(a.Headers); err != nil {
 		return "", err
 	}
 	if !h.allowed(u) {
@@ -333,6 +341,37 @@ func CheckURL(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("the host %s is the IPv4 address %s written another way: write it %s: %w", u.Hostname(), ip, ip, ErrUnclearURL)
 	}
 	return u, nil
+}
+
+// ErrHeaderNotSent is returned by the http_request tool for a header it
+// would not send as the card shows it.
+var ErrHeaderNotSent = errors.New("header not sent as written")
+
+// checkHeaders refuses headers that the request would not carry as
+// written: a name given twice in different case (one of the two would be
+// sent, either), a name or value net/http refuses (a line break), and
+// headers net/http sets itself from the URL and the body (Host,
+// Content-Length, Transfer-Encoding, Trailer) or the tool sets
+// (ToolHeader).
+func checkHeaders(headers map[string]string) error {
+	seen := make(map[string]string, len(headers))
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		key := http.CanonicalHeaderKey(name)
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			return fmt.Errorf("%q is not an HTTP header name: %w", name, ErrHeaderNotSent)
+		case !httpguts.ValidHeaderFieldValue(headers[name]):
+			return fmt.Errorf("the value of header %s holds a control character (a line break?): %w", name, ErrHeaderNotSent)
+		case seen[key] != "":
+			return fmt.Errorf("headers %q and %q are one header (names are not case-sensitive); name it once: %w", seen[key], name, ErrHeaderNotSent)
+		case key == "Host" || key == "Content-Length" || key == "Transfer-Encoding" || key == "Trailer":
+			return fmt.Errorf("header %s is set from the URL and the body; leave it out: %w", name, ErrHeaderNotSent)
+		case key == ToolHeader:
+			return fmt.Errorf("header %s is set by the tool; leave it out: %w", name, ErrHeaderNotSent)
+		}
+		seen[key] = name
+	}
+	return nil
 }
 
 // writtenHost is the host of a URL as written in raw (with its port),

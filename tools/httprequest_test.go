@@ -561,8 +561,8 @@ func TestHTTPRequestRedirectLeavesCredentialsOnTheirHost(t *testing.T) {
 	}
 }
 
-// Every request of the tool says it is the tool's, redirects included,
-// whatever the call's headers say: the bot's own endpoints refuse them.
+// Every request of the tool says it is the tool's, redirects included:
+// the bot's own endpoints refuse them. A call cannot name the header.
 func TestHTTPRequestMarksItsRequests(t *testing.T) {
 	t.Parallel()
 	seen := make(chan []string, 4)
@@ -573,7 +573,12 @@ func TestHTTPRequestMarksItsRequests(t *testing.T) {
 		}
 	})
 	h := tools.NewHTTPRequest(tools.HTTPOptions{})
-	for _, headers := range []map[string]string{nil, {tools.ToolHeader: ""}, {strings.ToLower(tools.ToolHeader): "someone else"}} {
+	for _, headers := range []map[string]string{{tools.ToolHeader: ""}, {strings.ToLower(tools.ToolHeader): "someone else"}} {
+		if _, err := h.Call(t.Context(), args(t, "GET", srv.URL+"/old", func(m map[string]any) { m["headers"] = headers })); !errors.Is(err, tools.ErrHeaderNotSent) {
+			t.Errorf("Call(%v) error = %v, want %v", headers, err, tools.ErrHeaderNotSent)
+		}
+	}
+	for _, headers := range []map[string]string{nil, {"Accept": "text/plain"}} {
 		if _, err := h.Call(t.Context(), args(t, "GET", srv.URL+"/old", func(m map[string]any) { m["headers"] = headers })); err != nil {
 			t.Fatalf("Call(%v) error = %v", headers, err)
 		}
@@ -739,3 +744,36 @@ func FuzzHTTPRequestHidesCredentials(f *testing.F) {
 
 // moreNote is the note that ends a result cut short.
 var moreNote = regexp.MustCompile(`\n\[… (at least )?\d+ more bytes not shown\]$`)
+
+// Headers the request would not carry as the card shows them are refused
+// before any card.
+func TestHTTPRequestHeadersNotSentAsWritten(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	tests := []struct {
+		headers map[string]string
+		want    string
+	}{
+		{map[string]string{"X-Amz-Target": "Read", "x-amz-target": "DeleteEverything"}, `headers "X-Amz-Target" and "x-amz-target" are one header`},
+		{map[string]string{"X-Note": "a\r\nX-Admin: true"}, "the value of header X-Note holds a control character"},
+		{map[string]string{"X Admin": "true"}, `"X Admin" is not an HTTP header name`},
+		{map[string]string{"Host": "admin.internal"}, "header Host is set from the URL and the body"},
+		{map[string]string{"transfer-encoding": "chunked"}, "header transfer-encoding is set from the URL and the body"},
+	}
+	for _, tt := range tests {
+		a := args(t, "POST", srv.URL, func(m map[string]any) { m["headers"] = tt.headers })
+		if err := h.Check(a); !errors.Is(err, tools.ErrHeaderNotSent) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Check(%s) = %v; want %v containing %q", a, err, tools.ErrHeaderNotSent, tt.want)
+		}
+		if _, err := h.Call(t.Context(), a); !errors.Is(err, tools.ErrHeaderNotSent) {
+			t.Errorf("Call(%s) = %v; want %v", a, err, tools.ErrHeaderNotSent)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+	if err := h.Check(args(t, "GET", srv.URL, func(m map[string]any) { m["headers"] = map[string]string{"Accept": "text/plain", "X-Api-Key": "k"} })); err != nil {
+		t.Errorf("Check with plain headers = %v, want nil", err)
+	}
+}
