@@ -111,6 +111,7 @@ FUZZ_TARGETS = \
 	./slackui:FuzzHomeConnections \
 	./slackui:FuzzVisibleJSON \
 	./tools:FuzzCanonical \
+	./tools:FuzzArgsHashStored \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \

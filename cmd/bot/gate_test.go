@@ -340,3 +340,26 @@ func TestUnclearURLGetsNoCard(t *testing.T) {
 		t.Errorf("the numeric host was called %d times", n)
 	}
 }
+
+// A call whose arguments hold & (a URL's query) is approved and runs once:
+// its checkpoint stores the & escaped, as json.Marshal writes it, and the
+// approval is bound to the arguments all the same.
+func TestApproveAURLWithAQuery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Searching.", call("c1", "GET", h.target.URL+"/search?q=a&page=2", "")),
+		llmtest.Reply("Found it."),
+	)
+	h.command("search", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.reply(root, "Found it.")
+	if n := h.target.Count("GET /search"); n != 1 {
+		t.Errorf("the search ran %d times, want once", n)
+	}
+	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") {
+		t.Errorf("card = %s; want it approved by %s", got, approver)
+	}
+}
