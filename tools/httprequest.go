@@ -233,6 +233,7 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 		}
 	}
 	slices.Sort(credNames)
+	creds.Add(queryCredentials(u)...)
 	req.Header.Set(ToolHeader, HTTPRequestName)
 
 	// A copy of the client per call, so that the redirect check can

@@ -99,7 +99,7 @@ func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
 	}
 }
 
-// A credential in a call's headers is masked on the card, in the audit
+// A credential in a call's headers or its URL's query is masked on the card, in the audit
 // stream, in the logs and in `bot checkpoints show`, while the call still
 // sends the real value; a server that echoes it back does not show it in
 // the thread either.
@@ -110,13 +110,13 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 	var got []string
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key")+"|"+r.URL.Query().Get("api_key"))
 		mu.Unlock()
 		fmt.Fprintf(w, "created; you sent Authorization: %s and X-Api-Key: %s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
 	}))
 	t.Cleanup(api.Close)
 	h := newHarness(t, "")
-	args, _ := json.Marshal(map[string]any{"method": "POST", "url": api.URL + "/items",
+	args, _ := json.Marshal(map[string]any{"method": "POST", "url": api.URL + "/items?api_key=" + secret + "&page=2",
 		"headers": map[string]string{"Authorization": "Bearer " + secret, "X-Api-Key": secret, "Accept": "text/plain"}})
 	h.model.Then(
 		llmtest.Reply("Creating the item.", llm.ToolCall{ID: "c1", Name: "http_request", Arguments: string(args)}),
@@ -125,13 +125,14 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 	h.command("create the item", nil, nil)
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
-	if c := h.card(card); strings.Contains(c, secret) || !strings.Contains(c, "Bearer ••••••") || !strings.Contains(c, "text/plain") {
+	if c := h.card(card); strings.Contains(c, secret) || !strings.Contains(c, "Bearer ••••••") || !strings.Contains(c, "text/plain") ||
+		!strings.Contains(c, "/items?api_key=••••••&amp;page=2") {
 		t.Errorf("card = %s; want the credentials masked, other headers shown", c)
 	}
 	h.click(card, "approve", approver)
 	h.reply(root, "Created.")
 	mu.Lock()
-	if want := "Bearer " + secret + "|" + secret; len(got) != 1 || got[0] != want {
+	if want := "Bearer " + secret + "|" + secret + "|" + secret; len(got) != 1 || got[0] != want {
 		t.Errorf("the API got credentials %q, want one call with %q", got, want)
 	}
 	mu.Unlock()
