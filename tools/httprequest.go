@@ -231,6 +231,14 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 			creds.Add(v)
 			credNames = append(credNames, http.CanonicalHeaderKey(k))
 		}
+		if strings.EqualFold(k, "Cookie") {
+			// A server may echo each cookie on its own.
+			for _, c := range strings.Split(v, ";") {
+				if _, value, ok := strings.Cut(c, "="); ok {
+					creds.Add(strings.TrimSpace(value))
+				}
+			}
+		}
 	}
 	slices.Sort(credNames)
 	creds.Add(queryCredentials(u)...)

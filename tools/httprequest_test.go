@@ -461,11 +461,17 @@ func TestCapText(t *testing.T) {
 // card masked them, and the result reaches the thread and the model.
 func TestHTTPRequestResultHidesEchoedCredentials(t *testing.T) {
 	t.Parallel()
-	const token, key = "sk-live-0123456789abcdef", "k3y-from-the-edit"
+	const token, key, cookie = "sk-live-0123456789abcdef", "k3y-from-the-edit", "c00kie-0f-the-session"
 	echo, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/next?key="+url.QueryEscape(r.Header.Get("X-Api-Key")))
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
+		case "/cookies":
+			cookies := map[string]string{}
+			for _, c := range r.Cookies() {
+				cookies[c.Name] = c.Value
+			}
+			json.NewEncoder(w).Encode(map[string]any{"cookies": cookies})
 		case "/cut":
 			// The body is cut within the key.
 			fmt.Fprint(w, strings.Repeat(".", 60)+r.Header.Get("X-Api-Key"))
@@ -476,14 +482,15 @@ func TestHTTPRequestResultHidesEchoedCredentials(t *testing.T) {
 	})
 	whole, cut := tools.NewHTTPRequest(tools.HTTPOptions{}), tools.NewHTTPRequest(tools.HTTPOptions{MaxBody: 66})
 	withCreds := func(m map[string]any) {
-		m["headers"] = map[string]string{"Authorization": "Bearer " + token, "x-api-key": key, "Accept": "application/json"}
+		m["headers"] = map[string]string{"Authorization": "Bearer " + token, "x-api-key": key, "Accept": "application/json",
+			"Cookie": "theme=dark; session=" + cookie}
 	}
-	for path, h := range map[string]*tools.HTTPRequest{"/headers": whole, "/cut": cut} {
+	for path, h := range map[string]*tools.HTTPRequest{"/headers": whole, "/cookies": whole, "/cut": cut} {
 		got, err := h.Call(t.Context(), args(t, "GET", echo.URL+path, withCreds))
 		if err != nil {
 			t.Fatalf("Call(%s) error = %v", path, err)
 		}
-		for _, secret := range []string{token, key, key[:6], url.QueryEscape(key)} {
+		for _, secret := range []string{token, key, key[:6], url.QueryEscape(key), cookie} {
 			if strings.Contains(got, secret) {
 				t.Errorf("Call(%s) = %q; shows %q of the credentials", path, got, secret)
 			}
