@@ -111,9 +111,12 @@ FUZZ_TARGETS = \
 	./slackui:FuzzHomeConnections \
 	./slackui:FuzzVisibleJSON \
 	./tools:FuzzCanonical \
+	./tools:FuzzArgsHashStored \
 	./tools:FuzzParsePolicy \
 	./tools:FuzzParseMCPServers \
 	./tools:FuzzAllowHostsDialled \
+	./tools:FuzzCheckURL \
+	./tools:FuzzHTTPRequestHidesCredentials \
 	./tools:FuzzMaskSecrets \
 	./tools:FuzzRedact \
 	./tools:FuzzRedactURL \

@@ -210,7 +210,15 @@ func syntaxErr(err error) error {
 // ArgsHash is the hash an approval is bound to: SHA-256 over the tool's
 // name and its canonical arguments, in hex. A decision claims it, and a
 // call runs only if the hash of what it is about to run equals it.
+//
+// The arguments may also be as a checkpoint stores them: json.Marshal
+// writes <, > and & as \u003c, \u003e and \u0026, which the canonical
+// form never does, so a call read back from its checkpoint holds
+// "?a=1\u0026b=2" where its card was made from "?a=1&b=2". Those escapes
+// are read as their characters: the hash is the canonical form's, before
+// a save and after.
 func ArgsHash(tool string, canonical json.RawMessage) string {
+	canonical = unescapeHTML(canonical)
 	// It is computed several times a step, for each call a checkpoint
 	// holds: what is hashed goes through a buffer on the stack when it
 	// fits, and the hex digits are the one allocation.
@@ -219,6 +227,42 @@ func ArgsHash(tool string, canonical json.RawMessage) string {
 	var digits [2 * sha256.Size]byte
 	hex.Encode(digits[:], sum[:])
 	return string(digits[:])
+}
+
+// unescapeHTML undoes json.Marshal's escaping of <, > and & in the JSON
+// b (\u003c, \u003e, \u0026), leaving every other escape as it is. b is
+// returned as it is when it holds none.
+func unescapeHTML(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			var c byte
+			switch string(b[i+2 : i+6]) {
+			case "003c", "003C":
+				c = '<'
+			case "003e", "003E":
+				c = '>'
+			case "0026":
+				c = '&'
+			}
+			if c != 0 {
+				out = append(out, c)
+				i += 5
+				continue
+			}
+		}
+		// Another escape, \\ included: both bytes as they are.
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
 
 // ShortHash is the form of a hash a card shows: its first 12 hex digits.

@@ -268,3 +268,59 @@ func refSyntaxErr(err error) error {
 	}
 	return fmt.Errorf("%w: %v", tools.ErrAmbiguousArgs, strings.TrimPrefix(err.Error(), "json: "))
 }
+
+// A call read back from its checkpoint holds its arguments as
+// json.Marshal writes them, with <, > and & escaped; they hash as the
+// canonical form its card was made from does, and other arguments do not.
+func TestArgsHashOfTheStoredForm(t *testing.T) {
+	t.Parallel()
+	canonical, err := tools.Canonical(json.RawMessage(`{"method":"GET","url":"https://api.example.com/items?a=1&b=<2>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := json.Marshal(canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(stored) == string(canonical) {
+		t.Fatalf("json.Marshal(%s) escaped nothing; the test needs it to", canonical)
+	}
+	want := tools.ArgsHash("http_request", canonical)
+	if got := tools.ArgsHash("http_request", stored); got != want {
+		t.Errorf("ArgsHash(%s) = %s, want %s, the hash of %s", stored, got, want, canonical)
+	}
+	// A backslash before "u0026" is a character of the value, not an
+	// escape of &.
+	if literal := `{"a":"\\u0026"}`; tools.ArgsHash("t", json.RawMessage(literal)) == tools.ArgsHash("t", json.RawMessage(`{"a":"&"}`)) {
+		t.Errorf("ArgsHash(%s) = ArgsHash({\"a\":\"&\"})", literal)
+	}
+}
+
+// FuzzArgsHashStored: arguments hash the same in canonical form and as a
+// checkpoint stores them, and two canonical forms that differ never hash
+// the same.
+func FuzzArgsHashStored(f *testing.F) {
+	f.Add([]byte(`{"url":"https://x/?a=1&b=<2>"}`), []byte(`{"url":"https://x/?a=1\\u0026b=2"}`))
+	f.Add([]byte(`{"a":"\\\\u0026"}`), []byte(`{"a":"&"}`))
+	f.Add([]byte(`["\\u003c","<",">&"]`), []byte(`["\\\\u003c"]`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ca, err := tools.Canonical(a)
+		if err != nil {
+			return
+		}
+		stored, err := json.Marshal(json.RawMessage(ca))
+		if err != nil {
+			t.Fatalf("json.Marshal(%s): %v", ca, err)
+		}
+		if tools.ArgsHash("t", stored) != tools.ArgsHash("t", ca) {
+			t.Errorf("ArgsHash(%s) differs from ArgsHash(%s), its canonical form", stored, ca)
+		}
+		cb, err := tools.Canonical(b)
+		if err != nil {
+			return
+		}
+		if string(ca) != string(cb) && tools.ArgsHash("t", ca) == tools.ArgsHash("t", cb) {
+			t.Errorf("ArgsHash(%s) = ArgsHash(%s)", ca, cb)
+		}
+	})
+}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -16,10 +18,21 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 )
 
 // HTTPRequestName is the name of the built-in HTTP tool.
 const HTTPRequestName = "http_request"
+
+// ToolHeader is set, to the tool's name, on every request the
+// http_request tool sends, redirects included, whatever headers the call
+// names: the bot's own HTTP endpoints refuse requests that carry it, so
+// that no call reaches them — not Slack's endpoints, the OAuth callback,
+// /metrics or /readyz, nor the playground, which acts for every person
+// it simulates — under any name or address of the bot's.
+const ToolHeader = "Countersign-Tool"
 
 // ErrHostNotAllowed is returned by the http_request tool for a URL whose
 // host is not in its allow list.
@@ -154,22 +167,20 @@ func (h *HTTPRequest) Idempotent(args json.RawMessage) bool {
 	return m == http.MethodGet || m == http.MethodHead
 }
 
-// Check implements Checker: a call to a host outside allow_hosts is
-// refused before anyone is asked to approve it.
+// Check implements Checker: a call to a host outside allow_hosts, or to a
+// URL that does not show what it calls (CheckURL), is refused before
+// anyone is asked to approve it.
 func (h *HTTPRequest) Check(args json.RawMessage) error {
 	var a httpArgs
 	if err := json.Unmarshal(args, &a); err != nil {
 		return fmt.Errorf("arguments: %w", err)
 	}
-	u, err := url.Parse(a.URL)
+	u, err := CheckURL(a.URL)
 	if err != nil {
-		return fmt.Errorf("url: %w", err)
+		return err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("url %q has no host", a.URL)
+	if err := checkHeaders(a.Headers); err != nil {
+		return err
 	}
 	if !h.allowed(u) {
 		return fmt.Errorf("host %s is not allowed (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
@@ -187,15 +198,12 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	if !slices.Contains(httpMethods, method) {
 		return "", fmt.Errorf("method %q: want one of %s", a.Method, strings.Join(httpMethods, ", "))
 	}
-	u, err := url.Parse(a.URL)
+	u, err := CheckURL(a.URL)
 	if err != nil {
 		return "", err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("url %q: only http and https URLs are supported", a.URL)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("url %q has no host", a.URL)
+	if err := checkHeaders(a.Headers); err != nil {
+		return "", err
 	}
 	if !h.allowed(u) {
 		return "", fmt.Errorf("call %s (allowed: %s): %w", u.Host, strings.Join(h.allowText, ", "), ErrHostNotAllowed)
@@ -211,15 +219,37 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 	if err != nil {
 		return "", err
 	}
+	// The call's credentials go to the host it names, and no further;
+	// what comes back shows none of them (a server may echo a request's
+	// headers): the card masked them, and so does the result, which the
+	// thread and the model read.
+	var creds Secrets
+	var credNames []string
 	for k, v := range a.Headers {
 		req.Header.Set(k, v)
+		if IsCredentialName(k) {
+			creds.Add(v)
+			credNames = append(credNames, http.CanonicalHeaderKey(k))
+		}
+		if strings.EqualFold(k, "Cookie") {
+			// A server may echo each cookie on its own.
+			for _, c := range strings.Split(v, ";") {
+				if _, value, ok := strings.Cut(c, "="); ok {
+					creds.Add(strings.TrimSpace(value))
+				}
+			}
+		}
 	}
+	slices.Sort(credNames)
+	creds.Add(queryCredentials(u)...)
+	req.Header.Set(ToolHeader, HTTPRequestName)
 
 	// A copy of the client per call, so that the redirect check can
 	// note why it stopped.
-	var stopped string
+	var stopped, credsNote string
 	client := *h.client
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		next.Header.Set(ToolHeader, HTTPRequestName)
 		switch {
 		case len(via) > maxRedirects:
 			stopped = fmt.Sprintf("stopped after %d redirects", maxRedirects)
@@ -231,6 +261,15 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 			// The person who approved the call saw only its URL: a
 			// redirect elsewhere is the model's to propose as a new call.
 			stopped = fmt.Sprintf("redirect to another host (%s) not followed: to call it, ask for a new http_request to that URL", next.URL.Host)
+		case !sameHost(u, next.URL):
+			// An allowed host, but not the one the credentials were
+			// approved for: net/http keeps every header but
+			// Authorization and Cookie on such a redirect.
+			dropCredentials(next.Header)
+			if len(credNames) > 0 {
+				credsNote = fmt.Sprintf("the redirect to %s was sent without the headers %s, which were for %s", next.URL.Host, strings.Join(credNames, ", "), u.Host)
+			}
+			return nil
 		default:
 			return nil
 		}
@@ -241,7 +280,212 @@ func (h *HTTPRequest) Call(ctx context.Context, args json.RawMessage) (string, e
 		return "", requestError(u, err)
 	}
 	defer resp.Body.Close()
-	return h.result(u, resp, stopped), nil
+	notes := slices.DeleteFunc([]string{credsNote, stopped}, func(s string) bool { return s == "" })
+	return h.result(u, resp, notes, creds), nil
+}
+
+// dropCredentials deletes the headers whose names look like credentials
+// (IsCredentialName).
+func dropCredentials(hdr http.Header) {
+	for k := range hdr {
+		if IsCredentialName(k) {
+			hdr.Del(k)
+		}
+	}
+}
+
+// ErrUnclearURL is returned by the http_request tool for a URL that does
+// not show plainly what the call reaches, so that a person approving it
+// could misread it.
+var ErrUnclearURL = errors.New("the URL does not show plainly what it calls")
+
+// CheckURL parses the URL of an http_request call and refuses one that
+// the tool cannot call (not http or https, no host), and one that would
+// call something other than what a person reads in it:
+//   - user information ("https://user:pw@host/", or
+//     "https://good.example@evil.example/"): a password would show on the
+//     card, and the part before the @ reads like the host. Credentials go
+//     in a header, which the card masks;
+//   - a host written with %-escapes ("%65vil.example" calls evil.example);
+//   - an IPv4 address written other than as four decimal numbers
+//     ("2130706433", "0x7f.1", "0177.0.0.1", "127.1", "127.0.0.1."),
+//     which the system's resolver, on many systems, dials as 127.0.0.1,
+//     and a host that ends in a number but is no address;
+//   - an IPv4 address written as IPv6 ("[::ffff:7f00:1]").
+//
+// Such a URL is an error to the model, which may ask again with the
+// address written plainly (the error says how); nobody sees a card.
+func CheckURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("url %q: only http and https URLs are supported", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("url %q has no host", raw)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("url %s has user information before its host: send credentials in a header (Authorization: Basic …), which the card masks: %w", u.Redacted(), ErrUnclearURL)
+	}
+	if written := writtenHost(raw); written != u.Host {
+		return nil, fmt.Errorf("the host of url %q is written with %%-escapes: write it as it is called, %s: %w", raw, u.Host, ErrUnclearURL)
+	}
+	host := dialledHost(u.Hostname())
+	if strings.Contains(host, ":") {
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Is4In6() {
+			return nil, fmt.Errorf("the host [%s] is the IPv4 address %s: write it %s: %w", u.Hostname(), ip.Unmap(), ip.Unmap(), ErrUnclearURL)
+		}
+		return u, nil
+	}
+	if !endsInNumber(host) {
+		return u, nil
+	}
+	ip, ok := parseIPv4(host)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("the host %s ends in a number but is not an IPv4 address: %w", u.Hostname(), ErrUnclearURL)
+	case ip.String() != u.Hostname():
+		return nil, fmt.Errorf("the host %s is the IPv4 address %s written another way: write it %s: %w", u.Hostname(), ip, ip, ErrUnclearURL)
+	}
+	return u, nil
+}
+
+// ErrHeaderNotSent is returned by the http_request tool for a header it
+// would not send as the card shows it.
+var ErrHeaderNotSent = errors.New("header not sent as written")
+
+// checkHeaders refuses headers that the request would not carry as
+// written: a name given twice in different case (one of the two would be
+// sent, either), a name or value net/http refuses (a line break), and
+// headers net/http sets itself from the URL and the body (Host,
+// Content-Length, Transfer-Encoding, Trailer) or the tool sets
+// (ToolHeader).
+func checkHeaders(headers map[string]string) error {
+	seen := make(map[string]string, len(headers))
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		key := http.CanonicalHeaderKey(name)
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			return fmt.Errorf("%q is not an HTTP header name: %w", name, ErrHeaderNotSent)
+		case !httpguts.ValidHeaderFieldValue(headers[name]):
+			return fmt.Errorf("the value of header %s holds a control character (a line break?): %w", name, ErrHeaderNotSent)
+		case seen[key] != "":
+			return fmt.Errorf("headers %q and %q are one header (names are not case-sensitive); name it once: %w", seen[key], name, ErrHeaderNotSent)
+		case key == "Host" || key == "Content-Length" || key == "Transfer-Encoding" || key == "Trailer":
+			return fmt.Errorf("header %s is set from the URL and the body; leave it out: %w", name, ErrHeaderNotSent)
+		case key == ToolHeader:
+			return fmt.Errorf("header %s is set by the tool; leave it out: %w", name, ErrHeaderNotSent)
+		}
+		seen[key] = name
+	}
+	return nil
+}
+
+// writtenHost is the host of a URL as written in raw (with its port),
+// before url.Parse decodes its %-escapes: from after "//" to the first /,
+// ? or #, after the last @.
+func writtenHost(raw string) string {
+	_, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		// An IPv6 zone is written %25 in a URL: "[fe80::1%25eth0]".
+		rest = strings.Replace(rest, "%25", "%", 1)
+	}
+	return rest
+}
+
+// dialledHost is the host name net/http dials for a URL's host: an ASCII
+// host as it is, any other in its IDNA (lookup) form, which maps
+// look-alikes such as full-width digits and dots to ASCII.
+func dialledHost(host string) string {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			if ascii, err := idna.Lookup.ToASCII(host); err == nil {
+				return ascii
+			}
+			return host
+		}
+	}
+	return host
+}
+
+// endsInNumber reports whether a host's last label (a trailing dot
+// aside) is a number, decimal or 0x hexadecimal: the WHATWG URL
+// standard's test for a host to be read as an IPv4 address.
+func endsInNumber(host string) bool {
+	labels := strings.Split(host, ".")
+	if len(labels) > 1 && labels[len(labels)-1] == "" {
+		labels = labels[:len(labels)-1]
+	}
+	last := labels[len(labels)-1]
+	if last != "" && strings.Trim(last, "0123456789") == "" {
+		return true
+	}
+	_, ok := ipv4Number(last)
+	return ok && (strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X"))
+}
+
+// parseIPv4 reads an IPv4 address as the WHATWG URL standard (and
+// inet_aton) do: one to four numbers, each decimal, octal (a leading 0)
+// or hexadecimal (0x), the last filling the bytes left.
+func parseIPv4(host string) (netip.Addr, bool) {
+	parts := strings.Split(host, ".")
+	if len(parts) > 1 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var v uint64
+	for i, p := range parts {
+		n, ok := ipv4Number(p)
+		if !ok || p == "" {
+			return netip.Addr{}, false
+		}
+		if i < len(parts)-1 {
+			if n > 255 {
+				return netip.Addr{}, false
+			}
+			v = v<<8 | n
+			continue
+		}
+		left := uint(4 - i) // bytes the last number fills
+		if n >= 1<<(8*left) {
+			return netip.Addr{}, false
+		}
+		v = v<<(8*left) | n
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// ipv4Number reads one number of an IPv4 address: decimal, octal after
+// a leading 0, hexadecimal after 0x ("0x" alone is 0).
+func ipv4Number(s string) (uint64, bool) {
+	base := 10
+	switch {
+	case strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X"):
+		s, base = s[2:], 16
+		if s == "" {
+			return 0, true
+		}
+	case len(s) > 1 && s[0] == '0':
+		s, base = s[1:], 8
+	}
+	if s == "" || strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, base, 32)
+	return n, err == nil
 }
 
 // allowed reports whether the tool may call u's host.
@@ -293,7 +537,10 @@ func effectivePort(u *url.URL) string {
 //	Content-Type: application/json
 //
 //	{"ok":true}
-func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, stopped string) string {
+//
+// Every value of creds is masked in it, also at the end of a body cut
+// short.
+func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, notes []string, creds Secrets) string {
 	var sb strings.Builder
 	status := resp.Status
 	if status == "" {
@@ -308,17 +555,17 @@ func (h *HTTPRequest) result(asked *url.URL, resp *http.Response, stopped string
 	if final := resp.Request.URL; final.String() != asked.String() {
 		sb.WriteString("Redirected to: " + final.Redacted() + "\n")
 	}
-	if stopped != "" {
-		sb.WriteString("Note: " + stopped + "\n")
+	for _, n := range notes {
+		sb.WriteString("Note: " + n + "\n")
 	}
 	sb.WriteString("\n")
-	sb.WriteString(h.body(resp))
-	return sb.String()
+	return creds.RedactValues(sb.String()) + h.body(resp, creds)
 }
 
 // body reads the response body and returns at most maxBody bytes of it as
-// text, cut at a character boundary, with a note of what was left out.
-func (h *HTTPRequest) body(resp *http.Response) string {
+// text, cut at a character boundary, with a note of what was left out;
+// the values of creds are masked in it.
+func (h *HTTPRequest) body(resp *http.Response, creds Secrets) string {
 	head, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxBody)+utf8.UTFMax))
 	if err != nil {
 		return fmt.Sprintf("[body not read: %v]", err)
@@ -341,13 +588,29 @@ func (h *HTTPRequest) body(resp *http.Response) string {
 		text = fmt.Sprintf("[binary body of %s bytes not shown]", count(total))
 	default:
 		shown := cutText(string(head), h.maxBody)
-		text = strings.ToValidUTF8(shown, "\uFFFD")
+		text = creds.RedactValues(strings.ToValidUTF8(shown, "\uFFFD"))
 		if left := total - int64(len(shown)); left > 0 {
-			text += moreBytes(count(left))
+			text = hideCutSecret(text, creds) + moreBytes(count(left))
 		}
 	}
 	if err != nil {
 		text += fmt.Sprintf("\n[body not read to the end: %v]", err)
+	}
+	return text
+}
+
+// hideCutSecret masks the end of a text cut short when it is the start of
+// a secret value (at least MinSecretLen bytes of it), which RedactValues
+// cannot recognise.
+func hideCutSecret(text string, s Secrets) string {
+	for _, v := range s.values {
+		for _, form := range secretForms(v) {
+			for k := len(form) - 1; k >= MinSecretLen; k-- {
+				if strings.HasSuffix(text, form[:k]) {
+					return text[:len(text)-k] + Masked
+				}
+			}
+		}
 	}
 	return text
 }

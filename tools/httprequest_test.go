@@ -7,12 +7,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 
 	"github.com/countersign/countersign/tools"
 )
@@ -211,8 +215,8 @@ func TestHTTPRequestHostPatterns(t *testing.T) {
 		if got := err == nil; got != tt.ok {
 			t.Errorf("Call(%s) with allow %q: err = %v, want allowed %v", tt.url, tt.allow, err, tt.ok)
 		}
-		if err != nil && !errors.Is(err, tools.ErrHostNotAllowed) {
-			t.Errorf("Call(%s) with allow %q: err = %v, want ErrHostNotAllowed", tt.url, tt.allow, err)
+		if err != nil && !errors.Is(err, tools.ErrHostNotAllowed) && !errors.Is(err, tools.ErrUnclearURL) {
+			t.Errorf("Call(%s) with allow %q: err = %v, want ErrHostNotAllowed or ErrUnclearURL", tt.url, tt.allow, err)
 		}
 	}
 }
@@ -449,5 +453,334 @@ func TestCapText(t *testing.T) {
 		if got := tools.CapText(tt.text, tt.max); got != tt.want {
 			t.Errorf("CapText(%q, %d) = %q, want %q", tt.text, tt.max, got, tt.want)
 		}
+	}
+}
+
+// A server that echoes the request's headers back, as many debugging
+// endpoints do, does not show the call's credentials in its result: the
+// card masked them, and the result reaches the thread and the model.
+func TestHTTPRequestResultHidesEchoedCredentials(t *testing.T) {
+	t.Parallel()
+	const token, key, cookie = "sk-live-0123456789abcdef", "k3y-from-the-edit", "c00kie-0f-the-session"
+	echo, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/next?key="+url.QueryEscape(r.Header.Get("X-Api-Key")))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/cookies":
+			cookies := map[string]string{}
+			for _, c := range r.Cookies() {
+				cookies[c.Name] = c.Value
+			}
+			json.NewEncoder(w).Encode(map[string]any{"cookies": cookies})
+		case "/cut":
+			// The body is cut within the key.
+			fmt.Fprint(w, strings.Repeat(".", 60)+r.Header.Get("X-Api-Key"))
+		default:
+			b, _ := json.Marshal(map[string]any{"headers": r.Header, "query": url.QueryEscape(r.Header.Get("X-Api-Key"))})
+			w.Write(b)
+		}
+	})
+	whole, cut := tools.NewHTTPRequest(tools.HTTPOptions{}), tools.NewHTTPRequest(tools.HTTPOptions{MaxBody: 66})
+	withCreds := func(m map[string]any) {
+		m["headers"] = map[string]string{"Authorization": "Bearer " + token, "x-api-key": key, "Accept": "application/json",
+			"Cookie": "theme=dark; session=" + cookie}
+	}
+	for path, h := range map[string]*tools.HTTPRequest{"/headers": whole, "/cookies": whole, "/cut": cut} {
+		got, err := h.Call(t.Context(), args(t, "GET", echo.URL+path, withCreds))
+		if err != nil {
+			t.Fatalf("Call(%s) error = %v", path, err)
+		}
+		for _, secret := range []string{token, key, key[:6], url.QueryEscape(key), cookie} {
+			if strings.Contains(got, secret) {
+				t.Errorf("Call(%s) = %q; shows %q of the credentials", path, got, secret)
+			}
+		}
+		if !strings.Contains(got, tools.Masked) {
+			t.Errorf("Call(%s) = %q; want the credentials shown as %s", path, got, tools.Masked)
+		}
+	}
+	// What is not a credential is shown as the server sent it.
+	got, _ := whole.Call(t.Context(), args(t, "GET", echo.URL+"/headers", withCreds))
+	if !strings.Contains(got, `"Accept":["application/json"]`) {
+		t.Errorf("Call(/headers) = %q; want the Accept header echoed", got)
+	}
+}
+
+// A redirect to another allowed host is followed without the call's
+// credentials: the person approved them for the host the call names.
+func TestHTTPRequestRedirectLeavesCredentialsOnTheirHost(t *testing.T) {
+	t.Parallel()
+	const token = "sk-live-0123456789abcdef"
+	credHeaders := []string{"Authorization", "X-Api-Key", "X-Auth-Token", "Cookie", "Private-Token"}
+	seen := make(chan http.Header, 10)
+	target, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		fmt.Fprint(w, "arrived")
+	})
+	origin, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/here" {
+			seen <- r.Header.Clone()
+			fmt.Fprint(w, "stayed")
+			return
+		}
+		if r.URL.Path == "/same" {
+			http.Redirect(w, r, "/here", http.StatusFound)
+			return
+		}
+		http.Redirect(w, r, target.URL+"/landing", http.StatusTemporaryRedirect)
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{AllowHosts: []string{hostPort(t, origin), hostPort(t, target)}})
+	withCreds := func(m map[string]any) {
+		hdr := map[string]string{"Accept": "text/plain"}
+		for _, k := range credHeaders {
+			hdr[k] = "Bearer " + token
+		}
+		m["headers"] = hdr
+	}
+
+	got, err := h.Call(t.Context(), args(t, "GET", origin.URL+"/away", withCreds))
+	if err != nil {
+		t.Fatalf("Call(%s/away) error = %v", origin.URL, err)
+	}
+	hdr := <-seen
+	for _, k := range credHeaders {
+		if v := hdr.Get(k); v != "" {
+			t.Errorf("the other host got %s: %q; want no credential of the call", k, v)
+		}
+	}
+	if hdr.Get("Accept") != "text/plain" {
+		t.Errorf("the other host got Accept %q; want the call's other headers", hdr.Get("Accept"))
+	}
+	want := "Note: the redirect to " + hostPort(t, target) + " was sent without the headers Authorization, Cookie, Private-Token, X-Api-Key, X-Auth-Token, which were for " + hostPort(t, origin)
+	if !strings.HasSuffix(got, "arrived") || !strings.Contains(got, want) {
+		t.Errorf("Call(%s/away) = %q; want the page it redirects to, and %q", origin.URL, got, want)
+	}
+
+	// On the call's own host they follow.
+	if _, err := h.Call(t.Context(), args(t, "GET", origin.URL+"/same", withCreds)); err != nil {
+		t.Fatalf("Call(%s/same) error = %v", origin.URL, err)
+	}
+	hdr = <-seen
+	for _, k := range credHeaders {
+		if v := hdr.Get(k); v != "Bearer "+token {
+			t.Errorf("a redirect on the same host got %s: %q; want the call's credential", k, v)
+		}
+	}
+}
+
+// Every request of the tool says it is the tool's, redirects included:
+// the bot's own endpoints refuse them. A call cannot name the header.
+func TestHTTPRequestMarksItsRequests(t *testing.T) {
+	t.Parallel()
+	seen := make(chan []string, 4)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values(tools.ToolHeader)
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+		}
+	})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	for _, headers := range []map[string]string{{tools.ToolHeader: ""}, {strings.ToLower(tools.ToolHeader): "someone else"}} {
+		if _, err := h.Call(t.Context(), args(t, "GET", srv.URL+"/old", func(m map[string]any) { m["headers"] = headers })); !errors.Is(err, tools.ErrHeaderNotSent) {
+			t.Errorf("Call(%v) error = %v, want %v", headers, err, tools.ErrHeaderNotSent)
+		}
+	}
+	for _, headers := range []map[string]string{nil, {"Accept": "text/plain"}} {
+		if _, err := h.Call(t.Context(), args(t, "GET", srv.URL+"/old", func(m map[string]any) { m["headers"] = headers })); err != nil {
+			t.Fatalf("Call(%v) error = %v", headers, err)
+		}
+		for _, path := range []string{"/old", "/new"} {
+			if got := <-seen; len(got) != 1 || got[0] != tools.HTTPRequestName {
+				t.Errorf("with headers %v, %s got %s: %q; want %q", headers, path, tools.ToolHeader, got, tools.HTTPRequestName)
+			}
+		}
+	}
+}
+
+// A URL that reads as one thing and calls another is refused before any
+// card, with the plain way to write it; a plain one is not.
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url  string
+		want string // "" for accepted
+	}{
+		{"https://api.example.com/v1?q=1", ""},
+		{"http://127.0.0.1:3000/", ""},
+		{"http://[::1]:3000/", ""},
+		{"http://[2001:db8::1]/", ""},
+		{"http://[fe80::1%25eth0]:8080/", ""},
+		{"http://0.0.0.0/", ""},
+		{"https://EXAMPLE.com./x", ""},
+		{"https://xn--bcher-kva.example/", ""},
+		{"https://bücher.example/", ""},
+		{"https://1.2.3.4.example.com/", ""},
+		{"http://2130706433:3000/", "the host 2130706433 is the IPv4 address 127.0.0.1 written another way: write it 127.0.0.1"},
+		{"http://0x7f000001/", "is the IPv4 address 127.0.0.1 written another way"},
+		{"http://0177.0.0.1/", "the host 0177.0.0.1 is the IPv4 address 127.0.0.1"},
+		{"http://127.1/", "the host 127.1 is the IPv4 address 127.0.0.1"},
+		{"http://0x7f.1/", "is the IPv4 address 127.0.0.1"},
+		{"http://127.0.0.1./", "the host 127.0.0.1. is the IPv4 address 127.0.0.1"},
+		{"http://127.000.000.001/", "is the IPv4 address 127.0.0.1"},
+		{"http://2852039166/latest/meta-data/", "is the IPv4 address 169.254.169.254"},
+		{"http://１２７．０．０．１:3000/", "is the IPv4 address 127.0.0.1"},
+		{"http://256.0.0.1/", "the host 256.0.0.1 ends in a number but is not an IPv4 address"},
+		{"http://example.123/", "ends in a number but is not an IPv4 address"},
+		{"http://example.0x/", "ends in a number"},
+		{"http://[::ffff:127.0.0.1]:3000/", "the host [::ffff:127.0.0.1] is the IPv4 address 127.0.0.1: write it 127.0.0.1"},
+		{"http://[::ffff:7f00:1]/", "is the IPv4 address 127.0.0.1"},
+		{"http://[0:0:0:0:0:ffff:a9fe:a9fe]/", "is the IPv4 address 169.254.169.254"},
+		{"https://good.example@evil.example/", "has user information before its host"},
+		{"https://admin:hunter2@api.example.com/", "has user information before its host"},
+		{"https://b%C3%BCcher.example/", "is written with %-escapes: write it as it is called, bücher.example"},
+		{"https://%65vil.example/", "invalid URL escape"},
+		{"ftp://example.com/", "only http and https URLs are supported"},
+		{"http:///x", "has no host"},
+	}
+	for _, tt := range tests {
+		u, err := tools.CheckURL(tt.url)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckURL(%q) error = %v, want none", tt.url, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckURL(%q) = %v, %v; want an error containing %q", tt.url, u, err, tt.want)
+		case tt.want != "" && strings.Contains(err.Error(), "hunter2"):
+			t.Errorf("CheckURL(%q) error = %v; shows the password", tt.url, err)
+		}
+	}
+	// The tool refuses them before calling anything, and before a card.
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	port := strings.TrimPrefix(hostPort(t, srv), "127.0.0.1:")
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	for _, u := range []string{"http://2130706433:" + port + "/", "http://[::ffff:127.0.0.1]:" + port + "/", "http://u:p@127.0.0.1:" + port + "/"} {
+		if err := h.Check(args(t, "GET", u)); !errors.Is(err, tools.ErrUnclearURL) {
+			t.Errorf("Check(%s) = %v, want %v", u, err, tools.ErrUnclearURL)
+		}
+		if _, err := h.Call(t.Context(), args(t, "GET", u)); !errors.Is(err, tools.ErrUnclearURL) {
+			t.Errorf("Call(%s) = %v, want %v", u, err, tools.ErrUnclearURL)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+}
+
+// FuzzCheckURL: a URL CheckURL accepts has no user information, names
+// its host as written, calls an IP address only as written plainly, and
+// is sent as the host it was checked with.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:3000/", "http://2130706433/", "http://[::ffff:7f00:1]/", "https://a@b/",
+		"http://b%C3%BCcher.example/", "http://１２７．０．０．１/", "http://0x7f.1/", "https://bücher.example/", "http://[fe80::1%25eth0]/",
+		"http://example.0x/", "http://1.2.3.4./"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := tools.CheckURL(raw)
+		if err != nil {
+			return
+		}
+		if u.User != nil {
+			t.Errorf("CheckURL(%q) accepted user information %q", raw, u.User)
+		}
+		if !strings.Contains(strings.ReplaceAll(raw, "%25", "%"), u.Hostname()) {
+			t.Errorf("CheckURL(%q) accepted host %q, not as written", raw, u.Hostname())
+		}
+		// What the tool sends: the request's URL is u.String() parsed again.
+		again, err := url.Parse(u.String())
+		if err != nil || again.Host != u.Host {
+			t.Errorf("CheckURL(%q): %q is sent as host %v (%v), want %q", raw, u.String(), again, err, u.Host)
+		}
+		// An address the resolver may read in a number is written plainly.
+		host := u.Hostname()
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if ip.Is4In6() {
+				t.Errorf("CheckURL(%q) accepted the IPv4 address %s written as IPv6", raw, ip.Unmap())
+			}
+			return
+		}
+		// net/http dials a host that is not ASCII in its IDNA form.
+		dialled := host
+		if a, err := idna.Lookup.ToASCII(host); err == nil && strings.ContainsFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }) {
+			dialled = a
+		}
+		last := strings.TrimSuffix(dialled, ".")
+		if last = last[strings.LastIndexByte(last, '.')+1:]; last != "" && strings.Trim(last, "0123456789") == "" {
+			t.Errorf("CheckURL(%q) accepted host %q, dialled as %q, which ends in a number", raw, host, dialled)
+		}
+	})
+}
+
+// FuzzHTTPRequestHidesCredentials: whatever a server puts around a
+// credential the call sent, and wherever the body is cut, the result
+// shows none of it, nor its first MinSecretLen bytes or more at the cut.
+func FuzzHTTPRequestHidesCredentials(f *testing.F) {
+	f.Add("sk-live-0123456789", "you sent: ", " (thanks)", 20)
+	f.Add("Bearer t0k3n-abc", "{\"Authorization\":\"", "\"}", 25)
+	f.Add("a&b=c d", "?key=", "", 8)
+	f.Fuzz(func(t *testing.T, secret, before, after string, maxBody int) {
+		if len(secret) < tools.MinSecretLen || !utf8.ValidString(secret) || strings.ContainsAny(secret, "•\uFFFD\x00") ||
+			strings.ContainsFunc(secret, func(r rune) bool { return r < 0x20 || r == 0x7f }) || maxBody < 1 || maxBody > 1<<12 {
+			return
+		}
+		body := before + secret + after
+		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{"Content-Type": {"text/plain"}},
+				Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		})}
+		h := tools.NewHTTPRequest(tools.HTTPOptions{Client: client, MaxBody: maxBody})
+		a := args(t, "POST", "https://api.example.com/echo", func(m map[string]any) { m["headers"] = map[string]string{"X-Api-Key": secret} })
+		got, err := h.Call(t.Context(), a)
+		if err != nil {
+			return // a value net/http does not send
+		}
+		_, shown, _ := strings.Cut(got, "\n\n")
+		cut := moreNote.MatchString(shown)
+		shown = moreNote.ReplaceAllString(shown, "")
+		if strings.Contains(shown, secret) {
+			t.Errorf("Call with X-Api-Key %q, body %q = %q; shows the key", secret, body, got)
+		}
+		if cut {
+			for k := tools.MinSecretLen; k < len(secret); k++ {
+				if strings.HasSuffix(shown, secret[:k]) {
+					t.Errorf("Call with X-Api-Key %q, body %q = %q; ends with %q of the key", secret, body, got, secret[:k])
+				}
+			}
+		}
+	})
+}
+
+// moreNote is the note that ends a result cut short.
+var moreNote = regexp.MustCompile(`\n\[… (at least )?\d+ more bytes not shown\]$`)
+
+// Headers the request would not carry as the card shows them are refused
+// before any card.
+func TestHTTPRequestHeadersNotSentAsWritten(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	h := tools.NewHTTPRequest(tools.HTTPOptions{})
+	tests := []struct {
+		headers map[string]string
+		want    string
+	}{
+		{map[string]string{"X-Amz-Target": "Read", "x-amz-target": "DeleteEverything"}, `headers "X-Amz-Target" and "x-amz-target" are one header`},
+		{map[string]string{"X-Note": "a\r\nX-Admin: true"}, "the value of header X-Note holds a control character"},
+		{map[string]string{"X Admin": "true"}, `"X Admin" is not an HTTP header name`},
+		{map[string]string{"Host": "admin.internal"}, "header Host is set from the URL and the body"},
+		{map[string]string{"transfer-encoding": "chunked"}, "header transfer-encoding is set from the URL and the body"},
+	}
+	for _, tt := range tests {
+		a := args(t, "POST", srv.URL, func(m map[string]any) { m["headers"] = tt.headers })
+		if err := h.Check(a); !errors.Is(err, tools.ErrHeaderNotSent) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Check(%s) = %v; want %v containing %q", a, err, tools.ErrHeaderNotSent, tt.want)
+		}
+		if _, err := h.Call(t.Context(), a); !errors.Is(err, tools.ErrHeaderNotSent) {
+			t.Errorf("Call(%s) = %v; want %v", a, err, tools.ErrHeaderNotSent)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+	if err := h.Check(args(t, "GET", srv.URL, func(m map[string]any) { m["headers"] = map[string]string{"Accept": "text/plain", "X-Api-Key": "k"} })); err != nil {
+		t.Errorf("Check with plain headers = %v, want nil", err)
 	}
 }

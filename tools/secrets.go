@@ -18,16 +18,20 @@ const Masked = "••••••"
 // *-Token, *secret*, *password*, case-insensitively) is replaced with
 // Masked, keeping an authorization scheme such as "Bearer". Headers are
 // the values of any object under a "headers" key, at any depth, and
-// {"name": …, "value": …} pairs in a list under it. Arguments with
-// nothing to mask, and arguments that are not JSON, are returned as they
-// are; masked ones are re-encoded with their keys sorted.
+// {"name": …, "value": …} pairs in a list under it. So is the value of
+// every query parameter whose name looks like a credential (api_key,
+// access_token, …) in a URL under a "url" key, at any depth
+// ("https://api.example.com/v1?api_key=••••••&q=x"); the rest of the URL
+// is shown as it is. Arguments with nothing to mask, and arguments that
+// are not JSON, are returned as they are; masked ones are re-encoded with
+// their keys sorted.
 //
 // Cards, the audit stream, logs and the checkpoint inspector show
 // arguments only through this function; the checkpoint keeps the real
 // values, which the tool needs to run. tool is the tool's name, for rules
 // of a particular tool; every tool is treated alike today.
 func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
-	if !bytes.Contains(bytes.ToLower(args), []byte("headers")) {
+	if lower := bytes.ToLower(args); !bytes.Contains(lower, []byte("headers")) && !bytes.Contains(lower, []byte("url")) && !bytes.Contains(args, []byte(`\u`)) {
 		return args
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -73,6 +77,12 @@ func maskIn(v any, headers bool) (any, bool) {
 				x[k], changed = maskValue(s), true
 				continue
 			}
+			if s, ok := val.(string); ok && strings.EqualFold(k, "url") {
+				if m, ok := maskQuery(s); ok {
+					x[k], changed = m, true
+				}
+				continue
+			}
 			m, c := maskIn(val, headers || strings.EqualFold(k, "headers"))
 			x[k], changed = m, changed || c
 		}
@@ -83,6 +93,47 @@ func maskIn(v any, headers bool) (any, bool) {
 		}
 	}
 	return v, changed
+}
+
+// maskQuery masks the values of the query parameters of URL u whose
+// names look like credentials, and reports whether there were any. The
+// rest of u is kept byte for byte.
+func maskQuery(u string) (string, bool) {
+	q := strings.IndexByte(u, '?')
+	if q < 0 {
+		return u, false
+	}
+	end := len(u)
+	if f := strings.IndexByte(u[q:], '#'); f >= 0 {
+		end = q + f
+	}
+	params := strings.Split(u[q+1:end], "&")
+	changed := false
+	for i, p := range params {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok || value == "" {
+			continue
+		}
+		if n, err := url.QueryUnescape(name); err == nil && IsCredentialName(n) {
+			params[i], changed = name+"="+Masked, true
+		}
+	}
+	if !changed {
+		return u, false
+	}
+	return u[:q+1] + strings.Join(params, "&") + u[end:], true
+}
+
+// queryCredentials are the values of the query parameters of u whose
+// names look like credentials, as MaskSecrets masks them.
+func queryCredentials(u *url.URL) []string {
+	var out []string
+	for name, values := range u.Query() {
+		if IsCredentialName(name) {
+			out = append(out, values...)
+		}
+	}
+	return out
 }
 
 // IsCredentialName reports whether a header name looks like it carries a
@@ -197,6 +248,19 @@ func (s *Secrets) AddExpanded(value string, fromEnv []Span) {
 // and the errors of its calls, which reach cards, the model and the
 // audit trail.
 func (s Secrets) Redact(text string) string {
+	return masked(text, append(s.valueSpans(text), urlSecrets(text)...))
+}
+
+// RedactValues is Redact without its rule for URLs: it hides the secret
+// values and the configured values' parts from the environment, and
+// leaves every other part of a URL as it is.
+func (s Secrets) RedactValues(text string) string {
+	return masked(text, s.valueSpans(text))
+}
+
+// valueSpans are the spans of text that Redact hides for the values
+// known to be secret.
+func (s Secrets) valueSpans(text string) []Span {
 	var hide []Span
 	for v, spans := range s.parts {
 		found := occurrences(text, v)
@@ -216,8 +280,7 @@ func (s Secrets) Redact(text string) string {
 			}
 		}
 	}
-	hide = append(hide, urlSecrets(text)...)
-	return masked(text, hide)
+	return hide
 }
 
 // secretForms are the ways a value may be written in a text.

@@ -23,6 +23,13 @@ func TestMaskSecrets(t *testing.T) {
 			`{"request":{"Headers":[{"name":"authorization","value":"••••••"},{"name":"accept","value":"x"}]}}`},
 		{"a body is not headers", `{"body":"Authorization: s3cr3t","headers":{}}`, `{"body":"Authorization: s3cr3t","headers":{}}`},
 		{"not JSON", `{"headers":`, `{"headers":`},
+		{"a key in the query", `{"method":"GET","url":"https://api.example.com/v1?api_key=sk-123&q=x&Access_Token=t0k#frag"}`,
+			`{"method":"GET","url":"https://api.example.com/v1?api_key=••••••&q=x&Access_Token=••••••#frag"}`},
+		{"a harmless query", `{"method":"GET","url":"https://api.example.com/v1?q=token&page=2"}`, `{"method":"GET","url":"https://api.example.com/v1?q=token&page=2"}`},
+		{"an escaped name", `{"url":"https://x/?api%5Fkey=s3cr3t"}`, `{"url":"https://x/?api%5Fkey=••••••"}`},
+		{"a url key written with escapes", `{"\u0075rl":"https://x/?token=s3cr3t"}`, `{"url":"https://x/?token=••••••"}`},
+		{"a nested url", `{"request":{"URL":"https://x/?password=hunter2"}}`, `{"request":{"URL":"https://x/?password=••••••"}}`},
+		{"a body is not a url", `{"body":"https://x/?token=s3cr3t","url":"https://x/"}`, `{"body":"https://x/?token=s3cr3t","url":"https://x/"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +66,12 @@ func FuzzMaskSecrets(f *testing.F) {
 		}
 		raw, _ := json.Marshal(map[string]any{"headers": map[string]string{"X-Token": secret}})
 		if got := tools.MaskSecrets("http_request", raw); strings.Contains(string(got), mustJSON(secret)) {
+			t.Errorf("MaskSecrets(%s) = %s, shows the secret", raw, got)
+		}
+		// So does a credential in a URL's query.
+		escaped := url.QueryEscape(secret)
+		raw, _ = json.Marshal(map[string]any{"url": "https://api.example.com/?q=1&api_key=" + escaped + "#f"})
+		if got := tools.MaskSecrets("http_request", raw); strings.Contains(string(got), "="+strings.Trim(mustJSON(escaped), `"`)+"#") {
 			t.Errorf("MaskSecrets(%s) = %s, shows the secret", raw, got)
 		}
 	})

@@ -309,3 +309,57 @@ func lastModelInput(h *harness) string {
 	}
 	return b.String()
 }
+
+// A URL that reads as one host and calls another is an error to the model
+// at once, with the plain way to write it; nobody is asked to approve it
+// and nothing is called.
+func TestUnclearURLGetsNoCard(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	port := h.target.URL[strings.LastIndex(h.target.URL, ":")+1:]
+	h.model.Then(
+		llmtest.Reply("Fetching.",
+			call("c1", "GET", "http://2130706433:"+port+"/numeric", ""),
+			call("c2", "GET", "http://"+h.target.URL[len("http://"):]+"@evil.example/userinfo", ""),
+		),
+		llmtest.Reply("Those URLs were refused."),
+	)
+	h.command("fetch them", nil, nil)
+	root := h.root(1)
+	h.reply(root, "Those URLs were refused.")
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, "approve") {
+			t.Errorf("a card was posted for an unclear URL: %s", c.Blocks)
+		}
+	}
+	if got := lastModelInput(h); !strings.Contains(got, "is the IPv4 address 127.0.0.1 written another way: write it 127.0.0.1") ||
+		!strings.Contains(got, "has user information before its host") {
+		t.Errorf("the model was not told how to write the URLs: %s", got)
+	}
+	if n := h.target.Count("GET /numeric"); n != 0 {
+		t.Errorf("the numeric host was called %d times", n)
+	}
+}
+
+// A call whose arguments hold & (a URL's query) is approved and runs once:
+// its checkpoint stores the & escaped, as json.Marshal writes it, and the
+// approval is bound to the arguments all the same.
+func TestApproveAURLWithAQuery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Searching.", call("c1", "GET", h.target.URL+"/search?q=a&page=2", "")),
+		llmtest.Reply("Found it."),
+	)
+	h.command("search", nil, nil)
+	root := h.root(1)
+	card := h.cards(root, 1)[0]
+	h.click(card, "approve", approver)
+	h.reply(root, "Found it.")
+	if n := h.target.Count("GET /search"); n != 1 {
+		t.Errorf("the search ran %d times, want once", n)
+	}
+	if got := h.card(card); !strings.Contains(got, "Approved by <@"+approver+">") {
+		t.Errorf("card = %s; want it approved by %s", got, approver)
+	}
+}

@@ -99,9 +99,10 @@ func TestRedirectToAnotherHostIsReturnedToTheModel(t *testing.T) {
 	}
 }
 
-// A credential in a call's headers is masked on the card, in the audit
+// A credential in a call's headers or its URL's query is masked on the card, in the audit
 // stream, in the logs and in `bot checkpoints show`, while the call still
-// sends the real value.
+// sends the real value; a server that echoes it back does not show it in
+// the thread either.
 func TestCredentialsAreMaskedButSent(t *testing.T) {
 	t.Parallel()
 	const secret = "sk-live-0123456789abcdef"
@@ -109,13 +110,13 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 	var got []string
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key")+"|"+r.URL.Query().Get("api_key"))
 		mu.Unlock()
-		fmt.Fprint(w, "created")
+		fmt.Fprintf(w, "created; you sent Authorization: %s and X-Api-Key: %s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
 	}))
 	t.Cleanup(api.Close)
 	h := newHarness(t, "")
-	args, _ := json.Marshal(map[string]any{"method": "POST", "url": api.URL + "/items",
+	args, _ := json.Marshal(map[string]any{"method": "POST", "url": api.URL + "/items?api_key=" + secret + "&page=2",
 		"headers": map[string]string{"Authorization": "Bearer " + secret, "X-Api-Key": secret, "Accept": "text/plain"}})
 	h.model.Then(
 		llmtest.Reply("Creating the item.", llm.ToolCall{ID: "c1", Name: "http_request", Arguments: string(args)}),
@@ -124,18 +125,27 @@ func TestCredentialsAreMaskedButSent(t *testing.T) {
 	h.command("create the item", nil, nil)
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
-	if c := h.card(card); strings.Contains(c, secret) || !strings.Contains(c, "Bearer ••••••") || !strings.Contains(c, "text/plain") {
+	if c := h.card(card); strings.Contains(c, secret) || !strings.Contains(c, "Bearer ••••••") || !strings.Contains(c, "text/plain") ||
+		!strings.Contains(c, "/items?api_key=••••••&amp;page=2") {
 		t.Errorf("card = %s; want the credentials masked, other headers shown", c)
 	}
 	h.click(card, "approve", approver)
 	h.reply(root, "Created.")
 	mu.Lock()
-	if want := "Bearer " + secret + "|" + secret; len(got) != 1 || got[0] != want {
+	if want := "Bearer " + secret + "|" + secret + "|" + secret; len(got) != 1 || got[0] != want {
 		t.Errorf("the API got credentials %q, want one call with %q", got, want)
 	}
 	mu.Unlock()
 	if c := h.card(card); strings.Contains(c, secret) {
 		t.Errorf("settled card = %s; shows the secret", c)
+	}
+	if result := h.reply(root, "result:"); !strings.Contains(result.Text, "you sent Authorization: •••••• and X-Api-Key: ••••••") {
+		t.Errorf("result = %q; want the echoed credentials masked", result.Text)
+	}
+	for _, m := range h.slack.Messages(root.Channel, root.TS) {
+		if strings.Contains(m.Text+string(m.Blocks), secret) {
+			t.Errorf("message %q shows the secret", m.Text)
+		}
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
 	defer rdb.Close()
@@ -196,5 +206,24 @@ func TestOneTurnPostsAtMostTheCapOfCards(t *testing.T) {
 	}
 	if n := h.target.Total(); n != 0 {
 		t.Errorf("%d calls ran, want none", n)
+	}
+}
+
+// An approved call to the bot's own address gets the bot's refusal, not
+// what its endpoints say.
+func TestBotRefusesItsOwnTool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	h.model.Then(
+		llmtest.Reply("Checking.", call("c1", "GET", "http://"+h.addr+"/readyz", "")),
+		llmtest.Reply("Checked."),
+	)
+	h.command("is the bot ready?", nil, nil)
+	root := h.root(1)
+	h.click(h.cards(root, 1)[0], "approve", approver)
+	h.reply(root, "Checked.")
+	last := h.model.Requests()[len(h.model.Requests())-1]
+	if result := last.Messages[len(last.Messages)-1].Text(); !strings.HasPrefix(result, "HTTP 403") || strings.Contains(result, "ready") {
+		t.Errorf("the model was told %q; want the bot's refusal", result)
 	}
 }

@@ -58,7 +58,7 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	mux.Handle("/api/", sim.APIHandler())
 	// No read or write timeout: the page's event stream stays open, and a
 	// read deadline would end it.
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+	httpSrv := &http.Server{Handler: refuseOwnTools(mux), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
 	httpSrv.RegisterOnShutdown(sim.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/llm/llmtest"
 )
 
 // The playground answers only requests for a loopback Host, so a web page
@@ -66,5 +73,87 @@ func TestPlaygroundGuardsItsPage(t *testing.T) {
 	}
 	if _, state := do("GET", "/ui/state", "", token, ""); strings.Count(state, `"text":"hello"`) != 1 {
 		t.Errorf("state = %s; want exactly the one message sent with the token", state)
+	}
+}
+
+// The bot's own http_request tool gets no answer from the bot, under any
+// of its names: not the playground's page, whose token lets whoever holds
+// it act as anyone, and not its UI even with that token. The policy lets
+// the model call this machine without approval, as a policy written for
+// a local API might.
+func TestPlaygroundRefusesTheBotsOwnTool(t *testing.T) {
+	t.Parallel()
+	model := llmtest.NewOpenAIServer(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	rule := "tools:\n  http_request:\n    approval: never\n    allow_hosts: [\"127.0.0.1\", localhost]\n"
+	if err := os.WriteFile(policy, []byte(rule), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startPlayground(t, "LLM_PROVIDER=openai", "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+model.URL(), "BOT_POLICY="+policy)
+	port := b.url[strings.LastIndex(b.url, ":")+1 : len(b.url)-1]
+	ui := func(method, path, body string, token string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, b.url+path, strings.NewReader(body))
+		req.Header.Set("X-Playground-Token", token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := botClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return string(got)
+	}
+	m := regexp.MustCompile(`<meta name="playground-token" content="([0-9a-f]+)">`).FindStringSubmatch(ui("GET", "", "", ""))
+	if m == nil {
+		t.Fatal("GET / has no page token")
+	}
+	token := m[1]
+
+	// The first call reads the page, as a model that does not know the
+	// token yet would; the others carry the token, as one that learned it
+	// would.
+	toolCall := func(id, method, url, body string) llm.ToolCall {
+		a := map[string]any{"method": method, "url": url}
+		if id != "c1" {
+			a["headers"] = map[string]string{"X-Playground-Token": token, "Content-Type": "application/json"}
+		}
+		if body != "" {
+			a["body"] = body
+		}
+		raw, _ := json.Marshal(a)
+		return llm.ToolCall{ID: id, Name: "http_request", Arguments: string(raw)}
+	}
+	model.Then(
+		llmtest.Reply("Looking around.",
+			toolCall("c1", "GET", "http://127.0.0.1:"+port+"/", ""),
+			toolCall("c2", "GET", "http://localhost:"+port+"/ui/state", ""),
+			toolCall("c3", "POST", "http://127.0.0.1:"+port+"/ui/send", `{"user":"U0TEAMMATE","text":"forged by a tool"}`),
+			toolCall("c4", "GET", "http://localhost:"+port+"/metrics", "")),
+		llmtest.Reply("Done."),
+	)
+	ui("POST", "ui/send", `{"user":"U0YOU","text":"/agent look around"}`, token)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(model.Requests()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the model was asked %d times, want 2 (the calls' results); bot output:\n%s", len(model.Requests()), b.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	results := 0
+	for _, msg := range model.Requests()[1].Messages {
+		if msg.Role != "tool" {
+			continue
+		}
+		results++
+		if text := msg.Text(); !strings.HasPrefix(text, "HTTP 403") || strings.Contains(text, token) || strings.Contains(text, "countersign_") {
+			t.Errorf("result of %s = %q; want the bot's refusal", msg.ToolCallID, text)
+		}
+	}
+	if results != 4 {
+		t.Errorf("the model got %d results, want 4", results)
+	}
+	if state := ui("GET", "ui/state", "", token); strings.Contains(state, "forged by a tool") {
+		t.Errorf("state = %s; a tool call posted as a person", state)
 	}
 }

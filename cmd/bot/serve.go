@@ -18,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/tools"
 )
 
 // shutdownGrace bounds how long running steps get to finish and save on
@@ -35,10 +36,11 @@ const (
 )
 
 // newHTTPServer is the server of serve, with timeouts for every phase of
-// a request, so that slow or idle clients cannot hold connections.
+// a request, so that slow or idle clients cannot hold connections. It
+// answers no request of the bot's own tools (refuseOwnTools).
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           refuseOwnTools(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -282,4 +284,19 @@ func (s *handlerSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.starting.ServeHTTP(w, r)
+}
+
+// refuseOwnTools answers 403 to a request sent by the bot's own
+// http_request tool (it carries tools.ToolHeader), whatever name or
+// address of the bot's it was sent to: a call the model asked for never
+// reaches the bot's endpoints — in the playground, the page that acts for
+// every person — nor learns what they say.
+func refuseOwnTools(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Header[tools.ToolHeader]; ok {
+			http.Error(w, "This is Countersign itself: its own tools may not call it.", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
