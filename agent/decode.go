@@ -168,6 +168,9 @@ func (d *stateReader) call(c *Call) bool {
 		}
 		return 0, false
 	})
+	if ok {
+		c.unescapeArgs()
+	}
 	if ok && c.Hash == "" && len(c.Args) > 0 && c.NeedsApproval {
 		c.Hash = tools.ArgsHash(c.Tool, c.Args)
 	}

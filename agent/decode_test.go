@@ -100,3 +100,36 @@ func FuzzDecodeState(f *testing.F) {
 		checkDecodeState(t, data)
 	})
 }
+
+// TestArgsReadBackAsMade: a checkpoint holds a call's arguments with <, >
+// and & escaped, as json.Marshal writes them; read back, by DecodeJSON or
+// by json.Unmarshal, they are as the call was made, so that its card, its
+// Edit form and its decision show "?a=1&b=2" and not "?a=1\u0026b=2".
+func TestArgsReadBackAsMade(t *testing.T) {
+	args := json.RawMessage(`{"url":"https://example.com/?a=1&b=2","q":"<b>"}`)
+	edited := json.RawMessage(`{"url":"https://example.com/?a=1&b=3","q":"\\u0026"}`)
+	s := agent.State{Calls: []agent.Call{{
+		Key: "0.0", Tool: "http_request", Args: args, EditedArgs: edited, Status: agent.Approved, NeedsApproval: true,
+		Decision: &agent.Decision{Kind: agent.Edit, By: "U_BOB", Args: edited},
+	}}}
+	stored, err := s.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(stored), `\u0026`) {
+		t.Fatalf("stored form %s: want & escaped, as json.Marshal writes it", stored)
+	}
+	var fast, slow agent.State
+	if err := fast.DecodeJSON(stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(stored, &slow); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]agent.State{"DecodeJSON": fast, "json.Unmarshal": slow} {
+		c := got.Calls[0]
+		if string(c.Args) != string(args) || string(c.EditedArgs) != string(edited) || string(c.Decision.Args) != string(edited) {
+			t.Errorf("%s: args %s, edited %s, decision %s; want %s and %s", name, c.Args, c.EditedArgs, c.Decision.Args, args, edited)
+		}
+	}
+}

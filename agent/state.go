@@ -199,11 +199,24 @@ func (c *Call) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	if p.Hash == "" && len(p.Args) > 0 && p.NeedsApproval {
-		p.Hash = tools.ArgsHash(p.Tool, p.Args)
-	}
 	*c = Call(p)
+	c.unescapeArgs()
+	if c.Hash == "" && len(c.Args) > 0 && c.NeedsApproval {
+		c.Hash = tools.ArgsHash(c.Tool, c.Args)
+	}
 	return nil
+}
+
+// unescapeArgs puts the arguments of a call read back as they were made:
+// a checkpoint holds them as json.Marshal writes them, with <, > and &
+// escaped (tools.UnescapeHTML), and what a card, the Edit form or a
+// result shows of them must be what the call was made with.
+func (c *Call) unescapeArgs() {
+	c.Args = tools.UnescapeHTML(c.Args)
+	c.EditedArgs = tools.UnescapeHTML(c.EditedArgs)
+	if c.Decision != nil {
+		c.Decision.Args = tools.UnescapeHTML(c.Decision.Args)
+	}
 }
 
 // RunArgs are the arguments the call runs with: the edited ones if any.

@@ -218,7 +218,7 @@ func syntaxErr(err error) error {
 // are read as their characters: the hash is the canonical form's, before
 // a save and after.
 func ArgsHash(tool string, canonical json.RawMessage) string {
-	canonical = unescapeHTML(canonical)
+	canonical = UnescapeHTML(canonical)
 	// It is computed several times a step, for each call a checkpoint
 	// holds: what is hashed goes through a buffer on the stack when it
 	// fits, and the hex digits are the one allocation.
@@ -229,10 +229,12 @@ func ArgsHash(tool string, canonical json.RawMessage) string {
 	return string(digits[:])
 }
 
-// unescapeHTML undoes json.Marshal's escaping of <, > and & in the JSON
+// UnescapeHTML undoes json.Marshal's escaping of <, > and & in the JSON
 // b (\u003c, \u003e, \u0026), leaving every other escape as it is. b is
-// returned as it is when it holds none.
-func unescapeHTML(b []byte) []byte {
+// returned as it is when it holds none. Arguments read back from a
+// checkpoint go through it, so that a card, a form or a result shows
+// them as the call made them ("?a=1&b=2", not "?a=1\u0026b=2").
+func UnescapeHTML(b []byte) []byte {
 	if !bytes.Contains(b, []byte(`\u00`)) {
 		return b
 	}

@@ -363,3 +363,19 @@ func TestApproveAURLWithAQuery(t *testing.T) {
 		t.Errorf("card = %s; want it approved by %s", got, approver)
 	}
 }
+
+// The Edit form of a call whose URL has a query shows the URL as the call
+// made it: read back from its checkpoint, "&" is not "\u0026".
+func TestEditFormShowsAQueryAsMade(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	url := h.target.URL + "/search?q=a&page=2"
+	h.model.Then(llmtest.Reply("Searching.", call("c1", "GET", url, "")))
+	h.command("search", nil, nil)
+	card := h.cards(h.root(1), 1)[0]
+	h.click(card, "edit", approver)
+	view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+	if !strings.Contains(view.Input, url) || strings.Contains(view.Input, `\u0026`) {
+		t.Errorf("the Edit form shows %s; want the URL %s as the call made it", view.Input, url)
+	}
+}
