@@ -2,7 +2,11 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
@@ -30,5 +34,48 @@ func TestClaimFollowsAFailover(t *testing.T) {
 	// What was claimed before the failover was replicated: it holds.
 	if winner, won, err := s.Claim(ctx, thread, "decision:c1", []byte("reject")); err != nil || won || string(winner) != "approve" {
 		t.Fatalf("Claim of a key claimed before the failover = %q, %v, %v; want the first claim to hold", winner, won, err)
+	}
+}
+
+// TestAcceptOutlivesAFailover: a request is stored before Slack is told
+// it was received, so that it outlives the process that took it. The
+// intake's master fails over after acknowledging it, to a replica that
+// never got it (cut off, or behind): Accept must not have said it was
+// stored. Either the request is on the slot's new master, or Accept
+// failed — the person was told to try again — and nothing of it is left
+// to hold the retry off.
+func TestAcceptOutlivesAFailover(t *testing.T) {
+	ctx := context.Background()
+	cluster := redistest.ClusterWithReplicas(t)
+	prefix := uniqueName("acceptfailover")
+	opts := redisstore.Options{Prefix: prefix, Replicas: 1, ReplicasConnected: true, ReplicaTimeout: 300 * time.Millisecond}
+	s := redisstore.New(cluster.Client, opts)
+	const id = "command:t1"
+	now := time.Now()
+
+	takeOver := cluster.LagReplica(t, prefix+":{intake}:due")
+	first, err := s.Accept(ctx, id, "a", []byte(`{"text":"deploy"}`), now.Add(15*time.Second), time.Hour)
+	if err == nil && !first {
+		t.Fatalf("Accept() = false; want a new request")
+	}
+	if err != nil && !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Accept() with the replica behind = %v; want ErrNotReplicated or success", err)
+	}
+	takeOver()
+
+	// The bot's client follows the failover; so does a new one.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	t.Cleanup(func() { rdb.Close() })
+	after := redisstore.New(rdb, opts)
+	if err == nil {
+		if held, err := after.UpdateIntake(ctx, id, "a", []byte(`{"text":"deploy","root":"1.2"}`), now.Add(15*time.Second)); err != nil || !held {
+			t.Fatalf("UpdateIntake() after the failover = %v, %v: the request Accept stored is gone", held, err)
+		}
+		return
+	}
+	// Told to try again, Slack (or the person) sends it again: it is
+	// taken as new.
+	if first, err := after.Accept(ctx, id, "b", []byte(`{"text":"deploy"}`), now.Add(15*time.Second), time.Hour); err != nil || !first {
+		t.Fatalf("Accept() again after the failover = %v, %v; want a new request", first, err)
 	}
 }

@@ -378,3 +378,46 @@ func (h *harness) waitStatusOnCluster(root slacktest.Call, status string) {
 		return hist[0].Status == status
 	}, "thread %s to be %s", thread, status)
 }
+
+// intakeKey is a Redis key in the slot of the bot's intake, where a
+// request is stored before Slack is told it was received.
+const intakeKey = "cs:{intake}:due"
+
+// (d) The intake's master acknowledges "/agent" and dies before its
+// replica has the request (the replica was cut off, or behind); the
+// replica takes over. What the person was told must hold: either the
+// conversation goes on — the request is on the new master — or they were
+// told to try again, and their second try runs once. Acknowledged and
+// then dropped (a root message, and nothing after it) is a lost request.
+func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	h, cluster := newClusterHarness(t)
+	h.model.Then(llmtest.Reply("It is Paris."))
+	// The request's root message is the first post: hold it, so that
+	// the master dies while the request is being carried on.
+	rootPosted, release := h.slack.HoldNext("chat.postMessage", 0)
+	defer release()
+
+	takeOver := cluster.LagReplica(t, intakeKey)
+	told := strings.Contains(readAll(t, h.command("what is the capital of France?", nil, nil)), slackui.TextTryAgain)
+	if !told {
+		h.within(30*time.Second, func() bool {
+			select {
+			case <-rootPosted:
+				return true
+			default:
+				return false
+			}
+		}, "the root message to be posted")
+	}
+	takeOver()
+	release()
+	since := time.Now()
+	if told {
+		t.Logf("the person was told to try again; they do")
+		h.command("what is the capital of France?", nil, nil)
+	}
+	root := h.root(1)
+	h.recovered(root, "It is Paris.", since)
+	h.settled(root, "It is Paris.")
+}

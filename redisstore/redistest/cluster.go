@@ -340,3 +340,119 @@ func waitCaughtUp(ctx context.Context, master, replica string) error {
 		}
 	}
 }
+
+// LagReplica stops (SIGSTOP) the replica of the master that owns key's
+// slot and fills the link to it, so that from now on what that master
+// acknowledges stays in the master's memory and reaches no replica — a
+// replica cut off or far behind, as under a network partition. It
+// returns takeOver, which kills (SIGKILL) that master, lets the replica
+// go on and makes it the slot's master by CLUSTER FAILOVER TAKEOVER, as
+// the cluster's own election does once the master is found dead: every
+// write the master acknowledged since LagReplica is lost. takeOver waits
+// until every node left maps the slot to the new master and reports the
+// cluster ok, and returns its address. Call it from the test's goroutine.
+func (c *ReplicatedCluster) LagReplica(tb testing.TB, key string) (takeOver func() string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
+	master, replica := c.masterAndReplica(ctx, tb, slot)
+	if err := waitCaughtUp(ctx, master, replica); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	lagging := c.node(tb, replica)
+	lagging.Pause()
+	if err := fillReplicaLink(ctx, master, key); err != nil {
+		lagging.Resume()
+		tb.Fatalf("redistest: %v", err)
+	}
+	return func() string {
+		tb.Helper()
+		defer cancel()
+		var alive []*Server
+		for _, s := range c.nodes {
+			if s.Addr() == master {
+				s.Kill()
+			} else {
+				alive = append(alive, s)
+			}
+		}
+		c.nodes = alive
+		lagging.Resume()
+		r := redis.NewClient(&redis.Options{Addr: replica})
+		err := r.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
+		r.Close()
+		if err != nil {
+			tb.Fatalf("redistest: CLUSTER FAILOVER TAKEOVER on %s: %v", replica, err)
+		}
+		for _, s := range alive {
+			if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
+				tb.Fatalf("redistest: %v", err)
+			}
+			if err := waitClusterOK(ctx, s.Addr()); err != nil {
+				tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
+			}
+		}
+		return replica
+	}
+}
+
+// node returns the server listening at addr.
+func (c *ReplicatedCluster) node(tb testing.TB, addr string) *Server {
+	tb.Helper()
+	for _, s := range c.nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	tb.Fatalf("redistest: no cluster node at %s", addr)
+	return nil
+}
+
+// stuckInMaster is how much of the replication stream fillReplicaLink
+// leaves in the master's own memory: more than one write of the filler,
+// so that the kernel's buffers are known to be full.
+const stuckInMaster = 4 << 20
+
+// fillReplicaLink writes to the master at master, in key's slot, until
+// the link to its replica (stopped) is full: the kernel's buffers of
+// the connection hold as much as they take (tens of MB on loopback),
+// and the master keeps the rest in its output buffer for the replica
+// (CLIENT LIST's omem), which a kill loses. Stopping the replica alone
+// is not enough: what the master has handed to the kernel reaches the
+// replica once it goes on. The filler stays below the replica's output
+// buffer limits, past which the master would drop the replica.
+func fillReplicaLink(ctx context.Context, master, key string) error {
+	tag := key
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			tag = key[i+1 : i+1+j]
+		}
+	}
+	m := redis.NewClient(&redis.Options{Addr: master})
+	defer m.Close()
+	filler := "redistest:lag:{" + tag + "}"
+	value := strings.Repeat("x", 1<<20)
+	for range 128 {
+		if err := m.Set(ctx, filler, value, time.Minute).Err(); err != nil {
+			return fmt.Errorf("filling the link to the replica of %s: %w", master, err)
+		}
+		clients, err := m.ClientList(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("filling the link to the replica of %s: %w", master, err)
+		}
+		for _, line := range strings.Split(clients, "\n") {
+			if !strings.Contains(line, "flags=S") {
+				continue
+			}
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "omem="); ok {
+					if n, _ := strconv.Atoi(v); n >= stuckInMaster {
+						return nil
+					}
+				}
+			}
+		}
+	}
+	return fmt.Errorf("the link from %s to its stopped replica never filled", master)
+}
