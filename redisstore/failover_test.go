@@ -53,7 +53,7 @@ func TestAcceptOutlivesAFailover(t *testing.T) {
 	const id = "command:t1"
 	now := time.Now()
 
-	takeOver := cluster.LagReplica(t, prefix+":{intake}:due")
+	lag := cluster.LagReplica(t, prefix+":{intake}:due")
 	first, err := s.Accept(ctx, id, "a", []byte(`{"text":"deploy"}`), now.Add(15*time.Second), time.Hour)
 	if err == nil && !first {
 		t.Fatalf("Accept() = false; want a new request")
@@ -61,7 +61,7 @@ func TestAcceptOutlivesAFailover(t *testing.T) {
 	if err != nil && !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("Accept() with the replica behind = %v; want ErrNotReplicated or success", err)
 	}
-	takeOver()
+	lag.TakeOver()
 
 	// The bot's client follows the failover; so does a new one.
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})

@@ -398,7 +398,7 @@ func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 	rootPosted, release := h.slack.HoldNext("chat.postMessage", 0)
 	defer release()
 
-	takeOver := cluster.LagReplica(t, intakeKey)
+	lag := cluster.LagReplica(t, intakeKey)
 	told := strings.Contains(readAll(t, h.command("what is the capital of France?", nil, nil)), slackui.TextTryAgain)
 	if !told {
 		h.within(30*time.Second, func() bool {
@@ -410,7 +410,7 @@ func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 			}
 		}, "the root message to be posted")
 	}
-	takeOver()
+	lag.TakeOver()
 	release()
 	since := time.Now()
 	if told {
@@ -420,4 +420,40 @@ func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 	root := h.root(1)
 	h.recovered(root, "It is Paris.", since)
 	h.settled(root, "It is Paris.")
+}
+
+// (e) An Approve click is claimed while the thread's replica lags: the
+// claim is on the master and on no replica, and the approver is told
+// their decision is being recorded. What the bot then reads back must be
+// what a failover keeps: when the master dies and the replica that never
+// got the claim takes over, the decision is recorded there (or the
+// approver is told to click again) — not taken as recorded on the word
+// of the master that died, with the card left asking. When the replica
+// catches up instead, the decision stands as it was.
+func TestFailoverOfAClaimNoReplicaHas(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	for _, takeOver := range []bool{true, false} {
+		name := "the replica catches up"
+		if takeOver {
+			name = "the master dies"
+		}
+		t.Run(name, func(t *testing.T) {
+			h, cluster := newClusterHarness(t)
+			root, card := h.deployFlow("Deployed.")
+			h.waitStatusOnCluster(root, "paused")
+
+			lag := cluster.LagReplica(t, threadKey(root))
+			h.clickOn(h.addr, card, "approve", approver).Body.Close()
+			h.ephemeral(approver, "being recorded")
+			if takeOver {
+				lag.TakeOver()
+			} else {
+				lag.CatchUp()
+			}
+			since := time.Now()
+			h.approveOnceItTakes(h.addr, card, true)
+			h.recovered(root, "Deployed.", since)
+			h.settled(root, "Deployed.")
+		})
+	}
 }

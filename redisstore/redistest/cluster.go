@@ -341,17 +341,25 @@ func waitCaughtUp(ctx context.Context, master, replica string) error {
 	}
 }
 
+// Lag is a replica held behind its master by LagReplica.
+type Lag struct {
+	tb           testing.TB
+	c            *ReplicatedCluster
+	ctx          context.Context
+	cancel       context.CancelFunc
+	slot         int
+	master, addr string
+	replica      *Server
+	done         bool
+}
+
 // LagReplica stops (SIGSTOP) the replica of the master that owns key's
 // slot and fills the link to it, so that from now on what that master
 // acknowledges stays in the master's memory and reaches no replica — a
-// replica cut off or far behind, as under a network partition. It
-// returns takeOver, which kills (SIGKILL) that master, lets the replica
-// go on and makes it the slot's master by CLUSTER FAILOVER TAKEOVER, as
-// the cluster's own election does once the master is found dead: every
-// write the master acknowledged since LagReplica is lost. takeOver waits
-// until every node left maps the slot to the new master and reports the
-// cluster ok, and returns its address. Call it from the test's goroutine.
-func (c *ReplicatedCluster) LagReplica(tb testing.TB, key string) (takeOver func() string) {
+// replica cut off or far behind, as under a network partition, while
+// the master still counts it connected. Then TakeOver fails the master
+// over to it, losing those writes, or CatchUp lets it go on.
+func (c *ReplicatedCluster) LagReplica(tb testing.TB, key string) *Lag {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	tb.Cleanup(cancel)
@@ -360,40 +368,66 @@ func (c *ReplicatedCluster) LagReplica(tb testing.TB, key string) (takeOver func
 	if err := waitCaughtUp(ctx, master, replica); err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
-	lagging := c.node(tb, replica)
-	lagging.Pause()
+	l := &Lag{tb: tb, c: c, ctx: ctx, cancel: cancel, slot: slot, master: master, addr: replica, replica: c.node(tb, replica)}
+	l.replica.Pause()
+	tb.Cleanup(func() {
+		if !l.done {
+			l.replica.Resume()
+		}
+	})
 	if err := fillReplicaLink(ctx, master, key); err != nil {
-		lagging.Resume()
 		tb.Fatalf("redistest: %v", err)
 	}
-	return func() string {
-		tb.Helper()
-		defer cancel()
-		var alive []*Server
-		for _, s := range c.nodes {
-			if s.Addr() == master {
-				s.Kill()
-			} else {
-				alive = append(alive, s)
-			}
+	return l
+}
+
+// TakeOver kills (SIGKILL) the lagging replica's master, lets the
+// replica go on and makes it the slot's master by CLUSTER FAILOVER
+// TAKEOVER, as the cluster's own election does once the master is found
+// dead: every write the master acknowledged since LagReplica is lost. It
+// waits until every node left maps the slot to the new master and
+// reports the cluster ok, and returns its address. Call it from the
+// test's goroutine.
+func (l *Lag) TakeOver() string {
+	l.tb.Helper()
+	defer l.cancel()
+	l.done = true
+	var alive []*Server
+	for _, s := range l.c.nodes {
+		if s.Addr() == l.master {
+			s.Kill()
+		} else {
+			alive = append(alive, s)
 		}
-		c.nodes = alive
-		lagging.Resume()
-		r := redis.NewClient(&redis.Options{Addr: replica})
-		err := r.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
-		r.Close()
-		if err != nil {
-			tb.Fatalf("redistest: CLUSTER FAILOVER TAKEOVER on %s: %v", replica, err)
+	}
+	l.c.nodes = alive
+	l.replica.Resume()
+	r := redis.NewClient(&redis.Options{Addr: l.addr})
+	err := r.Do(l.ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
+	r.Close()
+	if err != nil {
+		l.tb.Fatalf("redistest: CLUSTER FAILOVER TAKEOVER on %s: %v", l.addr, err)
+	}
+	for _, s := range alive {
+		if err := waitOwner(l.ctx, s.Addr(), l.slot, l.addr); err != nil {
+			l.tb.Fatalf("redistest: %v", err)
 		}
-		for _, s := range alive {
-			if err := waitOwner(ctx, s.Addr(), slot, replica); err != nil {
-				tb.Fatalf("redistest: %v", err)
-			}
-			if err := waitClusterOK(ctx, s.Addr()); err != nil {
-				tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
-			}
+		if err := waitClusterOK(l.ctx, s.Addr()); err != nil {
+			l.tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
 		}
-		return replica
+	}
+	return l.addr
+}
+
+// CatchUp lets the lagging replica go on, and waits until it has
+// everything its master wrote.
+func (l *Lag) CatchUp() {
+	l.tb.Helper()
+	defer l.cancel()
+	l.done = true
+	l.replica.Resume()
+	if err := waitCaughtUp(l.ctx, l.master, l.addr); err != nil {
+		l.tb.Fatalf("redistest: %v", err)
 	}
 }
 
