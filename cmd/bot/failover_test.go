@@ -383,23 +383,42 @@ func (h *harness) waitStatusOnCluster(root slacktest.Call, status string) {
 // request is stored before Slack is told it was received.
 const intakeKey = "cs:{intake}:due"
 
-// (d) The intake's master acknowledges "/agent" and dies before its
-// replica has the request (the replica was cut off, or behind); the
-// replica takes over. What the person was told must hold: either the
-// conversation goes on — the request is on the new master — or they were
-// told to try again, and their second try runs once. Acknowledged and
-// then dropped (a root message, and nothing after it) is a lost request.
+// (d) The intake's master acknowledges "/agent" while its replica lags
+// (cut off, or behind), and then dies, the replica taking over without
+// the request — or the replica catches up. What the person was told must
+// hold: either the conversation goes on — the request is on a replica —
+// or they were told to try again, and their second try runs once.
+// Acknowledged and then dropped (a root message, and nothing after it)
+// is a lost request.
 func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 	// Not in parallel: see failoverKinds.
+	failoverLosesNoAcknowledgedRequest(t, true, nil)
+}
+
+// capitalQuestion and capitalAnswer are the request and the answer of
+// failoverLosesNoAcknowledgedRequest.
+const (
+	capitalQuestion = "what is the capital of France?"
+	capitalAnswer   = "It is Paris."
+)
+
+// lagKinds are the two ends of a replica that lags: its master dies and
+// it takes over without the master's last writes, or it catches up.
+var lagKinds = []struct {
+	name string
+	kill bool
+}{{"the master dies", true}, {"the replica catches up", false}}
+
+func failoverLosesNoAcknowledgedRequest(t *testing.T, kill bool, observe observer) {
 	h, cluster := newClusterHarness(t)
-	h.model.Then(llmtest.Reply("It is Paris."))
+	h.model.Then(llmtest.Reply(capitalAnswer))
 	// The request's root message is the first post: hold it, so that
 	// the master dies while the request is being carried on.
 	rootPosted, release := h.slack.HoldNext("chat.postMessage", 0)
 	defer release()
 
 	lag := cluster.LagReplica(t, intakeKey)
-	told := strings.Contains(readAll(t, h.command("what is the capital of France?", nil, nil)), slackui.TextTryAgain)
+	told := strings.Contains(readAll(t, h.command(capitalQuestion, nil, nil)), slackui.TextTryAgain)
 	if !told {
 		h.within(30*time.Second, func() bool {
 			select {
@@ -410,16 +429,21 @@ func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 			}
 		}, "the root message to be posted")
 	}
-	lag.TakeOver()
+	if kill {
+		lag.TakeOver()
+	} else {
+		lag.CatchUp()
+	}
 	release()
 	since := time.Now()
 	if told {
 		t.Logf("the person was told to try again; they do")
-		h.command("what is the capital of France?", nil, nil)
+		h.command(capitalQuestion, nil, nil)
 	}
 	root := h.root(1)
-	h.recovered(root, "It is Paris.", since)
-	h.settled(root, "It is Paris.")
+	h.observeWith(observe, root)
+	h.recovered(root, capitalAnswer, since)
+	h.settled(root, capitalAnswer)
 }
 
 // (e) An Approve click is claimed while the thread's replica lags: the
@@ -432,28 +456,27 @@ func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
 // catches up instead, the decision stands as it was.
 func TestFailoverOfAClaimNoReplicaHas(t *testing.T) {
 	// Not in parallel: see failoverKinds.
-	for _, takeOver := range []bool{true, false} {
-		name := "the replica catches up"
-		if takeOver {
-			name = "the master dies"
-		}
-		t.Run(name, func(t *testing.T) {
-			h, cluster := newClusterHarness(t)
-			root, card := h.deployFlow("Deployed.")
-			h.waitStatusOnCluster(root, "paused")
-
-			lag := cluster.LagReplica(t, threadKey(root))
-			h.clickOn(h.addr, card, "approve", approver).Body.Close()
-			h.ephemeral(approver, "being recorded")
-			if takeOver {
-				lag.TakeOver()
-			} else {
-				lag.CatchUp()
-			}
-			since := time.Now()
-			h.approveOnceItTakes(h.addr, card, true)
-			h.recovered(root, "Deployed.", since)
-			h.settled(root, "Deployed.")
-		})
+	for _, kind := range lagKinds {
+		t.Run(kind.name, func(t *testing.T) { failoverOfAClaimNoReplicaHas(t, kind.kill, nil) })
 	}
+}
+
+func failoverOfAClaimNoReplicaHas(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	lag := cluster.LagReplica(t, threadKey(root))
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.ephemeral(approver, "being recorded")
+	if kill {
+		lag.TakeOver()
+	} else {
+		lag.CatchUp()
+	}
+	since := time.Now()
+	h.approveOnceItTakes(h.addr, card, true)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
 }
