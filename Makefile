@@ -61,7 +61,9 @@ bench-paused:
 ## chaos: the failover driver (the chaos build tag): FAILOVER_RUNS
 ## conversations on a Redis Cluster, each with its thread's master failed
 ## over at a close, a reply's intake or a claim, by CLUSTER FAILOVER or by
-## a kill; prints how many had a duplicate, lost or stuck outcome
+## a kill, or with a replica lagging at an /agent's intake or a claim,
+## then its master killed or the replica caught up; prints how many had
+## a duplicate, lost or stuck outcome
 FAILOVER_RUNS ?= 12
 chaos:
 	bash .ci/with-redis $(GO) test -tags chaos -count=1 -timeout 60m ./cmd/bot/ -run '^TestFailoverChaos$$' -failover.n=$(FAILOVER_RUNS) -v

@@ -80,13 +80,23 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 		if err != nil {
 			return err
 		}
-		res, err := s.eval(ctx, s.auditScript, auditLua, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)).Result()
-		if err != nil {
+		res, err := s.runScript(ctx, s.auditScript, auditLua, []string{s.auditKey(), s.auditHeadKey()}, append([]any{s.auditMinID()}, block...)...).Result()
+		if err != nil && !(errors.Is(err, ErrNotReplicated) && res != nil) {
 			return fmt.Errorf("audit: %w", err)
 		}
-		appended, err := s.learnAuditHead(res)
-		if err != nil {
-			return err
+		appended, lerr := s.learnAuditHead(res)
+		if lerr != nil {
+			return lerr
+		}
+		if err != nil && appended {
+			// On the master, not (yet) on a replica.
+			kept, err := s.settleAudit(ctx, replyHead(res))
+			if err != nil {
+				return fmt.Errorf("audit: %w", err)
+			}
+			if !kept {
+				continue // a failover lost them: append them again
+			}
 		}
 		if appended {
 			return nil
@@ -94,6 +104,72 @@ func (s *Store) AuditAll(ctx context.Context, records []map[string]string) error
 	}
 	return fmt.Errorf("audit: %w", ErrAuditContention)
 }
+
+// auditSettleRounds is how many more waits for the replicas an append
+// they did not acknowledge gets before AuditAll gives up on it.
+const auditSettleRounds = 3
+
+// settleAudit waits until the store's replicas have the chain up to the
+// head this process last appended, which they did not acknowledge: it
+// writes the slot's sync key with a WAIT (replicas.go), at most
+// auditSettleRounds times, and reports whether that head is still in the
+// chain then — a failover to a replica that never got it has lost it,
+// and its entries are to be appended again (the chain then has them once,
+// and no seq twice). Appending them again before the replicas say
+// anything would put them in the chain twice should the master live on.
+// It returns ErrNotReplicated if the replicas never acknowledged.
+func (s *Store) settleAudit(ctx context.Context, last audit.Head) (kept bool, err error) {
+	tag := hashTag(s.auditKey())
+	for range auditSettleRounds {
+		var n int64
+		n, err = s.runScript(ctx, auditSyncScript, auditSyncLua, []string{s.auditKey(), s.auditHeadKey(), s.syncKey(tag)},
+			last.Hash, last.Seq).Int64()
+		if err == nil {
+			return n == 1, nil
+		}
+		if !errors.Is(err, ErrNotReplicated) {
+			return false, err
+		}
+	}
+	return false, err
+}
+
+// replyHead is the head in auditLua's reply (learnAuditHead has read
+// it).
+func replyHead(reply any) audit.Head {
+	res, _ := reply.([]any)
+	if len(res) != 3 {
+		return audit.Head{}
+	}
+	hash, _ := res[1].(string)
+	seq, _ := res[2].(int64)
+	return audit.Head{Hash: hash, Seq: seq}
+}
+
+// auditSyncLua writes the slot's sync key, for a WAIT after it, and
+// reports whether the entry with the given hash and seq is in the chain:
+// it is the head, or one of the entries after it up to the head (at most
+// 1000 looked at, a page of auditPage; past that it is taken for there).
+//
+//	KEYS: audit stream, audit head, sync key
+//	ARGV: the entry's hash, its seq
+const auditSyncLua = `
+redis.call('SET', KEYS[3], '1', 'PX', 60000)
+local h = redis.call('HMGET', KEYS[2], 'hash', 'seq')
+local seq, want = tonumber(h[2]) or 0, tonumber(ARGV[2])
+if seq < want then return 0 end
+if h[1] == ARGV[1] then return 1 end
+if seq - want >= 1000 then return 1 end
+for _, e in ipairs(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', seq - want + 1)) do
+  local f = e[2]
+  for i = 1, #f - 1, 2 do
+    if f[i] == 'hash' and f[i + 1] == ARGV[1] then return 1 end
+  end
+end
+return 0
+`
+
+var auditSyncScript = redis.NewScript(auditSyncLua)
 
 // auditBlock seals records against the head this process last saw and
 // returns them as the arguments of auditAppendLua's block. A record

@@ -44,6 +44,18 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 `
 
+// unacceptLua takes back a request that acceptLua recorded, if token
+// still holds it: its record, its token and its time in the index go.
+//
+//	KEYS: record, due index, the holder's token
+//	ARGV: id, token
+const unacceptLua = `
+if redis.call('GET', KEYS[3]) ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+`
+
 // dueIntakeLua takes up to n requests whose time has come, and moves each
 // one's time to "until", so that one process re-drives it at a time.
 //
@@ -176,6 +188,7 @@ var (
 	holdIntakeScript   = redis.NewScript(holdIntakeLua)
 	updateIntakeScript = redis.NewScript(updateIntakeLua)
 	startedScript      = redis.NewScript(startedLua)
+	unacceptScript     = redis.NewScript(unacceptLua)
 )
 
 func (s *Store) intakeKeys(id string) (record, due string) {
@@ -195,9 +208,27 @@ func (s *Store) intakeToken(id string) string {
 // if id was recorded already: a repeated delivery. The record is kept for
 // ttl. A retry of this call by the client, after a cut answer, still
 // reports true. One round trip.
+//
+// Being stored is what lets Slack be told the request was received, so
+// with Options.Replicas the record is acknowledged by replicas as a
+// claim is: a master that fails over to a replica that never got it
+// would take the request with it, and the attempt holding it would find
+// it gone and stop (another attempt has it, as far as it can tell), the
+// request acknowledged and never carried on. When the replicas do not
+// acknowledge it in time, Accept takes the record back (if it still
+// holds it) and fails with ErrNotReplicated: the person is told to try
+// again, and their retry, or Slack's, is not taken for a repeat. (Should
+// the master die with the record on a replica and the taking back not,
+// the request is carried on once its hold lapses.)
 func (s *Store) Accept(ctx context.Context, id, token string, record []byte, due time.Time, ttl time.Duration) (bool, error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := s.acceptScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, ttl.Milliseconds(), due.UnixMilli(), token).Int()
+	keys := []string{rec, idx, s.intakeToken(id)}
+	n, err := s.runScript(ctx, s.acceptScript, acceptLua, keys, id, record, ttl.Milliseconds(), due.UnixMilli(), token).Int()
+	if errors.Is(err, ErrNotReplicated) {
+		if uerr := unacceptScript.Run(ctx, s.rdb, keys, id, token).Err(); uerr != nil {
+			err = fmt.Errorf("%w (and taking it back: %v)", err, uerr)
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("accept %s: %w", id, err)
 	}

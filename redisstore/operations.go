@@ -103,6 +103,7 @@ var scriptOps = sync.OnceValue(func() map[string]string {
 		saveCloseLua: OpSave, recordLua: OpClaim, moveWakeLua: OpSchedule,
 		firstSaveLua: OpSave, firstSaveCloseLua: OpSave, keepReplyLua: OpClaim,
 		claimSaveLua: OpClaim,
+		unacceptLua:  OpIntake, syncedClaimsLua: OpClaim, auditSyncLua: OpAudit,
 	} {
 		sum := sha1.Sum([]byte(src))
 		ops[hex.EncodeToString(sum[:])] = op

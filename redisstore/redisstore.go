@@ -28,6 +28,10 @@
 //	cs:{<thread>}:fence    string  the number of the lease's latest acquisition (lease.go)
 //	cs:{<thread>}:kept     list    replies typed before the thread's first save, which
 //	                               that save hands to the start (firstsave.go); expires
+//	cs:{<thread>}:sync     string  written beside a write to the thread, or a read of its
+//	                               claims, while a write there has not been acknowledged by
+//	                               Options.Replicas, so that a WAIT covers it (replicas.go);
+//	                               expires (the same for any other slot's hash tag)
 //
 // The head holds only what the compare-and-set checks, so a save neither
 // decodes nor stores the latest checkpoint twice. It lives in the claims
@@ -204,6 +208,9 @@ type Store struct {
 	replicaWait  time.Duration
 	// replicasConnected: Options.ReplicasConnected (replicas.go).
 	replicasConnected bool
+	// unsynced: the slots with a write no replica is known to have
+	// (replicas.go).
+	unsynced unsynced
 
 	// The keys outside threads that the session, audit and inbox
 	// scripts name, made once: wakeups, waiting, the audit stream and
@@ -809,11 +816,22 @@ func notRun(err error) bool {
 }
 
 // evalAndWait sends a script and a WAIT for the store's replicas to node
-// in one round trip.
+// in one round trip. In a slot with a write no replica is known to have
+// (replicas.go), it sets the slot's sync key between the two, so that
+// the WAIT waits for that write too even when the script writes nothing
+// (a resend that recognises its first attempt).
 func (s *Store) evalAndWait(ctx context.Context, node redis.Cmdable, src string, keys []string, args []any) *redis.Cmd {
 	var res, wait *redis.Cmd
+	tag := ""
+	if len(keys) > 0 {
+		tag = hashTag(keys[0])
+	}
+	barrier := tag != "" && s.unsynced.has(tag, time.Now())
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		res = p.Eval(ctx, src, keys, args...)
+		if barrier {
+			p.Set(ctx, s.syncKey(tag), "1", time.Minute)
+		}
 		wait = p.Do(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
 		return nil
 	})
@@ -825,6 +843,15 @@ func (s *Store) evalAndWait(ctx context.Context, node redis.Cmdable, src string,
 		if err := s.replicated(ctx, node, n); err != nil {
 			res.SetErr(err)
 		}
+	}
+	switch err := res.Err(); {
+	case tag == "":
+	case err == nil:
+		if barrier {
+			s.unsynced.clear(tag)
+		}
+	case errors.Is(err, ErrNotReplicated) || answerLost(err):
+		s.unsynced.mark(tag, time.Now())
 	}
 	return res
 }

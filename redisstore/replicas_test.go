@@ -58,3 +58,43 @@ func TestReplicasConnected(t *testing.T) {
 		t.Errorf("following: Claim() without a replica = %v, %v; want won", won, err)
 	}
 }
+
+// A claim its replicas did not acknowledge is on the master only: this
+// process reads it back (to tell a person whether their decision is
+// recorded) as the replicas have it — an error while they do not
+// acknowledge it, the claim once they do — never from the master alone,
+// which a failover may lose.
+func TestClaimReadBackWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	master := redistest.StartServer(t)
+	replica := redistest.StartReplica(t, master)
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	s := redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("readback"), Replicas: 1, ReplicasConnected: true,
+		ReplicaTimeout: 300 * time.Millisecond})
+	const thread, key = "T1:C1:1700000000.000100", "decision:c1"
+
+	replica.Pause()
+	if _, _, err := s.Claim(ctx, thread, key, []byte("approve")); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Claim() with the replica stalled = %v, want ErrNotReplicated", err)
+	}
+	if got, err := s.ClaimValues(ctx, thread, []string{key}); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Errorf("ClaimValues() of a claim no replica has = %q, %v; want ErrNotReplicated", got, err)
+	}
+	replica.Resume()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.ClaimValues(ctx, thread, []string{key})
+		if err == nil && string(got[key]) == "approve" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ClaimValues() once the replica is back = %q, %v; want the claim", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Acknowledged: reads are plain reads again.
+	if got, err := s.ClaimValues(ctx, thread, []string{key}); err != nil || string(got[key]) != "approve" {
+		t.Errorf("ClaimValues() after = %q, %v; want the claim", got, err)
+	}
+}

@@ -376,7 +376,12 @@ func (s *Store) recordArgs(args []any, record []string, answered int) []any {
 }
 
 // ClaimValues implements runner.Sessions: the thread's claims of keys
-// (those set), in one HMGET.
+// (those set), in one HMGET. When this process wrote to the thread
+// without its replicas acknowledging it (Options.Replicas; a claim that
+// failed with ErrNotReplicated, or whose answer was lost), it reads them
+// only as its replicas have them: with a WAIT, failing with
+// ErrNotReplicated while they do not acknowledge (replicas.go). What a
+// person is told of a claim read back is then what a failover keeps.
 func (s *Store) ClaimValues(ctx context.Context, thread string, keys []string) (map[string][]byte, error) {
 	k, err := s.keys(thread)
 	if err != nil {
@@ -384,6 +389,17 @@ func (s *Store) ClaimValues(ctx context.Context, thread string, keys []string) (
 	}
 	if len(keys) == 0 {
 		return map[string][]byte{}, nil
+	}
+	if s.replicas > 0 && s.unsynced.has(hashTag(k.claims), time.Now()) {
+		args := make([]any, len(keys))
+		for i, key := range keys {
+			args[i] = key
+		}
+		vals, err := s.runScript(ctx, syncedClaimsScript, syncedClaimsLua, []string{k.claims, s.syncKey(hashTag(k.claims))}, args...).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("claims of %s: %w", thread, err)
+		}
+		return claimValues(keys, vals), nil
 	}
 	vals, err := s.rdb.HMGet(ctx, k.claims, keys...).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {

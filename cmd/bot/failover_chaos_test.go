@@ -24,20 +24,30 @@ var failoverRuns = flag.Int("failover.n", 12, "how many conversations TestFailov
 // Each conversation starts a Redis Cluster of three masters with a
 // replica each and two bot processes, and fails the master of its
 // thread over at one moment — a close, a reply's intake, a claim — by
-// CLUSTER FAILOVER or by killing it, in turn. At the end it prints how
-// many conversations had a call run or an answer posted twice
-// (duplicate), an acknowledged reply or an approved call never carried
-// on (lost), or did not finish (stuck).
+// CLUSTER FAILOVER or by killing it, in turn. Two more moments have the
+// replica lag first, so that the master acknowledges writes no replica
+// has — an /agent's intake, a claim — and then either kill the master,
+// its replica taking over without them (lag/kill), or let the replica
+// catch up (lag/catch up). At the end it prints how many conversations
+// had a call run or an answer posted twice (duplicate), an acknowledged
+// request or an approved call never carried on (lost), or did not finish
+// (stuck).
 func TestFailoverChaos(t *testing.T) {
 	type tally struct{ runs, failed, duplicate, lost, stuck int }
 	var mu sync.Mutex
 	byMoment := map[string]*tally{}
-	moments := []string{"close", "intake", "claim"}
+	moments := []string{"close", "intake", "claim", "request", "lagging claim"}
+	hows := func(m string) [2]string {
+		if m == "request" || m == "lagging claim" {
+			return [2]string{"lag/catch up", "lag/kill"}
+		}
+		return [2]string{"CLUSTER FAILOVER", "kill"}
+	}
 	for i := range *failoverRuns {
-		moment, kill := moments[i%3], (i/3)%2 == 1
-		how := "CLUSTER FAILOVER"
+		moment, kill := moments[i%len(moments)], (i/len(moments))%2 == 1
+		how := hows(moment)[0]
 		if kill {
-			how = "kill"
+			how = hows(moment)[1]
 		}
 		name := fmt.Sprintf("%02d %s/%s", i, moment, how)
 		mu.Lock()
@@ -51,8 +61,11 @@ func TestFailoverChaos(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			answer, calls := "Deployed.", h.target.Count("POST /deploy")
-			if moment == "intake" {
+			switch moment {
+			case "intake":
 				answer, calls = "About 2.1 million people.", h.asked(theQuestion)
+			case "request":
+				answer, calls = capitalAnswer, h.asked(capitalQuestion)
 			}
 			answers := h.answers(root, answer)
 			switch {
@@ -72,6 +85,10 @@ func TestFailoverChaos(t *testing.T) {
 				failoverDuringAReplysIntake(t, kill, i, observe)
 			case "claim":
 				failoverDuringAClaim(t, kill, observe)
+			case "request":
+				failoverLosesNoAcknowledgedRequest(t, kill, observe)
+			case "lagging claim":
+				failoverOfAClaimNoReplicaHas(t, kill, observe)
 			}
 		})
 		if !ok {
@@ -81,15 +98,15 @@ func TestFailoverChaos(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %5s %7s %9s %5s %6s\n", "moment/failover", "runs", "failed", "duplicate", "lost", "stuck")
+	fmt.Fprintf(&b, "%-30s %5s %7s %9s %5s %6s\n", "moment/failover", "runs", "failed", "duplicate", "lost", "stuck")
 	var sum tally
 	for _, m := range moments {
-		for _, how := range []string{"CLUSTER FAILOVER", "kill"} {
+		for _, how := range hows(m) {
 			tl := byMoment[m+"/"+how]
 			if tl == nil {
 				continue
 			}
-			fmt.Fprintf(&b, "%-24s %5d %7d %9d %5d %6d\n", m+"/"+how, tl.runs, tl.failed, tl.duplicate, tl.lost, tl.stuck)
+			fmt.Fprintf(&b, "%-30s %5d %7d %9d %5d %6d\n", m+"/"+how, tl.runs, tl.failed, tl.duplicate, tl.lost, tl.stuck)
 			sum.runs += tl.runs
 			sum.failed += tl.failed
 			sum.duplicate += tl.duplicate
@@ -97,7 +114,7 @@ func TestFailoverChaos(t *testing.T) {
 			sum.stuck += tl.stuck
 		}
 	}
-	fmt.Fprintf(&b, "%-24s %5d %7d %9d %5d %6d\n", "all", sum.runs, sum.failed, sum.duplicate, sum.lost, sum.stuck)
+	fmt.Fprintf(&b, "%-30s %5d %7d %9d %5d %6d\n", "all", sum.runs, sum.failed, sum.duplicate, sum.lost, sum.stuck)
 	t.Logf("failovers, one per conversation:\n%s", b.String())
 	fmt.Print(b.String())
 }

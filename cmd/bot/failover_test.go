@@ -378,3 +378,98 @@ func (h *harness) waitStatusOnCluster(root slacktest.Call, status string) {
 		return hist[0].Status == status
 	}, "thread %s to be %s", thread, status)
 }
+
+// intakeKey is a Redis key in the slot of the bot's intake, where a
+// request is stored before Slack is told it was received.
+const intakeKey = "cs:{intake}:due"
+
+// (d) The intake's master acknowledges "/agent" while its replica lags
+// (cut off, or behind), and then dies, the replica taking over without
+// the request — or the replica catches up. What the person was told must
+// hold: either the conversation goes on — the request is on a replica —
+// or they were told to try again, and their second try runs once.
+// Acknowledged and then dropped (a root message, and nothing after it)
+// is a lost request.
+func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	failoverLosesNoAcknowledgedRequest(t, true, nil)
+}
+
+// capitalQuestion and capitalAnswer are the request and the answer of
+// failoverLosesNoAcknowledgedRequest.
+const (
+	capitalQuestion = "what is the capital of France?"
+	capitalAnswer   = "It is Paris."
+)
+
+func failoverLosesNoAcknowledgedRequest(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	h.model.Then(llmtest.Reply(capitalAnswer))
+	// The request's root message is the first post: hold it, so that
+	// the master dies while the request is being carried on.
+	rootPosted, release := h.slack.HoldNext("chat.postMessage", 0)
+	defer release()
+
+	lag := cluster.LagReplica(t, intakeKey)
+	told := strings.Contains(readAll(t, h.command(capitalQuestion, nil, nil)), slackui.TextTryAgain)
+	if !told {
+		h.within(30*time.Second, func() bool {
+			select {
+			case <-rootPosted:
+				return true
+			default:
+				return false
+			}
+		}, "the root message to be posted")
+	}
+	if kill {
+		lag.TakeOver()
+	} else {
+		lag.CatchUp()
+	}
+	release()
+	since := time.Now()
+	if told {
+		t.Logf("the person was told to try again; they do")
+		h.command(capitalQuestion, nil, nil)
+	}
+	root := h.root(1)
+	h.observeWith(observe, root)
+	h.recovered(root, capitalAnswer, since)
+	h.settled(root, capitalAnswer)
+}
+
+// (e) An Approve click is claimed while the thread's replica lags: the
+// claim is on the master and on no replica, and the approver is told
+// their decision is being recorded. What the bot then reads back must be
+// what a failover keeps: when the master dies and the replica that never
+// got the claim takes over, the decision is recorded there (or the
+// approver is told to click again) — not taken as recorded on the word
+// of the master that died, with the card left asking. (When the replica
+// catches up instead, the decision stands as it was: the chaos driver
+// has that case, and redisstore's TestClaimReadBackWaitsForReplicas the
+// read-back's part of it.)
+func TestFailoverOfAClaimNoReplicaHas(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	failoverOfAClaimNoReplicaHas(t, true, nil)
+}
+
+func failoverOfAClaimNoReplicaHas(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t)
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	lag := cluster.LagReplica(t, threadKey(root))
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.ephemeral(approver, "being recorded")
+	if kill {
+		lag.TakeOver()
+	} else {
+		lag.CatchUp()
+	}
+	since := time.Now()
+	h.approveOnceItTakes(h.addr, card, true)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}

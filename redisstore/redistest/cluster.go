@@ -340,3 +340,153 @@ func waitCaughtUp(ctx context.Context, master, replica string) error {
 		}
 	}
 }
+
+// Lag is a replica held behind its master by LagReplica.
+type Lag struct {
+	tb           testing.TB
+	c            *ReplicatedCluster
+	ctx          context.Context
+	cancel       context.CancelFunc
+	slot         int
+	master, addr string
+	replica      *Server
+	done         bool
+}
+
+// LagReplica stops (SIGSTOP) the replica of the master that owns key's
+// slot and fills the link to it, so that from now on what that master
+// acknowledges stays in the master's memory and reaches no replica — a
+// replica cut off or far behind, as under a network partition, while
+// the master still counts it connected. Then TakeOver fails the master
+// over to it, losing those writes, or CatchUp lets it go on.
+func (c *ReplicatedCluster) LagReplica(tb testing.TB, key string) *Lag {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	slot := int(c.Client.ClusterKeySlot(ctx, key).Val())
+	master, replica := c.masterAndReplica(ctx, tb, slot)
+	if err := waitCaughtUp(ctx, master, replica); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	l := &Lag{tb: tb, c: c, ctx: ctx, cancel: cancel, slot: slot, master: master, addr: replica, replica: c.node(tb, replica)}
+	l.replica.Pause()
+	tb.Cleanup(func() {
+		if !l.done {
+			l.replica.Resume()
+		}
+	})
+	if err := fillReplicaLink(ctx, master, key); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return l
+}
+
+// TakeOver kills (SIGKILL) the lagging replica's master, lets the
+// replica go on and makes it the slot's master by CLUSTER FAILOVER
+// TAKEOVER, as the cluster's own election does once the master is found
+// dead: every write the master acknowledged since LagReplica is lost. It
+// waits until every node left maps the slot to the new master and
+// reports the cluster ok, and returns its address. Call it from the
+// test's goroutine.
+func (l *Lag) TakeOver() string {
+	l.tb.Helper()
+	defer l.cancel()
+	l.done = true
+	var alive []*Server
+	for _, s := range l.c.nodes {
+		if s.Addr() == l.master {
+			s.Kill()
+		} else {
+			alive = append(alive, s)
+		}
+	}
+	l.c.nodes = alive
+	l.replica.Resume()
+	r := redis.NewClient(&redis.Options{Addr: l.addr})
+	err := r.Do(l.ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
+	r.Close()
+	if err != nil {
+		l.tb.Fatalf("redistest: CLUSTER FAILOVER TAKEOVER on %s: %v", l.addr, err)
+	}
+	for _, s := range alive {
+		if err := waitOwner(l.ctx, s.Addr(), l.slot, l.addr); err != nil {
+			l.tb.Fatalf("redistest: %v", err)
+		}
+		if err := waitClusterOK(l.ctx, s.Addr()); err != nil {
+			l.tb.Fatalf("redistest: cluster node %s: %v", s.Addr(), err)
+		}
+	}
+	return l.addr
+}
+
+// CatchUp lets the lagging replica go on, and waits until it has
+// everything its master wrote.
+func (l *Lag) CatchUp() {
+	l.tb.Helper()
+	defer l.cancel()
+	l.done = true
+	l.replica.Resume()
+	if err := waitCaughtUp(l.ctx, l.master, l.addr); err != nil {
+		l.tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// node returns the server listening at addr.
+func (c *ReplicatedCluster) node(tb testing.TB, addr string) *Server {
+	tb.Helper()
+	for _, s := range c.nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	tb.Fatalf("redistest: no cluster node at %s", addr)
+	return nil
+}
+
+// stuckInMaster is how much of the replication stream fillReplicaLink
+// leaves in the master's own memory: more than one write of the filler,
+// so that the kernel's buffers are known to be full.
+const stuckInMaster = 4 << 20
+
+// fillReplicaLink writes to the master at master, in key's slot, until
+// the link to its replica (stopped) is full: the kernel's buffers of
+// the connection hold as much as they take (tens of MB on loopback),
+// and the master keeps the rest in its output buffer for the replica
+// (CLIENT LIST's omem), which a kill loses. Stopping the replica alone
+// is not enough: what the master has handed to the kernel reaches the
+// replica once it goes on. The filler stays below the replica's output
+// buffer limits, past which the master would drop the replica.
+func fillReplicaLink(ctx context.Context, master, key string) error {
+	tag := key
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			tag = key[i+1 : i+1+j]
+		}
+	}
+	m := redis.NewClient(&redis.Options{Addr: master})
+	defer m.Close()
+	filler := "redistest:lag:{" + tag + "}"
+	value := strings.Repeat("x", 1<<20)
+	for range 128 {
+		if err := m.Set(ctx, filler, value, time.Minute).Err(); err != nil {
+			return fmt.Errorf("filling the link to the replica of %s: %w", master, err)
+		}
+		clients, err := m.ClientList(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("filling the link to the replica of %s: %w", master, err)
+		}
+		for _, line := range strings.Split(clients, "\n") {
+			if !strings.Contains(line, "flags=S") {
+				continue
+			}
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "omem="); ok {
+					if n, _ := strconv.Atoi(v); n >= stuckInMaster {
+						return nil
+					}
+				}
+			}
+		}
+	}
+	return fmt.Errorf("the link from %s to its stopped replica never filled", master)
+}
