@@ -55,7 +55,11 @@
 // text carries model and tool output.
 //
 // The /ui/* endpoints act for whoever the page says is typing: anyone who
-// reaches the page can act as any of the playground's users. They accept
-// only JSON from the page's own origin, so that another web site cannot
-// drive them from a visitor's browser. Serve the playground on loopback.
+// reaches the page can act as any of the playground's users. So the page
+// is served only to a browser that opened PageURL, whose random token
+// only the person who started the playground is shown; any other process
+// on the machine gets 403 from the page and from /ui/*. The endpoints
+// accept only JSON from the page's own origin, so that another web site
+// cannot drive them from a visitor's browser. Serve the playground on
+// loopback.
 package slacksim

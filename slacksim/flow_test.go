@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -410,7 +411,8 @@ func TestBotFailuresAreShownAsSlackShowsThem(t *testing.T) {
 
 func TestPageAndItsGuards(t *testing.T) {
 	w := newWorld(t)
-	resp, err := http.Get(w.url + "/")
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar}).Get(w.sim.PageURL(w.url))
 	if err != nil {
 		t.Fatal(err)
 	}

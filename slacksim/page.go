@@ -24,7 +24,8 @@ const ssePing = 20 * time.Second
 
 // PageHandler serves the page and what it calls:
 //
-//	GET  /            the page (and GET /static/… its script and styles)
+//	GET  /            the page, to a browser that opened PageURL (and
+//	                  GET /static/… its script and styles, to anyone)
 //	GET  /events      server-sent events: "snapshot" (a State) on connect,
 //	                  then "message" (a Message, new or updated), "views"
 //	                  ({user, views}: a person's modal stack) and "home"
@@ -39,19 +40,16 @@ const ssePing = 20 * time.Second
 //
 // The POST endpoints take JSON from the page's own origin only, and
 // answer {"ok": true} or {"ok": false, "error": "…"}. Every request must
-// name a loopback Host (see IsLoopbackHost), and every one but the page
-// and its static files must carry the page's token (see PageToken);
-// others are answered 403.
+// name a loopback Host (see IsLoopbackHost); the page is served only with
+// the access cookie PageURL leaves (see PageURL); every request but the
+// page and its static files must carry the page's token (see PageToken),
+// which is only in the page. Others are answered 403.
 func (s *Simulator) PageHandler() http.Handler {
 	assets, _ := fs.Sub(static, "static") // the directory is embedded
 	mux := http.NewServeMux()
 	index, _ := fs.ReadFile(assets, "index.html") // embedded
 	page := s.pageWithToken(index)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		securityHeaders(w)
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write(page)
-	})
+	mux.HandleFunc("GET /{$}", s.page(page))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w)
 		http.FileServerFS(assets).ServeHTTP(w, r)

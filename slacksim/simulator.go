@@ -174,6 +174,7 @@ type Simulator struct {
 	subs     map[chan []byte]struct{}
 	closed   bool
 	token    string // the page token, see PageToken
+	access   string // the access token in the page's URL, see PageURL
 }
 
 // trigger is a trigger_id handed out with an interaction.
@@ -219,6 +220,7 @@ func New(opts Options) *Simulator {
 	}
 	return &Simulator{
 		token:    newPageToken(),
+		access:   randomToken(32),
 		opts:     opts,
 		log:      opts.Logger,
 		byTS:     map[string]*Message{},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -36,13 +37,18 @@ const chromiumHint = "the browser tests drive headless Chromium: `make test` ins
 
 // playgroundBot is the bot binary serving the playground.
 type playgroundBot struct {
-	url  string
+	url  string // http://127.0.0.1:port/
+	open string // the URL it printed, with the page's access token
 	cmd  *exec.Cmd
 	logs *syncBuffer
 }
 
+// printedURL finds the URL in the line the playground prints at start.
+var printedURL = regexp.MustCompile(`Countersign playground: open (http://\S+) in a browser\.\n`)
+
 // startPlayground runs the bot with an empty environment but for PATH and
-// BOT_ADDR, and waits until it answers /healthz.
+// BOT_ADDR, and waits until it answers /healthz and has printed the
+// page's URL.
 func startPlayground(t *testing.T, env ...string) *playgroundBot {
 	t.Helper()
 	addr := freeAddr(t)
@@ -72,7 +78,8 @@ func startPlayground(t *testing.T, env ...string) *playgroundBot {
 		resp, err := botClient.Get(b.url + "healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if m := printedURL.FindStringSubmatch(b.logs.String()); resp.StatusCode == http.StatusOK && m != nil {
+				b.open = m[1]
 				return b
 			}
 		}
@@ -159,9 +166,19 @@ func (p page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 
 // open loads the page and waits until its event stream delivered the
 // first snapshot.
+// The URL's token does not stay in the address bar (nor in the history).
 func (p page) open(url string) {
 	p.t.Helper()
 	p.do("opening the playground", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"] #composer-input`)))
+	ctx, cancel := context.WithTimeout(p.tab, 5*time.Second)
+	defer cancel()
+	at, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		p.t.Fatalf("reading the page's address: %v", err)
+	}
+	if strings.Contains(at, "token") {
+		p.t.Errorf("the page is at %s after opening %s; want the address without the token", at, url)
+	}
 }
 
 // send types text into the channel's composer and presses Enter.
@@ -291,7 +308,7 @@ func TestPlaygroundModelBadge(t *testing.T) {
 	model := llmtest.NewOpenAIServer(t)
 	bot := startPlayground(t, "LLM_PROVIDER=openai", "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+model.URL())
 	p := page{t: t, tab: newBrowser(t)}
-	p.open(bot.url)
+	p.open(bot.open)
 	p.waitText(`//*[@id="model-text"]`, "gpt-4o-mini")
 	if p.badgeShown() {
 		t.Error("the DEMO badge shows with a real model")
@@ -319,7 +336,7 @@ func TestPlaygroundApproveInBrowser(t *testing.T) {
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
 
-	p.open(bot.url)
+	p.open(bot.open)
 	p.send("/agent fetch " + target.URL + "/approve-me")
 	// The request's thread opens by itself, with the approval card in it.
 	p.waitText(inThread, "Approval needed: http_request")
@@ -357,7 +374,7 @@ func TestPlaygroundEditAndRejectInBrowser(t *testing.T) {
 	target := newTarget(t)
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
-	p.open(bot.url)
+	p.open(bot.open)
 
 	// Edit: a mistake first, shown in the modal, then the edited call.
 	p.send("/agent fetch " + target.URL + "/original")
@@ -419,7 +436,7 @@ func TestPlaygroundConfirmAndNoEditInBrowser(t *testing.T) {
 	}
 	bot := startPlayground(t, "BOT_POLICY="+policy)
 	p := page{t: t, tab: newBrowser(t)}
-	p.open(bot.url)
+	p.open(bot.open)
 	p.send("/agent fetch " + target.URL + "/confirmed")
 	p.waitText(inThread, "Approval needed: http_request")
 	if n := p.count(button(inThread, "Edit")); n != 0 {
@@ -444,11 +461,13 @@ func TestPlaygroundConfirmAndNoEditInBrowser(t *testing.T) {
 }
 
 // restart stops the bot and starts it again on the same address, as a
-// person restarting `go run ./cmd/bot` does, and waits until it answers.
+// person restarting `go run ./cmd/bot` does, and waits until it answers
+// and has printed its new URL.
 func (b *playgroundBot) restart(t *testing.T) {
 	t.Helper()
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	_ = b.cmd.Wait()
+	printed := len(printedURL.FindAllString(b.logs.String(), -1))
 	env := b.cmd.Env
 	b.cmd = exec.Command(botBinary)
 	b.cmd.Env = env
@@ -461,7 +480,8 @@ func (b *playgroundBot) restart(t *testing.T) {
 		resp, err := botClient.Get(b.url + "healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if m := printedURL.FindAllStringSubmatch(b.logs.String(), -1); resp.StatusCode == http.StatusOK && len(m) > printed {
+				b.open = m[len(m)-1][1]
 				return
 			}
 		}
@@ -471,23 +491,34 @@ func (b *playgroundBot) restart(t *testing.T) {
 }
 
 // The page shows its people's user IDs, which a policy's approvers:
-// needs, and a tab left open across a restart says to reload it instead
-// of reconnecting forever; reloading brings it back.
+// needs, and a tab left open across a restart says to open the URL the
+// bot printed again instead of reconnecting forever (a reload, or the old
+// URL, is refused: the restarted bot has a new token); that URL brings
+// it back.
 func TestPlaygroundPeopleAndStaleTab(t *testing.T) {
 	t.Parallel()
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
-	p.open(bot.url)
+	p.open(bot.open)
 	p.waitText(`//*[@id="sidebar-people"]`, "Teammate U0TEAMMATE")
 	p.waitText(`//*[@id="sidebar-people"]`, "You U0YOU")
 	p.waitText(`//*[@id="acting-id"]`, "U0YOU")
 	p.actAs("Teammate")
 	p.waitText(`//*[@id="acting-id"]`, "U0TEAMMATE")
 
+	old := bot.open
 	bot.restart(t)
-	p.waitText(`//*[@id="connection"]`, "reload the page")
-	p.click(`//*[@id="connection"]`, "Reload")
-	p.do("waiting for the reloaded page", chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"] #composer-input`)))
+	if bot.open == old {
+		t.Fatalf("the restarted playground printed its old URL %s; want a new token", old)
+	}
+	p.waitText(`//*[@id="connection"]`, "open the URL it printed when it started again")
+	// A reload, or the old URL, is refused: the token in the tab's cookie
+	// and in the old URL belong to the old bot.
+	for _, url := range []string{bot.url, old} {
+		p.do("opening "+url, chromedp.Navigate(url))
+		p.waitText(`//body`, "the URL the bot printed")
+	}
+	p.open(bot.open)
 	p.send("/agent hello")
 	p.waitText(`//*[@id="messages"]`, "hello")
 }

@@ -29,7 +29,7 @@ func TestPlaygroundHomeTabInBrowser(t *testing.T) {
 	defer target.Close()
 	bot := startPlayground(t)
 	p := page{t: t, tab: newBrowser(t)}
-	p.open(bot.url)
+	p.open(bot.open)
 	p.send("/agent fetch " + target.URL + "/from-home")
 	p.waitText(inThread, "Approval needed: http_request")
 

@@ -240,8 +240,10 @@ examples:
   SLACK_BOT_TOKEN=xoxb-… SLACK_APP_TOKEN=xapp-… BOT_POLICY=policy.yaml bot serve
 `,
 	"playground": `
-A simulated Slack channel in the browser at http://BOT_ADDR/ (default
-127.0.0.1:3000): the real handlers, with Slack played inside the process.
+A simulated Slack channel in the browser at the URL it prints at start,
+http://BOT_ADDR/?token=… (default 127.0.0.1:3000; a new token each start,
+and the page opens only from it): the real handlers, with Slack played
+inside the process.
 The model, Redis and BOT_POLICY come from the environment, as for serve.
 
 examples:

@@ -23,7 +23,10 @@ import (
 // signed requests to, as Slack would. Redis and the model come from the
 // environment as for serve (embedded Redis and the demo model when
 // nothing is set); Slack credentials are not used — the simulator is
-// Slack, with a signing secret and a token made up for the run.
+// Slack, with a signing secret and a token made up for the run. The page
+// opens only from the URL printed on stdout, with a random token made for
+// the run (a new one each start: a restarted bot does not honour a URL
+// that a process may have read from an old terminal or log).
 func playground(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	log, err := newLogger(getenv, stderr, logrus.InfoLevel)
 	if err != nil {
@@ -72,10 +75,13 @@ func playground(ctx context.Context, getenv func(string) string, stdout, stderr 
 	routes(mux, svc, srv, log)
 	mux.Handle("/", sim.PageHandler())
 
-	page := base + "/"
-	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.Redis, "model": model.Name(), "addr": ln.Addr().String(), "url": page, "policy": getenv("BOT_POLICY")}).
-		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open %s", svc.Redis, model.Name(), policyInForce(getenv), page)
-	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", page)
+	// The page's URL carries its access token: whoever has it can act as
+	// anyone in the playground. It goes on the terminal line the person
+	// who started the bot reads, as Jupyter prints its token, and never
+	// into the structured log, which may be shipped elsewhere.
+	log.WithFields(logrus.Fields{"slack": "playground", "redis": svc.Redis, "model": model.Name(), "addr": ln.Addr().String(), "url": base + "/", "policy": getenv("BOT_POLICY")}).
+		Infof("Countersign playground (Slack simulated in this process) · redis: %s · model: %s · %s · open the URL printed below, token included, in a browser", svc.Redis, model.Name(), policyInForce(getenv))
+	fmt.Fprintf(stdout, "Countersign playground: open %s in a browser.\n", sim.PageURL(base))
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

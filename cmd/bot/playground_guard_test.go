@@ -15,6 +15,105 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
+// openPage opens the page as a browser does with the URL the playground
+// printed, and returns the page token in it and the cookie it left.
+func (b *playgroundBot) openPage(t *testing.T) (string, *http.Cookie) {
+	t.Helper()
+	resp, err := botClient.Get(b.open) // botClient follows no redirect without a jar's cookie
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Request.Response.Cookies() {
+		cookie = c
+	}
+	if cookie == nil {
+		t.Fatalf("opening %s left no cookie", b.open)
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.url, nil)
+	req.AddCookie(cookie)
+	resp, err = botClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	m := pageTokenMeta.FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("GET / with the cookie = %d; want the page with its token", resp.StatusCode)
+	}
+	return string(m[1]), cookie
+}
+
+// pageTokenMeta finds the page token in the page.
+var pageTokenMeta = regexp.MustCompile(`<meta name="playground-token" content="([0-9a-f]+)">`)
+
+// The page opens only from the URL the playground printed at start, so
+// that another process on the machine — a tool the bot started, another
+// user — cannot read the page token and act as anyone: approve a call,
+// post as a teammate, read the threads.
+func TestPlaygroundOpensOnlyFromThePrintedURL(t *testing.T) {
+	t.Parallel()
+	b := startPlayground(t)
+	if !strings.HasPrefix(b.open, b.url+"?token=") || len(b.open) < len(b.url)+len("?token=")+32 {
+		t.Fatalf("the playground printed %q; want %s?token= and a secret", b.open, b.url)
+	}
+	get := func(url string, cookie *http.Cookie) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := (&http.Client{Transport: botClient.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	access := strings.TrimPrefix(b.open, b.url+"?token=")
+	port := b.url[strings.LastIndex(b.url, ":")+1 : len(b.url)-1]
+
+	// Another process, as curl would: no page, no token, no acting.
+	for _, tt := range []struct {
+		name, url string
+		cookie    *http.Cookie
+	}{
+		{"no token", b.url, nil},
+		{"a wrong token", b.url + "?token=" + strings.Repeat("0", len(access)), nil},
+		{"the token cut short", b.url + "?token=" + access[:len(access)-1], nil},
+		{"a forged cookie", b.url, &http.Cookie{Name: "countersign_playground_" + port, Value: "0123"}},
+	} {
+		resp, body := get(tt.url, tt.cookie)
+		if resp.StatusCode != http.StatusForbidden || pageTokenMeta.MatchString(body) || strings.Contains(body, access) ||
+			!strings.Contains(body, "the URL the bot printed") || len(resp.Cookies()) != 0 {
+			t.Errorf("%s: GET / = %d, cookies %v: %s; want 403 saying to open the printed URL", tt.name, resp.StatusCode, resp.Cookies(), body)
+		}
+	}
+	for _, path := range []string{"ui/state", "events"} {
+		if resp, body := get(b.url+path, nil); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET /%s without the page = %d %s, want 403", path, resp.StatusCode, body)
+		}
+	}
+
+	// The printed URL: a cookie, and the page at / with no token in its
+	// address.
+	resp, _ := get(b.open, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Errorf("GET the printed URL = %d, Location %q; want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	token, _ := b.openPage(t)
+
+	// The token is on the line printed for the person, and nowhere in
+	// the log.
+	if logs := b.logs.String(); strings.Count(logs, access) != 1 || strings.Contains(logs, token) {
+		t.Errorf("the bot's output has the access token %d times (want once: the printed URL), the page token %v:\n%s",
+			strings.Count(logs, access), strings.Contains(logs, token), logs)
+	}
+}
+
 // The playground answers only requests for a loopback Host, so a web page
 // cannot reach it through DNS rebinding, and its UI only requests that
 // carry the token of the page it served.
@@ -22,6 +121,7 @@ func TestPlaygroundGuardsItsPage(t *testing.T) {
 	t.Parallel()
 	b := startPlayground(t)
 	port := b.url[strings.LastIndex(b.url, ":")+1 : len(b.url)-1]
+	token, cookie := b.openPage(t)
 	do := func(method, path, host, token, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, b.url+strings.TrimPrefix(path, "/"), strings.NewReader(body))
@@ -34,6 +134,7 @@ func TestPlaygroundGuardsItsPage(t *testing.T) {
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		req.AddCookie(cookie)
 		resp, err := botClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -43,12 +144,6 @@ func TestPlaygroundGuardsItsPage(t *testing.T) {
 		return resp.StatusCode, string(got)
 	}
 
-	status, page := do("GET", "/", "", "", "")
-	m := regexp.MustCompile(`<meta name="playground-token" content="([0-9a-f]+)">`).FindStringSubmatch(page)
-	if status != http.StatusOK || m == nil {
-		t.Fatalf("GET / = %d; want the page with its token", status)
-	}
-	token := m[1]
 	send := `{"user":"U0YOU","text":"hello"}`
 	tests := []struct {
 		name, method, path, host, token, body string
@@ -104,11 +199,7 @@ func TestPlaygroundRefusesTheBotsOwnTool(t *testing.T) {
 		got, _ := io.ReadAll(resp.Body)
 		return string(got)
 	}
-	m := regexp.MustCompile(`<meta name="playground-token" content="([0-9a-f]+)">`).FindStringSubmatch(ui("GET", "", "", ""))
-	if m == nil {
-		t.Fatal("GET / has no page token")
-	}
-	token := m[1]
+	token, _ := b.openPage(t)
 
 	// The first call reads the page, as a model that does not know the
 	// token yet would; the others carry the token, as one that learned it

@@ -801,14 +801,14 @@
       banner.hidden = false;
       if (es.readyState === EventSource.CLOSED) {
         // The stream was refused, not cut: if the server no longer knows
-        // this page's token (it restarted), only a reload helps.
+        // this page's token (it restarted), only its new URL helps.
         checkStale().then((stale) => { if (!stale) setTimeout(connect, 2000); });
       }
     };
   }
 
   // checkStale asks whether the server refuses this page's token, and if
-  // so says the tab must be reloaded.
+  // so says the tab must be opened again with the URL the bot printed.
   async function checkStale() {
     try {
       const res = await fetch('ui/state', { headers: { 'X-Playground-Token': pageToken } });
@@ -821,8 +821,9 @@
   }
 
   function showStale() {
-    $('connection-text').textContent = 'The playground restarted, and this tab belongs to the old one: reload the page.';
-    $('reload').hidden = false;
+    // A restarted bot has a new access token too: a reload would be
+    // refused, so the banner names what works.
+    $('connection-text').textContent = 'The playground restarted, and this tab belongs to the old one: open the URL it printed when it started again.';
     $('connection').hidden = false;
   }
   $('reload').addEventListener('click', () => window.location.reload());
