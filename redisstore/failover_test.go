@@ -50,8 +50,13 @@ func TestAcceptOutlivesAFailover(t *testing.T) {
 	ctx := context.Background()
 	cluster := redistest.ClusterWithReplicas(t)
 	prefix := uniqueName("acceptfailover")
+	// The write with its replica behind is given little time: no
+	// acknowledgement comes. The others are given time: a replica that
+	// answers may be slow to on a busy machine (the bot's
+	// default, within the client's read timeout).
 	opts := redisstore.Options{Prefix: prefix, Replicas: 1, ReplicasConnected: true, ReplicaTimeout: 300 * time.Millisecond}
 	s := redisstore.New(cluster.Client, opts)
+	opts.ReplicaTimeout = 2 * time.Second
 	const id = "command:t1"
 	now := time.Now()
 
@@ -93,11 +98,17 @@ func TestAuditChainOutlivesAFailover(t *testing.T) {
 	ctx := context.Background()
 	cluster := redistest.ClusterWithReplicas(t)
 	prefix := uniqueName("auditfailover")
-	opts := redisstore.Options{Prefix: prefix, Replicas: 1, ReplicasConnected: true, ReplicaTimeout: 300 * time.Millisecond}
-	s := redisstore.New(cluster.Client, opts)
-	if err := s.Audit(ctx, map[string]string{"event": "decision", "decision": "approve", "by": "U1"}); err != nil {
+	// The append with its replica behind is given little time: no
+	// acknowledgement comes. The others are given time: a replica that
+	// answers may be slow to on a busy machine (the bot's
+	// default, within the client's read timeout).
+	opts := redisstore.Options{Prefix: prefix, Replicas: 1, ReplicasConnected: true, ReplicaTimeout: 2 * time.Second}
+	if err := redisstore.New(cluster.Client, opts).Audit(ctx, map[string]string{"event": "decision", "decision": "approve", "by": "U1"}); err != nil {
 		t.Fatalf("Audit() = %v", err)
 	}
+	behind := opts
+	behind.ReplicaTimeout = 300 * time.Millisecond
+	s := redisstore.New(cluster.Client, behind)
 
 	lag := cluster.LagReplica(t, "{"+prefix+":audit}:head")
 	err := s.Audit(ctx, map[string]string{"event": "execution", "call": "0.0", "by": "U1"})

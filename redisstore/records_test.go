@@ -114,8 +114,14 @@ func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
 	ctx := context.Background()
 	master := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, master)
-	s := redisstore.New(redis.NewClient(&redis.Options{Addr: master.Addr()}),
-		redisstore.Options{Prefix: uniqueName("wait"), Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
+	// A replica that answers may still be slow to on a busy machine: the
+	// claim it acknowledges is given the bot's default time (within the
+	// client's read timeout). The one it cannot acknowledge, stopped
+	// below, is given little: it never comes.
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	prefix := uniqueName("wait")
+	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 2 * time.Second})
+	stalled := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
 	if _, won, err := s.Claim(ctx, "th", "decision:0.0#0", []byte("approve")); err != nil || !won {
 		t.Fatalf("Claim() = %v, %v; want won", won, err)
 	}
@@ -135,7 +141,7 @@ func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
 	}
 	replica.Pause()
 	defer replica.Resume()
-	_, _, err = s.Claim(ctx, "th", "decision:0.1#0", []byte("approve"))
+	_, _, err = stalled.Claim(ctx, "th", "decision:0.1#0", []byte("approve"))
 	if !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Errorf("Claim() with the replica stalled = %v, want ErrNotReplicated", err)
 	}
