@@ -297,9 +297,10 @@ func (s *Service) checkAt(ctx context.Context, d Decision, res *graph.Result[age
 	}
 	rule, offered := s.agent.Rule(c.Tool)
 	if !offered {
-		r := refusedText("the bot was updated and no longer offers " + c.Tool + "; the thread says what changed")
-		r.Changed = true
-		return ck, r
+		var r *RefusedError
+		if rule, r = ruleOfGone(c, d); r != nil {
+			return ck, r
+		}
 	}
 	if r := s.refusal(ctx, st, c, rule, d); r != nil {
 		return ck, r
@@ -399,6 +400,31 @@ func (s *Service) decidedRound(ctx context.Context, d Decision) error {
 		return ErrNotPending
 	}
 	return &AlreadyDecidedError{Key: d.Call, Decision: first}
+}
+
+// ruleOfGone is the rule that a decision on a call whose tool is not
+// offered now is checked against, or why the decision is refused. A
+// built-in tool the bot no longer offers: the bot was updated, and Drive
+// shows the thread what changed, with its choices. An MCP server's tool
+// that its server does not list now (it removed the tool, or has not
+// connected since the bot started): the call cannot run, so it cannot be
+// approved or edited; it can be rejected, by whom its card said could
+// decide it when it began to wait (its CallRule), so that it does not
+// wait on until it expires.
+func ruleOfGone(c *agent.Call, d Decision) (tools.Rule, *RefusedError) {
+	if !strings.Contains(c.Tool, tools.MCPToolSeparator) {
+		r := refusedText("the bot was updated and no longer offers " + c.Tool + "; the thread says what changed")
+		r.Changed = true
+		return tools.Rule{}, r
+	}
+	gone := c.Tool + " is not offered by its MCP server now (the server no longer lists it, or has not connected since the bot started), so the call cannot run"
+	switch {
+	case c.Rule == nil:
+		return tools.Rule{}, refusedText(gone)
+	case d.Kind != agent.Reject:
+		return tools.Rule{}, refusedText(gone + "; it can be rejected")
+	}
+	return tools.Rule{Approval: tools.ApprovalRequired, Approvers: c.Rule.Approvers, SelfApproval: c.Rule.SelfApproval}, nil
 }
 
 // refusal says why d.By may not make decision d on c, whose tool's rule

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 // A server changes a tool while a call of it waits for approval (it says
@@ -76,8 +78,25 @@ func TestMCPToolChangedWhileTheCallWaits(t *testing.T) {
 			}, "the bot to list the tools again")
 			h.click(card, "approve", approver)
 			if tt.told == "" {
-				// The approval is refused, and the call waits on.
-				h.ephemeral(approver, "no longer offers ops__deploy")
+				// The approval is refused, truly: the bot was not
+				// updated, the server no longer lists the tool. The call
+				// can still be rejected, so that it does not wait on
+				// until it expires, and the model hears of it.
+				h.ephemeral(approver, "ops__deploy is not offered by its MCP server now")
+				// Only those the card said could decide may reject it.
+				h.click(card, "reject", "U0RANDOM")
+				h.ephemeral("U0RANDOM", "You can't decide this call")
+				h.click(card, "reject", approver)
+				view := decodeView(t, h.slack.WaitFor(t, "views.open", 1, 10*time.Second)[0])
+				h.submit(slacktest.Submission{User: approver, CallbackID: view.CallbackID, PrivateMetadata: view.PrivateMetadata,
+					Values: map[string]map[string]string{"reason": {"reason_input": "gone"}}})
+				h.reply(root, "Done.")
+				if got := lastToolResult(t, h); !strings.Contains(got, "Rejected by user "+approver) {
+					t.Errorf("the model was told %q, want the rejection", got)
+				}
+				if got := h.card(card); !strings.Contains(got, "Rejected by <@"+approver+">") {
+					t.Errorf("card = %s, want it rejected", got)
+				}
 				if n := runs.Load(); n != 0 {
 					t.Errorf("the server ran the tool %d times, want none", n)
 				}
