@@ -119,7 +119,7 @@ func (s *Service) decideAndDrive(ctx context.Context, d Decision, tell func(erro
 // claim's wake-up carries it on); another's lost; nothing written, d is
 // decided again.
 func (s *Service) settleClaim(ctx context.Context, d Decision, uc *unsettledClaim, tell func(error)) error {
-	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": uc.key}).WithError(uc).Warn("the answer to a decision's claim was lost; reading the claim back")
+	s.log.WithFields(logrus.Fields{"thread": d.Thread, "call": uc.key}).WithError(uc).Warn("a decision's claim is not known to be recorded (its answer was lost, or replicas did not acknowledge it); reading the claim back")
 	winner, found, err := s.readClaim(ctx, d.Thread, uc.key, uc.claimKey)
 	switch {
 	case err != nil:
