@@ -269,7 +269,7 @@ func TestPausedCheckpointOfEarlierVersionsLoads(t *testing.T) {
 	}
 	next := &graph.Checkpoint{
 		Version: graph.SchemaVersion, Thread: thread, ID: "cp-running", Parent: got.ID, Seq: 2, Status: graph.Running,
-		State: json.RawMessage(`{"thread":"T0:C0:1700000000.000100","calls":[{"key":"0.0","tool":"http_request","status":"running"}]}`),
+		State:       json.RawMessage(`{"thread":"T0:C0:1700000000.000100","calls":[{"key":"0.0","tool":"http_request","status":"running"}]}`),
 		JournalFrom: 1, JournalLen: 1, Created: time.Date(2026, 11, 20, 9, 1, 0, 0, time.UTC),
 	}
 	if err := other.Save(ctx, next); err != nil {
