@@ -21,9 +21,10 @@ import (
 //
 //   - metaS2V3 (written): an S2 block (klauspost/compress/s2) encoded
 //     with the dictionary metaDictV3;
-//   - metaZstdV3 (written, for a paused checkpoint): a Zstandard frame
-//     without its 4-byte magic number (the marker names the format),
-//     with the dictionary metaZstdDictV3, which has metaDictV3's content;
+//   - metaZstdV3 (written for a paused checkpoint by earlier versions,
+//     still read): a Zstandard frame without its 4-byte magic number (the
+//     marker names the format), with the dictionary metaZstdDictV3, which
+//     has metaDictV3's content;
 //   - metaFlateV1, metaFlateV2 (written by earlier versions, still read):
 //     DEFLATE with the preset dictionary metaDictV1 or metaDictV2.
 //
@@ -35,14 +36,12 @@ import (
 // and wrote a Huffman table of its own for each. S2 finds the
 // dictionary's matches with a table made once and codes no entropy: a
 // fifth to a tenth of DEFLATE's time, and fewer bytes as long as the
-// checkpoint's IDs have the lengths of the dictionary's. Where they have
-// not, the IDs, times and texts left over cost S2 a byte each; Zstandard
-// codes them with the dictionary's entropy tables, in about 0.6×
-// DEFLATE's time (it restores a 256 KB match table before every input,
-// and builds tables of its own to weigh against the dictionary's). A
-// paused checkpoint is the one a thread keeps while people decide, for
-// days, and a save in four of a cycle: it is written with Zstandard, in
-// fewer bytes than with DEFLATE; the others with S2.
+// checkpoint's IDs have the lengths of the dictionary's. Zstandard codes
+// what is left over with the dictionary's entropy tables, a few bytes
+// fewer for a paused checkpoint, but it restores a 256 KB match table
+// before every input: about 20 times S2's time, the largest cost of a
+// turn-1 approval cycle's compression, for a few percent of a paused
+// thread's memory. Every checkpoint is now written with S2.
 const (
 	metaFlateV1 = 0x01
 	metaFlateV2 = 0x02
@@ -115,21 +114,11 @@ const metaMax = 16 << 20
 // zstdMagic starts every Zstandard frame; metaZstdV3 does not store it.
 const zstdMagic = "\x28\xb5\x2f\xfd"
 
-// The Zstandard encoder and decoder are shared and safe for concurrent
-// use; each keeps up to four states (the encoder's hold a match table of
-// 256 KB each), so that saves of different threads do not wait for one
-// another. The fastest level: a checkpoint is mostly what the dictionary
-// holds. No checksum: Redis keeps what it is given.
+// The Zstandard decoder, for checkpoints stored by earlier versions, is
+// shared and safe for concurrent use; it keeps up to four states, so that
+// loads of different threads do not wait for one another.
 var (
 	zstdStates = min(4, runtime.GOMAXPROCS(0))
-
-	metaZstdEncoder = mustZstd(zstd.NewWriter(nil,
-		zstd.WithEncoderDict(metaZstdDictV3),
-		zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithEncoderCRC(false),
-		zstd.WithSingleSegment(true),
-		zstd.WithEncoderConcurrency(zstdStates),
-		zstd.WithLowerEncoderMem(true)))
 
 	metaZstdDecoder = mustZstd(zstd.NewReader(nil,
 		zstd.WithDecoderDicts(metaZstdDictV3),
@@ -149,17 +138,12 @@ func mustZstd[T any](v T, err error) T {
 }
 
 // compressMeta returns the stored form of a checkpoint's JSON, never
-// larger than the JSON; paused says the checkpoint is a paused one.
-func compressMeta(meta []byte, paused bool) []byte {
+// larger than the JSON.
+func compressMeta(meta []byte) []byte {
 	if len(meta) == 0 || len(meta) > metaMax {
 		return meta
 	}
-	var out []byte
-	if paused {
-		out = zstdMeta(meta)
-	} else {
-		out = s2Meta(meta)
-	}
+	out := s2Meta(meta)
 	if out == nil || len(out) >= len(meta) {
 		return meta
 	}
@@ -192,19 +176,6 @@ func s2Meta(meta []byte) []byte {
 var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxKeptBuffer = 64 << 10
-
-// zstdMeta returns meta stored with metaZstdV3, or nil.
-func zstdMeta(meta []byte) []byte {
-	// The frame is written after the marker; its magic number is then
-	// overwritten by what follows it.
-	out := make([]byte, 1, 1+len(zstdMagic)+len(meta)/2)
-	out[0] = metaZstdV3
-	out = metaZstdEncoder.EncodeAll(meta, out)
-	if len(out) < 1+len(zstdMagic) || string(out[1:1+len(zstdMagic)]) != zstdMagic {
-		return nil // not a frame: never, with these options
-	}
-	return append(out[:1], out[1+len(zstdMagic):]...)
-}
 
 // expandMeta returns a stored checkpoint's JSON.
 func expandMeta(stored []byte) ([]byte, error) {

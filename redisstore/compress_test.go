@@ -2,17 +2,21 @@ package redisstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	kflate "github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 var updateStored = flag.Bool("compress.update", false,
@@ -79,6 +83,30 @@ func deflateV2(tb testing.TB, w *kflate.Writer, meta []byte) []byte {
 	return out.Bytes()
 }
 
+// zstdV3Encoder writes what earlier versions wrote for a paused
+// checkpoint (metaZstdV3): Zstandard at its fastest level with
+// metaZstdDictV3, no checksum, one segment. For the tests and the
+// benchmarks' comparison only: the store reads the format, and no longer
+// writes it.
+var zstdV3Encoder = mustZstd(zstd.NewWriter(nil,
+	zstd.WithEncoderDict(metaZstdDictV3),
+	zstd.WithEncoderLevel(zstd.SpeedFastest),
+	zstd.WithEncoderCRC(false),
+	zstd.WithSingleSegment(true),
+	zstd.WithEncoderConcurrency(1),
+	zstd.WithLowerEncoderMem(true)))
+
+// zstdV3 returns meta stored as earlier versions stored a paused
+// checkpoint (metaZstdV3): the frame without its magic number, after the
+// marker.
+func zstdV3(tb testing.TB, meta []byte) []byte {
+	frame := zstdV3Encoder.EncodeAll(meta, nil)
+	if len(frame) < len(zstdMagic) || string(frame[:len(zstdMagic)]) != zstdMagic {
+		tb.Fatalf("zstd wrote %q, not a frame", frame)
+	}
+	return append([]byte{metaZstdV3}, frame[len(zstdMagic):]...)
+}
+
 func newDeflateV2(tb testing.TB) *kflate.Writer {
 	w, err := kflate.NewWriterDict(nil, 5, []byte(metaDictV2[len(metaDictV1):]))
 	if err != nil {
@@ -133,9 +161,9 @@ func writeStoredCheckpoints(t *testing.T) {
 		meta := checkpointOf(t, samples, kind)
 		v1 := deflateV2(t, w1, meta)
 		v1[0] = metaFlateV1
-		s2, zstd := compressMeta(meta, false), compressMeta(meta, true)
-		if s2[0] != metaS2V3 || zstd[0] != metaZstdV3 {
-			t.Fatalf("compressMeta(%s) is stored as %#x and %#x, want metaS2V3 and metaZstdV3", kind, s2[0], zstd[0])
+		s2, zstd := compressMeta(meta), zstdV3(t, meta)
+		if s2[0] != metaS2V3 {
+			t.Fatalf("compressMeta(%s) is stored as %#x, want metaS2V3", kind, s2[0])
 		}
 		golden = append(golden, storedCheckpoint{Kind: kind, Meta: string(meta), Stored: map[string][]byte{
 			"plain": meta, "v1": v1, "v2": deflateV2(t, w2, meta), "v3-s2": s2, "v3-zstd": zstd,
@@ -169,32 +197,90 @@ func TestMetaDictV3(t *testing.T) {
 	}
 }
 
-// Checkpoints of each kind a thread saves are stored smaller than with
-// DEFLATE and the second dictionary, and read back exactly: paused ones
-// with Zstandard, the others with S2; a new thread's paused checkpoint
-// (1,018 bytes of JSON), the one kept for days, in at most 150 bytes
-// (about 200 with DEFLATE).
+// Checkpoints of each kind a thread saves are stored with S2, smaller
+// than with DEFLATE and the second dictionary, and read back exactly; a
+// new thread's paused checkpoint (1,018 bytes of JSON), the one kept for
+// days, in at most 150 bytes (about 200 with DEFLATE, 128 with the
+// Zstandard that earlier versions wrote for it).
 func TestCheckpointsCompressed(t *testing.T) {
 	w := newDeflateV2(t)
 	for _, s := range readCheckpointSamples(t) {
 		meta := []byte(s.Meta)
-		paused := strings.HasSuffix(s.Kind, "paused")
-		stored := compressMeta(meta, paused)
+		stored := compressMeta(meta)
 		before := len(deflateV2(t, w, meta))
-		t.Logf("%-18s %5d bytes of JSON, stored in %4d (%d with DEFLATE)", s.Kind, len(meta), len(stored), before)
+		t.Logf("%-18s %5d bytes of JSON, stored in %4d (%d with DEFLATE, %d with Zstandard)", s.Kind, len(meta), len(stored), before, len(zstdV3(t, meta)))
 		if got, err := expandMeta(stored); err != nil || !bytes.Equal(got, meta) {
 			t.Errorf("expandMeta(compressMeta(%s)) = %q, %v", s.Kind, got, err)
 		}
-		marker := byte(metaS2V3)
-		if paused {
-			marker = metaZstdV3
-		}
-		if stored[0] != marker || len(stored) > before {
-			t.Errorf("%s checkpoint stored in %d bytes with marker %#x; want %#x in at most %d", s.Kind, len(stored), stored[0], marker, before)
+		if stored[0] != metaS2V3 || len(stored) > before {
+			t.Errorf("%s checkpoint stored in %d bytes with marker %#x; want %#x in at most %d", s.Kind, len(stored), stored[0], metaS2V3, before)
 		}
 		if s.Kind == "paused" && len(stored) > 150 {
 			t.Errorf("a paused checkpoint of %d bytes is stored in %d; want at most 150", len(meta), len(stored))
 		}
+	}
+}
+
+// A thread paused by an earlier version, its checkpoint stored with
+// Zstandard, loads as it was saved, resumes (the next save is made on top
+// of it, with S2), and its history reads both forms.
+func TestPausedCheckpointOfEarlierVersionsLoads(t *testing.T) {
+	ctx := context.Background()
+	store := New(redistest.Client(t), Options{Prefix: fmt.Sprintf("zstd-%016x", rand.Uint64())})
+	thread := "T0:C0:1700000000.000100"
+	paused := &graph.Checkpoint{
+		Version: graph.SchemaVersion, Thread: thread, ID: "cp-paused", Seq: 1, Status: graph.Paused,
+		Next:    []string{"tools"},
+		State:   json.RawMessage(`{"thread":"T0:C0:1700000000.000100","calls":[{"key":"0.0","tool":"http_request","status":"pending"}]}`),
+		Journal: []json.RawMessage{json.RawMessage(`{"role":"user","content":"is status.example.com healthy?"}`)}, JournalLen: 1,
+		Created: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC),
+	}
+	if err := store.Save(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	k, err := store.keys(thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.rdb.LIndex(ctx, k.history, 0).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored[0] != metaS2V3 {
+		t.Fatalf("a paused checkpoint is stored with marker %#x, want metaS2V3 (%#x)", stored[0], metaS2V3)
+	}
+	meta, err := expandMeta(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an earlier version stored it.
+	if err := store.rdb.LSet(ctx, k.history, 0, zstdV3(t, meta)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another replica, which has not seen the thread, loads it.
+	other := New(store.rdb, Options{Prefix: store.prefix})
+	got, err := other.Load(ctx, thread)
+	if err != nil {
+		t.Fatalf("Load(a checkpoint stored with Zstandard) = %v", err)
+	}
+	if got.ID != paused.ID || got.Status != graph.Paused || string(got.State) != string(paused.State) || len(got.Journal) != 1 {
+		t.Fatalf("Load = %s %s %s with %d entries; want %s paused %s with 1", got.ID, got.Status, got.State, len(got.Journal), paused.ID, paused.State)
+	}
+	next := &graph.Checkpoint{
+		Version: graph.SchemaVersion, Thread: thread, ID: "cp-running", Parent: got.ID, Seq: 2, Status: graph.Running,
+		State:       json.RawMessage(`{"thread":"T0:C0:1700000000.000100","calls":[{"key":"0.0","tool":"http_request","status":"running"}]}`),
+		JournalFrom: 1, JournalLen: 1, Created: time.Date(2026, 11, 20, 9, 1, 0, 0, time.UTC),
+	}
+	if err := other.Save(ctx, next); err != nil {
+		t.Fatalf("Save on top of a checkpoint stored with Zstandard = %v", err)
+	}
+	history, err := other.History(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(history) != 2 || history[0].ID != next.ID || history[1].ID != paused.ID || string(history[1].State) != string(paused.State) {
+		t.Fatalf("History = %d checkpoints; want %s, then %s as it was saved", len(history), next.ID, paused.ID)
 	}
 }
 
@@ -207,10 +293,8 @@ func TestIncompressibleCheckpointStoredAsIs(t *testing.T) {
 		noise[i] = byte(x >> 24)
 	}
 	for _, meta := range [][]byte{nil, []byte(`{}`), noise} {
-		for _, paused := range []bool{false, true} {
-			if got := compressMeta(meta, paused); !bytes.Equal(got, meta) {
-				t.Errorf("compressMeta(%q, %t) = %q, want it as it is", meta, paused, got)
-			}
+		if got := compressMeta(meta); !bytes.Equal(got, meta) {
+			t.Errorf("compressMeta(%q) = %q, want it as it is", meta, got)
 		}
 	}
 }
@@ -224,14 +308,11 @@ func TestExpandRefusesOversized(t *testing.T) {
 		t.Errorf("expandMeta(a block of %d bytes of JSON) = %d bytes, want an error", metaMax+1, len(got))
 	}
 	big := bytes.Repeat([]byte(`{"calls":[]}`), metaMax/12+1)
-	frame := metaZstdEncoder.EncodeAll(big, nil)
-	if got, err := expandMeta(append([]byte{metaZstdV3}, frame[len(zstdMagic):]...)); err == nil {
+	if got, err := expandMeta(zstdV3(t, big)); err == nil {
 		t.Errorf("expandMeta(a frame of %d bytes of JSON) = %d bytes, want an error", len(big), len(got))
 	}
-	for _, paused := range []bool{false, true} {
-		if got := compressMeta(big, paused); !bytes.Equal(got, big) {
-			t.Errorf("compressMeta(%d bytes, %t) stored in %d bytes, want as it is", len(big), paused, len(got))
-		}
+	if got := compressMeta(big); !bytes.Equal(got, big) {
+		t.Errorf("compressMeta(%d bytes) stored in %d bytes, want as it is", len(big), len(got))
 	}
 }
 
@@ -248,8 +329,8 @@ func FuzzExpandMeta(f *testing.F) {
 	f.Add([]byte{metaS2V3, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{metaZstdV3})
 	f.Add([]byte{metaZstdV3, 0x23, 0x03, 0xff, 0xff, 0xff, 0x7f})
-	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`), false))
-	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`), true))
+	f.Add(compressMeta([]byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`)))
+	f.Add(zstdV3(f, []byte(`{"v":1,"thread":"x","state":{"calls":[{"key":"0.0","status":"pending"}]}}`)))
 	if raw, err := os.ReadFile(storedPath); err == nil {
 		var golden []storedCheckpoint
 		if json.Unmarshal(raw, &golden) == nil {
@@ -265,24 +346,28 @@ func FuzzExpandMeta(f *testing.F) {
 		if len(data) > 0 && data[0] >= metaFlateV1 && data[0] <= metaZstdV3 {
 			return
 		}
-		for _, paused := range []bool{false, true} {
-			stored := compressMeta(data, paused)
-			got, err := expandMeta(stored)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("expandMeta(compressMeta(%q, %t)) = %q, %v", data, paused, got, err)
+		stored := compressMeta(data)
+		if got, err := expandMeta(stored); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("expandMeta(compressMeta(%q)) = %q, %v", data, got, err)
+		}
+		// What earlier versions wrote for a paused checkpoint reads back too.
+		if len(data) > 0 {
+			if got, err := expandMeta(zstdV3(t, data)); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("expandMeta(zstdV3(%q)) = %q, %v", data, got, err)
 			}
 		}
 	})
 }
 
 // BenchmarkCompressMeta measures a checkpoint's compression (on a save's
-// path) and expansion (on a load's) as they are now ("v3": Zstandard
-// for a paused checkpoint, S2 for the others, with the third dictionary)
+// path) and expansion (on a load's) as they are now ("v3": S2 with the
+// third dictionary)
 // and as they were (deflate-v2: DEFLATE with the second, the writer's
 // Reset with its dictionary included, which ran on a goroutine of its
 // own), for a new thread's paused checkpoint, the claim of turn 1
-// (running) and the claim of turn 100; the paused one with S2 too
-// (s2-v3), for comparison. Metrics: ns/op, B/op, allocs/op and
+// (running) and the claim of turn 100; the paused one with the
+// Zstandard that earlier versions wrote for it too (zstd-v3), for
+// comparison. Metrics: ns/op, B/op, allocs/op and
 // stored-bytes; "alternated" runs v3 and deflate-v2 in turn, so that both
 // see the same machine, and reports ns/v3, ns/deflate-v2 and their ratio
 // v3-x-deflate.
@@ -294,19 +379,19 @@ func BenchmarkCompressMeta(b *testing.B) {
 		paused := kind == "paused"
 		w := newDeflateV2(b)
 		old := deflateV2(b, w, meta)
-		stored := compressMeta(meta, paused)
+		stored := compressMeta(meta)
 		b.Run(fmt.Sprintf("%s/compress/v3", name), func(b *testing.B) {
 			for b.Loop() {
-				compressMeta(meta, paused)
+				compressMeta(meta)
 			}
 			b.ReportMetric(float64(len(stored)), "stored-bytes")
 		})
 		if paused {
-			b.Run(fmt.Sprintf("%s/compress/s2-v3", name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/compress/zstd-v3", name), func(b *testing.B) {
 				for b.Loop() {
-					compressMeta(meta, false)
+					zstdV3(b, meta)
 				}
-				b.ReportMetric(float64(len(compressMeta(meta, false))), "stored-bytes")
+				b.ReportMetric(float64(len(zstdV3(b, meta))), "stored-bytes")
 			})
 		}
 		b.Run(fmt.Sprintf("%s/compress/deflate-v2", name), func(b *testing.B) {
@@ -316,7 +401,7 @@ func BenchmarkCompressMeta(b *testing.B) {
 			b.ReportMetric(float64(len(old)), "stored-bytes")
 		})
 		b.Run(fmt.Sprintf("%s/compress/alternated", name), func(b *testing.B) {
-			alternate(b, func() { compressMeta(meta, paused) }, func() { deflateV2(b, w, meta) })
+			alternate(b, func() { compressMeta(meta) }, func() { deflateV2(b, w, meta) })
 		})
 		b.Run(fmt.Sprintf("%s/expand/v3", name), func(b *testing.B) {
 			for b.Loop() {

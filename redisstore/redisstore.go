@@ -444,7 +444,7 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	ttl := s.expiry(cp.KeepUntil)
 	args := make([]any, 0, 12+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
-	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta, cp.Status == graph.Paused), s.historyLimit,
+	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
 		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
 	if f := runner.FirstSaveOf(ctx); f != nil && cp.Seq == 1 && cp.JournalFrom == 0 && f.Thread == cp.Thread && f.Token == graph.Fence(ctx) {

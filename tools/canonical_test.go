@@ -2,6 +2,8 @@ package tools_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -84,6 +87,55 @@ func TestArgsHashBindsToolAndArguments(t *testing.T) {
 	}
 	if len(a) != 64 || tools.ShortHash(a) != a[:12] {
 		t.Errorf("ArgsHash = %q, ShortHash = %q; want 64 hex digits and their first 12", a, tools.ShortHash(a))
+	}
+}
+
+// ArgsHash remembers recent hashes; someone who edits a call's arguments
+// by a byte, or has many calls hashed at once so that they share its
+// memory's slots, still gets each call's own hash: SHA-256 of the tool,
+// a zero byte and the arguments, whatever was hashed before and
+// whichever goroutine hashed it.
+func TestArgsHashRemembersNoOtherCallsHash(t *testing.T) {
+	t.Parallel()
+	want := func(tool, args string) string {
+		sum := sha256.Sum256([]byte(tool + "\x00" + args))
+		return hex.EncodeToString(sum[:])
+	}
+	// Far more inputs than remembered hashes, so that slots are shared;
+	// a long one (not remembered) among them.
+	type input struct{ tool, args string }
+	var inputs []input
+	for i := range 2000 {
+		inputs = append(inputs,
+			input{"http_request", fmt.Sprintf(`{"method":"GET","url":"https://a.example/%d"}`, i)},
+			input{"http_request", fmt.Sprintf(`{"method":"GET","url":"https://a.example/%d!"}`, i)},
+			input{"http_reques", fmt.Sprintf(`t{"method":"GET","url":"https://a.example/%d"}`, i)})
+	}
+	inputs = append(inputs, input{"http_request", `{"body":"` + strings.Repeat("x", 600) + `"}`})
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i := range inputs {
+					in := inputs[(i*7+g*13+round)%len(inputs)]
+					if got := tools.ArgsHash(in.tool, json.RawMessage(in.args)); got != want(in.tool, in.args) {
+						select {
+						case errs <- fmt.Sprintf("ArgsHash(%s, %s) = %s, want %s", in.tool, in.args, got, want(in.tool, in.args)):
+						default:
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

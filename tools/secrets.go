@@ -3,10 +3,12 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Masked is what a masked secret shows instead of its value.
@@ -31,6 +33,44 @@ const Masked = "••••••"
 // values, which the tool needs to run. tool is the tool's name, for rules
 // of a particular tool; every tool is treated alike today.
 func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
+	// A call's arguments are masked for each audit record of it (three
+	// in an approval cycle: decision, execution, outcome) and for its
+	// card: what small arguments were masked to is remembered, as
+	// ArgsHash's hashes are, keyed by the tool and the whole arguments.
+	var small [maxRememberedHashInput]byte
+	in := append(append(append(small[:0], tool...), 0), args...)
+	if len(in) > maxRememberedHashInput {
+		return maskSecrets(args)
+	}
+	slot := &recentMasks[maphash.Bytes(recentHashesSeed, in)%uint64(len(recentMasks))]
+	if r := slot.Load(); r != nil && r.in == string(in) {
+		if !r.changed {
+			return args
+		}
+		return json.RawMessage(r.out) // a copy of its own for the caller
+	}
+	out := maskSecrets(args)
+	r := &rememberedMask{in: string(in)}
+	if r.changed = !bytes.Equal(out, args); r.changed {
+		r.out = string(out)
+	}
+	slot.Store(r)
+	return out
+}
+
+// rememberedMask is an input of MaskSecrets (tool, a zero byte,
+// arguments), whether masking changed the arguments, and what to.
+type rememberedMask struct {
+	in, out string
+	changed bool
+}
+
+// recentMasks holds what MaskSecrets returned last, in a slot chosen by
+// the input's maphash.
+var recentMasks [64]atomic.Pointer[rememberedMask]
+
+// maskSecrets is MaskSecrets, computed.
+func maskSecrets(args json.RawMessage) json.RawMessage {
 	if lower := bytes.ToLower(args); !bytes.Contains(lower, []byte("headers")) && !bytes.Contains(lower, []byte("url")) && !bytes.Contains(args, []byte(`\u`)) {
 		return args
 	}

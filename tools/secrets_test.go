@@ -2,8 +2,10 @@ package tools_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -49,6 +51,55 @@ func TestMaskSecretsLeavesItsInputAlone(t *testing.T) {
 	_ = tools.MaskSecrets("http_request", in)
 	if string(in) != before {
 		t.Errorf("MaskSecrets changed its input to %s", in)
+	}
+}
+
+// MaskSecrets remembers what recent arguments were masked to; someone
+// who sends arguments that differ from masked ones by a byte, or many
+// calls at once so that they share its memory's slots, still has each
+// call masked as its own arguments say, and a caller that writes over
+// what it was given changes nobody else's.
+func TestMaskSecretsRemembersNoOtherCallsMask(t *testing.T) {
+	t.Parallel()
+	type input struct{ args, want string }
+	var inputs []input
+	for i := range 1000 {
+		inputs = append(inputs,
+			input{fmt.Sprintf(`{"method":"GET","url":"https://api.example.com/v1?api_key=sk-%d&q=x"}`, i),
+				`{"method":"GET","url":"https://api.example.com/v1?api_key=••••••&q=x"}`},
+			input{fmt.Sprintf(`{"method":"GET","url":"https://api.example.com/v1?api_kez=sk-%d&q=x"}`, i),
+				fmt.Sprintf(`{"method":"GET","url":"https://api.example.com/v1?api_kez=sk-%d&q=x"}`, i)},
+			input{fmt.Sprintf(`{"headers":{"Authorization":"Bearer s3cr3t-%d"},"url":"https://x"}`, i),
+				`{"headers":{"Authorization":"Bearer ••••••"},"url":"https://x"}`})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i := range inputs {
+					in := inputs[(i*7+g*13+round)%len(inputs)]
+					got := tools.MaskSecrets("http_request", json.RawMessage(in.args))
+					if string(got) != in.want {
+						select {
+						case errs <- fmt.Sprintf("MaskSecrets(%s) = %s, want %s", in.args, got, in.want):
+						default:
+						}
+						return
+					}
+					for j := range got {
+						got[j] = 'x' // the caller's own copy
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
