@@ -60,6 +60,9 @@ const (
 	// NoteInterrupted ends the partial text of a streamed answer that
 	// broke off for good.
 	NoteInterrupted = "(The answer was interrupted.)"
+	// NotePaused ends an answer Anthropic paused (stop_reason
+	// "pause_turn") and did not finish when asked to go on.
+	NotePaused = "(The model paused this answer and did not finish it.)"
 )
 
 // Stop says why a model stopped writing its reply, when it did not
@@ -81,6 +84,10 @@ const (
 	StopFiltered Stop = "content_filter"
 	// StopRefused: the model declined to answer.
 	StopRefused Stop = "refused"
+	// StopPaused: Anthropic paused a long turn (stop_reason
+	// "pause_turn"), to be continued by sending the reply back. A reply
+	// that keeps it was not finished.
+	StopPaused Stop = "paused"
 )
 
 // ErrOutOfQuota is matched (errors.Is) by the error of a provider that
@@ -835,6 +842,10 @@ func (a *answer) message(position int, used map[string]bool) Message {
 			reply.ToolCalls[n-1].Truncated = true
 		}
 		note(NoteCutOff)
+	case "pause_turn":
+		// Not an end: Anthropic goes on when given the reply back
+		// (see Anthropic.generate).
+		reply.Stop = StopPaused
 	case "model_context_window_exceeded":
 		reply.Stop = StopContextFull
 		if n := len(reply.ToolCalls); n > 0 && a.lastBlock == "tool_use" {

@@ -34,6 +34,7 @@ func FuzzReadAnswer(f *testing.F) {
 		"data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"x\"}}\n\n"+
 		"data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"hi\"}}\n\n"+
 		"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"}}\n\ndata: {\"type\":\"message_stop\"}\n\n", true)
+	f.Add(`{"type":"message","content":[{"type":"text","text":"Searching. "}],"stop_reason":"pause_turn"}`, false)
 	f.Add(`{"type":"message","content":[{"type":"thinking","thinking":"a","signature":""},{"type":"redacted_thinking","data":"d"},{"type":"thinking","thinking":"b","signature":"s"},{"type":"text","text":"t"}],"stop_reason":"end_turn"}`, false)
 	f.Fuzz(func(t *testing.T, body string, stream bool) {
 		for _, p := range []provider{openAIProvider, anthropicProvider} {

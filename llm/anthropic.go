@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
@@ -184,8 +186,70 @@ func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDe
 	return a.generate(ctx, msgs, tools, nil)
 }
 
+// maxPauses is how many times a paused turn (stop_reason "pause_turn")
+// is sent back to be continued.
+const maxPauses = 4
+
 // generate asks for the reply, streamed to fn when fn is not nil.
+//
+// A turn Anthropic pauses (stop_reason "pause_turn": a long turn of
+// tools that run on its side) is sent back as the conversation's last
+// assistant message, which Anthropic continues; the parts are one reply,
+// streamed as one. A turn still paused after maxPauses, or whose
+// continuation failed, ends with NotePaused. A paused reply with a call
+// of the bot's tools in it is not continued: the call wants its result
+// first.
 func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
+	reply, err := a.request(ctx, msgs, tools, fn)
+	for i := 0; err == nil && reply.Stop == StopPaused && len(reply.ToolCalls) == 0 && i < maxPauses; i++ {
+		sofar := reply
+		sofar.Content = strings.TrimRightFunc(sofar.Content, unicode.IsSpace) // Anthropic refuses a prefill that ends in white space
+		ask := append(msgs[:len(msgs):len(msgs)], sofar)
+		var moreFn TextFunc
+		if fn != nil {
+			moreFn = func(ctx context.Context, text string) error { return fn(ctx, sofar.Content+text) }
+		}
+		more, merr := a.request(ctx, ask, tools, moreFn)
+		if merr != nil {
+			if ctx.Err() != nil {
+				return Message{}, merr
+			}
+			break // what arrived stands, with its note
+		}
+		reply = joinPaused(sofar, more)
+	}
+	if err == nil && reply.Stop == StopPaused && len(reply.ToolCalls) == 0 {
+		if strings.TrimSpace(reply.Content) == "" {
+			reply.Content = NotePaused
+		} else {
+			reply.Content = strings.TrimRight(reply.Content, " \n") + "\n\n" + NotePaused
+		}
+	}
+	return reply, err
+}
+
+// joinPaused is a paused reply continued by more: their texts, thinking
+// blocks and calls in order, more's stop, the usage of both.
+func joinPaused(sofar, more Message) Message {
+	out := more
+	out.Content = sofar.Content + more.Content
+	out.Thinking = append(slices.Clone(sofar.Thinking), more.Thinking...)
+	out.ToolCalls = append(slices.Clone(sofar.ToolCalls), more.ToolCalls...)
+	if sofar.Usage != nil || more.Usage != nil {
+		var u Usage
+		for _, r := range []*Usage{sofar.Usage, more.Usage} {
+			if r != nil {
+				u.Input += r.Input
+				u.Output += r.Output
+			}
+		}
+		out.Usage = &u
+	}
+	return out
+}
+
+// request sends one request and returns the reply.
+func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
 	thinking := newThinkingMarks()
 	req, err := toAnthropic(msgs, thinking)
 	if err != nil {

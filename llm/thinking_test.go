@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -205,5 +206,62 @@ func TestAnthropicThinkingOptions(t *testing.T) {
 		if _, err := llm.NewAnthropic(opts); err == nil {
 			t.Errorf("NewAnthropic(%+v) took it", opts)
 		}
+	}
+}
+
+// TestAnthropicPauseTurnContinued: Anthropic pauses a long turn
+// (stop_reason "pause_turn"); the bot sends the paused reply back, as
+// Anthropic asks, and the parts are one answer, streamed as one. With
+// thinking on, the paused turn goes back with its thinking first.
+func TestAnthropicPauseTurnContinued(t *testing.T) {
+	t.Parallel()
+	for _, budget := range []int{0, 1024} {
+		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
+			t.Parallel()
+			paused := llm.Message{Role: llm.RoleAssistant, Content: "Searching the runbook. ", Stop: llm.StopPaused}
+			srv := llmtest.NewAnthropicServer(t, paused, llmtest.Reply(" Found it: restart the worker."))
+			m := newThinkingAnthropic(t, srv, budget)
+			var last string
+			got, err := m.GenerateStream(context.Background(), []llm.Message{user("How do I fix the queue?")}, nil, func(_ context.Context, text string) error {
+				last = text
+				return nil
+			})
+			const want = "Searching the runbook. Found it: restart the worker."
+			if err != nil || got.Content != want || got.Stop != "" {
+				t.Fatalf("GenerateStream() = %+v, %v; want %q, finished", got, err, want)
+			}
+			if last != want {
+				t.Errorf("streamed %q last, want %q", last, want)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 || reqs[1].Problem != "" {
+				t.Fatalf("requests = %+v, want 2, taken", reqs)
+			}
+			msgs := reqs[1].Messages
+			if sent := msgs[len(msgs)-1]; sent.Role != "assistant" {
+				t.Errorf("the continuation ends with %+v, want the paused turn", sent)
+			}
+			if budget > 0 && len(got.Thinking) != 2 {
+				t.Errorf("thinking = %+v, want the blocks of both parts", got.Thinking)
+			}
+		})
+	}
+}
+
+// TestAnthropicPauseTurnNeverFinished: a turn still paused after the
+// bot has sent it back a few times ends with a note, not as if the model
+// had finished.
+func TestAnthropicPauseTurnNeverFinished(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewAnthropicServer(t)
+	for range 5 {
+		srv.Then(llm.Message{Role: llm.RoleAssistant, Content: "Still searching.", Stop: llm.StopPaused})
+	}
+	got, err := newAnthropic(t, srv).Generate(context.Background(), []llm.Message{user("Search.")}, nil)
+	if err != nil || !strings.HasSuffix(got.Content, llm.NotePaused) || got.Stop != llm.StopPaused {
+		t.Fatalf("Generate() = %+v, %v; want the text with %q", got, err, llm.NotePaused)
+	}
+	if n := len(srv.Requests()); n != 5 {
+		t.Errorf("%d requests, want 5 (the first and 4 continuations)", n)
 	}
 }

@@ -143,3 +143,36 @@ func TestThinkingNotSentToAnotherProvider(t *testing.T) {
 	}
 	checkNoThinkingShown(t, h)
 }
+
+// TestPausedTurnContinuedInSlack: through the binary, Anthropic (behind
+// a proxy that turns thinking on) pauses a long turn; the bot sends it
+// back to be continued, and the thread gets the whole answer, once, not
+// the paused half as if it were the end.
+func TestPausedTurnContinuedInSlack(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "")
+	srv := llmtest.NewAnthropicServer(t,
+		llm.Message{Role: llm.RoleAssistant, Content: "Searching the runbook.", Stop: llm.StopPaused},
+		llmtest.Reply(" Found it: restart the worker."))
+	srv.ThinkAlways()
+	h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+srv.URL())
+	h.start()
+	h.command("how do I fix the queue?", nil, nil)
+	root := h.root(1)
+	const want = "Searching the runbook. Found it: restart the worker."
+	h.eventually(func() bool {
+		texts := h.threadTexts(root)
+		return len(texts) > 0 && texts[len(texts)-1] == want
+	}, "the whole answer in the thread")
+	if texts := h.threadTexts(root); len(texts) != 1 {
+		t.Errorf("thread = %q, want the answer once", texts)
+	}
+	for i, r := range srv.Requests() {
+		if r.Problem != "" {
+			t.Errorf("model request %d refused: %s", i+1, r.Problem)
+		}
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2 (the paused turn and its continuation)", n)
+	}
+}

@@ -51,7 +51,8 @@ import (
 //
 //   - budget_tokens is below 1024 or not below max_tokens, or a
 //     temperature is set;
-//   - the conversation ends with an assistant message (a prefill);
+//   - the conversation ends with an assistant message (a prefill, or a
+//     paused turn sent back) that does not start with a thinking block;
 //   - the assistant message of the tool calls the last tool results
 //     answer does not start with a thinking or redacted_thinking block.
 //
@@ -156,7 +157,9 @@ type AnthropicTool struct {
 }
 
 // NewAnthropicServer starts a server that answers with replies, in
-// order, and stops it when the test ends. Point a client at URL(). A
+// order, and stops it when the test ends. A reply's Stop gives its
+// stop_reason: StopPaused "pause_turn", StopRefused "refusal",
+// StopCutOff "max_tokens". Point a client at URL(). A
 // reply's tool call arguments must be JSON objects (Anthropic's input).
 func NewAnthropicServer(t testing.TB, replies ...llm.Message) *AnthropicServer {
 	t.Helper()
@@ -522,8 +525,13 @@ func (s *AnthropicServer) validateThinking(req *anthropicRequest, thinking bool)
 		return nil
 	}
 	n := len(req.messages)
-	if req.messages[n-1].Role == "assistant" {
-		return badf("", "messages.%d: When thinking is enabled, a final `assistant` message must start with a thinking block; prefilling an answer is not supported with thinking", n-1)
+	if last := req.messages[n-1]; last.Role == "assistant" {
+		// A paused turn sent back starts with its thinking; a prefill
+		// of the bot's own does not.
+		if t := last.Content[0].Type; t != "thinking" && t != "redacted_thinking" {
+			return badf("", "messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+				"When `thinking` is enabled, a final `assistant` message must start with a thinking block.", n-1, t)
+		}
 	}
 	// The tool loop in progress: the last user message answers the
 	// calls of the assistant message before it.
@@ -581,6 +589,14 @@ func anthropicResponse(n int, model string, reply llm.Message) map[string]any {
 		}
 		content = append(content, map[string]any{"type": "tool_use", "id": id, "name": c.Name, "input": json.RawMessage(c.Arguments)})
 		stop = "tool_use"
+	}
+	switch reply.Stop {
+	case llm.StopPaused:
+		stop = "pause_turn"
+	case llm.StopRefused:
+		stop = "refusal"
+	case llm.StopCutOff:
+		stop = "max_tokens"
 	}
 	return map[string]any{
 		"id":            fmt.Sprintf("msg_llmtest_%d", n),
