@@ -176,3 +176,65 @@ func TestPausedTurnContinuedInSlack(t *testing.T) {
 		t.Errorf("%d model requests, want 2 (the paused turn and its continuation)", n)
 	}
 }
+
+// TestAnthropicStopsInSlack: through the binary, Anthropic's ways of
+// stopping a reply reach the thread as a person expects: a call the
+// model was writing when it refused, or when its reply hit max_tokens,
+// is never run and no card asks for it (even when what arrived of it
+// parses); the model is told and its next answer reaches the thread. An
+// overloaded_error in the middle of a stream is asked again, like a
+// 529, and the answer is in the thread once.
+func TestAnthropicStopsInSlack(t *testing.T) {
+	t.Parallel()
+	stopped := func(h *harness, stop llm.Stop) llm.Message {
+		m := llmtest.Reply("Deploying.", call("toolu_1", "POST", h.target.URL+"/deploy", "v2"))
+		m.Stop = stop
+		return m
+	}
+	for _, tt := range []struct {
+		name   string
+		script func(h *harness, srv *llmtest.AnthropicServer)
+		want   string
+		asked  int
+	}{
+		{"refusal while writing a call", func(h *harness, srv *llmtest.AnthropicServer) {
+			srv.Then(stopped(h, llm.StopRefused), llmtest.Reply("I won't deploy that."))
+		}, "I won't deploy that.", 2},
+		{"max_tokens while writing a call", func(h *harness, srv *llmtest.AnthropicServer) {
+			srv.Then(stopped(h, llm.StopCutOff), llmtest.Reply("That call was too long; say which version."))
+		}, "That call was too long; say which version.", 2},
+		{"overloaded_error in the stream", func(h *harness, srv *llmtest.AnthropicServer) {
+			srv.ThenRaw(llmtest.Recording(t, "anthropic-overloaded.sse"))
+			srv.Then(llmtest.Reply("Nothing to deploy today."))
+		}, "Nothing to deploy today.", 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newIdleHarness(t, "")
+			srv := llmtest.NewAnthropicServer(t)
+			tt.script(h, srv)
+			h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+srv.URL())
+			h.start()
+			h.command("deploy", nil, nil)
+			root := h.root(1)
+			h.eventually(func() bool {
+				texts := h.threadTexts(root)
+				return len(texts) > 0 && strings.Contains(texts[len(texts)-1], tt.want)
+			}, "%q in the thread", tt.want)
+			if n := h.target.Count("POST /deploy"); n != 0 {
+				t.Errorf("deploy ran %d times, want never", n)
+			}
+			for _, c := range h.slack.Messages(root.Channel, root.TS) {
+				if hasAction(c, "approve") {
+					t.Errorf("a card asks to approve the stopped call: %s", h.card(c))
+				}
+			}
+			if n := strings.Count(strings.Join(h.threadTexts(root), "\n"), tt.want); n != 1 {
+				t.Errorf("the answer is in the thread %d times, want once: %q", n, h.threadTexts(root))
+			}
+			if n := len(srv.Requests()); n != tt.asked {
+				t.Errorf("%d model requests, want %d", n, tt.asked)
+			}
+		})
+	}
+}
