@@ -265,3 +265,27 @@ func TestAnthropicPauseTurnNeverFinished(t *testing.T) {
 		t.Errorf("%d requests, want 5 (the first and 4 continuations)", n)
 	}
 }
+
+// TestThinkingCutOffAnswerContinued: with LLM_THINKING_BUDGET, an answer
+// cut off at the length limit is continued by asking in a new turn:
+// Anthropic takes no prefill with thinking on (the fake refuses it, as
+// Anthropic does), so the answer would otherwise stay cut off.
+func TestThinkingCutOffAnswerContinued(t *testing.T) {
+	t.Parallel()
+	cut := llm.Message{Role: llm.RoleAssistant, Content: "Restart the worker,", Stop: llm.StopCutOff}
+	srv := llmtest.NewAnthropicServer(t, cut, llmtest.Reply("then drain the queue."))
+	env := map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": srv.URL(), "LLM_THINKING_BUDGET": "1024"}
+	m, err := llm.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Generate(context.Background(), []llm.Message{user("How do I fix the queue?")}, nil)
+	if err != nil || got.Content != "Restart the worker, then drain the queue." || got.Stop != "" {
+		t.Fatalf("Generate() = %+v, %v; want the two parts joined", got, err)
+	}
+	for i, r := range srv.Requests() {
+		if r.Problem != "" {
+			t.Errorf("request %d refused: %s", i+1, r.Problem)
+		}
+	}
+}
