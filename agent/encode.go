@@ -217,6 +217,21 @@ func appendMessage(b []byte, m *llm.Message) []byte {
 		b = append(b, `,"is_error":true`...)
 	}
 	b = jsonform.AppendStringField(b, "stop", string(m.Stop))
+	if len(m.Thinking) > 0 {
+		b = append(b, `,"thinking":[`...)
+		for i, t := range m.Thinking {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"type":`...)
+			b = jsonform.AppendString(b, t.Type)
+			b = jsonform.AppendStringField(b, "thinking", t.Text)
+			b = jsonform.AppendStringField(b, "signature", t.Signature)
+			b = jsonform.AppendStringField(b, "data", t.Data)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

@@ -164,6 +164,9 @@ func TestJournalJSONIsJSON(t *testing.T) {
 		}, Stop: "length", Usage: &llm.Usage{Input: 3, Output: 4}},
 		llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{}},
 		llm.Message{Role: llm.RoleTool, ToolCallID: "call_1", Name: "http_request", Content: "Error: 500", IsError: true},
+		llm.Message{Role: llm.RoleAssistant, Content: "Checking.", ToolCalls: []llm.ToolCall{{ID: "toolu_1", Name: "http_request", Arguments: "{}"}},
+			Thinking: []llm.Thinking{{Type: llm.ThinkingBlock, Text: "<plan>\n\"a\"", Signature: "EqQB+/="}, {Type: llm.RedactedThinkingBlock, Data: "EmwK/+="}, {}}},
+		llm.Message{Role: llm.RoleAssistant, Thinking: []llm.Thinking{}},
 	)
 }
 
@@ -176,6 +179,7 @@ func FuzzJournalJSON(f *testing.F) {
 		checkJournalJSON(t,
 			llm.Message{Role: llm.Role(role), Content: content, ToolCallID: id, Name: name, IsError: flag, Stop: llm.Stop(stop)},
 			llm.Message{Role: llm.Role(role), Content: content, ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: args, Truncated: flag}, {Arguments: content}}},
+			llm.Message{Role: llm.Role(role), Thinking: []llm.Thinking{{Type: stop, Text: content, Signature: args}, {Type: name, Data: id}}},
 		)
 	})
 }

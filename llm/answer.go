@@ -60,6 +60,9 @@ const (
 	// NoteInterrupted ends the partial text of a streamed answer that
 	// broke off for good.
 	NoteInterrupted = "(The answer was interrupted.)"
+	// NotePaused ends an answer Anthropic paused (stop_reason
+	// "pause_turn") and did not finish when asked to go on.
+	NotePaused = "(The model paused this answer and did not finish it.)"
 )
 
 // Stop says why a model stopped writing its reply, when it did not
@@ -81,6 +84,10 @@ const (
 	StopFiltered Stop = "content_filter"
 	// StopRefused: the model declined to answer.
 	StopRefused Stop = "refused"
+	// StopPaused: Anthropic paused a long turn (stop_reason
+	// "pause_turn"), to be continued by sending the reply back. A reply
+	// that keeps it was not finished.
+	StopPaused Stop = "paused"
 )
 
 // ErrOutOfQuota is matched (errors.Is) by the error of a provider that
@@ -178,6 +185,9 @@ type exchange struct {
 	// errorResults are the tool call IDs of results that report a
 	// failure (Anthropic's is_error).
 	errorResults map[string]bool
+	// thinking are the thinking blocks to put into an Anthropic request
+	// (see thinkingMarks).
+	thinking *thinkingMarks
 
 	read  bool
 	reply Message
@@ -300,9 +310,13 @@ type answer struct {
 	calls       []*callParts
 	byIndex     map[int]*callParts
 	lastBlock   string // Anthropic: the type of the last content block
-	stop        string // the provider's stop reason, as sent
-	usage       Usage
-	done        bool // the terminator was seen
+	// thinking are Anthropic's thinking and redacted_thinking blocks,
+	// in order, and thinkingAt the one each content block index holds.
+	thinking   []*Thinking
+	thinkingAt map[int]*Thinking
+	stop       string // the provider's stop reason, as sent
+	usage      Usage
+	done       bool // the terminator was seen
 }
 
 // callParts is a tool call being assembled.
@@ -313,7 +327,17 @@ type callParts struct {
 	open     bool // Anthropic: the block has not stopped yet
 }
 
-func newAnswer(p provider) *answer { return &answer{provider: p, byIndex: map[int]*callParts{}} }
+func newAnswer(p provider) *answer {
+	return &answer{provider: p, byIndex: map[int]*callParts{}, thinkingAt: map[int]*Thinking{}}
+}
+
+// addThinking keeps a thinking or redacted_thinking block that starts
+// at content block index.
+func (a *answer) addThinking(index int, b *anthropicBlock) {
+	t := &Thinking{Type: b.Type, Text: b.Thinking, Signature: b.Signature, Data: b.Data}
+	a.thinking = append(a.thinking, t)
+	a.thinkingAt[index] = t
+}
 
 func (a *answer) complete() bool {
 	// An OpenAI-compatible server that closes the stream right after
@@ -624,6 +648,11 @@ type anthropicBlock struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// Thinking and Signature of a thinking block, Data of a
+	// redacted_thinking block.
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+	Data      string `json:"data"`
 }
 
 type anthropicUsage struct {
@@ -651,6 +680,8 @@ func (a *answer) anthropicEvent(data []byte) error {
 		Delta        struct {
 			Type        string          `json:"type"`
 			Text        string          `json:"text"`
+			Thinking    string          `json:"thinking"`
+			Signature   string          `json:"signature"`
 			PartialJSON json.RawMessage `json:"partial_json"`
 			StopReason  *string         `json:"stop_reason"`
 		} `json:"delta"`
@@ -684,11 +715,23 @@ func (a *answer) anthropicEvent(data []byte) error {
 		case "tool_use":
 			c := a.call(e.Index)
 			c.id, c.name, c.open = e.ContentBlock.ID, e.ContentBlock.Name, true
+		case ThinkingBlock, RedactedThinkingBlock:
+			a.addThinking(e.Index, e.ContentBlock)
 		}
 	case "content_block_delta":
 		switch e.Delta.Type {
 		case "text_delta":
 			a.addText(e.Delta.Text)
+		case "thinking_delta":
+			// The model's working: kept to be sent back, never
+			// shown as the answer.
+			if t, ok := a.thinkingAt[e.Index]; ok && t.Type == ThinkingBlock {
+				t.Text += e.Delta.Thinking
+			}
+		case "signature_delta":
+			if t, ok := a.thinkingAt[e.Index]; ok && t.Type == ThinkingBlock {
+				t.Signature += e.Delta.Signature
+			}
 		case "input_json_delta":
 			if c, ok := a.byIndex[e.Index]; ok {
 				c.addArguments(e.Delta.PartialJSON)
@@ -736,6 +779,8 @@ func (a *answer) anthropicMessage(body []byte) error {
 			c := a.call(i)
 			c.id, c.name = b.ID, b.Name
 			c.addArguments(b.Input)
+		case ThinkingBlock, RedactedThinkingBlock:
+			a.addThinking(i, &m.Content[i])
 		}
 	}
 	return nil
@@ -755,6 +800,15 @@ func (a *answer) message(position int, used map[string]bool) Message {
 	if a.usage != (Usage{}) {
 		u := a.usage
 		reply.Usage = &u
+	}
+	for _, t := range a.thinking {
+		// A thinking block cut off before its signature (the length
+		// limit came while the model thought) cannot be sent back:
+		// Anthropic refuses it, and it led to no call.
+		if (t.Type == ThinkingBlock && t.Signature == "") || (t.Type == RedactedThinkingBlock && t.Data == "") {
+			continue
+		}
+		reply.Thinking = append(reply.Thinking, *t)
 	}
 	taken := map[string]bool{} // the IDs of this reply's calls
 	for i, c := range a.calls {
@@ -788,6 +842,10 @@ func (a *answer) message(position int, used map[string]bool) Message {
 			reply.ToolCalls[n-1].Truncated = true
 		}
 		note(NoteCutOff)
+	case "pause_turn":
+		// Not an end: Anthropic goes on when given the reply back
+		// (see Anthropic.generate).
+		reply.Stop = StopPaused
 	case "model_context_window_exceeded":
 		reply.Stop = StopContextFull
 		if n := len(reply.ToolCalls); n > 0 && a.lastBlock == "tool_use" {

@@ -2,10 +2,14 @@ package llm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 	"github.com/tmc/langchaingo/llms"
@@ -38,11 +42,22 @@ type AnthropicOptions struct {
 	// Logger is told about tools left out of requests (see LeftOut);
 	// default: nowhere.
 	Logger logrus.FieldLogger
-	// MaxTokens limits the reply; default DefaultAnthropicMaxTokens.
+	// MaxTokens limits the reply, thinking included; default
+	// DefaultAnthropicMaxTokens, or with ThinkingBudget that budget and
+	// DefaultAnthropicMaxTokens more for the answer. It must exceed
+	// ThinkingBudget.
 	MaxTokens int
-	// Temperature is sent when set; nil: the provider's default.
+	// Temperature is sent when set; nil: the provider's default. It
+	// cannot be set with ThinkingBudget: Anthropic refuses it then.
 	Temperature *float64
+	// ThinkingBudget turns extended thinking on, with this many tokens
+	// for the model to think with before it answers (at least
+	// MinThinkingBudget); 0: off.
+	ThinkingBudget int
 }
+
+// MinThinkingBudget is the smallest thinking budget Anthropic takes.
+const MinThinkingBudget = 1024
 
 // Anthropic is a Model that speaks Anthropic's Messages API. It is safe
 // for concurrent use.
@@ -108,18 +123,37 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultAnthropicMaxTokens
 	}
+	budget := opts.ThinkingBudget
+	if budget != 0 {
+		switch {
+		case budget < MinThinkingBudget:
+			return nil, fmt.Errorf("anthropic: a thinking budget of %d tokens: Anthropic takes at least %d", budget, MinThinkingBudget)
+		case opts.Temperature != nil:
+			return nil, fmt.Errorf("anthropic: a temperature cannot be set with extended thinking: Anthropic refuses it")
+		case opts.MaxTokens <= 0:
+			maxTokens = budget + DefaultAnthropicMaxTokens
+		case opts.MaxTokens <= budget:
+			return nil, fmt.Errorf("anthropic: the reply limit (%d tokens) must exceed the thinking budget (%d)", opts.MaxTokens, budget)
+		}
+	}
 	d := newDoer(opts.HTTPClient)
 	temperature := opts.Temperature
 	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
-		var errorResults map[string]bool
+		var (
+			errorResults map[string]bool
+			thinking     *thinkingMarks
+		)
 		if x != nil {
-			errorResults = x.errorResults
+			errorResults, thinking = x.errorResults, x.thinking
 		}
-		body, err := mergeTurns(body, errorResults)
+		body, err := mergeTurns(body, errorResults, thinking)
 		if err != nil {
 			return nil, err
 		}
-		return setTemperature(body, temperature)
+		if body, err = setTemperature(body, temperature); err != nil {
+			return nil, err
+		}
+		return setThinking(body, budget)
 	}
 	token := opts.APIKey
 	if token == "" {
@@ -152,9 +186,72 @@ func (a *Anthropic) Generate(ctx context.Context, msgs []Message, tools []ToolDe
 	return a.generate(ctx, msgs, tools, nil)
 }
 
+// maxPauses is how many times a paused turn (stop_reason "pause_turn")
+// is sent back to be continued.
+const maxPauses = 4
+
 // generate asks for the reply, streamed to fn when fn is not nil.
+//
+// A turn Anthropic pauses (stop_reason "pause_turn": a long turn of
+// tools that run on its side) is sent back as the conversation's last
+// assistant message, which Anthropic continues; the parts are one reply,
+// streamed as one. A turn still paused after maxPauses, or whose
+// continuation failed, ends with NotePaused. A paused reply with a call
+// of the bot's tools in it is not continued: the call wants its result
+// first.
 func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, err := toAnthropic(msgs)
+	reply, err := a.request(ctx, msgs, tools, fn)
+	for i := 0; err == nil && reply.Stop == StopPaused && len(reply.ToolCalls) == 0 && i < maxPauses; i++ {
+		sofar := reply
+		sofar.Content = strings.TrimRightFunc(sofar.Content, unicode.IsSpace) // Anthropic refuses a prefill that ends in white space
+		ask := append(msgs[:len(msgs):len(msgs)], sofar)
+		var moreFn TextFunc
+		if fn != nil {
+			moreFn = func(ctx context.Context, text string) error { return fn(ctx, sofar.Content+text) }
+		}
+		more, merr := a.request(ctx, ask, tools, moreFn)
+		if merr != nil {
+			if ctx.Err() != nil {
+				return Message{}, merr
+			}
+			break // what arrived stands, with its note
+		}
+		reply = joinPaused(sofar, more)
+	}
+	if err == nil && reply.Stop == StopPaused && len(reply.ToolCalls) == 0 {
+		if strings.TrimSpace(reply.Content) == "" {
+			reply.Content = NotePaused
+		} else {
+			reply.Content = strings.TrimRight(reply.Content, " \n") + "\n\n" + NotePaused
+		}
+	}
+	return reply, err
+}
+
+// joinPaused is a paused reply continued by more: their texts, thinking
+// blocks and calls in order, more's stop, the usage of both.
+func joinPaused(sofar, more Message) Message {
+	out := more
+	out.Content = sofar.Content + more.Content
+	out.Thinking = append(slices.Clone(sofar.Thinking), more.Thinking...)
+	out.ToolCalls = append(slices.Clone(sofar.ToolCalls), more.ToolCalls...)
+	if sofar.Usage != nil || more.Usage != nil {
+		var u Usage
+		for _, r := range []*Usage{sofar.Usage, more.Usage} {
+			if r != nil {
+				u.Input += r.Input
+				u.Output += r.Output
+			}
+		}
+		out.Usage = &u
+	}
+	return out
+}
+
+// request sends one request and returns the reply.
+func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
+	thinking := newThinkingMarks()
+	req, err := toAnthropic(msgs, thinking)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
@@ -171,7 +268,7 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 	if len(lcTools) > 0 {
 		callOpts = append(callOpts, llms.WithTools(lcTools))
 	}
-	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), used: callIDs(msgs), errorResults: map[string]bool{}}
+	x := &exchange{provider: anthropicProvider, fn: fn, position: len(msgs), used: callIDs(msgs), errorResults: map[string]bool{}, thinking: thinking}
 	for _, m := range msgs {
 		if m.Role == RoleTool && m.IsError {
 			x.errorResults[anthropicCallID(m.ToolCallID)] = true
@@ -194,7 +291,11 @@ func (a *Anthropic) generate(ctx context.Context, msgs []Message, tools []ToolDe
 //   - Blank texts are left out: the API rejects empty text blocks.
 //   - An ID Anthropic would refuse is sent under another (see
 //     anthropicCallID).
-func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
+//   - An assistant message's thinking blocks come first in its turn, as
+//     the model wrote them: langchaingo has no such blocks, so a marker
+//     text stands in their place and mergeTurns puts them there (see
+//     thinkingMarks).
+func toAnthropic(msgs []Message, thinking *thinkingMarks) ([]llms.MessageContent, error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
 	}
@@ -233,6 +334,9 @@ func toAnthropic(msgs []Message) ([]llms.MessageContent, error) {
 			})
 		case RoleAssistant:
 			endUserTurn()
+			if len(m.Thinking) > 0 {
+				out = append(out, llms.TextParts(llms.ChatMessageTypeAI, thinking.mark(m.Thinking)))
+			}
 			if strings.TrimSpace(m.Content) != "" {
 				out = append(out, llms.TextParts(llms.ChatMessageTypeAI, m.Content))
 			}
@@ -280,8 +384,9 @@ func objectArguments(args string) string {
 // messages with the same role become one message whose content is the
 // concatenation of theirs, in order, and the tool_result blocks that
 // answer the calls in errorResults get "is_error": true. Other fields
-// pass through unchanged.
-func mergeTurns(body []byte, errorResults map[string]bool) ([]byte, error) {
+// pass through unchanged. A text block that is one of thinking's marks
+// is replaced by the thinking blocks it stands for.
+func mergeTurns(body []byte, errorResults map[string]bool, thinking *thinkingMarks) ([]byte, error) {
 	var payload map[string]json.RawMessage
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil, fmt.Errorf("merge anthropic turns: %w", err)
@@ -305,6 +410,9 @@ func mergeTurns(body []byte, errorResults map[string]bool) ([]byte, error) {
 		}
 		for i, b := range blocks {
 			blocks[i] = markError(b, errorResults)
+		}
+		if blocks, err = thinking.replace(blocks); err != nil {
+			return nil, fmt.Errorf("merge anthropic turns: %w", err)
 		}
 		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
 			turns[n-1].Content = append(turns[n-1].Content, blocks...)
@@ -358,4 +466,96 @@ func contentBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
 		return nil, err
 	}
 	return []json.RawMessage{b}, nil
+}
+
+// setThinking turns extended thinking on with budget tokens, unless
+// budget is 0.
+func setThinking(body []byte, budget int) ([]byte, error) {
+	if budget == 0 {
+		return body, nil
+	}
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return nil, fmt.Errorf("set thinking: %w", err)
+	}
+	payload["thinking"] = json.RawMessage(fmt.Sprintf(`{"type":"enabled","budget_tokens":%d}`, budget))
+	return json.Marshal(payload)
+}
+
+// thinkingMarks are the thinking blocks of one request's assistant
+// messages, each list under the mark that stands in its place in the
+// body langchaingo writes. A mark holds a random nonce of the request,
+// so no text of the conversation can be taken for one.
+type thinkingMarks struct {
+	nonce  string
+	blocks map[string][]Thinking
+}
+
+func newThinkingMarks() *thinkingMarks {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return &thinkingMarks{nonce: hex.EncodeToString(b[:]), blocks: map[string][]Thinking{}}
+}
+
+// mark returns the text that stands for blocks.
+func (t *thinkingMarks) mark(blocks []Thinking) string {
+	m := fmt.Sprintf("thinking %s %d", t.nonce, len(t.blocks))
+	t.blocks[m] = blocks
+	return m
+}
+
+// replace returns blocks with each mark's text block replaced by the
+// thinking blocks it stands for, as Anthropic sent them: a thinking
+// block with its thinking and signature, a redacted_thinking block with
+// its data.
+func (t *thinkingMarks) replace(blocks []json.RawMessage) ([]json.RawMessage, error) {
+	if t == nil || len(t.blocks) == 0 {
+		return blocks, nil
+	}
+	var out []json.RawMessage
+	for i, b := range blocks {
+		var text struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		kept, ok := []Thinking(nil), false
+		if json.Unmarshal(b, &text) == nil && text.Type == "text" {
+			kept, ok = t.blocks[text.Text]
+		}
+		if !ok {
+			if out != nil {
+				out = append(out, b)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]json.RawMessage, 0, len(blocks)+len(kept)), blocks[:i]...)
+		}
+		for _, k := range kept {
+			var (
+				raw []byte
+				err error
+			)
+			if k.Type == RedactedThinkingBlock {
+				raw, err = json.Marshal(struct {
+					Type string `json:"type"`
+					Data string `json:"data"`
+				}{k.Type, k.Data})
+			} else {
+				raw, err = json.Marshal(struct {
+					Type      string `json:"type"`
+					Thinking  string `json:"thinking"`
+					Signature string `json:"signature"`
+				}{k.Type, k.Text, k.Signature})
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, raw)
+		}
+	}
+	if out == nil {
+		return blocks, nil
+	}
+	return out, nil
 }

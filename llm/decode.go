@@ -64,6 +64,9 @@ func (d *decoder) message(m *Message) bool {
 			s, ok = d.Str()
 			m.Stop = Stop(s)
 			return 1 << 6, ok
+		case "thinking":
+			m.Thinking, ok = d.thinking()
+			return 1 << 7, ok
 		}
 		return 0, false
 	})
@@ -107,4 +110,38 @@ func (d *decoder) toolCall(c *ToolCall) bool {
 		}
 		return 0, false
 	})
+}
+
+// thinking reads an array of thinking blocks.
+func (d *decoder) thinking() ([]Thinking, bool) {
+	blocks := []Thinking{}
+	ok := d.Array(func() bool {
+		var t Thinking
+		ok := d.Members(func(k []byte) (uint32, bool) {
+			var ok bool
+			switch string(k) {
+			case "type":
+				t.Type, ok = d.Str()
+				return 1 << 0, ok
+			case "thinking":
+				t.Text, ok = d.Str()
+				return 1 << 1, ok
+			case "signature":
+				t.Signature, ok = d.Str()
+				return 1 << 2, ok
+			case "data":
+				t.Data, ok = d.Str()
+				return 1 << 3, ok
+			}
+			return 0, false
+		})
+		if ok {
+			blocks = append(blocks, t)
+		}
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return blocks, true
 }

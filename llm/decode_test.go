@@ -18,6 +18,8 @@ var storedMessages = []string{
 	`{"role":"assistant","content":"Re \"turn 7\": healthy (GET /health -\u003e 200) \u0026 \u2028 done.","stop":"length"}`,
 	`{"role":"assistant","tool_calls":[{"id":"a","name":"x","arguments":"{","truncated":true},{"id":"b","name":"y","arguments":""}]}`,
 	`{"role":"assistant","tool_calls":[]}`,
+	`{"role":"assistant","content":"Checking.","tool_calls":[{"id":"toolu_1","name":"http_request","arguments":"{}"}],"thinking":[{"type":"thinking","thinking":"The user wants \u003cstatus\u003e.\n","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3h"},{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4a"}]}`,
+	`{"role":"assistant","thinking":[]}`,
 	`{}`,
 }
 
@@ -31,6 +33,9 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte(`{"Role":"user","role":"tool"}`), "a\x00b", "\xff")
 	f.Add([]byte(`{"role":null,"content":"\ud83d\ude00"}`), "\u2028<&>", `"\`)
 	f.Add([]byte(`{"role":"user"} x`), "", "")
+	f.Add([]byte(`{"role":"assistant","thinking":[{"type":"thinking","thinking":"a","thinking":"b"}]}`), "", "")
+	f.Add([]byte(`{"role":"assistant","thinking":null}`), "", "")
+	f.Add([]byte(`{"role":"assistant","thinking":[{"type":"thinking","extra":1}]}`), "", "")
 	f.Fuzz(func(t *testing.T, data []byte, content, args string) {
 		got, err := DecodeMessage(data)
 		var want Message
@@ -42,7 +47,8 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("DecodeMessage(%q) = %#v, json.Unmarshal gives %#v", data, got, want)
 		}
 		m := Message{Role: RoleAssistant, Content: content, Name: args, IsError: len(args)%2 == 1,
-			ToolCalls: []ToolCall{{ID: content, Name: "t", Arguments: args, Truncated: len(content)%2 == 1}}}
+			ToolCalls: []ToolCall{{ID: content, Name: "t", Arguments: args, Truncated: len(content)%2 == 1}},
+			Thinking:  []Thinking{{Type: ThinkingBlock, Text: content, Signature: args}, {Type: RedactedThinkingBlock, Data: args}}}
 		b, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)

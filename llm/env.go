@@ -35,6 +35,12 @@ import (
 //	                    reasoning_effort (not to Anthropic); a model that
 //	                    refuses it is not sent it again. Unset: the
 //	                    model's default.
+//	LLM_THINKING_BUDGET Anthropic's extended thinking: how many tokens
+//	                    the model may think with before it answers, at
+//	                    least 1024; 0 or unset: off. The reply limit
+//	                    becomes the budget and 4096 more, and
+//	                    LLM_TEMPERATURE cannot be set with it (Anthropic
+//	                    refuses a temperature then).
 //
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
@@ -71,6 +77,14 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 	default:
 		return nil, fmt.Errorf("LLM_REASONING_EFFORT=%s: want none, minimal, low, medium, high or xhigh", quoteName(effort))
 	}
+	var budget int
+	if v := get("LLM_THINKING_BUDGET"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || (n > 0 && n < MinThinkingBudget) || n > maxThinkingBudget {
+			return nil, fmt.Errorf("LLM_THINKING_BUDGET=%s: want a whole number of tokens from %d to %d, or 0 for no extended thinking", quoteName(v), MinThinkingBudget, maxThinkingBudget)
+		}
+		budget = n
+	}
 	switch provider {
 	case "openai":
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
@@ -87,6 +101,9 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if err != nil {
 			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
 		}
+		if budget > 0 && log != nil {
+			log.Warn("LLM_THINKING_BUDGET is for Anthropic's extended thinking: OpenAI-compatible servers are not sent it")
+		}
 		return Continue(Retry(m, RetryOptions{}), false), nil
 	case "anthropic":
 		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
@@ -95,27 +112,37 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if temperature != nil && *temperature > 1 {
 			return nil, fmt.Errorf("LLM_TEMPERATURE=%v: Anthropic takes 0 to 1", *temperature)
 		}
+		if temperature != nil && budget > 0 {
+			return nil, fmt.Errorf("LLM_TEMPERATURE=%v with LLM_THINKING_BUDGET=%d: Anthropic takes no temperature with extended thinking; unset one of them", *temperature, budget)
+		}
 		if effort != "" && log != nil {
 			// Left from an OpenAI configuration, perhaps: it does not
 			// stop a bot that was switched to Anthropic.
 			log.Warn("LLM_REASONING_EFFORT is for OpenAI's reasoning models: Anthropic is not sent it")
 		}
 		m, err := NewAnthropic(AnthropicOptions{
-			APIKey:      get("ANTHROPIC_API_KEY"),
-			BaseURL:     get("ANTHROPIC_BASE_URL"),
-			Model:       get("LLM_MODEL"),
-			Temperature: temperature,
-			Logger:      log,
+			APIKey:         get("ANTHROPIC_API_KEY"),
+			BaseURL:        get("ANTHROPIC_BASE_URL"),
+			Model:          get("LLM_MODEL"),
+			Temperature:    temperature,
+			ThinkingBudget: budget,
+			Logger:         log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)
 		}
-		return Continue(Retry(m, RetryOptions{}), true), nil
+		// Anthropic takes no prefill with extended thinking: a cut-off
+		// answer is then continued as with other providers.
+		return Continue(Retry(m, RetryOptions{}), budget == 0), nil
 	case "demo":
 		return NewDemo(), nil
 	}
 	return nil, fmt.Errorf("LLM_PROVIDER=%s: unknown provider; use openai, anthropic or demo", quoteName(provider))
 }
+
+// maxThinkingBudget is the largest LLM_THINKING_BUDGET taken: with the
+// 4096 tokens for the answer, the most any Claude model writes.
+const maxThinkingBudget = 128000 - DefaultAnthropicMaxTokens
 
 var plainName = regexp.MustCompile(`^[a-z0-9_.-]{1,32}$`)
 

@@ -79,10 +79,36 @@ type Message struct {
 	// simply finish: cut off, filtered or refused. Content then says so
 	// in words too.
 	Stop Stop `json:"stop,omitempty"`
+	// Thinking are the thinking and redacted_thinking blocks of an
+	// Anthropic reply with extended thinking, in the order the model
+	// wrote them. They are the model's working, not its answer: never
+	// shown, and sent back to Anthropic unchanged (it checks their
+	// signatures, and wants the turn's thinking back with the results
+	// of the tool calls it led to). Other providers are not sent them.
+	Thinking []Thinking `json:"thinking,omitempty"`
 	// Usage is what a model's reply cost, when the provider said; it is
 	// for metrics and never stored.
 	Usage *Usage `json:"-"`
 }
+
+// Thinking is one thinking or redacted_thinking block of an Anthropic
+// reply, kept byte for byte as the model sent it.
+type Thinking struct {
+	// Type is ThinkingBlock or RedactedThinkingBlock.
+	Type string `json:"type"`
+	// Text is a thinking block's thinking (a summary of it, with
+	// Claude 4 models), Signature its signature.
+	Text      string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// Data is a redacted_thinking block's encrypted thinking.
+	Data string `json:"data,omitempty"`
+}
+
+// The types of Thinking blocks.
+const (
+	ThinkingBlock         = "thinking"
+	RedactedThinkingBlock = "redacted_thinking"
+)
 
 // Usage counts the tokens of one model call.
 type Usage struct {

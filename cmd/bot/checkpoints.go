@@ -148,6 +148,11 @@ func checkpoints(ctx context.Context, args []string, e env) error {
 			for _, tc := range m.ToolCalls {
 				text += fmt.Sprintf(" [call %s %s]", tc.Name, tools.MaskSecretsText(tc.Name, tc.Arguments))
 			}
+			if n := len(m.Thinking); n > 0 {
+				// The model's working, kept to be sent back to it:
+				// counted, not shown (--json has it, under "thinking").
+				text += fmt.Sprintf(" [%d thinking blocks kept, not shown]", n)
+			}
 			fmt.Fprintf(stdout, "  %-9s %s\n", m.Role, oneLine(text, 160))
 		}
 		return nil

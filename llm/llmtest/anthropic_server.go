@@ -2,6 +2,8 @@ package llmtest
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -41,6 +43,22 @@ import (
 //   - a tool has no valid name or no object input_schema, or its
 //     input_schema has oneOf, anyOf or allOf at the top level;
 //   - temperature is outside 0 to 1.
+//
+// With extended thinking on (the request's "thinking", or ThinkAlways),
+// each reply starts with thinking blocks (the scripted reply's Thinking,
+// signed by the server, or one of its own), and a request is refused, as
+// the real API refuses it, when:
+//
+//   - budget_tokens is below 1024 or not below max_tokens, or a
+//     temperature is set;
+//   - the conversation ends with an assistant message (a prefill, or a
+//     paused turn sent back) that does not start with a thinking block;
+//   - the assistant message of the tool calls the last tool results
+//     answer does not start with a thinking or redacted_thinking block.
+//
+// Whether thinking is on or not, a thinking block whose thinking and
+// signature are not what the server sent, or a redacted_thinking block
+// whose data it did not send, is refused ("Invalid signature").
 type AnthropicServer struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -49,6 +67,21 @@ type AnthropicServer struct {
 	mu       sync.Mutex
 	requests []AnthropicRequest
 	usage    [2]int // input and output tokens each reply reports
+	// thinkAlways: thinking is on whatever the request says.
+	thinkAlways bool
+	// signed are the thinking blocks sent, by signature; redacted the
+	// data of the redacted_thinking blocks sent.
+	signed   map[string]string
+	redacted map[string]bool
+}
+
+// ThinkAlways makes the server think before every reply, as a proxy that
+// turns extended thinking on for every request does: each reply starts
+// with thinking blocks, which the next requests must send back.
+func (s *AnthropicServer) ThinkAlways() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.thinkAlways = true
 }
 
 // ReportUsage makes every reply report these token counts (0 by default),
@@ -69,9 +102,13 @@ type AnthropicRequest struct {
 	Model     string
 	MaxTokens int
 	// System is the top-level system prompt (text blocks joined).
-	System   string
-	Messages []AnthropicMessage
-	Tools    []AnthropicTool
+	System string
+	// ThinkingBudget is the request's thinking.budget_tokens, 0 without
+	// extended thinking; Temperature its temperature, if set.
+	ThinkingBudget int
+	Temperature    *float64
+	Messages       []AnthropicMessage
+	Tools          []AnthropicTool
 	// Status is the HTTP status the server answered with.
 	Status int
 	// Problem is why the server answered 400, or "".
@@ -99,6 +136,11 @@ type AnthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Thinking and Signature of a thinking block, Data of a
+	// redacted_thinking block.
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 }
 
 // ResultText returns a tool_result block's content as text.
@@ -115,11 +157,13 @@ type AnthropicTool struct {
 }
 
 // NewAnthropicServer starts a server that answers with replies, in
-// order, and stops it when the test ends. Point a client at URL(). A
+// order, and stops it when the test ends. A reply's Stop gives its
+// stop_reason: StopPaused "pause_turn", StopRefused "refusal",
+// StopCutOff "max_tokens". Point a client at URL(). A
 // reply's tool call arguments must be JSON objects (Anthropic's input).
 func NewAnthropicServer(t testing.TB, replies ...llm.Message) *AnthropicServer {
 	t.Helper()
-	s := &AnthropicServer{t: t}
+	s := &AnthropicServer{t: t, signed: map[string]string{}, redacted: map[string]bool{}}
 	s.Then(replies...)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	t.Cleanup(s.srv.Close)
@@ -190,6 +234,7 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Model, rec.MaxTokens, rec.System, rec.Messages, rec.Tools = req.model, req.maxTokens, req.system, req.messages, req.tools
+	rec.ThinkingBudget, rec.Temperature = req.thinkingBudget, req.temperature
 	if fail != 0 {
 		rec.Status = fail
 		s.record(rec)
@@ -201,6 +246,14 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p := validateAnthropic(req); p != nil {
+		reject(p.msg)
+		return
+	}
+	s.mu.Lock()
+	thinking := req.thinking || s.thinkAlways
+	p := s.validateThinking(req, thinking)
+	s.mu.Unlock()
+	if p != nil {
 		reject(p.msg)
 		return
 	}
@@ -219,6 +272,9 @@ func (s *AnthropicServer) handle(w http.ResponseWriter, r *http.Request) {
 	s.record(rec)
 	resp := anthropicResponse(n, req.model, reply)
 	s.mu.Lock()
+	if thinking {
+		resp["content"] = append(s.thinkingBlocks(n, reply), resp["content"].([]map[string]any)...)
+	}
 	resp["usage"] = map[string]int{"input_tokens": s.usage[0], "output_tokens": s.usage[1]}
 	s.mu.Unlock()
 	if req.stream {
@@ -235,6 +291,10 @@ type anthropicRequest struct {
 	messages  []AnthropicMessage
 	tools     []AnthropicTool
 	stream    bool
+	// thinking: extended thinking is on, with thinkingBudget tokens.
+	thinking       bool
+	thinkingBudget int
+	temperature    *float64
 }
 
 // parseAnthropic decodes a request body; content given as a string
@@ -251,6 +311,10 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 		Tools       []AnthropicTool `json:"tools"`
 		Stream      bool            `json:"stream"`
 		Temperature *float64        `json:"temperature"`
+		Thinking    *struct {
+			Type         string `json:"type"`
+			BudgetTokens int    `json:"budget_tokens"`
+		} `json:"thinking"`
 	}
 	if err := json.Unmarshal(body, &wire); err != nil {
 		return nil, badf("", "invalid request body: %v", err)
@@ -262,7 +326,24 @@ func parseAnthropic(body []byte) (*anthropicRequest, *problem) {
 	if t := wire.Temperature; t != nil && (*t < 0 || *t > 1) {
 		return nil, badf("", "temperature: range: 0..1")
 	}
-	req := &anthropicRequest{model: wire.Model, maxTokens: wire.MaxTokens, system: system, tools: wire.Tools, stream: wire.Stream}
+	req := &anthropicRequest{model: wire.Model, maxTokens: wire.MaxTokens, system: system, tools: wire.Tools, stream: wire.Stream, temperature: wire.Temperature}
+	if th := wire.Thinking; th != nil {
+		switch th.Type {
+		case "enabled":
+			req.thinking, req.thinkingBudget = true, th.BudgetTokens
+			switch {
+			case th.BudgetTokens < 1024:
+				return nil, badf("", "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+			case th.BudgetTokens >= wire.MaxTokens:
+				return nil, badf("", "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+			case wire.Temperature != nil && *wire.Temperature != 1:
+				return nil, badf("", "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility")
+			}
+		case "disabled":
+		default:
+			return nil, badf("", "thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'disabled', 'enabled'", th.Type)
+		}
+	}
 	for i, m := range wire.Messages {
 		msg := AnthropicMessage{Role: m.Role}
 		var text string
@@ -333,6 +414,10 @@ func validateAnthropic(req *anthropicRequest) *problem {
 					return badf("", "messages: final assistant content cannot end with trailing whitespace")
 				}
 			case "image":
+			case "thinking", "redacted_thinking":
+				if m.Role != "assistant" {
+					return badf("", "messages.%d.content.%d: thinking blocks are only allowed in assistant messages", i, j)
+				}
 			case "tool_use":
 				switch {
 				case m.Role != "assistant":
@@ -418,6 +503,79 @@ func anthropicText(raw json.RawMessage) (string, bool) {
 	return b.String(), true
 }
 
+// validateThinking checks the thinking blocks of a request against those
+// the server sent, and what extended thinking wants of a request when
+// thinking is on. s.mu is held.
+func (s *AnthropicServer) validateThinking(req *anthropicRequest, thinking bool) *problem {
+	for i, m := range req.messages {
+		for j, b := range m.Content {
+			switch b.Type {
+			case "thinking":
+				if text, ok := s.signed[b.Signature]; !ok || text != b.Thinking {
+					return badf("", "messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+				}
+			case "redacted_thinking":
+				if !s.redacted[b.Data] {
+					return badf("", "messages.%d.content.%d: Invalid `data` in `redacted_thinking` block", i, j)
+				}
+			}
+		}
+	}
+	if !thinking {
+		return nil
+	}
+	n := len(req.messages)
+	if last := req.messages[n-1]; last.Role == "assistant" {
+		// A paused turn sent back starts with its thinking; a prefill
+		// of the bot's own does not.
+		if t := last.Content[0].Type; t != "thinking" && t != "redacted_thinking" {
+			return badf("", "messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+				"When `thinking` is enabled, a final `assistant` message must start with a thinking block.", n-1, t)
+		}
+	}
+	// The tool loop in progress: the last user message answers the
+	// calls of the assistant message before it.
+	if n >= 2 {
+		last, prev := req.messages[n-1], req.messages[n-2]
+		if len(last.Content) > 0 && last.Content[0].Type == "tool_result" && len(prev.Content) > 0 {
+			if t := prev.Content[0].Type; t != "thinking" && t != "redacted_thinking" {
+				return badf("", "messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+					"When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). "+
+					"We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.", n-2, t)
+			}
+		}
+	}
+	return nil
+}
+
+// thinkingBlocks are the thinking blocks a reply starts with when
+// thinking is on: the scripted reply's Thinking, or one of the
+// server's own. The server signs them (a thinking block scripted with a
+// signature keeps it) and remembers them, to check them when they come
+// back. s.mu is held.
+func (s *AnthropicServer) thinkingBlocks(n int, reply llm.Message) []map[string]any {
+	kept := reply.Thinking
+	if len(kept) == 0 {
+		kept = []llm.Thinking{{Type: llm.ThinkingBlock, Text: fmt.Sprintf("llmtest: thinking about request %d.", n)}}
+	}
+	var out []map[string]any
+	for _, t := range kept {
+		if t.Type == llm.RedactedThinkingBlock {
+			s.redacted[t.Data] = true
+			out = append(out, map[string]any{"type": "redacted_thinking", "data": t.Data})
+			continue
+		}
+		sig := t.Signature
+		if sig == "" {
+			sum := sha256.Sum256([]byte(t.Text))
+			sig = "EqQBllmtest" + base64.StdEncoding.EncodeToString(sum[:18])
+		}
+		s.signed[sig] = t.Text
+		out = append(out, map[string]any{"type": "thinking", "thinking": t.Text, "signature": sig})
+	}
+	return out
+}
+
 func anthropicResponse(n int, model string, reply llm.Message) map[string]any {
 	content := []map[string]any{}
 	if reply.Content != "" {
@@ -431,6 +589,14 @@ func anthropicResponse(n int, model string, reply llm.Message) map[string]any {
 		}
 		content = append(content, map[string]any{"type": "tool_use", "id": id, "name": c.Name, "input": json.RawMessage(c.Arguments)})
 		stop = "tool_use"
+	}
+	switch reply.Stop {
+	case llm.StopPaused:
+		stop = "pause_turn"
+	case llm.StopRefused:
+		stop = "refusal"
+	case llm.StopCutOff:
+		stop = "max_tokens"
 	}
 	return map[string]any{
 		"id":            fmt.Sprintf("msg_llmtest_%d", n),

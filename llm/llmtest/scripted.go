@@ -169,6 +169,7 @@ func describeLast(msgs []llm.Message) string {
 
 func cloneMessage(m llm.Message) llm.Message {
 	m.ToolCalls = slices.Clone(m.ToolCalls)
+	m.Thinking = slices.Clone(m.Thinking)
 	return m
 }
 

@@ -151,7 +151,9 @@ func (s *OpenAIServer) streamOpenAI(w http.ResponseWriter, n int, model string, 
 
 // streamAnthropic answers a streaming request with Anthropic's events:
 // message_start, then per content block content_block_start, its deltas
-// (text_delta a word at a time, input_json_delta in pieces) and
+// (thinking_delta a word at a time then signature_delta, text_delta a
+// word at a time, input_json_delta in pieces; a redacted_thinking block
+// has none) and
 // content_block_stop, then message_delta with the stop reason and
 // message_stop. As the real API does, message_start reports the input
 // tokens (and one output token), message_delta the output tokens.
@@ -168,6 +170,18 @@ func (s *AnthropicServer) streamAnthropic(w http.ResponseWriter, n int, model st
 	var text strings.Builder
 	for i, block := range resp["content"].([]map[string]any) {
 		switch block["type"] {
+		case "thinking":
+			out.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "thinking", "thinking": ""}})
+			for _, c := range textChunks(block["thinking"].(string)) {
+				out.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+					"delta": map[string]any{"type": "thinking_delta", "thinking": c}})
+			}
+			out.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+				"delta": map[string]any{"type": "signature_delta", "signature": block["signature"]}})
+		case "redacted_thinking":
+			out.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "redacted_thinking", "data": block["data"]}})
 		case "text":
 			out.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
 				"content_block": map[string]any{"type": "text", "text": ""}})
