@@ -30,7 +30,7 @@ func allText(res *sdk.CallToolResult, readTool string) string {
 		b, err := json.Marshal(res.StructuredContent)
 		if err != nil {
 			parts = append(parts, fmt.Sprintf("[structured content that is not JSON: %v]", err))
-		} else if s := string(b); !contains(parts, s) {
+		} else if s := string(b); !contains(parts, s) && !containsWrapped(parts, res.StructuredContent) {
 			// A server that follows the spec also sends the structured
 			// content as text; say it once.
 			parts = append(parts, s)
@@ -40,6 +40,27 @@ func allText(res *sdk.CallToolResult, readTool string) string {
 		return "(no content)"
 	}
 	return strings.Join(parts, "\n")
+}
+
+// containsWrapped reports whether structured content that is an object of
+// one member (structured content must be an object, so servers wrap a
+// list or a value: {"entities": [...]}, {"result": ...}) holds the same
+// as one of parts: the text content many servers send is the unwrapped
+// value.
+func containsWrapped(parts []string, structured any) bool {
+	var obj map[string]any
+	b, err := json.Marshal(structured)
+	if err != nil || json.Unmarshal(b, &obj) != nil || len(obj) != 1 {
+		return false
+	}
+	for _, v := range obj {
+		if text, ok := v.(string); ok {
+			return contains(parts, text)
+		}
+		inner, err := json.Marshal(v)
+		return err == nil && contains(parts, string(inner))
+	}
+	return false
 }
 
 func contains(parts []string, s string) bool {

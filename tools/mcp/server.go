@@ -267,7 +267,7 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
 		hc := s.httpClient()
-		hc.Transport = &refusedPost{next: notePosts{next: hc.Transport}}
+		hc.Transport = &refusedPost{next: notePosts{next: sessionGone{next: hc.Transport}}}
 		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: s.m.opts.HTTPRetries}
 		if err := s.authorize(t); err != nil {
 			return err

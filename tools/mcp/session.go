@@ -1,10 +1,15 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"regexp"
+	"strings"
 	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +24,19 @@ import (
 // idempotency key. A call whose request the server did take and whose
 // session was then lost may or may not have run: it is never sent again
 // here (tools.ErrOutcomeUnknown).
+//
+// Several servers answer a forgotten session with 400 instead (the
+// TypeScript SDK's examples and the servers built on them, such as
+// server-everything: "Bad Request: No valid session ID provided"; older
+// Python SDK servers, in plain text). A 400 to a request that carried a
+// session ID, whose body clearly says the session is unknown, invalid or
+// expired, or that the server has none (not initialized), is taken as
+// that 404 (sessionGone); any other 400 is left as it is, and its call
+// fails without being sent again. So is a 404 whose body is a JSON-RPC
+// error with an ID that says the session is not found: the SDK reads such
+// a body as the request's own error (a 404 with one is also how the
+// newest protocol says "method not found"), and would fail the call while
+// keeping the dead session.
 
 // postNote says whether a call's requests may have reached the server: a
 // POST of the call answered with anything but 404, or that got no answer.
@@ -52,6 +70,118 @@ func (p notePosts) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// sessionGone turns a 400 or 404 answered to a request of a session,
+// whose body says the server does not know that session, into the plain
+// 404 the protocol asks for, so that the SDK ends the connection as for a
+// forgotten session and the server's run loop begins a new one. The
+// server refused the request before it looked at it: a call answered so
+// did not run.
+type sessionGone struct {
+	next http.RoundTripper
+}
+
+// maxErrorBody is how much of an error's body is read to tell why.
+const maxErrorBody = 8 << 10
+
+func (g sessionGone) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := g.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound ||
+		r.Header.Get("Mcp-Session-Id") == "" {
+		return resp, err
+	}
+	head, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if readErr != nil || !sessionUnknown(head) {
+		// As it came: what was read, then the rest.
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+		return resp, err
+	}
+	_ = resp.Body.Close()
+	body := fmt.Sprintf("session not found (the server answered %d: %s)", resp.StatusCode, errorText(head))
+	return &http.Response{
+		Status: "404 Not Found", StatusCode: http.StatusNotFound,
+		Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header:        http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// sessionGoneText matches what servers say of a session they do not know,
+// in lower case.
+var sessionGoneText = regexp.MustCompile(`\b(?:no valid|invalid|unknown|expired|stale)(?: or [a-z]+)? session\b` +
+	`|\bsession(?:[ -]?id)?(?:[ :'"]+[a-z0-9_-]{1,64}['"]?)? (?:(?:is|was|has) )?(?:not found|unknown|invalid|not valid|expired|does not exist|doesn't exist|no longer exists|terminated)\b` +
+	`|\bno transport found for session` +
+	`|\bserver not initialized\b`)
+
+// sessionUnknown reports whether the body of an HTTP 400 or 404 answered to a
+// request of a session says that the server does not know the session:
+// a JSON-RPC error's message, a JSON object's "error", "message" or
+// "detail", or plain text.
+func sessionUnknown(body []byte) bool {
+	for _, text := range errorMessages(body) {
+		if sessionGoneText.MatchString(strings.ToLower(text)) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorMessages are what an error body says: the messages of a JSON
+// object (a JSON-RPC error's message first), else the body as text, each
+// on one line.
+func errorMessages(body []byte) []string {
+	var texts []string
+	var obj struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+	}
+	if json.Unmarshal(body, &obj) == nil {
+		var e struct {
+			Message string `json:"message"`
+		}
+		var s string
+		if json.Unmarshal(obj.Error, &e) == nil {
+			texts = append(texts, e.Message)
+		} else if json.Unmarshal(obj.Error, &s) == nil {
+			texts = append(texts, s)
+		}
+		texts = append(texts, obj.Message, obj.Detail)
+	} else {
+		texts = append(texts, string(body))
+	}
+	var out []string
+	for _, t := range texts {
+		if t = strings.Join(strings.Fields(strings.ToValidUTF8(t, "\uFFFD")), " "); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// errorText is the first of errorMessages, cut to 200 bytes, for an
+// error's text.
+func errorText(body []byte) string {
+	var text string
+	if texts := errorMessages(body); len(texts) > 0 {
+		text = texts[0]
+	}
+	if len(text) > 200 {
+		text = strings.ToValidUTF8(text[:200], "") + "…"
+	}
+	return text
 }
 
 // ErrSessionLost is wrapped by the error of a call that was not run

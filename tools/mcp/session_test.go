@@ -1,8 +1,11 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,6 +28,7 @@ type forgetful struct {
 	srv     *sdk.Server
 	url     string
 	runs    atomic.Int32 // calls of "count" and "hold" that began
+	refused atomic.Int32 // requests of a forgotten session answered with the body
 	release chan struct{}
 
 	mu        sync.Mutex
@@ -38,6 +42,12 @@ func newForgetful(t *testing.T, tsBody bool) *forgetful {
 }
 
 func newForgetfulBody(t *testing.T, body string) *forgetful {
+	return newForgetfulStatus(t, http.StatusNotFound, body)
+}
+
+// newForgetfulStatus answers a forgotten session with status and body,
+// in which "ID" is the request's JSON-RPC ID.
+func newForgetfulStatus(t *testing.T, status int, body string) *forgetful {
 	t.Helper()
 	f := &forgetful{srv: sdk.NewServer(&sdk.Implementation{Name: "forgetful", Version: "1"}, nil),
 		release: make(chan struct{}), seen: map[string]bool{}, forgotten: map[string]bool{}}
@@ -62,9 +72,17 @@ func newForgetfulBody(t *testing.T, body string) *forgetful {
 		h, gone := f.h, f.forgotten[sid]
 		f.mu.Unlock()
 		if gone && body != "" {
+			var req struct {
+				ID json.RawMessage `json:"id"`
+			}
+			id := []byte("null")
+			if data, _ := io.ReadAll(r.Body); json.Unmarshal(data, &req) == nil && len(req.ID) > 0 {
+				id = req.ID
+			}
+			f.refused.Add(1)
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(body))
+			w.WriteHeader(status)
+			_, _ = w.Write(bytes.ReplaceAll([]byte(body), []byte(`"ID"`), id))
 			return
 		}
 		h.ServeHTTP(sidWriter{w, f}, r)
@@ -95,13 +113,22 @@ type sidWriter struct {
 	f *forgetful
 }
 
+func (w sidWriter) Write(p []byte) (int, error) {
+	w.note()
+	return w.ResponseWriter.Write(p)
+}
+
 func (w sidWriter) WriteHeader(code int) {
+	w.note()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w sidWriter) note() {
 	if sid := w.Header().Get("Mcp-Session-Id"); sid != "" {
 		w.f.mu.Lock()
 		w.f.seen[sid] = true
 		w.f.mu.Unlock()
 	}
-	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w sidWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
@@ -132,7 +159,68 @@ func TestForgottenSessionIsRenewed(t *testing.T) {
 			if n := f.runs.Load(); n != 2 {
 				t.Errorf("the server ran %d calls, want 2: each call once", n)
 			}
+			if tt.body != "" && f.refused.Load() == 0 {
+				t.Errorf("the server never answered a forgotten session with its body: the test tests nothing")
+			}
 		})
+	}
+}
+
+// A server that answers a forgotten session with 400 and says so (as
+// server-everything and the TypeScript SDK's examples do, and older
+// Python SDK servers in plain text) is taken as one that answered 404:
+// the call it refused was not run, and is run once in a new session.
+func TestForgottenSessionAnswered400IsRenewed(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		body string
+	}{
+		{"typescript-sdk", `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":"ID"}`},
+		{"python-sdk", "Bad Request: No valid session ID provided"},
+		{"not initialized", `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newForgetfulStatus(t, http.StatusBadRequest, tt.body)
+			m := newManager(t, "mcp_servers:\n  s:\n    url: "+f.url+"\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+			if got, err := call(t, m, "s__count", `{"text":"1"}`); err != nil || got != "counted" {
+				t.Fatalf("first call = %q, %v", got, err)
+			}
+			f.forget()
+			for i := 2; i <= 3; i++ {
+				got, err := call(t, m, "s__count", `{"text":"x"}`)
+				if err != nil || got != "counted" {
+					t.Errorf("call %d after the server forgot the session = %q, %v; want it run in a new session", i, got, err)
+				}
+			}
+			if n := f.runs.Load(); n != 3 {
+				t.Errorf("the server ran %d calls, want 3: each call once", n)
+			}
+			if f.refused.Load() == 0 {
+				t.Errorf("the server never answered a forgotten session with 400: the test tests nothing")
+			}
+		})
+	}
+}
+
+// A 400 that says something else than that the session is unknown is not
+// taken for a forgotten session: its call fails, is not sent again, and
+// the model is told the server's words.
+func TestOther400IsNotResent(t *testing.T) {
+	f := newForgetfulStatus(t, http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Unsupported protocol version"},"id":"ID"}`)
+	m := newManager(t, "mcp_servers:\n  s:\n    url: "+f.url+"\n", mcp.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if got, err := call(t, m, "s__count", `{"text":"1"}`); err != nil || got != "counted" {
+		t.Fatalf("first call = %q, %v", got, err)
+	}
+	f.forget()
+	_, err := call(t, m, "s__count", `{"text":"2"}`)
+	if err == nil || !strings.Contains(err.Error(), "Unsupported protocol version") || errors.Is(err, mcp.ErrSessionLost) {
+		t.Errorf("call answered 400 = %v; want the server's error", err)
+	}
+	if n := f.runs.Load(); n != 1 {
+		t.Errorf("the server ran %d calls, want 1", n)
+	}
+	if f.refused.Load() == 0 {
+		t.Errorf("the server never answered a forgotten session with 400: the test tests nothing")
 	}
 }
 
