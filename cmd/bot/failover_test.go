@@ -44,8 +44,8 @@ var failoverKinds = []struct {
 
 // newClusterHarness is newHarness on a Redis Cluster with replicas, as
 // an operator configures it: REDIS_CLUSTER=true and a cluster URL
-// naming every node as a seed.
-func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
+// naming every node as a seed; env is added to the bot's environment.
+func newClusterHarness(t *testing.T, env ...string) (*harness, *redistest.ReplicatedCluster) {
 	t.Helper()
 	cluster := redistest.ClusterWithReplicas(t)
 	h := &harness{
@@ -73,6 +73,7 @@ func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
 		"LOG_FORMAT=json",
 		"LOG_LEVEL=debug",
 	}
+	h.env = append(h.env, env...)
 	t.Cleanup(func() {
 		h.stop()
 		if t.Failed() {
@@ -472,4 +473,89 @@ func failoverOfAClaimNoReplicaHas(t *testing.T, kill bool, observe observer) {
 	h.approveOnceItTakes(h.addr, card, true)
 	h.recovered(root, "Deployed.", since)
 	h.settled(root, "Deployed.")
+}
+
+// waitReplicas is the environment entry that makes every acknowledged
+// write wait for a replica, to the letter (REDIS_WAIT_REPLICAS set).
+const waitReplicas = "REDIS_WAIT_REPLICAS=1"
+
+// (f) An Approve click is claimed, and then, while the thread's replica
+// lags, the run saves the call as running: the master has that save and
+// no replica does. The call must not be sent on the word of the master
+// alone; and whatever the failover keeps — the replica taking over
+// without the save (lag/kill), or catching up with it (lag/catch up) —
+// nobody is asked to settle a call that was never sent (the "outcome
+// unknown" card): the call runs once, and the conversation ends.
+func TestFailoverOfARunningSaveNoReplicaHas(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	for _, kill := range []bool{true, false} {
+		name := "lag/catch up"
+		if kill {
+			name = "lag/kill"
+		}
+		t.Run(name, func(t *testing.T) { failoverOfARunningSaveNoReplicaHas(t, kill, nil) })
+	}
+}
+
+func failoverOfARunningSaveNoReplicaHas(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t, waitReplicas)
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	// The card shows the decision once it is claimed, before the run
+	// resumes and saves the call as running: hold that update, make the
+	// replica lag, let it go.
+	decided, release := h.slack.HoldNext("chat.update", 0)
+	defer release()
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.within(30*time.Second, func() bool {
+		select {
+		case <-decided:
+			return true
+		default:
+			return false
+		}
+	}, "the card to show the decision")
+	lag := cluster.LagReplica(t, threadKey(root))
+	release()
+	h.within(30*time.Second, func() bool { return h.unacknowledgedSaves() > 0 },
+		"the save of the running call to go unacknowledged")
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Errorf("deploy ran %d times on a save no replica had acknowledged", n)
+	}
+	if kill {
+		// With REDIS_WAIT_REPLICAS set, the new master takes no write
+		// until a replica joins it: the run, carried on there, saves
+		// the call running again, unacknowledged. Then the node that
+		// died comes back as its replica, as an operator brings it
+		// back.
+		before := h.unacknowledgedSaves()
+		lag.TakeOver()
+		h.within(30*time.Second, func() bool { return h.unacknowledgedSaves() > before },
+			"a save on the new master to go unacknowledged")
+		lag.Rejoin()
+	} else {
+		lag.CatchUp()
+	}
+	since := time.Now()
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, slackui.ActionRetry) || hasAction(c, slackui.ActionMarkDone) || strings.Contains(h.card(c), "may or may not have taken effect") {
+			t.Errorf("people were asked to settle a call that was never sent: %s", h.card(c))
+		}
+	}
+}
+
+// unacknowledgedSaves counts the bot's log lines of a checkpoint's save
+// that no replica acknowledged.
+func (h *harness) unacknowledgedSaves() int {
+	n := 0
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, "save checkpoint") && strings.Contains(line, "not acknowledged by enough replicas") {
+			n++
+		}
+	}
+	return n
 }
