@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -558,4 +561,76 @@ func (h *harness) unacknowledgedSaves() int {
 		}
 	}
 	return n
+}
+
+// auditHeadKey is a Redis key in the audit chain's slot.
+const auditHeadKey = "{cs:audit}:head"
+
+// (g) The audit chain's master has an entry its replica does not (the
+// replica lags) when an operator runs `bot audit head` to note the head
+// elsewhere. A head noted must be one a failover keeps: either the
+// command refuses to print it, or `bot audit verify --head` with it
+// still passes after the replica that never had it took over.
+func TestAuditHeadNotedIsOneAFailoverKeeps(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	h, cluster := newClusterHarness(t, waitReplicas)
+	root, card := h.deployFlow("Deployed.")
+	h.waitStatusOnCluster(root, "paused")
+	ctx := context.Background()
+	seq := func() int64 {
+		v, _ := cluster.Client.HGet(ctx, auditHeadKey, "seq").Int64()
+		return v
+	}
+	before := seq()
+
+	lag := cluster.LagReplica(t, auditHeadKey)
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.within(30*time.Second, func() bool { return seq() > before },
+		"the decision's audit entry on the audit chain's master")
+	// The operator's client is given the nodes that answer as seeds:
+	// the lagging replica is stopped, and a client that asked it for
+	// the cluster's map would wait on it.
+	var seeds []string
+	for _, a := range cluster.Addrs() {
+		if a != lag.Addr() {
+			seeds = append(seeds, a)
+		}
+	}
+	noted, out, err := h.auditHead("REDIS_URL=redis://" + seeds[0] + "?addr=" + strings.Join(seeds[1:], "&addr="))
+	if err == nil {
+		t.Logf("bot audit head printed %s while no replica had it", noted)
+	} else if !strings.Contains(out, "master only") {
+		t.Errorf("bot audit head failed without saying why: %v\n%s", err, out)
+	}
+	lag.TakeOver()
+	lag.Rejoin()
+	if err == nil {
+		if out, err := h.run("", "audit", "verify", "--head", noted); err != nil {
+			t.Errorf("bot audit head printed %s, and after the failover the chain does not hold it: %v\n%s", noted, err, out)
+		}
+	}
+
+	// Once the replicas have it, the head is printed, and holds.
+	h.recovered(root, "Deployed.", time.Now())
+	noted, out, err = h.auditHead()
+	if err != nil {
+		t.Fatalf("bot audit head with its replicas caught up: %v\n%s", err, out)
+	}
+	if out, err := h.run("", "audit", "verify", "--head", noted); err != nil {
+		t.Errorf("bot audit verify --head %s: %v\n%s", noted, err, out)
+	}
+}
+
+// auditHead runs `bot audit head` and returns the head it printed on its
+// standard output, everything it wrote, and how it exited; env is added
+// to the bot's environment.
+func (h *harness) auditHead(env ...string) (head, out string, err error) {
+	h.t.Helper()
+	cmd := exec.Command(botBinary, "audit", "head")
+	cmd.Env = append(slices.Clone(h.env), env...) // the last value wins
+	var stdout, all strings.Builder
+	cmd.Stdout = io.MultiWriter(&stdout, &all)
+	cmd.Stderr = &all
+	err = cmd.Run()
+	return strings.TrimSpace(stdout.String()), all.String(), err
 }
