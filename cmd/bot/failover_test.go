@@ -634,3 +634,49 @@ func (h *harness) auditHead(env ...string) (head, out string, err error) {
 	err = cmd.Run()
 	return strings.TrimSpace(stdout.String()), all.String(), err
 }
+
+// inboxKey is the Redis key of the calls waiting for people, which the
+// Home tab and `bot approvals list` show.
+const inboxKey = "cs:{inbox}:calls"
+
+// (h) A run pauses for approval while the replica of the inbox's master
+// lags: the call waiting is written to that master alone. The master
+// dies and the replica takes over without it. The call must still be
+// listed for its approvers — the Home tab, `bot approvals list` —
+// within two lease periods of the failover, and its approval runs it
+// once.
+func TestFailoverKeepsAWaitingCallInTheInbox(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	h, cluster := newClusterHarness(t, waitReplicas)
+	lag := cluster.LagReplica(t, inboxKey)
+	root, card := h.deployFlow("Deployed.")
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	h.within(30*time.Second, func() bool {
+		ok, _ := cluster.Client.HExists(context.Background(), inboxKey, thread).Result()
+		return ok
+	}, "the waiting call on the inbox's master")
+	lag.TakeOver()
+	lag.Rejoin()
+	since := time.Now()
+	h.within(6*leasePeriod, func() bool { return h.approvalsListed() == 1 }, "the waiting call in bot approvals list")
+	if took := time.Since(since); took > 2*leasePeriod {
+		t.Errorf("the waiting call was listed again %v after the failover; want within two lease periods (%v)", took.Round(time.Millisecond), 2*leasePeriod)
+	}
+	h.approveOnceItTakes(h.addr, card, false)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}
+
+// approvalsListed is how many calls `bot approvals list --json` lists,
+// read from its standard output only (with replicas to wait for, it says
+// so on its standard error, as the bot does); -1 if it failed.
+func (h *harness) approvalsListed() int {
+	cmd := exec.Command(botBinary, "approvals", "list", "--json")
+	cmd.Env = h.env
+	out, err := cmd.Output()
+	var rows []approvalRow
+	if err != nil || json.Unmarshal(out, &rows) != nil {
+		return -1
+	}
+	return len(rows)
+}
