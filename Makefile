@@ -61,8 +61,8 @@ bench-paused:
 ## chaos: the failover driver (the chaos build tag): FAILOVER_RUNS
 ## conversations on a Redis Cluster, each with its thread's master failed
 ## over at a close, a reply's intake or a claim, by CLUSTER FAILOVER or by
-## a kill, or with a replica lagging at an /agent's intake, a claim or
-## the save of a call as running, then its master killed or the replica
+## a kill, or with a replica lagging at an /agent's intake, a claim, the
+## save of a call as running or an inbox entry, then its master killed or the replica
 ## caught up; prints how many had a duplicate, lost or stuck outcome.
 ## FAILOVER_MOMENTS="lagging running save" (commas between) picks moments
 FAILOVER_RUNS ?= 12

@@ -18,7 +18,7 @@ var failoverRuns = flag.Int("failover.n", 12, "how many conversations TestFailov
 var failoverMoments = flag.String("failover.moments", "", "the moments TestFailoverChaos fails over at, separated by commas (default all): "+strings.Join(allMoments, ", "))
 
 // allMoments are the moments TestFailoverChaos fails a master over at.
-var allMoments = []string{"close", "intake", "claim", "request", "lagging claim", "lagging running save"}
+var allMoments = []string{"close", "intake", "claim", "request", "lagging claim", "lagging running save", "lagging inbox"}
 
 // TestFailoverChaos is the fault-injection driver of the failover tests,
 // built only with the chaos tag, off `make test` (it takes about half a
@@ -30,11 +30,12 @@ var allMoments = []string{"close", "intake", "claim", "request", "lagging claim"
 // Each conversation starts a Redis Cluster of three masters with a
 // replica each and two bot processes, and fails the master of its
 // thread over at one moment — a close, a reply's intake, a claim — by
-// CLUSTER FAILOVER or by killing it, in turn. Three more moments have the
+// CLUSTER FAILOVER or by killing it, in turn. Four more moments have the
 // replica lag first, so that the master acknowledges writes no replica
 // has — an /agent's intake, a claim, the save of an approved call as
-// running (with REDIS_WAIT_REPLICAS set: the killed master comes back as
-// the new master's replica) — and then either kill the master, its
+// running, a waiting call's inbox entry (the last two with
+// REDIS_WAIT_REPLICAS set: the killed master comes back as the new
+// master's replica) — and then either kill the master, its
 // replica taking over without them (lag/kill), or let the replica catch
 // up (lag/catch up). -failover.moments (make chaos FAILOVER_MOMENTS=…)
 // picks some moments only. At the end it prints how many conversations
@@ -109,6 +110,8 @@ func TestFailoverChaos(t *testing.T) {
 				failoverOfAClaimNoReplicaHas(t, kill, observe)
 			case "lagging running save":
 				failoverOfARunningSaveNoReplicaHas(t, kill, observe)
+			case "lagging inbox":
+				failoverKeepsAWaitingCallInTheInbox(t, kill, observe)
 			}
 		})
 		if !ok {
