@@ -172,6 +172,10 @@ type Options struct {
 	// ReplicaTimeout (default 2s) fails with ErrNotReplicated. Saves and
 	// claims gate side effects — a claimed decision, a call saved as
 	// running — so a failover of the thread's master cannot forget them.
+	// A save the master made and they did not acknowledge is also
+	// graph.ErrUnconfirmed (the run's next save follows it). Inbox
+	// updates on a cluster, and AuditHead and ConfirmAudit, wait for them
+	// too.
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas.
 	ReplicaTimeout time.Duration
