@@ -61,12 +61,14 @@ bench-paused:
 ## chaos: the failover driver (the chaos build tag): FAILOVER_RUNS
 ## conversations on a Redis Cluster, each with its thread's master failed
 ## over at a close, a reply's intake or a claim, by CLUSTER FAILOVER or by
-## a kill, or with a replica lagging at an /agent's intake or a claim,
-## then its master killed or the replica caught up; prints how many had
-## a duplicate, lost or stuck outcome
+## a kill, or with a replica lagging at an /agent's intake, a claim, the
+## save of a call as running or an inbox entry, then its master killed or the replica
+## caught up; prints how many had a duplicate, lost or stuck outcome.
+## FAILOVER_MOMENTS="lagging running save" (commas between) picks moments
 FAILOVER_RUNS ?= 12
+FAILOVER_MOMENTS ?=
 chaos:
-	bash .ci/with-redis $(GO) test -tags chaos -count=1 -timeout 60m ./cmd/bot/ -run '^TestFailoverChaos$$' -failover.n=$(FAILOVER_RUNS) -v
+	bash .ci/with-redis $(GO) test -tags chaos -count=1 -timeout 60m ./cmd/bot/ -run '^TestFailoverChaos$$' -failover.n=$(FAILOVER_RUNS) -failover.moments="$(FAILOVER_MOMENTS)" -v
 
 ## run: the bot, configured from the environment (see README and docs/configuration.md)
 run:

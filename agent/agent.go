@@ -378,6 +378,13 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 		c.Attempts++
 		callCtx := a.runningSave(ctx, s, *c)
 		if err := save(callCtx); err != nil {
+			if errors.Is(err, graph.ErrUnconfirmed) {
+				// Written, but not known to outlive a failover: the
+				// call is not sent, and the next save says so, so
+				// that nobody is asked to settle a call that never
+				// went out.
+				return a.unsent(ctx, s, c, before, save, err)
+			}
 			return err
 		}
 		// People hear of the call first, then BeforeCall checks the

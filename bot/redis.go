@@ -285,6 +285,13 @@ func WaitReplicas(ctx context.Context, getenv func(string) string, rdb redis.Uni
 	return 0, nil
 }
 
+// ReplicasSetting is REDIS_WAIT_REPLICAS: how many replicas, and whether
+// it is set (an operator command that reads what a failover must not
+// lose waits for them only then, at no cost otherwise).
+func ReplicasSetting(getenv func(string) string) (n int, set bool, err error) {
+	return replicasSetting(getenv)
+}
+
 // replicasSetting is REDIS_WAIT_REPLICAS: whether it is set, and to how
 // many replicas.
 func replicasSetting(getenv func(string) string) (n int, set bool, err error) {

@@ -705,8 +705,15 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 	}
 	cp.Fingerprint = r.g.stamp(cp, &r.state, r.cp.Fingerprint)
 	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
-		if r.top && errors.Is(err, ErrConflict) {
+		if r.top && (errors.Is(err, ErrConflict) || errors.Is(err, ErrUnconfirmed)) {
 			r.g.cache.drop(r.thread)
+		}
+		if errors.Is(err, ErrUnconfirmed) {
+			// The store holds cp where it wrote it: the run's next
+			// save (its failure, or what the node writes instead)
+			// follows it, rather than conflict with it.
+			cp.JournalFrom, cp.Journal = 0, nil
+			r.keepSaved(cp)
 		}
 		// The store's error names the checkpoint already (see
 		// MemoryStore and redisstore): a wrap would say it twice.

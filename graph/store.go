@@ -26,6 +26,13 @@ var (
 	// ErrSchema: a checkpoint was written by a format this code cannot
 	// read.
 	ErrSchema = errors.New("unsupported checkpoint schema")
+	// ErrUnconfirmed: the store wrote the checkpoint where it writes,
+	// and is the thread's head there, but cannot say it will outlive a
+	// failover (Redis replicas did not acknowledge it). The run takes it
+	// as its current checkpoint, so that its next save follows it (a
+	// save that says what became of the work it was about to do), and
+	// returns the error: what depends on the save must not happen.
+	ErrUnconfirmed = errors.New("checkpoint written but not confirmed durable")
 )
 
 // Store keeps checkpoints. Implementations must be safe for concurrent use

@@ -261,13 +261,79 @@ func (s *Store) learnAuditHead(reply any) (bool, error) {
 }
 
 // AuditHead returns the audit chain's head as stored.
+//
+// With Options.Replicas, the head returned is one the replicas have: the
+// read writes the audit slot's sync key and waits for them in the same
+// round trip (a WAIT covers every write the master made before). When
+// they do not acknowledge it in time, AuditHead returns the master's head
+// with ErrNotReplicated: that head may not outlive a failover, and is not
+// one to note elsewhere. Without Replicas it is one HGETALL, as ever.
 func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
-	h, err := s.rdb.HGetAll(ctx, s.auditHeadKey()).Result()
-	if err != nil {
+	if s.replicas <= 0 {
+		h, err := s.rdb.HGetAll(ctx, s.auditHeadKey()).Result()
+		if err != nil {
+			return audit.Head{}, fmt.Errorf("read the audit head: %w", err)
+		}
+		return parseAuditHead(h)
+	}
+	cmd := s.runScript(ctx, auditHeadSyncScript, auditHeadSyncLua, []string{s.auditHeadKey(), s.syncKey(hashTag(s.auditKey()))})
+	flat, _ := cmd.Val().([]any)
+	if err := cmd.Err(); err != nil && (flat == nil || !errors.Is(err, ErrNotReplicated)) {
 		return audit.Head{}, fmt.Errorf("read the audit head: %w", err)
 	}
-	return parseAuditHead(h)
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		h[k] = v
+	}
+	head, err := parseAuditHead(h)
+	if err != nil {
+		return audit.Head{}, err
+	}
+	if err := cmd.Err(); err != nil {
+		return head, fmt.Errorf("read the audit head: %w", err)
+	}
+	return head, nil
 }
+
+// ConfirmAudit waits, with Options.Replicas, until the replicas have
+// every write the audit slot's master made so far — what VerifyAudit read
+// before it included — or returns ErrNotReplicated. It writes the slot's
+// sync key, with a WAIT, in one round trip; without Replicas it does
+// nothing.
+func (s *Store) ConfirmAudit(ctx context.Context) error {
+	if s.replicas <= 0 {
+		return nil
+	}
+	if err := s.runScript(ctx, syncScript, syncLua, []string{s.syncKey(hashTag(s.auditKey()))}).Err(); err != nil {
+		return fmt.Errorf("confirm the audit trail on the replicas: %w", err)
+	}
+	return nil
+}
+
+// syncLua writes a slot's sync key, so that a WAIT after it waits for
+// every write before.
+//
+//	KEYS: sync key
+const syncLua = `
+redis.call('SET', KEYS[1], '1', 'PX', 60000)
+return 1
+`
+
+var syncScript = redis.NewScript(syncLua)
+
+// auditHeadSyncLua writes the audit slot's sync key, so that a WAIT
+// after it waits for every write before, and returns the audit head's
+// fields (HGETALL).
+//
+//	KEYS: audit head, sync key
+const auditHeadSyncLua = `
+redis.call('SET', KEYS[2], '1', 'PX', 60000)
+return redis.call('HGETALL', KEYS[1])
+`
+
+var auditHeadSyncScript = redis.NewScript(auditHeadSyncLua)
 
 func parseAuditHead(h map[string]string) (audit.Head, error) {
 	var out audit.Head

@@ -82,7 +82,7 @@ func (s *Store) UpdateInbox(ctx context.Context, u *runner.InboxUpdate) error {
 	if err != nil {
 		return fmt.Errorf("update inbox: %w", err)
 	}
-	res, err := s.inboxScript.Run(ctx, s.rdb, keys, args...).Result()
+	res, err := s.runScript(ctx, s.inboxScript, updateInboxLua, keys, args...).Result()
 	return s.replaced(u, res, err)
 }
 
@@ -118,14 +118,18 @@ func (s *Store) replaced(u *runner.InboxUpdate, res any, err error) error {
 // u as one script (closeInboxLua), the update first so that it is
 // written while the lease is still held; runScript waits for replicas
 // when writes must. On Redis Cluster the two are in other slots, so the
-// update is written first, on its own.
+// update is written first, on its own (and waits for its replicas as
+// well).
 func (s *Store) closeWithInbox(ctx context.Context, keys []string, args []any, u *runner.InboxUpdate) (any, error) {
 	ikeys, iargs, err := s.inboxArgs(u)
 	if err != nil {
 		return nil, fmt.Errorf("update inbox: %w", err)
 	}
 	if s.isCluster() {
-		ires, ierr := s.inboxScript.Run(ctx, s.rdb, ikeys, iargs...).Result()
+		// With replicas to wait for, the update waits for them too
+		// (runScript): a failover must not lose a waiting call from
+		// the Home tab. Without, it is one EVALSHA, as ever.
+		ires, ierr := s.runScript(ctx, s.inboxScript, updateInboxLua, ikeys, iargs...).Result()
 		ierr = s.replaced(u, ires, ierr)
 		res, err := s.runScript(ctx, s.closeScript, closeLua, keys, args...).Result()
 		if err != nil {

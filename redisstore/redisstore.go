@@ -172,6 +172,10 @@ type Options struct {
 	// ReplicaTimeout (default 2s) fails with ErrNotReplicated. Saves and
 	// claims gate side effects — a claimed decision, a call saved as
 	// running — so a failover of the thread's master cannot forget them.
+	// A save the master made and they did not acknowledge is also
+	// graph.ErrUnconfirmed (the run's next save follows it). Inbox
+	// updates on a cluster, and AuditHead and ConfirmAudit, wait for them
+	// too.
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas.
 	ReplicaTimeout time.Duration
@@ -493,14 +497,29 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if audit != nil {
 		saved, err = s.saveAudited(ctx, keys, args, sa)
 	} else {
-		saved, err = s.runScript(ctx, s.saveScript, saveLua, keys, args...).Int()
+		cmd := s.runScript(ctx, s.saveScript, saveLua, keys, args...)
+		if saved, err = cmd.Int(); errors.Is(err, ErrNotReplicated) {
+			// The script ran: what it answered says whether the
+			// master has the checkpoint (saved).
+			if v, ok := cmd.Val().(int64); ok {
+				saved = int(v)
+			}
+		}
 	}
 	return s.saved(cp, saved, err)
 }
 
-// saved turns a save script's reply into Save's error.
+// saved turns a save script's reply into Save's error. A save the master
+// made (saved is 1) that its replicas did not acknowledge is also
+// graph.ErrUnconfirmed: the run follows it with its next save, which says
+// what became of the work it was about to do (a call saved running and
+// not sent: approved again), instead of leaving the master with a head
+// that says more than happened.
 func (s *Store) saved(cp *graph.Checkpoint, saved int, err error) error {
 	if err != nil {
+		if saved == 1 && errors.Is(err, ErrNotReplicated) {
+			return fmt.Errorf("save checkpoint %s seq %d: %w: %w", cp.Thread, cp.Seq, err, graph.ErrUnconfirmed)
+		}
 		return fmt.Errorf("save checkpoint %s seq %d: %w", cp.Thread, cp.Seq, err)
 	}
 	if saved < 0 {
@@ -515,7 +534,16 @@ func (s *Store) saved(cp *graph.Checkpoint, saved int, err error) error {
 // saveAudited runs saveAuditLua and returns saveLua's reply; when the
 // save appended sa's entries, it says so to sa.
 func (s *Store) saveAudited(ctx context.Context, keys []string, args []any, sa *runner.SaveAudit) (int, error) {
-	res, err := s.runScript(ctx, s.saveAuditScript, saveAuditLua, keys, args...).Slice()
+	cmd := s.runScript(ctx, s.saveAuditScript, saveAuditLua, keys, args...)
+	res, err := cmd.Slice()
+	var unreplicated error
+	if errors.Is(err, ErrNotReplicated) {
+		// The script ran: its reply says what the master has.
+		var ok bool
+		if res, ok = cmd.Val().([]any); ok {
+			unreplicated, err = err, nil
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -530,7 +558,7 @@ func (s *Store) saveAudited(ctx context.Context, keys []string, args []any, sa *
 			sa.Appended()
 		}
 	}
-	return int(saved), nil
+	return int(saved), unreplicated
 }
 
 // checkSave reports a checkpoint that cannot be saved because it contradicts

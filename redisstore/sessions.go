@@ -136,6 +136,9 @@ func (s *Store) CloseThread(ctx context.Context, c runner.Closing) (map[string][
 			return nil, err
 		}
 	}
+	if inboxErr != nil {
+		inboxErr = fmt.Errorf("%w: %w", runner.ErrInboxNotUpdated, inboxErr)
+	}
 	return claimValues(c.Keys, reply[0]), inboxErr
 }
 

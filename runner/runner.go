@@ -114,6 +114,11 @@ var (
 	// ErrLeaseLost: this process no longer holds the thread's lease
 	// (it stalled past it); another process carries the run on.
 	ErrLeaseLost = errors.New("lost the thread's lease")
+	// ErrInboxNotUpdated: a session's end (Sessions.CloseThread) did
+	// everything but the inbox update, which did not take (or is not
+	// known to outlive a failover: replicas did not acknowledge it). The
+	// service wakes the thread soon, so that a session writes it again.
+	ErrInboxNotUpdated = errors.New("the inbox was not updated")
 )
 
 // AlreadyDecidedError is the answer to a decision that lost: the call was

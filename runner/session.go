@@ -32,7 +32,8 @@ type Sessions interface {
 	// entries to the audit trail, applies Inbox (if set) as UpdateInbox
 	// does, releases the lease if the acquisition that Token names
 	// holds it, and returns the claims of Keys that are set once the
-	// lease is free.
+	// lease is free. When all but the inbox update was done, it returns
+	// the claims and an error that wraps ErrInboxNotUpdated.
 	CloseThread(ctx context.Context, c Closing) (map[string][]byte, error)
 	// ClaimDecision is Claim that writes the thread's wake-up (if WakeBy
 	// is set) before the claim and the audit record (if any) with a
@@ -460,9 +461,18 @@ func (s *Service) close(ss *session) map[string][]byte {
 	if err != nil {
 		s.log.WithField("thread", ss.thread).WithError(err).Warn("ending work on the thread")
 	}
+	if errors.Is(err, ErrInboxNotUpdated) {
+		// The Home tab would miss (or keep) this thread's calls until
+		// its next session: have one soon, which writes them again.
+		s.wakeBy(ctx, ss.thread, s.opts.Now().Add(inboxRetryAfter))
+	}
 	s.inboxChanged(inbox)
 	return claims
 }
+
+// inboxRetryAfter is how soon a thread whose session's end could not
+// update the inbox is looked at again, to write it.
+const inboxRetryAfter = 2 * time.Second
 
 // stateIn returns the thread's state for a session: the one this process
 // has cached if it is the head the session began with, else the stored

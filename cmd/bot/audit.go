@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -168,12 +169,17 @@ func auditHead(ctx context.Context, args []string, e env) error {
 	if err := parse(flags("audit head", "audit head", e), args, e); err != nil {
 		return err
 	}
-	store, closeStore, err := operatorStore(ctx, e, "audit head")
+	store, closeStore, err := confirmingStore(ctx, e, "audit head")
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	head, err := store.AuditHead(ctx)
+	if errors.Is(err, redisstore.ErrNotReplicated) {
+		// A head only the master has may be gone after a failover,
+		// and the entries after it renumbered: not one to note.
+		return fmt.Errorf("audit head: the head in Redis is on its master only (%w); a failover now could lose it, so it is not printed: try again once the replicas have caught up", err)
+	}
 	if err != nil {
 		return fmt.Errorf("audit head: %w", err)
 	}
@@ -232,7 +238,7 @@ func auditVerify(ctx context.Context, args []string, e env) error {
 	if *format != "" {
 		return errors.New("audit verify: --format is for --file")
 	}
-	store, closeStore, err := operatorStore(ctx, e, "audit verify")
+	store, closeStore, err := confirmingStore(ctx, e, "audit verify")
 	if err != nil {
 		return err
 	}
@@ -240,6 +246,11 @@ func auditVerify(ctx context.Context, args []string, e env) error {
 	rep, err := store.VerifyAudit(ctx, anchors...)
 	if err != nil {
 		return verifyFailed(e, rep, err)
+	}
+	// What was checked, and the head printed, must be what a failover
+	// keeps: with REDIS_WAIT_REPLICAS set, the replicas confirm it.
+	if err := store.ConfirmAudit(ctx); err != nil {
+		return fmt.Errorf("audit verify: the chain checked is on the Redis master only (%w); a failover now could lose its newest entries: try again once the replicas have caught up", err)
 	}
 	if rep.Entries == 0 && rep.Trimmed == 0 {
 		fmt.Fprintln(e.stdout, "OK: the audit trail has no hash-chained entries yet.")

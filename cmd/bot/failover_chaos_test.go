@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,11 @@ import (
 )
 
 var failoverRuns = flag.Int("failover.n", 12, "how many conversations TestFailoverChaos runs, each with a failover of its thread's master")
+
+var failoverMoments = flag.String("failover.moments", "", "the moments TestFailoverChaos fails over at, separated by commas (default all): "+strings.Join(allMoments, ", "))
+
+// allMoments are the moments TestFailoverChaos fails a master over at.
+var allMoments = []string{"close", "intake", "claim", "request", "lagging claim", "lagging running save", "lagging inbox"}
 
 // TestFailoverChaos is the fault-injection driver of the failover tests,
 // built only with the chaos tag, off `make test` (it takes about half a
@@ -24,11 +30,15 @@ var failoverRuns = flag.Int("failover.n", 12, "how many conversations TestFailov
 // Each conversation starts a Redis Cluster of three masters with a
 // replica each and two bot processes, and fails the master of its
 // thread over at one moment — a close, a reply's intake, a claim — by
-// CLUSTER FAILOVER or by killing it, in turn. Two more moments have the
+// CLUSTER FAILOVER or by killing it, in turn. Four more moments have the
 // replica lag first, so that the master acknowledges writes no replica
-// has — an /agent's intake, a claim — and then either kill the master,
-// its replica taking over without them (lag/kill), or let the replica
-// catch up (lag/catch up). At the end it prints how many conversations
+// has — an /agent's intake, a claim, the save of an approved call as
+// running, a waiting call's inbox entry (the last two with
+// REDIS_WAIT_REPLICAS set: the killed master comes back as the new
+// master's replica) — and then either kill the master, its
+// replica taking over without them (lag/kill), or let the replica catch
+// up (lag/catch up). -failover.moments (make chaos FAILOVER_MOMENTS=…)
+// picks some moments only. At the end it prints how many conversations
 // had a call run or an answer posted twice (duplicate), an acknowledged
 // request or an approved call never carried on (lost), or did not finish
 // (stuck).
@@ -36,9 +46,18 @@ func TestFailoverChaos(t *testing.T) {
 	type tally struct{ runs, failed, duplicate, lost, stuck int }
 	var mu sync.Mutex
 	byMoment := map[string]*tally{}
-	moments := []string{"close", "intake", "claim", "request", "lagging claim"}
+	moments := allMoments
+	if *failoverMoments != "" {
+		moments = nil
+		for _, m := range strings.Split(*failoverMoments, ",") {
+			if m = strings.TrimSpace(m); !slices.Contains(allMoments, m) {
+				t.Fatalf("-failover.moments: no moment %q; the moments are: %s", m, strings.Join(allMoments, ", "))
+			}
+			moments = append(moments, m)
+		}
+	}
 	hows := func(m string) [2]string {
-		if m == "request" || m == "lagging claim" {
+		if m == "request" || strings.HasPrefix(m, "lagging ") {
 			return [2]string{"lag/catch up", "lag/kill"}
 		}
 		return [2]string{"CLUSTER FAILOVER", "kill"}
@@ -89,6 +108,10 @@ func TestFailoverChaos(t *testing.T) {
 				failoverLosesNoAcknowledgedRequest(t, kill, observe)
 			case "lagging claim":
 				failoverOfAClaimNoReplicaHas(t, kill, observe)
+			case "lagging running save":
+				failoverOfARunningSaveNoReplicaHas(t, kill, observe)
+			case "lagging inbox":
+				failoverKeepsAWaitingCallInTheInbox(t, kill, observe)
 			}
 		})
 		if !ok {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +47,8 @@ var failoverKinds = []struct {
 
 // newClusterHarness is newHarness on a Redis Cluster with replicas, as
 // an operator configures it: REDIS_CLUSTER=true and a cluster URL
-// naming every node as a seed.
-func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
+// naming every node as a seed; env is added to the bot's environment.
+func newClusterHarness(t *testing.T, env ...string) (*harness, *redistest.ReplicatedCluster) {
 	t.Helper()
 	cluster := redistest.ClusterWithReplicas(t)
 	h := &harness{
@@ -73,6 +76,7 @@ func newClusterHarness(t *testing.T) (*harness, *redistest.ReplicatedCluster) {
 		"LOG_FORMAT=json",
 		"LOG_LEVEL=debug",
 	}
+	h.env = append(h.env, env...)
 	t.Cleanup(func() {
 		h.stop()
 		if t.Failed() {
@@ -472,4 +476,216 @@ func failoverOfAClaimNoReplicaHas(t *testing.T, kill bool, observe observer) {
 	h.approveOnceItTakes(h.addr, card, true)
 	h.recovered(root, "Deployed.", since)
 	h.settled(root, "Deployed.")
+}
+
+// waitReplicas is the environment entry that makes every acknowledged
+// write wait for a replica, to the letter (REDIS_WAIT_REPLICAS set).
+const waitReplicas = "REDIS_WAIT_REPLICAS=1"
+
+// (f) An Approve click is claimed, and then, while the thread's replica
+// lags, the run saves the call as running: the master has that save and
+// no replica does. The call must not be sent on the word of the master
+// alone; and whatever the failover keeps — the replica taking over
+// without the save (lag/kill), or catching up with it (lag/catch up) —
+// nobody is asked to settle a call that was never sent (the "outcome
+// unknown" card): the call runs once, and the conversation ends.
+func TestFailoverOfARunningSaveNoReplicaHas(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	for _, kill := range []bool{true, false} {
+		name := "lag/catch up"
+		if kill {
+			name = "lag/kill"
+		}
+		t.Run(name, func(t *testing.T) { failoverOfARunningSaveNoReplicaHas(t, kill, nil) })
+	}
+}
+
+func failoverOfARunningSaveNoReplicaHas(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t, waitReplicas)
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	h.waitStatusOnCluster(root, "paused")
+
+	// The card shows the decision once it is claimed, before the run
+	// resumes and saves the call as running: hold that update, make the
+	// replica lag, let it go.
+	decided, release := h.slack.HoldNext("chat.update", 0)
+	defer release()
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.within(30*time.Second, func() bool {
+		select {
+		case <-decided:
+			return true
+		default:
+			return false
+		}
+	}, "the card to show the decision")
+	lag := cluster.LagReplica(t, threadKey(root))
+	release()
+	h.within(30*time.Second, func() bool { return h.unacknowledgedSaves() > 0 },
+		"the save of the running call to go unacknowledged")
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Errorf("deploy ran %d times on a save no replica had acknowledged", n)
+	}
+	if kill {
+		// With REDIS_WAIT_REPLICAS set, the new master takes no write
+		// until a replica joins it: the run, carried on there, saves
+		// the call running again, unacknowledged. Then the node that
+		// died comes back as its replica, as an operator brings it
+		// back.
+		before := h.unacknowledgedSaves()
+		lag.TakeOver()
+		h.within(30*time.Second, func() bool { return h.unacknowledgedSaves() > before },
+			"a save on the new master to go unacknowledged")
+		lag.Rejoin()
+	} else {
+		lag.CatchUp()
+	}
+	since := time.Now()
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, slackui.ActionRetry) || hasAction(c, slackui.ActionMarkDone) || strings.Contains(h.card(c), "may or may not have taken effect") {
+			t.Errorf("people were asked to settle a call that was never sent: %s", h.card(c))
+		}
+	}
+}
+
+// unacknowledgedSaves counts the bot's log lines of a checkpoint's save
+// that no replica acknowledged.
+func (h *harness) unacknowledgedSaves() int {
+	n := 0
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, "save checkpoint") && strings.Contains(line, "not acknowledged by enough replicas") {
+			n++
+		}
+	}
+	return n
+}
+
+// auditHeadKey is a Redis key in the audit chain's slot.
+const auditHeadKey = "{cs:audit}:head"
+
+// (g) The audit chain's master has an entry its replica does not (the
+// replica lags) when an operator runs `bot audit head` to note the head
+// elsewhere. A head noted must be one a failover keeps: either the
+// command refuses to print it, or `bot audit verify --head` with it
+// still passes after the replica that never had it took over.
+func TestAuditHeadNotedIsOneAFailoverKeeps(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	h, cluster := newClusterHarness(t, waitReplicas)
+	root, card := h.deployFlow("Deployed.")
+	h.waitStatusOnCluster(root, "paused")
+	ctx := context.Background()
+	seq := func() int64 {
+		v, _ := cluster.Client.HGet(ctx, auditHeadKey, "seq").Int64()
+		return v
+	}
+	before := seq()
+
+	lag := cluster.LagReplica(t, auditHeadKey)
+	h.clickOn(h.addr, card, "approve", approver).Body.Close()
+	h.within(30*time.Second, func() bool { return seq() > before },
+		"the decision's audit entry on the audit chain's master")
+	// The operator's client is given the nodes that answer as seeds:
+	// the lagging replica is stopped, and a client that asked it for
+	// the cluster's map would wait on it.
+	var seeds []string
+	for _, a := range cluster.Addrs() {
+		if a != lag.Addr() {
+			seeds = append(seeds, a)
+		}
+	}
+	noted, out, err := h.auditHead("REDIS_URL=redis://" + seeds[0] + "?addr=" + strings.Join(seeds[1:], "&addr="))
+	if err == nil {
+		t.Logf("bot audit head printed %s while no replica had it", noted)
+	} else if !strings.Contains(out, "master only") {
+		t.Errorf("bot audit head failed without saying why: %v\n%s", err, out)
+	}
+	lag.TakeOver()
+	lag.Rejoin()
+	if err == nil {
+		if out, err := h.run("", "audit", "verify", "--head", noted); err != nil {
+			t.Errorf("bot audit head printed %s, and after the failover the chain does not hold it: %v\n%s", noted, err, out)
+		}
+	}
+
+	// Once the replicas have it, the head is printed, and holds.
+	h.recovered(root, "Deployed.", time.Now())
+	noted, out, err = h.auditHead()
+	if err != nil {
+		t.Fatalf("bot audit head with its replicas caught up: %v\n%s", err, out)
+	}
+	if out, err := h.run("", "audit", "verify", "--head", noted); err != nil {
+		t.Errorf("bot audit verify --head %s: %v\n%s", noted, err, out)
+	}
+}
+
+// auditHead runs `bot audit head` and returns the head it printed on its
+// standard output, everything it wrote, and how it exited; env is added
+// to the bot's environment.
+func (h *harness) auditHead(env ...string) (head, out string, err error) {
+	h.t.Helper()
+	cmd := exec.Command(botBinary, "audit", "head")
+	cmd.Env = append(slices.Clone(h.env), env...) // the last value wins
+	var stdout, all strings.Builder
+	cmd.Stdout = io.MultiWriter(&stdout, &all)
+	cmd.Stderr = &all
+	err = cmd.Run()
+	return strings.TrimSpace(stdout.String()), all.String(), err
+}
+
+// inboxKey is the Redis key of the calls waiting for people, which the
+// Home tab and `bot approvals list` show.
+const inboxKey = "cs:{inbox}:calls"
+
+// (h) A run pauses for approval while the replica of the inbox's master
+// lags: the call waiting is written to that master alone. The master
+// dies and the replica takes over without it (or the replica catches
+// up: the chaos driver's lag/catch up). The call must still be listed
+// for its approvers — the Home tab, `bot approvals list` — within two
+// lease periods of the failover, and its approval runs it once.
+func TestFailoverKeepsAWaitingCallInTheInbox(t *testing.T) {
+	// Not in parallel: see failoverKinds.
+	failoverKeepsAWaitingCallInTheInbox(t, true, nil)
+}
+
+func failoverKeepsAWaitingCallInTheInbox(t *testing.T, kill bool, observe observer) {
+	h, cluster := newClusterHarness(t, waitReplicas)
+	lag := cluster.LagReplica(t, inboxKey)
+	root, card := h.deployFlow("Deployed.")
+	h.observeWith(observe, root)
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	h.within(30*time.Second, func() bool {
+		ok, _ := cluster.Client.HExists(context.Background(), inboxKey, thread).Result()
+		return ok
+	}, "the waiting call on the inbox's master")
+	if kill {
+		lag.TakeOver()
+		lag.Rejoin()
+	} else {
+		lag.CatchUp()
+	}
+	since := time.Now()
+	h.within(6*leasePeriod, func() bool { return h.approvalsListed() == 1 }, "the waiting call in bot approvals list")
+	if took := time.Since(since); took > 2*leasePeriod {
+		t.Errorf("the waiting call was listed again %v after the failover; want within two lease periods (%v)", took.Round(time.Millisecond), 2*leasePeriod)
+	}
+	h.approveOnceItTakes(h.addr, card, false)
+	h.recovered(root, "Deployed.", since)
+	h.settled(root, "Deployed.")
+}
+
+// approvalsListed is how many calls `bot approvals list --json` lists,
+// read from its standard output only (with replicas to wait for, it says
+// so on its standard error, as the bot does); -1 if it failed.
+func (h *harness) approvalsListed() int {
+	cmd := exec.Command(botBinary, "approvals", "list", "--json")
+	cmd.Env = h.env
+	out, err := cmd.Output()
+	var rows []approvalRow
+	if err != nil || json.Unmarshal(out, &rows) != nil {
+		return -1
+	}
+	return len(rows)
 }

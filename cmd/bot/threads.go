@@ -35,6 +35,33 @@ func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, 
 	return redisstore.New(rdb, redisstore.Options{}), closeRedis, nil
 }
 
+// confirmingStore is operatorStore for a command that prints what an
+// operator may note elsewhere (the audit chain's head): with
+// REDIS_WAIT_REPLICAS set, what it reads is confirmed on that many
+// replicas (redisstore.Options.Replicas), so that a failover cannot take
+// it back. Unset, it is operatorStore, with no round trip more.
+func confirmingStore(ctx context.Context, e env, name string) (*redisstore.Store, func(), error) {
+	n, set, err := bot.ReplicasSetting(e.getenv)
+	if err != nil || !set || n == 0 {
+		if err != nil {
+			return nil, nil, err
+		}
+		return operatorStore(ctx, e, name)
+	}
+	if err := needRedis(e, name); err != nil {
+		return nil, nil, err
+	}
+	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, _, closeRedis, err := bot.ConnectRedis(ctx, e.getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return redisstore.New(rdb, redisstore.Options{Replicas: n}), closeRedis, nil
+}
+
 // escapedTerminal returns e with its standard output and error escaped for a
 // terminal (termtext), and a function that flushes them: for what an
 // operator command prints, which holds text stored from elsewhere —

@@ -351,6 +351,8 @@ type Lag struct {
 	master, addr string
 	replica      *Server
 	done         bool
+	// killed is the master TakeOver killed, for Rejoin.
+	killed *Server
 }
 
 // LagReplica stops (SIGSTOP) the replica of the master that owns key's
@@ -396,6 +398,7 @@ func (l *Lag) TakeOver() string {
 	for _, s := range l.c.nodes {
 		if s.Addr() == l.master {
 			s.Kill()
+			l.killed = s
 		} else {
 			alive = append(alive, s)
 		}
@@ -490,3 +493,30 @@ func fillReplicaLink(ctx context.Context, master, key string) error {
 	}
 	return fmt.Errorf("the link from %s to its stopped replica never filled", master)
 }
+
+// Rejoin starts the master TakeOver killed again, on its port and with
+// its data directory, as an operator brings a failed node back: it finds
+// its slot taken over and becomes the new master's replica. Rejoin waits
+// until that replica's link to its master is up and it has caught up, so
+// that writes waiting for a replica there are acknowledged again. Call it
+// after TakeOver, from the test's goroutine.
+func (l *Lag) Rejoin() {
+	l.tb.Helper()
+	if l.killed == nil {
+		l.tb.Fatalf("redistest: Rejoin before TakeOver")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l.killed.Restart()
+	l.c.nodes = append(l.c.nodes, l.killed)
+	if err := waitReplicasUp(ctx, []string{l.killed.Addr()}, 1); err != nil {
+		l.tb.Fatalf("redistest: the node that was killed never rejoined as a replica: %v", err)
+	}
+	if err := waitCaughtUp(ctx, l.addr, l.killed.Addr()); err != nil {
+		l.tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// Addr returns the address of the lagging replica: a client that must
+// not wait on it (it is stopped) leaves it out of its seeds.
+func (l *Lag) Addr() string { return l.addr }
