@@ -70,9 +70,14 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 			t.Errorf("bot %s --help (exit %d):\n%s\nwant %q and an example", name, code, out, flag)
 		}
 	}
+	// The synopsis names the flags each checkpoints subcommand takes.
+	if out, _ := runBot(t, nil, "", "checkpoints", "--help"); !strings.Contains(out, "list   --thread ID [--wide|--json]") ||
+		!strings.Contains(out, "--to NEW] [--json]") {
+		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
+	}
 	out, _ := runBot(t, nil, "", "help")
 	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING",
-		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "LLM_TEMPERATURE", "SLACK_STREAM_INTERVAL"} {
+		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "thinking budget", "the state directory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}
