@@ -19,6 +19,7 @@ package bot
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -240,7 +241,11 @@ func (b *Bot) Close() {
 // LoadPolicy is the tool policy of BOT_POLICY, or the defaults.
 func LoadPolicy(getenv func(string) string) (*tools.Policy, error) {
 	if path := getenv("BOT_POLICY"); path != "" {
-		return tools.LoadPolicy(path)
+		p, err := tools.LoadPolicy(path)
+		if err != nil {
+			return nil, fmt.Errorf("BOT_POLICY: %w (docs/policy.md describes the file; unset BOT_POLICY for the defaults)", err)
+		}
+		return p, nil
 	}
 	return tools.DefaultPolicy(), nil
 }

@@ -138,7 +138,7 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// without the command's context, so the logger is hushed instead).
 	quietRedisLog.Add(1)
 	err := firstPing(ctx, rdb, func(err error) error {
-		return fmt.Errorf("connect to redis at %s: %w", secrets.Redact(raw), secrets.RedactError(err))
+		return fmt.Errorf("connect to redis at %s: %w%s", secrets.Redact(raw), secrets.RedactError(err), redisDialHint(err))
 	}, wait)
 	quietRedisLog.Add(-1)
 	if err != nil {
@@ -146,6 +146,17 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 		return nil, "", nil, err
 	}
 	return rdb, secrets.Redact(raw), func() { _ = rdb.Close() }, nil
+}
+
+// redisDialHint is what to do about a REDIS_URL where nothing answers:
+// the bot cannot reach the address at all (as against a Redis that
+// refuses the password, whose error says so itself).
+func redisDialHint(err error) string {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return ""
+	}
+	return " (is a Redis server running at that address? Start one, fix REDIS_URL, or unset it to have the bot start its own)"
 }
 
 // firstPing pings rdb, and returns the failure as describe says it. With
@@ -229,14 +240,15 @@ func parseRedisClusterURL(raw string) (*redis.ClusterOptions, error) {
 	return opts, nil
 }
 
-// checkRedisURL refuses a URL with an @ after its authority ends (at the
-// first /, ? or #): a password holding one of those unencoded. Read as
+// checkRedisURL refuses a URL without a scheme (localhost:6379), and a
+// URL with an @ after its authority ends (at the first /, ? or #): a
+// password holding one of those unencoded. Read as
 // it is, the rest of the password would be the database number or
 // options, which errors quote.
 func checkRedisURL(raw string) error {
 	_, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil // no password to lose; go-redis says what is wrong
+		return ErrRedisURL // host:port alone, say: go-redis would call the host a scheme
 	}
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.LastIndexByte(rest, '@') > end {
 		return ErrRedisURL

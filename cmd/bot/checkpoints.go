@@ -25,10 +25,10 @@ import (
 
 const checkpointsUsage = `usage: bot checkpoints list|show|fork|delete --thread ID [flags]
 
-  bot checkpoints list   --thread ID [--json]                   a thread's history: status, step, waiting calls
-  bot checkpoints show   --thread ID [--checkpoint CP] [--json] one checkpoint (default the latest) with its state
-  bot checkpoints fork   --thread ID --checkpoint CP [--to NEW] copy a checkpoint into a new thread
-  bot checkpoints delete --thread ID [--yes]                    remove a thread and everything kept for it
+  bot checkpoints list   --thread ID [--wide|--json]                   a thread's history: status, step, waiting calls
+  bot checkpoints show   --thread ID [--checkpoint CP] [--json]        one checkpoint (default the latest) with its state
+  bot checkpoints fork   --thread ID --checkpoint CP [--to NEW] [--json] copy a checkpoint into a new thread
+  bot checkpoints delete --thread ID [--yes]                           remove a thread and everything kept for it
 
 Threads live in the Redis of REDIS_URL ("bot threads list" names them). A
 forked thread is driven like any other, e.g. with: bot chat --thread NEW

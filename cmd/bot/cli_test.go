@@ -70,8 +70,14 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 			t.Errorf("bot %s --help (exit %d):\n%s\nwant %q and an example", name, code, out, flag)
 		}
 	}
+	// The synopsis names the flags each checkpoints subcommand takes.
+	if out, _ := runBot(t, nil, "", "checkpoints", "--help"); !strings.Contains(out, "list   --thread ID [--wide|--json]") ||
+		!strings.Contains(out, "--to NEW] [--json]") {
+		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
+	}
 	out, _ := runBot(t, nil, "", "help")
-	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING"} {
+	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING",
+		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "thinking budget", "the state directory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}
@@ -241,5 +247,42 @@ func TestApprovalsListChatThread(t *testing.T) {
 	out := h.cli(t, "", "approvals", "list", "--wide")
 	if !strings.Contains(out, "chat-waiting") || !strings.Contains(out, "anyone (terminal chat)") || strings.Contains(out, "anyone in -") {
 		t.Errorf("bot approvals list:\n%s\nwant the chat's call, decided by anyone at the terminal", out)
+	}
+}
+
+// A wrong variable stops the bot at start with one line that names the
+// variable and says what to do about it, before anything listens.
+func TestWrongSettingSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	closed := freeAddr(t) // nothing listens there
+	bad := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(bad, []byte("tools:\n  http_request: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  string
+		want []string
+	}{
+		{"LLM_PROVIDER=nonsense", []string{"LLM_PROVIDER", "openai, anthropic or demo"}},
+		{"LOG_LEVEL=loud", []string{`LOG_LEVEL "loud"`, "debug, info, warn"}},
+		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://"}},
+		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},
+		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
+		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
+	} {
+		out, code := runBot(t, []string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir(), c.env}, "")
+		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Errorf("bot with %s exited %d with:\n%s\nwant one line and exit 1", c.env, code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("bot with %s said:\n%s\nwant it to say %q", c.env, out, w)
+			}
+		}
+		if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			conn.Close()
+			t.Errorf("bot with %s left something listening on %s", c.env, addr)
+		}
 	}
 }

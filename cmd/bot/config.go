@@ -29,7 +29,7 @@ func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Le
 	if s := getenv("LOG_LEVEL"); s != "" {
 		lvl, err := logrus.ParseLevel(s)
 		if err != nil {
-			return nil, fmt.Errorf("LOG_LEVEL: %w", err)
+			return nil, fmt.Errorf("LOG_LEVEL %q: want trace, debug, info, warn, error, fatal or panic", s)
 		}
 		log.Level = lvl
 	}

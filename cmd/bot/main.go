@@ -8,6 +8,7 @@
 //	bot checkpoints …      list, show, fork and delete a thread's checkpoints
 //	bot audit …            the audit trail: list, verify its hash chain, export
 //	bot tools              the tools offered to the model, their sources and rules
+//	bot mcp …              the MCP servers' OAuth connections: connect, list, revoke
 //	bot version            the build's version
 //
 // Configuration comes from the environment (docs/configuration.md).
@@ -178,16 +179,18 @@ func usage() string {
 	return s + `
 "bot COMMAND --help" shows a command's flags and an example.
 
-Without LLM_PROVIDER the model is the offline demo: it fetches a URL you give
-it with http_request ("fetch https://example.com"), and calls any tool you name,
-an MCP server's included ("use everything__echo to say hi"; MCP tools are named
-<server>__<tool>, and "bot tools" lists them), so approvals and MCP can be tried
-without an API key.
+Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY the model is the
+offline demo: it fetches a URL you give it with http_request ("fetch
+https://example.com"), and calls any tool you name, an MCP server's included
+("use everything__echo to say hi"; MCP tools are named <server>__<tool>, and
+"bot tools" lists them), so approvals and MCP can be tried without an API key.
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
 SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
 OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
-AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL, LOG_LEVEL, LOG_FORMAT (see README.md, docs/configuration.md).
+AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL, LOG_LEVEL, LOG_FORMAT (see README.md,
+and docs/configuration.md, which also has the model's temperature, reasoning effort and
+thinking budget, the streaming interval, and the state directory).
 `
 }
 
