@@ -77,7 +77,7 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 	}
 	out, _ := runBot(t, nil, "", "help")
 	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING",
-		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "thinking budget", "the state directory"} {
+		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "the state directory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}

@@ -186,11 +186,12 @@ https://example.com"), and calls any tool you name, an MCP server's included
 "bot tools" lists them), so approvals and MCP can be tried without an API key.
 
 Environment: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL,
-SLACK_STREAMING, BOT_ADDR, REDIS_URL, REDIS_CLUSTER, REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL,
-OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, BOT_POLICY,
-AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL, LOG_LEVEL, LOG_FORMAT (see README.md,
-and docs/configuration.md, which also has the model's temperature, reasoning effort and
-thinking budget, the streaming interval, and the state directory).
+SLACK_STREAMING, SLACK_STREAM_INTERVAL, BOT_ADDR, REDIS_URL, REDIS_CLUSTER,
+REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL, LLM_TEMPERATURE, LLM_REASONING_EFFORT,
+LLM_THINKING_BUDGET, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, BOT_POLICY, AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL,
+LOG_LEVEL, LOG_FORMAT (see README.md, and docs/configuration.md, which also has
+the state directory).
 `
 }
 
