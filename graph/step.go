@@ -433,7 +433,7 @@ func (r *run[S]) restore() error {
 		r.cp.Next = slices.Clone(r.begun.cp.Next)
 		state, journalLen = r.begun.state, r.begun.journalLen
 	case r.staged:
-		r.setSaved(r.saved)
+		r.keepSaved(r.saved)
 	}
 	var entries []json.RawMessage
 	if j, ok := any(&r.state).(Journaled); ok {
@@ -773,8 +773,9 @@ func (r *run[S]) setSaved(cp *Checkpoint) {
 	r.keepSaved(cp.Meta())
 }
 
-// keepSaved is setSaved of a checkpoint without a journal that the run
-// owns and nothing else holds: it becomes r.saved as it is.
+// keepSaved is setSaved of a checkpoint without a journal that nothing
+// changes (one the run made, or the cache's): it becomes r.saved as it
+// is, shared.
 func (r *run[S]) keepSaved(cp *Checkpoint) {
 	r.saved = cp
 	r.cp = cp // until the run changes it: see own
