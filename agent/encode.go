@@ -186,6 +186,19 @@ func (d *Decision) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// messageSize is about the length of appendMessage's JSON for m, for
+// its buffer to be made once rather than grown field by field: the
+// field names, then the texts, with room for a quarter more of escapes
+// (a tool's result and a call's arguments are often JSON, quotes and
+// all).
+func messageSize(m *llm.Message) int {
+	n := len(m.Content) + len(m.ToolCallID) + len(m.Name) + len(m.Stop)
+	for _, tc := range m.ToolCalls {
+		n += 48 + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+	}
+	return 96 + n + n/4
+}
+
 // appendMessage appends what json.Marshal writes for m: a journal
 // entry.
 func appendMessage(b []byte, m *llm.Message) []byte {

@@ -351,7 +351,8 @@ func (s *State) JournalLen() int { return len(s.Messages) }
 func (s *State) MarshalJournal(from int) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(s.Messages)-from)
 	for i := range s.Messages[from:] {
-		out = append(out, appendMessage(nil, &s.Messages[from+i]))
+		m := &s.Messages[from+i]
+		out = append(out, appendMessage(make([]byte, 0, messageSize(m)), m))
 	}
 	return out, nil
 }

@@ -224,7 +224,11 @@ func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage
 		}
 	}
 	r.state = s
-	r.setSaved(cp)
+	if cp == c.cp {
+		r.keepSaved(cp) // the cache's, which nothing changes: shared
+	} else {
+		r.setSaved(cp)
+	}
 	return nil
 }
 

@@ -198,7 +198,7 @@ func upgrade(cp *Checkpoint) error {
 // them with json.Marshal, and State is most of a checkpoint. The rarer
 // fields (Writes, Arrivals, Nested, Config) go through json.Marshal.
 func (c *Checkpoint) MarshalMeta() ([]byte, error) {
-	b := make([]byte, 0, 256+len(c.State))
+	b := make([]byte, 0, c.metaSize())
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(c.Version), 10)
 	b = append(b, `,"thread":`...)
@@ -305,6 +305,29 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// metaSize is about the length of MarshalMeta's JSON, for its buffer to
+// be made once: the fields of a set length, then those that grow with
+// the checkpoint (the state, the interrupts, the fingerprint).
+func (c *Checkpoint) metaSize() int {
+	n := 256 + len(c.State) + len(c.Error)
+	for _, in := range c.Interrupts {
+		n += 128 + len(in.ID) + len(in.Reason) + len(in.Payload)
+		for _, p := range in.Path {
+			n += 4 + len(p)
+		}
+	}
+	if fp := c.Fingerprint; fp != nil {
+		n += 32 + len(fp.Graph)
+		for k, v := range fp.Nodes {
+			n += 8 + len(k) + len(v)
+		}
+		for k, v := range fp.Parts {
+			n += 8 + len(k) + len(v)
+		}
+	}
+	return n
 }
 
 // appendField appends a field that follows another, its value encoded

@@ -50,8 +50,11 @@ type run[S any] struct {
 	// only such a run merges saves and uses the cache.
 	top bool
 
-	mu sync.Mutex  // serialises saves by the nodes of one step
-	cp *Checkpoint // the last checkpoint written or loaded, or staged
+	mu sync.Mutex // serialises saves by the nodes of one step
+	// cp is the last checkpoint written or loaded, or staged. After a
+	// save or a load it is saved itself, until the run changes a field
+	// (own).
+	cp *Checkpoint
 	// staged: cp is not written yet (see Options.MergeSaves); it will be
 	// written with the next save, under cp's Seq.
 	staged bool
@@ -333,7 +336,7 @@ func (r *run[S]) setNested(node string, raw json.RawMessage) {
 	if len(m) == 0 {
 		m = nil
 	}
-	r.cp.Nested = m
+	r.own().Nested = m
 }
 
 // interrupts turns a node's interrupt (its own, or a subgraph's pauses)
@@ -430,7 +433,7 @@ func (r *run[S]) restore() error {
 		r.cp.Next = slices.Clone(r.begun.cp.Next)
 		state, journalLen = r.begun.state, r.begun.journalLen
 	case r.staged:
-		r.setSaved(r.saved)
+		r.keepSaved(r.saved)
 	}
 	var entries []json.RawMessage
 	if j, ok := any(&r.state).(Journaled); ok {
@@ -502,7 +505,7 @@ func (r *run[S]) answer(ctx context.Context, ids []string, mod *modifier, prefix
 				}
 			}
 		}
-		r.cp.Interrupts = slices.DeleteFunc(slices.Clone(r.cp.Interrupts), func(in interrupt.Info) bool { return pathHead(in) == node })
+		r.own().Interrupts = slices.DeleteFunc(slices.Clone(r.cp.Interrupts), func(in interrupt.Info) bool { return pathHead(in) == node })
 		switch {
 		case slices.Contains(reasons, reasonAfter+node):
 			if mod != nil {
@@ -512,7 +515,7 @@ func (r *run[S]) answer(ctx context.Context, ids []string, mod *modifier, prefix
 			}
 		default:
 			if slices.Contains(reasons, reasonBefore+node) {
-				r.cp.SkipBefore = addUnique(slices.Clone(r.cp.SkipBefore), node)
+				r.own().SkipBefore = addUnique(slices.Clone(r.cp.SkipBefore), node)
 			}
 			if err := r.reopen(ctx, node, path, inner[node], mod, prefix); err != nil {
 				return err
@@ -612,7 +615,7 @@ func (r *run[S]) setWrite(node string, s *S, done bool) error {
 	slices.SortStableFunc(writes, func(a, b Write) int {
 		return slices.Index(r.cp.Next, a.Node) - slices.Index(r.cp.Next, b.Node)
 	})
-	r.cp.Writes = writes
+	r.own().Writes = writes
 	return nil
 }
 
@@ -777,14 +780,24 @@ func (r *run[S]) setSaved(cp *Checkpoint) {
 	r.keepSaved(cp.Meta())
 }
 
-// keepSaved is setSaved of a checkpoint without a journal that the run
-// owns and nothing else holds: it becomes r.saved as it is.
+// keepSaved is setSaved of a checkpoint without a journal that nothing
+// changes (one the run made, or the cache's): it becomes r.saved as it
+// is, shared.
 func (r *run[S]) keepSaved(cp *Checkpoint) {
 	r.saved = cp
-	r.cp = cp.Meta()
-	r.cp.Next, r.cp.Queued, r.cp.SkipBefore = slices.Clone(cp.Next), slices.Clone(cp.Queued), slices.Clone(cp.SkipBefore)
-	r.cp.Writes, r.cp.Interrupts = slices.Clone(cp.Writes), slices.Clone(cp.Interrupts)
+	r.cp = cp // until the run changes it: see own
 	r.staged, r.begun = false, nil
+}
+
+// own returns the run's current checkpoint for the caller to set a field
+// of, first making it a copy of its own if it is still r.saved, which
+// nothing changes. The copy shares r.saved's slices and maps: the run
+// replaces them, and never writes into one.
+func (r *run[S]) own() *Checkpoint {
+	if r.cp == r.saved {
+		r.cp = r.saved.Meta()
+	}
+	return r.cp
 }
 
 // encode fills cp's State and the journal entries added since from.

@@ -458,9 +458,18 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // time (unix ms) of the stream's oldest entry, so that an append that
 // trims nothing reads no entry to find that out; a head without it (an
 // earlier version's) gets it from the stream once.
+//
+// A script that appends twice (a decision's entry, then its save's) reads
+// the head once: an append that trimmed nothing keeps the head it wrote
+// (audit_known), which the next append in the same script takes as read,
+// since only audit_append writes the head and a script runs alone.
 const auditAppendLua = `
+local audit_known_head, audit_known = nil, nil
 local function audit_append(stream, head, minid, a, i)
-  local h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed')
+  local h = nil
+  if audit_known_head == head then h = audit_known end
+  audit_known_head, audit_known = nil, nil
+  if not h then h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed') end
   local cur = h[1] or ''
   if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
   local j, id, last, lastseq = i + 2, nil, cur, nil
@@ -477,6 +486,7 @@ local function audit_append(stream, head, minid, a, i)
   local first = tonumber(h[3])
   if first and (tonumber(minid) or 0) <= first then
     redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    audit_known_head, audit_known = head, {last, lastseq, h[3], h[4]}
     return 1, last, tonumber(lastseq)
   end
   local added = tonumber(string.match(id, '^%d+'))

@@ -293,7 +293,12 @@ local ki = bi + 1 + b
 local k = tonumber(ARGV[ki])
 local fields = {'` + headID + `', 'answered'}
 for i = ki + 1, ki + k do fields[#fields + 1] = ARGV[i] end
+-- The same read brings the rest of the head, for save_check: nothing
+-- the script writes before it (deliveries, the claim) is a head field.
+local nf = #fields
+fields[nf + 1], fields[nf + 2], fields[nf + 3] = '` + headSeq + `', '` + headLen + `', '` + headExp + `'
 local h = redis.call('HMGET', KEYS[4], unpack(fields))
+fields[nf + 1], fields[nf + 2], fields[nf + 3] = nil, nil, nil
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
@@ -328,7 +333,9 @@ if a > 0 then decided = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1)}
 if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then return {2, decided} end
 local vals = {}
 recorded_values(vals, 0, fields, h, ARGV, 18, ARGV[12], ARGV[13])
-local saved, left, moved, kept = save_check(KEYS, ARGV)
+-- The lease holds this save's fence, just set: save_check reads neither
+-- it nor the head again.
+local saved, left, moved, kept = save_check(KEYS, ARGV, nil, {h[nf + 1], h[1], h[nf + 2], h[nf + 3]})
 if saved ~= 1 then return {3, decided, vals} end
 local audited = false
 if b > 0 then audited = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1)} end

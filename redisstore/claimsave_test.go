@@ -3,9 +3,11 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -153,6 +155,124 @@ func TestSaveCarriesAClaim(t *testing.T) {
 			}
 			if token, err := store.AcquireLease(ctx, thread, "probe", time.Minute); err != nil || token != "" {
 				t.Fatalf("AcquireLease after ClaimLeased = %q, %v; want the lease held", token, err)
+			}
+		})
+	}
+}
+
+// TestClaimSaveChainsTheDecisionAndTheSave: a save that carries a claim
+// appends the decision's audit entry and the save's in one step, the
+// second chained to the first. Each is appended only onto the head it
+// was sealed after: when another process moved the head, neither goes
+// in with the save (the decision's follows on its own, the save's stay
+// with the runner), and when the decision's append trims old entries,
+// the save's still follows it. The chain verifies in every case.
+func TestClaimSaveChainsTheDecisionAndTheSave(t *testing.T) {
+	for name, server := range everyRedis() {
+		if name == "cluster" {
+			continue // a save carries no claim there (TestSaveCarriesAClaim)
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := server(t)
+			prefix := uniqueName("claimsave-audit")
+			const retention = 24 * time.Hour
+			store := redisstore.New(rdb, redisstore.Options{Prefix: prefix, AuditRetention: retention})
+
+			// claimSave resumes a fresh paused thread with who's decision,
+			// through st, with the save's own entry, and returns what it
+			// did and whether the save's entry is still to be appended.
+			claimSave := func(st *redisstore.Store, who string) (runner.ClaimResult, bool) {
+				t.Helper()
+				thread := uniqueName("T1:C1")
+				first := firstCheckpoint(thread, "ship it")
+				first.Status = graph.Paused
+				mustSave(t, st, first)
+				token := runner.NewLeaseToken(who)
+				sc := &runner.SavedClaim{Token: token, Claim: runner.DecisionClaim{Thread: thread, Key: "decision:c1#0",
+					Value: []byte(`{"kind":"approve","by":"` + who + `"}`), ExpectHead: first.ID,
+					WakeBy: time.Now().Add(time.Minute), LeaseTTL: time.Minute, Keys: []string{"decision:c1#0"},
+					Audit: map[string]string{"event": "decision", "thread": thread, "by": who}}}
+				sa := &runner.SaveAudit{Records: []map[string]string{{"event": "execution", "thread": thread, "tool": "deploy"}}}
+				runCtx := runner.WithSaveAudit(runner.WithSavedClaim(graph.WithFence(ctx, token), sc), sa)
+				if err := st.Save(runCtx, nextCheckpoint(first, "approved by "+who)); err != nil {
+					t.Fatalf("Save with %s's claim = %v", who, err)
+				}
+				r, _ := sc.Answered()
+				if r.Outcome != runner.ClaimSaved || r.AuditErr != nil {
+					t.Fatalf("the claim of %s = %+v; want ClaimSaved, its entry appended", who, r)
+				}
+				return r, sa.Pending()
+			}
+			// chain verifies the trail and returns its entries' events.
+			chain := func() ([]string, audit.Report) {
+				t.Helper()
+				rep, err := store.VerifyAudit(ctx)
+				if err != nil {
+					t.Fatalf("VerifyAudit = %v", err)
+				}
+				entries, err := store.AuditEntries(ctx, "", time.Time{}, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var events []string
+				for _, e := range entries {
+					events = append(events, e.Fields["event"]+":"+e.Fields["by"]+e.Fields["tool"])
+				}
+				return events, rep
+			}
+
+			if err := store.Audit(ctx, map[string]string{"event": "start"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, pending := claimSave(store, "U_BOB"); pending {
+				t.Fatal("the save's entry was not appended with the save")
+			}
+			events, _ := chain()
+			if want := []string{"start:", "decision:U_BOB", "execution:deploy"}; !slices.Equal(events, want) {
+				t.Fatalf("entries = %v, want %v", events, want)
+			}
+
+			// Another process appends: the head this store sealed after is
+			// gone. Neither entry goes in with the save.
+			other := redisstore.New(rdb, redisstore.Options{Prefix: prefix, AuditRetention: retention})
+			if err := other.Audit(ctx, map[string]string{"event": "other"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, pending := claimSave(store, "U_CAROL"); !pending {
+				t.Fatal("the save's entry was appended after a head that moved")
+			}
+			events, _ = chain()
+			if want := []string{"start:", "decision:U_BOB", "execution:deploy", "other:", "decision:U_CAROL"}; !slices.Equal(events, want) {
+				t.Fatalf("entries after the head moved = %v, want %v", events, want)
+			}
+
+			// A process whose clock is past the retention of every entry:
+			// the decision's append trims them, and the save's follows it.
+			later := redisstore.New(rdb, redisstore.Options{Prefix: prefix, AuditRetention: retention,
+				Now: func() time.Time { return time.Now().Add(retention + time.Hour) }})
+			if err := later.Audit(ctx, map[string]string{"event": "later"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, pending := claimSave(later, "U_DAN"); pending {
+				t.Fatal("the save's entry was not appended after a decision's that trimmed")
+			}
+			events, rep := chain()
+			head, err := store.AuditHead(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each append trims what came before it, but for entries of
+			// its own millisecond: the save's entry (8) is kept, after
+			// those of 6 and 7 that were not trimmed, and the head says
+			// where the trimmed entries end.
+			tail := []string{"later:", "decision:U_DAN", "execution:deploy"}
+			if rep.First < 6 || rep.First > 8 {
+				t.Fatalf("after trimming appends: the first entry kept is %d, want 6 to 8 (%v)", rep.First, events)
+			}
+			if want := tail[rep.First-6:]; !slices.Equal(events, want) || rep.Last != (audit.Head{Hash: head.Hash, Seq: head.Seq}) ||
+				head.Seq != 8 || head.Trimmed != rep.First-1 || rep.Trimmed != head.Trimmed {
+				t.Fatalf("after trimming appends: entries %v, report %+v, head %+v; want the save's entry last, seq 8, those before the first kept trimmed", events, rep, head)
 			}
 		})
 	}

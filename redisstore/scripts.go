@@ -125,7 +125,10 @@ return {1, appended, hash, seq}
 // thread's expiry was kept beside the head, and the values of the claims
 // extra names (head_of) if the save may be made, else saveLua's reply; save_write makes it, with the journal
 // entries from ARGV[first] on, writes the head into the claims hash and
-// drops the head key of before.
+// drops the head key of before. A script that has read the claims hash's
+// head itself ({seq, id, journal_len, expiry}, as claims_head returns it)
+// and has just taken the lease with the save's fence passes that head as
+// held: save_check then reads neither again.
 //
 // The thread's expiry is kept beside the head (headExp, unix ms), as the
 // saves that refresh it set it, so that a save learns it with the head
@@ -135,9 +138,12 @@ return {1, appended, hash, seq}
 // gives the claims hash one only when it has none, before the thread's
 // first save).
 const saveCheckpointLua = headLua + `
-local function save_check(KEYS, ARGV, extra)
-  if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-  local h, vals = claims_head(KEYS[4], extra)
+local function save_check(KEYS, ARGV, extra, held)
+  local h, vals = held, nil
+  if not held then
+    if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
+    h, vals = claims_head(KEYS[4], extra)
+  end
   local moved = false
   if not h[1] then
     -- No head in the claims hash: a new thread, none of whose other keys
