@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,17 +13,9 @@ import (
 // without approval.
 func npmServerPolicy(t *testing.T, servers map[string]string, env string) string {
 	t.Helper()
-	needs(t, "Node's npx (MCP servers from npm)")
-	npx, err := exec.LookPath("npx")
-	if err != nil {
-		t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx; "+
-			"install Node (apt-get install nodejs npm) or run them through `make test`", err)
-	}
-	// As in everythingPolicy: as root the bot runs them as nobody, with a
-	// home of its own (where .ci/with-redis fetched them).
-	home := ""
-	if os.Geteuid() != 0 {
-		home = "HOME: " + strconv.Quote(os.Getenv("HOME")) + ", "
+	npx, home := npxForBot(t, "MCP servers from npm")
+	if home != "" {
+		home += ", "
 	}
 	policy := "mcp_servers:\n"
 	for name, pkg := range servers {

@@ -20,25 +20,37 @@ import (
 // under tools:.
 func everythingPolicy(t *testing.T, rules string) string {
 	t.Helper()
-	needs(t, "Node's npx (an MCP server from npm)")
+	npx, home := npxForBot(t, "an MCP server from npm")
+	env := ""
+	if home != "" {
+		env = "\n    env: {" + home + "}"
+	}
+	return `mcp_servers:
+  everything:
+    command: [` + npx + `, -y, "@modelcontextprotocol/server-everything"]` + env + `
+    approvers: [` + approver + `]
+tools:
+` + rules
+}
+
+// npxForBot returns the path of Node's npx, for the bot to run servers
+// from npm with, and the HOME entry of their env: (YAML, empty as
+// root). A bot that runs as root runs the servers as nobody, in a home
+// of its own (where .ci/with-redis fetched them); otherwise they get the
+// tests' HOME, with npx's cache, which the bot here has not. what says
+// what the test runs, for its skip in the fast tier.
+func npxForBot(t *testing.T, what string) (npx, home string) {
+	t.Helper()
+	needs(t, "Node's npx ("+what+")")
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx; "+
 			"install Node (apt-get install nodejs npm) or run them through `make test`", err)
 	}
-	// A bot that runs as root runs the server as nobody, in a home of its
-	// own (where .ci/with-redis fetched it); otherwise the server gets
-	// the tests' HOME, with npx's cache, which the bot here has not.
-	home := ""
 	if os.Geteuid() != 0 {
-		home = "\n    env: {HOME: " + strconv.Quote(os.Getenv("HOME")) + "}"
+		home = "HOME: " + strconv.Quote(os.Getenv("HOME"))
 	}
-	return `mcp_servers:
-  everything:
-    command: [` + npx + `, -y, "@modelcontextprotocol/server-everything"]` + home + `
-    approvers: [` + approver + `]
-tools:
-` + rules
+	return npx, home
 }
 
 // lastToolResult is what the model was last told of a tool call.

@@ -21,18 +21,7 @@ import (
 
 // operatorStore opens the Redis of REDIS_URL for an operator command.
 func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, func(), error) {
-	if err := needRedis(e, name); err != nil {
-		return nil, nil, err
-	}
-	log, err := newLogger(e.getenv, e.stderr, logrus.WarnLevel)
-	if err != nil {
-		return nil, nil, err
-	}
-	rdb, _, closeRedis, err := bot.ConnectRedis(ctx, e.getenv, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return redisstore.New(rdb, redisstore.Options{}), closeRedis, nil
+	return openStore(ctx, e, name, redisstore.Options{})
 }
 
 // confirmingStore is operatorStore for a command that prints what an
@@ -42,12 +31,18 @@ func operatorStore(ctx context.Context, e env, name string) (*redisstore.Store, 
 // it back. Unset, it is operatorStore, with no round trip more.
 func confirmingStore(ctx context.Context, e env, name string) (*redisstore.Store, func(), error) {
 	n, set, err := bot.ReplicasSetting(e.getenv)
-	if err != nil || !set || n == 0 {
-		if err != nil {
-			return nil, nil, err
-		}
-		return operatorStore(ctx, e, name)
+	if err != nil {
+		return nil, nil, err
 	}
+	if !set {
+		n = 0
+	}
+	return openStore(ctx, e, name, redisstore.Options{Replicas: n})
+}
+
+// openStore opens the Redis of REDIS_URL for the operator command name,
+// with opts.
+func openStore(ctx context.Context, e env, name string, opts redisstore.Options) (*redisstore.Store, func(), error) {
 	if err := needRedis(e, name); err != nil {
 		return nil, nil, err
 	}
@@ -59,7 +54,7 @@ func confirmingStore(ctx context.Context, e env, name string) (*redisstore.Store
 	if err != nil {
 		return nil, nil, err
 	}
-	return redisstore.New(rdb, redisstore.Options{Replicas: n}), closeRedis, nil
+	return redisstore.New(rdb, opts), closeRedis, nil
 }
 
 // escapedTerminal returns e with its standard output and error escaped for a
