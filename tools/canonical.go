@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -226,21 +224,21 @@ func ArgsHash(tool string, canonical json.RawMessage) string {
 	// hashed goes through a buffer on the stack when it fits, and the
 	// hash of such an input is remembered (recentHashes), so that the
 	// same call's hash is one SHA-256 and one allocation, not 13.
-	var small [maxRememberedHashInput]byte
-	in := append(append(append(small[:0], tool...), 0), canonical...)
-	if len(in) > maxRememberedHashInput {
+	var buf [maxRememberedInput]byte
+	in, short := key(&buf, tool, canonical)
+	if !short {
 		return hexSHA256(in)
 	}
-	slot := &recentHashes[maphash.Bytes(recentHashesSeed, in)%uint64(len(recentHashes))]
-	// The input is compared whole: a slot shared by two inputs gives
-	// each its own hash, never the other's.
-	if r := slot.Load(); r != nil && r.in == string(in) {
-		return r.hash
+	if hash, ok := recentHashes.get(in); ok {
+		return hash
 	}
 	hash := hexSHA256(in)
-	slot.Store(&rememberedHash{in: string(in), hash: hash})
+	recentHashes.put(in, hash)
 	return hash
 }
+
+// recentHashes are the hashes ArgsHash computed last.
+var recentHashes = newRecent[string](256)
 
 func hexSHA256(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -248,21 +246,6 @@ func hexSHA256(b []byte) string {
 	hex.Encode(digits[:], sum[:])
 	return string(digits[:])
 }
-
-// maxRememberedHashInput is the longest input (tool name, a zero byte,
-// canonical arguments) whose hash ArgsHash remembers; a longer one is
-// hashed each time.
-const maxRememberedHashInput = 512
-
-// rememberedHash is an input of ArgsHash and its hash.
-type rememberedHash struct{ in, hash string }
-
-// recentHashes holds the hashes ArgsHash computed last, in a slot chosen
-// by the input's maphash: each a few hundred bytes at most.
-var (
-	recentHashes     [256]atomic.Pointer[rememberedHash]
-	recentHashesSeed = maphash.MakeSeed()
-)
 
 // UnescapeHTML undoes json.Marshal's escaping of <, > and & in the JSON
 // b (\u003c, \u003e, \u0026), leaving every other escape as it is. b is

@@ -3,12 +3,10 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
-	"hash/maphash"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 )
 
 // Masked is what a masked secret shows instead of its value.
@@ -37,37 +35,35 @@ func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
 	// in an approval cycle: decision, execution, outcome) and for its
 	// card: what small arguments were masked to is remembered, as
 	// ArgsHash's hashes are, keyed by the tool and the whole arguments.
-	var small [maxRememberedHashInput]byte
-	in := append(append(append(small[:0], tool...), 0), args...)
-	if len(in) > maxRememberedHashInput {
+	var buf [maxRememberedInput]byte
+	in, short := key(&buf, tool, args)
+	if !short {
 		return maskSecrets(args)
 	}
-	slot := &recentMasks[maphash.Bytes(recentHashesSeed, in)%uint64(len(recentMasks))]
-	if r := slot.Load(); r != nil && r.in == string(in) {
-		if !r.changed {
+	if m, ok := recentMasks.get(in); ok {
+		if !m.changed {
 			return args
 		}
-		return json.RawMessage(r.out) // a copy of its own for the caller
+		return json.RawMessage(m.out) // a copy of its own for the caller
 	}
 	out := maskSecrets(args)
-	r := &rememberedMask{in: string(in)}
-	if r.changed = !bytes.Equal(out, args); r.changed {
-		r.out = string(out)
+	m := maskResult{changed: !bytes.Equal(out, args)}
+	if m.changed {
+		m.out = string(out)
 	}
-	slot.Store(r)
+	recentMasks.put(in, m)
 	return out
 }
 
-// rememberedMask is an input of MaskSecrets (tool, a zero byte,
-// arguments), whether masking changed the arguments, and what to.
-type rememberedMask struct {
-	in, out string
+// maskResult is what MaskSecrets made of its input: whether masking changed
+// the arguments, and what to.
+type maskResult struct {
+	out     string
 	changed bool
 }
 
-// recentMasks holds what MaskSecrets returned last, in a slot chosen by
-// the input's maphash.
-var recentMasks [64]atomic.Pointer[rememberedMask]
+// recentMasks are what MaskSecrets returned last.
+var recentMasks = newRecent[maskResult](64)
 
 // maskSecrets is MaskSecrets, computed.
 func maskSecrets(args json.RawMessage) json.RawMessage {
