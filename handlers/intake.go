@@ -362,17 +362,26 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		ev := messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}
 		for {
 			token := s.held.token(id)
-			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, log)
+			// Looked at once the kept reply expired: the runner takes
+			// it back from what the first save is to hand over, unless
+			// that save was made, and a thread still without one is not
+			// a conversation. Kept again instead, it would be handed
+			// over by a first save made right after, and lost: its
+			// request settled here.
+			expired := rec.KeptUntil != 0 && s.opts.Now().UnixMilli() >= rec.KeptUntil
+			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, expired, log)
 			now := s.opts.Now()
 			switch {
 			case !kept:
 				return settledIf(ok)
 			case rec.KeptUntil == 0:
 				rec.KeptUntil = now.Add(runner.KeptReplyTTL).UnixMilli()
+			case now.UnixMilli() >= rec.KeptUntil && !expired:
+				// Kept again by a look just before the kept time ended:
+				// it is looked at a last time at once.
+				continue
 			case now.UnixMilli() >= rec.KeptUntil:
-				// Looked at again once the kept reply expired, and still
-				// no conversation: the thread is not one.
-				return settled
+				return settled // a runner that keeps it even so
 			}
 			if !s.keptReply(ctx, id, token, h, rec, log) {
 				return letGo

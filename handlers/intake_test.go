@@ -39,12 +39,14 @@ type intakeBed struct {
 	signer slacktest.Signer
 	mu     sync.Mutex
 	now    time.Time
-	// blocked is closed when the model is asked "block"; unblock lets
-	// it answer.
-	blocked   chan struct{}
-	unblock   chan struct{}
-	blockOnce sync.Once
-	prefix    string
+	// blocked is closed when the model is first asked "block"; unblock
+	// lets it answer. A second ask (another replica starting the same
+	// request again, its hold lapsed in the bed's time) waits as well.
+	blocked     chan struct{}
+	unblock     chan struct{}
+	blockOnce   sync.Once
+	blockedOnce sync.Once
+	prefix      string
 	// plan, if set, is told each request the model reads.
 	plan func(text string)
 	// calls, if set, are the tool calls the model makes for a request.
@@ -106,7 +108,7 @@ func (b *intakeBed) replica(slots int) *replica {
 			b.plan(text)
 		}
 		if text == "block" {
-			close(b.blocked)
+			b.blockedOnce.Do(func() { close(b.blocked) })
 			<-b.unblock
 		}
 		if b.calls != nil {
