@@ -39,9 +39,11 @@ type intakeBed struct {
 	signer slacktest.Signer
 	mu     sync.Mutex
 	now    time.Time
-	// blocked is closed when the model is first asked "block"; unblock
-	// lets it answer. A second ask (another replica starting the same
-	// request again, its hold lapsed in the bed's time) waits as well.
+	// blocked is closed when the model is asked "block"; unblock lets
+	// it answer. With blockAgain, a second ask (another replica starting
+	// the same request again, its hold lapsed in the bed's time) waits
+	// as well, rather than fail that run.
+	blockAgain  bool
 	blocked     chan struct{}
 	unblock     chan struct{}
 	blockOnce   sync.Once
@@ -108,7 +110,11 @@ func (b *intakeBed) replica(slots int) *replica {
 			b.plan(text)
 		}
 		if text == "block" {
-			b.blockedOnce.Do(func() { close(b.blocked) })
+			if b.blockAgain {
+				b.blockedOnce.Do(func() { close(b.blocked) })
+			} else {
+				close(b.blocked)
+			}
 			<-b.unblock
 		}
 		if b.calls != nil {

@@ -169,6 +169,7 @@ func TestKeptReplyOfADeadStartIsCarriedOnByTheIntake(t *testing.T) {
 // TestKeptReplyExpiredLookDecidesOnce.)
 func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 	b := newIntakeBed(t)
+	b.blockAgain = true
 	ctx := context.Background()
 	a := b.replica(2)
 	other := b.replica(2)
@@ -209,6 +210,7 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
 	t.Run("before the first save", func(t *testing.T) {
 		b := newIntakeBed(t)
+		b.blockAgain = true
 		ctx := context.Background()
 		a := b.replica(2)
 		other := b.replica(2)
