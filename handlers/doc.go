@@ -87,8 +87,9 @@ type Store interface {
 	DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error)
 	// LetGoIntake lets go of a request token holds: its record is
 	// replaced and nobody holds it until due (let). If TakeIntake asked
-	// for it meanwhile, token keeps it and goes on with it (goOn).
-	LetGoIntake(ctx context.Context, id, token string, record []byte, due time.Time) (let, goOn bool, err error)
+	// for it meanwhile, token keeps it, held until "until", and goes on
+	// with it (goOn).
+	LetGoIntake(ctx context.Context, id, token string, record []byte, due, until time.Time) (let, goOn bool, err error)
 	// TakeIntake gives a request that was let go, and has not started,
 	// to a new attempt held by token until "until", and returns its
 	// record; one still held is marked for its holder to go on with.

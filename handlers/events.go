@@ -145,10 +145,11 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 // runner could not be asked (a storage error), so that the intake drives
 // it again. A reply the runner kept until its conversation's first save
 // (runner.ErrKept) is not settled, and reply reports it kept; kept says
-// it was kept before.
-func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text, id string, kept bool, log logrus.FieldLogger) (ok, keptNow bool) {
+// it was kept before, and expired that its kept time is over: this look
+// is its last (runner.Message.Expired).
+func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text, id string, kept, expired bool, log logrus.FieldLogger) (ok, keptNow bool) {
 	_, _, root, _ := slackui.ParseThread(thread)
-	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS, Ref: id, Kept: kept})
+	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS, Ref: id, Kept: kept, Expired: kept && expired})
 	var refused *runner.RefusedError
 	var final *runner.FinalError
 	switch {

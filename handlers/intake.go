@@ -201,18 +201,26 @@ func settledIf(ok bool) carried {
 // reply is to be asked again now, by this attempt: the start asked for
 // it while this attempt held it, or another attempt of this process took
 // it over.
-func (s *Server) keptReply(ctx context.Context, id, token string, rec intake, log logrus.FieldLogger) (again bool) {
+//
+// Asked again because the start asked for it, the attempt goes on under
+// its hold, renewed with the let-go's step and recorded in h: a hold
+// left to lapse meanwhile would give the reply to another replica's
+// intake too, and both would hand it on.
+func (s *Server) keptReply(ctx context.Context, id, token string, h *hold, rec intake, log logrus.FieldLogger) (again bool) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		log.WithError(err).Warn("keeping a reply due until its conversation starts")
 		return false
 	}
-	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, keptLook(s.opts.Now(), time.UnixMilli(rec.KeptUntil)))
+	now := s.opts.Now()
+	until := now.Add(intakeRetry)
+	let, goOn, err := s.store.LetGoIntake(ctx, id, token, raw, keptLook(now, time.UnixMilli(rec.KeptUntil)), until)
 	switch {
 	case err != nil:
 		// The hold lapses as it would have: the reply is asked again.
 		log.WithError(err).Warn("keeping a reply due until its conversation starts")
 	case goOn:
+		*h = hold{token: token, until: until}
 		return true
 	case !let:
 		log.Info("the request is carried on by another attempt, or started")
@@ -354,20 +362,38 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		ev := messageEvent{User: rec.User, Channel: rec.Channel, TS: rec.TS, ThreadTS: rec.Root}
 		for {
 			token := s.held.token(id)
-			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, log)
+			// Looked at once the kept reply expired: the runner takes
+			// it back from what the first save is to hand over, unless
+			// that save was made, and a thread still without one is not
+			// a conversation. Kept again instead, it would be handed
+			// over by a first save made right after, and lost: its
+			// request settled here.
+			expired := rec.KeptUntil != 0 && s.opts.Now().UnixMilli() >= rec.KeptUntil
+			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, expired, log)
 			now := s.opts.Now()
 			switch {
 			case !kept:
 				return settledIf(ok)
 			case rec.KeptUntil == 0:
 				rec.KeptUntil = now.Add(runner.KeptReplyTTL).UnixMilli()
+			case now.UnixMilli() >= rec.KeptUntil && !expired:
+				// Kept again by a look just before the kept time ended:
+				// it is looked at a last time at once.
+				continue
 			case now.UnixMilli() >= rec.KeptUntil:
-				// Looked at again once the kept reply expired, and still
-				// no conversation: the thread is not one.
-				return settled
+				return settled // a runner that keeps it even so
 			}
-			if !s.keptReply(ctx, id, token, rec, log) {
+			if !s.keptReply(ctx, id, token, h, rec, log) {
 				return letGo
+			}
+			// Asked again: by the start (the hold renewed), or because
+			// another attempt of this process took the request over, under
+			// a token whose hold is checked, as before any hand-on.
+			switch held, err := s.holds(ctx, id, h, log); {
+			case err != nil:
+				return due
+			case !held:
+				return settled
 			}
 		}
 	}

@@ -40,11 +40,15 @@ type intakeBed struct {
 	mu     sync.Mutex
 	now    time.Time
 	// blocked is closed when the model is asked "block"; unblock lets
-	// it answer.
-	blocked   chan struct{}
-	unblock   chan struct{}
-	blockOnce sync.Once
-	prefix    string
+	// it answer. With blockAgain, a second ask (another replica starting
+	// the same request again, its hold lapsed in the bed's time) waits
+	// as well, rather than fail that run.
+	blockAgain  bool
+	blocked     chan struct{}
+	unblock     chan struct{}
+	blockOnce   sync.Once
+	blockedOnce sync.Once
+	prefix      string
 	// plan, if set, is told each request the model reads.
 	plan func(text string)
 	// calls, if set, are the tool calls the model makes for a request.
@@ -106,7 +110,11 @@ func (b *intakeBed) replica(slots int) *replica {
 			b.plan(text)
 		}
 		if text == "block" {
-			close(b.blocked)
+			if b.blockAgain {
+				b.blockedOnce.Do(func() { close(b.blocked) })
+			} else {
+				close(b.blocked)
+			}
 			<-b.unblock
 		}
 		if b.calls != nil {

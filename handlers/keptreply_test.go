@@ -161,10 +161,15 @@ func TestKeptReplyOfADeadStartIsCarriedOnByTheIntake(t *testing.T) {
 }
 
 // TestKeptReplyCarriedOnOnceWhenTheIntakeRaces: the reply's request
-// becomes due for another replica's intake just as the start carries
-// the reply on itself. Both try; one applies it: one turn, one answer.
+// becomes due for another replica's intake (its first look, minutes
+// after the reply was kept) just as the start carries the reply on
+// itself. Both try, in either order or interleaved; one applies it: one
+// turn, one answer. (At the look that ends the kept time instead, a
+// look before the first save rightly finds no conversation:
+// TestKeptReplyExpiredLookDecidesOnce.)
 func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 	b := newIntakeBed(t)
+	b.blockAgain = true
 	ctx := context.Background()
 	a := b.replica(2)
 	other := b.replica(2)
@@ -174,7 +179,7 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 	root := b.roots()["block"][0]
 	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
 	b.replyKept(a, root, gateRequester, "and more")
-	b.advance(runner.KeptReplyTTL + time.Minute)
+	b.advance(3 * time.Minute)
 	other.runIntake()
 	b.release()
 	b.until("the kept reply is answered", func() bool {
@@ -193,4 +198,89 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 	if got := answers(b, root, "You said: and more"); len(got) != 1 {
 		t.Errorf("the kept reply was answered %d times, want once: %q", len(got), got)
 	}
+}
+
+// TestKeptReplyExpiredLookDecidesOnce: the intake's look that ends a
+// kept reply's kept time decides it once, against the first save. A look
+// before the save finds no conversation: the reply is taken back from
+// what the first save hands over (before, the look kept it again, and
+// the start then handed over a reply whose request was given up), and
+// the conversation goes on without it. A look after the save, whose
+// process died before carrying the reply on, applies it once.
+func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
+	t.Run("before the first save", func(t *testing.T) {
+		b := newIntakeBed(t)
+		b.blockAgain = true
+		ctx := context.Background()
+		a := b.replica(2)
+		other := b.replica(2)
+		b.calls = func(string) []llm.ToolCall { return nil }
+		b.command(a, "block")
+		<-b.blocked
+		root := b.roots()["block"][0]
+		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
+		b.replyKept(a, root, gateRequester, "and more")
+		b.advance(runner.KeptReplyTTL + time.Minute)
+		other.runIntake()
+		// Left due: the command, which the start (or, its hold lapsed in
+		// the bed's time, another replica's start) still carries on.
+		b.until("the last look gives the kept reply up", func() bool {
+			n, err := b.rdb.PendingIntake(ctx)
+			return err == nil && n == 1
+		})
+		if n, err := b.client.Exists(ctx, b.prefix+":{"+thread+"}:kept").Result(); err != nil || n != 0 {
+			t.Errorf("the reply given up is still kept for the first save (%d, %v)", n, err)
+		}
+		b.release()
+		b.until("the conversation answers", func() bool { return len(answers(b, root, "You said: block")) > 0 })
+		other.stop()
+		for _, r := range []*replica{a, other} {
+			if err := r.srv.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := turns(t, a.svc, thread, "and more"); n != 0 {
+			t.Errorf("the conversation took the reply given up %d times, want none", n)
+		}
+		if got := answers(b, root, "You said: and more"); len(got) != 0 {
+			t.Errorf("the reply given up was answered: %q", got)
+		}
+	})
+	t.Run("after the first save", func(t *testing.T) {
+		b := newIntakeBed(t)
+		ctx := context.Background()
+		a := b.replica(2)
+		dropped := make(chan []runner.Message, 1)
+		a.svc.SetKeptCarrier(func(_ context.Context, replies []runner.Message) { dropped <- replies })
+		b.calls = func(string) []llm.ToolCall { return nil }
+		b.command(a, "block")
+		<-b.blocked
+		root := b.roots()["block"][0]
+		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
+		b.replyKept(a, root, gateRequester, "and more")
+		b.release()
+		if got := <-dropped; len(got) != 1 || got[0].Text != "and more" {
+			t.Fatalf("the first save handed over %+v, want the kept reply", got)
+		}
+		if err := a.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		heir := b.replica(1)
+		b.advance(runner.KeptReplyTTL + time.Minute)
+		heir.runIntake()
+		b.until("the heir carries the kept reply on", func() bool {
+			n, err := b.rdb.PendingIntake(ctx)
+			return err == nil && n == 0 && len(answers(b, root, "You said: and more")) > 0
+		})
+		heir.stop()
+		if err := heir.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := turns(t, heir.svc, thread, "and more"); n != 1 {
+			t.Errorf("the conversation took the kept reply %d times, want once", n)
+		}
+		if got := answers(b, root, "You said: and more"); len(got) != 1 {
+			t.Errorf("the kept reply was answered %d times, want once: %q", len(got), got)
+		}
+	})
 }

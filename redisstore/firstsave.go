@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/runner"
 )
@@ -146,6 +148,39 @@ local function no_head(claims, head, journal, history)
   return redis.call('EXISTS', head, journal, history) == 0
 end
 `
+
+// TakeBackReply implements runner.Sessions: if the thread still has no
+// head, it takes reply (as KeepReply kept it, byte for byte) out of the
+// replies kept for its first save, in one step, so that a first save
+// made later does not hand it over; it reports started, nothing changed,
+// if the thread has a head.
+func (s *Store) TakeBackReply(ctx context.Context, thread string, reply []byte) (started bool, err error) {
+	k, err := s.keys(thread)
+	if err != nil {
+		return false, fmt.Errorf("take back reply: %w", err)
+	}
+	n, err := s.eval(ctx, takeBackReplyScript, takeBackReplyLua, []string{k.claims, k.head, k.journal, k.history, s.keptKey(thread)},
+		[]any{reply}).Int()
+	if err != nil {
+		return false, fmt.Errorf("take back reply in %s: %w", thread, err)
+	}
+	return n == 0, nil
+}
+
+// takeBackReplyLua takes a reply out of the kept replies of a thread that
+// has no head.
+//
+//	KEYS: claims, head, journal, history, kept
+//	ARGV: the reply
+//
+// It returns 0 if the thread has a head (nothing written), else 1.
+const takeBackReplyLua = noHeadLua + `
+if not no_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then return 0 end
+redis.call('LREM', KEYS[5], 0, ARGV[1])
+return 1
+`
+
+var takeBackReplyScript = redis.NewScript(takeBackReplyLua)
 
 // maxKeptReplies is how many replies a thread without a head keeps, the
 // latest: a flood of replies in a thread that is not a conversation

@@ -197,3 +197,37 @@ func TestKeptRepliesAreCapped(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeBackReply: the intake's last look at a kept reply takes it back
+// from what the first save hands over while the thread has no head, so
+// that a start saving after it does not hand over a reply given up; the
+// other replies stay kept. A thread with a head is reported started, and
+// nothing changes. On every kind of Redis the store runs on.
+func TestTakeBackReply(t *testing.T) {
+	for name, rdb := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("takeback")})
+			thread := uniqueName("T1:C1")
+			for _, r := range []string{"one", "two", "one"} {
+				if kept, err := store.KeepReply(ctx, thread, []byte(r), time.Minute); err != nil || kept != runner.KeptReply {
+					t.Fatalf("KeepReply(%s) = %v, %v; want kept", r, kept, err)
+				}
+			}
+			if started, err := store.TakeBackReply(ctx, thread, []byte("one")); err != nil || started {
+				t.Fatalf("TakeBackReply(no head) = %v, %v; want taken back", started, err)
+			}
+			first := firstCheckpoint(thread, "hello")
+			f, err := firstSave(ctx, store, first, runner.NewLeaseToken("A"), time.Now().Add(time.Hour), nil)
+			if err != nil || !f.Taken() {
+				t.Fatalf("first save = %v (taken %v)", err, f.Taken())
+			}
+			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"two"}) {
+				t.Errorf("the first save handed over %q, want only the reply not taken back", replies)
+			}
+			if started, err := store.TakeBackReply(ctx, thread, []byte("two")); err != nil || !started {
+				t.Errorf("TakeBackReply(a thread with a head) = %v, %v; want started", started, err)
+			}
+		})
+	}
+}

@@ -56,34 +56,44 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 `
 
-// dueIntakeLua takes up to n requests whose time has come, and moves each
-// one's time to "until", so that one process re-drives it at a time.
+// dueIntakeLua lists up to n requests whose time has come. It takes
+// none: takeIntakeLua takes each one, if it is still due then.
 //
 //	KEYS: due index
-//	ARGV: now in unix ms, until in unix ms, n
+//	ARGV: now in unix ms, n
 const dueIntakeLua = `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], ARGV[2], id)
-end
-return ids
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 `
 
-// takeIntakeLua gives a request taken by dueIntakeLua to a new attempt
-// and returns its record, or false if the record has expired or the
-// request started meanwhile (its record is then empty: startedLua).
+// takeIntakeLua gives a request listed by dueIntakeLua to a new attempt,
+// held by token until "until", and returns its record — if it is still
+// due at now: between the listing and the taking, its holder may have
+// renewed its hold or let go of it (its time moved on), the start's
+// carrier may have taken it (TakeIntake), or another DueIntake may have
+// taken it. Checking and taking in one step is what gives a request to
+// one attempt at a time: a token written without it would take the
+// request from under an attempt that holds it. A request whose record
+// has expired, or that started (its record is then empty: startedLua),
+// leaves the index and false is returned; so is false for one no longer
+// due.
 //
-//	KEYS: record, the holder's token
-//	ARGV: token
+//	KEYS: record, due index, the holder's token
+//	ARGV: id, token, now in unix ms, until in unix ms
 const takeIntakeLua = `
+local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not due or tonumber(due) > tonumber(ARGV[3]) then return false end
 local rec = redis.call('GET', KEYS[1])
-if rec == false or rec == '' then return false end
+if rec == false or rec == '' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return false
+end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
+  redis.call('SET', KEYS[3], ARGV[2], 'PX', ttl)
 else
-  redis.call('SET', KEYS[2], ARGV[1])
+  redis.call('SET', KEYS[3], ARGV[2])
 end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
 return rec
 `
 
@@ -93,7 +103,8 @@ return rec
 // that DueIntake is taking, is marked instead, so that its holder goes on
 // with it rather than letting go; a started or expired one is left. (A
 // let-go request's token is "-" and the time it was let go until, which
-// DueIntake's first step changes: two attempts never take it at once.)
+// DueIntake's take changes with the token: two attempts never take it at
+// once.)
 //
 //	KEYS: record, due index, the holder's token, the go-on mark
 //	ARGV: id, token, until in unix ms
@@ -117,16 +128,22 @@ return rec
 // letGoLua lets go of a request that token holds: its record is
 // replaced (keeping its expiry), its time moved to "due", and nobody
 // holds it until then. A request marked to go on (takeLetGoLua) is kept
-// by token instead, the mark dropped.
+// by token instead, the mark dropped, and its hold renewed until "until":
+// the holder goes on at once, and its hold may have been about to lapse
+// (it was taken long ago, or the holder stalled), which would give the
+// request to DueIntake as well.
 //
 //	KEYS: record, due index, the holder's token, the go-on mark
-//	ARGV: id, record, token, due in unix ms
+//	ARGV: id, record, token, due in unix ms, until in unix ms
 //
 // It returns 1 if it let go, 2 if token is to go on, 0 if token does not
 // hold the request.
 const letGoLua = `
 if redis.call('GET', KEYS[3]) ~= ARGV[3] or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
-if redis.call('DEL', KEYS[4]) == 1 then return 2 end
+if redis.call('DEL', KEYS[4]) == 1 then
+  redis.call('ZADD', KEYS[2], 'XX', ARGV[5], ARGV[1])
+  return 2
+end
 redis.call('SET', KEYS[1], ARGV[2], 'XX', 'KEEPTTL')
 redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
 redis.call('SET', KEYS[3], '-' .. redis.call('ZSCORE', KEYS[2], ARGV[1]), 'KEEPTTL')
@@ -295,20 +312,22 @@ func (s *Store) Started(ctx context.Context, id, token string) error {
 // DueIntake takes up to n accepted requests whose time has come — whose
 // holder neither renewed its hold nor said they started — and returns
 // their records by id, each now held by token until "until". Several
-// processes may call it at once; each request goes to one of them. A
-// request whose record has expired is dropped.
+// processes may call it at once; each request goes to one of them, and
+// one that its holder renewed or let go of, or that TakeIntake took,
+// after it was listed is not taken: each request is checked and taken in
+// one step. A request whose record has expired is dropped. One round
+// trip, and one per request taken.
 func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error) {
 	_, idx := s.intakeKeys("")
-	ids, err := s.dueIntakeScript.Run(ctx, s.rdb, []string{idx}, now.UnixMilli(), until.UnixMilli(), n).StringSlice()
+	ids, err := s.dueIntakeScript.Run(ctx, s.rdb, []string{idx}, now.UnixMilli(), n).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("due intake: %w", err)
 	}
 	out := make(map[string][]byte, len(ids))
 	for _, id := range ids {
 		rec, _ := s.intakeKeys(id)
-		raw, err := takeIntakeScript.Run(ctx, s.rdb, []string{rec, s.intakeToken(id)}, token).Text()
+		raw, err := takeIntakeScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, token, now.UnixMilli(), until.UnixMilli()).Text()
 		if errors.Is(err, redis.Nil) {
-			_ = s.rdb.ZRem(ctx, idx, id).Err()
 			continue
 		}
 		if err != nil {
@@ -329,11 +348,12 @@ func (s *Store) intakeMark(id string) string {
 // replaced (keeping its expiry) and nobody holds it until due, when
 // DueIntake gives it to a new attempt, unless TakeIntake does first; it
 // reports let. If TakeIntake asked for the request meanwhile, token
-// keeps it and is to go on with it now: goOn. Neither: token does not
-// hold the request, and nothing changed. One round trip.
-func (s *Store) LetGoIntake(ctx context.Context, id, token string, record []byte, due time.Time) (let, goOn bool, err error) {
+// keeps it, its hold renewed until "until", and is to go on with it now:
+// goOn. Neither: token does not hold the request, and nothing changed.
+// One round trip.
+func (s *Store) LetGoIntake(ctx context.Context, id, token string, record []byte, due, until time.Time) (let, goOn bool, err error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := letGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, record, token, due.UnixMilli()).Int()
+	n, err := letGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, record, token, due.UnixMilli(), until.UnixMilli()).Int()
 	if err != nil {
 		return false, false, fmt.Errorf("let go of intake %s: %w", id, err)
 	}

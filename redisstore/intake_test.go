@@ -2,8 +2,13 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/countersign/countersign/redisstore"
 )
@@ -156,10 +161,10 @@ func testIntakeLetGo(t *testing.T, s *redisstore.Store) {
 
 	// Let go, then taken by the carrier: not due for DueIntake.
 	accept("event:1", "a")
-	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "b", kept, now.Add(15*time.Minute)); err != nil || let || goOn {
+	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "b", kept, now.Add(15*time.Minute), now.Add(15*time.Second)); err != nil || let || goOn {
 		t.Errorf("LetGoIntake(not the holder) = %v, %v, %v; want neither", let, goOn, err)
 	}
-	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "a", kept, now.Add(15*time.Minute)); err != nil || !let || goOn {
+	if let, goOn, err := s.LetGoIntake(ctx, "event:1", "a", kept, now.Add(15*time.Minute), now.Add(15*time.Second)); err != nil || !let || goOn {
 		t.Fatalf("LetGoIntake(holder) = %v, %v, %v; want let", let, goOn, err)
 	}
 	if held, _ := s.HoldIntake(ctx, map[string]string{"event:1": "a"}, now.Add(time.Minute)); held["event:1"] {
@@ -180,7 +185,7 @@ func testIntakeLetGo(t *testing.T, s *redisstore.Store) {
 
 	// Taken by DueIntake once due: the carrier takes nothing.
 	accept("event:2", "a")
-	if let, _, err := s.LetGoIntake(ctx, "event:2", "a", kept, now.Add(time.Minute)); err != nil || !let {
+	if let, _, err := s.LetGoIntake(ctx, "event:2", "a", kept, now.Add(time.Minute), now.Add(15*time.Second)); err != nil || !let {
 		t.Fatalf("LetGoIntake() = %v, %v", let, err)
 	}
 	if due, err := s.DueIntake(ctx, "e", now.Add(2*time.Minute), now.Add(3*time.Minute), 10); err != nil || due["event:2"] == nil {
@@ -195,7 +200,7 @@ func testIntakeLetGo(t *testing.T, s *redisstore.Store) {
 	if rec, err := s.TakeIntake(ctx, "event:3", "g", now.Add(15*time.Second)); err != nil || rec != nil {
 		t.Fatalf("TakeIntake(held) = %q, %v; want nothing", rec, err)
 	}
-	if let, goOn, err := s.LetGoIntake(ctx, "event:3", "a", kept, now.Add(15*time.Minute)); err != nil || let || !goOn {
+	if let, goOn, err := s.LetGoIntake(ctx, "event:3", "a", kept, now.Add(15*time.Minute), now.Add(15*time.Second)); err != nil || let || !goOn {
 		t.Fatalf("LetGoIntake(asked for meanwhile) = %v, %v, %v; want go on", let, goOn, err)
 	}
 	if held, _ := s.HoldIntake(ctx, map[string]string{"event:3": "a"}, now.Add(time.Minute)); !held["event:3"] {
@@ -208,5 +213,124 @@ func testIntakeLetGo(t *testing.T, s *redisstore.Store) {
 	}
 	if rec, _ := s.TakeIntake(ctx, "event:3", "h", now.Add(15*time.Second)); rec != nil {
 		t.Errorf("TakeIntake(started) = %q; want nothing", rec)
+	}
+}
+
+// beforeTake runs its step once, just before the next script on an
+// accepted request's record is sent — armed before DueIntake, its take:
+// what another process does between DueIntake listing a request and
+// taking it.
+type beforeTake struct {
+	step atomic.Pointer[func()]
+}
+
+func (h *beforeTake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *beforeTake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 3 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
+			strings.Contains(fmt.Sprint(args[3]), ":{intake}:req:") {
+			if step := h.step.Swap(nil); step != nil {
+				(*step)()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *beforeTake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestIntakeDueTakeRaces: DueIntake lists the requests whose time has
+// come, then takes each; what the holder or the start's carrier does in
+// between is not overruled. A holder that renewed its hold, or let go of
+// a kept reply (which the carrier then takes), keeps the request from
+// DueIntake; so does a holder told to go on (its hold renewed, though it
+// was about to lapse). Before, DueIntake's take wrote its token over
+// theirs, and two attempts handed the same reply on: two turns, two
+// answers. On every kind of Redis the store runs on.
+func TestIntakeDueTakeRaces(t *testing.T) {
+	for name, client := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			rdb := client(t)
+			hook := &beforeTake{}
+			rdb.AddHook(hook)
+			testIntakeDueTakeRaces(t, redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("duerace")}), hook)
+		})
+	}
+}
+
+func testIntakeDueTakeRaces(t *testing.T, s *redisstore.Store, hook *beforeTake) {
+	ctx := context.Background()
+	now := time.Now()
+	kept := []byte(`{"text":"more","kept_until":1}`)
+	accept := func(id string) {
+		t.Helper()
+		if first, err := s.Accept(ctx, id, "a", []byte(`{"text":"more"}`), now.Add(15*time.Second), time.Hour); err != nil || !first {
+			t.Fatalf("Accept(%s) = %v, %v", id, first, err)
+		}
+	}
+	between := func(step func()) { hook.step.Store(&step) }
+	lapsed := now.Add(20 * time.Second) // the holder's hold lapsed
+
+	// The holder lets go of a kept reply between the listing and the
+	// take: the carrier takes it, DueIntake does not.
+	accept("event:1")
+	var let bool
+	between(func() {
+		var err error
+		if let, _, err = s.LetGoIntake(ctx, "event:1", "a", kept, now.Add(15*time.Minute), lapsed); err != nil {
+			t.Error(err)
+		}
+	})
+	due, err := s.DueIntake(ctx, "b", lapsed, lapsed.Add(15*time.Second), 10)
+	if err != nil || !let {
+		t.Fatalf("DueIntake() = %q, %v, with the holder letting go meanwhile: let = %v", due, err, let)
+	}
+	if due["event:1"] != nil {
+		t.Errorf("DueIntake took a request its holder let go of meanwhile, until minutes later")
+	}
+	if rec, err := s.TakeIntake(ctx, "event:1", "c", lapsed.Add(15*time.Second)); err != nil || string(rec) != string(kept) {
+		t.Errorf("TakeIntake(let go) = %q, %v; want the record: the carrier carries the reply on", rec, err)
+	}
+
+	// The holder renews its hold between the listing and the take.
+	accept("event:2")
+	var held map[string]bool
+	between(func() {
+		var err error
+		if held, err = s.HoldIntake(ctx, map[string]string{"event:2": "a"}, lapsed.Add(time.Minute)); err != nil {
+			t.Error(err)
+		}
+	})
+	due, err = s.DueIntake(ctx, "b", lapsed, lapsed.Add(15*time.Second), 10)
+	if err != nil || !held["event:2"] {
+		t.Fatalf("DueIntake() = %q, %v, with the holder renewing meanwhile: held = %v", due, err, held)
+	}
+	if due["event:2"] != nil {
+		t.Errorf("DueIntake took a request whose holder renewed its hold meanwhile: two attempts hold it")
+	}
+
+	// The carrier asks for a reply still held; its holder, whose hold
+	// was about to lapse, is told to go on: DueIntake leaves it alone.
+	accept("event:3")
+	if rec, err := s.TakeIntake(ctx, "event:3", "c", now.Add(15*time.Second)); err != nil || rec != nil {
+		t.Fatalf("TakeIntake(held) = %q, %v; want nothing", rec, err)
+	}
+	if let, goOn, err := s.LetGoIntake(ctx, "event:3", "a", kept, now.Add(15*time.Minute), lapsed.Add(time.Minute)); err != nil || let || !goOn {
+		t.Fatalf("LetGoIntake(asked for meanwhile) = %v, %v, %v; want go on", let, goOn, err)
+	}
+	if due, _ := s.DueIntake(ctx, "b", lapsed, lapsed.Add(15*time.Second), 10); due["event:3"] != nil {
+		t.Errorf("DueIntake took a request whose holder was told to go on with it")
+	}
+	// Its hold lapses in turn: then DueIntake takes it, and the holder
+	// has lost it.
+	if due, _ := s.DueIntake(ctx, "b", lapsed.Add(2*time.Minute), lapsed.Add(3*time.Minute), 10); due["event:3"] == nil {
+		t.Errorf("DueIntake did not take a request whose hold lapsed")
+	}
+	if held, _ := s.HoldIntake(ctx, map[string]string{"event:3": "a"}, lapsed.Add(3*time.Minute)); held["event:3"] {
+		t.Errorf("the holder still holds a request DueIntake took")
 	}
 }

@@ -554,6 +554,14 @@ type Message struct {
 	// (Reply returned ErrKept) and is now carried on: finding the run
 	// working, it waits as a reply to an answered run does.
 	Kept bool
+	// Expired says the reply was kept for its whole kept time
+	// (KeptReplyTTL) while its conversation started, and is looked at a
+	// last time: a thread still without a checkpoint is not a
+	// conversation. Reply then takes it back from the kept replies,
+	// rather than keep it again, and returns ErrNoThread, so that a first
+	// save made after all does not hand over a reply whose front end
+	// gave up on it; a thread found with a checkpoint gets it as any.
+	Expired bool
 }
 
 // Reply handles a person's message in the thread. While calls wait for a
@@ -604,6 +612,15 @@ func (s *Service) Reply(ctx context.Context, m Message) error {
 // waits, and looked at again: only a thread that still has no head is
 // not a conversation.
 func (s *Service) replyToStarting(ctx context.Context, m Message) error {
+	if m.Expired {
+		switch started, err := s.takeBackReply(ctx, m); {
+		case err != nil:
+			return fmt.Errorf("reply to %s: %w", m.Thread, err)
+		case started:
+			return s.replyStarted(ctx, m)
+		}
+		return fmt.Errorf("reply to %s: %w", m.Thread, ErrNoThread)
+	}
 	switch kept, err := s.keepReply(ctx, m); {
 	case err != nil:
 		return fmt.Errorf("reply to %s: %w", m.Thread, err)

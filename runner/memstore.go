@@ -522,6 +522,11 @@ func (m *MemoryStore) KeepReply(context.Context, string, []byte, time.Duration) 
 	return KeptNot, nil
 }
 
+// TakeBackReply implements Sessions: nothing was kept (KeepReply).
+func (m *MemoryStore) TakeBackReply(context.Context, string, []byte) (bool, error) {
+	return false, nil
+}
+
 // SavesTakeLease implements Sessions: false, the checkpoints are kept
 // elsewhere.
 func (m *MemoryStore) SavesTakeLease() bool { return false }

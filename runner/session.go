@@ -71,6 +71,12 @@ type Sessions interface {
 	// take the lease (FirstSave) keeps nothing and says KeptNot: the
 	// service then opens a start's thread before it runs.
 	KeepReply(ctx context.Context, thread string, reply []byte, ttl time.Duration) (Kept, error)
+	// TakeBackReply takes reply, as KeepReply was given it, out of the
+	// replies kept for the thread's first save if the thread still has
+	// no head, in one step with that check, so that a first save made
+	// later does not hand it over. It reports started, nothing changed,
+	// if the thread has a head.
+	TakeBackReply(ctx context.Context, thread string, reply []byte) (started bool, err error)
 	// SavesTakeLease reports whether the graph's saves to this store
 	// take a start's lease when asked (FirstSave): a store that keeps
 	// the checkpoints. Without it, Start opens the thread first.

@@ -159,6 +159,17 @@ func (s *Service) keepReply(ctx context.Context, m Message) (Kept, error) {
 	return s.store.KeepReply(ctx, m.Thread, raw, keptReplyTTL)
 }
 
+// takeBackReply takes m back from the replies kept for its thread's
+// first save (what keepReply kept of it, the same bytes), unless the
+// thread has a head: started.
+func (s *Service) takeBackReply(ctx context.Context, m Message) (started bool, err error) {
+	raw, err := json.Marshal(keptReply{Team: m.Team, Channel: m.Channel, By: m.By, Text: m.Text, TS: m.TS, Ref: m.Ref})
+	if err != nil {
+		return false, err
+	}
+	return s.store.TakeBackReply(ctx, m.Thread, raw)
+}
+
 // keptReplies decodes the replies a first save handed over and leaves out
 // those written before the request that started the conversation (a
 // mention in a thread where people talked before it), and repeats of one
