@@ -173,10 +173,5 @@ func TestKeptReplyOfAKilledStartIsAppliedOnce(t *testing.T) {
 	if err := heir.srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := turns(t, heir.svc, thread, "and more"); n != 1 {
-		t.Errorf("the conversation took the kept reply %d times, want once", n)
-	}
-	if got := answers(b, root, "You said: and more"); len(got) != 1 {
-		t.Errorf("the kept reply was answered %d times, want once: %q", len(got), got)
-	}
+	keptReplyTaken(t, b, heir.svc, root, thread, 1)
 }

@@ -53,6 +53,31 @@ func (b *intakeBed) replyKept(r *replica, root, user, text string) {
 	})
 }
 
+// keptDuringStart starts "/agent block" on a, which waits before its
+// first save, and has gateRequester reply "and more" in its thread, kept
+// for that save. It returns the thread's root and key.
+func (b *intakeBed) keptDuringStart(a *replica) (root, thread string) {
+	b.t.Helper()
+	b.calls = func(string) []llm.ToolCall { return nil }
+	b.command(a, "block")
+	<-b.blocked
+	root = b.roots()["block"][0]
+	b.replyKept(a, root, gateRequester, "and more")
+	return root, slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
+}
+
+// keptReplyTaken checks that the conversation of svc took the reply "and
+// more" want times, and that it was answered want times.
+func keptReplyTaken(t *testing.T, b *intakeBed, svc *runner.Service, root, thread string, want int) {
+	t.Helper()
+	if n := turns(t, svc, thread, "and more"); n != want {
+		t.Errorf("the conversation took the kept reply %d times, want %d", n, want)
+	}
+	if got := answers(b, root, "You said: and more"); len(got) != want {
+		t.Errorf("the kept reply was answered %d times, want %d: %q", len(got), want, got)
+	}
+}
+
 // notes returns the texts of the notes the thread's state holds.
 func notes(t *testing.T, svc *runner.Service, thread string) []string {
 	t.Helper()
@@ -173,12 +198,7 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 	ctx := context.Background()
 	a := b.replica(2)
 	other := b.replica(2)
-	b.calls = func(string) []llm.ToolCall { return nil }
-	b.command(a, "block")
-	<-b.blocked
-	root := b.roots()["block"][0]
-	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
-	b.replyKept(a, root, gateRequester, "and more")
+	root, thread := b.keptDuringStart(a)
 	b.advance(3 * time.Minute)
 	other.runIntake()
 	b.release()
@@ -192,12 +212,7 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := turns(t, a.svc, thread, "and more"); n != 1 {
-		t.Errorf("the conversation took the kept reply %d times, want once", n)
-	}
-	if got := answers(b, root, "You said: and more"); len(got) != 1 {
-		t.Errorf("the kept reply was answered %d times, want once: %q", len(got), got)
-	}
+	keptReplyTaken(t, b, a.svc, root, thread, 1)
 }
 
 // TestKeptReplyExpiredLookDecidesOnce: the intake's look that ends a
@@ -214,12 +229,7 @@ func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
 		ctx := context.Background()
 		a := b.replica(2)
 		other := b.replica(2)
-		b.calls = func(string) []llm.ToolCall { return nil }
-		b.command(a, "block")
-		<-b.blocked
-		root := b.roots()["block"][0]
-		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
-		b.replyKept(a, root, gateRequester, "and more")
+		root, thread := b.keptDuringStart(a)
 		b.advance(runner.KeptReplyTTL + time.Minute)
 		other.runIntake()
 		// Left due: the command, which the start (or, its hold lapsed in
@@ -252,12 +262,7 @@ func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
 		a := b.replica(2)
 		dropped := make(chan []runner.Message, 1)
 		a.svc.SetKeptCarrier(func(_ context.Context, replies []runner.Message) { dropped <- replies })
-		b.calls = func(string) []llm.ToolCall { return nil }
-		b.command(a, "block")
-		<-b.blocked
-		root := b.roots()["block"][0]
-		thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, root)
-		b.replyKept(a, root, gateRequester, "and more")
+		root, thread := b.keptDuringStart(a)
 		b.release()
 		if got := <-dropped; len(got) != 1 || got[0].Text != "and more" {
 			t.Fatalf("the first save handed over %+v, want the kept reply", got)
@@ -276,11 +281,6 @@ func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
 		if err := heir.srv.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := turns(t, heir.svc, thread, "and more"); n != 1 {
-			t.Errorf("the conversation took the kept reply %d times, want once", n)
-		}
-		if got := answers(b, root, "You said: and more"); len(got) != 1 {
-			t.Errorf("the kept reply was answered %d times, want once: %q", len(got), got)
-		}
+		keptReplyTaken(t, b, heir.svc, root, thread, 1)
 	})
 }
