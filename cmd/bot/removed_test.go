@@ -2,9 +2,13 @@ package main
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
@@ -98,4 +102,212 @@ func TestRemovedWhileACallWaits(t *testing.T) {
 	if n := h.lines(`"msg":"reporting"`); n != 0 {
 		t.Errorf("the runner logged %d failures to show events (they are retried): %s", n, h.logs.String())
 	}
+}
+
+// holdAnswer holds the model's streamed reply to request n before its
+// first chunk; it returns a channel closed once the reply is held, and
+// the function that lets it go on.
+func (h *harness) holdAnswer(n int) (held <-chan struct{}, release func()) {
+	arrived, done := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	h.model.OnChunk(func(request, chunk int, _ string) {
+		if request == n && chunk == 0 {
+			once.Do(func() { close(arrived) })
+			<-done
+		}
+	})
+	release = func() { released.Do(func() { close(done) }) }
+	h.t.Cleanup(release)
+	return arrived, release
+}
+
+// wait waits for ch to be closed.
+func (h *harness) wait(ch <-chan struct{}, what string) {
+	h.t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		h.t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// The bot is removed while the model writes its answer: the requester
+// gets the answer by direct message, once. Invited back, the bot works
+// there as before: a new request is answered in its thread, streamed with
+// Slack's streaming methods (one channel that refuses them is no reason
+// to stop using them), and nobody gets a direct message.
+func TestRemovedWhileAnswering(t *testing.T) {
+	t.Parallel()
+	const answer = "Oslo is cloudy today, 4 degrees."
+	h := newHarness(t, "", llmtest.Reply(answer), llmtest.Reply("Bergen is rainy."))
+	held, release := h.holdAnswer(1)
+	h.command("weather in Oslo?", nil, nil)
+	root := h.root(1)
+	h.wait(held, "the model to start answering")
+	h.slack.RemoveBot(root.Channel)
+	h.left("channel_left", root.Channel)
+	release()
+
+	h.dm(requester, answer)
+	if n := len(h.dms(requester)); n != 1 {
+		t.Errorf("the requester got %d direct messages, want the answer once", n)
+	}
+	if n := h.lines(removedLine); n != 1 {
+		t.Errorf("the log says %d times that the bot can no longer post there, want once", n)
+	}
+
+	h.slack.InviteBot(root.Channel)
+	h.command("weather in Bergen?", nil, nil)
+	again := h.root(2)
+	h.reply(again, "Bergen is rainy.")
+	streamed := false
+	for _, c := range h.slack.CallsTo("chat.startStream") {
+		streamed = streamed || c.OK() && c.ThreadTS == again.TS
+	}
+	if !streamed {
+		t.Errorf("the answer in the new thread was not streamed with chat.startStream")
+	}
+	if n := len(h.dms(requester)); n != 1 {
+		t.Errorf("the requester got %d direct messages, want only the first answer's", n)
+	}
+	if n := h.lines(`"msg":"reporting"`); n != 0 {
+		t.Errorf("the runner logged %d failures to show events (they are retried)", n)
+	}
+}
+
+// The channel is archived after a call ran, while the model writes the
+// answer: the requester gets it by direct message, which says the channel
+// was archived. A new request there is told the channel is archived; one
+// in a channel the bot was removed from is told to invite it.
+func TestArchivedBeforeTheAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, onlyBob)
+	held, release := h.holdAnswer(2)
+	root, card := h.deployFlow("Deployed v2.")
+	h.click(card, "approve", approver)
+	h.wait(held, "the model to start the answer")
+	h.reply(root, "result") // the call's outcome, shown in the thread before the archive
+	h.slack.ArchiveChannel(root.Channel)
+	h.left("channel_archive", root.Channel)
+	release()
+
+	got := h.dm(requester, "Deployed v2.")
+	if !strings.Contains(got.Text, "it was archived") {
+		t.Errorf("the direct message does not say the channel was archived: %q", got.Text)
+	}
+	if n := len(h.dms(requester)); n != 1 {
+		t.Errorf("the requester got %d direct messages, want the answer once", n)
+	}
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+
+	resp := h.command("deploy again", url.Values{"response_url": {h.slack.ResponseURL()}}, nil)
+	resp.Body.Close()
+	h.responded("This channel is archived")
+	h.slack.RemoveBot(slacktest.ChannelID)
+	resp = h.command("deploy once more", url.Values{"response_url": {h.slack.ResponseURL()}}, nil)
+	resp.Body.Close()
+	h.responded("I'm not in this channel")
+	if n := len(h.roots()); n != 1 {
+		t.Errorf("%d requests were posted, want only the first", n)
+	}
+}
+
+// responded waits for a message to a response_url containing want.
+func (h *harness) responded(want string) {
+	h.t.Helper()
+	h.eventually(func() bool {
+		for _, c := range h.slack.CallsTo("response_url") {
+			if strings.Contains(c.Text, want) {
+				return true
+			}
+		}
+		return false
+	}, "a response containing %q", want)
+}
+
+// The bot is removed before it posts a call's card: the requester is told
+// by direct message that the call waits for approval; the card's copy in
+// the notify channel and the approver's Home tab show it; a click on the
+// copy decides it once, the copy shows the decision, and the outcome and
+// the answer reach the requester by direct message.
+func TestRemovedBeforeTheCard(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "tools:\n  http_request:\n    approvers: ["+approver+"]\n    self_approval: false\n    notify: "+notifyCh+"\n")
+	held, release := h.holdAnswer(1)
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	h.wait(held, "the model to start its reply")
+	h.slack.RemoveBot(root.Channel)
+	h.left("channel_left", root.Channel)
+	release()
+
+	h.dm(requester, "waits for approval")
+	cp := h.copyIn(notifyCh)
+	h.openHome(approver)
+	h.home(approver, "to list the call", func(v homeView) bool { return len(v.approve) == 1 })
+	h.clickAt(h.addr, cp, "", "approve", approver)
+	h.dm(requester, "Deployed.")
+	h.dm(requester, "result")
+	h.eventually(func() bool { return strings.Contains(h.card(cp), "Approved by <@"+approver+">") }, "the copy to show the approval")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+	if n := len(h.dms(requester)); n != 3 {
+		t.Errorf("the requester got %d direct messages, want 3 (the card, the outcome, the answer)", n)
+	}
+	if n := h.lines(removedLine); n != 1 {
+		t.Errorf("the log says %d times that the bot can no longer post there, want once", n)
+	}
+}
+
+// Only Slack says the bot left a channel: a channel_left event with a bad
+// signature is refused and changes nothing, and a genuine one for another
+// channel does not touch this channel's conversation, which goes on in its
+// thread.
+func TestChannelLeftEventsAreChecked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, onlyBob)
+	root, card := h.deployFlow("Deployed.")
+
+	forged := slacktest.NewSigner("not-the-signing-secret").Request(http.MethodPost, "http://"+h.addr+"/slack/events",
+		"application/json", slacktest.EventCallback("", map[string]any{"type": "channel_left", "channel": root.Channel}), time.Now())
+	resp, err := botClient.Do(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a forged channel_left event answered %d, want 401", resp.StatusCode)
+	}
+	h.left("channel_left", "C0OTHER")
+	h.eventually(func() bool { return h.leftLogged("C0OTHER") }, "the genuine event to be logged")
+	if h.leftLogged(root.Channel) {
+		t.Errorf("the forged event was taken for Slack's")
+	}
+
+	h.click(card, "approve", approver)
+	h.reply(root, "Deployed.")
+	h.eventually(func() bool { return strings.Contains(h.card(card), "Approved by <@"+approver+">") }, "the card to show the approval")
+	if n := len(h.dms(requester)); n != 0 {
+		t.Errorf("the requester got %d direct messages; the conversation's thread shows everything", n)
+	}
+	if n := h.lines(removedLine); n != 0 {
+		t.Errorf("the bot says it can no longer post in the channel after events it should not heed")
+	}
+}
+
+// leftLogged reports whether the bot logged that it left channel.
+func (h *harness) leftLogged(channel string) bool {
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, `"channel":"`+channel+`"`) && strings.Contains(line, "the bot can no longer post in a channel") {
+			return true
+		}
+	}
+	return false
 }
