@@ -36,6 +36,15 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		return err
 	}
 	_, channel, _, _ := slackui.ParseThread(e.Thread)
+	if e.Kind == runner.ApprovalNeeded && e.Call.Status == agent.Unknown {
+		// Its buttons settle it, and only in the thread: it is shown
+		// there once the bot is invited back. The requester is told
+		// once (by this process).
+		if r.goneSeen.first(e.Thread + "\x00" + cardKey(e.Call.Key, e.Call.Attempts)) {
+			_ = r.cantShow(ctx, e, channel, code)
+		}
+		return err
+	}
 	return r.cantShow(ctx, e, channel, code)
 }
 
@@ -82,6 +91,9 @@ func goneMessage(e runner.Event, channel, code string) (to, text string) {
 	case runner.GraphChanged:
 		return turn, slackui.GoneNoteText(channel, code, slackui.TextGraphChanged+" Ask me again in a channel I'm in.")
 	case runner.ApprovalNeeded:
+		if e.Call.Status == agent.Unknown {
+			return e.Call.AskedBy(e.State), slackui.GoneUnknownText(channel, code, *e.Call)
+		}
 		return e.Call.AskedBy(e.State), slackui.GoneCardText(channel, code, *e.Call)
 	case runner.CallFinished:
 		// The outcome of a call someone approved (the answer tells what

@@ -130,8 +130,8 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
 			slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
 		gone, isGone := slackui.ChannelGone(err)
-		if err != nil && !isGone {
-			return err
+		if err != nil && (!isGone || c.Status == agent.Unknown) {
+			return err // an outcome-unknown card is settled only in its thread (Report)
 		}
 		// A card the channel refuses is recorded with no ts (see
 		// cardless): its copies are posted and kept in step all the

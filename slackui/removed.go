@@ -70,6 +70,14 @@ func GoneCardText(channel, code string, c agent.Call) string {
 		"its approvers can decide it from my Home tab, and I'll tell you the outcome here."
 }
 
+// GoneUnknownText tells the requester that a call of their request was
+// running when the bot stopped, so that nobody knows whether it ran:
+// its card, whose buttons settle it, waits to be shown in their thread.
+func GoneUnknownText(channel, code string, c agent.Call) string {
+	return goneWhy(channel, code) + " The " + CodeSpan(c.Tool) + " call of your request there was running when I stopped, " +
+		"and I can't tell whether it ran. Its card, to settle it, goes in the thread: invite me back with `/invite @Countersign` and I'll post it."
+}
+
 // GoneFailedText tells the requester the error their run stopped with.
 // A run that may be retried says how.
 func GoneFailedText(channel, code, text string, final bool) string {

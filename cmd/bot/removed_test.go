@@ -311,3 +311,74 @@ func (h *harness) leftLogged(channel string) bool {
 	}
 	return false
 }
+
+// The bot is removed while its card waits in a public channel, where the
+// card stays and can still be clicked: the click decides, the call runs
+// once, and the requester gets the outcome and the answer by direct
+// message.
+func TestRemovedCardStillClicked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, onlyBob)
+	root, card := h.deployFlow("Deployed.")
+	h.slack.RemoveBot(root.Channel)
+	h.click(card, "approve", approver)
+	h.dm(requester, "Deployed.")
+	h.dm(requester, "result")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+	if n := len(h.dms(requester)); n != 2 {
+		t.Errorf("the requester got %d direct messages, want 2 (the outcome, the answer)", n)
+	}
+}
+
+// The bot dies while an approved call runs, and is removed from the
+// channel before it comes back: the call's outcome is unknown, and its
+// card — whose buttons settle it, in the thread only — cannot be posted.
+// The requester is told once, by direct message, to invite the bot back;
+// invited back, the bot posts the card in the thread.
+func TestRemovedWithAnOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, onlyBob)
+	h.target.HoldNext("POST /deploy")
+	root, card := h.deployFlow("Deployed.")
+	h.click(card, "approve", approver)
+	h.eventually(func() bool { return h.target.Count("POST /deploy") == 1 }, "the call to be sent")
+	h.kill()
+	h.slack.RemoveBot(root.Channel)
+	h.start()
+	// The run is recovered once the dead process's lease has run out and
+	// the recovery wake-up comes.
+	deadline := time.Now().Add(90 * time.Second)
+	const told = "can't tell whether it ran"
+	for !h.dmed(requester, told) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the requester was not told the call's outcome is unknown; direct messages: %d", len(h.dms(requester)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.slack.InviteBot(root.Channel)
+	h.cardWith(root, "retry", 90*time.Second)
+	n := 0
+	for _, c := range h.dms(requester) {
+		if strings.Contains(c.Text, told) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the requester was told %d times that the outcome is unknown, want once", n)
+	}
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("the call was sent %d times, want 1", n)
+	}
+}
+
+// dmed reports whether user got a direct message containing want.
+func (h *harness) dmed(user, want string) bool {
+	for _, c := range h.dms(user) {
+		if strings.Contains(c.Text, want) {
+			return true
+		}
+	}
+	return false
+}
