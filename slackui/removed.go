@@ -67,7 +67,7 @@ func GoneResultText(channel, code string, c agent.Call) string {
 // copies, if the policy sends any).
 func GoneCardText(channel, code string, c agent.Call) string {
 	return goneWhy(channel, code) + " The " + CodeSpan(c.Tool) + " call of your request there waits for approval: " +
-		"its approvers can decide it from my Home tab, and I'll tell you the outcome here."
+		"its approvers can decide it from my Home tab, and I'll tell you the outcome here if I still can't post there."
 }
 
 // GoneUnknownText tells the requester that a call of their request was
