@@ -93,3 +93,9 @@ func GoneFailedText(channel, code, text string, final bool) string {
 func GoneNoteText(channel, code, line string) string {
 	return goneWhy(channel, code) + " About your request there: " + line
 }
+
+// GoneAskText begins a tool's request for input sent by direct message
+// because the bot could not post it in the thread in channel.
+func GoneAskText(channel, code string) string {
+	return goneWhy(channel, code) + " A tool working on your request there asks you:"
+}

@@ -382,3 +382,51 @@ func (h *harness) dmed(user, want string) bool {
 	}
 	return false
 }
+
+// The bot is removed before a tool's server asks the requester for
+// input: the questions go to the requester by direct message, where they
+// answer them; the call is sent again once with the answers, and the
+// answer reaches them by direct message too.
+func TestRemovedBeforeAToolAsks(t *testing.T) {
+	t.Parallel()
+	rs := newRoomServer(t)
+	h := newHarness(t, roomPolicy(rs, "    approval: never\n    expires_after: 24h\n"))
+	held, release := h.holdAnswer(1)
+	h.model.Then(
+		llmtest.Reply("Booking.", llmtest.Call("c1", "rooms__book", `{}`)),
+		llmtest.Reply("Booked."),
+	)
+	h.command("book me a room", nil, nil)
+	root := h.root(1)
+	h.wait(held, "the model to start its reply")
+	h.slack.RemoveBot(root.Channel)
+	release()
+
+	var who, room slacktest.Call
+	h.eventually(func() bool {
+		for _, c := range h.dms(requester) {
+			switch {
+			case !hasAction(c, "elicit_answer"):
+			case strings.Contains(h.card(c), "Booked for whom?"):
+				who = c
+			default:
+				room = c
+			}
+		}
+		return who.TS != "" && room.TS != ""
+	}, "the two questions by direct message")
+	if !strings.Contains(h.card(who), "I can't post in <#"+root.Channel+"> any more") {
+		t.Errorf("the question does not say why it comes by direct message: %s", h.card(who))
+	}
+	if body := h.answerOn(h.addr, who, requester, "name", "Ada Lovelace"); body != "" {
+		t.Fatalf("the first answer was refused: %s", body)
+	}
+	if body := h.answerOn(h.addr, room, requester, "room", "Lovelace room"); body != "" {
+		t.Fatalf("the second answer was refused: %s", body)
+	}
+	h.dm(requester, "Booked.")
+	if _, booked := rs.calls(); len(booked) != 1 || booked[0] != "booked Lovelace room for Ada Lovelace" {
+		t.Errorf("bookings = %q, want one with both answers", booked)
+	}
+	h.eventually(func() bool { return strings.Contains(h.card(who), "Answered by <@"+requester+">") }, "the question to say it was answered")
+}
