@@ -72,6 +72,10 @@ type Record struct {
 	Call    string `json:"call,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
 	TS      string `json:"ts,omitempty"`
+	// Channel is where that message is when it is not in the thread's
+	// channel: the person's direct message with the bot, when the
+	// thread's channel refused it.
+	Channel string `json:"channel,omitempty"`
 	// Paused says the request belongs to a paused run (pause.go): its
 	// answer goes to the runner (runner.Service.Answer), not to a
 	// waiting call; Input is the request's key.

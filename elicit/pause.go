@@ -1,6 +1,7 @@
 package elicit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,9 +59,15 @@ func (e *Elicitor) Ask(ctx context.Context, q runner.Question) error {
 	if err := e.save(ctx, id, rec, "", ttl); err != nil {
 		return err
 	}
+	blocks := slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)
 	ts, err := slackretry.Post(ctx, e.api, channel, slack.MsgOptionTS(root),
-		slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false),
-		slack.MsgOptionBlocks(slackui.ElicitMessage(rec.Requester, rec.Tool, rec.Message, rec.Deadline, id)...))
+		slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(blocks...))
+	if code, gone := slackui.ChannelGone(err); gone {
+		// The thread's channel refuses the bot (it was removed, the
+		// channel archived): the person is asked in a direct message,
+		// where its buttons work as in the thread.
+		rec.Channel, ts, err = e.askDirectly(ctx, rec, slackui.GoneAskText(channel, code), blocks)
+	}
 	if err != nil {
 		return fmt.Errorf("post input request: %w", err)
 	}
@@ -87,6 +94,27 @@ func (e *Elicitor) CloseQuestion(ctx context.Context, q runner.Question) error {
 	if err := json.Unmarshal(raw, &rec); err != nil || rec.TS == "" {
 		return err
 	}
-	Settle(ctx, e.api, e.log, channel, rec.TS, rec, slackui.TextElicitExpired)
+	Settle(ctx, e.api, e.log, cmp.Or(rec.Channel, channel), rec.TS, rec, slackui.TextElicitExpired)
 	return nil
+}
+
+// askDirectly posts the message that asks rec's person, with blocks and
+// a first line that says why, in their direct message with the bot, and
+// returns that channel and the message's ts.
+func (e *Elicitor) askDirectly(ctx context.Context, rec Record, why string, blocks []slack.Block) (channel, ts string, err error) {
+	var dm *slack.Channel
+	err = slackretry.Do(ctx, func() error {
+		var err error
+		dm, _, _, err = e.api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{rec.Requester}})
+		return err
+	})
+	if err != nil {
+		return "", "", err
+	}
+	if dm == nil || dm.ID == "" {
+		return "", "", fmt.Errorf("conversations.open named no channel")
+	}
+	blocks = append([]slack.Block{slackui.SectionBlock(why)}, blocks...)
+	ts, err = slackretry.Post(ctx, e.api, dm.ID, slack.MsgOptionText(slackui.ElicitText(rec.Tool, rec.Message), false), slack.MsgOptionBlocks(blocks...))
+	return dm.ID, ts, err
 }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,6 +100,7 @@ func (s *Server) elicitSubmission(w http.ResponseWriter, r *http.Request, cb sla
 		return true
 	}
 	_, channel, _, _ := slackui.ParseThread(rec.Thread)
+	channel = cmp.Or(rec.Channel, channel) // asked by direct message (elicit.Record.Channel)
 	ans := tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: cb.User.ID}
 	if msg := s.deliverElicitation(ctx, id, rec, ans, channel, ts); msg != "" {
 		writeJSON(w, slack.NewErrorsViewSubmissionResponse(map[string]string{slackui.ElicitFirstBlock(rec.Schema): msg}))

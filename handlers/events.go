@@ -45,6 +45,11 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.homeOpened(w, r, envelope.EventID, envelope.Event)
 		return
 	}
+	if channelGoneEvent(ev.Type) {
+		s.channelGone(envelope.Event)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	rec, ok := s.request(envelope.TeamID, ev)
 	if !ok {
 		w.WriteHeader(http.StatusOK) // not a request: the bot's own message, an edit, a join…

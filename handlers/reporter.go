@@ -59,6 +59,9 @@ type Reporter struct {
 	// a task in a streamed message where answers stream with Slack's
 	// streaming methods, else as a line under the call's card.
 	running *slackprogress.Calls
+	// goneSeen are the conversations logged as in a channel that
+	// refuses the bot (removed.go).
+	goneSeen goneThreads
 }
 
 // Progress shows the progress of the calls running here (it is an
@@ -92,8 +95,8 @@ func NewReporter(api *slack.Client, store Store, now func() time.Time, log logru
 // expiry (a late click is answered "no longer pending" either way).
 const refTTL = 30 * 24 * time.Hour
 
-// Report implements runner.Reporter.
-func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
+// report shows e in its thread (Report).
+func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 	team, channel, root, err := slackui.ParseThread(e.Thread)
 	if err != nil {
 		return err
@@ -126,9 +129,13 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
 		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
 			slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
-		if err != nil {
-			return err
+		gone, isGone := slackui.ChannelGone(err)
+		if err != nil && (!isGone || c.Status == agent.Unknown) {
+			return err // an outcome-unknown card is settled only in its thread (Report)
 		}
+		// A card the channel refuses is recorded with no ts (see
+		// cardless): its copies are posted and kept in step all the
+		// same, and the requester is told by direct message.
 		ikey := runner.CopiesKey(c.Key, c.Attempts)
 		rec := map[string][]byte{cardKey(c.Key, c.Attempts): []byte(ts)}
 		if e.Copies == nil {
@@ -139,6 +146,9 @@ func (r *Reporter) Report(ctx context.Context, e runner.Event) error {
 		}
 		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
+		}
+		if isGone {
+			return r.cantShow(ctx, e, channel, gone)
 		}
 		return nil
 	case runner.ApprovalProgress:
@@ -218,6 +228,13 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return nil
 	}
 	blocks := slackui.SettledCard(c, requester, r.now())
+	if cardless(ts) {
+		if c.Status == agent.Running {
+			r.running.Started(slackprogress.Call{Thread: thread, Key: c.Key, Tool: c.Tool, Requester: requester})
+		}
+		r.updateCopies(ctx, thread, channel, c, attempt, blocks, cards)
+		return nil
+	}
 	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
 	if c.Status == agent.Running && err == nil {
 		r.running.Started(slackprogress.Call{Thread: thread, Key: c.Key, Tool: c.Tool, Requester: requester,
@@ -246,7 +263,9 @@ func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, r
 		return err
 	}
 	blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, false), r.tools, c.Tool)
-	err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
+	if !cardless(ts) {
+		err = r.update(ctx, channel, string(ts), slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(blocks...))
+	}
 	r.updateCopies(ctx, e.Thread, channel, c, c.Attempts, blocks, cards)
 	return err
 }

@@ -238,6 +238,9 @@ func (r *Reporter) startAnswer(ctx context.Context, la *liveAnswer, e runner.Eve
 			// below, and updated; streams are not tried again.
 			r.streams.noNative.Store(true)
 			r.log.Warn("chat.startStream answered without a ts; answers stream with chat.update")
+		case errors.As(err, &slackErr) && isGone(err):
+			// This channel refuses the bot (removed, archived): not a
+			// reason to stop streaming elsewhere.
 		case errors.As(err, &slackErr):
 			// The workspace (or the app's scopes) has no streaming
 			// messages: post and update from now on.

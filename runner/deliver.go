@@ -103,7 +103,7 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 	// the process that held it after its last save let go (pending.go),
 	// and the calls this run made wait in a round of their own, which
 	// nobody can have been shown yet.
-	if !s.deliver(ctx, log, ss, res) {
+	if !s.deliveredAll(thread, s.deliver(ctx, log, ss, res)) {
 		// Slack (or whatever shows events) failed; try again shortly.
 		ss.redeliver = true
 	}
@@ -120,6 +120,17 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 			move: !ss.redeliver && !set.Equal(end.planned), set: set, planned: end.planned})
 		ss.record, ss.answered = nil, -1
 	}
+}
+
+// deliveredAll notes whether everything of thread was delivered (ok),
+// for the tick that drove it (Tick), and returns ok.
+func (s *Service) deliveredAll(thread string, ok bool) bool {
+	if ok {
+		s.undelivered.Delete(thread)
+	} else {
+		s.undelivered.Store(thread, struct{}{})
+	}
+	return ok
 }
 
 // redeliverAfter is how soon undelivered answers and cards are tried

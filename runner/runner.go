@@ -239,6 +239,10 @@ type Service struct {
 	// pending holds, by thread, what was shown after the session that
 	// showed it ended, until it is recorded (pending.go).
 	pending pendingRecords
+
+	// undelivered are the threads whose latest delivery here failed
+	// (deliveredAll): a tick keeps their redelivery wake-up.
+	undelivered sync.Map
 }
 
 // New returns a service that runs a's graph, keeps claims and leases in
@@ -560,7 +564,9 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 		}
 		if len(decisions) == 0 {
 			ss.res = res // what close reads back the claims of
-			s.deliver(ctx, s.log.WithField("thread", thread), ss, res)
+			if !s.deliveredAll(thread, s.deliver(ctx, s.log.WithField("thread", thread), ss, res)) {
+				ss.redeliver = true // shown again shortly, as after a run
+			}
 			ss.inbox = res
 			return false, nil
 		}

@@ -82,14 +82,22 @@ func (s *Service) Tick(ctx context.Context, thread string) error {
 	// Drive recovers a run cut off by a crash, applies decisions that a
 	// process claimed but died before applying, and shows people what a
 	// process died before showing.
+	s.undelivered.Delete(thread)
 	if err := s.Drive(ctx, thread); err != nil {
 		return err
 	}
 	// Drive and ExpireDue have set the next wake-up if the thread still
 	// needs one; make sure a thread whose run is still working (in
-	// another process) is looked at again.
-	if res, err = s.graph.State(ctx, thread); err == nil {
-		s.scheduleNext(ctx, thread, res)
+	// another process) is looked at again, and one whose delivery failed
+	// just now (Slack did not answer) is tried again soon.
+	if res, err = s.graph.State(ctx, thread); err == nil && s.opts.Schedule {
+		at, waiting := s.planNext(res)
+		if _, again := s.undelivered.LoadAndDelete(thread); again {
+			if soon := s.opts.Now().Add(redeliverAfter); at.IsZero() || soon.Before(at) {
+				at = soon
+			}
+		}
+		s.writeSchedule(ctx, thread, at, waiting)
 	}
 	return nil
 }

@@ -209,10 +209,17 @@ func (c *Calls) showTask(ctx context.Context, r *running) bool {
 		return err
 	})
 	var refused slack.SlackErrorResponse
+	_, gone := slackui.ChannelGone(err)
 	switch {
 	case err == nil && ts != "":
 		r.streamTS = ts
 		return true
+	case gone:
+		// This channel refuses the bot (removed from it, archived): not
+		// a reason to stop streaming tasks elsewhere. Its card cannot
+		// show progress either.
+		c.log.WithError(err).Debug("a call's task not streamed: the channel refuses the bot")
+		r.CardTS = ""
 	case err == nil || errors.As(err, &refused):
 		c.refused.Store(true)
 		c.log.Info("Slack refused a call's task in a streamed message; progress shows on cards")

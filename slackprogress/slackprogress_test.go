@@ -87,3 +87,27 @@ func TestProgressOnTheCardWhenTasksAreRefused(t *testing.T) {
 		t.Errorf("chat.startStream tried %d times, want once", n)
 	}
 }
+
+// A channel that refuses the bot (removed from it, or archived) shows no
+// progress, and is no reason to stop streaming tasks in other channels.
+func TestProgressInAChannelThatRefusesTheBot(t *testing.T) {
+	web := slacktest.NewServer(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(web.URL()))
+	web.RemoveBot(slacktest.ChannelID)
+	calls := slackprogress.New(api, func() bool { return true }, nil)
+	ctx := context.Background()
+	calls.Started(slackprogress.Call{Thread: thread, Key: "0.0", Tool: "srv__long", CardTS: "1700000000.000200", CardText: "card"})
+	calls.CallProgress(ctx, tools.CallInfo{Thread: thread, Call: "0.0"}, 1, 4, "")
+	if c := web.WaitFor(t, "chat.startStream", 1, 10*time.Second)[0]; c.Error != "not_in_channel" {
+		t.Fatalf("chat.startStream answered %q, want not_in_channel", c.Error)
+	}
+	other := slacktest.TeamID + ":C0OTHER:1700000000.000300"
+	calls.Started(slackprogress.Call{Thread: other, Key: "0.0", Tool: "srv__long"})
+	calls.CallProgress(ctx, tools.CallInfo{Thread: other, Call: "0.0"}, 1, 4, "")
+	if c := web.WaitFor(t, "chat.startStream", 2, 10*time.Second)[1]; !c.OK() || c.Channel != "C0OTHER" {
+		t.Errorf("the task in another channel: chat.startStream in %s answered %q, want it streamed", c.Channel, c.Error)
+	}
+	if n := len(web.CallsTo("chat.update")); n != 0 {
+		t.Errorf("%d card updates in a channel that refuses the bot, want none", n)
+	}
+}

@@ -49,6 +49,9 @@ const HelpText = "*Countersign* runs an AI agent for you, and asks before any ri
 // and what to do.
 func CantPostText(err error) string {
 	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "is_archived" || se.Err == "channel_is_archived") {
+		return "This channel is archived, so I can't work here. Send your request in another channel."
+	}
 	if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
 		return "I'm not in this channel, so I can't work here yet. Invite me with `/invite @Countersign`, then send your request again."
 	}

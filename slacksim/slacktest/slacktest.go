@@ -13,7 +13,8 @@
 // the test to inspect. Point slack-go at it with
 // slack.OptionAPIURL(srv.URL()), or a bot binary with SLACK_API_URL.
 // Failures are injected per method: rate limits (HTTP 429 with
-// Retry-After) and ok:false errors.
+// Retry-After) and ok:false errors; RemoveBot and ArchiveChannel make a
+// channel refuse the bot's messages as Slack does.
 //
 // The fake keeps only what tests look at: messages and their latest
 // content, opened views, user-group members. It checks that a token was
@@ -126,6 +127,9 @@ type Server struct {
 	limited  map[string]*rateLimit
 	failing  map[string]*failure
 	holds    map[string]*hold
+	// away are the channels the bot may not post in, with the error
+	// code Slack answers there (RemoveBot, ArchiveChannel).
+	away map[string]string
 
 	streaming        map[string]bool         // by channel and ts: streams not stopped
 	tasks            map[string][]TaskUpdate // by channel and ts: task updates received
@@ -160,6 +164,7 @@ func NewServer(tb testing.TB) *Server {
 		limited:  map[string]*rateLimit{},
 		failing:  map[string]*failure{},
 		holds:    map[string]*hold{},
+		away:     map[string]string{},
 
 		streaming: map[string]bool{},
 		tasks:     map[string][]TaskUpdate{},
@@ -309,6 +314,42 @@ func (s *Server) FailNext(method, errCode string, n int) {
 	s.failing[method] = &failure{n: n, code: errCode}
 }
 
+// RemoveBot makes the fake answer as Slack does once the bot is removed
+// from channel (someone typed /remove, or kicked it): what the bot posts,
+// updates, streams or shows ephemerally there is refused with
+// not_in_channel, and conversations.info says it is no member. The test
+// sends the channel_left event itself. InviteBot undoes it.
+func (s *Server) RemoveBot(channel string) { s.setAway(channel, "not_in_channel") }
+
+// ArchiveChannel makes the fake answer as Slack does once channel is
+// archived: what the bot posts, updates, streams or shows ephemerally
+// there is refused with is_archived. InviteBot undoes it (as unarchiving
+// and inviting the bot again would).
+func (s *Server) ArchiveChannel(channel string) { s.setAway(channel, "is_archived") }
+
+// InviteBot lets the bot post in channel again.
+func (s *Server) InviteBot(channel string) { s.setAway(channel, "") }
+
+func (s *Server) setAway(channel, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == "" {
+		delete(s.away, channel)
+		return
+	}
+	s.away[channel] = code
+}
+
+// postsIn reports whether method writes in its channel, which a bot
+// removed from the channel (or an archived channel) is refused.
+func postsIn(method string) bool {
+	switch method {
+	case "chat.postMessage", "chat.update", "chat.postEphemeral", "chat.startStream", "chat.appendStream", "chat.stopStream":
+		return true
+	}
+	return false
+}
+
 // reply is what the fake answers: an HTTP status, headers and a JSON
 // body.
 type reply struct {
@@ -439,6 +480,9 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 	if token == "" {
 		return errReply("not_authed")
 	}
+	if code := s.away[call.Channel]; code != "" && postsIn(call.Method) {
+		return errReply(code)
+	}
 	switch call.Method {
 	case "auth.test":
 		return okReply(map[string]any{
@@ -509,7 +553,8 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 			return errReply("channel_not_found")
 		}
 		return okReply(map[string]any{"channel": map[string]any{
-			"id": call.Channel, "name": strings.ToLower(call.Channel), "is_channel": true, "is_member": true,
+			"id": call.Channel, "name": strings.ToLower(call.Channel), "is_channel": true,
+			"is_member": s.away[call.Channel] == "", "is_archived": s.away[call.Channel] == "is_archived",
 		}})
 	case "conversations.history":
 		return s.history(call, params)

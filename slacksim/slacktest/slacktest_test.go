@@ -574,3 +574,49 @@ func TestStreamTasks(t *testing.T) {
 		t.Error("chat.appendStream after the stop was accepted")
 	}
 }
+
+// A channel the bot was removed from refuses what it posts and updates
+// there with not_in_channel, an archived one with is_archived; other
+// channels, and direct messages, are as before; invited back, the bot
+// posts there again.
+func TestRemoveBotAndArchiveChannel(t *testing.T) {
+	srv := slacktest.NewServer(t)
+	api := newClient(srv)
+	_, ts, err := api.PostMessage("C1", slack.MsgOptionText("before", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RemoveBot("C1")
+	_, _, err = api.PostMessage("C1", slack.MsgOptionText("after", false))
+	if code := slackCode(err); code != "not_in_channel" {
+		t.Errorf("posting after the removal: %v, want not_in_channel", err)
+	}
+	_, _, _, err = api.UpdateMessage("C1", ts, slack.MsgOptionText("changed", false))
+	if code := slackCode(err); code != "not_in_channel" {
+		t.Errorf("updating after the removal: %v, want not_in_channel", err)
+	}
+	info, err := api.GetConversationInfo(&slack.GetConversationInfoInput{ChannelID: "C1"})
+	if err != nil || info.IsMember {
+		t.Errorf("conversations.info after the removal = %+v, %v; want no member", info, err)
+	}
+	if _, _, err := api.PostMessage("C2", slack.MsgOptionText("elsewhere", false)); err != nil {
+		t.Errorf("posting in another channel: %v", err)
+	}
+	srv.ArchiveChannel("C2")
+	_, _, err = api.PostMessage("C2", slack.MsgOptionText("archived", false))
+	if code := slackCode(err); code != "is_archived" {
+		t.Errorf("posting in an archived channel: %v, want is_archived", err)
+	}
+	srv.InviteBot("C1")
+	if _, _, err := api.PostMessage("C1", slack.MsgOptionText("back", false)); err != nil {
+		t.Errorf("posting once invited back: %v", err)
+	}
+}
+
+func slackCode(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
+}
