@@ -20,22 +20,29 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
-// everythingHTTP is server-everything in its streamable HTTP mode, run
-// with npx on a port of its own, which the test can restart.
+// everythingHTTP is server-everything in one of its HTTP modes
+// (streamableHttp, sse), run with npx on a port of its own, which the
+// test can restart.
 type everythingHTTP struct {
 	t    *testing.T
+	mode string
 	port int
 	cmd  *exec.Cmd
 }
 
 func startEverythingHTTP(t *testing.T) *everythingHTTP {
 	t.Helper()
+	return startEverything(t, "streamableHttp")
+}
+
+func startEverything(t *testing.T, mode string) *everythingHTTP {
+	t.Helper()
 	needs(t, "Node's npx (an MCP server from npm)")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &everythingHTTP{t: t, port: l.Addr().(*net.TCPAddr).Port}
+	s := &everythingHTTP{t: t, mode: mode, port: l.Addr().(*net.TCPAddr).Port}
 	_ = l.Close()
 	s.start()
 	t.Cleanup(s.stop)
@@ -48,7 +55,7 @@ func (s *everythingHTTP) start() {
 	if err != nil {
 		s.t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx", err)
 	}
-	s.cmd = exec.Command(npx, "-y", "@modelcontextprotocol/server-everything", "streamableHttp")
+	s.cmd = exec.Command(npx, "-y", "@modelcontextprotocol/server-everything", s.mode)
 	s.cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(s.port))
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
