@@ -136,7 +136,9 @@ func reap(args []string) int {
 	_ = NonDumpable()
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM)
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	// Caught and dropped, not ignored: an ignored signal would stay
+	// ignored in the server.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
 	syscall.CloseOnExec(3) // not the server's
 	startErr := os.NewFile(3, "start error")
 	defer startErr.Close()
