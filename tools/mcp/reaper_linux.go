@@ -48,6 +48,11 @@ const reaperArg0 = "countersign-mcp-reaper"
 // package syscall does not name.
 const prSetChildSubreaper = 36
 
+// init runs the reaper when this binary was started as one, and does
+// nothing otherwise. It is in init, not in main, so that every binary
+// that can start a server (the bot, and each package's tests that make a
+// Manager) can be its own reaper: a main that forgot to call a hook would
+// be run again with the reaper's arguments.
 func init() {
 	if len(os.Args) > 1 && os.Args[0] == reaperArg0 {
 		// Not os.Exit: nothing of the bot's is to be run or flushed,
