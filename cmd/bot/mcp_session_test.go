@@ -77,7 +77,9 @@ func (s *everythingHTTP) start() {
 
 func (s *everythingHTTP) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// stop kills npx and the server it started.
+// stop kills npx and the server it started, and waits until its port
+// refuses connections: npx's node ends after npx, and a start that found
+// the old server still listening would take it for the new one.
 func (s *everythingHTTP) stop() {
 	if s.cmd == nil {
 		return
@@ -85,6 +87,19 @@ func (s *everythingHTTP) stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Wait()
 	s.cmd = nil
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			s.t.Errorf("server-everything still listens on %s 20 s after it was killed", s.addr())
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the port to close, not waiting for time
+	}
 }
 
 // server-everything answers a session it does not know (it restarted)
