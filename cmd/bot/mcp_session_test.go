@@ -20,22 +20,29 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
-// everythingHTTP is server-everything in its streamable HTTP mode, run
-// with npx on a port of its own, which the test can restart.
+// everythingHTTP is server-everything in one of its HTTP modes
+// (streamableHttp, sse), run with npx on a port of its own, which the
+// test can restart.
 type everythingHTTP struct {
 	t    *testing.T
+	mode string
 	port int
 	cmd  *exec.Cmd
 }
 
 func startEverythingHTTP(t *testing.T) *everythingHTTP {
 	t.Helper()
+	return startEverything(t, "streamableHttp")
+}
+
+func startEverything(t *testing.T, mode string) *everythingHTTP {
+	t.Helper()
 	needs(t, "Node's npx (an MCP server from npm)")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &everythingHTTP{t: t, port: l.Addr().(*net.TCPAddr).Port}
+	s := &everythingHTTP{t: t, mode: mode, port: l.Addr().(*net.TCPAddr).Port}
 	_ = l.Close()
 	s.start()
 	t.Cleanup(s.stop)
@@ -48,7 +55,7 @@ func (s *everythingHTTP) start() {
 	if err != nil {
 		s.t.Fatalf("npx not found (%v): the MCP tests run servers from npm with Node's npx", err)
 	}
-	s.cmd = exec.Command(npx, "-y", "@modelcontextprotocol/server-everything", "streamableHttp")
+	s.cmd = exec.Command(npx, "-y", "@modelcontextprotocol/server-everything", s.mode)
 	s.cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(s.port))
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -70,7 +77,9 @@ func (s *everythingHTTP) start() {
 
 func (s *everythingHTTP) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// stop kills npx and the server it started.
+// stop kills npx and the server it started, and waits until its port
+// refuses connections: npx's node ends after npx, and a start that found
+// the old server still listening would take it for the new one.
 func (s *everythingHTTP) stop() {
 	if s.cmd == nil {
 		return
@@ -78,6 +87,19 @@ func (s *everythingHTTP) stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Wait()
 	s.cmd = nil
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			s.t.Errorf("server-everything still listens on %s 20 s after it was killed", s.addr())
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the port to close, not waiting for time
+	}
 }
 
 // server-everything answers a session it does not know (it restarted)

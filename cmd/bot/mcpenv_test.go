@@ -91,11 +91,20 @@ func spyTries(t *testing.T, h *harness) string {
 			t.Errorf("the tool server found %q:\n%s", secret, report)
 		}
 	}
+	// The server's parent (on Linux, the process that ends it with the
+	// bot), and the bot.
 	if !strings.Contains(report, "parent environ: open /proc/") || !strings.Contains(report, "permission denied") {
-		t.Errorf("the tool server read the bot's /proc/PID/environ:\n%s", report)
+		t.Errorf("the tool server read its parent's /proc/PID/environ:\n%s", report)
 	}
 	if !strings.Contains(report, "parent mem: open /proc/") {
-		t.Errorf("the tool server opened the bot's memory:\n%s", report)
+		t.Errorf("the tool server opened its parent's memory:\n%s", report)
+	}
+	bot := strconv.Itoa(h.bot.Process.Pid)
+	if !strings.Contains(report, "environ: open /proc/"+bot+"/environ: permission denied") {
+		t.Errorf("the tool server read the bot's /proc/%s/environ:\n%s", bot, report)
+	}
+	if !strings.Contains(report, "mem: open /proc/"+bot+"/mem: ") {
+		t.Errorf("the tool server opened the bot's memory (/proc/%s/mem):\n%s", bot, report)
 	}
 	if !strings.Contains(report, "accepted: 0\n") {
 		t.Errorf("a click the tool server signed was accepted:\n%s", report)

@@ -263,7 +263,8 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		// The 2024-11-05 transport: the server names where to post in
 		// the stream's first event, and only its own origin is taken.
 		hc := s.httpClient()
-		hc.Transport = &sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: hc.Transport}
+		// What it answers a POST is read (session.go: ssePosts).
+		hc.Transport = &sameOrigin{origin: origin(s.cfg.URL), server: s.cfg.Name, next: ssePosts{next: hc.Transport}}
 		transport = &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
 		hc := s.httpClient()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -38,11 +39,33 @@ import (
 // newest protocol says "method not found"), and would fail the call while
 // keeping the dead session.
 
+// A server of the older HTTP+SSE transport (2024-11-05) forgets a
+// session the same ways, and then answers a POST of it to its message
+// endpoint (?sessionId=…) with 400 or 404: the TypeScript SDK's examples
+// say "No transport found for sessionId" or "Session not found", the
+// Python SDK "Could not find session", the Go SDK "session not found". The
+// SDK's client only says "failed to write: 404 Not Found", and its
+// connection, whose writes failed, ends once nothing is in flight. So the
+// bot reads the answer (ssePosts): a 400 or 404 whose body says the
+// session is unknown (sessionUnknown) marks the call's postNote as
+// refused for its session, and the call, which the server never took, is
+// sent once more in a new session, as for a streamable HTTP server; any
+// other answer but 2xx fails the call with the server's words (its status
+// and message), and it is not sent again. A server that does not answer
+// such a POST at all (server-everything in its SSE mode keeps it waiting)
+// gives no such word: its call waits for its timeout, and may or may not
+// have run.
+
 // postNote says whether a call's requests may have reached the server: a
-// POST of the call answered with anything but 404, or that got no answer.
-// It travels in the call's context, which the SDK gives its requests.
+// POST of the call answered with anything but 404 (or, on the HTTP+SSE
+// transport, anything but a refusal of its session), or that got no
+// answer. It travels in the call's context, which the SDK gives its
+// requests.
 type postNote struct {
 	maybeDelivered atomic.Bool
+	// sessionRefused: a POST of the call was refused because the server
+	// did not know its session (HTTP+SSE).
+	sessionRefused atomic.Bool
 }
 
 type postNoteKey struct{}
@@ -123,6 +146,7 @@ type readCloser struct {
 var sessionGoneText = regexp.MustCompile(`\b(?:no valid|invalid|unknown|expired|stale)(?: or [a-z]+)? session\b` +
 	`|\bsession(?:[ -]?id)?(?:[ :'"]+[a-z0-9_-]{1,64}['"]?)? (?:(?:is|was|has) )?(?:not found|unknown|invalid|not valid|expired|does not exist|doesn't exist|no longer exists|terminated)\b` +
 	`|\bno transport found for session` +
+	`|\bcould not find session\b` +
 	`|\bserver not initialized\b`)
 
 // sessionUnknown reports whether the body of an HTTP 400 or 404 answered to a
@@ -184,14 +208,75 @@ func errorText(body []byte) string {
 	return text
 }
 
+// ssePosts reads the answers to the POSTs of an HTTP+SSE session (see
+// above): a 2xx is passed on; any other answer is passed on with its body
+// read into its status line (sseRefusal), which the SDK quotes, and
+// noted in the postNote of a call's request.
+type ssePosts struct {
+	next http.RoundTripper
+}
+
+func (p ssePosts) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := p.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if r.Method != http.MethodPost {
+		return resp, err
+	}
+	n, _ := r.Context().Value(postNoteKey{}).(*postNote)
+	if err != nil || resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if n != nil {
+			n.maybeDelivered.Store(true)
+		}
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	gone, status := sseRefusal(resp.StatusCode, body)
+	if n != nil {
+		if gone {
+			n.sessionRefused.Store(true)
+		} else {
+			n.maybeDelivered.Store(true)
+		}
+	}
+	return &http.Response{
+		Status: status, StatusCode: resp.StatusCode,
+		Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header:  http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+		Body:    http.NoBody,
+		Request: r,
+	}, nil
+}
+
+// sseRefusal reads an HTTP+SSE server's answer other than 2xx to a POST
+// of a session: gone is true when it is a 400 or 404 that says the server
+// does not know the session (the POST was not taken); status is the
+// answer's status line with what the server said (on one line, cut to 200
+// bytes).
+func sseRefusal(code int, body []byte) (gone bool, status string) {
+	gone = (code == http.StatusBadRequest || code == http.StatusNotFound) && sessionUnknown(body)
+	status = strings.TrimSpace(strconv.Itoa(code) + " " + http.StatusText(code))
+	if text := errorText(body); text != "" {
+		status += ": " + text
+	}
+	if gone {
+		status += " (the server does not know the session)"
+	}
+	return gone, status
+}
+
 // ErrSessionLost is wrapped by the error of a call that was not run
 // because the server forgot its session and no new one came in time.
 var ErrSessionLost = errors.New("the server forgot the session")
 
-// sessionLost reports whether err says the server forgot the session
-// before it took the call (n): then the call did not run.
+// sessionLost reports whether err (or, on the HTTP+SSE transport, the
+// answer to its POST) says the server forgot the session before it took
+// the call (n): then the call did not run.
 func sessionLost(err error, n *postNote) bool {
-	return errors.Is(err, sdk.ErrSessionMissing) && !n.maybeDelivered.Load()
+	return err != nil && (errors.Is(err, sdk.ErrSessionMissing) || n.sessionRefused.Load()) && !n.maybeDelivered.Load()
 }
 
 // nextSession waits, until ctx ends, for a session of the server other

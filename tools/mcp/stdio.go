@@ -219,7 +219,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	// On Linux under a reaper, which ends the server's processes when
+	// the bot dies (reaper_linux.go).
+	if err := startServer(t.cmd, reaperGrace(t.terminate)); err != nil {
 		return nil, err
 	}
 	conn := &sdk.IOTransport{
@@ -233,7 +235,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 
 // serverInput is a server's stdin; closing it ends the server as the
 // specification says: stdin closed, then SIGTERM, then SIGKILL, each
-// after terminate.
+// after terminate. Under a reaper (Linux), the SIGTERM goes to the
+// reaper, which ends the server's processes itself, with SIGKILL after
+// its grace: it is given that grace more before the SIGKILL.
 type serverInput struct {
 	io.WriteCloser
 	cmd       *exec.Cmd
@@ -249,8 +253,8 @@ func (s *serverInput) Close() error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- s.cmd.Wait() }()
-	wait := func() (error, bool) {
-		t := time.NewTimer(s.terminate)
+	wait := func(d time.Duration) (error, bool) {
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case err := <-exited:
@@ -259,18 +263,18 @@ func (s *serverInput) Close() error {
 			return nil, false
 		}
 	}
-	if err, ok := wait(); ok {
+	if err, ok := wait(s.terminate); ok {
 		return err
 	}
 	if s.cmd.Process.Signal(syscall.SIGTERM) == nil {
-		if err, ok := wait(); ok {
+		if err, ok := wait(s.terminate + reaperGrace(s.terminate)); ok {
 			return err
 		}
 	}
 	if err := s.cmd.Process.Kill(); err != nil {
 		return err
 	}
-	if err, ok := wait(); ok {
+	if err, ok := wait(s.terminate); ok {
 		return err
 	}
 	return errUnresponsive

@@ -176,6 +176,12 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 		// The server forgot the shared session before it took the call
 		// (session.go): the call did not run; send it in the next one.
 		t.srv.log.WithFields(logrus.Fields{"tool": t.name, "thread": info.Thread, "call": info.Call}).Info("MCP server forgot the session before it took the call; sending the call in a new session")
+		if note.sessionRefused.Load() {
+			// HTTP+SSE: the SDK ends the connection once nothing else
+			// is in flight in it; nothing in a session the server
+			// forgot will be answered, so it ends now.
+			_ = sess.cs.Close()
+		}
 		if sess, err = t.srv.nextSession(ctx, sess); err != nil {
 			return "", err
 		}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/proctest"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// A stdio server's whole process tree ends with the bot, however the
+// bot ends: killed outright (SIGKILL, as the OOM killer does) or stopped.
+// The servers: server-everything from npm, run by npx (npm exec, then
+// sh, then node), and the spy, which starts a stray that leaves its
+// process group and session and ignores SIGTERM.
+func TestMCPServersEndWithTheBot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux ties a process's life to the bot's; elsewhere a killed bot leaves its servers running (docs/tools.md)")
+	}
+	for _, end := range []string{"killed", "stopped"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			npx, home := npxForBot(t, "an MCP server from npm")
+			env := ""
+			if home != "" {
+				env = "\n    env: {" + home + "}"
+			}
+			// The spy may run as nobody: it writes its pids where anyone may.
+			dir, err := os.MkdirTemp("", "spy-pids-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := filepath.Join(dir, "pids")
+			h := newHarness(t, `mcp_servers:
+  everything:
+    command: [`+npx+`, -y, "@modelcontextprotocol/server-everything"]`+env+`
+  spy:
+    command: [`+spyServer(t)+`]
+    env: {MCPSPY_PIDS: "`+pidFile+`", MCPSPY_STRAY: "1"}
+`)
+			h.model.Then(llmtest.Reply("Hello."))
+			h.command("hello", nil, nil) // the tools are needed: the servers start
+			var procs []proctest.Proc
+			var spies []int
+			h.eventually(func() bool {
+				spies = readPids(pidFile)
+				procs = proctest.Below(h.bot.Process.Pid)
+				node := slices.ContainsFunc(procs, func(p proctest.Proc) bool {
+					return strings.HasPrefix(p.Cmdline, "node ") && strings.Contains(p.Cmdline, "server-everything")
+				})
+				return node && len(spies) == 2
+			}, "both servers to run: node under npx, the spy and its stray")
+			for _, pid := range spies {
+				if !slices.ContainsFunc(procs, func(p proctest.Proc) bool { return p.Pid == pid }) {
+					t.Fatalf("the spy's process %d is not below the bot: %v", pid, procs)
+				}
+			}
+			var pids, groups []int
+			for _, p := range procs {
+				pids = append(pids, p.Pid)
+				if !slices.Contains(groups, p.Pgid) && p.Pgid != syscall.Getpgrp() {
+					groups = append(groups, p.Pgid)
+				}
+			}
+			if end == "killed" {
+				h.kill()
+			} else {
+				h.stop()
+			}
+			var left []proctest.Proc
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				if left = proctest.Running(pids, groups); len(left) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("20 s after the bot was %s, its servers' processes still run: %s\n(all there were: %s)", end, show(left), show(procs))
+				}
+				time.Sleep(20 * time.Millisecond) // polling /proc for the processes to end
+			}
+		})
+	}
+}
+
+// readPids reads the pids the spy wrote, one a line.
+func readPids(name string) []int {
+	b, _ := os.ReadFile(name)
+	var out []int
+	for _, line := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(line); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func show(ps []proctest.Proc) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n  %d (group %d, %s) %s", p.Pid, p.Pgid, p.State, p.Cmdline)
+	}
+	return b.String()
+}
