@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
@@ -175,4 +178,89 @@ func failoverOfAKeptReply(t *testing.T, kill bool) {
 		}
 	}
 	h.noStorageErrors(root)
+}
+
+// (j) On a single server with a replica, an Approve click is claimed
+// by the very save that marks the call running, and that save appends
+// the call's execution to the audit trail. The replica stalls: no
+// replica acknowledges the save, so the call is not sent. Whatever the
+// replica gets later, the trail must not say the call was sent: its
+// execution entry is followed by an "unsent" outcome, and then by the
+// execution that did send it, once; nobody is asked to settle a call
+// that was never sent, and the call runs once.
+func TestUnconfirmedRunningSaveOnASingleServerSaysUnsent(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "")
+	replica := redistest.StartReplica(t, h.redis)
+	h.env = append(h.env, waitReplicas)
+	h.start()
+	root, card := h.deployFlow("Deployed.")
+	h.waitStatusOnCluster(root, "paused")
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	events := func() []redis.XMessage {
+		entries, _ := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+		return entries
+	}
+
+	replica.Pause()
+	resume := sync.OnceFunc(replica.Resume)
+	defer resume()
+	// The click's request is answered once the claim is known: sent
+	// as Slack does, without waiting for it here.
+	body := slacktest.BlockActions(slacktest.Click{User: approver, Channel: card.Channel, MessageTS: card.TS, ThreadTS: card.ThreadTS,
+		ActionID: "approve", Value: buttonValue(t, card, "approve")})
+	req := h.signer.Request(http.MethodPost, "http://"+h.addr+"/slack/interactions", "application/x-www-form-urlencoded", body, time.Now())
+	clicked := make(chan struct{})
+	go func() {
+		defer close(clicked)
+		if resp, err := botClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	t.Cleanup(func() { <-clicked })
+	h.within(30*time.Second, func() bool {
+		for _, e := range events() {
+			if e.Values["event"] == "execution" {
+				return true
+			}
+		}
+		return false
+	}, "the call's execution in the audit trail on the master")
+	// The save that marks the call running is the thread's second; a
+	// third on the master says what became of it (the wait for the
+	// replica fell short, and the call was not sent).
+	thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+	h.within(30*time.Second, func() bool {
+		cp, err := redisstore.New(rdb, redisstore.Options{Prefix: "cs"}).Head(context.Background(), thread)
+		return err == nil && cp.Seq >= 3
+	}, "the save after the running one on the master")
+	if n := h.target.Count("POST /deploy"); n != 0 {
+		t.Errorf("deploy ran %d times on a save no replica had acknowledged", n)
+	}
+	resume()
+	h.recovered(root, "Deployed.", time.Now())
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want once", n)
+	}
+	for _, c := range h.slack.Messages(root.Channel, root.TS) {
+		if hasAction(c, slackui.ActionRetry) || hasAction(c, slackui.ActionMarkDone) || strings.Contains(h.card(c), "may or may not have taken effect") {
+			t.Errorf("people were asked to settle a call that was never sent: %s", h.card(c))
+		}
+	}
+	var trail []string
+	h.within(30*time.Second, func() bool {
+		trail = trail[:0]
+		for _, e := range events() {
+			ev, _ := e.Values["event"].(string)
+			if out, ok := e.Values["outcome"].(string); ok {
+				ev += ":" + out
+			}
+			trail = append(trail, ev)
+		}
+		return len(trail) > 0 && strings.HasPrefix(trail[len(trail)-1], "outcome:") && !strings.HasSuffix(trail[len(trail)-1], ":unsent")
+	}, "the call's outcome in the audit trail")
+	if got, want := strings.Join(trail, " "), "decision execution outcome:unsent execution outcome:done"; got != want {
+		t.Errorf("audit trail = %s, want %s", got, want)
+	}
 }
