@@ -595,8 +595,10 @@ func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save
 	sctx := ctx
 	if errors.Is(err, graph.ErrUnconfirmed) {
 		// The save that marked it running may reach a replica that
-		// takes over: this one must too (graph.WithFollowUp).
+		// takes over: this one must too (graph.WithFollowUp), which
+		// may take until the replicas acknowledge it: say so first.
 		sctx = graph.WithFollowUp(ctx)
+		log.Info("call not sent; saving it as approved again, until the replicas have that")
 	}
 	if serr := save(sctx); serr != nil {
 		log.WithError(serr).Warn("call not sent; it could not be saved as approved again")
