@@ -111,6 +111,12 @@ type InputAsker interface {
 // in one step. The context it returns is that save's and BeforeCall's.
 type RunningSaver interface {
 	RunningSave(ctx context.Context, s *State, c Call) context.Context
+	// NotSent is told that call c, saved running in the save whose
+	// context RunningSave returned (ctx), is not sent after all: that
+	// save was not confirmed durable (graph.ErrUnconfirmed). What the
+	// save wrote beside the call (its execution in the audit trail) is
+	// then followed by what says it was not sent.
+	NotSent(ctx context.Context, s *State, c Call)
 }
 
 // Agent runs the ReAct graph. It is safe for concurrent use: one Agent
@@ -383,6 +389,9 @@ func (a *Agent) toolsNode(ctx context.Context, s *State, save graph.SaveFunc) er
 				// call is not sent, and the next save says so, so
 				// that nobody is asked to settle a call that never
 				// went out.
+				if rs, ok := a.runner.(RunningSaver); ok {
+					rs.NotSent(callCtx, s, *c)
+				}
 				return a.unsent(ctx, s, c, before, save, err)
 			}
 			return err
@@ -583,7 +592,15 @@ func (a *Agent) unsent(ctx context.Context, s *State, c *Call, before Call, save
 	c.Unsent = before.Unsent + 1
 	err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	log := a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}).WithField("reason", err.Error())
-	if serr := save(ctx); serr != nil {
+	sctx := ctx
+	if errors.Is(err, graph.ErrUnconfirmed) {
+		// The save that marked it running may reach a replica that
+		// takes over: this one must too (graph.WithFollowUp), which
+		// may take until the replicas acknowledge it: say so first.
+		sctx = graph.WithFollowUp(ctx)
+		log.Info("call not sent; saving it as approved again, until the replicas have that")
+	}
+	if serr := save(sctx); serr != nil {
 		log.WithError(serr).Warn("call not sent; it could not be saved as approved again")
 		return errors.Join(err, serr)
 	}

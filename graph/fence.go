@@ -62,3 +62,26 @@ func (r *run[S]) lastSave(ctx context.Context, cp *Checkpoint) context.Context {
 	}
 	return fn(ctx, &Result[S]{Checkpoint: cp.Meta(), State: r.state})
 }
+
+// A save the store wrote but could not confirm durable (ErrUnconfirmed)
+// is followed by one that says what became of the work it was for — a
+// call saved running and then not sent is saved as approved again. That
+// follow-up is what a failover must keep: a new master with the first
+// and without it shows more than happened. WithFollowUp marks its
+// context, and a store that can sends such a save again, as it was,
+// until it is confirmed (or for as long as the store allows), rather
+// than return ErrUnconfirmed at the first wait that falls short.
+
+type followUpKey struct{}
+
+// WithFollowUp returns a context whose saves follow an unconfirmed one
+// (see above).
+func WithFollowUp(ctx context.Context) context.Context {
+	return context.WithValue(ctx, followUpKey{}, true)
+}
+
+// IsFollowUp reports whether ctx's saves follow an unconfirmed one.
+func IsFollowUp(ctx context.Context) bool {
+	v, _ := ctx.Value(followUpKey{}).(bool)
+	return v
+}

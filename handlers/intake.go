@@ -161,14 +161,40 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 		}
 		switch s.carry(ctx, id, &h, rec, log) {
 		case settled:
-			if err := s.store.Started(ctx, id, s.held.token(id)); err != nil {
-				log.WithError(err).Warn("recording that a request started")
-			}
+			s.started(ctx, id, log)
 		case letGo:
 			return // the attempt let go of the request (keptReply)
 		}
 		s.held.remove(id)
 	})
+}
+
+// started records that request id, which this process's attempt holds,
+// started: it is not to be driven again. A Started that fails — with
+// replicas to wait for (REDIS_WAIT_REPLICAS), one they did not
+// acknowledge — is sent again until it is made, for as long as a hold
+// lasts (intakeRetry): a failover meanwhile leaves the new master with
+// the request held by this attempt (the take or renewal of the hold was
+// acknowledged before the request was carried on), and the Started sent
+// again is made there, before that hold lapses and the intake carries
+// the request on a second time.
+func (s *Server) started(ctx context.Context, id string, log logrus.FieldLogger) {
+	deadline := time.Now().Add(intakeRetry)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := s.store.Started(ctx, id, s.held.token(id))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			log.WithError(err).Warn("recording that a request started; it may be carried on again")
+			return
+		}
+		log.WithError(err).Info("recording that a request started; sending it again")
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // What an attempt did with its request.

@@ -36,6 +36,12 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 		}
 		return -1, true, nil
 	}
+	if sc.WasUnconfirmed() {
+		// The step ran, and saved, on the master alone (unreplicated,
+		// below): the run's later saves are plain ones, fenced by the
+		// lease it took.
+		return 0, false, nil
+	}
 	if sc.WasLost() {
 		return -1, true, nil // see runner.SavedClaim.Lost
 	}
@@ -88,9 +94,16 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 		args = append(args, []byte(e))
 	}
 	sent := time.Now()
-	res, err := s.runScript(ctx, s.claimSaveScript, claimSaveLua, keys, args...).Slice()
+	cmd := s.runScript(ctx, s.claimSaveScript, claimSaveLua, keys, args...)
+	res, err := cmd.Slice()
 	if answerLost(err) {
 		res, err = s.claimSaveAgain(ctx, sent.Add(c.LeaseTTL/2), keys, args)
+	}
+	var unreplicated error
+	if errors.Is(err, ErrNotReplicated) {
+		if v, ok := cmd.Val().([]any); ok {
+			res, unreplicated, err = v, err, nil
+		}
 	}
 	if err != nil {
 		sc.Lost()
@@ -99,6 +112,22 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 	r, saved, err := s.claimSaved(ctx, res, sc, sa)
 	if err != nil {
 		return 0, true, err
+	}
+	if unreplicated != nil {
+		// The step ran on the master, and no replica is known to
+		// have it. The decision is settled by the claim as the
+		// replicas have it: it is read back, with a WAIT, as a claim
+		// whose answer was lost (Lost). A checkpoint it saved (saved
+		// is 1: the call marked running) is unconfirmed: the run does
+		// not send the call, and follows the save with one that says
+		// so (graph.WithFollowUp), rather than leave the master with
+		// a call marked running that was never sent.
+		if saved == 1 {
+			sc.Unconfirmed()
+		} else {
+			sc.Lost()
+		}
+		return saved, true, unreplicated
 	}
 	sc.Answer(r)
 	return saved, true, nil

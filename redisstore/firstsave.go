@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +39,15 @@ func (s *Store) keptKey(thread string) string {
 }
 
 // KeepReply implements runner.Sessions: it keeps reply for the thread's
-// first save if the thread has no head and its lease is free.
+// first save if the thread has no head and its lease is free. With
+// Options.Replicas it waits for them as Accept does (runScript): a kept
+// reply only the master has would be lost to a failover, its request let
+// go of until the intake's next look, minutes later. When they do not
+// acknowledge it, KeepReply fails with ErrNotReplicated and the reply is
+// not taken as kept: its request stays held, and is taken up again when
+// that hold lapses — answered then as any reply if the first save was
+// made, kept again if not (a first save on the master that hands the
+// reply over meanwhile finds its request held, and leaves it to that).
 func (s *Store) KeepReply(ctx context.Context, thread string, reply []byte, ttl time.Duration) (runner.Kept, error) {
 	k, err := s.keys(thread)
 	if err != nil {
@@ -47,8 +56,13 @@ func (s *Store) KeepReply(ctx context.Context, thread string, reply []byte, ttl 
 	if ttl < time.Millisecond {
 		return runner.NotKept, fmt.Errorf("keep reply: expiry %v is under a millisecond", ttl)
 	}
-	n, err := s.eval(ctx, s.keepReplyScript, keepReplyLua, []string{k.claims, k.head, k.journal, k.history, k.lease, s.keptKey(thread)},
-		[]any{reply, ttl.Milliseconds(), maxKeptReplies}).Int()
+	cmd := s.runScript(ctx, s.keepReplyScript, keepReplyLua, []string{k.claims, k.head, k.journal, k.history, k.lease, s.keptKey(thread)},
+		reply, ttl.Milliseconds(), maxKeptReplies)
+	n, err := cmd.Int()
+	if v, ok := cmd.Val().(int64); ok && v != 1 && errors.Is(err, ErrNotReplicated) {
+		// The script wrote nothing: what it answered stands.
+		n, err = int(v), nil
+	}
 	if err != nil {
 		return runner.NotKept, fmt.Errorf("keep reply in %s: %w", thread, err)
 	}
@@ -153,14 +167,16 @@ end
 // head, it takes reply (as KeepReply kept it, byte for byte) out of the
 // replies kept for its first save, in one step, so that a first save
 // made later does not hand it over; it reports started, nothing changed,
-// if the thread has a head.
+// if the thread has a head. With Options.Replicas, a take-back the
+// replicas did not acknowledge fails with ErrNotReplicated: the reply's
+// request stays due, and the look is made again.
 func (s *Store) TakeBackReply(ctx context.Context, thread string, reply []byte) (started bool, err error) {
 	k, err := s.keys(thread)
 	if err != nil {
 		return false, fmt.Errorf("take back reply: %w", err)
 	}
-	n, err := s.eval(ctx, takeBackReplyScript, takeBackReplyLua, []string{k.claims, k.head, k.journal, k.history, s.keptKey(thread)},
-		[]any{reply}).Int()
+	n, err := s.runScript(ctx, takeBackReplyScript, takeBackReplyLua, []string{k.claims, k.head, k.journal, k.history, s.keptKey(thread)},
+		reply).Int()
 	if err != nil {
 		return false, fmt.Errorf("take back reply in %s: %w", thread, err)
 	}

@@ -252,14 +252,29 @@ func (s *Store) Accept(ctx context.Context, id, token string, record []byte, due
 	return n == 1, nil
 }
 
+// The intake's later steps — a hold renewed, a record updated, a request
+// taken, let go of, handed on or said to be started — are written as
+// Accept's record is: with Options.Replicas, each is sent with a WAIT in
+// the same round trip (runScript), and fails with ErrNotReplicated
+// unless enough replicas acknowledged it. A step made on the master
+// alone could be lost to a failover, leaving the new master with the
+// request as it was before the step: held by an attempt that let go of
+// it, due again after a reply was handed on (a second answer), or let go
+// of by the attempt now carrying it. So the caller goes on only with a
+// step the replicas have; one they did not acknowledge is an error, and
+// the request stays due (its hold lapses, and the intake takes it up
+// again, on whichever master holds it then). Without Options.Replicas
+// nothing is waited for, at no extra round trip.
+
 // UpdateIntake replaces the record of an accepted request (keeping its
 // expiry), e.g. once its root message is posted, and renews the hold
 // until "until" — only if token still holds the request and it has not
 // started. It reports whether it did: false means another attempt has
-// the request, and this one must stop.
+// the request, and this one must stop. With Options.Replicas, an update
+// the replicas did not acknowledge fails with ErrNotReplicated.
 func (s *Store) UpdateIntake(ctx context.Context, id, token string, record []byte, until time.Time) (bool, error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := updateIntakeScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, record, token, until.UnixMilli()).Int()
+	n, err := s.runScript(ctx, updateIntakeScript, updateIntakeLua, []string{rec, idx, s.intakeToken(id)}, id, record, token, until.UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("update intake %s: %w", id, err)
 	}
@@ -268,7 +283,10 @@ func (s *Store) UpdateIntake(ctx context.Context, id, token string, record []byt
 
 // HoldIntake renews, until "until", the hold of each request of holds (id
 // to token) that its token still holds and that has not started, and
-// returns the ids it renewed. One round trip per 500 requests.
+// returns the ids it renewed. One round trip per 500 requests. With
+// Options.Replicas, renewals the replicas did not acknowledge fail with
+// ErrNotReplicated (the ids renewed on the master are still returned):
+// a hold only the master has may lapse on a replica that takes over.
 func (s *Store) HoldIntake(ctx context.Context, holds map[string]string, until time.Time) (map[string]bool, error) {
 	_, idx := s.intakeKeys("")
 	held := make(map[string]bool, len(holds))
@@ -285,14 +303,24 @@ func (s *Store) HoldIntake(ctx context.Context, holds map[string]string, until t
 			keys = append(keys, s.intakeToken(id))
 			args = append(args, id, holds[id])
 		}
-		res, err := holdIntakeScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
-		if err != nil {
-			return held, fmt.Errorf("hold intake: %w", err)
+		cmd := s.runScript(ctx, holdIntakeScript, holdIntakeLua, keys, args...)
+		res, err := cmd.Int64Slice()
+		if errors.Is(err, ErrNotReplicated) {
+			// The script ran: its reply says what the master holds.
+			if items, ok := cmd.Val().([]any); ok {
+				res = make([]int64, len(items))
+				for i, v := range items {
+					res[i], _ = v.(int64)
+				}
+			}
 		}
 		for i, id := range batch {
 			if i < len(res) && res[i] == 1 {
 				held[id] = true
 			}
+		}
+		if err != nil {
+			return held, fmt.Errorf("hold intake: %w", err)
 		}
 	}
 	return held, nil
@@ -301,9 +329,14 @@ func (s *Store) HoldIntake(ctx context.Context, holds map[string]string, until t
 // Started says the request's conversation is under way, if token holds
 // it: it is no longer driven again. Its record's key stays, emptied, until
 // it expires, so repeats of it are still recognised; the token goes.
+// With Options.Replicas, a Started the replicas did not acknowledge fails
+// with ErrNotReplicated; sent again, it writes nothing more on the master
+// that has it and waits for the replicas to have it (replicas.go), and on
+// a new master that never had it, it is made there if token still holds
+// the request.
 func (s *Store) Started(ctx context.Context, id, token string) error {
 	rec, idx := s.intakeKeys(id)
-	if err := startedScript.Run(ctx, s.rdb, []string{idx, s.intakeToken(id), rec}, id, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := s.runScript(ctx, startedScript, startedLua, []string{idx, s.intakeToken(id), rec}, id, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("intake %s started: %w", id, err)
 	}
 	return nil
@@ -316,7 +349,10 @@ func (s *Store) Started(ctx context.Context, id, token string) error {
 // one that its holder renewed or let go of, or that TakeIntake took,
 // after it was listed is not taken: each request is checked and taken in
 // one step. A request whose record has expired is dropped. One round
-// trip, and one per request taken.
+// trip, and one per request taken. With Options.Replicas, a take the
+// replicas did not acknowledge ends the call with ErrNotReplicated, and
+// the requests taken before it are returned: that request is held on the
+// master by a token nobody uses, and taken again once its hold lapses.
 func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Time, n int) (map[string][]byte, error) {
 	_, idx := s.intakeKeys("")
 	ids, err := s.dueIntakeScript.Run(ctx, s.rdb, []string{idx}, now.UnixMilli(), n).StringSlice()
@@ -326,7 +362,7 @@ func (s *Store) DueIntake(ctx context.Context, token string, now, until time.Tim
 	out := make(map[string][]byte, len(ids))
 	for _, id := range ids {
 		rec, _ := s.intakeKeys(id)
-		raw, err := takeIntakeScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id)}, id, token, now.UnixMilli(), until.UnixMilli()).Text()
+		raw, err := s.runScript(ctx, takeIntakeScript, takeIntakeLua, []string{rec, idx, s.intakeToken(id)}, id, token, now.UnixMilli(), until.UnixMilli()).Text()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
@@ -350,10 +386,14 @@ func (s *Store) intakeMark(id string) string {
 // reports let. If TakeIntake asked for the request meanwhile, token
 // keeps it, its hold renewed until "until", and is to go on with it now:
 // goOn. Neither: token does not hold the request, and nothing changed.
-// One round trip.
+// One round trip. With Options.Replicas, a let-go the replicas did not
+// acknowledge fails with ErrNotReplicated: the attempt neither goes on
+// nor counts on it, and the request is taken up again when it is due on
+// whichever master has it — let go of (at due, or by TakeIntake) or
+// still held by token (when that hold lapses).
 func (s *Store) LetGoIntake(ctx context.Context, id, token string, record []byte, due, until time.Time) (let, goOn bool, err error) {
 	rec, idx := s.intakeKeys(id)
-	n, err := letGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, record, token, due.UnixMilli(), until.UnixMilli()).Int()
+	n, err := s.runScript(ctx, letGoScript, letGoLua, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, record, token, due.UnixMilli(), until.UnixMilli()).Int()
 	if err != nil {
 		return false, false, fmt.Errorf("let go of intake %s: %w", id, err)
 	}
@@ -364,10 +404,15 @@ func (s *Store) LetGoIntake(ctx context.Context, id, token string, record []byte
 // to a new attempt whose token is token, held until "until", and returns
 // its record. A request that an attempt still holds is not taken: its
 // holder goes on with it instead of letting go. It returns nil if it
-// took nothing. One round trip.
+// took nothing. One round trip. With Options.Replicas, a take the
+// replicas did not acknowledge fails with ErrNotReplicated, and the
+// request is not to be handed on: on the master it is held by token
+// until "until", and the intake takes it up once that lapses; a master
+// that took over without the take has it let go of, as before, and the
+// intake takes it up when it is due.
 func (s *Store) TakeIntake(ctx context.Context, id, token string, until time.Time) ([]byte, error) {
 	rec, idx := s.intakeKeys(id)
-	v, err := takeLetGoScript.Run(ctx, s.rdb, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, token, until.UnixMilli()).Result()
+	v, err := s.runScript(ctx, takeLetGoScript, takeLetGoLua, []string{rec, idx, s.intakeToken(id), s.intakeMark(id)}, id, token, until.UnixMilli()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("take intake %s: %w", id, err)
 	}

@@ -497,16 +497,67 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	if audit != nil {
 		saved, err = s.saveAudited(ctx, keys, args, sa)
 	} else {
-		cmd := s.runScript(ctx, s.saveScript, saveLua, keys, args...)
-		if saved, err = cmd.Int(); errors.Is(err, ErrNotReplicated) {
-			// The script ran: what it answered says whether the
-			// master has the checkpoint (saved).
-			if v, ok := cmd.Val().(int64); ok {
-				saved = int(v)
-			}
+		saved, err = s.save(ctx, keys, args)
+		if saved == 1 && errors.Is(err, ErrNotReplicated) && graph.IsFollowUp(ctx) {
+			saved, err = s.confirmFollowUp(ctx, keys, args, err)
 		}
 	}
 	return s.saved(cp, saved, err)
+}
+
+// save runs saveLua and returns its reply: with ErrNotReplicated too,
+// since the script ran, what it answered says whether the master has
+// the checkpoint (saved).
+func (s *Store) save(ctx context.Context, keys []string, args []any) (int, error) {
+	cmd := s.runScript(ctx, s.saveScript, saveLua, keys, args...)
+	saved, err := cmd.Int()
+	if errors.Is(err, ErrNotReplicated) {
+		if v, ok := cmd.Val().(int64); ok {
+			saved = int(v)
+		}
+	}
+	return saved, err
+}
+
+// followUpFor is how long a follow-up save (graph.WithFollowUp) that the
+// replicas did not acknowledge is sent again: the runner's default lease
+// (runner.Options.LeaseTTL), during which nobody else takes the thread
+// over — longer than a Cluster takes to promote a replica.
+const followUpFor = 10 * time.Second
+
+// confirmFollowUp sends a follow-up save that the master made and its
+// replicas did not acknowledge (err) again, as it was, until they do,
+// for up to followUpFor. On the master that has it, the save recognises
+// itself and writes nothing but the slot's sync key, so its WAIT waits
+// for it (replicas.go). On a master promoted without it — a replica that
+// got the unconfirmed save before it, and not it, when the master died —
+// it is made there, fenced by the run's lease as the first attempt was.
+// So the new master does not keep a call marked running, never sent,
+// for a recovery to show as "outcome unknown". A save the new master
+// refuses (its head is not the one this save follows, or the lease is
+// not the run's) is answered as refused.
+func (s *Store) confirmFollowUp(ctx context.Context, keys []string, args []any, err error) (int, error) {
+	saved := 1
+	deadline := time.Now().Add(followUpFor)
+	for backoff := 100 * time.Millisecond; time.Now().Add(backoff).Before(deadline); backoff = min(2*backoff, time.Second) {
+		select {
+		case <-ctx.Done():
+			return saved, err
+		case <-time.After(backoff):
+		}
+		n, e := s.save(ctx, keys, args)
+		switch {
+		case e == nil:
+			return n, nil
+		case errors.Is(e, ErrNotReplicated) && n != 1:
+			return n, nil // nothing written: the save is refused
+		case errors.Is(e, ErrNotReplicated):
+			saved, err = n, e
+		}
+		// Any other error (an answer lost, a master that is going
+		// away): the save is sent again, and recognises itself.
+	}
+	return saved, err
 }
 
 // saved turns a save script's reply into Save's error. A save the master

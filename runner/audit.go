@@ -103,6 +103,20 @@ func (s *Service) RunningSave(ctx context.Context, st *agent.State, c agent.Call
 	return WithSaveAudit(ctx, &SaveAudit{Records: append(queued, rec), queued: len(queued)})
 }
 
+// NotSent is the agent's hook when the save that marked call c running
+// was not confirmed durable (agent.RunningSaver): the call is not sent.
+// When that save appended the call's execution to the audit trail
+// (RunningSave, on a single server), the trail says it was not sent
+// after all, as when the lease is lost before the send (BeforeCall): a
+// replica that got the save late, and takes over, has the execution
+// followed by its "unsent" outcome, once that is written (with the
+// session's next entries, which wait for the replicas too).
+func (s *Service) NotSent(ctx context.Context, st *agent.State, c agent.Call) {
+	if s.opts.Audit && savedExecution(ctx) {
+		s.auditOutcome(ctx, st, c, "unsent", map[string]string{"reason": "the save that marked it running was not confirmed by the Redis replicas"})
+	}
+}
+
 // savedExecution reports whether the save before the call appended its
 // execution entry (RunningSave), and then forgets the session's queued
 // entries that went with it.

@@ -73,6 +73,9 @@ type SavedClaim struct {
 	result   ClaimResult
 	// lost: the step was sent and no answer came back (see Lost).
 	lost bool
+	// unconfirmed: the step saved, and the store could not confirm
+	// it durable (see Unconfirmed).
+	unconfirmed bool
 }
 
 // ClaimResult is what a SavedClaim's step did: its outcome, the claim's
@@ -111,6 +114,26 @@ func (c *SavedClaim) Lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lost = true
+}
+
+// Unconfirmed records that the claim's step ran where the store writes
+// and saved the checkpoint (the lease taken for Token), but the store
+// could not confirm it durable (Redis replicas did not acknowledge it:
+// graph.ErrUnconfirmed). What became of the claim is read back, as after
+// Lost, as the replicas have it; the run's later saves — the one that
+// says its call was not sent after all, and its last — are plain saves,
+// fenced by the lease the step took, as after an answered step.
+func (c *SavedClaim) Unconfirmed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost, c.unconfirmed = true, true
+}
+
+// WasUnconfirmed reports whether Unconfirmed was called.
+func (c *SavedClaim) WasUnconfirmed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unconfirmed
 }
 
 // WasLost reports whether Lost was called: the claim's step may have run,
