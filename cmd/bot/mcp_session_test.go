@@ -78,6 +78,22 @@ func (s *everythingHTTP) stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Wait()
 	s.cmd = nil
+	// npx has exited; the server it started, killed with it, may still
+	// be listening for a moment on a busy machine, and a start would
+	// take it for the new one. Wait until the port is let go.
+	deadline := time.Now().Add(serverStart)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			s.t.Errorf("server-everything still listened on %s %s after it was killed", s.addr(), serverStart)
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the port, not waiting for time
+	}
 }
 
 // server-everything answers a session it does not know (it restarted)
