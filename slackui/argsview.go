@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 	"golang.org/x/net/idna"
@@ -257,14 +258,28 @@ func ArgsModal(c agent.Call) slack.ModalViewRequest {
 // codeParts cuts text into code blocks, all of it, or reports that it
 // takes more than maxArgsModalParts.
 func codeParts(text string) ([]slack.Block, bool) {
+	// codeContent counts the characters of the text made valid UTF-8;
+	// each part goes on from there in that same text, cut at a byte
+	// offset, so that a part costs what it shows, not the whole text.
+	rest := strings.ToValidUTF8(text, "\uFFFD")
 	var blocks []slack.Block
-	for rest := text; len(blocks) < maxArgsModalParts; {
+	for len(blocks) < maxArgsModalParts {
 		content, shown, complete := codeContent(rest, maxArgsModalCode)
 		blocks = append(blocks, SectionBlock("```\n"+content+"\n```"))
 		if complete {
 			return blocks, true
 		}
-		rest = string([]rune(rest)[shown:])
+		rest = rest[runesBytes(rest, shown):]
 	}
 	return nil, false
+}
+
+// runesBytes is how many bytes the first n characters of s take.
+func runesBytes(s string, n int) int {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return i
 }

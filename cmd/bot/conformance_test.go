@@ -82,32 +82,40 @@ func TestMCPConformanceClientScenarios(t *testing.T) {
 		t.Fatalf("npx -p %s: no conformance program (%v): run the test through .ci/with-redis --node", conformanceSuite, err)
 	}
 	command := botBinary + " mcp conformance-client --client-metadata-url https://conformance-test.local/client-metadata.json"
-	var table strings.Builder
-	table.WriteString("| scenario | checks passed | result |\n| --- | --- | --- |\n")
-	for _, sc := range conformanceScenarios {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, suite, "client", "--command", command, "--scenario", sc.name)
-		cmd.Env, cmd.Dir = env, t.TempDir()
-		out, _ := cmd.CombinedOutput()
-		cancel()
-		m := conformanceResult.FindStringSubmatch(string(out))
-		passed := m != nil && m[3] == "0" && strings.Contains(string(out), "OVERALL: PASSED")
-		checks, result := "-", "fail"
-		if m != nil {
-			checks = m[1] + "/" + m[2]
+	// Each scenario is a suite process of its own, on ports it picks and
+	// in a directory of its own: they run side by side, as many at a
+	// time as -parallel allows, and most of their time is the suite's
+	// and the bot's start-up and the suite's waits.
+	rows := make([]string, len(conformanceScenarios))
+	t.Run("scenarios", func(t *testing.T) {
+		for i, sc := range conformanceScenarios {
+			t.Run(sc.name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, suite, "client", "--command", command, "--scenario", sc.name)
+				cmd.Env, cmd.Dir = env, t.TempDir()
+				out, _ := cmd.CombinedOutput()
+				m := conformanceResult.FindStringSubmatch(string(out))
+				passed := m != nil && m[3] == "0" && strings.Contains(string(out), "OVERALL: PASSED")
+				checks, result := "-", "fail"
+				if m != nil {
+					checks = m[1] + "/" + m[2]
+				}
+				switch {
+				case passed:
+					result = "pass"
+				case sc.knownFailure != "":
+					result = "fail (expected: " + sc.knownFailure + ")"
+				}
+				rows[i] = fmt.Sprintf("| %s | %s | %s |\n", sc.name, checks, result)
+				if !passed && sc.knownFailure == "" {
+					t.Errorf("scenario %s failed:\n%s", sc.name, tail(string(out), 40))
+				}
+			})
 		}
-		switch {
-		case passed:
-			result = "pass"
-		case sc.knownFailure != "":
-			result = "fail (expected: " + sc.knownFailure + ")"
-		}
-		fmt.Fprintf(&table, "| %s | %s | %s |\n", sc.name, checks, result)
-		if !passed && sc.knownFailure == "" {
-			t.Errorf("scenario %s failed:\n%s", sc.name, tail(string(out), 40))
-		}
-	}
-	t.Logf("MCP conformance, client scenarios:\n%s", table.String())
+	})
+	t.Logf("MCP conformance, client scenarios:\n| scenario | checks passed | result |\n| --- | --- | --- |\n%s", strings.Join(rows, ""))
 }
 
 func tail(s string, n int) string {

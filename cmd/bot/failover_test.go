@@ -35,15 +35,27 @@ import (
 const leasePeriod = 10 * time.Second
 
 // failoverKinds are the two ways a master goes away.
-//
-// The failover tests do not run in parallel with others: a cluster
-// elects a new master later under the load of the other tests, and the
-// retries of a Slack event and the two lease periods allowed for recovery
-// are measured for a busy machine, not for that load on top.
 var failoverKinds = []struct {
 	name string
 	kill bool
 }{{"CLUSTER FAILOVER", false}, {"master killed", true}}
+
+// failoverSlots bounds how many failover tests run at once.
+var failoverSlots = make(chan struct{}, 2)
+
+// failoverTest runs a failover test beside the package's other parallel
+// tests, at most two of them at a time: each has a cluster of six nodes
+// and two bot processes of its own. What they wait for is the cluster's
+// election (a node unanswered for its cluster-node-timeout, 2 s) and the
+// lease of the thread's last holder; the time a conversation is given
+// to recover is counted from the end of the failover, and measured for
+// a busy machine.
+func failoverTest(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	failoverSlots <- struct{}{}
+	t.Cleanup(func() { <-failoverSlots })
+}
 
 // newClusterHarness is newHarness on a Redis Cluster with replicas, as
 // an operator configures it: REDIS_CLUSTER=true and a cluster URL
@@ -172,7 +184,7 @@ func (h *harness) eventWithRetries(eventID string, ev map[string]any, settled fu
 // card is decided once the cluster has its new master, and the call runs
 // once.
 func TestFailoverDuringAClose(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClose(t, kind.kill, nil) })
 	}
@@ -224,7 +236,7 @@ func (h *harness) observeWith(observe observer, root slacktest.Call) {
 // the thread's master fails over: it is acknowledged (Slack sends it
 // again while it is not), and carried on exactly once.
 func TestFailoverDuringAReplysIntake(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	for i, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAReplysIntake(t, kind.kill, i, nil) })
 	}
@@ -272,7 +284,7 @@ func (h *harness) asked(text string) int {
 // The click either takes, or the person is told to try again and does,
 // once the cluster has its new master: the call runs once.
 func TestFailoverDuringAClaim(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClaim(t, kind.kill, nil) })
 	}
@@ -395,7 +407,7 @@ const intakeKey = "cs:{intake}:due"
 // Acknowledged and then dropped (a root message, and nothing after it)
 // is a lost request.
 func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	failoverLosesNoAcknowledgedRequest(t, true, nil)
 }
 
@@ -454,7 +466,7 @@ func failoverLosesNoAcknowledgedRequest(t *testing.T, kill bool, observe observe
 // has that case, and redisstore's TestClaimReadBackWaitsForReplicas the
 // read-back's part of it.)
 func TestFailoverOfAClaimNoReplicaHas(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	failoverOfAClaimNoReplicaHas(t, true, nil)
 }
 
@@ -490,7 +502,7 @@ const waitReplicas = "REDIS_WAIT_REPLICAS=1"
 // nobody is asked to settle a call that was never sent (the "outcome
 // unknown" card): the call runs once, and the conversation ends.
 func TestFailoverOfARunningSaveNoReplicaHas(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	for _, kill := range []bool{true, false} {
 		name := "lag/catch up"
 		if kill {
@@ -572,7 +584,7 @@ const auditHeadKey = "{cs:audit}:head"
 // command refuses to print it, or `bot audit verify --head` with it
 // still passes after the replica that never had it took over.
 func TestAuditHeadNotedIsOneAFailoverKeeps(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	h, cluster := newClusterHarness(t, waitReplicas)
 	root, card := h.deployFlow("Deployed.")
 	h.waitStatusOnCluster(root, "paused")
@@ -646,7 +658,7 @@ const inboxKey = "cs:{inbox}:calls"
 // for its approvers — the Home tab, `bot approvals list` — within two
 // lease periods of the failover, and its approval runs it once.
 func TestFailoverKeepsAWaitingCallInTheInbox(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	failoverKeepsAWaitingCallInTheInbox(t, true, nil)
 }
 

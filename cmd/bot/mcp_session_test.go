@@ -87,7 +87,7 @@ func (s *everythingHTTP) stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Wait()
 	s.cmd = nil
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(serverStart)
 	for {
 		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
 		if err != nil {
@@ -95,10 +95,10 @@ func (s *everythingHTTP) stop() {
 		}
 		_ = c.Close()
 		if time.Now().After(deadline) {
-			s.t.Errorf("server-everything still listens on %s 20 s after it was killed", s.addr())
+			s.t.Errorf("server-everything still listened on %s %s after it was killed", s.addr(), serverStart)
 			return
 		}
-		time.Sleep(20 * time.Millisecond) // polling for the port to close, not waiting for time
+		time.Sleep(20 * time.Millisecond) // polling for the port, not waiting for time
 	}
 }
 

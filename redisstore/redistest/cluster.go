@@ -3,7 +3,6 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +18,7 @@ const clusterMasters = 3
 // Cluster starts a Redis Cluster of three masters (no replicas) on loopback
 // ports, each node in a temporary directory, and returns a cluster client of
 // it. Everything is stopped and removed when the test ends. It needs
-// redis-server 7 or later (for cluster-port) and redis-cli on PATH.
+// redis-server 7 or later (for cluster-port and CLUSTER ADDSLOTSRANGE) on PATH.
 func Cluster(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	return startCluster(tb, 0).Client
@@ -43,12 +42,9 @@ func ClusterWithReplicas(tb testing.TB) *ReplicatedCluster {
 func startCluster(tb testing.TB, replicas int) *ReplicatedCluster {
 	tb.Helper()
 	NeedsRealRedis(tb, "a Redis Cluster")
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		tb.Fatalf("redistest: redis-cli is not on PATH: %s", installHint)
-	}
 
 	var addrs []string
+	var buses []int
 	var nodes []*Server
 	for range clusterMasters * (1 + replicas) {
 		// The cluster bus port is chosen explicitly (cluster-port) rather
@@ -58,18 +54,22 @@ func startCluster(tb testing.TB, replicas int) *ReplicatedCluster {
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "5000",
+			"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout / time.Millisecond)),
+			// A replica whose master is found dead takes over however
+			// long ago it last heard from it: on a busy machine that can
+			// be longer than the default allows, and the tests kill a
+			// master only once its replica has caught up.
+			"--cluster-replica-validity-factor", "0",
 		})
 		addrs = append(addrs, srv.Addr())
+		buses = append(buses, bus)
 		nodes = append(nodes, srv)
 	}
 
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	if err := createCluster(ctx, addrs, buses); err != nil {
+		tb.Fatalf("redistest: create the cluster: %v", err)
 	}
 	for _, addr := range addrs {
 		if err := waitClusterOK(ctx, addr); err != nil {
@@ -80,17 +80,115 @@ func startCluster(tb testing.TB, replicas int) *ReplicatedCluster {
 		if err := waitReplicasUp(ctx, addrs, clusterMasters*replicas); err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
+		// A replica's link comes up before every node has heard, by
+		// gossip, whose replica it is: wait for that too, so that
+		// masterAndReplica reads it from any node.
+		for _, addr := range addrs {
+			if err := waitReplicasKnown(ctx, addr, clusterMasters*replicas); err != nil {
+				tb.Fatalf("redistest: cluster node %s: %v", addr, err)
+			}
+		}
 	}
 
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	tb.Cleanup(func() { rdb.Close() })
-	err = rdb.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+	err := rdb.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
 		return shard.Ping(ctx).Err()
 	})
 	if err != nil {
 		tb.Fatalf("redistest: cluster does not answer: %v", err)
 	}
 	return &ReplicatedCluster{Client: rdb, nodes: nodes}
+}
+
+// nodeTimeout is the cluster's cluster-node-timeout: how long a node
+// goes unanswered before the others count it failing, and its replica
+// is elected in its place. Redis's default is 15 s; a test that kills
+// a master waits about this long, and a little more, for the election.
+// A node of a busy machine's test answers well within it.
+const nodeTimeout = 2 * time.Second
+
+// createCluster makes the nodes at addrs (their cluster bus ports at
+// buses) one cluster, as redis-cli --cluster create does without its
+// pauses of a second: the first clusterMasters nodes share the slots
+// as it shares them, and each of the others is the replica of one of
+// them in turn. It returns once every node knows every
+// other and the replicas have been told their masters; the caller
+// waits for the cluster to be ok.
+func createCluster(ctx context.Context, addrs []string, buses []int) error {
+	clients := make([]*redis.Client, len(addrs))
+	for i, addr := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{Addr: addr})
+		defer clients[i].Close()
+	}
+	ids := make([]string, len(addrs))
+	for i, c := range clients {
+		id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return fmt.Errorf("CLUSTER MYID on %s: %w", addrs[i], err)
+		}
+		ids[i] = id
+		// Each node its own epoch, as redis-cli gives them, so that the
+		// masters' claims to their slots never collide.
+		if err := c.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			return fmt.Errorf("CLUSTER SET-CONFIG-EPOCH on %s: %w", addrs[i], err)
+		}
+	}
+	// The slots are shared as redis-cli shares them: 0-5460, 5461-10922,
+	// 10923-16383.
+	bound := func(i int) int { return (2*i*16384 + clusterMasters) / (2 * clusterMasters) }
+	for i := range clusterMasters {
+		lo, hi := bound(i), bound(i+1)-1
+		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			return fmt.Errorf("CLUSTER ADDSLOTSRANGE %d %d on %s: %w", lo, hi, addrs[i], err)
+		}
+	}
+	for i := 1; i < len(addrs); i++ {
+		host, port, _ := strings.Cut(addrs[i], ":")
+		if err := clients[0].Do(ctx, "CLUSTER", "MEET", host, port, buses[i]).Err(); err != nil {
+			return fmt.Errorf("CLUSTER MEET %s: %w", addrs[i], err)
+		}
+	}
+	for i := range addrs {
+		if err := waitNodesKnown(ctx, addrs[i], len(addrs)); err != nil {
+			return fmt.Errorf("cluster node %s: %w", addrs[i], err)
+		}
+	}
+	for i := clusterMasters; i < len(addrs); i++ {
+		master := ids[(i-clusterMasters)%clusterMasters]
+		if err := clients[i].Do(ctx, "CLUSTER", "REPLICATE", master).Err(); err != nil {
+			return fmt.Errorf("CLUSTER REPLICATE on %s: %w", addrs[i], err)
+		}
+	}
+	return nil
+}
+
+// waitNodesKnown waits until the node at addr knows n nodes (itself
+// among them), each past the handshake.
+func waitNodesKnown(ctx context.Context, addr string, n int) error {
+	node := redis.NewClient(&redis.Options{Addr: addr})
+	defer node.Close()
+	var out string
+	for {
+		var err error
+		out, err = node.ClusterNodes(ctx).Result()
+		known := 0
+		if err == nil {
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if f := strings.Fields(line); len(f) >= 8 && !strings.Contains(f[2], "handshake") && !strings.Contains(f[2], "noaddr") {
+					known++
+				}
+			}
+		}
+		if known >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d nodes known: %w (last CLUSTER NODES: %q, error: %v)", known, n, ctx.Err(), out, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // waitReplicasUp waits until n replicas among the nodes at addrs report
@@ -113,6 +211,34 @@ func waitReplicasUp(ctx context.Context, addrs []string, n int) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d cluster replicas linked to their masters: %w", up, n, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitReplicasKnown waits until the node at addr lists n replicas, each
+// with its master, in CLUSTER NODES.
+func waitReplicasKnown(ctx context.Context, addr string, n int) error {
+	node := redis.NewClient(&redis.Options{Addr: addr})
+	defer node.Close()
+	var out string
+	for {
+		known := 0
+		var err error
+		out, err = node.ClusterNodes(ctx).Result()
+		if err == nil {
+			for _, c := range parseClusterNodes(out) {
+				if !c.isMaster && c.master != "-" {
+					known++
+				}
+			}
+		}
+		if known >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d replicas known: %w (last CLUSTER NODES: %q, error: %v)", known, n, ctx.Err(), out, err)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -170,6 +170,9 @@ func (s *Server) start() error {
 		"--save", "",
 		"--appendonly", "no",
 		"--daemonize", "no",
+		// A replica's first copy is sent at once, not after the five
+		// seconds a master waits for more replicas to share it.
+		"--repl-diskless-sync-delay", "0",
 	}
 	args = append(args, s.args...) // later arguments win
 	cmd := exec.Command(s.bin, args...)

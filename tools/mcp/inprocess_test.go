@@ -76,9 +76,9 @@ func newInProcess(t *testing.T) *inProcess {
 				StructuredContent: map[string]any{"id": 7},
 			}, nil
 		})
-	p.srv.AddTool(&sdk.Tool{Name: "huge", Description: "Returns 10 MB of every kind of content.", InputSchema: objectSchema},
+	p.srv.AddTool(&sdk.Tool{Name: "huge", Description: "Returns 2.5 MB of every kind of content.", InputSchema: objectSchema},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			big := strings.Repeat("é", 5<<18) // 2.5 MB, two bytes a character: 10 MB in all
+			big := strings.Repeat("é", 5<<16) // 640 KB, two bytes a character: 2.5 MB in all
 			return &sdk.CallToolResult{
 				Content: []sdk.Content{
 					&sdk.TextContent{Text: big},
@@ -263,8 +263,9 @@ func TestCallResults(t *testing.T) {
 	}
 }
 
-// A result of 10 MB reaches the model, and so the checkpoint, cut as an
-// http_request body is, its size said.
+// A result of 2.5 MB (about 150 times the default cut) reaches the
+// model, and so the checkpoint, cut as an http_request body is, its size
+// said.
 func TestCallResultsAreBounded(t *testing.T) {
 	p := newInProcess(t)
 	for _, limit := range []int{0, 1000} {
