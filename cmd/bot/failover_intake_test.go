@@ -104,7 +104,7 @@ const (
 // kept copy only the dead master had, nor answered at the intake's next
 // look minutes later, nor twice.
 func TestFailoverOfAReplyKeptDuringTheStart(t *testing.T) {
-	// Not in parallel: see failoverKinds.
+	failoverTest(t)
 	for _, kill := range []bool{true, false} {
 		name := "lag/catch up"
 		if kill {
