@@ -791,6 +791,12 @@ var eventScope = map[string]string{
 	"message.groups":   "groups:history",
 	"message.im":       "im:history",
 	"message.mpim":     "mpim:history",
+	// A user group's or a channel's members changed (slackdir: the marks
+	// that make every replica ask Slack again).
+	"subteam_members_changed": "usergroups:read",
+	"subteam_updated":         "usergroups:read",
+	"member_joined_channel":   "channels:read",
+	"member_left_channel":     "channels:read",
 }
 
 // The bot's scopes: exactly these, each justified in the manifest.
@@ -895,7 +901,8 @@ func TestSlackManifests(t *testing.T) {
 				{f, "features.slash_commands[/agent].should_escape", dig(cmd, "should_escape"), false},
 				{f, "oauth_config.scopes.bot", slices.Sorted(slices.Values(strs(dig(m, "oauth_config.scopes.bot")))), botScopes},
 				{f, "settings.event_subscriptions.bot_events", slices.Sorted(slices.Values(strs(dig(m, "settings.event_subscriptions.bot_events")))),
-					[]string{"app_home_opened", "app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}},
+					[]string{"app_home_opened", "app_mention", "member_joined_channel", "member_left_channel", "message.channels", "message.groups",
+						"message.im", "message.mpim", "subteam_members_changed", "subteam_updated"}},
 				{f, "features.app_home.home_tab_enabled", dig(m, "features.app_home.home_tab_enabled"), true},
 				{f, "settings.interactivity.is_enabled", dig(m, "settings.interactivity.is_enabled"), true},
 				{f, "settings.socket_mode_enabled", dig(m, "settings.socket_mode_enabled"), tt.socketMode},

@@ -5,8 +5,9 @@
 // cards). The cards, modals, views and texts it posts, and the action IDs
 // it dispatches clicks on, are package slackui's; requests are checked
 // by package slacksig, user groups and channel members looked up by
-// package slackdir, and rate-limited Slack calls retried by package
-// slackretry. Every request is answered within Slack's three seconds;
+// package slackdir (which Slack's membership change events mark as to be
+// asked again: membership.go), and rate-limited Slack calls retried by
+// package slackretry. Every request is answered within Slack's three seconds;
 // the rest is background work (see Server).
 //
 // A conversation's thread key is "<team>:<channel>:<root ts>"; the

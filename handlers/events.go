@@ -41,6 +41,10 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, body []byte) {
 		http.Error(w, "malformed event", http.StatusBadRequest)
 		return
 	}
+	if group, channel, ok := membershipChange(ev.Type, envelope.Event); ok {
+		s.membershipChanged(w, r, envelope.EventID, group, channel)
+		return
+	}
 	if ev.Type == "app_home_opened" {
 		s.homeOpened(w, r, envelope.EventID, envelope.Event)
 		return

@@ -45,6 +45,10 @@ type Options struct {
 	// Connections, if set with Home, lists people's own MCP connections
 	// in their Home tab, to revoke or make (homeconn.go).
 	Connections Connections
+	// Membership, if set, takes the events that say a user group's or a
+	// channel's members changed (membership.go); without it they are
+	// acknowledged and ignored.
+	Membership MembershipChanges
 }
 
 // Server answers Slack. Create it with New; serve Handler.

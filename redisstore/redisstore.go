@@ -64,6 +64,8 @@
 //	cs:mailbox:<b>  list    an answer on its way to the process waiting for it (mailbox.go); expires
 //	cs:{inbox}:…            the calls that wait for people, their recent decisions and who
 //	                        opened the Home tab (inbox.go)
+//	cs:{members}:…          which user groups and channels changed members, and the
+//	                        change events seen (members.go)
 //
 // "cs" is Options.Prefix. In the prefix and the thread name, "%", "{" and "}"
 // are written as "%25", "%7B" and "%7D", so the hash tag is always exactly

@@ -157,8 +157,17 @@ func (e *InvalidArgsError) Unwrap() error { return e.Err }
 
 // Groups tells whether a user belongs to a user group, for approver lists
 // that name groups (Slack's S… IDs). It must be safe for concurrent use.
+// InGroup is the check that lets a person decide: it must not answer
+// from a memory that a known change made out of date.
 type Groups interface {
 	InGroup(ctx context.Context, group, user string) (bool, error)
+}
+
+// RememberedGroups is a Groups that can also answer from memory, however
+// old within its bounds, more cheaply: for what only shows whom a call
+// waits for (WaitsFor: an inbox), never for a decision.
+type RememberedGroups interface {
+	InGroupRemembered(ctx context.Context, group, user string) (bool, error)
 }
 
 // Decide records d, if it may be made: the call must wait for a decision
@@ -529,11 +538,21 @@ func denied(d tools.Denial) *RefusedError {
 	return refused(Part{Text: "only "}, Part{People: d.Approvers}, Part{Text: " may approve this call"})
 }
 
+// inGroup is the group check of a decision (Groups.InGroup).
 func (s *Service) inGroup(ctx context.Context) func(group, user string) (bool, error) {
 	if s.opts.Groups == nil {
 		return nil
 	}
 	return func(group, user string) (bool, error) { return s.opts.Groups.InGroup(ctx, group, user) }
+}
+
+// inGroupShown is the group check of what only shows whom a call waits
+// for: from memory when the lookup offers it (RememberedGroups).
+func (s *Service) inGroupShown(ctx context.Context) func(group, user string) (bool, error) {
+	if r, ok := s.opts.Groups.(RememberedGroups); ok {
+		return func(group, user string) (bool, error) { return r.InGroupRemembered(ctx, group, user) }
+	}
+	return s.inGroup(ctx)
 }
 
 // Message is a person's message in a conversation's thread.

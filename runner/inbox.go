@@ -138,8 +138,17 @@ type Inbox interface {
 // decides from an inbox, outside the call's channel, may decide a call
 // whose rule names no approvers ("anyone in the channel") only if they
 // are a member of it. It must be safe for concurrent use.
+//
+// InChannel is the check that lets a person decide: it must not answer
+// from a memory that a known change made out of date.
 type Members interface {
 	InChannel(ctx context.Context, channel, user string) (bool, error)
+}
+
+// RememberedMembers is a Members that can also answer from memory, for
+// what only shows whom a call waits for (WaitsFor), never for a decision.
+type RememberedMembers interface {
+	InChannelRemembered(ctx context.Context, channel, user string) (bool, error)
 }
 
 // InboxChange is what an InboxChanged event says changed in the index.
@@ -265,7 +274,8 @@ func (s *Service) forgetInbox(ctx context.Context, thread string) {
 // (Options.Members; without it, nobody is); and never the person who
 // asked for it when the rule does not allow self-approval. It judges by
 // the rule the call was made under; a decision is judged by Decide, under
-// the rule in force.
+// the rule in force. Group and channel members may come from memory
+// (RememberedGroups, RememberedMembers): a decision asks again.
 func (s *Service) WaitsFor(ctx context.Context, e InboxEntry, user string) (bool, error) {
 	if user == "" || (!e.SelfApproval && user == e.Requester) {
 		return false, nil
@@ -274,10 +284,13 @@ func (s *Service) WaitsFor(ctx context.Context, e InboxEntry, user string) (bool
 		if s.opts.Members == nil || e.Channel == "" {
 			return false, nil
 		}
+		if r, ok := s.opts.Members.(RememberedMembers); ok {
+			return r.InChannelRemembered(ctx, e.Channel, user)
+		}
 		return s.opts.Members.InChannel(ctx, e.Channel, user)
 	}
 	rule := tools.Rule{Approvers: e.Approvers, SelfApproval: e.SelfApproval}
-	ok, _, err := rule.MayApprove(user, e.Requester, s.inGroup(ctx))
+	ok, _, err := rule.MayApprove(user, e.Requester, s.inGroupShown(ctx))
 	if err != nil || ok {
 		return ok, err
 	}
@@ -292,7 +305,7 @@ func (s *Service) WaitsFor(ctx context.Context, e InboxEntry, user string) (bool
 		return false, err
 	}
 	rule.Approvers = append(slices.Clone(rule.Approvers), current.EscalateTo...)
-	ok, _, err = rule.MayApprove(user, e.Requester, s.inGroup(ctx))
+	ok, _, err = rule.MayApprove(user, e.Requester, s.inGroupShown(ctx))
 	return ok, err
 }
 

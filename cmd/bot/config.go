@@ -80,6 +80,10 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	var rep *handlers.Reporter
 	groups := slackdir.NewGroups(api, 0, nil)
 	svc, err := newStreamingService(ctx, getenv, log, model, groups, streamed, waitForRedis, func(store *redisstore.Store) runner.Reporter {
+		// A change of a group's or channel's members that Slack told
+		// any replica of makes every replica ask Slack again before that
+		// membership decides a call.
+		groups.SetMarks(store)
 		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
 		if streamed {
 			rep.SetStreaming(stream)
@@ -96,7 +100,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	svc.Tools.SetProgressReporter(rep.Progress())
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
-		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections()})
+		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections(), Membership: groups})
 	rep.WithHome(srv.Home())
 	// A call that waited for its requester to connect goes on, on the
 	// replica that takes the callback.
