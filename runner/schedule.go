@@ -197,18 +197,6 @@ func (o *OutageLog) Answered() {
 	o.since, o.reminded, o.failed = time.Time{}, time.Time{}, 0
 }
 
-// scheduleNext sets when thread must be looked at again, given where its
-// run stands: at the earliest expiry, reminder or escalation of a pending
-// call, a while after a working run should have renewed its lease, or
-// never.
-func (s *Service) scheduleNext(ctx context.Context, thread string, res *graph.Result[agent.State]) {
-	if !s.opts.Schedule || res == nil {
-		return
-	}
-	at, waiting := s.planNext(res)
-	s.writeSchedule(ctx, thread, at, waiting)
-}
-
 // planNext says when the thread must be looked at again (zero: never)
 // and how many of its calls wait for a person, given where its run
 // stands.
