@@ -49,7 +49,12 @@ var markMembersScript = redis.NewScript(markMembersLua)
 // names the change (the event's ID), remembered for seenTTL so that a
 // repeated delivery marks nothing. It reports whether event was new. One
 // round trip. A resent command whose first attempt wrote the marks finds
-// the event seen: the marks are there all the same.
+// the event seen: the marks are there all the same. With
+// Options.Replicas the marks are written as the intake's steps are
+// (runScript): a WAIT in the same round trip, and ErrNotReplicated
+// unless enough replicas acknowledged them, so that the event is not
+// acknowledged to Slack (which sends it again) while only a master that
+// a failover may lose has its mark.
 func (s *Store) MarkMembersChanged(ctx context.Context, event string, fields []string, ttl, seenTTL time.Duration) (bool, error) {
 	if len(fields) == 0 {
 		return false, nil
@@ -61,7 +66,7 @@ func (s *Store) MarkMembersChanged(ctx context.Context, event string, fields []s
 		args = append(args, f)
 	}
 	keys := []string{s.membersKey("changed"), s.membersKey("seen:" + escape(event))}
-	n, err := markMembersScript.Run(ctx, s.rdb, keys, args...).Int()
+	n, err := s.runScript(ctx, markMembersScript, markMembersLua, keys, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("mark members changed: %w", err)
 	}
