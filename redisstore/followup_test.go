@@ -10,7 +10,6 @@ import (
 
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 // TestFollowUpOfAnUnconfirmedSaveIsSentUntilConfirmed: a call's save as
@@ -24,14 +23,8 @@ import (
 // is not a follow-up still returns ErrUnconfirmed at once.
 func TestFollowUpOfAnUnconfirmedSaveIsSentUntilConfirmed(t *testing.T) {
 	ctx := context.Background()
-	master := redistest.StartServer(t)
-	replica := redistest.StartReplica(t, master)
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	t.Cleanup(func() { rdb.Close(); onReplica.Close() })
-	prefix := uniqueName("followup")
-	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 2 * time.Second})
-	stalled := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
+	w := newWithReplica(t, "followup")
+	replica, rdb, onReplica, prefix, s, stalled := w.replica, w.rdb, w.onReplica, w.prefix, w.s, w.stalled
 	headOn := func(rdb *redis.Client, thread string) string {
 		cp, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix}).Head(ctx, thread)
 		if err != nil {

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -26,16 +23,8 @@ import (
 // its lease) is answered as the master has it.
 func TestIntakeStepsWaitForReplicas(t *testing.T) {
 	ctx := context.Background()
-	master := redistest.StartServer(t)
-	replica := redistest.StartReplica(t, master)
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	t.Cleanup(func() { rdb.Close(); onReplica.Close() })
-	prefix := uniqueName("intakewait")
-	// The steps a replica acknowledges are given the bot's default
-	// time; those it cannot (it is stopped below), little.
-	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 2 * time.Second})
-	stalled := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
+	w := newWithReplica(t, "intakewait")
+	replica, rdb, onReplica, prefix, s, stalled := w.replica, w.rdb, w.onReplica, w.prefix, w.s, w.stalled
 	token := func(id string) string { return onReplica.Get(ctx, prefix+":{intake}:tok:"+id).Val() }
 	dueOnReplica := func(id string) bool {
 		return onReplica.ZScore(ctx, prefix+":{intake}:due", id).Err() == nil

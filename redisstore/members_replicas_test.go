@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/countersign/countersign/redisstore"
-	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 // TestMembersChangedMarkWaitsForReplicas: with Replicas set, a
@@ -21,14 +18,8 @@ import (
 // acknowledged: the mark is on the replica.
 func TestMembersChangedMarkWaitsForReplicas(t *testing.T) {
 	ctx := context.Background()
-	master := redistest.StartServer(t)
-	replica := redistest.StartReplica(t, master)
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	t.Cleanup(func() { rdb.Close(); onReplica.Close() })
-	prefix := uniqueName("memberswait")
-	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 2 * time.Second})
-	stalled := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Replicas: 1, ReplicaTimeout: 300 * time.Millisecond})
+	w := newWithReplica(t, "memberswait")
+	replica, onReplica, prefix, s, stalled := w.replica, w.onReplica, w.prefix, w.s, w.stalled
 	markOnReplica := func(field string) string {
 		return onReplica.HGet(ctx, prefix+":{members}:changed", field).Val()
 	}
