@@ -136,6 +136,22 @@ func TestMCPRealServerRestartAnswering400(t *testing.T) {
 	}))
 	t.Cleanup(proxy.Close)
 	h := newHarness(t, "mcp_servers:\n  everything:\n    url: "+proxy.URL+"/mcp\n    approvers: ["+approver+"]\n")
+	sumsAcrossARestart(t, h, func() {
+		srv.stop()
+		srv.start()
+	})
+	// The first call once; the second refused (400) once, then sent once more.
+	if n, r := calls.Load(), refused.Load(); n != 3 || r != 1 {
+		t.Errorf("the server got %d calls, %d of them refused with 400; want 3 and 1: the first, the second refused, the second again", n, r)
+	}
+}
+
+// sumsAcrossARestart has the bot add two sums with server-everything's
+// get-sum, each call approved and answered in a conversation of its own,
+// with restart (the server restarted behind the bot) between them; the
+// model must be told the server's second sum.
+func sumsAcrossARestart(t *testing.T, h *harness, restart func()) {
+	t.Helper()
 	h.model.Then(
 		llmtest.Reply("Adding.", llmtest.Call("c1", "everything__get-sum", `{"a":2,"b":3}`)),
 		llmtest.Reply("2 + 3 = 5."),
@@ -147,8 +163,7 @@ func TestMCPRealServerRestartAnswering400(t *testing.T) {
 	h.click(h.cardWith(root, "approve", serverStart), "approve", approver)
 	h.reply(root, "2 + 3 = 5.")
 
-	srv.stop()
-	srv.start()
+	restart()
 
 	h.command("what is 40 + 2?", nil, nil)
 	root = h.root(2)
@@ -156,10 +171,6 @@ func TestMCPRealServerRestartAnswering400(t *testing.T) {
 	h.reply(root, "40 + 2 = 42.")
 	if got := lastToolResult(t, h); !strings.Contains(got, "42") {
 		t.Errorf("the model was told %q after the server restarted; want the server's sum", got)
-	}
-	// The first call once; the second refused (400) once, then sent once more.
-	if n, r := calls.Load(), refused.Load(); n != 3 || r != 1 {
-		t.Errorf("the server got %d calls, %d of them refused with 400; want 3 and 1: the first, the second refused, the second again", n, r)
 	}
 }
 
