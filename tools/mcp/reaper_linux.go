@@ -155,6 +155,8 @@ func reap(args []string) int {
 		return fail("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
 	}
 	proc, err := os.StartProcess(prog, argv, &os.ProcAttr{
+		// The reaper's environment is the server's allow-list
+		// (serverEnv), which the bot started it with: nothing more.
 		Env:   os.Environ(),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 		// The server's own group, which the reaper ends at once; and
