@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -55,6 +56,10 @@ type progress struct {
 	// counts over all packages, for the summary
 	pkgsDone, pkgsFailed, tests, skips int
 	start                              time.Time
+	// recap repeats each failure, briefly, just above the summary: a
+	// log that is read from its end (a CI page showing the last lines)
+	// still names what failed and why.
+	recap []string
 }
 
 func newProgress(out io.Writer, now func() time.Time) *progress {
@@ -81,6 +86,7 @@ func (p *progress) read(r io.Reader) (bool, error) {
 	// A package that never said pass or fail (go test killed) failed.
 	for name := range p.pkgs {
 		fmt.Fprintf(p.out, "FAIL %s: no result (go test stopped)\n", name)
+		p.recap = append(p.recap, fmt.Sprintf("FAIL %s: no result (go test stopped)", name))
 		p.failed = true
 	}
 	return p.failed, sc.Err()
@@ -116,6 +122,7 @@ func (p *progress) handle(ev event) {
 	case "build-fail":
 		p.failed = true
 		fmt.Fprintf(p.out, "FAIL %s: build failed\n%s", ev.ImportPath, p.build[ev.ImportPath])
+		p.recap = append(p.recap, fmt.Sprintf("FAIL %s: build failed", ev.ImportPath))
 		delete(p.build, ev.ImportPath)
 		return
 	}
@@ -165,8 +172,9 @@ func (p *progress) finishTest(ev event, s *pkgState) {
 		s.skipped++
 	case "fail":
 		s.failed = append(s.failed, ev.Test)
-		fmt.Fprintf(p.out, "--- FAIL %s %s (%s)\n", short(ev.Package), ev.Test, elapsed.Round(10*time.Millisecond))
-		p.printOutput(s, ev.Test)
+		head := fmt.Sprintf("--- FAIL %s %s (%s)", short(ev.Package), ev.Test, elapsed.Round(10*time.Millisecond))
+		fmt.Fprintln(p.out, head)
+		p.addRecap(head, p.printOutput(s, ev.Test))
 	}
 	if ev.Action != "fail" {
 		// The output of a test that passed or skipped is not needed.
@@ -179,8 +187,8 @@ func (p *progress) finishTest(ev event, s *pkgState) {
 }
 
 // printOutput prints everything a failed top-level test and its subtests
-// wrote, in the order go test gave it for each.
-func (p *progress) printOutput(s *pkgState, test string) {
+// wrote, in the order go test gave it for each, and returns it.
+func (p *progress) printOutput(s *pkgState, test string) string {
 	var names []string
 	for name := range s.output {
 		if topLevel(name) == test {
@@ -188,11 +196,51 @@ func (p *progress) printOutput(s *pkgState, test string) {
 		}
 	}
 	sort.Strings(names) // the test before its subtests
+	var all strings.Builder
 	for _, name := range names {
-		io.WriteString(p.out, indent(s.output[name].String()))
+		out := s.output[name].String()
+		io.WriteString(p.out, indent(out))
+		all.WriteString(out)
 		delete(s.output, name)
 	}
+	return all.String()
 }
+
+// recapLines is how many lines of a failure's own messages the recap
+// keeps, the last ones.
+const recapLines = 12
+
+// addRecap keeps head and the lines of output that say why it failed: a
+// test's t.Error/t.Fatal lines (file_test.go:N:), subtests' --- FAIL
+// lines, panics and timeouts, not the logs around them.
+func (p *progress) addRecap(head, output string) {
+	var why []string
+	for _, line := range strings.Split(output, "\n") {
+		if failureLine.MatchString(line) {
+			why = append(why, "    "+strings.TrimSpace(line))
+		}
+	}
+	if len(why) > recapLines {
+		why = append([]string{fmt.Sprintf("    (%d lines before these)", len(why)-recapLines)}, why[len(why)-recapLines:]...)
+	}
+	p.recap = append(p.recap, strings.Join(append([]string{head}, why...), "\n"))
+}
+
+// saysMore reports whether a package's own output says more than that
+// it failed (go test's closing "FAIL" lines and exit status).
+func saysMore(output string) bool {
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && line != "FAIL" && !strings.HasPrefix(line, "FAIL\t") && !strings.HasPrefix(line, "exit status ") {
+			return true
+		}
+	}
+	return false
+}
+
+// failureLine matches the lines of a test's output that say why it
+// failed.
+var failureLine = regexp.MustCompile(`^\s*(\S+_test\.go:\d+: |--- FAIL|panic: |fatal error: |FAIL\b|\*\*\* Test killed|WARNING: DATA RACE)`)
 
 func (p *progress) finishPackage(ev event, s *pkgState) {
 	delete(p.pkgs, ev.Package)
@@ -217,6 +265,9 @@ func (p *progress) finishPackage(ev event, s *pkgState) {
 		// TestMain that gave up, a timeout) and tests cut off by it.
 		if b, ok := s.output[""]; ok {
 			io.WriteString(p.out, indent(b.String()))
+			if saysMore(b.String()) {
+				p.addRecap(fmt.Sprintf("FAIL %s, outside any test:", short(ev.Package)), b.String())
+			}
 			delete(s.output, "")
 		}
 		var left []string
@@ -225,8 +276,9 @@ func (p *progress) finishPackage(ev event, s *pkgState) {
 		}
 		slices.Sort(left)
 		for _, name := range slices.Compact(left) {
-			fmt.Fprintf(p.out, "--- %s %s did not finish:\n", short(ev.Package), name)
-			p.printOutput(s, name)
+			head := fmt.Sprintf("--- %s %s did not finish:", short(ev.Package), name)
+			fmt.Fprintln(p.out, head)
+			p.addRecap(head, p.printOutput(s, name))
 		}
 	}
 }
@@ -264,6 +316,12 @@ func (p *progress) summary() {
 	verdict := "ok"
 	if p.failed {
 		verdict = "FAIL"
+	}
+	if len(p.recap) > 0 {
+		fmt.Fprintf(p.out, "=== what failed (%d), in brief; the whole output of each is above:\n", len(p.recap))
+		for _, r := range p.recap {
+			fmt.Fprintln(p.out, r)
+		}
 	}
 	fmt.Fprintf(p.out, "%s: %d packages (%d failed), %d tests passed, %d skipped, in %s\n",
 		verdict, p.pkgsDone, p.pkgsFailed, p.tests, p.skips, p.now().Sub(p.start).Round(time.Second))

@@ -49,7 +49,10 @@ func TestProgressLines(t *testing.T) {
 		"FAIL github.com/countersign/countersign/audit 300ms (0 passed, 1 failed)\n",
 		"FAIL github.com/countersign/countersign/tools: build failed\ntools/x.go:3:1: syntax error\n",
 		"go: some line of go test's own\n",
-		"FAIL: 2 packages (1 failed), 2 tests passed, 1 skipped",
+		"=== what failed (2), in brief; the whole output of each is above:\n" +
+			"--- FAIL audit TestVerify (200ms)\n    audit_test.go:40: Verify() = nil, want a broken chain\n" +
+			"FAIL github.com/countersign/countersign/tools: build failed\n" +
+			"FAIL: 2 packages (1 failed), 2 tests passed, 1 skipped",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q; got:\n%s", want, got)
@@ -93,5 +96,38 @@ func TestProgressHeartbeatAndCutOff(t *testing.T) {
 	failed, _ := p.read(strings.NewReader(""))
 	if !failed || !strings.Contains(out.String(), "FAIL github.com/countersign/countersign/cmd/bot: no result") {
 		t.Errorf("a package with no result: failed = %v, output:\n%s", failed, out.String())
+	}
+}
+
+// A package that panics (go test's -timeout among others) cuts its
+// running tests off: the panic and the tests cut off are in the recap
+// above the summary, and a long log around a failure is not.
+func TestProgressRecapOfATimeout(t *testing.T) {
+	const bot = `"Package":"github.com/countersign/countersign/cmd/bot"`
+	var run strings.Builder
+	run.WriteString(`{"Action":"run",` + bot + `,"Test":"TestStuck"}` + "\n")
+	for i := range 40 {
+		run.WriteString(`{"Action":"output",` + bot + `,"Test":"TestStuck","Output":"time=\"...\" level=info msg=\"step ` + strings.Repeat("x", i%3) + `\"\n"}` + "\n")
+	}
+	run.WriteString(`{"Action":"output",` + bot + `,"Test":"TestStuck","Output":"    stuck_test.go:12: waiting for the card\n"}` + "\n")
+	run.WriteString(`{"Action":"output",` + bot + `,"Output":"panic: test timed out after 30m0s\n"}` + "\n")
+	run.WriteString(`{"Action":"output",` + bot + `,"Output":"FAIL\tgithub.com/countersign/countersign/cmd/bot\t1800.1s\n"}` + "\n")
+	run.WriteString(`{"Action":"fail",` + bot + `,"Elapsed":1800.1}` + "\n")
+
+	var out strings.Builder
+	p := newProgress(&out, func() time.Time { return time.Unix(0, 0) })
+	if failed, _ := p.read(strings.NewReader(run.String())); !failed {
+		t.Fatal("read() = false, want a failure")
+	}
+	p.summary()
+	_, recap, ok := strings.Cut(out.String(), "=== what failed (2)")
+	if !ok {
+		t.Fatalf("no recap of two failures; got:\n%s", out.String())
+	}
+	want := "FAIL cmd/bot, outside any test:\n    panic: test timed out after 30m0s\n" +
+		"    FAIL\tgithub.com/countersign/countersign/cmd/bot\t1800.1s\n" +
+		"--- cmd/bot TestStuck did not finish:\n    stuck_test.go:12: waiting for the card\n"
+	if !strings.Contains(recap, want) || strings.Contains(recap, "level=info") {
+		t.Errorf("recap:\n%s\nwant it to hold:\n%s\nand no log lines", recap, want)
 	}
 }
