@@ -160,8 +160,13 @@ func (p *progress) handle(ev event) {
 }
 
 func (p *progress) finishTest(ev event, s *pkgState) {
-	delete(s.running, ev.Test)
 	elapsed := time.Duration(ev.Elapsed * float64(time.Second))
+	// A test whose subtests are parallel reports the time of its own
+	// function alone (0s): its time is counted from when its turn came.
+	if since, ok := s.running[ev.Test]; ok && p.now().Sub(since) > elapsed {
+		elapsed = p.now().Sub(since)
+	}
+	delete(s.running, ev.Test)
 	switch ev.Action {
 	case "pass":
 		s.passed++

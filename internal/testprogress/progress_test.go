@@ -131,3 +131,19 @@ func TestProgressRecapOfATimeout(t *testing.T) {
 		t.Errorf("recap:\n%s\nwant it to hold:\n%s\nand no log lines", recap, want)
 	}
 }
+
+// A test whose subtests are parallel passes with the time of its own
+// function (0s): it still gets its line, with the time since its turn.
+func TestProgressParallelSubtestsTime(t *testing.T) {
+	var out strings.Builder
+	clock := time.Unix(0, 0)
+	p := newProgress(&out, func() time.Time { return clock })
+	p.handle(event{Action: "run", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestTwoCrashes"})
+	p.handle(event{Action: "run", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestTwoCrashes/a"})
+	clock = clock.Add(70 * time.Second)
+	p.handle(event{Action: "pass", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestTwoCrashes/a", Elapsed: 70})
+	p.handle(event{Action: "pass", Package: "github.com/countersign/countersign/cmd/bot", Test: "TestTwoCrashes", Elapsed: 0})
+	if want := "  ok   cmd/bot TestTwoCrashes (1m10s)\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+}
