@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -238,20 +239,30 @@ func freePort(tb testing.TB) int {
 }
 
 // freePorts returns n distinct loopback TCP ports that were free a moment
-// ago.
+// ago, and that no server of this process was given before.
 func freePorts(tb testing.TB, n int) []int {
 	tb.Helper()
 	var ports []int
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			tb.Fatalf("redistest: find a free port: %v", err)
 		}
 		defer l.Close() // held until all are chosen, so they differ
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if _, taken := given.LoadOrStore(port, true); !taken {
+			ports = append(ports, port)
+		}
 	}
 	return ports
 }
+
+// given holds every port freePorts gave in this process, for good. A
+// server killed is started again on its port (Restart, a cluster node
+// that rejoins); between the two, the port is free, and the system
+// would give it to the next test that asks for one, whose server would
+// then take it from the restart ("Address already in use").
+var given sync.Map // port → true
 
 // tail returns the end of a log file, for error messages.
 func tail(path string) string {
