@@ -159,14 +159,50 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 			s.held.remove(id)
 			return
 		}
-		switch s.carry(ctx, id, &h, rec, log) {
-		case settled:
-			s.started(ctx, id, log)
-		case letGo:
-			return // the attempt let go of the request (keptReply)
+		// A step that failed on the store is tried again by this
+		// attempt, soon, while it holds the request: a failover or a
+		// dropped link is over in seconds, and the person who wrote
+		// is answered then, not once the hold lapsed and the intake
+		// looked again. carry checks the hold before the step that
+		// must not happen twice, as on the first attempt.
+		deadline := time.Now().Add(intakeRetry)
+		for backoff := carryAgainFrom; ; backoff = min(2*backoff, carryAgainUpTo) {
+			switch s.carry(ctx, id, &h, rec, log) {
+			case settled:
+				s.started(ctx, id, log)
+			case letGo:
+				return // the attempt let go of the request (keptReply)
+			case again:
+				if time.Now().Add(backoff).Before(deadline) && s.pause(backoff) {
+					continue
+				}
+			}
+			break
 		}
 		s.held.remove(id)
 	})
+}
+
+// How soon an attempt tries again a request whose step failed on the
+// store (again): from carryAgainFrom, doubling up to carryAgainUpTo,
+// within intakeRetry of its first try, and not once the server shuts
+// down (the request stays due for the intake of a process that goes on).
+const (
+	carryAgainFrom = 100 * time.Millisecond
+	carryAgainUpTo = 2 * time.Second
+)
+
+// pause waits for d, and reports false if the server began to shut
+// down first.
+func (s *Server) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.quit:
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // started records that request id, which this process's attempt holds,
@@ -208,6 +244,10 @@ const (
 	// letGo: the attempt let go of the request, which stays due (a
 	// reply kept until its conversation's first save).
 	letGo
+	// again: a step failed on the store (or a look-up the decision
+	// needs): the request stays due, and this attempt tries it again
+	// soon while it holds it (carryOn).
+	again
 )
 
 func settledIf(ok bool) carried {
@@ -360,7 +400,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		owned, err = s.owns(ctx, thread)
 		if err != nil {
 			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
-			return due
+			return again
 		}
 	}
 	// The last step has an effect that must not happen twice (a reply
@@ -368,7 +408,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 	// holds the request, its hold fresh or renewed for the step.
 	switch held, err := s.holds(ctx, id, h, log); {
 	case err != nil:
-		return due
+		return again
 	case !held:
 		return settled
 	}
@@ -398,8 +438,10 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, expired, log)
 			now := s.opts.Now()
 			switch {
+			case !kept && ok:
+				return settled
 			case !kept:
-				return settledIf(ok)
+				return again // the store, or a look-up, failed
 			case rec.KeptUntil == 0:
 				rec.KeptUntil = now.Add(runner.KeptReplyTTL).UnixMilli()
 			case now.UnixMilli() >= rec.KeptUntil && !expired:
@@ -417,7 +459,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			// a token whose hold is checked, as before any hand-on.
 			switch held, err := s.holds(ctx, id, h, log); {
 			case err != nil:
-				return due
+				return again
 			case !held:
 				return settled
 			}

@@ -77,7 +77,11 @@ type Server struct {
 	// of requests queues work instead of starving acknowledgements of
 	// CPU and Redis connections.
 	slots chan struct{}
-	home  *Home // nil without Options.Home
+	// quit is closed when Shutdown begins: work that would try again
+	// later (carryOn) leaves it to the intake instead.
+	quit     chan struct{}
+	quitOnce sync.Once
+	home     *Home // nil without Options.Home
 	// held are the intake's requests this process's attempts hold
 	// (intake.go).
 	held heldRequests
@@ -99,6 +103,7 @@ func New(api *slack.Client, svc *runner.Service, store Store, signingSecret stri
 	}
 	s := &Server{
 		slots: make(chan struct{}, opts.MaxConcurrentWork),
+		quit:  make(chan struct{}),
 		api:   api, svc: svc, store: store,
 		verifier: slacksig.NewVerifier(signingSecret, opts.Now),
 		opts:     opts,
@@ -164,6 +169,7 @@ func (s *Server) Busy() int { return int(s.busy.Load()) }
 
 // Shutdown waits for background work to finish, or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.quitOnce.Do(func() { close(s.quit) })
 	done := make(chan struct{})
 	go func() { s.work.Wait(); close(done) }()
 	select {

@@ -197,3 +197,104 @@ func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 		t.Fatalf("PendingIntake = %d, %v after the reply was carried on; want 0", n, err)
 	}
 }
+
+// TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt: a reply's
+// step fails because its thread's master is failing over, and the store
+// answers again a moment later. The attempt that holds the request tries
+// it again itself: the reply is applied, once, with no look of the
+// intake (none runs here, and the clock that would let the hold lapse
+// stands still) — the person is answered seconds after a failover, not
+// once the hold lapsed.
+func TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt(t *testing.T) {
+	ts := fmt.Sprintf("1700000300.%06d", time.Now().UnixNano()%1000000)
+	hook := &faultHook{match: ts, spare: "{intake}"}
+	rdb := redistest.Client(t)
+	rdb.AddHook(hook)
+	now := time.Now()
+	clock := func() time.Time { return now }
+
+	fake := slacktest.NewServer(t)
+	tool := &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("fault-%d", time.Now().UnixNano())})
+	var models atomic.Int64
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		if models.Add(1) == 1 {
+			return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
+		}
+		return nil
+	}}
+	a, err := agent.New(model, reg, store, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
+	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true})
+	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(web.Close)
+	signer := slacktest.NewSigner(gateSecret)
+
+	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	ctx := context.Background()
+	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
+		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+
+	hook.on.Store(true)
+	body := slacktest.EventCallback("", map[string]any{"type": "message", "channel": slacktest.ChannelID, "user": gateApprover,
+		"text": "not now, the release is frozen", "ts": fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000), "thread_ts": ts})
+	resp, err := http.DefaultClient.Do(signer.Request(http.MethodPost, web.URL+"/slack/events", "application/json", body, clock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("event answered %d, want 200: the intake is writable", resp.StatusCode)
+	}
+	for deadline := time.Now().Add(20 * time.Second); hook.failed.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no command met the injected fault: the test does not test anything")
+		}
+	}
+	hook.on.Store(false) // the failover is over
+
+	rejections := func() int {
+		res, err := svc.State(ctx, thread)
+		if err != nil {
+			return 0
+		}
+		n := 0
+		for _, m := range res.State.Messages {
+			if m.Role == llm.RoleTool && strings.Contains(m.Content, "release is frozen") {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(30 * time.Second); rejections() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was not carried on by its attempt once the store answered: it waits for its hold to lapse")
+		}
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rejections(); n != 1 {
+		t.Fatalf("the reply rejected the call %d times, want once", n)
+	}
+	if n := len(tool.Runs()); n != 0 {
+		t.Fatalf("the tool ran %d times; the reply rejected it", n)
+	}
+	if n, err := store.PendingIntake(ctx); err != nil || n != 0 {
+		t.Fatalf("PendingIntake = %d, %v after the reply was carried on; want 0", n, err)
+	}
+}
