@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/interrupt"
@@ -83,6 +85,11 @@ type Graph[S any] struct {
 	newID      func() string
 	mergeSaves bool
 	cache      *stateCache[S]
+	// stamps holds the fingerprints stamp made of at most one node and
+	// one part (stampKey → *Fingerprint): those of almost every save,
+	// made once each and shared, as fingerprints are never changed.
+	stamps    sync.Map
+	numStamps atomic.Int32
 }
 
 // Result is where a run stopped: done, paused, or failed.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -115,9 +116,11 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	if r.pauses(node, reasonBefore) && !slices.Contains(r.cp.SkipBefore, node) {
 		return r.pause(ctx, []interrupt.Info{r.stamp(node, interrupt.Info{Reason: reasonBefore + node})})
 	}
-	save := func(ctx context.Context) error { return r.save(ctx, Running, nil) }
+	var save SaveFunc
 	if r.merges(node) {
 		save = r.nodeSave
+	} else {
+		save = func(ctx context.Context) error { return r.save(ctx, Running, nil) }
 	}
 	err := r.runNode(ctx, node, &r.state, save)
 	if infos, ok := r.interrupts(node, err); ok {
@@ -126,7 +129,8 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	if err != nil {
 		return r.failInPlace(ctx, node, err)
 	}
-	return r.endStep(ctx, []string{node}, map[string]*S{node: &r.state})
+	order := [1]string{node}
+	return r.endStep(ctx, order[:], nil)
 }
 
 // stepBranches runs the nodes of a step of several nodes concurrently, each
@@ -244,21 +248,29 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 }
 
 // endStep schedules the next step from the finished nodes of this one (in
-// order, each routed on its own final state), records barrier arrivals,
-// and saves the step's checkpoint.
+// order, each routed on its own final state: states[node], or with
+// states nil, the run's state, which a step of one node ran on), records
+// barrier arrivals, and saves the step's checkpoint.
 func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]*S) (*Result[S], error) {
-	next := addUnique(nil, r.cp.Queued...)
-	arrivals := map[string][]string{}
-	for k, v := range r.cp.Arrivals {
-		arrivals[k] = v
+	stateOf := func(node string) *S {
+		if states == nil {
+			return &r.state
+		}
+		return states[node]
 	}
+	next := addUnique(nil, r.cp.Queued...)
+	arrivals := maps.Clone(r.cp.Arrivals) // nil without barriers waiting: made when one is
 	var after []interrupt.Info
 	for _, node := range order {
-		succ, err := r.g.successors(node, states[node])
+		succ, err := r.g.successors(node, stateOf(node))
 		if err != nil {
 			return r.failInPlace(ctx, node, err)
 		}
-		next = addUnique(next, withoutEnd(succ)...)
+		for _, n := range succ {
+			if n != End {
+				next = addUnique(next, n)
+			}
+		}
 		for _, j := range r.g.joins {
 			if !slices.Contains(j.sources, node) {
 				continue
@@ -268,6 +280,9 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 				next = addUnique(next, j.target)
 				delete(arrivals, j.key)
 			} else {
+				if arrivals == nil {
+					arrivals = map[string][]string{}
+				}
 				arrivals[j.key] = got
 			}
 		}
@@ -286,7 +301,7 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 		status = Done
 	}
 	save := r.save
-	if status == Running && len(order) == 1 && states[order[0]] == &r.state && r.merges(order[0]) {
+	if status == Running && len(order) == 1 && stateOf(order[0]) == &r.state && r.merges(order[0]) {
 		save = r.stage // a step boundary: written with the next save
 	}
 	err := save(ctx, status, func(cp *Checkpoint) {
@@ -874,10 +889,6 @@ func addUnique(list []string, items ...string) []string {
 		}
 	}
 	return list
-}
-
-func withoutEnd(nodes []string) []string {
-	return slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == End })
 }
 
 // pathHead is the node of this graph an interrupt belongs to ("" for a
