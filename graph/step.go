@@ -9,6 +9,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -43,8 +44,8 @@ type run[S any] struct {
 	// state is the thread's state; in a step of several nodes, the state
 	// the step began with (each node works on its own copy).
 	state S
-	// persist writes a checkpoint: the store's Save, or for a subgraph's
-	// run, the parent's save.
+	// persist writes a checkpoint: for a subgraph's run, the parent's
+	// save; nil for the store's Save (see write).
 	persist func(context.Context, *Checkpoint) error
 
 	// top: the run is of a thread of g itself, not of a subgraph node;
@@ -379,7 +380,7 @@ func (r *run[S]) interrupts(node string, err error) ([]interrupt.Info, bool) {
 // one step get distinct ones.
 func (r *run[S]) stamp(node string, info interrupt.Info) interrupt.Info {
 	info.Path = NodePath{node}
-	info.ID = fmt.Sprintf("%d:%s", r.cp.Step, NodePath(info.Path))
+	info.ID = strconv.Itoa(r.cp.Step) + ":" + node // "%d:%s" of the step and the path
 	return info
 }
 
@@ -722,7 +723,7 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		return err
 	}
 	cp.Fingerprint = r.g.stamp(cp, &r.state, r.cp.Fingerprint)
-	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
+	if err := r.write(r.lastSave(ctx, cp), cp); err != nil {
 		if r.top && (errors.Is(err, ErrConflict) || errors.Is(err, ErrUnconfirmed)) {
 			r.g.cache.drop(r.thread)
 		}
@@ -747,6 +748,15 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		r.g.cache.put(r.saved, &r.state, cp.Status != Running)
 	}
 	return nil
+}
+
+// write persists cp: with persist, or the store's Save (a method value
+// of its own would be made for every run).
+func (r *run[S]) write(ctx context.Context, cp *Checkpoint) error {
+	if r.persist == nil {
+		return r.g.store.Save(ctx, cp)
+	}
+	return r.persist(ctx, cp)
 }
 
 // stage is save for a checkpoint that need not be written yet (see
