@@ -675,7 +675,10 @@ func (r *run[S]) saveLocked(ctx context.Context, status Status, edit func(*Check
 	return r.writeLocked(ctx, r.next(status, edit), nil)
 }
 
-// next returns the checkpoint that follows the run's current one.
+// next returns the checkpoint that follows the run's current one. It
+// shares the current one's slices, as own's copies do (the run replaces
+// them and never writes into one); they are clipped, so that an edit's
+// append makes a slice of its own.
 func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 	prev := r.cp
 	seq, parent := prev.Seq+1, prev.ID
@@ -690,14 +693,14 @@ func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 		Seq:        seq,
 		Step:       prev.Step,
 		Status:     status,
-		Next:       slices.Clone(prev.Next),
-		Queued:     slices.Clone(prev.Queued),
-		Writes:     slices.Clone(prev.Writes),
+		Next:       slices.Clip(prev.Next),
+		Queued:     slices.Clip(prev.Queued),
+		Writes:     slices.Clip(prev.Writes),
 		Arrivals:   prev.Arrivals,
 		Nested:     prev.Nested,
-		Interrupts: slices.Clone(prev.Interrupts),
+		Interrupts: slices.Clip(prev.Interrupts),
 		Config:     prev.Config,
-		SkipBefore: slices.Clone(prev.SkipBefore),
+		SkipBefore: slices.Clip(prev.SkipBefore),
 		Created:    r.g.now(),
 		JournalLen: r.saved.JournalLen,
 	}
