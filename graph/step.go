@@ -358,6 +358,9 @@ func (r *run[S]) setNested(node string, raw json.RawMessage) {
 // interrupts turns a node's interrupt (its own, or a subgraph's pauses)
 // into the interrupts this run pauses on.
 func (r *run[S]) interrupts(node string, err error) ([]interrupt.Info, bool) {
+	if err == nil {
+		return nil, false // as most nodes end: nothing for errors.As to look at
+	}
 	var np *nestedPause
 	if errors.As(err, &np) {
 		out := make([]interrupt.Info, len(np.infos))
