@@ -267,10 +267,11 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 		if err != nil {
 			return r.failInPlace(ctx, node, err)
 		}
-		for _, n := range succ {
-			if n != End {
-				next = addUnique(next, n)
-			}
+		succ = slices.DeleteFunc(succ, func(n string) bool { return n == End }) // succ is ours: see successors
+		if next == nil {
+			next = succ
+		} else {
+			next = addUnique(next, succ...)
 		}
 		for _, j := range r.g.joins {
 			if !slices.Contains(j.sources, node) {
@@ -883,7 +884,8 @@ func decodeState[S any](state json.RawMessage, journal []json.RawMessage) (S, er
 	return s, nil
 }
 
-// successors returns the nodes that follow node, given the state.
+// successors returns the nodes that follow node, given the state, in a
+// slice of the caller's own.
 func (g *Graph[S]) successors(node string, s *S) ([]string, error) {
 	next := addUnique(nil, g.edges[node]...)
 	if r, ok := g.routes[node]; ok {
