@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -276,7 +277,7 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	s.Messages = append(s.Messages, reply)
 	s.Calls = nil
 	for i, tc := range reply.ToolCalls {
-		key := fmt.Sprintf("%d.%d", s.Turns, i)
+		key := strconv.Itoa(s.Turns) + "." + strconv.Itoa(i)
 		if i >= a.opts.MaxCallsPerTurn {
 			s.Calls = append(s.Calls, tooManyCalls(key, tc, reply.Content, a.opts.MaxCallsPerTurn, len(reply.ToolCalls)))
 			continue
@@ -485,7 +486,8 @@ func handOver(s *State) {
 
 // execute runs one call and records its outcome in c.
 func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
-	log := a.log.WithFields(logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool})
+	fields := logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}
+	log := func() logrus.FieldLogger { return a.log.WithFields(fields) } // made for a line, when there is one
 	tool, _, ok := a.box.Lookup(c.Tool)
 	if !ok {
 		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)
@@ -497,7 +499,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	if vt, ok := tool.(tools.VersionedTool); ok && c.ToolVersion != "" && vt.Version() != c.ToolVersion {
 		c.Status, c.IsError = Failed, true
 		c.Result = fmt.Sprintf("Error: the call was not run: the tool %q changed (its server now describes it differently, or changed its arguments or hints) after the call was made. Look at the tool as it is now and ask again if the call is still wanted.", c.Tool)
-		log.Warn("the tool changed since the call was made; call not run")
+		log().Warn("the tool changed since the call was made; call not run")
 		return
 	}
 	// What runs is what was approved: the hash of the arguments about to
@@ -505,7 +507,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	if c.NeedsApproval && (c.Decision == nil || c.Decision.Hash != c.RunHash()) {
 		c.Status, c.IsError = Failed, true
 		c.Result = "Error: the call was not run: its arguments are not the ones that were approved."
-		log.Error("arguments do not match the approved hash; call not run")
+		log().Error("arguments do not match the approved hash; call not run")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ToolTimeout)
@@ -524,7 +526,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 		// Nothing was sent: the run pauses until the requester connects.
 		c.Status, c.Since, c.Expires = Asking, a.now(), connect.Expires
 		c.Input = &CallInput{Connect: connect.Server, Of: info.Requester}
-		log.WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
+		log().WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
 		return
 	}
 	var asked *tools.InputRequiredError
@@ -534,7 +536,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 		expiry := cmp.Or(rule.ExpiresAfter, a.opts.DefaultExpiry)
 		c.Status, c.Since, c.Expires = Asking, a.now(), a.now().Add(expiry)
 		c.Input = &CallInput{Requests: asked.Requests, State: asked.State, Of: info.Requester}
-		log.WithField("requests", len(asked.Requests)).Info("the tool's server asked for input; the run waits for the answer")
+		log().WithField("requests", len(asked.Requests)).Info("the tool's server asked for input; the run waits for the answer")
 		return
 	}
 	prefix := ""
@@ -546,16 +548,17 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	}
 	if errors.Is(err, tools.ErrOutcomeUnknown) && !tool.Idempotent(c.RunArgs()) {
 		c.Status = Unknown
-		log.WithError(err).Warn("tool call was cut off; its outcome is unknown")
+		log().WithError(err).Warn("tool call was cut off; its outcome is unknown")
 		return
 	}
 	if err != nil {
 		c.Status, c.IsError, c.Result = Failed, true, prefix+"Error: "+err.Error()
-		log.WithError(err).Warn("tool call failed")
+		log().WithError(err).Warn("tool call failed")
 		return
 	}
 	c.Status, c.IsError, c.Result = Done, false, prefix+result
-	log.WithField("duration", a.now().Sub(start)).Info("tool call done")
+	fields["duration"] = a.now().Sub(start)
+	log().Info("tool call done")
 }
 
 // RunsAs is whose identity call c of s runs with at its tool's server

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/countersign/countersign/graph"
@@ -70,18 +71,25 @@ func schemaHash(schema json.RawMessage) string {
 // fingerprint's parts count; the others (an MCP server's, see
 // fixedToolbox) are checked when the call is made.
 func pendingTools(parts map[string]string) func(s *State) []string {
-	// The parts' names by tool, made once: this runs at every save.
-	named := map[string]string{}
+	// The parts' names by tool, made once: this runs at every save. A
+	// state mostly depends on one part at most: the list of that one
+	// alone is made once too, and shared (the engine only reads it).
+	named := map[string][]string{}
 	for p := range parts {
 		if tool, ok := strings.CutPrefix(p, toolPart("")); ok {
-			named[tool] = p
+			named[tool] = []string{p}
 		}
 	}
 	return func(s *State) []string {
 		var out []string
 		for _, c := range s.Calls {
-			if part, fixed := named[c.Tool]; fixed && !c.Status.Settled() {
-				out = append(out, part)
+			part, fixed := named[c.Tool]
+			switch {
+			case !fixed || c.Status.Settled():
+			case out == nil:
+				out = part
+			default:
+				out = append(slices.Clip(out), part...)
 			}
 		}
 		return out

@@ -198,20 +198,21 @@ func (g *Graph[S]) loadTail(ctx context.Context, thread string) (r *run[S], ok b
 // decodeFrom makes the run's state the cached one's journal followed by
 // tail, with the rest of the state decoded from cp. With take, the run
 // takes the journal's room if it is free: only a run that goes on to
-// change the state may ask for it.
+// change the state may ask for it. r is a new run (topRun), whose state
+// is decoded in place; a run whose decode fails is dropped.
 func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage, take bool) error {
-	var s S
-	if err := decodeStateJSON(cp.State, &s); err != nil {
+	s := &r.state
+	if err := decodeStateJSON(cp.State, s); err != nil {
 		return fmt.Errorf("decode state of checkpoint %s: %w", cp.ID, err)
 	}
-	if j, ok := any(&s).(journalSharer[S]); ok {
-		if t, ok := any(&s).(journalTaker[S]); ok && take && c.room.CompareAndSwap(true, false) {
+	if j, ok := any(s).(journalSharer[S]); ok {
+		if t, ok := any(s).(journalTaker[S]); ok && take && c.room.CompareAndSwap(true, false) {
 			t.TakeJournal(c.state)
 		} else {
 			j.ShareJournal(c.state)
 		}
 		if len(tail) > 0 {
-			a, ok := any(&s).(journalAppender)
+			a, ok := any(s).(journalAppender)
 			if !ok {
 				return fmt.Errorf("decode checkpoint %s: the state cannot append journal entries", cp.ID)
 			}
@@ -219,11 +220,10 @@ func (r *run[S]) decodeFrom(c *cached[S], cp *Checkpoint, tail []json.RawMessage
 				return fmt.Errorf("decode journal of checkpoint %s: %w", cp.ID, err)
 			}
 		}
-		if n := any(&s).(Journaled).JournalLen(); n != cp.JournalLen {
+		if n := any(s).(Journaled).JournalLen(); n != cp.JournalLen {
 			return fmt.Errorf("decode checkpoint %s: journal has %d of %d entries", cp.ID, n, cp.JournalLen)
 		}
 	}
-	r.state = s
 	if cp == c.cp {
 		r.keepSaved(cp) // the cache's, which nothing changes: shared
 	} else {

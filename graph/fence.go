@@ -40,7 +40,9 @@ func Fence(ctx context.Context) string {
 type lastSaveKey[S any] struct{}
 
 // LastSaveFunc is the hook of WithLastSave: it returns the context in
-// which the run's last save of res is made.
+// which the run's last save of res is made. res, its checkpoint
+// included, is the run's own: the hook reads it while it runs, and keeps
+// and changes nothing of it.
 type LastSaveFunc[S any] func(ctx context.Context, res *Result[S]) context.Context
 
 // WithLastSave returns a context whose runs of a Graph[S] call fn before
@@ -60,7 +62,7 @@ func (r *run[S]) lastSave(ctx context.Context, cp *Checkpoint) context.Context {
 	if fn == nil {
 		return ctx
 	}
-	return fn(ctx, &Result[S]{Checkpoint: cp.Meta(), State: r.state})
+	return fn(ctx, &Result[S]{Checkpoint: cp, State: r.state}) // read only: no copy of cp
 }
 
 // A save the store wrote but could not confirm durable (ErrUnconfirmed)

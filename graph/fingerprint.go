@@ -136,6 +136,56 @@ func (g *Graph[S]) stamp(cp *Checkpoint, s *S, prev *Fingerprint) *Fingerprint {
 	if g.stamped(prev, cp, parts) {
 		return prev
 	}
+	key, common := g.stampKeyOf(cp, parts)
+	if common {
+		if fp, ok := g.stamps.Load(key); ok {
+			return fp.(*Fingerprint)
+		}
+	}
+	fp := g.newStamp(cp, parts)
+	if common && g.numStamps.Load() < maxStamps {
+		if kept, loaded := g.stamps.LoadOrStore(key, fp); loaded {
+			return kept.(*Fingerprint)
+		}
+		g.numStamps.Add(1)
+	}
+	return fp
+}
+
+// stampKey names a fingerprint of at most one node and one part.
+type stampKey struct {
+	node, part string
+	hasPart    bool
+}
+
+// maxStamps bounds how many fingerprints a graph keeps for stamp: the
+// graph's nodes by the parts (a conversation's pending tools) there
+// are, far fewer unless tools come and go by the thousand.
+const maxStamps = 1024
+
+// stampKeyOf returns the key of the fingerprint stamp makes for cp and
+// parts, and whether it has one: at most one node (once or more) and
+// one part.
+func (g *Graph[S]) stampKeyOf(cp *Checkpoint, parts []string) (stampKey, bool) {
+	var key stampKey
+	if len(parts) > 1 {
+		return key, false
+	}
+	if len(parts) == 1 {
+		key.part, key.hasPart = parts[0], true
+	}
+	one := true
+	g.eachStampedNode(cp, func(n, _ string) {
+		if key.node != "" && key.node != n {
+			one = false
+		}
+		key.node = n
+	})
+	return key, one
+}
+
+// newStamp makes the fingerprint stamp returns for cp and parts.
+func (g *Graph[S]) newStamp(cp *Checkpoint, parts []string) *Fingerprint {
 	fp := &Fingerprint{Graph: g.fp.Graph, StateVersion: g.fp.StateVersion}
 	g.eachStampedNode(cp, func(n, h string) {
 		if fp.Nodes == nil {

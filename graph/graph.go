@@ -276,7 +276,8 @@ func (b *Builder[S]) AddSubgraph(name string, sub Subgraph[S]) *Builder[S] {
 // ResumeDependsOn names, for a saved state, the parts (Options.Parts) its
 // resume depends on — for the agent, the tools of the calls still to run.
 // They are recorded in every checkpoint's fingerprint; a resume under a
-// graph where one of them changed is refused.
+// graph where one of them changed is refused. fn runs at every save; the
+// engine only reads what it returns, which fn may share between calls.
 func (b *Builder[S]) ResumeDependsOn(fn func(s *S) []string) *Builder[S] {
 	b.dependsOn = fn
 	return b

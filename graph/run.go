@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/interrupt"
@@ -83,6 +85,11 @@ type Graph[S any] struct {
 	newID      func() string
 	mergeSaves bool
 	cache      *stateCache[S]
+	// stamps holds the fingerprints stamp made of at most one node and
+	// one part (stampKey → *Fingerprint): those of almost every save,
+	// made once each and shared, as fingerprints are never changed.
+	stamps    sync.Map
+	numStamps atomic.Int32
 }
 
 // Result is where a run stopped: done, paused, or failed.
@@ -137,7 +144,7 @@ func IsFinal(err error) bool {
 func (g *Graph[S]) Start(ctx context.Context, thread string, init S, cfg RunConfig) (*Result[S], error) {
 	// No load first: the first save is a compare-and-set on a thread
 	// without checkpoints, which refuses an existing thread.
-	r := g.newRun(thread, init, cfg, g.store.Save)
+	r := g.newRun(thread, init, cfg, nil)
 	r.top = true
 	next, err := g.successors(Start, &r.state)
 	if err != nil {
@@ -192,7 +199,8 @@ func (r *run[S]) firstSave(ctx context.Context, next []string, edit func(*Checkp
 	return nil
 }
 
-// newRun returns a run of a new thread that persists with persist.
+// newRun returns a run of a new thread that persists with persist (nil:
+// to the store).
 func (g *Graph[S]) newRun(thread string, init S, cfg RunConfig, persist func(context.Context, *Checkpoint) error) *run[S] {
 	return &run[S]{g: g, thread: thread, state: init, cp: &Checkpoint{Thread: thread, Config: cfg}, persist: persist, saved: &Checkpoint{Thread: thread}}
 }
@@ -200,7 +208,7 @@ func (g *Graph[S]) newRun(thread string, init S, cfg RunConfig, persist func(con
 // topRun returns an empty run of a thread of g itself (not of a subgraph
 // node), which persists to the store and may use the cache.
 func (g *Graph[S]) topRun(thread string) *run[S] {
-	return &run[S]{g: g, thread: thread, persist: g.store.Save, top: true}
+	return &run[S]{g: g, thread: thread, top: true} // persists to the store
 }
 
 // Continue starts a new pass through the graph on a thread whose run is

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,8 +44,8 @@ type run[S any] struct {
 	// state is the thread's state; in a step of several nodes, the state
 	// the step began with (each node works on its own copy).
 	state S
-	// persist writes a checkpoint: the store's Save, or for a subgraph's
-	// run, the parent's save.
+	// persist writes a checkpoint: for a subgraph's run, the parent's
+	// save; nil for the store's Save (see write).
 	persist func(context.Context, *Checkpoint) error
 
 	// top: the run is of a thread of g itself, not of a subgraph node;
@@ -115,9 +117,11 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	if r.pauses(node, reasonBefore) && !slices.Contains(r.cp.SkipBefore, node) {
 		return r.pause(ctx, []interrupt.Info{r.stamp(node, interrupt.Info{Reason: reasonBefore + node})})
 	}
-	save := func(ctx context.Context) error { return r.save(ctx, Running, nil) }
+	var save SaveFunc
 	if r.merges(node) {
 		save = r.nodeSave
+	} else {
+		save = func(ctx context.Context) error { return r.save(ctx, Running, nil) }
 	}
 	err := r.runNode(ctx, node, &r.state, save)
 	if infos, ok := r.interrupts(node, err); ok {
@@ -126,7 +130,8 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	if err != nil {
 		return r.failInPlace(ctx, node, err)
 	}
-	return r.endStep(ctx, []string{node}, map[string]*S{node: &r.state})
+	order := [1]string{node}
+	return r.endStep(ctx, order[:], nil)
 }
 
 // stepBranches runs the nodes of a step of several nodes concurrently, each
@@ -244,21 +249,30 @@ func (r *run[S]) stepBranches(ctx context.Context) (*Result[S], error) {
 }
 
 // endStep schedules the next step from the finished nodes of this one (in
-// order, each routed on its own final state), records barrier arrivals,
-// and saves the step's checkpoint.
+// order, each routed on its own final state: states[node], or with
+// states nil, the run's state, which a step of one node ran on), records
+// barrier arrivals, and saves the step's checkpoint.
 func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]*S) (*Result[S], error) {
-	next := addUnique(nil, r.cp.Queued...)
-	arrivals := map[string][]string{}
-	for k, v := range r.cp.Arrivals {
-		arrivals[k] = v
+	stateOf := func(node string) *S {
+		if states == nil {
+			return &r.state
+		}
+		return states[node]
 	}
+	next := addUnique(nil, r.cp.Queued...)
+	arrivals := maps.Clone(r.cp.Arrivals) // nil without barriers waiting: made when one is
 	var after []interrupt.Info
 	for _, node := range order {
-		succ, err := r.g.successors(node, states[node])
+		succ, err := r.g.successors(node, stateOf(node))
 		if err != nil {
 			return r.failInPlace(ctx, node, err)
 		}
-		next = addUnique(next, withoutEnd(succ)...)
+		succ = slices.DeleteFunc(succ, func(n string) bool { return n == End }) // succ is ours: see successors
+		if next == nil {
+			next = succ
+		} else {
+			next = addUnique(next, succ...)
+		}
 		for _, j := range r.g.joins {
 			if !slices.Contains(j.sources, node) {
 				continue
@@ -268,6 +282,9 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 				next = addUnique(next, j.target)
 				delete(arrivals, j.key)
 			} else {
+				if arrivals == nil {
+					arrivals = map[string][]string{}
+				}
 				arrivals[j.key] = got
 			}
 		}
@@ -286,7 +303,7 @@ func (r *run[S]) endStep(ctx context.Context, order []string, states map[string]
 		status = Done
 	}
 	save := r.save
-	if status == Running && len(order) == 1 && states[order[0]] == &r.state && r.merges(order[0]) {
+	if status == Running && len(order) == 1 && stateOf(order[0]) == &r.state && r.merges(order[0]) {
 		save = r.stage // a step boundary: written with the next save
 	}
 	err := save(ctx, status, func(cp *Checkpoint) {
@@ -342,6 +359,9 @@ func (r *run[S]) setNested(node string, raw json.RawMessage) {
 // interrupts turns a node's interrupt (its own, or a subgraph's pauses)
 // into the interrupts this run pauses on.
 func (r *run[S]) interrupts(node string, err error) ([]interrupt.Info, bool) {
+	if err == nil {
+		return nil, false // as most nodes end: nothing for errors.As to look at
+	}
 	var np *nestedPause
 	if errors.As(err, &np) {
 		out := make([]interrupt.Info, len(np.infos))
@@ -364,7 +384,7 @@ func (r *run[S]) interrupts(node string, err error) ([]interrupt.Info, bool) {
 // one step get distinct ones.
 func (r *run[S]) stamp(node string, info interrupt.Info) interrupt.Info {
 	info.Path = NodePath{node}
-	info.ID = fmt.Sprintf("%d:%s", r.cp.Step, NodePath(info.Path))
+	info.ID = strconv.Itoa(r.cp.Step) + ":" + node // "%d:%s" of the step and the path
 	return info
 }
 
@@ -659,7 +679,10 @@ func (r *run[S]) saveLocked(ctx context.Context, status Status, edit func(*Check
 	return r.writeLocked(ctx, r.next(status, edit), nil)
 }
 
-// next returns the checkpoint that follows the run's current one.
+// next returns the checkpoint that follows the run's current one. It
+// shares the current one's slices, as own's copies do (the run replaces
+// them and never writes into one); they are clipped, so that an edit's
+// append makes a slice of its own.
 func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 	prev := r.cp
 	seq, parent := prev.Seq+1, prev.ID
@@ -674,14 +697,14 @@ func (r *run[S]) next(status Status, edit func(*Checkpoint)) *Checkpoint {
 		Seq:        seq,
 		Step:       prev.Step,
 		Status:     status,
-		Next:       slices.Clone(prev.Next),
-		Queued:     slices.Clone(prev.Queued),
-		Writes:     slices.Clone(prev.Writes),
+		Next:       slices.Clip(prev.Next),
+		Queued:     slices.Clip(prev.Queued),
+		Writes:     slices.Clip(prev.Writes),
 		Arrivals:   prev.Arrivals,
 		Nested:     prev.Nested,
-		Interrupts: slices.Clone(prev.Interrupts),
+		Interrupts: slices.Clip(prev.Interrupts),
 		Config:     prev.Config,
-		SkipBefore: slices.Clone(prev.SkipBefore),
+		SkipBefore: slices.Clip(prev.SkipBefore),
 		Created:    r.g.now(),
 		JournalLen: r.saved.JournalLen,
 	}
@@ -707,7 +730,7 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		return err
 	}
 	cp.Fingerprint = r.g.stamp(cp, &r.state, r.cp.Fingerprint)
-	if err := r.persist(r.lastSave(ctx, cp), cp); err != nil {
+	if err := r.write(r.lastSave(ctx, cp), cp); err != nil {
 		if r.top && (errors.Is(err, ErrConflict) || errors.Is(err, ErrUnconfirmed)) {
 			r.g.cache.drop(r.thread)
 		}
@@ -732,6 +755,15 @@ func (r *run[S]) writeLocked(ctx context.Context, cp *Checkpoint, state []byte) 
 		r.g.cache.put(r.saved, &r.state, cp.Status != Running)
 	}
 	return nil
+}
+
+// write persists cp: with persist, or the store's Save (a method value
+// of its own would be made for every run).
+func (r *run[S]) write(ctx context.Context, cp *Checkpoint) error {
+	if r.persist == nil {
+		return r.g.store.Save(ctx, cp)
+	}
+	return r.persist(ctx, cp)
 }
 
 // stage is save for a checkpoint that need not be written yet (see
@@ -852,7 +884,8 @@ func decodeState[S any](state json.RawMessage, journal []json.RawMessage) (S, er
 	return s, nil
 }
 
-// successors returns the nodes that follow node, given the state.
+// successors returns the nodes that follow node, given the state, in a
+// slice of the caller's own.
 func (g *Graph[S]) successors(node string, s *S) ([]string, error) {
 	next := addUnique(nil, g.edges[node]...)
 	if r, ok := g.routes[node]; ok {
@@ -874,10 +907,6 @@ func addUnique(list []string, items ...string) []string {
 		}
 	}
 	return list
-}
-
-func withoutEnd(nodes []string) []string {
-	return slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == End })
 }
 
 // pathHead is the node of this graph an interrupt belongs to ("" for a

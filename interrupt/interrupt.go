@@ -58,6 +58,9 @@ func New(info Info) error { return &Error{Info: info} }
 // Extract reports whether err is, or wraps, an interrupt, and returns its
 // Info. ErrInterruptAndRerun yields an Info with Reason "rerun".
 func Extract(err error) (*Info, bool) {
+	if err == nil {
+		return nil, false
+	}
 	var ie *Error
 	if errors.As(err, &ie) {
 		info := ie.Info

@@ -18,12 +18,14 @@ import (
 // request's are the requester's too), its start and where it stopped
 // each have a line, the pause says its checkpoint and how many calls
 // wait, and the click in between says who decided what. The fields of
-// the logger the service was given stay on every line.
+// the logger the service was given stay on every line. A run's start is
+// at debug level: at info, each run is the line of where it stopped.
 func TestRunLinesSayWhichRun(t *testing.T) {
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	log := logrus.New()
 	log.Out = io.Discard
+	log.SetLevel(logrus.DebugLevel)
 	hook := logtest.NewLocal(log)
 	w.log = log.WithField("replica", "r1")
 	svc, _ := w.service(t, nil, time.Second)
@@ -51,6 +53,13 @@ func TestRunLinesSayWhichRun(t *testing.T) {
 			continue
 		default:
 			continue
+		}
+		wantLevel := logrus.InfoLevel
+		if e.Message == "run started" {
+			wantLevel = logrus.DebugLevel
+		}
+		if e.Level != wantLevel {
+			t.Errorf("%q logged at %s, want %s", e.Message, e.Level, wantLevel)
 		}
 		how, _ := e.Data["how"].(string)
 		run, _ := e.Data["run"].(string)

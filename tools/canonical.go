@@ -36,6 +36,15 @@ var ErrAmbiguousArgs = errors.New("ambiguous arguments")
 // MaxArgsLen bytes. A person approves the canonical form, and the tool
 // runs with exactly those bytes.
 func Canonical(args json.RawMessage) (json.RawMessage, error) {
+	if out, ok := canonicalFast(args); ok {
+		return out, nil
+	}
+	return canonicalSlow(args)
+}
+
+// canonicalSlow is Canonical through encoding/json's decoder, token by
+// token: for any arguments, and the one that says why it refuses them.
+func canonicalSlow(args json.RawMessage) (json.RawMessage, error) {
 	if !utf8.Valid(args) {
 		return nil, fmt.Errorf("%w: not valid UTF-8", ErrAmbiguousArgs)
 	}

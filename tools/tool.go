@@ -55,7 +55,9 @@ type Tool interface {
 	Name() string
 	// Description tells the model what the tool does.
 	Description() string
-	// Schema is the JSON schema of the arguments.
+	// Schema is the JSON schema of the arguments. The caller reads it
+	// and changes nothing in it: a tool may return the same bytes at
+	// every call (the model is shown them at every turn).
 	Schema() json.RawMessage
 	// Idempotent reports whether running the call twice with these
 	// arguments has the effect of running it once. After a crash, a call

@@ -361,11 +361,13 @@ func (c *Cycler) Measure(ctx context.Context, m *Meter, thread string) (Sample, 
 // every time, and never touches the network.
 type statusTool struct{}
 
-func (statusTool) Name() string        { return ToolName }
-func (statusTool) Description() string { return "Make an HTTP request and return the status and body." }
-func (statusTool) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{"method":{"type":"string"},"url":{"type":"string"}},"required":["method","url"]}`)
-}
+// statusSchema is statusTool's schema, the same bytes at every call, as
+// http_request's.
+var statusSchema = json.RawMessage(`{"type":"object","properties":{"method":{"type":"string"},"url":{"type":"string"}},"required":["method","url"]}`)
+
+func (statusTool) Name() string                    { return ToolName }
+func (statusTool) Description() string             { return "Make an HTTP request and return the status and body." }
+func (statusTool) Schema() json.RawMessage         { return statusSchema }
 func (statusTool) Idempotent(json.RawMessage) bool { return true }
 func (statusTool) Call(context.Context, json.RawMessage) (string, error) {
 	return "200 OK\n{\"status\":\"healthy\"}", nil

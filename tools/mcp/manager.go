@@ -260,20 +260,23 @@ func (m *Manager) Close() error {
 // starts the servers and waits for them (Options.StartWait).
 func (m *Manager) Tools() []tools.Tool {
 	m.waitStarted()
-	down := map[string]bool{}
+	var down map[string]bool // made only when a server is down: this runs at every model call
 	for _, s := range m.servers {
 		if s.status().State != Up {
+			if down == nil {
+				down = map[string]bool{}
+			}
 			down[s.cfg.Name] = true
 		}
 	}
-	var out []tools.Tool
-	for _, t := range m.reg.Load().Tools() {
-		if ot, ok := t.(tools.OriginTool); ok && down[ot.Origin().Server] {
-			continue
-		}
-		out = append(out, t)
+	out := m.reg.Load().Tools() // a copy of our own
+	if down == nil {
+		return out
 	}
-	return out
+	return slices.DeleteFunc(out, func(t tools.Tool) bool {
+		ot, ok := t.(tools.OriginTool)
+		return ok && down[ot.Origin().Server]
+	})
 }
 
 // waitStarted starts the servers and waits for each to be tried once,
