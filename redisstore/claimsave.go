@@ -224,16 +224,12 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 // record into a block of its first record and a block of the others,
 // chained to it.
 func splitAuditBlock(block []any) (first, rest []any) {
-	// [head hash, n, then per record: seq, hash, 2k, then 2k fields]
+	// [head hash, n, then per record: seq, hash, packed fields]
 	n, _ := block[1].(int)
-	k, _ := block[4].(int)
-	end := 5 + k
-	first = make([]any, 0, end)
-	first = append(first, block[0], 1)
-	first = append(first, block[2:end]...)
-	rest = make([]any, 0, 2+len(block)-end)
+	first = []any{block[0], 1, block[2], block[3], block[4]}
+	rest = make([]any, 0, len(block)-3)
 	rest = append(rest, block[3], n-1)
-	rest = append(rest, block[end:]...)
+	rest = append(rest, block[5:]...)
 	return first, rest
 }
 
@@ -257,7 +253,7 @@ const auditHadLua = `
     local j, last, lastseq = i + 2, nil, nil
     for _ = 1, tonumber(a[i + 1]) do
       last, lastseq = a[j + 1], a[j]
-      j = j + 3 + tonumber(a[j + 2])
+      j = j + 3
     end
     local h = redis.call('HMGET', head, 'hash', 'seq')
     if last and h[1] ~= last then
