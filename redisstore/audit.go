@@ -462,14 +462,29 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // the head once: an append that trimmed nothing keeps the head it wrote
 // (audit_known), which the next append in the same script takes as read,
 // since only audit_append writes the head and a script runs alone.
+//
+// Such a script may also write the head once: an append given lazy that
+// trims nothing leaves the head's write pending (audit_pending) for the
+// next append in the script, which writes its own head instead, or for
+// audit_flush (auditFlushLua), which the script calls on every way out
+// that has no next append. The entries and the head are then written in
+// one script all the same; in between, the script runs no command that
+// can fail on a key it has not already used.
 const auditAppendLua = `
-local audit_known_head, audit_known = nil, nil
-local function audit_append(stream, head, minid, a, i)
-  local h = nil
-  if audit_known_head == head then h = audit_known end
-  audit_known_head, audit_known = nil, nil
+local audit_known_head, audit_known, audit_pending = nil, nil, nil
+local function audit_append(stream, head, minid, a, i, lazy)
+  local h, pending = nil, nil
+  if audit_known_head == head then
+    h, pending = audit_known, audit_pending
+  elseif audit_pending then
+    redis.call('HSET', audit_pending, 'hash', audit_known[1], 'seq', audit_known[2])
+  end
+  audit_known_head, audit_known, audit_pending = nil, nil, nil
   if not h then h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed') end
   local cur = h[1] or ''
+  if pending and (cur ~= a[i] or tonumber(a[i + 1]) == 0) then
+    redis.call('HSET', pending, 'hash', h[1], 'seq', h[2])
+  end
   if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
   local j, id, last, lastseq = i + 2, nil, cur, nil
   for _ = 1, tonumber(a[i + 1]) do
@@ -483,7 +498,11 @@ local function audit_append(stream, head, minid, a, i)
   -- given (a number passed to redis.call is formatted, at a cost).
   local first = tonumber(h[3])
   if first and (tonumber(minid) or 0) <= first then
-    redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    if lazy then
+      audit_pending = head
+    else
+      redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    end
     audit_known_head, audit_known = head, {last, lastseq, h[3], h[4]}
     return 1, last, tonumber(lastseq)
   end
@@ -513,6 +532,19 @@ local function audit_append(stream, head, minid, a, i)
     redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first)
   end
   return 1, last, tonumber(lastseq)
+end
+`
+
+// auditFlushLua defines audit_flush(), which writes the head an append
+// given lazy left pending (auditAppendLua), if any. A script that passes
+// lazy defines it after auditAppendLua and calls it on every way out
+// that has no append after the lazy one.
+const auditFlushLua = `
+local function audit_flush()
+  if audit_pending then
+    redis.call('HSET', audit_pending, 'hash', audit_known[1], 'seq', audit_known[2])
+    audit_pending = nil
+  end
 end
 `
 
