@@ -23,7 +23,9 @@ import (
 // with the thread, how the run began, an ID of its own so that its lines
 // can be told from those of the thread's other runs, and fields (nil:
 // none; begin keeps the map). The logger is built once, with all of
-// them, for every line of the run.
+// them, for every line of the run. That the run started is a debug
+// line: the line where it stops (paused, finished, failed) carries the
+// same fields, and every run has one.
 func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLogger {
 	s.opts.Observer.RunStarted(how != "start" && how != "continue")
 	var b [6]byte
@@ -33,7 +35,7 @@ func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLo
 	}
 	fields["thread"], fields["run"], fields["how"] = thread, hex.EncodeToString(b[:]), how
 	log := runLogger(s.log, fields)
-	log.Info("run started")
+	log.Debug("run started")
 	return log
 }
 
