@@ -57,7 +57,9 @@
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
 //	                        older than Options.AuditRetention are trimmed as entries
-//	                        are appended (audit.go)
+//	                        are appended (audit.go). An entry holds seq, hash and
+//	                        fields, its other fields packed (audit.SealPacked); one
+//	                        an earlier version wrote, a stream field each, reads alike
 //	{cs:audit}:head hash    hash, seq: the audit chain's newest link; trimmed: the seq of
 //	                        the newest entry retention removed. Its hash tag is the
 //	                        stream's name, which puts both in one Cluster slot
