@@ -31,6 +31,19 @@
 // Lengths make the encoding unambiguous whatever the values hold, so a
 // verifier needs nothing but SHA-256 to recompute a hash.
 //
+// # Packed entries
+//
+// A store may keep an entry's fields in one value instead of one stored
+// field each: FieldPacked holds every field but seq and hash, in the
+// lines of the canonical encoding (without its header line), and seq and
+// hash stay fields of their own beside it. A store that appends entries
+// one stored field each passes some thirty strings per entry; packed, it
+// passes three. Readers take both forms (Unpack): the hash is the same
+// either way, the SHA-256 of the canonical encoding of all the fields,
+// so a chain may hold entries of both, and verifies as one.
+//
+// # Tampering
+//
 // Changing a field of an entry changes its hash; deleting, inserting or
 // moving an entry breaks the prev links and the seq numbers of the
 // entries after it. Whoever can write to the store can still rewrite the
@@ -58,11 +71,12 @@ const (
 )
 
 // reserved reports whether a caller's fields may not use name: the
-// chain's fields, and the entry's ID and time as the export writes them.
+// chain's fields, the field that holds a packed entry's others, and the
+// entry's ID and time as the export writes them.
 // (A switch: it is asked of every field of every entry.)
 func reserved(name string) bool {
 	switch name {
-	case "id", "time", FieldSeq, FieldPrev, FieldHash:
+	case "id", "time", FieldSeq, FieldPrev, FieldHash, FieldPacked:
 		return true
 	}
 	return false
@@ -122,8 +136,8 @@ type Head struct {
 
 // Seal returns fields as the entry that follows head: without empty
 // values, with seq and prev set and hashed. It returns the chain's new
-// head too. Fields may not use the names id, time, seq, prev or hash
-// (ErrReservedField).
+// head too. Fields may not use the names id, time, seq, prev, hash or
+// fields (ErrReservedField).
 func Seal(fields map[string]string, head Head) (map[string]string, Head, error) {
 	sealed, next, err := SealFields(fields, head)
 	if err != nil {

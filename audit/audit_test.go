@@ -58,7 +58,7 @@ func TestSealChainsEntries(t *testing.T) {
 	if _, ok := entries[0].Fields["reason"]; ok {
 		t.Errorf("empty field kept: %v", entries[0].Fields)
 	}
-	for _, name := range []string{"hash", "prev", "seq", "id", "time"} {
+	for _, name := range []string{"hash", "prev", "seq", "id", "time", "fields"} {
 		if _, _, err := audit.Seal(map[string]string{name: "x"}, head); !errors.Is(err, audit.ErrReservedField) {
 			t.Errorf("Seal with field %q = %v, want ErrReservedField", name, err)
 		}

@@ -59,7 +59,7 @@ func (s *Store) auditMinID() string {
 }
 
 // Audit appends one entry to the audit trail. fields may not use the
-// names id, time, seq, prev or hash (audit.ErrReservedField); empty
+// names id, time, seq, prev, hash or fields (audit.ErrReservedField); empty
 // values are left out, and "at" is set to now if missing. Safe for
 // concurrent use by many goroutines and processes: the entries of all of
 // them form one chain.
@@ -172,22 +172,20 @@ return 0
 var auditSyncScript = redis.NewScript(auditSyncLua)
 
 // auditBlock seals records against the head this process last saw and
-// returns them as the arguments of auditAppendLua's block. A record
-// without "at" gets the time now.
+// returns them as the arguments of auditAppendLua's block: each entry
+// packed (audit.SealPacked), its seq, its hash and its packed fields. A
+// record without "at" gets the time now.
 //
 // The block's strings go in as pointers into one slice of their own:
-// a string put in an interface is copied to the heap, one allocation
-// for each name and value of every entry, and go-redis writes a
-// *string as it writes a string. (Nothing reads the arguments back but
-// go-redis and the hooks that count what they send.)
+// a string put in an interface is copied to the heap, and go-redis
+// writes a *string as it writes a string. (Nothing reads the arguments
+// back but go-redis and the hooks that count what they send.)
 func (s *Store) auditBlock(records []map[string]string) ([]any, error) {
 	s.chainMu.Lock()
 	head := s.chain
 	s.chainMu.Unlock()
-	prev := head.Hash
-	sealed := make([][]audit.Field, len(records))
-	heads := make([]audit.Head, len(records))
-	strs := 1
+	sealed := make([]audit.Packed, len(records)+1)
+	sealed[len(records)].Hash = head.Hash // the head the block follows
 	at := ""
 	for i, rec := range records {
 		if _, ok := rec["at"]; !ok {
@@ -196,25 +194,16 @@ func (s *Store) auditBlock(records []map[string]string) ([]any, error) {
 			}
 			rec = withField(rec, "at", at)
 		}
-		fields, next, err := audit.SealFields(rec, head)
+		p, next, err := audit.SealPacked(rec, head)
 		if err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
-		sealed[i], heads[i], head = fields, next, next
-		strs += 1 + 2*len(fields)
+		sealed[i], head = p, next
 	}
-	slab := make([]string, 0, strs)
-	ref := func(v string) *string {
-		slab = append(slab, v)
-		return &slab[len(slab)-1]
-	}
-	args := make([]any, 0, 2+len(records)+strs)
-	args = append(args, ref(prev), len(records))
-	for i, fields := range sealed {
-		args = append(args, &heads[i].Seq, ref(heads[i].Hash), 2*len(fields))
-		for _, f := range fields {
-			args = append(args, ref(f.Name), ref(f.Value))
-		}
+	args := make([]any, 0, 2+3*len(records))
+	args = append(args, &sealed[len(records)].Hash, len(records))
+	for i := range records {
+		args = append(args, &sealed[i].Seq, &sealed[i].Hash, &sealed[i].Fields)
 	}
 	return args, nil
 }
@@ -368,16 +357,25 @@ func (s *Store) AuditEntries(ctx context.Context, after string, since time.Time,
 	return auditEntries(msgs), nil
 }
 
+// auditEntries reads the stream's entries, packed (audit.Unpack) or
+// kept one field each as earlier versions kept them. A packed entry that
+// does not unpack is read as stored: its hash then does not match.
 func auditEntries(msgs []redis.XMessage) []audit.Entry {
 	out := make([]audit.Entry, len(msgs))
 	for i, m := range msgs {
-		fields := make(map[string]string, len(m.Values))
-		for k, v := range m.Values {
-			fields[k], _ = v.(string)
-		}
-		out[i] = audit.Entry{ID: m.ID, Fields: fields}
+		out[i] = audit.Entry{ID: m.ID, Fields: auditFields(m.Values)}
 	}
 	return out
+}
+
+// auditFields are the fields of a stream entry of the audit trail.
+func auditFields(values map[string]any) map[string]string {
+	fields := make(map[string]string, len(values))
+	for k, v := range values {
+		fields[k], _ = v.(string)
+	}
+	fields, _ = audit.Unpack(fields)
+	return fields
 }
 
 // idBefore reports whether stream ID a sorts before b.
@@ -444,8 +442,9 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 //	  minid         unix ms: entries added before are trimmed ('' or '0': none)
 //	  a[i]          the head's hash the entries were sealed after ('' for none)
 //	  a[i+1]        the number m of entries, then for each: its seq, its
-//	                hash, the number k of field arguments, and those k
-//	                arguments (names and values)
+//	                hash and its packed fields (audit.SealPacked), which
+//	                the entry keeps as the stream fields seq, hash and
+//	                fields
 //
 // It returns 1, the new head's hash and seq when it appended them, and 0,
 // the head's hash and seq when the head is another (nothing written):
@@ -463,21 +462,35 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // the head once: an append that trimmed nothing keeps the head it wrote
 // (audit_known), which the next append in the same script takes as read,
 // since only audit_append writes the head and a script runs alone.
+//
+// Such a script may also write the head once: an append given lazy that
+// trims nothing leaves the head's write pending (audit_pending) for the
+// next append in the script, which writes its own head instead, or for
+// audit_flush (auditFlushLua), which the script calls on every way out
+// that has no next append. The entries and the head are then written in
+// one script all the same; in between, the script runs no command that
+// can fail on a key it has not already used.
 const auditAppendLua = `
-local audit_known_head, audit_known = nil, nil
-local function audit_append(stream, head, minid, a, i)
-  local h = nil
-  if audit_known_head == head then h = audit_known end
-  audit_known_head, audit_known = nil, nil
+local audit_known_head, audit_known, audit_pending = nil, nil, nil
+local function audit_append(stream, head, minid, a, i, lazy)
+  local h, pending = nil, nil
+  if audit_known_head == head then
+    h, pending = audit_known, audit_pending
+  elseif audit_pending then
+    redis.call('HSET', audit_pending, 'hash', audit_known[1], 'seq', audit_known[2])
+  end
+  audit_known_head, audit_known, audit_pending = nil, nil, nil
   if not h then h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed') end
   local cur = h[1] or ''
+  if pending and (cur ~= a[i] or tonumber(a[i + 1]) == 0) then
+    redis.call('HSET', pending, 'hash', h[1], 'seq', h[2])
+  end
   if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
   local j, id, last, lastseq = i + 2, nil, cur, nil
   for _ = 1, tonumber(a[i + 1]) do
-    local k = tonumber(a[j + 2])
-    id = redis.call('XADD', stream, '*', unpack(a, j + 3, j + 2 + k))
+    id = redis.call('XADD', stream, '*', 'seq', a[j], 'hash', a[j + 1], 'fields', a[j + 2])
     last, lastseq = a[j + 1], a[j]
-    j = j + 3 + k
+    j = j + 3
   end
   if not id then return 1, cur, tonumber(h[2]) or 0 end
   -- Most appends trim nothing: the oldest entry is within the retention.
@@ -485,7 +498,11 @@ local function audit_append(stream, head, minid, a, i)
   -- given (a number passed to redis.call is formatted, at a cost).
   local first = tonumber(h[3])
   if first and (tonumber(minid) or 0) <= first then
-    redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    if lazy then
+      audit_pending = head
+    else
+      redis.call('HSET', head, 'hash', last, 'seq', lastseq)
+    end
     audit_known_head, audit_known = head, {last, lastseq, h[3], h[4]}
     return 1, last, tonumber(lastseq)
   end
@@ -515,6 +532,19 @@ local function audit_append(stream, head, minid, a, i)
     redis.call('HSET', head, 'hash', last, 'seq', lastseq, 'oldest', first)
   end
   return 1, last, tonumber(lastseq)
+end
+`
+
+// auditFlushLua defines audit_flush(), which writes the head an append
+// given lazy left pending (auditAppendLua), if any. A script that passes
+// lazy defines it after auditAppendLua and calls it on every way out
+// that has no append after the lazy one.
+const auditFlushLua = `
+local function audit_flush()
+  if audit_pending then
+    redis.call('HSET', audit_pending, 'hash', audit_known[1], 'seq', audit_known[2])
+    audit_pending = nil
+  end
 end
 `
 

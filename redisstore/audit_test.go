@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -350,5 +351,106 @@ func TestSaveAppendsItsAuditEntries(t *testing.T) {
 				t.Errorf("entries = %v; want the outcome, then the execution", entries)
 			}
 		})
+	}
+}
+
+// A trail whose older entries an earlier version wrote, one stream field
+// each, and whose newer ones this version appends packed, verifies as one
+// chain; every reader reads both alike (AuditEntries, AuditLog), and a
+// packed entry edited in Redis is found changed.
+func TestAuditReadsEntriesOfEarlierVersions(t *testing.T) {
+	for _, tt := range []int{0, 2} {
+		t.Run(servers[tt].name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := servers[tt].rdb(t)
+			prefix := uniqueName("audit")
+			// Two entries as an earlier version appended them: one
+			// stream field each, the head beside.
+			var head audit.Head
+			for _, by := range []string{"U1", "U2"} {
+				fields, next, err := audit.Seal(map[string]string{"event": "decision", "decision": "approve", "by": by, "at": "2026-11-20T08:00:00Z"}, head)
+				if err != nil {
+					t.Fatal(err)
+				}
+				values := map[string]any{}
+				for k, v := range fields {
+					values[k] = v
+				}
+				if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: prefix + ":audit", Values: values}).Err(); err != nil {
+					t.Fatal(err)
+				}
+				head = next
+			}
+			if err := rdb.HSet(ctx, "{"+prefix+":audit}:head", "hash", head.Hash, "seq", head.Seq).Err(); err != nil {
+				t.Fatal(err)
+			}
+			store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+			if err := store.AuditAll(ctx, []map[string]string{
+				{"event": "execution", "by": "U3", "args": `{"a":"1:b\n"}`}, {"event": "outcome", "outcome": "done"},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := store.VerifyAudit(ctx)
+			if err != nil || rep.Entries != 4 || rep.Before != 0 || rep.Last.Seq != 4 {
+				t.Fatalf("VerifyAudit = %+v, %v; want the 4 entries, both forms, in one chain", rep, err)
+			}
+			raw, err := rdb.XRange(ctx, prefix+":audit", "-", "+").Result()
+			if err != nil || len(raw) != 4 {
+				t.Fatalf("XRANGE = %v, %v", raw, err)
+			}
+			if _, ok := raw[2].Values["fields"]; !ok || len(raw[2].Values) != 3 {
+				t.Errorf("entry appended now is stored as %v; want seq, hash and the packed fields", raw[2].Values)
+			}
+			entries, err := store.AuditEntries(ctx, "", time.Time{}, 10)
+			if err != nil || len(entries) != 4 {
+				t.Fatalf("AuditEntries = %v, %v", entries, err)
+			}
+			log, err := store.AuditLog(ctx, 10)
+			if err != nil || len(log) != 4 {
+				t.Fatalf("AuditLog = %v, %v", log, err)
+			}
+			for i, want := range []struct{ event, by, args string }{{"decision", "U1", ""}, {"decision", "U2", ""}, {"execution", "U3", `{"a":"1:b\n"}`}, {"outcome", "", ""}} {
+				for _, f := range []map[string]string{entries[i].Fields, log[3-i]} {
+					if f["event"] != want.event || f["by"] != want.by || f["args"] != want.args || f["seq"] != fmt.Sprint(i+1) || f["hash"] == "" || f["at"] == "" {
+						t.Errorf("entry %d = %v; want the %s by %q, seq %d", i, f, want.event, want.by, i+1)
+					}
+					if _, ok := f["fields"]; ok {
+						t.Errorf("entry %d = %v: read with its packed fields", i, f)
+					}
+				}
+			}
+
+			// U3 becomes U4 inside the packed fields, the length kept.
+			packed, _ := raw[2].Values["fields"].(string)
+			if !strings.Contains(packed, "2:U3\n") {
+				t.Fatalf("packed fields %q do not hold by's value as the canonical encoding writes it", packed)
+			}
+			edited := map[string]any{"seq": raw[2].Values["seq"], "hash": raw[2].Values["hash"], "fields": strings.Replace(packed, "2:U3\n", "2:U4\n", 1)}
+			rewriteStream(t, rdb, prefix+":audit", raw, 2, edited)
+			_, err = store.VerifyAudit(ctx)
+			var b *audit.BreakError
+			if !errors.As(err, &b) || b.Kind != audit.Changed || b.Seq != 3 {
+				t.Fatalf("VerifyAudit after an edit of a packed entry = %v; want entry 3 changed", err)
+			}
+		})
+	}
+}
+
+// rewriteStream writes the stream again as msgs, with msgs[i]'s values
+// replaced by values, keeping every ID.
+func rewriteStream(t *testing.T, rdb redis.UniversalClient, key string, msgs []redis.XMessage, i int, values map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for j, m := range msgs {
+		v := m.Values
+		if j == i {
+			v = values
+		}
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: v}).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -224,16 +224,12 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 // record into a block of its first record and a block of the others,
 // chained to it.
 func splitAuditBlock(block []any) (first, rest []any) {
-	// [head hash, n, then per record: seq, hash, 2k, then 2k fields]
+	// [head hash, n, then per record: seq, hash, packed fields]
 	n, _ := block[1].(int)
-	k, _ := block[4].(int)
-	end := 5 + k
-	first = make([]any, 0, end)
-	first = append(first, block[0], 1)
-	first = append(first, block[2:end]...)
-	rest = make([]any, 0, 2+len(block)-end)
+	first = []any{block[0], 1, block[2], block[3], block[4]}
+	rest = make([]any, 0, len(block)-3)
 	rest = append(rest, block[3], n-1)
-	rest = append(rest, block[end:]...)
+	rest = append(rest, block[5:]...)
 	return first, rest
 }
 
@@ -257,7 +253,7 @@ const auditHadLua = `
     local j, last, lastseq = i + 2, nil, nil
     for _ = 1, tonumber(a[i + 1]) do
       last, lastseq = a[j + 1], a[j]
-      j = j + 3 + tonumber(a[j + 2])
+      j = j + 3
     end
     local h = redis.call('HMGET', head, 'hash', 'seq')
     if last and h[1] ~= last then
@@ -312,7 +308,7 @@ const auditHadScan = "100"
 // returns that attempt's {1, ...}, having written nothing, with the
 // audit replies of what that attempt appended (audit_had): the run goes
 // on, and its call is sent once, rather than being taken for a crash.
-const claimSaveLua = auditAppendLua + saveCheckpointLua + recordFnLua + `
+const claimSaveLua = auditAppendLua + auditFlushLua + saveCheckpointLua + recordFnLua + `
 local m = tonumber(ARGV[20])
 local ai = 21 + m
 local a = tonumber(ARGV[ai])
@@ -357,15 +353,28 @@ end
 if not known and redis.call('PTTL', KEYS[4]) < 0 then
   redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[18]), redis.call('PTTL', KEYS[1])))
 end
+-- The decision's entry leaves the audit head's write to the save's
+-- entries, which follow it in the chain (audit_append's lazy): one write
+-- of the head for both, or audit_flush on the ways out before them.
 local decided = false
-if a > 0 then decided = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1)} end
-if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then return {2, decided} end
+if a > 0 then decided = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1, b > 0)} end
+if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then
+  audit_flush()
+  return {2, decided}
+end
 local vals = {}
 recorded_values(vals, 0, fields, h, ARGV, 18, ARGV[12], ARGV[13])
 -- The lease holds this save's fence, just set: save_check reads neither
--- it nor the head again.
-local saved, left, moved, kept = save_check(KEYS, ARGV, nil, {h[nf + 1], h[1], h[nf + 2], h[nf + 3]})
-if saved ~= 1 then return {3, decided, vals} end
+-- it nor the head again. It runs no command then unless the head lacks
+-- its seq or journal length (kept by an earlier version): the pending
+-- audit head is written before those.
+local held = {h[nf + 1], h[1], h[nf + 2], h[nf + 3]}
+if not (held[1] and held[3]) then audit_flush() end
+local saved, left, moved, kept = save_check(KEYS, ARGV, nil, held)
+if saved ~= 1 then
+  audit_flush()
+  return {3, decided, vals}
+end
 local audited = false
 if b > 0 then audited = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1)} end
 save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept)

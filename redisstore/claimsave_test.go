@@ -277,3 +277,89 @@ func TestClaimSaveChainsTheDecisionAndTheSave(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimSaveKeepsTheAuditHeadOnEveryWayOut: the decision's entry of a
+// save that carries a claim and entries of its own leaves the write of
+// the audit head to the save's entries; when the save is not made — the
+// lease held by another acquisition, or a checkpoint that does not
+// follow the stored one — the head is the decision's all the same: the
+// chain verifies, and the next entry follows it.
+func TestClaimSaveKeepsTheAuditHeadOnEveryWayOut(t *testing.T) {
+	for name, server := range everyRedis() {
+		if name == "cluster" {
+			continue // a save carries no claim there (TestSaveCarriesAClaim)
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := redisstore.New(server(t), redisstore.Options{Prefix: uniqueName("claimsave-head")})
+			// A first entry: the head then knows the stream's oldest,
+			// and appends that trim nothing follow.
+			if err := store.Audit(ctx, map[string]string{"event": "start"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, tt := range []struct {
+				name string
+				want runner.ClaimOutcome
+				// prepare returns the checkpoint the save follows.
+				prepare func(thread string, first *graph.Checkpoint) *graph.Checkpoint
+			}{
+				{"busy", runner.ClaimBusy, func(thread string, first *graph.Checkpoint) *graph.Checkpoint {
+					if token, err := store.AcquireLease(ctx, thread, "other", time.Minute); err != nil || token == "" {
+						t.Fatalf("AcquireLease = %q, %v", token, err)
+					}
+					return first
+				}},
+				{"leased", runner.ClaimLeased, func(_ string, first *graph.Checkpoint) *graph.Checkpoint {
+					bad := *first
+					bad.JournalLen++ // the next checkpoint's journal starts past the stored one's
+					return &bad
+				}},
+				{"saved", runner.ClaimSaved, func(_ string, first *graph.Checkpoint) *graph.Checkpoint { return first }},
+			} {
+				thread := uniqueName("T1:C1")
+				first := firstCheckpoint(thread, "ship it")
+				first.Status = graph.Paused
+				mustSave(t, store, first)
+				parent := tt.prepare(thread, first)
+				token := runner.NewLeaseToken("U_BOB")
+				sc := &runner.SavedClaim{Token: token, Claim: runner.DecisionClaim{Thread: thread, Key: "decision:c1#0",
+					Value: []byte(`{"kind":"approve","by":"U_BOB"}`), ExpectHead: first.ID,
+					WakeBy: time.Now().Add(time.Minute), LeaseTTL: time.Minute, Keys: []string{"decision:c1#0"},
+					Audit: map[string]string{"event": "decision", "thread": thread, "by": "U_BOB"}}}
+				sa := &runner.SaveAudit{Records: []map[string]string{{"event": "execution", "thread": thread, "tool": "deploy"}}}
+				_ = store.Save(runner.WithSaveAudit(runner.WithSavedClaim(graph.WithFence(ctx, token), sc), sa), nextCheckpoint(parent, "approved"))
+				r, _ := sc.Answered()
+				if r.Outcome != tt.want || r.AuditErr != nil {
+					t.Fatalf("%s: the claim = %+v; want outcome %v, its entry appended", tt.name, r, tt.want)
+				}
+				if pending := sa.Pending(); pending != (tt.want != runner.ClaimSaved) {
+					t.Fatalf("%s: the save's entries pending = %v", tt.name, pending)
+				}
+				if err := store.Audit(ctx, map[string]string{"event": "after", "thread": thread}); err != nil {
+					t.Fatal(err)
+				}
+				rep, err := store.VerifyAudit(ctx)
+				if err != nil {
+					t.Fatalf("%s: VerifyAudit = %+v, %v", tt.name, rep, err)
+				}
+				entries, err := store.AuditEntries(ctx, "", time.Time{}, 100)
+				if err != nil || len(entries) < 2 {
+					t.Fatalf("AuditEntries = %v, %v", entries, err)
+				}
+				var events []string
+				for _, e := range entries {
+					if e.Fields["thread"] == thread {
+						events = append(events, e.Fields["event"])
+					}
+				}
+				want := []string{"decision", "after"}
+				if tt.want == runner.ClaimSaved {
+					want = []string{"decision", "execution", "after"}
+				}
+				if !slices.Equal(events, want) {
+					t.Fatalf("%s: the thread's entries = %v, want %v", tt.name, events, want)
+				}
+			}
+		})
+	}
+}

@@ -289,7 +289,8 @@ return {1, take_kept(KEYS[7]), seq, audited}
 // firstSaveCloseLua is a start's first save that takes the lease and
 // ends the session (firstSave with a LastSave): saveCloseLua's work
 // (save_close), with the lease checked as firstSaveLua does and let go in
-// the same step.
+// the same step: deleted if it held the start's token (the script sent
+// again), else never taken, and nothing to delete.
 //
 //	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
 //	      wakeups, waiting, audit stream, audit head, kept, then the i keys
@@ -304,7 +305,7 @@ return {1, take_kept(KEYS[7]), seq, audited}
 const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + takeKeptLua + `
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
-local reply, n = save_close(KEYS, ARGV, 13, 11, true)
+local reply, n = save_close(KEYS, ARGV, 13, 11, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
 reply[n + 1] = take_kept(KEYS[11])
 return reply

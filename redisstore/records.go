@@ -193,7 +193,8 @@ func (s *Store) Forget(ctx context.Context, thread string) error {
 }
 
 // AuditLog returns the newest n audit records, newest first, each with
-// its stream entry's "id" (its first part is the time in Unix ms).
+// its stream entry's "id" (its first part is the time in Unix ms); a
+// packed entry's fields are unpacked (auditFields).
 func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error) {
 	msgs, err := s.rdb.XRevRangeN(ctx, s.prefix+":audit", "+", "-", int64(n)).Result()
 	if err != nil {
@@ -201,10 +202,7 @@ func (s *Store) AuditLog(ctx context.Context, n int) ([]map[string]string, error
 	}
 	out := make([]map[string]string, 0, len(msgs))
 	for _, m := range msgs {
-		rec := make(map[string]string, len(m.Values)+1)
-		for k, v := range m.Values {
-			rec[k] = fmt.Sprint(v)
-		}
+		rec := auditFields(m.Values)
 		rec["id"] = m.ID
 		out = append(out, rec)
 	}

@@ -57,7 +57,9 @@
 //	cs:audit        stream  the audit trail: one entry per decision, refusal, execution
 //	                        and outcome, chained by hashes (package audit); entries
 //	                        older than Options.AuditRetention are trimmed as entries
-//	                        are appended (audit.go)
+//	                        are appended (audit.go). An entry holds seq, hash and
+//	                        fields, its other fields packed (audit.SealPacked); one
+//	                        an earlier version wrote, a stream field each, reads alike
 //	{cs:audit}:head hash    hash, seq: the audit chain's newest link; trimmed: the seq of
 //	                        the newest entry retention removed. Its hash tag is the
 //	                        stream's name, which puts both in one Cluster slot
@@ -450,8 +452,15 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	ttl := s.expiry(cp.KeepUntil)
 	args := make([]any, 0, 12+len(cp.Journal))
 	refreshBelow := ttl - min(refreshSlack, ttl/10)
+	// The large numbers and the strings go in as pointers into one
+	// struct: each put in an interface on its own is copied to the heap
+	// (numbers below 256 are not), and go-redis writes a *int64 or a
+	// *string as it writes the value (so do the hooks that count what
+	// is sent).
+	v := &saveValues{ttl: ttl.Milliseconds(), refresh: refreshBelow.Milliseconds(), now: s.now().UnixMilli(),
+		fence: graph.Fence(ctx), id: cp.ID, parent: cp.Parent}
 	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
-		ttl.Milliseconds(), refreshBelow.Milliseconds(), graph.Fence(ctx), cp.ID, cp.Parent, s.now().UnixMilli())
+		&v.ttl, &v.refresh, &v.fence, &v.id, &v.parent, &v.now)
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
 	if f := runner.FirstSaveOf(ctx); f != nil && cp.Seq == 1 && cp.JournalFrom == 0 && f.Thread == cp.Thread && f.Token == graph.Fence(ctx) {
 		// A start's first save, which takes the lease (firstsave.go).
@@ -505,6 +514,13 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 		}
 	}
 	return s.saved(cp, saved, err)
+}
+
+// saveValues are the values of saveLua's arguments that Save passes as
+// pointers.
+type saveValues struct {
+	ttl, refresh, now int64
+	fence, id, parent string
 }
 
 // save runs saveLua and returns its reply: with ErrNotReplicated too,

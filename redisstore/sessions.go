@@ -496,13 +496,15 @@ return close_thread(KEYS, ARGV, 0)
 
 // closeThreadLua is closeLua's work as a Lua function of its keys and
 // arguments, which closeInboxLua and saveCloseLua share:
-// close_thread(KEYS, A, o, held, vals) reads closeLua's argument n at
-// A[o + n], so that a script that carries them among its own passes its
-// ARGV and where they begin rather than a copy. Given vals (the claims to
-// read, read by the caller), it returns those; else it reads them from
-// A[o + 10 + n + a] to the end of A.
+// close_thread(KEYS, A, o, held, vals, free) reads closeLua's argument n
+// at A[o + n], so that a script that carries them among its own passes
+// its ARGV and where they begin rather than a copy. Given vals (the
+// claims to read, read by the caller), it returns those; else it reads
+// them from A[o + 10 + n + a] to the end of A. Given free (the caller
+// found the lease key missing, as a start's first save may), it has no
+// lease to delete.
 const closeThreadLua = `
-local function close_thread(KEYS, A, o, held, vals)
+local function close_thread(KEYS, A, o, held, vals, free)
   if held == nil then held = redis.call('GET', KEYS[1]) == A[o + 1] end
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
@@ -543,7 +545,7 @@ local function close_thread(KEYS, A, o, held, vals)
   if KEYS[7] and a > 0 then
     audited = {audit_append(KEYS[7], KEYS[8], A[o + 8 + n], A, o + 10 + n)}
   end
-  if held then redis.call('DEL', KEYS[1]) end
+  if held and not free then redis.call('DEL', KEYS[1]) end
   if vals then return {vals, audited, seq} end
   if #A >= o + 10 + n + a then return {redis.call('HMGET', claims, unpack(A, o + 10 + n + a, #A)), audited, seq} end
   return {{}, audited, seq}
@@ -673,9 +675,14 @@ end
 //
 // The wake-up is replaced only if the thread's is still the one named: a
 // later step's is left alone. On a cluster (no wakeups key) moveWakeLua
-// does that part.
+// does that part. One read of the claims hash brings "answered" and
+// whether the hash holds the head, which tells that it has its expiry
+// (record_deliveries' known).
 const recordLua = recordFnLua + moveWakeFnLua + `
-record_deliveries(KEYS[1], KEYS[2], ARGV, 4)
+if ARGV[5] ~= '' or ARGV[6] ~= '0' then
+  local h = redis.call('HMGET', KEYS[1], 'answered', '` + headSeq + `')
+  record_deliveries(KEYS[1], KEYS[2], ARGV, 4, h[2] ~= false, h[1])
+end
 if KEYS[3] then move_wake(KEYS[3], ARGV[1], ARGV[2], ARGV[3]) end
 return 1
 `
@@ -727,7 +734,8 @@ return reply
 // inbox keys follow KEYS[ko]: the arguments are read where they are.
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
-// without a fence to compare.
+// without a fence to compare; first is 'free' when the lease key is
+// missing (nobody took it: there is none to let go of).
 const saveCloseFnLua = `
 local function save_close(KEYS, ARGV, o, ko, first)
   local c = tonumber(ARGV[o])
@@ -768,7 +776,7 @@ local function save_close(KEYS, ARGV, o, ko, first)
   end
   save_write(KEYS, ARGV, o + 3 + c + nu, left, moved, kept)
   local held = first or ARGV[8] == ARGV[o + 1]
-  local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, o, held, vals)
+  local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, o, held, vals, first == 'free')
   local reply = {1, false, false, false, false, 0}
   local audited = res[2]
   if audited then reply[2], reply[3], reply[4] = audited[1], audited[2], audited[3] end

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -112,13 +113,13 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 			t.Errorf("claim %s recorded after refused decisions", k)
 		}
 	}
-	entries, err := w.rdb.XRange(ctx, w.prefix+":audit", "-", "+").Result()
+	entries, err := redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix}).AuditEntries(ctx, "", time.Time{}, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusals := 0
 	for _, e := range entries {
-		if e.Values["decision"] == "refused" {
+		if e.Fields["decision"] == "refused" {
 			refusals++
 		}
 	}

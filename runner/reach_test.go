@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -193,13 +194,13 @@ func TestEscalationAddsApprovers(t *testing.T) {
 			t.Errorf("refusal of %s = %q, want it to name the escalation group", who, refused.Why)
 		}
 	}
-	entries, err := w.rdb.XRange(ctx, w.prefix+":audit", "-", "+").Result()
+	entries, err := redisstore.New(w.rdb, redisstore.Options{Prefix: w.prefix}).AuditEntries(ctx, "", time.Time{}, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	audited := 0
 	for _, e := range entries {
-		if e.Values["decision"] == "escalated" && e.Values["to"] == "S0ONCALL" {
+		if e.Fields["decision"] == "escalated" && e.Fields["to"] == "S0ONCALL" {
 			audited++
 		}
 	}

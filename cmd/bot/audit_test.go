@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,11 +33,11 @@ func auditFlow(t *testing.T, h *harness) (*redis.Client, []redis.XMessage) {
 	var entries []redis.XMessage
 	h.eventually(func() bool {
 		entries, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
-		return len(entries) > 0 && entries[len(entries)-1].Values["event"] == "outcome"
+		return len(entries) > 0 && unpacked(entries[len(entries)-1])["event"] == "outcome"
 	}, "the call's outcome in the audit trail")
 	var events []string
 	for _, e := range entries {
-		events = append(events, e.Values["event"].(string))
+		events = append(events, fmt.Sprint(unpacked(e)["event"]))
 	}
 	if got := strings.Join(events, " "); got != "refusal decision execution outcome" {
 		t.Fatalf("audit trail events = %s; want the refusal, the approval, the execution and its outcome", got)
@@ -44,6 +46,49 @@ func auditFlow(t *testing.T, h *harness) (*redis.Client, []redis.XMessage) {
 }
 
 func idTime(id string) time.Time { return audit.Entry{ID: id}.Time() }
+
+// auditTrail reads the audit stream in Redis, each entry's fields
+// unpacked as the bot reads them (audit.Unpack).
+func auditTrail(rdb *redis.Client) ([]redis.XMessage, error) {
+	msgs, err := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+	for i, m := range msgs {
+		msgs[i].Values = unpacked(m)
+	}
+	return msgs, err
+}
+
+// unpacked is a stream entry of the audit trail with its fields unpacked
+// (audit.Unpack): those of an entry the bot packed, those of one kept a
+// stream field each as they are.
+func unpacked(m redis.XMessage) map[string]any {
+	stored := make(map[string]string, len(m.Values))
+	for k, v := range m.Values {
+		stored[k] = fmt.Sprint(v)
+	}
+	fields, _ := audit.Unpack(stored)
+	out := make(map[string]any, len(fields))
+	for k, v := range fields {
+		out[k] = v
+	}
+	return out
+}
+
+// repacked is a packed entry's values with field name's value in the
+// packed fields changed to value, as someone with write access to Redis
+// would edit it: the lengths kept right.
+func repacked(t *testing.T, m redis.XMessage, name, value string) map[string]any {
+	t.Helper()
+	fields := unpacked(m)
+	old, ok := fields[name].(string)
+	packed, _ := m.Values[audit.FieldPacked].(string)
+	line := func(v string) string { return fmt.Sprintf("%d:%s%d:%s\n", len(name), name, len(v), v) }
+	if !ok || !strings.Contains(packed, line(old)) {
+		t.Fatalf("entry %s has no packed field %s: %v", m.ID, name, m.Values)
+	}
+	out := maps.Clone(m.Values)
+	out[audit.FieldPacked] = strings.Replace(packed, line(old), line(value), 1)
+	return out
+}
 
 // verifyFails runs bot audit verify and returns its output, failing the
 // test unless it exits 1.
@@ -100,7 +145,7 @@ func TestAuditVerify(t *testing.T) {
 		want   []string
 	}{
 		{"approver changed", func(es []redis.XMessage) []redis.XMessage {
-			es[1].Values["by"] = "U0MALLORY"
+			es[1].Values = repacked(t, es[1], "by", "U0MALLORY")
 			return es
 		}, []string{"BROKEN: entry " + entries[1].ID + " (seq 2): changed", "1 entry verified before the break"}},
 		{"refusal deleted", func(es []redis.XMessage) []redis.XMessage {
@@ -165,7 +210,7 @@ func TestAuditExport(t *testing.T) {
 				t.Fatalf("export has %d entries, Redis %d:\n%s", len(got), len(stored), out)
 			}
 			for i, e := range got {
-				if e.ID != stored[i].ID || e.Fields["hash"] != stored[i].Values["hash"] || e.Fields["event"] != stored[i].Values["event"] {
+				if want := unpacked(stored[i]); e.ID != stored[i].ID || e.Fields["hash"] != want["hash"] || e.Fields["event"] != want["event"] {
 					t.Errorf("export entry %d = %v, want %v", i, e, stored[i])
 				}
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -121,7 +120,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
 	defer rdb.Close()
-	audit, err := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+	audit, err := auditTrail(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,7 @@ func TestForgedAndRefusedClicks(t *testing.T) {
 	// The call's outcome is written as the run lets go of the thread,
 	// just after the answer is posted.
 	h.eventually(func() bool {
-		audit, _ = rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+		audit, _ = auditTrail(rdb)
 		return audit[len(audit)-1].Values["event"] == "outcome"
 	}, "the call's outcome in the audit trail")
 	var events []string

@@ -199,7 +199,7 @@ func TestUnconfirmedRunningSaveOnASingleServerSaysUnsent(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	events := func() []redis.XMessage {
-		entries, _ := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+		entries, _ := auditTrail(rdb)
 		return entries
 	}
 

@@ -83,7 +83,7 @@ func checkLogs(t *testing.T, logs string) {
 		}
 		seen[fmt.Sprint(entry["msg"])] = true
 	}
-	for _, msg := range []string{"run started", "run paused for approval", "decision claimed", "tool call done", "run finished"} {
+	for _, msg := range []string{"run paused for approval", "decision claimed", "tool call done", "run finished"} {
 		if !seen[msg] {
 			t.Errorf("no %q line in the logs", msg)
 		}

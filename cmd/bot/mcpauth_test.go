@@ -187,7 +187,7 @@ func TestMCPRequesterConnectsAndTheCallRunsAsThem(t *testing.T) {
 	// The audit trail says whose identity the call ran with.
 	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
 	defer rdb.Close()
-	records, _ := rdb.XRange(context.Background(), "cs:audit", "-", "+").Result()
+	records, _ := auditTrail(rdb)
 	var as []string
 	for _, r := range records {
 		if r.Values["event"] == "execution" {
