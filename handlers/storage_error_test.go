@@ -81,6 +81,117 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
+// faultyThread is a conversation waiting on a risky deploy for Bob's
+// approval, served by a handlers.Server whose Redis client fails every
+// command about the thread (not the intake's) while hook is on.
+type faultyThread struct {
+	hook   *faultHook
+	tool   *agenttest.Tool
+	store  *redisstore.Store
+	svc    *runner.Service
+	srv    *handlers.Server
+	web    *httptest.Server
+	thread string
+	clock  func() time.Time
+}
+
+func newFaultyThread(t *testing.T, ts string, clock func() time.Time) *faultyThread {
+	t.Helper()
+	f := &faultyThread{hook: &faultHook{match: ts, spare: "{intake}"}, clock: clock}
+	rdb := redistest.Client(t)
+	rdb.AddHook(f.hook)
+	fake := slacktest.NewServer(t)
+	f.tool = &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}
+	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, f.tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store = redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("fault-%d", time.Now().UnixNano())})
+	var models atomic.Int64
+	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		if models.Add(1) == 1 {
+			return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
+		}
+		return nil
+	}}
+	a, err := agent.New(model, reg, f.store, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
+	f.svc = runner.New(a, f.store, handlers.NewReporter(api, f.store, nil, nil), runner.Options{Audit: true})
+	f.srv = handlers.New(api, f.svc, f.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
+	f.web = httptest.NewServer(f.srv.Handler())
+	t.Cleanup(f.web.Close)
+	f.thread = slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	if err := f.svc.Start(context.Background(), runner.StartRequest{Thread: f.thread, Requester: gateRequester, Team: slacktest.TeamID,
+		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// reply sends Bob's thread reply that rejects the deploy; Slack must get
+// its 200 (the intake is writable).
+func (f *faultyThread) reply(t *testing.T, threadTS string) {
+	t.Helper()
+	body := slacktest.EventCallback("", map[string]any{"type": "message", "channel": slacktest.ChannelID, "user": gateApprover,
+		"text": "not now, the release is frozen", "ts": fmt.Sprintf("1700000900.%06d", time.Now().UnixNano()%1000000), "thread_ts": threadTS})
+	resp, err := http.DefaultClient.Do(slacktest.NewSigner(gateSecret).Request(http.MethodPost, f.web.URL+"/slack/events", "application/json", body, f.clock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("event answered %d, want 200: the intake is writable", resp.StatusCode)
+	}
+}
+
+// rejections counts the tool results that carry the reply.
+func (f *faultyThread) rejections() int {
+	res, err := f.svc.State(context.Background(), f.thread)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, m := range res.State.Messages {
+		if m.Role == llm.RoleTool && strings.Contains(m.Content, "release is frozen") {
+			n++
+		}
+	}
+	return n
+}
+
+// rejectedOnce waits for the reply to reject the call, and checks that
+// it did so once, the tool never ran, and no request is left due.
+func (f *faultyThread) rejectedOnce(t *testing.T, why string, beforeChecks func()) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); f.rejections() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+	}
+	if beforeChecks != nil {
+		beforeChecks()
+	}
+	if err := f.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rejections(); n != 1 {
+		t.Fatalf("the reply rejected the call %d times, want once", n)
+	}
+	if n := len(f.tool.Runs()); n != 0 {
+		t.Fatalf("the tool ran %d times; the reply rejected it", n)
+	}
+	if n, err := f.store.PendingIntake(context.Background()); err != nil || n != 0 {
+		t.Fatalf("PendingIntake = %d, %v after the reply was carried on; want 0", n, err)
+	}
+}
+
 // TestReplyDuringAStorageErrorIsCarriedOn: a thread reply arrives while
 // the thread's keys cannot be read (its master is failing over) but the
 // intake can be written. Slack gets its 200, and the reply must not be
@@ -89,113 +200,32 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // that rejects the waiting call — exactly once.
 func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 	ts := fmt.Sprintf("1700000100.%06d", time.Now().UnixNano()%1000000)
-	hook := &faultHook{match: ts, spare: "{intake}"}
-	rdb := redistest.Client(t)
-	rdb.AddHook(hook)
-
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-
-	fake := slacktest.NewServer(t)
-	tool := &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(policy, tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("fault-%d", time.Now().UnixNano())})
-	var models atomic.Int64
-	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
-		if models.Add(1) == 1 {
-			return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
-		}
-		return nil
-	}}
-	a, err := agent.New(model, reg, store, agent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true})
-	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
-	web := httptest.NewServer(srv.Handler())
-	t.Cleanup(web.Close)
-	signer := slacktest.NewSigner(gateSecret)
-
-	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
+	f := newFaultyThread(t, ts, clock)
 	ctx := context.Background()
-	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
-		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
-		t.Fatal(err)
-	}
 
-	hook.on.Store(true)
-	body := slacktest.EventCallback("", map[string]any{"type": "message", "channel": slacktest.ChannelID, "user": gateApprover,
-		"text": "not now, the release is frozen", "ts": fmt.Sprintf("1700000200.%06d", time.Now().UnixNano()%1000000), "thread_ts": ts})
-	resp, err := http.DefaultClient.Do(signer.Request(http.MethodPost, web.URL+"/slack/events", "application/json", body, clock()))
-	if err != nil {
+	f.hook.on.Store(true)
+	f.reply(t, ts)
+	if err := f.srv.Shutdown(ctx); err != nil { // the attempt to carry it on is over
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("event answered %d, want 200: the intake is writable", resp.StatusCode)
-	}
-	if err := srv.Shutdown(ctx); err != nil { // the attempt to carry it on is over
-		t.Fatal(err)
-	}
-	if hook.failed.Load() == 0 {
+	if f.hook.failed.Load() == 0 {
 		t.Fatal("no command met the injected fault: the test does not test anything")
 	}
-	if n, err := store.PendingIntake(ctx); err != nil || n != 1 {
+	if n, err := f.store.PendingIntake(ctx); err != nil || n != 1 {
 		t.Fatalf("PendingIntake = %d, %v after a storage error; want 1: the acknowledged reply was dropped", n, err)
 	}
 
 	// The fault ends; the intake's retry carries the reply on.
-	hook.on.Store(false)
+	f.hook.on.Store(false)
 	advance(time.Minute)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); srv.RunIntake(runCtx, 5*time.Millisecond) }()
-	// rejections counts the tool results that carry the reply.
-	rejections := func() int {
-		res, err := svc.State(ctx, thread)
-		if err != nil {
-			return 0
-		}
-		n := 0
-		for _, m := range res.State.Messages {
-			if m.Role == llm.RoleTool && strings.Contains(m.Content, "release is frozen") {
-				n++
-			}
-		}
-		return n
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for rejections() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the reply was never carried on: the waiting call was not rejected with it")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop()
-	<-done
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := rejections(); n != 1 {
-		t.Fatalf("the reply rejected the call %d times, want once", n)
-	}
-	if n := len(tool.Runs()); n != 0 {
-		t.Fatalf("the tool ran %d times; the reply rejected it", n)
-	}
-	if n, err := store.PendingIntake(ctx); err != nil || n != 0 {
-		t.Fatalf("PendingIntake = %d, %v after the reply was carried on; want 0", n, err)
-	}
+	go func() { defer close(done); f.srv.RunIntake(runCtx, 5*time.Millisecond) }()
+	f.rejectedOnce(t, "the reply was never carried on: the waiting call was not rejected with it", func() { stop(); <-done })
 }
 
 // TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt: a reply's
@@ -207,94 +237,16 @@ func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 // once the hold lapsed.
 func TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt(t *testing.T) {
 	ts := fmt.Sprintf("1700000300.%06d", time.Now().UnixNano()%1000000)
-	hook := &faultHook{match: ts, spare: "{intake}"}
-	rdb := redistest.Client(t)
-	rdb.AddHook(hook)
 	now := time.Now()
-	clock := func() time.Time { return now }
+	f := newFaultyThread(t, ts, func() time.Time { return now })
 
-	fake := slacktest.NewServer(t)
-	tool := &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}
-	policy, err := tools.ParsePolicy([]byte("tools:\n  deploy: {approval: required, approvers: [U0BOB]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(policy, tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("fault-%d", time.Now().UnixNano())})
-	var models atomic.Int64
-	model := &agenttest.Planner{Plan: func(string) []llm.ToolCall {
-		if models.Add(1) == 1 {
-			return []llm.ToolCall{{Name: "deploy", Arguments: `{"n": 1}`}}
-		}
-		return nil
-	}}
-	a, err := agent.New(model, reg, store, agent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	svc := runner.New(a, store, handlers.NewReporter(api, store, nil, nil), runner.Options{Audit: true})
-	srv := handlers.New(api, svc, store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
-	web := httptest.NewServer(srv.Handler())
-	t.Cleanup(web.Close)
-	signer := slacktest.NewSigner(gateSecret)
-
-	thread := slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
-	ctx := context.Background()
-	if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: gateRequester, Team: slacktest.TeamID,
-		Channel: slacktest.ChannelID, Text: "deploy"}); err != nil {
-		t.Fatal(err)
-	}
-
-	hook.on.Store(true)
-	body := slacktest.EventCallback("", map[string]any{"type": "message", "channel": slacktest.ChannelID, "user": gateApprover,
-		"text": "not now, the release is frozen", "ts": fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000), "thread_ts": ts})
-	resp, err := http.DefaultClient.Do(signer.Request(http.MethodPost, web.URL+"/slack/events", "application/json", body, clock()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("event answered %d, want 200: the intake is writable", resp.StatusCode)
-	}
-	for deadline := time.Now().Add(20 * time.Second); hook.failed.Load() == 0; time.Sleep(5 * time.Millisecond) {
+	f.hook.on.Store(true)
+	f.reply(t, ts)
+	for deadline := time.Now().Add(20 * time.Second); f.hook.failed.Load() == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no command met the injected fault: the test does not test anything")
 		}
 	}
-	hook.on.Store(false) // the failover is over
-
-	rejections := func() int {
-		res, err := svc.State(ctx, thread)
-		if err != nil {
-			return 0
-		}
-		n := 0
-		for _, m := range res.State.Messages {
-			if m.Role == llm.RoleTool && strings.Contains(m.Content, "release is frozen") {
-				n++
-			}
-		}
-		return n
-	}
-	for deadline := time.Now().Add(30 * time.Second); rejections() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the reply was not carried on by its attempt once the store answered: it waits for its hold to lapse")
-		}
-	}
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := rejections(); n != 1 {
-		t.Fatalf("the reply rejected the call %d times, want once", n)
-	}
-	if n := len(tool.Runs()); n != 0 {
-		t.Fatalf("the tool ran %d times; the reply rejected it", n)
-	}
-	if n, err := store.PendingIntake(ctx); err != nil || n != 0 {
-		t.Fatalf("PendingIntake = %d, %v after the reply was carried on; want 0", n, err)
-	}
+	f.hook.on.Store(false) // the failover is over
+	f.rejectedOnce(t, "the reply was not carried on by its attempt once the store answered: it waits for its hold to lapse", nil)
 }
