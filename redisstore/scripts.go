@@ -63,18 +63,22 @@ end
 // saveLua is Save's compare-and-set.
 //
 //	KEYS: head, journal, history, claims, lease
-//	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
-//	      expiry in ms, refresh below in ms, fence, checkpoint ID, parent
-//	      ID, now (unix ms), then the new journal entries
+//	ARGV: seq, journal_from, journal_len, checkpoint JSON, the history's
+//	      last index to keep if this save trims it (else ''), expiry in
+//	      ms, refresh time (unix ms), fence, checkpoint ID, parent ID,
+//	      the expiry if refreshed (unix ms: now plus the expiry), then
+//	      the new journal entries
 //
 // It returns 1 when it saved and 0, having written nothing, when the head's
 // seq is not seq-1, its ID (when it has one) not the parent's, or the
 // journal's length is not journal_from; -1, having written nothing, when a
 // fence (a lease token) is given and the lease does not hold it.
 //
-// Expiries are set only when the head's has run down below "refresh
-// below" (or the thread is new): successive saves of a run, seconds apart,
-// then cost no write per key. A journal that this save creates gets the
+// Expiries are set only when the head's falls before the refresh time
+// (or the thread is new): successive saves of a run, seconds apart,
+// then cost no write per key. The caller gives the times and says when
+// the history is trimmed (Store.historyTrim), so that the script
+// converts no number on a save's common path. A journal that this save creates gets the
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
 //
@@ -157,7 +161,9 @@ local function save_check(KEYS, ARGV, extra, held)
     h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
     moved = h[1] ~= false
   end
-  if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+  -- Arithmetic converts each string once, where tonumber converts it
+  -- twice, in a call of its own.
+  if (h[1] or 0) + 1 ~= ARGV[1] + 0 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
   -- The head's journal_len is the journal's length: only a save writes
   -- either, both in one script, and both keys share one expiry. Saves
@@ -169,7 +175,9 @@ local function save_check(KEYS, ARGV, extra, held)
   elseif redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
     return 0
   end
-  if h[4] and not moved then return 1, tonumber(h[4]) - tonumber(ARGV[11]), moved, true, vals end
+  -- The head's expiry (unix ms) goes to save_write as the string it is:
+  -- save_write compares it with the refresh time as a string.
+  if h[4] and not moved then return 1, h[4], moved, true, vals end
   -- The history is written by saves alone: its expiry is the thread's
   -- (the claims hash may exist before the first save, by a claim).
   return 1, redis.call('PTTL', KEYS[3]), moved, false, vals
@@ -182,27 +190,41 @@ local function save_write(KEYS, ARGV, first, left, moved, kept)
     redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
   end
   if moved then redis.call('DEL', KEYS[1]) end
-  -- The history may run a tenth over its cap before it is trimmed back:
-  -- readers read the cap's worth, and a trim per save is spared.
-  local limit = tonumber(ARGV[5])
-  if redis.call('LPUSH', history, ARGV[4]) > limit + math.floor(limit / 10) then
-    redis.call('LTRIM', history, 0, limit - 1)
+  redis.call('LPUSH', history, ARGV[4])
+  -- The caller says when the history is trimmed back to its cap (it may
+  -- run a tenth over: readers read the cap's worth, and a trim per save
+  -- is spared).
+  if ARGV[5] ~= '' then redis.call('LTRIM', history, 0, ARGV[5]) end
+  -- left is the head's expiry (unix ms, a string) when kept, else the
+  -- thread's time to live in ms (-2: new thread, -1: no expiry). Both
+  -- times are decimal integers written by this package: of one length,
+  -- the strings compare as the numbers do, with no conversion (which
+  -- costs Redis hundreds of instructions a value).
+  local refresh, at
+  if kept then
+    refresh = #left < #ARGV[7] or (#left == #ARGV[7] and left < ARGV[7])
+  elseif left < 0 then
+    refresh = true
+  else
+    local now = tonumber(ARGV[11]) - tonumber(ARGV[6])
+    refresh = now + left < tonumber(ARGV[7])
+    if not refresh then at = string.format('%.0f', now + left) end
   end
-  local refresh = left < 0 or left < tonumber(ARGV[7]) -- -2: new thread, -1: no expiry
   if kept and not refresh then
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
   else
-    local exp = left
-    if refresh then exp = tonumber(ARGV[6]) end
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
-      '` + headExp + `', string.format('%.0f', tonumber(ARGV[11]) + exp))
+      '` + headExp + `', at or ARGV[11])
   end
   if refresh then
     for i = 2, 4 do
       redis.call('PEXPIRE', KEYS[i], ARGV[6])
     end
   elseif ARGV[2] == '0' and #ARGV >= first then
-    redis.call('PEXPIRE', journal, left)
+    -- A journal this save creates gets the head's expiry, in ms from
+    -- now by this save's clock (as the head's was set).
+    if kept then left = left - (ARGV[11] - ARGV[6]) end
+    redis.call('PEXPIRE', journal, string.format('%.0f', left))
   end
 end
 `
