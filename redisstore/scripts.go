@@ -124,12 +124,15 @@ return {1, appended, hash, seq}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
-// arguments: save_check returns 1, the thread's time to live (ms),
+// arguments: save_check returns 1, the thread's expiry (unix ms, a
+// string) when kept beside the head, else its time to live (ms),
 // whether the head is still in the head key of before, whether the
 // thread's expiry was kept beside the head, and the values of the claims
-// extra names (head_of) if the save may be made, else saveLua's reply; save_write makes it, with the journal
-// entries from ARGV[first] on, writes the head into the claims hash and
-// drops the head key of before. A script that has read the claims hash's
+// extra names (head_of) if the save may be made, else saveLua's reply;
+// save_write makes it, with the journal entries from ARGV[first] on,
+// writes the head into the claims hash (with the fields and values of
+// more, a list, if given: one write for both) and drops the head key of
+// before. A script that has read the claims hash's
 // head itself ({seq, id, journal_len, expiry}, as claims_head returns it)
 // and has just taken the lease with the save's fence passes that head as
 // held: save_check then reads neither again.
@@ -183,7 +186,7 @@ local function save_check(KEYS, ARGV, extra, held)
   return 1, redis.call('PTTL', KEYS[3]), moved, false, vals
 end
 
-local function save_write(KEYS, ARGV, first, left, moved, kept)
+local function save_write(KEYS, ARGV, first, left, moved, kept, more)
   local journal, history, claims = KEYS[2], KEYS[3], KEYS[4]
   local batch = 1000
   for i = first, #ARGV, batch do
@@ -211,7 +214,14 @@ local function save_write(KEYS, ARGV, first, left, moved, kept)
     if not refresh then at = string.format('%.0f', now + left) end
   end
   if kept and not refresh then
-    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+    if more then
+      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9], unpack(more))
+    else
+      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+    end
+  elseif more then
+    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
+      '` + headExp + `', at or ARGV[11], unpack(more))
   else
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
       '` + headExp + `', at or ARGV[11])
