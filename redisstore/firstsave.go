@@ -301,12 +301,24 @@ return {1, take_kept(KEYS[7]), seq, audited}
 //	      journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
-// followed by {the kept replies}.
+// followed by the number of kept replies and those replies (one flat
+// list: a script's reply costs Redis more for each table it holds).
 const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + takeKeptLua + `
+-- A new thread, the common case: none of its lease, claims, head,
+-- journal, history or kept replies exist. One command tells, where the
+-- lease, the claims' head, the other keys and the kept replies would be
+-- four.
+if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[11]) == 0 then
+  local reply, n = save_close(KEYS, ARGV, 13, 11, 'free', true)
+  if reply[1] == 1 then reply[n + 1] = 0 end
+  return reply
+end
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
 local reply, n = save_close(KEYS, ARGV, 13, 11, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
-reply[n + 1] = take_kept(KEYS[11])
+local replies = take_kept(KEYS[11])
+reply[n + 1] = #replies
+for i = 1, #replies do reply[n + 1 + i] = replies[i] end
 return reply
 `

@@ -314,10 +314,15 @@ return update_inbox(KEYS, ARGV)
 // keys and arguments, which closeInboxLua shares.
 const updateInboxFnLua = `
 local function update_inbox(KEYS, ARGV)
-  local old = redis.call('HGET', KEYS[1], ARGV[1])
+  -- The entry replaced is read only where there is one: a thread's
+  -- first entry is set in one command (HSETNX), and a thread without
+  -- one has none to delete.
+  local old = false
   if ARGV[2] == '' then
-    redis.call('HDEL', KEYS[1], ARGV[1])
-  else
+    old = redis.call('HGET', KEYS[1], ARGV[1])
+    if old then redis.call('HDEL', KEYS[1], ARGV[1]) end
+  elseif redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+    old = redis.call('HGET', KEYS[1], ARGV[1])
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   end
   for i = 3, #KEYS do

@@ -135,7 +135,9 @@ return {1, appended, hash, seq}
 // before. A script that has read the claims hash's
 // head itself ({seq, id, journal_len, expiry}, as claims_head returns it)
 // and has just taken the lease with the save's fence passes that head as
-// held: save_check then reads neither again.
+// held: save_check then reads neither again. One that has found none of
+// the thread's keys exists (a start's first save) passes fresh: it reads
+// nothing.
 //
 // The thread's expiry is kept beside the head (headExp, unix ms), as the
 // saves that refresh it set it, so that a save learns it with the head
@@ -145,8 +147,19 @@ return {1, appended, hash, seq}
 // gives the claims hash one only when it has none, before the thread's
 // first save).
 const saveCheckpointLua = headLua + `
-local function save_check(KEYS, ARGV, extra, held)
+local function save_check(KEYS, ARGV, extra, held, fresh)
   local h, vals = held, nil
+  if fresh then
+    -- The caller found none of the thread's keys (the claims hash, the
+    -- head key, the journal, the history): a new thread, whose claims
+    -- are all unset.
+    if ARGV[1] ~= '1' or ARGV[2] ~= '0' then return 0 end
+    vals = {}
+    if extra then
+      for i = 1, #extra do vals[i] = false end
+    end
+    return 1, -2, false, false, vals
+  end
   if not held then
     if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
     h, vals = claims_head(KEYS[4], extra)

@@ -216,12 +216,12 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	keys = append(keys, ikeys...)
 	args := make([]any, 0, len(saveArgs)+1+len(cargs)+len(iargs)+3+len(cp.Journal))
 	args = append(args, saveArgs...)
-	script, src, tail := s.saveCloseScript, saveCloseLua, 0
+	script, src := s.saveCloseScript, saveCloseLua
 	if f != nil {
 		// A start's first save: it takes the lease with f.Token and
 		// hands over the kept replies after the list (firstsave.go).
 		args = append(args, f.Token)
-		script, src, tail = s.firstSaveCloseScript, firstSaveCloseLua, 1
+		script, src = s.firstSaveCloseScript, firstSaveCloseLua
 	}
 	args = append(args, len(cargs))
 	args = append(args, cargs...)
@@ -243,11 +243,18 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	if len(res) >= 6 {
 		watchers, _ = res[5].(int64)
 	}
-	if len(res) != 6+int(watchers)+len(c.Keys)+tail || res[0] != int64(1) {
+	end := 6 + int(watchers) + len(c.Keys) // the claims' values end there
+	tail := 0
+	if f != nil && len(res) > end {
+		// The number of kept replies, then those replies.
+		n, _ := res[end].(int64)
+		tail = 1 + int(n)
+	}
+	if len(res) != end+tail || res[0] != int64(1) || (f != nil && tail == 0) {
 		return 0, fmt.Errorf("unexpected reply %v", res)
 	}
 	if f != nil {
-		f.Took(sent, keptReplies(res[len(res)-1]))
+		f.Took(sent, keptReplies(res[end+1:]))
 	}
 	// The checkpoint is saved and the lease let go: what follows is the
 	// session's, and fails it alone.
@@ -260,7 +267,7 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 			inboxErr = err
 		}
 	}
-	l.Closed(claimValues(c.Keys, res[6+watchers:len(res)-tail]), inboxErr)
+	l.Closed(claimValues(c.Keys, res[6+watchers:end]), inboxErr)
 	return 1, nil
 }
 
@@ -735,16 +742,17 @@ return reply
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
 // without a fence to compare; first is 'free' when the lease key is
-// missing (nobody took it: there is none to let go of).
+// missing (nobody took it: there is none to let go of). fresh is
+// save_check's: the caller found none of the thread's keys.
 const saveCloseFnLua = `
-local function save_close(KEYS, ARGV, o, ko, first)
+local function save_close(KEYS, ARGV, o, ko, first, fresh)
   local c = tonumber(ARGV[o])
   local nrec = tonumber(ARGV[o + 7])
   -- The claims the close reads back are read with the head: the script
   -- writes none of them (it writes the head, deliveries and "answered").
   local extra = {}
   for i = o + 10 + nrec + tonumber(ARGV[o + 9 + nrec]), o + c do extra[#extra + 1] = ARGV[i] end
-  local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
+  local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra, nil, fresh)
   if (saved ~= 1 or (first and left ~= -2)) and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
     -- The head is this save's checkpoint: the script is sent again
     -- after its first attempt's answer was lost. That attempt saved and
