@@ -292,13 +292,12 @@ return {1, take_kept(KEYS[7]), seq, audited}
 // the same step: deleted if it held the start's token (the script sent
 // again), else never taken, and nothing to delete.
 //
-//	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
-//	      wakeups, waiting, audit stream, audit head, kept, then the i keys
-//	      of updateInboxLua (none without an inbox update)
+//	KEYS: saveLua's (head, journal, history, claims, lease), then
+//	      wakeups, audit stream, audit head, kept, then the i keys of
+//	      updateInboxLua (none without an inbox update)
 //	ARGV: saveLua's first 11 (the fence ''), the lease token, the number c
-//	      of closeLua's arguments, those c arguments, i, the number u of
-//	      updateInboxLua's arguments, those u arguments, then the new
-//	      journal entries
+//	      of closeLua's arguments, those c arguments, updateInboxLua's
+//	      arguments (i + 2 of them), then the new journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
 // followed by the number of kept replies and those replies (one flat
@@ -308,16 +307,16 @@ const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + 
 -- journal, history or kept replies exist. One command tells, where the
 -- lease, the claims' head, the other keys and the kept replies would be
 -- four.
-if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[11]) == 0 then
-  local reply, n = save_close(KEYS, ARGV, 13, 11, 'free', true)
+if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[9]) == 0 then
+  local reply, n = save_close(KEYS, ARGV, 13, 9, 'free', true)
   if reply[1] == 1 then reply[n + 1] = 0 end
   return reply
 end
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
-local reply, n = save_close(KEYS, ARGV, 13, 11, lease and true or 'free')
+local reply, n = save_close(KEYS, ARGV, 13, 9, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
-local replies = take_kept(KEYS[11])
+local replies = take_kept(KEYS[9])
 reply[n + 1] = #replies
 for i = 1, #replies do reply[n + 1 + i] = replies[i] end
 return reply

@@ -39,6 +39,13 @@ import (
 
 var _ runner.Inbox = (*Store)(nil)
 
+// updateInboxFnLua writes runner.RecentLimit, 20, in its text: these
+// fail to compile if it changes.
+var (
+	_ [runner.RecentLimit - 20]struct{}
+	_ [20 - runner.RecentLimit]struct{}
+)
+
 func (s *Store) inboxKey(name string) string { return s.prefix + ":{inbox}:" + name }
 
 func (s *Store) decidedKey(user string) string { return s.inboxKey("decided:" + escape(user)) }
@@ -60,8 +67,8 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 	keys[0], keys[1] = s.inboxCalls, s.inboxHome // inboxKey("calls"), inboxKey("home")
 	// The thread goes in as a pointer to u's own: a string in an
 	// interface would be a copy on the heap.
-	args := make([]any, 5, 5+len(u.Decided))
-	args[0], args[1], args[2], args[3], args[4] = &u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit, s.home.since()
+	args := make([]any, 4, 4+len(u.Decided))
+	args[0], args[1], args[2], args[3] = &u.Thread, value, s.ttl.Milliseconds(), s.home.since()
 	for _, d := range u.Decided {
 		if d.By == "" {
 			continue
@@ -299,8 +306,11 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 //	KEYS: the calls hash, the Home tab's openers, then one decisions list
 //	      per decision
 //	ARGV: thread, the thread's calls (JSON) or '' for none, the lists'
-//	      expiry ms, their cap, the least time (unix ms, or '-inf') of
-//	      the openings to read, then one decision (JSON) per list
+//	      expiry ms, the least time (unix ms, or '-inf') of the openings
+//	      to read, then one decision (JSON) per list
+//
+// The lists' cap (runner.RecentLimit, 20) is written in the script's
+// text: a constant of the program costs no argument.
 //
 // It returns the thread's calls it replaced (or nil), and who opened the
 // Home tab since that time, with when (ZRANGEBYSCORE WITHSCORES): those
@@ -328,12 +338,12 @@ local function update_inbox(KEYS, ARGV)
   for i = 3, #KEYS do
     -- A list may grow to twice its cap before it is trimmed back:
     -- readers read the cap's worth, and a trim per decision is spared.
-    if redis.call('LPUSH', KEYS[i], ARGV[3 + i]) > 2 * tonumber(ARGV[4]) then
-      redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+    if redis.call('LPUSH', KEYS[i], ARGV[2 + i]) > 40 then
+      redis.call('LTRIM', KEYS[i], 0, 19)
     end
     redis.call('PEXPIRE', KEYS[i], ARGV[3])
   end
-  return {old, redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[5], '+inf', 'WITHSCORES')}
+  return {old, redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[4], '+inf', 'WITHSCORES')}
 end
 `
 
@@ -357,7 +367,7 @@ for i = 3, #ARGV do
   if i <= 2 + nu then iargv[i - 2] = ARGV[i] else cargv[i - 2 - nu] = ARGV[i] end
 end
 local old = update_inbox(ikeys, iargv)
-local res = close_thread(ckeys, cargv, 0)
+local res = close_reply(close_thread(ckeys, cargv, 0))
 res[4] = old
 return res
 `
