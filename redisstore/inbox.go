@@ -317,33 +317,39 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 // whose tabs the change may concern, read in the same step
 // (homeWatchers keeps those read before).
 const updateInboxLua = updateInboxFnLua + `
-return update_inbox(KEYS, ARGV)
+return {update_inbox(KEYS, 0, #KEYS, ARGV, 0)}
 `
 
 // updateInboxFnLua is updateInboxLua's work as a Lua function of its
-// keys and arguments, which closeInboxLua shares.
+// keys and arguments, which closeInboxLua and saveCloseLua share:
+// update_inbox(K, ko, ni, A, ao) reads updateInboxLua's ni keys from
+// K[ko + 1] and its arguments from A[ao + 1], where a script that
+// carries them among its own has them (a copy costs Redis a table and a
+// write per element), and returns its two values (the entry replaced,
+// the openings read) rather than a table of them.
 const updateInboxFnLua = `
-local function update_inbox(KEYS, ARGV)
+local function update_inbox(K, ko, ni, A, ao)
+  local calls, thread, value = K[ko + 1], A[ao + 1], A[ao + 2]
   -- The entry replaced is read only where there is one: a thread's
   -- first entry is set in one command (HSETNX), and a thread without
   -- one has none to delete.
   local old = false
-  if ARGV[2] == '' then
-    old = redis.call('HGET', KEYS[1], ARGV[1])
-    if old then redis.call('HDEL', KEYS[1], ARGV[1]) end
-  elseif redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
-    old = redis.call('HGET', KEYS[1], ARGV[1])
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  if value == '' then
+    old = redis.call('HGET', calls, thread)
+    if old then redis.call('HDEL', calls, thread) end
+  elseif redis.call('HSETNX', calls, thread, value) == 0 then
+    old = redis.call('HGET', calls, thread)
+    redis.call('HSET', calls, thread, value)
   end
-  for i = 3, #KEYS do
+  for i = 3, ni do
     -- A list may grow to twice its cap before it is trimmed back:
     -- readers read the cap's worth, and a trim per decision is spared.
-    if redis.call('LPUSH', KEYS[i], ARGV[2 + i]) > 40 then
-      redis.call('LTRIM', KEYS[i], 0, 19)
+    if redis.call('LPUSH', K[ko + i], A[ao + 2 + i]) > 40 then
+      redis.call('LTRIM', K[ko + i], 0, 19)
     end
-    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+    redis.call('PEXPIRE', K[ko + i], A[ao + 3])
   end
-  return {old, redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[4], '+inf', 'WITHSCORES')}
+  return old, redis.call('ZRANGEBYSCORE', K[ko + 2], A[ao + 4], '+inf', 'WITHSCORES')
 end
 `
 
@@ -359,15 +365,10 @@ end
 // It returns closeLua's reply with, fourth, updateInboxLua's.
 const closeInboxLua = auditAppendLua + closeThreadLua + updateInboxFnLua + `
 local ni, nu = tonumber(ARGV[1]), tonumber(ARGV[2])
-local ikeys, iargv, ckeys, cargv = {}, {}, {}, {}
-for i = 1, #KEYS do
-  if i <= ni then ikeys[i] = KEYS[i] else ckeys[i - ni] = KEYS[i] end
-end
-for i = 3, #ARGV do
-  if i <= 2 + nu then iargv[i - 2] = ARGV[i] else cargv[i - 2 - nu] = ARGV[i] end
-end
-local old = update_inbox(ikeys, iargv)
-local res = close_reply(close_thread(ckeys, cargv, 0))
+local ckeys = {}
+for i = ni + 1, #KEYS do ckeys[i - ni] = KEYS[i] end
+local old = {update_inbox(KEYS, 0, ni, ARGV, 2)}
+local res = close_reply(close_thread(ckeys, ARGV, 2 + nu))
 res[4] = old
 return res
 `

@@ -793,13 +793,10 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   if first and left ~= -2 then return {0} end -- it only creates a thread
   if not vals then vals = {} end
   local ni, nu = #KEYS - ko, 0
-  local old = false
+  local old, watchers = false, nil
   if ni > 0 then
     nu = ni + 2
-    local ikeys, iargv = {}, {}
-    for i = 1, ni do ikeys[i] = KEYS[ko + i] end
-    for i = 1, nu do iargv[i] = ARGV[o + c + i] end
-    old = update_inbox(ikeys, iargv)
+    old, watchers = update_inbox(KEYS, ko, ni, ARGV, o + c)
   end
   save_write(KEYS, ARGV, o + c + nu + 1, left, moved, kept)
   local held = first or ARGV[8] == ARGV[o + 1]
@@ -807,9 +804,8 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   local reply = {1, false, false, false, false, 0}
   if appended then reply[2], reply[3], reply[4] = appended, hash, aseq end
   local at = 6
-  if old then
-    local watchers = old[2]
-    reply[5], reply[6] = old[1], #watchers
+  if watchers then
+    reply[5], reply[6] = old, #watchers
     for j = 1, #watchers do reply[at + j] = watchers[j] end
     at = at + #watchers
   end
