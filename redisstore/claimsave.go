@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -93,8 +94,9 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 	args = append(args, decided...)
 	args = append(args, len(withSave))
 	args = append(args, withSave...)
-	args = append(args, len(c.Keys))
-	for _, key := range c.Keys {
+	read := claimSaveReads(c)
+	args = append(args, len(read))
+	for _, key := range read {
 		args = append(args, key)
 	}
 	for _, e := range cp.Journal {
@@ -183,6 +185,7 @@ func answerLost(err error) bool {
 // saveLua's reply for the save (1 saved, -1 not).
 func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim, sa *runner.SaveAudit) (runner.ClaimResult, int, error) {
 	c := sc.Claim
+	read := claimSaveReads(c)
 	if len(res) == 0 {
 		return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
 	}
@@ -202,14 +205,14 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 3 && len(res) == 7+len(c.Keys):
-		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimValues(c.Keys, res[7:])}
+	case code == 3 && len(res) == 7+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7:])}
 		if c.Audit != nil {
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 1 && len(res) == 7+len(c.Keys):
-		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimValues(c.Keys, res[7:])}
+	case code == 1 && len(res) == 7+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7:])}
 		// The save's entries were appended only if the decision's were
 		// (they are chained to it): if not, the decision's go now, and
 		// the save's are left to the runner, which appends them before
@@ -227,6 +230,36 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 		return r, 1, nil
 	}
 	return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
+}
+
+// claimSaveReads are the claims of c.Keys that claimSaveLua reads back:
+// not the claim itself, nor a delivery it records, whose values are
+// known once the step goes on past the claim (claimSaveValues). Each
+// key sent costs Redis about a thousand instructions.
+func claimSaveReads(c runner.DecisionClaim) []string {
+	read := make([]string, 0, len(c.Keys))
+	for _, key := range c.Keys {
+		if key != c.Key && !slices.Contains(c.Record, key) {
+			read = append(read, key)
+		}
+	}
+	return read
+}
+
+// claimSaveValues are the claims of c.Keys once claimSaveLua has set
+// the claim: those it read (read, vals) and those it wrote, the claim
+// (c.Value) and the deliveries (set once to "1").
+func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[string][]byte {
+	out := claimValues(read, vals)
+	for _, key := range c.Keys {
+		switch {
+		case key == c.Key:
+			out[key] = c.Value
+		case slices.Contains(c.Record, key):
+			out[key] = []byte("1")
+		}
+	}
+	return out
 }
 
 // splitAuditBlock splits an audit block (auditBlock) of at least one
@@ -298,7 +331,8 @@ const auditHadScan = "100"
 //	      number a of the decision's audit arguments and those a
 //	      (audit_append's block), the number b of the save's audit
 //	      arguments and those b, the number k of claim keys to read and
-//	      those k, then the new journal entries
+//	      those k (not the claim nor a delivery: claimSaveReads), then
+//	      the new journal entries
 //
 // Steps, in order, each only if the one before passed: the head must be
 // the parent (else {-1}, nothing written); the deliveries are recorded
@@ -338,7 +372,8 @@ local bi = ai + 1 + a
 local b = ARGV[bi]
 b = b == '5' and 5 or b == '0' and 0 or tonumber(b)
 local ki = bi + 1 + b
-local k = tonumber(ARGV[ki])
+local k = ARGV[ki]
+k = k == '1' and 1 or k == '0' and 0 or tonumber(k)
 -- The head's ID, "answered", the claim, the deliveries and the claims to
 -- read, then the rest of the head, for save_check.
 local fields = {'` + headID + `', 'answered', ARGV[12]}

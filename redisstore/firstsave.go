@@ -295,9 +295,10 @@ return {1, take_kept(KEYS[7]), seq, audited}
 //	KEYS: saveLua's (head, journal, history, claims, lease), then
 //	      wakeups, audit stream, audit head, kept, then the i keys of
 //	      updateInboxLua (none without an inbox update)
-//	ARGV: saveLua's first 11 (the fence ''), the lease token, the number c
-//	      of closeLua's arguments, those c arguments, updateInboxLua's
-//	      arguments (i + 2 of them), then the new journal entries
+//	ARGV: saveLua's first 11 (the fence ''), the lease token, then as
+//	      saveCloseLua's from its twelfth: the number of claims to read,
+//	      closeLua's arguments, updateInboxLua's (i + 2 of them), then
+//	      the new journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
 // followed by the number of kept replies and those replies (one flat

@@ -225,7 +225,7 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		args = append(args, f.Token)
 		script, src = s.firstSaveCloseScript, firstSaveCloseLua
 	}
-	args = append(args, len(cargs))
+	args = append(args, len(c.Keys)) // which, with the counts among them, tells where they end
 	args = append(args, cargs...)
 	args = append(args, iargs...)
 	for _, e := range cp.Journal {
@@ -730,10 +730,12 @@ end
 //	KEYS: saveLua's (head, journal, history, claims, lease), then
 //	      wakeups, audit stream, audit head, then the i keys of
 //	      updateInboxLua (none without an inbox update)
-//	ARGV: saveLua's first 11, the number c of closeLua's arguments, those
-//	      c arguments, updateInboxLua's arguments (i + 2 of them: as
-//	      many as its keys say; none without an inbox update), then the
-//	      new journal entries
+//	ARGV: saveLua's first 11, the number r of claims closeLua's
+//	      arguments name to read (which, with the counts among them,
+//	      tells where they end), closeLua's arguments,
+//	      updateInboxLua's arguments (i + 2 of them: as many as its keys
+//	      say; none without an inbox update), then the new journal
+//	      entries
 //
 // A single server's close touches no fence key (closeLua's fence), and
 // the inbox update's size is its keys': neither is sent.
@@ -751,8 +753,9 @@ return reply
 `
 
 // saveCloseFnLua defines save_close(KEYS, ARGV, o, ko, first), the work
-// of saveCloseLua whose closeLua argument count is ARGV[o] and whose
-// inbox keys follow KEYS[ko]: the arguments are read where they are.
+// of saveCloseLua whose count of claims to read is ARGV[o] (closeLua's
+// arguments follow) and whose inbox keys follow KEYS[ko]: the arguments
+// are read where they are.
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
 // without a fence to compare; first is 'free' when the lease key is
@@ -760,13 +763,16 @@ return reply
 // save_check's: the caller found none of the thread's keys.
 const saveCloseFnLua = `
 local function save_close(KEYS, ARGV, o, ko, first, fresh)
-  local c = tonumber(ARGV[o])
   -- Counts are compared with their usual values before they are
   -- converted (tonumber costs Redis about a thousand instructions).
+  local r = ARGV[o]
+  r = r == '0' and 0 or r == '1' and 1 or tonumber(r)
   local nrec = ARGV[o + 6]
   nrec = nrec == '0' and 0 or tonumber(nrec)
   local a = ARGV[o + 8 + nrec]
   a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
+  -- closeLua's arguments end with the r claims to read.
+  local c = 8 + nrec + a + r
   -- The claims the close reads back are read with the head: the script
   -- writes none of them (it writes the head, deliveries and "answered").
   local extra = {}
