@@ -376,13 +376,16 @@ local k = ARGV[ki]
 k = k == '1' and 1 or k == '0' and 0 or tonumber(k)
 -- The head's ID, "answered", the claim, the deliveries and the claims to
 -- read, then the rest of the head, for save_check.
-local fields = {'` + headID + `', 'answered', ARGV[12]}
-for i = 20, 19 + m do fields[#fields + 1] = ARGV[i] end
-local ri = #fields
-for i = ki + 1, ki + k do fields[#fields + 1] = ARGV[i] end
-local nf = #fields
+-- Tables built here are made with room for what they usually hold
+-- (false in each slot, counted apart): a table that grows is rehashed
+-- at each doubling, at a cost of several hundred instructions.
+local fields = {'` + headID + `', 'answered', ARGV[12], false, false, false, false, false}
+local nf = 3
+for i = 20, 19 + m do nf = nf + 1; fields[nf] = ARGV[i] end
+local ri = nf
+for i = ki + 1, ki + k do nf = nf + 1; fields[nf] = ARGV[i] end
 fields[nf + 1], fields[nf + 2], fields[nf + 3] = '` + headSeq + `', '` + headLen + `', '` + headExp + `'
-local h = redis.call('HMGET', KEYS[4], unpack(fields))
+local h = redis.call('HMGET', KEYS[4], unpack(fields, 1, nf + 3))
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
@@ -404,32 +407,37 @@ end
 -- What the claims hash gets, as field, value, ...: the deliveries not
 -- recorded yet, "answered" if it grows, and (once it is known to be
 -- this decision's) the claim.
-local set = {}
+local set, ns = {false, false, false, false, false, false, false, false}, 0
 for j = 4, ri do
-  if not h[j] then set[#set + 1] = fields[j]; set[#set + 1] = '1' end
+  if not h[j] then
+    set[ns + 1], set[ns + 2] = fields[j], '1'
+    ns = ns + 2
+  end
 end
 local answered, an = h[2], ARGV[18]
 if an ~= '' and answered ~= an and (not answered or (tonumber(answered) or -1) < tonumber(an)) then
   answered = an
-  set[#set + 1] = 'answered'; set[#set + 1] = an
+  set[ns + 1], set[ns + 2] = 'answered', an
+  ns = ns + 2
 end
 if ARGV[15] ~= '' then
   redis.call('ZADD', KEYS[6], 'LT', ARGV[15], ARGV[14])
 end
 if h[3] then
-  if #set > 0 then
-    redis.call('HSET', KEYS[4], unpack(set))
+  if ns > 0 then
+    redis.call('HSET', KEYS[4], unpack(set, 1, ns))
     if not known and redis.call('PTTL', KEYS[4]) < 0 then
       redis.call('PEXPIRE', KEYS[4], math.max(ARGV[6] + 0, redis.call('PTTL', KEYS[1])))
     end
   end
   return {0, h[3]}
 end
-set[#set + 1] = ARGV[12]; set[#set + 1] = ARGV[13]
+set[ns + 1], set[ns + 2] = ARGV[12], ARGV[13]
+ns = ns + 2
 if not known then
   -- A head kept by an earlier version: the claims hash may have no
   -- expiry yet. Written now, with the one it gets.
-  redis.call('HSET', KEYS[4], unpack(set))
+  redis.call('HSET', KEYS[4], unpack(set, 1, ns))
   if redis.call('PTTL', KEYS[4]) < 0 then
     redis.call('PEXPIRE', KEYS[4], math.max(ARGV[6] + 0, redis.call('PTTL', KEYS[1])))
   end
@@ -440,7 +448,7 @@ end
 -- of the head for both, or audit_flush on the ways out before them.
 if a > 0 then reply[2], reply[3], reply[4] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1, b > 0) end
 if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then
-  if set then redis.call('HSET', KEYS[4], unpack(set)) end
+  if set then redis.call('HSET', KEYS[4], unpack(set, 1, ns)) end
   audit_flush()
   return {2, reply[2], reply[3], reply[4]}
 end
@@ -467,12 +475,12 @@ local held = {h[nf + 1], h[1], h[nf + 2], h[nf + 3]}
 if not (held[1] and held[3]) then audit_flush() end
 local saved, left, moved, kept = save_check(KEYS, ARGV, nil, held)
 if saved ~= 1 then
-  if set then redis.call('HSET', KEYS[4], unpack(set)) end
+  if set then redis.call('HSET', KEYS[4], unpack(set, 1, ns)) end
   audit_flush()
   reply[1] = 3
   return reply
 end
 if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1) end
-save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept, set)
+save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept, set, ns)
 return reply
 `

@@ -297,8 +297,8 @@ return {1, take_kept(KEYS[7]), seq, audited}
 //	      updateInboxLua (none without an inbox update)
 //	ARGV: saveLua's first 11 (the fence ''), the lease token, then as
 //	      saveCloseLua's from its twelfth: the number of claims to read,
-//	      closeLua's arguments, updateInboxLua's (i + 2 of them), then
-//	      the new journal entries
+//	      closeLua's arguments but the lease token, updateInboxLua's
+//	      (i + 2 of them), then the new journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
 // followed by the number of kept replies and those replies (one flat

@@ -149,8 +149,8 @@ return {1, appended, hash, seq}
 // extra names (head_of) if the save may be made, else saveLua's reply;
 // save_write makes it, with the journal entries from ARGV[first] on,
 // writes the head into the claims hash (with the fields and values of
-// more, a list, if given: one write for both) and drops the head key of
-// before. A script that has read the claims hash's
+// more, a list of nmore, if given: one write for both) and drops the
+// head key of before. A script that has read the claims hash's
 // head itself ({seq, id, journal_len, expiry}, as claims_head returns it)
 // and has just taken the lease with the save's fence passes that head as
 // held: save_check then reads neither again. One that has found none of
@@ -217,7 +217,7 @@ local function save_check(KEYS, ARGV, extra, held, fresh)
   return 1, redis.call('PTTL', KEYS[3]), moved, false, vals
 end
 
-local function save_write(KEYS, ARGV, first, left, moved, kept, more)
+local function save_write(KEYS, ARGV, first, left, moved, kept, more, nmore)
   local journal, history, claims = KEYS[2], KEYS[3], KEYS[4]
   local batch = 1000
   for i = first, #ARGV, batch do
@@ -246,13 +246,13 @@ local function save_write(KEYS, ARGV, first, left, moved, kept, more)
   end
   if kept and not refresh then
     if more then
-      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9], unpack(more))
+      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9], unpack(more, 1, nmore))
     else
       redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
     end
   elseif more then
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
-      '` + headExp + `', at or ARGV[11], unpack(more))
+      '` + headExp + `', at or ARGV[11], unpack(more, 1, nmore))
   else
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
       '` + headExp + `', at or ARGV[11])

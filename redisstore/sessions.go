@@ -225,8 +225,8 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		args = append(args, f.Token)
 		script, src = s.firstSaveCloseScript, firstSaveCloseLua
 	}
-	args = append(args, len(c.Keys)) // which, with the counts among them, tells where they end
-	args = append(args, cargs...)
+	args = append(args, len(c.Keys))  // which, with the counts among them, tells where they end
+	args = append(args, cargs[1:]...) // not the lease token: the save's fence, or f.Token
 	args = append(args, iargs...)
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
@@ -732,13 +732,15 @@ end
 //	      updateInboxLua (none without an inbox update)
 //	ARGV: saveLua's first 11, the number r of claims closeLua's
 //	      arguments name to read (which, with the counts among them,
-//	      tells where they end), closeLua's arguments,
+//	      tells where they end), closeLua's arguments but its first (the
+//	      lease token: the save's fence),
 //	      updateInboxLua's arguments (i + 2 of them: as many as its keys
 //	      say; none without an inbox update), then the new journal
 //	      entries
 //
-// A single server's close touches no fence key (closeLua's fence), and
-// the inbox update's size is its keys': neither is sent.
+// A single server's close touches no fence key (closeLua's fence), the
+// lease token is the save's fence, and the inbox update's size is its
+// keys': none is sent again.
 //
 // It returns {saveLua's reply} when it did not save, else one list: {1,
 // audit_append's three values (nil if it appended nothing), the inbox
@@ -754,8 +756,8 @@ return reply
 
 // saveCloseFnLua defines save_close(KEYS, ARGV, o, ko, first), the work
 // of saveCloseLua whose count of claims to read is ARGV[o] (closeLua's
-// arguments follow) and whose inbox keys follow KEYS[ko]: the arguments
-// are read where they are.
+// arguments follow, but the lease token) and whose inbox keys follow
+// KEYS[ko]: the arguments are read where they are.
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
 // without a fence to compare; first is 'free' when the lease key is
@@ -767,16 +769,20 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   -- converted (tonumber costs Redis about a thousand instructions).
   local r = ARGV[o]
   r = r == '0' and 0 or r == '1' and 1 or tonumber(r)
-  local nrec = ARGV[o + 6]
+  -- closeLua's argument n is ARGV[b + n], but for its first, the lease
+  -- token, which is not sent: the save's fence (or a first save's
+  -- token) is that token, and the lease is held.
+  local b = o - 1
+  local nrec = ARGV[b + 6]
   nrec = nrec == '0' and 0 or tonumber(nrec)
-  local a = ARGV[o + 8 + nrec]
+  local a = ARGV[b + 8 + nrec]
   a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
   -- closeLua's arguments end with the r claims to read.
   local c = 8 + nrec + a + r
   -- The claims the close reads back are read with the head: the script
   -- writes none of them (it writes the head, deliveries and "answered").
   local extra = {}
-  for i = o + 9 + nrec + a, o + c do extra[#extra + 1] = ARGV[i] end
+  for i = b + 9 + nrec + a, b + c do extra[#extra + 1] = ARGV[i] end
   local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra, nil, fresh)
   if (saved ~= 1 or (first and left ~= -2)) and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
     -- The head is this save's checkpoint: the script is sent again
@@ -787,7 +793,7 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
     ` + auditHadLua + `
     local reply = {1, false, false, false, false, 0}
     if KEYS[7] and a > 0 then
-      reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, o + 9 + nrec)
+      reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, b + 9 + nrec)
     end
     if #extra > 0 then
       local h = redis.call('HMGET', KEYS[4], unpack(extra))
@@ -802,11 +808,10 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   local old, watchers = false, nil
   if ni > 0 then
     nu = ni + 2
-    old, watchers = update_inbox(KEYS, ko, ni, ARGV, o + c)
+    old, watchers = update_inbox(KEYS, ko, ni, ARGV, b + c)
   end
-  save_write(KEYS, ARGV, o + c + nu + 1, left, moved, kept)
-  local held = first or ARGV[8] == ARGV[o + 1]
-  local _, appended, hash, aseq = close_thread({KEYS[5], KEYS[4], KEYS[1], false, KEYS[6], KEYS[7], KEYS[8]}, ARGV, o, held, vals, first == 'free')
+  save_write(KEYS, ARGV, b + c + nu + 1, left, moved, kept)
+  local _, appended, hash, aseq = close_thread({KEYS[5], KEYS[4], KEYS[1], false, KEYS[6], KEYS[7], KEYS[8]}, ARGV, b, true, vals, first == 'free')
   local reply = {1, false, false, false, false, 0}
   if appended then reply[2], reply[3], reply[4] = appended, hash, aseq end
   local at = 6
