@@ -303,7 +303,7 @@ return {1, take_kept(KEYS[7]), seq, audited}
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
 // followed by the number of kept replies and those replies (one flat
 // list: a script's reply costs Redis more for each table it holds).
-const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + takeKeptLua + `
+const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + `
 -- A new thread, the common case: none of its lease, claims, head,
 -- journal, history or kept replies exist. One command tells, where the
 -- lease, the claims' head, the other keys and the kept replies would be
@@ -317,7 +317,10 @@ local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
 local reply, n = save_close(KEYS, ARGV, 13, 9, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
-local replies = take_kept(KEYS[9])
+-- The kept replies, which it deletes (take_kept, written out here: the
+-- common case above takes none).
+local replies = redis.call('LRANGE', KEYS[9], 0, -1)
+if #replies > 0 then redis.call('DEL', KEYS[9]) end
 reply[n + 1] = #replies
 for i = 1, #replies do reply[n + 1 + i] = replies[i] end
 return reply

@@ -363,7 +363,7 @@ end
 //	      arguments, then closeLua's
 //
 // It returns closeLua's reply with, fourth, updateInboxLua's.
-const closeInboxLua = auditAppendLua + closeThreadLua + updateInboxFnLua + `
+const closeInboxLua = auditAppendLua + closeThreadLua + closeReplyLua + updateInboxFnLua + `
 local ni, nu = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ckeys = {}
 for i = ni + 1, #KEYS do ckeys[i - ni] = KEYS[i] end

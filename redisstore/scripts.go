@@ -44,15 +44,12 @@ package redisstore
 // commands (10, 9, 5 and 15), about 730,000 instructions of Redis 7.0 a
 // cycle, where they took 155 and ran 46, about 896,000.
 
-// headLua reads the head (head.go): head_of(claims, head, extra) returns
-// {seq, id, journal_len, expiry} from the claims hash, or the first three
-// from the head key of a thread saved before the head moved there, and
-// whether it came from that key; with a list of other claims (extra, may
-// be nil), the same read of the claims hash returns their values after
-// the head's four, whichever key the head came from. claims_head(claims,
-// extra) is that read of the claims hash alone: the head's four (nil if
-// the hash holds no head) and the values of extra. head_id(claims, head)
-// returns the ID alone.
+// headLua reads the head (head.go): claims_head(claims, extra) reads the
+// claims hash: the head's {seq, id, journal_len, expiry} (nil if the
+// hash holds no head) and, given a list of other claims (extra, may be
+// nil), their values. head_id(claims, head) returns the ID alone, from
+// the claims hash or the head key of a thread saved before the head
+// moved there.
 const headLua = `
 local function claims_head(claims, extra)
   local h, vals
@@ -64,13 +61,6 @@ local function claims_head(claims, extra)
     h = redis.call('HMGET', claims, '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
   end
   return h, vals
-end
-
-local function head_of(claims, head, extra)
-  local h, vals = claims_head(claims, extra)
-  if h[1] then return h, false, vals end
-  h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
-  return h, h[1] ~= false, vals
 end
 
 local function head_id(claims, head)
@@ -146,7 +136,7 @@ return {1, appended, hash, seq}
 // string) when kept beside the head, else its time to live (ms),
 // whether the head is still in the head key of before, whether the
 // thread's expiry was kept beside the head, and the values of the claims
-// extra names (head_of) if the save may be made, else saveLua's reply;
+// extra names (claims_head) if the save may be made, else saveLua's reply;
 // save_write makes it, with the journal entries from ARGV[first] on,
 // writes the head into the claims hash (with the fields and values of
 // more, a list of nmore, if given: one write for both) and drops the
@@ -270,6 +260,22 @@ local function save_write(KEYS, ARGV, first, left, moved, kept, more, nmore)
 end
 `
 
+// headOfLua defines head_of(claims, head, extra), which returns {seq,
+// id, journal_len, expiry} from the claims hash (claims_head), or the
+// first three from the head key of a thread saved before the head moved
+// there, and whether it came from that key; with extra, the values of
+// those claims, whichever key the head came from. Scripts that use it
+// define it after headLua (a function defined costs each call of the
+// script that defines it, used or not).
+const headOfLua = `
+local function head_of(claims, head, extra)
+  local h, vals = claims_head(claims, extra)
+  if h[1] then return h, false, vals end
+  h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
+  return h, h[1] ~= false, vals
+end
+`
+
 // loadTailLua reads the head checkpoint and the journal entries it covers
 // that a reader that saw checkpoint id, with seq and a journal of from
 // entries, has not seen.
@@ -280,7 +286,7 @@ end
 // It returns nil when the thread has no head; {} when the head is still
 // that checkpoint; else {checkpoint JSON, {entries from "from" on}, from},
 // or all entries and 0 when the journal is shorter than from.
-const loadTailLua = headLua + `
+const loadTailLua = headLua + headOfLua + `
 local h = head_of(KEYS[4], KEYS[1])
 if not h[3] then return false end
 local n, from = tonumber(h[3]), tonumber(ARGV[3])

@@ -499,7 +499,7 @@ return reply
 // (no wakeups key), the number of the token's acquisition if it held the
 // lease ('0' if its fence key is gone: it then loses to any numbered
 // one), else nil}.
-const closeLua = auditAppendLua + closeThreadLua + `
+const closeLua = auditAppendLua + closeThreadLua + closeReplyLua + `
 return close_reply(close_thread(KEYS, ARGV, 0))
 `
 
@@ -512,7 +512,7 @@ return close_reply(close_thread(KEYS, ARGV, 0))
 // them from A[o + 9 + n + a] to the end of A. It returns the claims'
 // values, audit_append's three values (false if it appended nothing)
 // and the acquisition's number (or false): values, not tables, which
-// close_reply puts in closeLua's reply. Given free (the caller
+// close_reply (closeReplyLua) puts in closeLua's reply. Given free (the caller
 // found the lease key missing, as a start's first save may), it has no
 // lease to delete.
 const closeThreadLua = `
@@ -560,8 +560,11 @@ local function close_thread(KEYS, A, o, held, vals, free)
   end
   return vals, appended, hash, aseq, seq
 end
+`
 
--- close_reply is closeLua's reply of close_thread's values.
+// closeReplyLua defines close_reply(...), closeLua's reply of
+// close_thread's values, for the scripts that reply as closeLua does.
+const closeReplyLua = `
 local function close_reply(vals, appended, hash, aseq, seq)
   local audited = false
   if appended then audited = {appended, hash, aseq} end
