@@ -262,7 +262,7 @@ if saved ~= 1 or left ~= -2 then
   -- The thread exists. With this save's checkpoint at its head and the
   -- lease this save's token, it is this save's first attempt, whose
   -- answer was lost: answer as it did (its kept replies went with it).
-  if lease == ARGV[12] and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  if lease == ARGV[12] and ` + saveHeadIDLua + ` == ARGV[9] then
     ` + auditHadLua + `
     local audited = false
     if KEYS[9] and a > 0 then audited = {audit_had(KEYS[9], KEYS[10], ARGV, 19)} end

@@ -96,7 +96,7 @@ end
 const saveLua = saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then
-  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then return 1 end
+  if saved == 0 and ` + saveHeadIDLua + ` == ARGV[9] then return 1 end
   return saved
 end
 save_write(KEYS, ARGV, 12, left, moved, kept)
@@ -120,7 +120,7 @@ return 1
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then
-  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  if saved == 0 and ` + saveHeadIDLua + ` == ARGV[9] then
     ` + auditHadLua + `
     return {1, audit_had(KEYS[6], KEYS[7], ARGV, 14)}
   end
@@ -154,7 +154,7 @@ return {1, appended, hash, seq}
 // history and claims share that expiry: saves alone set it (a claim
 // gives the claims hash one only when it has none, before the thread's
 // first save).
-const saveCheckpointLua = headLua + `
+const saveCheckpointLua = `
 local function save_check(KEYS, ARGV, extra, held, fresh)
   local h, vals = held, nil
   if fresh then
@@ -170,7 +170,15 @@ local function save_check(KEYS, ARGV, extra, held, fresh)
   end
   if not held then
     if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-    h, vals = claims_head(KEYS[4], extra)
+    -- The claims hash's head (claims_head's read, written out: a
+    -- function defined costs every call of the script)
+    if extra and #extra > 0 then
+      h = redis.call('HMGET', KEYS[4], '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `', unpack(extra))
+      vals = {}
+      for i = 1, #extra do vals[i] = h[4 + i] end
+    else
+      h = redis.call('HMGET', KEYS[4], '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
+    end
   end
   local moved = false
   if not h[1] then
@@ -259,6 +267,12 @@ local function save_write(KEYS, ARGV, first, left, moved, kept, more, nmore)
   end
 end
 `
+
+// saveHeadIDLua is head_id(KEYS[4], KEYS[1]) written out, for the save
+// scripts, whose KEYS name the claims hash and the head key there: the
+// head's checkpoint ID. They ask it on the way out of a save refused
+// (is it their own first attempt?), and define no function for it.
+const saveHeadIDLua = `(redis.call('HGET', KEYS[4], '` + headID + `') or redis.call('HGET', KEYS[1], 'id'))`
 
 // headOfLua defines head_of(claims, head, extra), which returns {seq,
 // id, journal_len, expiry} from the claims hash (claims_head), or the

@@ -787,7 +787,7 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   local extra = {}
   for i = b + 9 + nrec + a, b + c do extra[#extra + 1] = ARGV[i] end
   local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra, nil, fresh)
-  if (saved ~= 1 or (first and left ~= -2)) and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  if (saved ~= 1 or (first and left ~= -2)) and ` + saveHeadIDLua + ` == ARGV[9] then
     -- The head is this save's checkpoint: the script is sent again
     -- after its first attempt's answer was lost. That attempt saved and
     -- closed; answer as it did, with what it appended (audit_had), the
