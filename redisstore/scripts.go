@@ -40,9 +40,10 @@ package redisstore
 // A turn-1 approval cycle (cyclebench -impl runner) sends four scripts:
 // the pause (the first save, which ends the session), the claim with
 // the running save, the outcome's save and the answer's save, which
-// ends the session. They take 140 keys and arguments and run 39
-// commands (10, 9, 5 and 15), about 730,000 instructions of Redis 7.0 a
-// cycle, where they took 155 and ran 46, about 896,000.
+// ends the session. They take 138 keys and arguments and run 39
+// commands (10, 9, 5 and 15), about 700,000 instructions of Redis 7.0 a
+// cycle, where they took 155 and ran 46, about 897,000; tonumber runs 4
+// times a cycle, where it ran 64.
 
 // headLua reads the head (head.go): claims_head(claims, extra) reads the
 // claims hash: the head's {seq, id, journal_len, expiry} (nil if the
