@@ -142,8 +142,20 @@ func replyHead(reply any) audit.Head {
 		return audit.Head{}
 	}
 	hash, _ := res[1].(string)
-	seq, _ := res[2].(int64)
-	return audit.Head{Hash: hash, Seq: seq}
+	return audit.Head{Hash: hash, Seq: replySeq(res[2])}
+}
+
+// replySeq is the seq in auditAppendLua's reply: an integer, or the
+// decimal string the entry was given (the script returns it as it is).
+func replySeq(v any) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
 }
 
 // auditSyncLua writes the slot's sync key, for a WAIT after it, and
@@ -235,7 +247,7 @@ func (s *Store) learnAuditHead(reply any) (bool, error) {
 		return false, fmt.Errorf("audit: unexpected reply %v", reply)
 	}
 	hash, _ := res[1].(string)
-	seq, _ := res[2].(int64)
+	seq := replySeq(res[2])
 	appended := res[0] == int64(1)
 	s.chainMu.Lock()
 	// A head that did not take the entries is the store's as of now,
@@ -447,7 +459,8 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 //	                fields
 //
 // It returns 1, the new head's hash and seq when it appended them, and 0,
-// the head's hash and seq when the head is another (nothing written):
+// the head's hash and seq when the head is another (nothing written); a
+// seq is a number or the decimal string the block gave (replySeq):
 // three values, not a table, which scripts put in their replies as they
 // are (a script's reply costs Redis more for each table it holds).
 // Before trimming, it records in the head's "trimmed" the seq of the
@@ -481,31 +494,42 @@ local function audit_append(stream, head, minid, a, i, lazy)
   end
   audit_known_head, audit_known, audit_pending = nil, nil, nil
   if not h then h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed') end
-  local cur = h[1] or ''
-  if pending and (cur ~= a[i] or tonumber(a[i + 1]) == 0) then
+  local cur, m = h[1] or '', a[i + 1]
+  if pending and (cur ~= a[i] or m == '0') then
     redis.call('HSET', pending, 'hash', h[1], 'seq', h[2])
   end
   if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
-  local j, id, last, lastseq = i + 2, nil, cur, nil
-  for _ = 1, tonumber(a[i + 1]) do
-    id = redis.call('XADD', stream, '*', 'seq', a[j], 'hash', a[j + 1], 'fields', a[j + 2])
-    last, lastseq = a[j + 1], a[j]
-    j = j + 3
+  local id, last, lastseq = nil, cur, nil
+  if m == '1' then
+    -- One entry, most appends: no count to convert.
+    id = redis.call('XADD', stream, '*', 'seq', a[i + 2], 'hash', a[i + 3], 'fields', a[i + 4])
+    last, lastseq = a[i + 3], a[i + 2]
+  else
+    local j = i + 2
+    for _ = 1, tonumber(m) do
+      id = redis.call('XADD', stream, '*', 'seq', a[j], 'hash', a[j + 1], 'fields', a[j + 2])
+      last, lastseq = a[j + 1], a[j]
+      j = j + 3
+    end
   end
   if not id then return 1, cur, tonumber(h[2]) or 0 end
   -- Most appends trim nothing: the oldest entry is within the retention.
   -- They write the head's hash and seq alone, as the strings they were
-  -- given (a number passed to redis.call is formatted, at a cost).
-  local first = tonumber(h[3])
-  if first and (tonumber(minid) or 0) <= first then
+  -- given (a number passed to redis.call is formatted, at a cost), and
+  -- return the seq as that string. The oldest entry's time and the
+  -- minimum ID are unix ms written as decimal integers: of one length,
+  -- the strings compare as the numbers do, with no conversion.
+  local old = h[3]
+  if old and (minid == '' or minid == '0' or #minid < #old or (#minid == #old and minid <= old)) then
     if lazy then
       audit_pending = head
     else
       redis.call('HSET', head, 'hash', last, 'seq', lastseq)
     end
     audit_known_head, audit_known = head, {last, lastseq, h[3], h[4]}
-    return 1, last, tonumber(lastseq)
+    return 1, last, lastseq
   end
+  local first = tonumber(old)
   local added = tonumber(string.match(id, '^%d+'))
   minid = math.min(tonumber(minid) or 0, added)
   if not first then

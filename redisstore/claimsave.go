@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,14 +82,21 @@ func (s *Store) saveClaiming(ctx context.Context, cp *graph.Checkpoint, k thread
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease, s.wakeups, s.auditStream, s.auditHead}
 	args := make([]any, 0, len(saveArgs)+16+len(c.Record)+len(decided)+len(withSave)+len(c.Keys)+len(cp.Journal))
 	args = append(args, saveArgs...)
-	args = append(args, c.Key, c.Value, c.Thread, unixMs(c.WakeBy), c.LeaseTTL.Milliseconds(), s.auditMinID())
-	args = s.recordArgs(args, c.Record, c.Answered)
+	answered := ""
+	if c.Answered > 0 {
+		answered = strconv.Itoa(c.Answered)
+	}
+	args = append(args, c.Key, c.Value, c.Thread, unixMs(c.WakeBy), c.LeaseTTL.Milliseconds(), s.auditMinID(), answered, len(c.Record))
+	for _, key := range c.Record {
+		args = append(args, key)
+	}
 	args = append(args, len(decided))
 	args = append(args, decided...)
 	args = append(args, len(withSave))
 	args = append(args, withSave...)
-	args = append(args, len(c.Keys))
-	for _, key := range c.Keys {
+	read := claimSaveReads(c)
+	args = append(args, len(read))
+	for _, key := range read {
 		args = append(args, key)
 	}
 	for _, e := range cp.Journal {
@@ -176,6 +185,7 @@ func answerLost(err error) bool {
 // saveLua's reply for the save (1 saved, -1 not).
 func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim, sa *runner.SaveAudit) (runner.ClaimResult, int, error) {
 	c := sc.Claim
+	read := claimSaveReads(c)
 	if len(res) == 0 {
 		return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
 	}
@@ -189,35 +199,67 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 			break
 		}
 		return runner.ClaimResult{Outcome: runner.ClaimLost, Winner: []byte(stored)}, -1, nil
-	case code == 2 && len(res) == 2:
+	case code == 2 && len(res) == 4:
 		r := runner.ClaimResult{Outcome: runner.ClaimBusy}
 		if c.Audit != nil {
-			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 3 && len(res) == 3:
-		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimValues(c.Keys, res[2])}
+	case code == 3 && len(res) == 7+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7:])}
 		if c.Audit != nil {
-			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 1 && len(res) == 4:
-		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimValues(c.Keys, res[3])}
+	case code == 1 && len(res) == 7+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7:])}
 		// The save's entries were appended only if the decision's were
 		// (they are chained to it): if not, the decision's go now, and
 		// the save's are left to the runner, which appends them before
 		// the call is sent (BeforeCall).
 		if c.Audit != nil {
-			r.AuditErr = s.auditAfter(ctx, res[1], c.Audit)
+			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
-		if sa != nil && res[2] != nil {
-			if appended, err := s.learnAuditHead(res[2]); err == nil && appended {
-				sa.Appended()
+		if sa != nil {
+			if reply := auditReply(res, 4); reply != nil {
+				if appended, err := s.learnAuditHead(reply); err == nil && appended {
+					sa.Appended()
+				}
 			}
 		}
 		return r, 1, nil
 	}
 	return runner.ClaimResult{}, 0, fmt.Errorf("unexpected reply %v", res)
+}
+
+// claimSaveReads are the claims of c.Keys that claimSaveLua reads back:
+// not the claim itself, nor a delivery it records, whose values are
+// known once the step goes on past the claim (claimSaveValues). Each
+// key sent costs Redis about a thousand instructions.
+func claimSaveReads(c runner.DecisionClaim) []string {
+	read := make([]string, 0, len(c.Keys))
+	for _, key := range c.Keys {
+		if key != c.Key && !slices.Contains(c.Record, key) {
+			read = append(read, key)
+		}
+	}
+	return read
+}
+
+// claimSaveValues are the claims of c.Keys once claimSaveLua has set
+// the claim: those it read (read, vals) and those it wrote, the claim
+// (c.Value) and the deliveries (set once to "1").
+func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[string][]byte {
+	out := claimValues(read, vals)
+	for _, key := range c.Keys {
+		switch {
+		case key == c.Key:
+			out[key] = c.Value
+		case slices.Contains(c.Record, key):
+			out[key] = []byte("1")
+		}
+	}
+	return out
 }
 
 // splitAuditBlock splits an audit block (auditBlock) of at least one
@@ -284,22 +326,32 @@ const auditHadScan = "100"
 //	ARGV: saveLua's first 11 (the fence, ARGV[8], is the lease token to
 //	      take; the parent, ARGV[10], the head the claim expects), then
 //	      the claim key, its value, the thread, the wake-up (unix ms or
-//	      ''), the lease ms, the audit minimum ID, record_deliveries'
-//	      arguments (expiry ms, answered count or '', the number m of
-//	      records, the m records), the number a of the decision's audit
-//	      arguments and those a (audit_append's block), the number b of
-//	      the save's audit arguments and those b, the number k of claim
-//	      keys to read and those k, then the new journal entries
+//	      ''), the lease ms, the audit minimum ID, the answered count or
+//	      '', the number m of deliveries to record and those m, the
+//	      number a of the decision's audit arguments and those a
+//	      (audit_append's block), the number b of the save's audit
+//	      arguments and those b, the number k of claim keys to read and
+//	      those k (not the claim nor a delivery: claimSaveReads), then
+//	      the new journal entries
 //
 // Steps, in order, each only if the one before passed: the head must be
-// the parent (else {-1}, nothing written); the deliveries are recorded and
-// the wake-up moved no later than the one given; the claim is set once
-// (else {0, the stored value}); the decision's entry is appended; the
-// lease is taken (else {2, its audit reply}: the holder applies the
-// claim); the checkpoint is saved as saveLua does, with the save's
-// entries (else {3, the decision's audit reply, the claims' values}: the
-// claim and the lease stand). It returns {1, the decision's audit reply,
-// the save's audit reply or nil, the claims' values} when it saved.
+// the parent (else {-1}, nothing written); the deliveries are recorded
+// (set once to "1"; "answered" only grows) and the wake-up moved no
+// later than the one given; the claim is set once (else {0, the stored
+// value}); the decision's entry is appended; the lease is taken (else
+// {2, the decision's audit reply}: the holder applies the claim); the
+// checkpoint is saved as saveLua does, with the save's entries (else {3,
+// the decision's audit reply, three nils, the claims' values}: the claim
+// and the lease stand). It returns {1, the decision's audit reply, the
+// save's, the claims' values} when it saved: one flat list, each audit
+// reply three values (nils when nothing was appended), as a script's
+// reply costs Redis more for each table it holds.
+//
+// One read of the claims hash brings the head, the claim, the
+// deliveries and the claims to read; the deliveries and the claim are
+// written in one command with the head the save writes (save_write's
+// more), or on their own on the ways out before it: the script runs
+// alone, so a field it read unset is still unset when it writes.
 //
 // Sent again after its answer was lost (go-redis does that on a cut or
 // a read timeout), the script finds the head moved on: when the head is
@@ -308,62 +360,113 @@ const auditHadScan = "100"
 // returns that attempt's {1, ...}, having written nothing, with the
 // audit replies of what that attempt appended (audit_had): the run goes
 // on, and its call is sent once, rather than being taken for a crash.
-const claimSaveLua = auditAppendLua + auditFlushLua + saveCheckpointLua + recordFnLua + `
-local m = tonumber(ARGV[20])
-local ai = 21 + m
-local a = tonumber(ARGV[ai])
+const claimSaveLua = auditAppendLua + auditFlushLua + saveCheckpointLua + `
+-- Counts are compared with their usual values before they are
+-- converted: tonumber costs Redis about a thousand instructions.
+local m = ARGV[19]
+m = m == '1' and 1 or m == '0' and 0 or tonumber(m)
+local ai = 20 + m
+local a = ARGV[ai]
+a = a == '5' and 5 or a == '0' and 0 or tonumber(a)
 local bi = ai + 1 + a
-local b = tonumber(ARGV[bi])
+local b = ARGV[bi]
+b = b == '5' and 5 or b == '0' and 0 or tonumber(b)
 local ki = bi + 1 + b
-local k = tonumber(ARGV[ki])
-local fields = {'` + headID + `', 'answered'}
-for i = ki + 1, ki + k do fields[#fields + 1] = ARGV[i] end
--- The same read brings the rest of the head, for save_check: nothing
--- the script writes before it (deliveries, the claim) is a head field.
-local nf = #fields
+local k = ARGV[ki]
+k = k == '1' and 1 or k == '0' and 0 or tonumber(k)
+-- The head's ID, "answered", the claim, the deliveries and the claims to
+-- read, then the rest of the head, for save_check.
+-- Tables built here are made with room for what they usually hold
+-- (false in each slot, counted apart): a table that grows is rehashed
+-- at each doubling, at a cost of several hundred instructions.
+local fields = {'` + headID + `', 'answered', ARGV[12], false, false, false, false, false}
+local nf = 3
+for i = 20, 19 + m do nf = nf + 1; fields[nf] = ARGV[i] end
+local ri = nf
+for i = ki + 1, ki + k do nf = nf + 1; fields[nf] = ARGV[i] end
 fields[nf + 1], fields[nf + 2], fields[nf + 3] = '` + headSeq + `', '` + headLen + `', '` + headExp + `'
-local h = redis.call('HMGET', KEYS[4], unpack(fields))
-fields[nf + 1], fields[nf + 2], fields[nf + 3] = nil, nil, nil
+local h = redis.call('HMGET', KEYS[4], unpack(fields, 1, nf + 3))
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
+local reply = {1, false, false, false, false, false, false}
 if head ~= ARGV[10] then
   -- The head is this save's checkpoint, the claim this decision's and
   -- the lease this save's token: the script is sent again after its
   -- first attempt's answer was lost, and answers as that attempt did,
   -- having written nothing more.
-  if head ~= ARGV[9] or redis.call('GET', KEYS[5]) ~= ARGV[8] or redis.call('HGET', KEYS[4], ARGV[12]) ~= ARGV[13] then
+  if head ~= ARGV[9] or h[3] ~= ARGV[13] or redis.call('GET', KEYS[5]) ~= ARGV[8] then
     return {-1}
   end
   ` + auditHadLua + `
-  local decided, audited = false, false
-  if a > 0 then decided = {audit_had(KEYS[7], KEYS[8], ARGV, ai + 1)} end
-  if b > 0 then audited = {audit_had(KEYS[7], KEYS[8], ARGV, bi + 1)} end
-  local vals = {}
-  for i = 3, #fields do vals[i - 2] = h[i] end
-  return {1, decided, audited, vals}
+  if a > 0 then reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, ai + 1) end
+  if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bi + 1) end
+  for j = ri + 1, nf do reply[7 + j - ri] = h[j] end
+  return reply
 end
-record_deliveries(KEYS[4], KEYS[1], ARGV, 18, known, h[2])
+-- What the claims hash gets, as field, value, ...: the deliveries not
+-- recorded yet, "answered" if it grows, and (once it is known to be
+-- this decision's) the claim.
+local set, ns = {false, false, false, false, false, false, false, false}, 0
+for j = 4, ri do
+  if not h[j] then
+    set[ns + 1], set[ns + 2] = fields[j], '1'
+    ns = ns + 2
+  end
+end
+local answered, an = h[2], ARGV[18]
+if an ~= '' and answered ~= an and (not answered or (tonumber(answered) or -1) < tonumber(an)) then
+  answered = an
+  set[ns + 1], set[ns + 2] = 'answered', an
+  ns = ns + 2
+end
 if ARGV[15] ~= '' then
   redis.call('ZADD', KEYS[6], 'LT', ARGV[15], ARGV[14])
 end
-if redis.call('HSETNX', KEYS[4], ARGV[12], ARGV[13]) == 0 then
-  return {0, redis.call('HGET', KEYS[4], ARGV[12])}
+if h[3] then
+  if ns > 0 then
+    redis.call('HSET', KEYS[4], unpack(set, 1, ns))
+    if not known and redis.call('PTTL', KEYS[4]) < 0 then
+      redis.call('PEXPIRE', KEYS[4], math.max(ARGV[6] + 0, redis.call('PTTL', KEYS[1])))
+    end
+  end
+  return {0, h[3]}
 end
-if not known and redis.call('PTTL', KEYS[4]) < 0 then
-  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[18]), redis.call('PTTL', KEYS[1])))
+set[ns + 1], set[ns + 2] = ARGV[12], ARGV[13]
+ns = ns + 2
+if not known then
+  -- A head kept by an earlier version: the claims hash may have no
+  -- expiry yet. Written now, with the one it gets.
+  redis.call('HSET', KEYS[4], unpack(set, 1, ns))
+  if redis.call('PTTL', KEYS[4]) < 0 then
+    redis.call('PEXPIRE', KEYS[4], math.max(ARGV[6] + 0, redis.call('PTTL', KEYS[1])))
+  end
+  set = nil
 end
 -- The decision's entry leaves the audit head's write to the save's
 -- entries, which follow it in the chain (audit_append's lazy): one write
 -- of the head for both, or audit_flush on the ways out before them.
-local decided = false
-if a > 0 then decided = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1, b > 0)} end
+if a > 0 then reply[2], reply[3], reply[4] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, ai + 1, b > 0) end
 if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then
+  if set then redis.call('HSET', KEYS[4], unpack(set, 1, ns)) end
   audit_flush()
-  return {2, decided}
+  return {2, reply[2], reply[3], reply[4]}
 end
-local vals = {}
-recorded_values(vals, 0, fields, h, ARGV, 18, ARGV[12], ARGV[13])
+-- The claims to read, as they are once the deliveries and the claim are
+-- written.
+for j = ri + 1, nf do
+  local f, v = fields[j], h[j]
+  if f == ARGV[12] then
+    v = ARGV[13]
+  elseif f == 'answered' then
+    v = answered
+  elseif not v then
+    for r = 4, ri do
+      if fields[r] == f then v = '1' end
+    end
+  end
+  reply[7 + j - ri] = v
+end
 -- The lease holds this save's fence, just set: save_check reads neither
 -- it nor the head again. It runs no command then unless the head lacks
 -- its seq or journal length (kept by an earlier version): the pending
@@ -372,11 +475,12 @@ local held = {h[nf + 1], h[1], h[nf + 2], h[nf + 3]}
 if not (held[1] and held[3]) then audit_flush() end
 local saved, left, moved, kept = save_check(KEYS, ARGV, nil, held)
 if saved ~= 1 then
+  if set then redis.call('HSET', KEYS[4], unpack(set, 1, ns)) end
   audit_flush()
-  return {3, decided, vals}
+  reply[1] = 3
+  return reply
 end
-local audited = false
-if b > 0 then audited = {audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1)} end
-save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept)
-return {1, decided, audited, vals}
+if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1) end
+save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept, set, ns)
+return reply
 `

@@ -39,7 +39,8 @@ func TestSaveCarriesAClaim(t *testing.T) {
 				token := runner.NewLeaseToken(who)
 				sc := &runner.SavedClaim{Token: token, Claim: runner.DecisionClaim{Thread: thread, Key: "decision:c1#0",
 					Value: []byte(`{"kind":"approve","by":"` + who + `"}`), ExpectHead: parent.ID,
-					WakeBy: time.Now().Add(time.Minute), LeaseTTL: time.Minute, Keys: []string{"decision:c1#0", "answered"},
+					WakeBy: time.Now().Add(time.Minute), LeaseTTL: time.Minute, Keys: []string{"decision:c1#0", "answered", "shown:c1#0"},
+					Record: []string{"shown:c1#0"}, Answered: 1,
 					Audit: map[string]string{"event": "decision", "thread": thread, "by": who}}}
 				cp := nextCheckpoint(parent, "approved by "+who)
 				runCtx := runner.WithSavedClaim(graph.WithFence(ctx, token), sc)
@@ -128,6 +129,17 @@ func TestSaveCarriesAClaim(t *testing.T) {
 			r, _, err := save("U_DAN", first)
 			if r.Outcome != runner.ClaimSaved || err != nil || string(r.Claims["decision:c1#0"]) != `{"kind":"approve","by":"U_DAN"}` {
 				t.Fatalf("a save whose claim wins = %+v, %v; want ClaimSaved with the claim read back", r, err)
+			}
+			// The claims it reports are the thread's as stored: the claim,
+			// the delivery it recorded and the answered count.
+			stored, err := store.ClaimValues(ctx, thread, []string{"decision:c1#0", "answered", "shown:c1#0"})
+			if err != nil || len(stored) != 3 || len(r.Claims) != 3 {
+				t.Fatalf("claims reported %q, stored %q (%v); want all three of each", r.Claims, stored, err)
+			}
+			for k, v := range stored {
+				if string(r.Claims[k]) != string(v) {
+					t.Errorf("claim %s reported %q, stored %q", k, r.Claims[k], v)
+				}
 			}
 			if head() != "cp-2" {
 				t.Fatalf("head after the save = %s, want cp-2", head())

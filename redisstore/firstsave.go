@@ -262,7 +262,7 @@ if saved ~= 1 or left ~= -2 then
   -- The thread exists. With this save's checkpoint at its head and the
   -- lease this save's token, it is this save's first attempt, whose
   -- answer was lost: answer as it did (its kept replies went with it).
-  if lease == ARGV[12] and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  if lease == ARGV[12] and ` + saveHeadIDLua + ` == ARGV[9] then
     ` + auditHadLua + `
     local audited = false
     if KEYS[9] and a > 0 then audited = {audit_had(KEYS[9], KEYS[10], ARGV, 19)} end
@@ -292,21 +292,36 @@ return {1, take_kept(KEYS[7]), seq, audited}
 // the same step: deleted if it held the start's token (the script sent
 // again), else never taken, and nothing to delete.
 //
-//	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
-//	      wakeups, waiting, audit stream, audit head, kept, then the i keys
-//	      of updateInboxLua (none without an inbox update)
-//	ARGV: saveLua's first 11 (the fence ''), the lease token, the number c
-//	      of closeLua's arguments, those c arguments, i, the number u of
-//	      updateInboxLua's arguments, those u arguments, then the new
-//	      journal entries
+//	KEYS: saveLua's (head, journal, history, claims, lease), then
+//	      wakeups, audit stream, audit head, kept, then the i keys of
+//	      updateInboxLua (none without an inbox update)
+//	ARGV: saveLua's first 11 (the fence ''), the lease token, then as
+//	      saveCloseLua's from its twelfth: the number of claims to read,
+//	      closeLua's arguments but the lease token, updateInboxLua's
+//	      (i + 2 of them), then the new journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
-// followed by {the kept replies}.
-const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + takeKeptLua + `
+// followed by the number of kept replies and those replies (one flat
+// list: a script's reply costs Redis more for each table it holds).
+const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + `
+-- A new thread, the common case: none of its lease, claims, head,
+-- journal, history or kept replies exist. One command tells, where the
+-- lease, the claims' head, the other keys and the kept replies would be
+-- four.
+if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[9]) == 0 then
+  local reply, n = save_close(KEYS, ARGV, 13, 9, 'free', true)
+  if reply[1] == 1 then reply[n + 1] = 0 end
+  return reply
+end
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
-local reply, n = save_close(KEYS, ARGV, 13, 11, lease and true or 'free')
+local reply, n = save_close(KEYS, ARGV, 13, 9, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
-reply[n + 1] = take_kept(KEYS[11])
+-- The kept replies, which it deletes (take_kept, written out here: the
+-- common case above takes none).
+local replies = redis.call('LRANGE', KEYS[9], 0, -1)
+if #replies > 0 then redis.call('DEL', KEYS[9]) end
+reply[n + 1] = #replies
+for i = 1, #replies do reply[n + 1 + i] = replies[i] end
 return reply
 `

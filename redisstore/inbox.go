@@ -39,6 +39,13 @@ import (
 
 var _ runner.Inbox = (*Store)(nil)
 
+// updateInboxFnLua writes runner.RecentLimit, 20, in its text: these
+// fail to compile if it changes.
+var (
+	_ [runner.RecentLimit - 20]struct{}
+	_ [20 - runner.RecentLimit]struct{}
+)
+
 func (s *Store) inboxKey(name string) string { return s.prefix + ":{inbox}:" + name }
 
 func (s *Store) decidedKey(user string) string { return s.inboxKey("decided:" + escape(user)) }
@@ -60,8 +67,8 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 	keys[0], keys[1] = s.inboxCalls, s.inboxHome // inboxKey("calls"), inboxKey("home")
 	// The thread goes in as a pointer to u's own: a string in an
 	// interface would be a copy on the heap.
-	args := make([]any, 5, 5+len(u.Decided))
-	args[0], args[1], args[2], args[3], args[4] = &u.Thread, value, s.ttl.Milliseconds(), runner.RecentLimit, s.home.since()
+	args := make([]any, 4, 4+len(u.Decided))
+	args[0], args[1], args[2], args[3] = &u.Thread, value, s.ttl.Milliseconds(), s.home.since()
 	for _, d := range u.Decided {
 		if d.By == "" {
 			continue
@@ -299,36 +306,50 @@ func (h *homeWatchers) learn(read []any, ttl int64) []runner.InboxWatcher {
 //	KEYS: the calls hash, the Home tab's openers, then one decisions list
 //	      per decision
 //	ARGV: thread, the thread's calls (JSON) or '' for none, the lists'
-//	      expiry ms, their cap, the least time (unix ms, or '-inf') of
-//	      the openings to read, then one decision (JSON) per list
+//	      expiry ms, the least time (unix ms, or '-inf') of the openings
+//	      to read, then one decision (JSON) per list
+//
+// The lists' cap (runner.RecentLimit, 20) is written in the script's
+// text: a constant of the program costs no argument.
 //
 // It returns the thread's calls it replaced (or nil), and who opened the
 // Home tab since that time, with when (ZRANGEBYSCORE WITHSCORES): those
 // whose tabs the change may concern, read in the same step
 // (homeWatchers keeps those read before).
 const updateInboxLua = updateInboxFnLua + `
-return update_inbox(KEYS, ARGV)
+return {update_inbox(KEYS, 0, #KEYS, ARGV, 0)}
 `
 
 // updateInboxFnLua is updateInboxLua's work as a Lua function of its
-// keys and arguments, which closeInboxLua shares.
+// keys and arguments, which closeInboxLua and saveCloseLua share:
+// update_inbox(K, ko, ni, A, ao) reads updateInboxLua's ni keys from
+// K[ko + 1] and its arguments from A[ao + 1], where a script that
+// carries them among its own has them (a copy costs Redis a table and a
+// write per element), and returns its two values (the entry replaced,
+// the openings read) rather than a table of them.
 const updateInboxFnLua = `
-local function update_inbox(KEYS, ARGV)
-  local old = redis.call('HGET', KEYS[1], ARGV[1])
-  if ARGV[2] == '' then
-    redis.call('HDEL', KEYS[1], ARGV[1])
-  else
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local function update_inbox(K, ko, ni, A, ao)
+  local calls, thread, value = K[ko + 1], A[ao + 1], A[ao + 2]
+  -- The entry replaced is read only where there is one: a thread's
+  -- first entry is set in one command (HSETNX), and a thread without
+  -- one has none to delete.
+  local old = false
+  if value == '' then
+    old = redis.call('HGET', calls, thread)
+    if old then redis.call('HDEL', calls, thread) end
+  elseif redis.call('HSETNX', calls, thread, value) == 0 then
+    old = redis.call('HGET', calls, thread)
+    redis.call('HSET', calls, thread, value)
   end
-  for i = 3, #KEYS do
+  for i = 3, ni do
     -- A list may grow to twice its cap before it is trimmed back:
     -- readers read the cap's worth, and a trim per decision is spared.
-    if redis.call('LPUSH', KEYS[i], ARGV[3 + i]) > 2 * tonumber(ARGV[4]) then
-      redis.call('LTRIM', KEYS[i], 0, tonumber(ARGV[4]) - 1)
+    if redis.call('LPUSH', K[ko + i], A[ao + 2 + i]) > 40 then
+      redis.call('LTRIM', K[ko + i], 0, 19)
     end
-    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+    redis.call('PEXPIRE', K[ko + i], A[ao + 3])
   end
-  return {old, redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[5], '+inf', 'WITHSCORES')}
+  return old, redis.call('ZRANGEBYSCORE', K[ko + 2], A[ao + 4], '+inf', 'WITHSCORES')
 end
 `
 
@@ -342,17 +363,12 @@ end
 //	      arguments, then closeLua's
 //
 // It returns closeLua's reply with, fourth, updateInboxLua's.
-const closeInboxLua = auditAppendLua + closeThreadLua + updateInboxFnLua + `
+const closeInboxLua = auditAppendLua + closeThreadLua + closeReplyLua + updateInboxFnLua + `
 local ni, nu = tonumber(ARGV[1]), tonumber(ARGV[2])
-local ikeys, iargv, ckeys, cargv = {}, {}, {}, {}
-for i = 1, #KEYS do
-  if i <= ni then ikeys[i] = KEYS[i] else ckeys[i - ni] = KEYS[i] end
-end
-for i = 3, #ARGV do
-  if i <= 2 + nu then iargv[i - 2] = ARGV[i] else cargv[i - 2 - nu] = ARGV[i] end
-end
-local old = update_inbox(ikeys, iargv)
-local res = close_thread(ckeys, cargv, 0)
+local ckeys = {}
+for i = ni + 1, #KEYS do ckeys[i - ni] = KEYS[i] end
+local old = {update_inbox(KEYS, 0, ni, ARGV, 2)}
+local res = close_reply(close_thread(ckeys, ARGV, 2 + nu))
 res[4] = old
 return res
 `

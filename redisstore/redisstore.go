@@ -457,10 +457,11 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 	// (numbers below 256 are not), and go-redis writes a *int64 or a
 	// *string as it writes the value (so do the hooks that count what
 	// is sent).
-	v := &saveValues{ttl: ttl.Milliseconds(), refresh: refreshBelow.Milliseconds(), now: s.now().UnixMilli(),
+	now := s.now().UnixMilli()
+	v := &saveValues{ttl: ttl.Milliseconds(), refreshAt: now + refreshBelow.Milliseconds(), expAt: now + ttl.Milliseconds(),
 		fence: graph.Fence(ctx), id: cp.ID, parent: cp.Parent}
-	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyLimit,
-		&v.ttl, &v.refresh, &v.fence, &v.id, &v.parent, &v.now)
+	args = append(args, cp.Seq, cp.JournalFrom, cp.JournalLen, compressMeta(meta), s.historyTrim(cp.Seq),
+		&v.ttl, &v.refreshAt, &v.fence, &v.id, &v.parent, &v.expAt)
 	keys := []string{k.head, k.journal, k.history, k.claims, k.lease}
 	if f := runner.FirstSaveOf(ctx); f != nil && cp.Seq == 1 && cp.JournalFrom == 0 && f.Thread == cp.Thread && f.Token == graph.Fence(ctx) {
 		// A start's first save, which takes the lease (firstsave.go).
@@ -519,8 +520,25 @@ func (s *Store) Save(ctx context.Context, cp *graph.Checkpoint) error {
 // saveValues are the values of saveLua's arguments that Save passes as
 // pointers.
 type saveValues struct {
-	ttl, refresh, now int64
-	fence, id, parent string
+	ttl, refreshAt, expAt int64
+	fence, id, parent     string
+}
+
+// historyTrim is saveLua's "trim the history to" argument for the save
+// of checkpoint seq: the last index to keep (the limit less one) when
+// the save trims the history, else "". Each save pushes one checkpoint,
+// so a thread's history holds seq of them until trimmed: every step-th
+// save past the limit trims it back, and the history runs at most a
+// tenth over its cap (readers read the cap's worth). The script then
+// needs no number of its own to decide (Redis converts a script's
+// string to a number at a cost).
+func (s *Store) historyTrim(seq int64) any {
+	limit := int64(s.historyLimit)
+	step := max(1, limit/10)
+	if seq <= limit || (seq-limit)%step != 0 {
+		return ""
+	}
+	return limit - 1
 }
 
 // save runs saveLua and returns its reply: with ErrNotReplicated too,

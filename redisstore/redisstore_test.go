@@ -373,6 +373,46 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// TestHistoryStaysNearItsCap checks what a long thread keeps of its
+// checkpoints: the newest HistoryLimit are read back, and the list
+// Redis holds never runs more than a tenth over that cap, however many
+// saves the thread sees.
+func TestHistoryStaysNearItsCap(t *testing.T) {
+	ctx := t.Context()
+	rdb := redistest.Client(t)
+	prefix := uniqueName("history")
+	const limit = 20
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix, HistoryLimit: limit})
+	thread := uniqueName(t.Name())
+	key := fmt.Sprintf("%s:{%s}:history", prefix, thread)
+
+	cp := firstCheckpoint(thread, "hello")
+	mustSave(t, store, cp)
+	longest := int64(0)
+	for range 3 * limit {
+		cp = nextCheckpoint(cp, "again")
+		mustSave(t, store, cp)
+		n, err := rdb.LLen(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("LLEN %s: %v", key, err)
+		}
+		if n > limit+limit/10 {
+			t.Fatalf("after save %d the history holds %d checkpoints, want at most %d", cp.Seq, n, limit+limit/10)
+		}
+		longest = max(longest, n)
+	}
+	if longest <= limit {
+		t.Errorf("the history never held more than %d checkpoints: want it trimmed a tenth over its cap, not at every save", longest)
+	}
+	history, err := store.History(ctx, thread)
+	if err != nil {
+		t.Fatalf("History() error = %v", err)
+	}
+	if len(history) != limit || history[0].ID != cp.ID || history[limit-1].Seq != cp.Seq-limit+1 {
+		t.Errorf("History() = %d checkpoints from seq %d; want the newest %d, from %d", len(history), history[0].Seq, limit, cp.Seq)
+	}
+}
+
 func TestDelete(t *testing.T) {
 	ctx := t.Context()
 	rdb := redistest.Client(t)

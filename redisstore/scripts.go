@@ -20,21 +20,37 @@ package redisstore
 //   - each table in the script's reply, 3,500 or more (Redis looks for err,
 //     ok, map, set, double... in each): reply with one flat list.
 //   - tonumber, about 1,100 (it converts twice): compare the strings when
-//     both are written as decimal integers by this package.
+//     both are written as decimal integers by this package (of one
+//     length, < compares them as numbers), compare a count with its
+//     usual values first (n == '0'), or let the caller decide (a save
+//     is told when to trim the history). Arithmetic on a string that is
+//     sure to be a number (s + 0) converts it once, about 500.
+//   - a table the script builds grows by doubling, each growth a rehash
+//     of several hundred: read keys and arguments where they are, at an
+//     offset, rather than copy them, and return values, not a table of
+//     them, from a function.
 //   - string.match, string.format: several hundred each.
 //
-// The length of a script's text costs nothing per call; a local function
-// it defines, used or not, a few hundred (its closure is made at each call).
+// A constant of the program (a cap) is written in the script's text, and
+// a key the script does not touch is not sent (the last save's script
+// runs on a single server, whose close touches no fence key). The length of a script's text costs nothing per
+// call; a local function it defines, used or not, a few hundred (its
+// closure is made at each call).
+//
+// A turn-1 approval cycle (cyclebench -impl runner) sends four scripts:
+// the pause (the first save, which ends the session), the claim with
+// the running save, the outcome's save and the answer's save, which
+// ends the session. They take 138 keys and arguments and run 39
+// commands (10, 9, 5 and 15), about 700,000 instructions of Redis 7.0 a
+// cycle, where they took 155 and ran 46, about 897,000; tonumber runs 4
+// times a cycle, where it ran 64.
 
-// headLua reads the head (head.go): head_of(claims, head, extra) returns
-// {seq, id, journal_len, expiry} from the claims hash, or the first three
-// from the head key of a thread saved before the head moved there, and
-// whether it came from that key; with a list of other claims (extra, may
-// be nil), the same read of the claims hash returns their values after
-// the head's four, whichever key the head came from. claims_head(claims,
-// extra) is that read of the claims hash alone: the head's four (nil if
-// the hash holds no head) and the values of extra. head_id(claims, head)
-// returns the ID alone.
+// headLua reads the head (head.go): claims_head(claims, extra) reads the
+// claims hash: the head's {seq, id, journal_len, expiry} (nil if the
+// hash holds no head) and, given a list of other claims (extra, may be
+// nil), their values. head_id(claims, head) returns the ID alone, from
+// the claims hash or the head key of a thread saved before the head
+// moved there.
 const headLua = `
 local function claims_head(claims, extra)
   local h, vals
@@ -48,13 +64,6 @@ local function claims_head(claims, extra)
   return h, vals
 end
 
-local function head_of(claims, head, extra)
-  local h, vals = claims_head(claims, extra)
-  if h[1] then return h, false, vals end
-  h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
-  return h, h[1] ~= false, vals
-end
-
 local function head_id(claims, head)
   return redis.call('HGET', claims, '` + headID + `') or redis.call('HGET', head, 'id')
 end
@@ -63,18 +72,22 @@ end
 // saveLua is Save's compare-and-set.
 //
 //	KEYS: head, journal, history, claims, lease
-//	ARGV: seq, journal_from, journal_len, checkpoint JSON, history limit,
-//	      expiry in ms, refresh below in ms, fence, checkpoint ID, parent
-//	      ID, now (unix ms), then the new journal entries
+//	ARGV: seq, journal_from, journal_len, checkpoint JSON, the history's
+//	      last index to keep if this save trims it (else ''), expiry in
+//	      ms, refresh time (unix ms), fence, checkpoint ID, parent ID,
+//	      the expiry if refreshed (unix ms: now plus the expiry), then
+//	      the new journal entries
 //
 // It returns 1 when it saved and 0, having written nothing, when the head's
 // seq is not seq-1, its ID (when it has one) not the parent's, or the
 // journal's length is not journal_from; -1, having written nothing, when a
 // fence (a lease token) is given and the lease does not hold it.
 //
-// Expiries are set only when the head's has run down below "refresh
-// below" (or the thread is new): successive saves of a run, seconds apart,
-// then cost no write per key. A journal that this save creates gets the
+// Expiries are set only when the head's falls before the refresh time
+// (or the thread is new): successive saves of a run, seconds apart,
+// then cost no write per key. The caller gives the times and says when
+// the history is trimmed (Store.historyTrim), so that the script
+// converts no number on a save's common path. A journal that this save creates gets the
 // head's expiry. Entries are pushed in batches because unpack puts every
 // value on Lua's stack, which holds a few thousand.
 //
@@ -84,7 +97,7 @@ end
 const saveLua = saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then
-  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then return 1 end
+  if saved == 0 and ` + saveHeadIDLua + ` == ARGV[9] then return 1 end
   return saved
 end
 save_write(KEYS, ARGV, 12, left, moved, kept)
@@ -108,7 +121,7 @@ return 1
 const saveAuditLua = auditAppendLua + saveCheckpointLua + `
 local saved, left, moved, kept = save_check(KEYS, ARGV)
 if saved ~= 1 then
-  if saved == 0 and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  if saved == 0 and ` + saveHeadIDLua + ` == ARGV[9] then
     ` + auditHadLua + `
     return {1, audit_had(KEYS[6], KEYS[7], ARGV, 14)}
   end
@@ -120,15 +133,20 @@ return {1, appended, hash, seq}
 `
 
 // saveCheckpointLua is saveLua's work as Lua functions of its keys and
-// arguments: save_check returns 1, the thread's time to live (ms),
+// arguments: save_check returns 1, the thread's expiry (unix ms, a
+// string) when kept beside the head, else its time to live (ms),
 // whether the head is still in the head key of before, whether the
 // thread's expiry was kept beside the head, and the values of the claims
-// extra names (head_of) if the save may be made, else saveLua's reply; save_write makes it, with the journal
-// entries from ARGV[first] on, writes the head into the claims hash and
-// drops the head key of before. A script that has read the claims hash's
+// extra names (claims_head) if the save may be made, else saveLua's reply;
+// save_write makes it, with the journal entries from ARGV[first] on,
+// writes the head into the claims hash (with the fields and values of
+// more, a list of nmore, if given: one write for both) and drops the
+// head key of before. A script that has read the claims hash's
 // head itself ({seq, id, journal_len, expiry}, as claims_head returns it)
 // and has just taken the lease with the save's fence passes that head as
-// held: save_check then reads neither again.
+// held: save_check then reads neither again. One that has found none of
+// the thread's keys exists (a start's first save) passes fresh: it reads
+// nothing.
 //
 // The thread's expiry is kept beside the head (headExp, unix ms), as the
 // saves that refresh it set it, so that a save learns it with the head
@@ -137,12 +155,31 @@ return {1, appended, hash, seq}
 // history and claims share that expiry: saves alone set it (a claim
 // gives the claims hash one only when it has none, before the thread's
 // first save).
-const saveCheckpointLua = headLua + `
-local function save_check(KEYS, ARGV, extra, held)
+const saveCheckpointLua = `
+local function save_check(KEYS, ARGV, extra, held, fresh)
   local h, vals = held, nil
+  if fresh then
+    -- The caller found none of the thread's keys (the claims hash, the
+    -- head key, the journal, the history): a new thread, whose claims
+    -- are all unset.
+    if ARGV[1] ~= '1' or ARGV[2] ~= '0' then return 0 end
+    vals = {}
+    if extra then
+      for i = 1, #extra do vals[i] = false end
+    end
+    return 1, -2, false, false, vals
+  end
   if not held then
     if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then return -1 end
-    h, vals = claims_head(KEYS[4], extra)
+    -- The claims hash's head (claims_head's read, written out: a
+    -- function defined costs every call of the script)
+    if extra and #extra > 0 then
+      h = redis.call('HMGET', KEYS[4], '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `', unpack(extra))
+      vals = {}
+      for i = 1, #extra do vals[i] = h[4 + i] end
+    else
+      h = redis.call('HMGET', KEYS[4], '` + headSeq + `', '` + headID + `', '` + headLen + `', '` + headExp + `')
+    end
   end
   local moved = false
   if not h[1] then
@@ -157,7 +194,9 @@ local function save_check(KEYS, ARGV, extra, held)
     h = redis.call('HMGET', KEYS[1], 'seq', 'id', 'journal_len')
     moved = h[1] ~= false
   end
-  if (tonumber(h[1]) or 0) ~= tonumber(ARGV[1]) - 1 then return 0 end
+  -- Arithmetic converts each string once, where tonumber converts it
+  -- twice, in a call of its own.
+  if (h[1] or 0) + 1 ~= ARGV[1] + 0 then return 0 end
   if h[2] and h[2] ~= ARGV[10] then return 0 end
   -- The head's journal_len is the journal's length: only a save writes
   -- either, both in one script, and both keys share one expiry. Saves
@@ -169,41 +208,86 @@ local function save_check(KEYS, ARGV, extra, held)
   elseif redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
     return 0
   end
-  if h[4] and not moved then return 1, tonumber(h[4]) - tonumber(ARGV[11]), moved, true, vals end
+  -- The head's expiry (unix ms) goes to save_write as the string it is:
+  -- save_write compares it with the refresh time as a string.
+  if h[4] and not moved then return 1, h[4], moved, true, vals end
   -- The history is written by saves alone: its expiry is the thread's
   -- (the claims hash may exist before the first save, by a claim).
   return 1, redis.call('PTTL', KEYS[3]), moved, false, vals
 end
 
-local function save_write(KEYS, ARGV, first, left, moved, kept)
+local function save_write(KEYS, ARGV, first, left, moved, kept, more, nmore)
   local journal, history, claims = KEYS[2], KEYS[3], KEYS[4]
   local batch = 1000
   for i = first, #ARGV, batch do
     redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + batch - 1, #ARGV)))
   end
   if moved then redis.call('DEL', KEYS[1]) end
-  -- The history may run a tenth over its cap before it is trimmed back:
-  -- readers read the cap's worth, and a trim per save is spared.
-  local limit = tonumber(ARGV[5])
-  if redis.call('LPUSH', history, ARGV[4]) > limit + math.floor(limit / 10) then
-    redis.call('LTRIM', history, 0, limit - 1)
-  end
-  local refresh = left < 0 or left < tonumber(ARGV[7]) -- -2: new thread, -1: no expiry
-  if kept and not refresh then
-    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+  redis.call('LPUSH', history, ARGV[4])
+  -- The caller says when the history is trimmed back to its cap (it may
+  -- run a tenth over: readers read the cap's worth, and a trim per save
+  -- is spared).
+  if ARGV[5] ~= '' then redis.call('LTRIM', history, 0, ARGV[5]) end
+  -- left is the head's expiry (unix ms, a string) when kept, else the
+  -- thread's time to live in ms (-2: new thread, -1: no expiry). Both
+  -- times are decimal integers written by this package: of one length,
+  -- the strings compare as the numbers do, with no conversion (which
+  -- costs Redis hundreds of instructions a value).
+  local refresh, at
+  if kept then
+    refresh = #left < #ARGV[7] or (#left == #ARGV[7] and left < ARGV[7])
+  elseif left < 0 then
+    refresh = true
   else
-    local exp = left
-    if refresh then exp = tonumber(ARGV[6]) end
+    local now = tonumber(ARGV[11]) - tonumber(ARGV[6])
+    refresh = now + left < tonumber(ARGV[7])
+    if not refresh then at = string.format('%.0f', now + left) end
+  end
+  if kept and not refresh then
+    if more then
+      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9], unpack(more, 1, nmore))
+    else
+      redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9])
+    end
+  elseif more then
     redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
-      '` + headExp + `', string.format('%.0f', tonumber(ARGV[11]) + exp))
+      '` + headExp + `', at or ARGV[11], unpack(more, 1, nmore))
+  else
+    redis.call('HSET', claims, '` + headSeq + `', ARGV[1], '` + headLen + `', ARGV[3], '` + headID + `', ARGV[9],
+      '` + headExp + `', at or ARGV[11])
   end
   if refresh then
     for i = 2, 4 do
       redis.call('PEXPIRE', KEYS[i], ARGV[6])
     end
   elseif ARGV[2] == '0' and #ARGV >= first then
-    redis.call('PEXPIRE', journal, left)
+    -- A journal this save creates gets the head's expiry, in ms from
+    -- now by this save's clock (as the head's was set).
+    if kept then left = left - (ARGV[11] - ARGV[6]) end
+    redis.call('PEXPIRE', journal, string.format('%.0f', left))
   end
+end
+`
+
+// saveHeadIDLua is head_id(KEYS[4], KEYS[1]) written out, for the save
+// scripts, whose KEYS name the claims hash and the head key there: the
+// head's checkpoint ID. They ask it on the way out of a save refused
+// (is it their own first attempt?), and define no function for it.
+const saveHeadIDLua = `(redis.call('HGET', KEYS[4], '` + headID + `') or redis.call('HGET', KEYS[1], 'id'))`
+
+// headOfLua defines head_of(claims, head, extra), which returns {seq,
+// id, journal_len, expiry} from the claims hash (claims_head), or the
+// first three from the head key of a thread saved before the head moved
+// there, and whether it came from that key; with extra, the values of
+// those claims, whichever key the head came from. Scripts that use it
+// define it after headLua (a function defined costs each call of the
+// script that defines it, used or not).
+const headOfLua = `
+local function head_of(claims, head, extra)
+  local h, vals = claims_head(claims, extra)
+  if h[1] then return h, false, vals end
+  h = redis.call('HMGET', head, 'seq', 'id', 'journal_len')
+  return h, h[1] ~= false, vals
 end
 `
 
@@ -217,7 +301,7 @@ end
 // It returns nil when the thread has no head; {} when the head is still
 // that checkpoint; else {checkpoint JSON, {entries from "from" on}, from},
 // or all entries and 0 when the journal is shorter than from.
-const loadTailLua = headLua + `
+const loadTailLua = headLua + headOfLua + `
 local h = head_of(KEYS[4], KEYS[1])
 if not h[3] then return false end
 local n, from = tonumber(h[3]), tonumber(ARGV[3])

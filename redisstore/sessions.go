@@ -155,7 +155,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 	keys := []string{lease, tk.claims, tk.head, tk.fence}
 	cluster := s.isCluster()
 	if !cluster {
-		keys = append(keys, s.wakeups, s.waiting, s.auditStream, s.auditHead)
+		keys = append(keys, s.wakeups, s.auditStream, s.auditHead)
 	}
 	var audit []any
 	if !cluster && len(c.Audit) > 0 {
@@ -163,7 +163,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 			return nil, nil, fmt.Errorf("close thread %s: %w", c.Thread, err)
 		}
 	}
-	schedule, waiting := "", ""
+	schedule := ""
 	if c.Schedule {
 		schedule = "0" // and no waiting count: the inbox holds the waiting calls (waiting.go)
 		if !c.Wake.IsZero() {
@@ -175,7 +175,7 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 		answered = strconv.Itoa(c.Answered)
 	}
 	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
-	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, waiting, len(c.Record))
+	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, len(c.Record))
 	for _, key := range c.Record {
 		args = append(args, key)
 	}
@@ -202,7 +202,9 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	if err != nil {
 		return 0, err
 	}
-	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[3:]...) // fence, wakeups, waiting, audit, audit head
+	// On a single server the close touches no fence: its keys are the
+	// wakeups and the audit stream and head.
+	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[4:]...)
 	if f != nil {
 		keys = append(keys, s.keptKey(cp.Thread))
 	}
@@ -216,16 +218,15 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	keys = append(keys, ikeys...)
 	args := make([]any, 0, len(saveArgs)+1+len(cargs)+len(iargs)+3+len(cp.Journal))
 	args = append(args, saveArgs...)
-	script, src, tail := s.saveCloseScript, saveCloseLua, 0
+	script, src := s.saveCloseScript, saveCloseLua
 	if f != nil {
 		// A start's first save: it takes the lease with f.Token and
 		// hands over the kept replies after the list (firstsave.go).
 		args = append(args, f.Token)
-		script, src, tail = s.firstSaveCloseScript, firstSaveCloseLua, 1
+		script, src = s.firstSaveCloseScript, firstSaveCloseLua
 	}
-	args = append(args, len(cargs))
-	args = append(args, cargs...)
-	args = append(args, len(ikeys), len(iargs))
+	args = append(args, len(c.Keys))  // which, with the counts among them, tells where they end
+	args = append(args, cargs[1:]...) // not the lease token: the save's fence, or f.Token
 	args = append(args, iargs...)
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
@@ -243,11 +244,18 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 	if len(res) >= 6 {
 		watchers, _ = res[5].(int64)
 	}
-	if len(res) != 6+int(watchers)+len(c.Keys)+tail || res[0] != int64(1) {
+	end := 6 + int(watchers) + len(c.Keys) // the claims' values end there
+	tail := 0
+	if f != nil && len(res) > end {
+		// The number of kept replies, then those replies.
+		n, _ := res[end].(int64)
+		tail = 1 + int(n)
+	}
+	if len(res) != end+tail || res[0] != int64(1) || (f != nil && tail == 0) {
 		return 0, fmt.Errorf("unexpected reply %v", res)
 	}
 	if f != nil {
-		f.Took(sent, keptReplies(res[len(res)-1]))
+		f.Took(sent, keptReplies(res[end+1:]))
 	}
 	// The checkpoint is saved and the lease let go: what follows is the
 	// session's, and fails it alone.
@@ -260,7 +268,7 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 			inboxErr = err
 		}
 	}
-	l.Closed(claimValues(c.Keys, res[6+watchers:len(res)-tail]), inboxErr)
+	l.Closed(claimValues(c.Keys, res[6+watchers:end]), inboxErr)
 	return 1, nil
 }
 
@@ -476,22 +484,23 @@ return reply
 
 // closeLua ends work on a thread.
 //
-//	KEYS: lease, claims, head, fence[, wakeups, waiting, audit stream, audit head]
+//	KEYS: lease, claims, head, fence[, wakeups, audit stream, audit head]
 //	ARGV: lease token, thread, claims expiry ms, answered count or '', wake-up
-//	      (unix ms, '0' to forget, '' to leave), waiting count or '', the
+//	      (unix ms, '0' to forget, '' to leave), the
 //	      number n of deliveries to record, those claim keys, the audit
 //	      minimum ID, the number a of audit arguments, then a arguments
 //	      (audit_append's block), then the claim keys to read
 //
 // Deliveries are set-once claims with the value "1"; "answered" only
-// grows. The wake-up and the waiting count are written only if the token
-// still holds the lease. It returns {the values of the keys to read,
+// grows. The wake-up is written only if the token still holds the lease
+// (the waiting count an earlier version kept is not written: the inbox
+// holds the waiting calls, waiting.go). It returns {the values of the keys to read,
 // after the lease is released; audit_append's reply or nil; on a cluster
 // (no wakeups key), the number of the token's acquisition if it held the
 // lease ('0' if its fence key is gone: it then loses to any numbered
 // one), else nil}.
-const closeLua = auditAppendLua + closeThreadLua + `
-return close_thread(KEYS, ARGV, 0)
+const closeLua = auditAppendLua + closeThreadLua + closeReplyLua + `
+return close_reply(close_thread(KEYS, ARGV, 0))
 `
 
 // closeThreadLua is closeLua's work as a Lua function of its keys and
@@ -500,7 +509,10 @@ return close_thread(KEYS, ARGV, 0)
 // at A[o + n], so that a script that carries them among its own passes
 // its ARGV and where they begin rather than a copy. Given vals (the
 // claims to read, read by the caller), it returns those; else it reads
-// them from A[o + 10 + n + a] to the end of A. Given free (the caller
+// them from A[o + 9 + n + a] to the end of A. It returns the claims'
+// values, audit_append's three values (false if it appended nothing)
+// and the acquisition's number (or false): values, not tables, which
+// close_reply (closeReplyLua) puts in closeLua's reply. Given free (the caller
 // found the lease key missing, as a start's first save may), it has no
 // lease to delete.
 const closeThreadLua = `
@@ -509,9 +521,12 @@ local function close_thread(KEYS, A, o, held, vals, free)
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
   local claims, thread = KEYS[2], A[o + 2]
-  local n = tonumber(A[o + 7])
+  -- Counts are compared with their usual values before they are
+  -- converted (tonumber costs Redis about a thousand instructions).
+  local n = A[o + 6]
+  n = n == '0' and 0 or tonumber(n)
   local wrote = false
-  for i = o + 8, o + 7 + n do
+  for i = o + 7, o + 6 + n do
     if redis.call('HSETNX', claims, A[i], '1') == 1 then wrote = true end
   end
   local answered = A[o + 4]
@@ -532,23 +547,28 @@ local function close_thread(KEYS, A, o, held, vals, free)
       redis.call('ZADD', KEYS[5], wake, thread)
     end
   end
-  local waiting = A[o + 6]
-  if held and KEYS[6] and waiting ~= '' then
-    if tonumber(waiting) > 0 then
-      redis.call('HSET', KEYS[6], thread, waiting)
-    else
-      redis.call('HDEL', KEYS[6], thread)
-    end
-  end
-  local a = tonumber(A[o + 9 + n])
-  local audited = false
-  if KEYS[7] and a > 0 then
-    audited = {audit_append(KEYS[7], KEYS[8], A[o + 8 + n], A, o + 10 + n)}
+  local a = A[o + 8 + n]
+  a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
+  local appended, hash, aseq = false, false, false
+  if KEYS[6] and a > 0 then
+    appended, hash, aseq = audit_append(KEYS[6], KEYS[7], A[o + 7 + n], A, o + 9 + n)
   end
   if held and not free then redis.call('DEL', KEYS[1]) end
-  if vals then return {vals, audited, seq} end
-  if #A >= o + 10 + n + a then return {redis.call('HMGET', claims, unpack(A, o + 10 + n + a, #A)), audited, seq} end
-  return {{}, audited, seq}
+  if not vals then
+    vals = {}
+    if #A >= o + 9 + n + a then vals = redis.call('HMGET', claims, unpack(A, o + 9 + n + a, #A)) end
+  end
+  return vals, appended, hash, aseq, seq
+end
+`
+
+// closeReplyLua defines close_reply(...), closeLua's reply of
+// close_thread's values, for the scripts that reply as closeLua does.
+const closeReplyLua = `
+local function close_reply(vals, appended, hash, aseq, seq)
+  local audited = false
+  if appended then audited = {appended, hash, aseq} end
+  return {vals, audited, seq}
 end
 `
 
@@ -710,12 +730,20 @@ end
 
 // saveCloseLua is a run's last save that ends the session (saveClosing).
 //
-//	KEYS: saveLua's (head, journal, history, claims, lease), then fence,
-//	      wakeups, waiting, audit stream, audit head, then the i keys of
+//	KEYS: saveLua's (head, journal, history, claims, lease), then
+//	      wakeups, audit stream, audit head, then the i keys of
 //	      updateInboxLua (none without an inbox update)
-//	ARGV: saveLua's first 11, the number c of closeLua's arguments, those
-//	      c arguments, i, the number u of updateInboxLua's arguments,
-//	      those u arguments, then the new journal entries
+//	ARGV: saveLua's first 11, the number r of claims closeLua's
+//	      arguments name to read (which, with the counts among them,
+//	      tells where they end), closeLua's arguments but its first (the
+//	      lease token: the save's fence),
+//	      updateInboxLua's arguments (i + 2 of them: as many as its keys
+//	      say; none without an inbox update), then the new journal
+//	      entries
+//
+// A single server's close touches no fence key (closeLua's fence), the
+// lease token is the save's fence, and the inbox update's size is its
+// keys': none is sent again.
 //
 // It returns {saveLua's reply} when it did not save, else one list: {1,
 // audit_append's three values (nil if it appended nothing), the inbox
@@ -725,27 +753,41 @@ end
 // to read after the lease is let go}. A script's reply costs Redis more
 // for each table it holds, and this one ends every run.
 const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + `
-local reply = save_close(KEYS, ARGV, 12, 10, false)
+local reply = save_close(KEYS, ARGV, 12, 8, false)
 return reply
 `
 
 // saveCloseFnLua defines save_close(KEYS, ARGV, o, ko, first), the work
-// of saveCloseLua whose closeLua argument count is ARGV[o] and whose
-// inbox keys follow KEYS[ko]: the arguments are read where they are.
+// of saveCloseLua whose count of claims to read is ARGV[o] (closeLua's
+// arguments follow, but the lease token) and whose inbox keys follow
+// KEYS[ko]: the arguments are read where they are.
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
 // without a fence to compare; first is 'free' when the lease key is
-// missing (nobody took it: there is none to let go of).
+// missing (nobody took it: there is none to let go of). fresh is
+// save_check's: the caller found none of the thread's keys.
 const saveCloseFnLua = `
-local function save_close(KEYS, ARGV, o, ko, first)
-  local c = tonumber(ARGV[o])
-  local nrec = tonumber(ARGV[o + 7])
+local function save_close(KEYS, ARGV, o, ko, first, fresh)
+  -- Counts are compared with their usual values before they are
+  -- converted (tonumber costs Redis about a thousand instructions).
+  local r = ARGV[o]
+  r = r == '0' and 0 or r == '1' and 1 or tonumber(r)
+  -- closeLua's argument n is ARGV[b + n], but for its first, the lease
+  -- token, which is not sent: the save's fence (or a first save's
+  -- token) is that token, and the lease is held.
+  local b = o - 1
+  local nrec = ARGV[b + 6]
+  nrec = nrec == '0' and 0 or tonumber(nrec)
+  local a = ARGV[b + 8 + nrec]
+  a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
+  -- closeLua's arguments end with the r claims to read.
+  local c = 8 + nrec + a + r
   -- The claims the close reads back are read with the head: the script
   -- writes none of them (it writes the head, deliveries and "answered").
   local extra = {}
-  for i = o + 10 + nrec + tonumber(ARGV[o + 9 + nrec]), o + c do extra[#extra + 1] = ARGV[i] end
-  local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra)
-  if (saved ~= 1 or (first and left ~= -2)) and head_id(KEYS[4], KEYS[1]) == ARGV[9] then
+  for i = b + 9 + nrec + a, b + c do extra[#extra + 1] = ARGV[i] end
+  local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra, nil, fresh)
+  if (saved ~= 1 or (first and left ~= -2)) and ` + saveHeadIDLua + ` == ARGV[9] then
     -- The head is this save's checkpoint: the script is sent again
     -- after its first attempt's answer was lost. That attempt saved and
     -- closed; answer as it did, with what it appended (audit_had), the
@@ -753,9 +795,8 @@ local function save_close(KEYS, ARGV, o, ko, first)
     -- known again: their Home tabs are refreshed by the next change).
     ` + auditHadLua + `
     local reply = {1, false, false, false, false, 0}
-    local n = tonumber(ARGV[o + 7])
-    if KEYS[9] and tonumber(ARGV[o + 9 + n]) > 0 then
-      reply[2], reply[3], reply[4] = audit_had(KEYS[9], KEYS[10], ARGV, o + 10 + n)
+    if KEYS[7] and a > 0 then
+      reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, b + 9 + nrec)
     end
     if #extra > 0 then
       local h = redis.call('HMGET', KEYS[4], unpack(extra))
@@ -766,24 +807,19 @@ local function save_close(KEYS, ARGV, o, ko, first)
   if saved ~= 1 then return {saved} end
   if first and left ~= -2 then return {0} end -- it only creates a thread
   if not vals then vals = {} end
-  local ni, nu = tonumber(ARGV[o + 1 + c]), tonumber(ARGV[o + 2 + c])
-  local old = false
+  local ni, nu = #KEYS - ko, 0
+  local old, watchers = false, nil
   if ni > 0 then
-    local ikeys, iargv = {}, {}
-    for i = 1, ni do ikeys[i] = KEYS[ko + i] end
-    for i = 1, nu do iargv[i] = ARGV[o + 2 + c + i] end
-    old = update_inbox(ikeys, iargv)
+    nu = ni + 2
+    old, watchers = update_inbox(KEYS, ko, ni, ARGV, b + c)
   end
-  save_write(KEYS, ARGV, o + 3 + c + nu, left, moved, kept)
-  local held = first or ARGV[8] == ARGV[o + 1]
-  local res = close_thread({KEYS[5], KEYS[4], KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, ARGV, o, held, vals, first == 'free')
+  save_write(KEYS, ARGV, b + c + nu + 1, left, moved, kept)
+  local _, appended, hash, aseq = close_thread({KEYS[5], KEYS[4], KEYS[1], false, KEYS[6], KEYS[7], KEYS[8]}, ARGV, b, true, vals, first == 'free')
   local reply = {1, false, false, false, false, 0}
-  local audited = res[2]
-  if audited then reply[2], reply[3], reply[4] = audited[1], audited[2], audited[3] end
+  if appended then reply[2], reply[3], reply[4] = appended, hash, aseq end
   local at = 6
-  if old then
-    local watchers = old[2]
-    reply[5], reply[6] = old[1], #watchers
+  if watchers then
+    reply[5], reply[6] = old, #watchers
     for j = 1, #watchers do reply[at + j] = watchers[j] end
     at = at + #watchers
   end
