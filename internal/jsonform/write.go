@@ -324,6 +324,18 @@ func AppendStrings(b []byte, list []string) []byte {
 	return append(b, ']')
 }
 
+// asIs marks the bytes AppendString writes as they are: ASCII but
+// control characters, the quote and backslash, <, > and &.
+var asIs = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte{'"', '\\', '<', '>', '&'} {
+		t[c] = false
+	}
+	return t
+}()
+
 // AppendString appends s quoted as json.Marshal quotes it: with <, >
 // and & escaped, U+2028 and U+2029 escaped, and each byte that is not
 // UTF-8 replaced by U+FFFD.
@@ -332,11 +344,11 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if asIs[s[i]] {
+			i++
+			continue
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
