@@ -29,6 +29,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/prompts"
@@ -487,7 +488,7 @@ func handOver(s *State) {
 // execute runs one call and records its outcome in c.
 func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	fields := logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}
-	log := func() logrus.FieldLogger { return a.log.WithFields(fields) } // made for a line, when there is one
+	log := func() logrus.FieldLogger { return logtext.With(a.log, fields) } // made for a line, when there is one
 	tool, _, ok := a.box.Lookup(c.Tool)
 	if !ok {
 		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)

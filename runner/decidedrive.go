@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 )
 
 // DecideAndDrive is Decide, then Drive, for a front end that answers the
@@ -223,7 +224,7 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 		ss.decided = append(ss.decided, decisionRecord(thread, &cached.State, c, ck.claim))
 	}
 	ss.from = cached
-	log := s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "decision": ck.claim.Kind.String(), "by": ck.claim.By})
+	log := logtext.With(s.log, logrus.Fields{"thread": thread, "call": c.Key, "decision": ck.claim.Kind.String(), "by": ck.claim.By})
 	won := func(r ClaimResult) {
 		log.Info("decision claimed")
 		var waited time.Duration

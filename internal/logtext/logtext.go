@@ -265,3 +265,25 @@ func appendStringOf(b *bytes.Buffer, s string) {
 		b.Write(strconv.AppendQuote(tmp[:0], s))
 	}
 }
+
+// With is base.WithFields(fields) that, when base is a logrus Entry or
+// Logger, makes fields the entry's own rather than a copy of them: for
+// fields made for the lines of the entry it returns, which nothing
+// changes after. base's own fields are added where fields has none.
+func With(base logrus.FieldLogger, fields logrus.Fields) logrus.FieldLogger {
+	var e *logrus.Entry
+	switch l := base.(type) {
+	case *logrus.Entry:
+		e = l
+	case *logrus.Logger:
+		e = &logrus.Entry{Logger: l}
+	default:
+		return base.WithFields(fields)
+	}
+	for k, v := range e.Data {
+		if _, set := fields[k]; !set {
+			fields[k] = v
+		}
+	}
+	return &logrus.Entry{Logger: e.Logger, Data: fields, Time: e.Time, Context: e.Context}
+}

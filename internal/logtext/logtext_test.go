@@ -145,3 +145,20 @@ func BenchmarkLine(b *testing.B) {
 		})
 	}
 }
+
+// With's lines carry the fields given and those of the entry it adds
+// them to, the given ones first, as WithFields's do.
+func TestWithAddsTheEntrysFields(t *testing.T) {
+	var out bytes.Buffer
+	log := logrus.New()
+	log.Out, log.Formatter = &out, logtext.New()
+	run := logtext.With(log, logrus.Fields{"run": "r1", "thread": "t1"})
+	logtext.With(run, logrus.Fields{"checkpoint": "c1", "thread": "t2"}).Info("run finished")
+	run.Info("run goes on")
+	got := out.String()
+	for _, want := range []string{"msg=\"run finished\" checkpoint=c1 run=r1 thread=t2\n", "msg=\"run goes on\" run=r1 thread=t1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines %q lack %q", got, want)
+		}
+	}
+}
