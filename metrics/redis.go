@@ -130,7 +130,16 @@ func (s *opSeries) count(cmd redis.Cmder) {
 func commandSize(args []any) int {
 	n := headerSize(len(args))
 	for _, a := range args {
-		l := argLen(a)
+		// Most arguments are strings, or pointers to them (a save's):
+		// those are looked at first, before argLen's type switch.
+		var l int
+		if s, ok := a.(string); ok {
+			l = len(s)
+		} else if p, ok := a.(*string); ok {
+			l = len(*p)
+		} else {
+			l = argLen(a)
+		}
 		n += headerSize(l) + l + 2
 	}
 	return n
