@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -72,14 +71,23 @@ func (f *Formatter) Format(e *logrus.Entry) ([]byte, error) {
 		b = new(bytes.Buffer)
 	}
 	start := b.Len()
-	var keys [maxFields]string
+	var fields [maxFields]field
 	n := 0
-	for k := range e.Data {
-		keys[n] = k
+	for k, v := range e.Data {
+		switch k {
+		case logrus.FieldKeyTime, logrus.FieldKeyLevel, logrus.FieldKeyMsg, logrus.FieldKeyLogrusError:
+			// TextFormatter renames it (fields.msg): its line.
+			return f.text.Format(e)
+		}
+		fields[n] = field{k, v}
 		n++
 	}
-	sorted := keys[:n]
-	slices.Sort(sorted)
+	sorted := fields[:n]
+	for i := 1; i < n; i++ { // sorted by key, as slices.Sort sorts TextFormatter's keys
+		for j := i; j > 0 && sorted[j].k < sorted[j-1].k; j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
 
 	var tb [64]byte
 	f.key(b, "time")
@@ -90,9 +98,9 @@ func (f *Formatter) Format(e *logrus.Entry) ([]byte, error) {
 		f.key(b, "msg")
 		appendStringOf(b, e.Message)
 	}
-	for _, k := range sorted {
-		f.key(b, k)
-		if !appendValue(b, e.Data[k]) {
+	for _, kv := range sorted {
+		f.key(b, kv.k)
+		if !appendValue(b, kv.v) {
 			// A String or Error method panicked: TextFormatter
 			// writes the line, and what it says of the panic.
 			b.Truncate(start)
@@ -117,15 +125,14 @@ func (f *Formatter) writes(e *logrus.Entry) bool {
 	if f.colored {
 		return false
 	}
-	if reflect.ValueOf(e).Elem().Field(errIndex).String() != "" {
-		return false
-	}
-	for _, k := range [...]string{logrus.FieldKeyTime, logrus.FieldKeyLevel, logrus.FieldKeyMsg, logrus.FieldKeyLogrusError} {
-		if _, clash := e.Data[k]; clash {
-			return false
-		}
-	}
-	return true
+	// A field named like one of the line's own is seen by Format.
+	return reflect.ValueOf(e).Elem().Field(errIndex).String() == ""
+}
+
+// field is one of a line's fields.
+type field struct {
+	k string
+	v any
 }
 
 // key writes a field's key and its '=', after a space unless it is the
