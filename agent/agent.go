@@ -260,7 +260,9 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	if err != nil {
 		return err
 	}
-	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	msgs := make([]llm.Message, 0, 1+len(s.Messages)) // made once, at its size
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+	msgs = append(msgs, s.Messages...)
 	// Nothing is saved before the call: a model call changes nothing
 	// outside, every tool's outcome was saved when it ran, and a new
 	// turn's text is kept by whoever handed it in until the run saves
