@@ -75,6 +75,20 @@ func (a *Agent) Decide(decisions map[string]Decision) graph.StateModifier[State]
 	}
 }
 
+// DecideOne is Decide of the one decision d on the call with key,
+// without a map made for it (a click decides one call).
+func (a *Agent) DecideOne(key string, d Decision) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		ok, err := a.checkDecision(s, key, d)
+		if err != nil {
+			return err
+		}
+		c, _ := s.Call(key)
+		apply(c, ok)
+		return nil
+	}
+}
+
 // CheckDecision reports why d cannot be applied to the call with key in
 // state s, or nil if it can.
 //

@@ -267,7 +267,7 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 	}
 	runCtx, stop := s.keepLease(ctx, ss)
 	out, err := s.graph.ResumeAt(WithSavedClaim(s.endWithSave(runCtx, ss), sc), thread, cached.Checkpoint.ID,
-		s.agent.Decide(map[string]agent.Decision{c.Key: ck.claim}))
+		s.agent.DecideOne(c.Key, ck.claim))
 	r, answered := sc.Answered()
 	switch {
 	case answered && r.Outcome == ClaimSaved:
