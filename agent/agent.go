@@ -29,6 +29,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 	"github.com/countersign/countersign/interrupt"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/prompts"
@@ -235,10 +236,14 @@ func NewState(thread, requester, channel, text string) State {
 
 func afterModel(s *State) []string {
 	if len(s.Calls) > 0 {
-		return []string{ToolsNode}
+		return toTools
 	}
-	return []string{graph.End}
+	return toEnd
 }
+
+// toTools and toEnd are afterModel's answers, made once: the graph only
+// reads what a route picks.
+var toTools, toEnd = []string{ToolsNode}, []string{graph.End}
 
 // modelNode asks the model for the next turn and turns its tool calls into
 // Calls, each with the status policy gives it.
@@ -255,7 +260,9 @@ func (a *Agent) modelNode(ctx context.Context, s *State, _ graph.SaveFunc) error
 	if err != nil {
 		return err
 	}
-	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, s.Messages...)
+	msgs := make([]llm.Message, 0, 1+len(s.Messages)) // made once, at its size
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+	msgs = append(msgs, s.Messages...)
 	// Nothing is saved before the call: a model call changes nothing
 	// outside, every tool's outcome was saved when it ran, and a new
 	// turn's text is kept by whoever handed it in until the run saves
@@ -487,7 +494,7 @@ func handOver(s *State) {
 // execute runs one call and records its outcome in c.
 func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	fields := logrus.Fields{"thread": s.Thread, "call": c.Key, "tool": c.Tool}
-	log := func() logrus.FieldLogger { return a.log.WithFields(fields) } // made for a line, when there is one
+	log := func() logrus.FieldLogger { return logtext.With(a.log, fields) } // made for a line, when there is one
 	tool, _, ok := a.box.Lookup(c.Tool)
 	if !ok {
 		c.Status, c.IsError, c.Result = Failed, true, fmt.Sprintf("Error: the tool %q is no longer available.", c.Tool)
@@ -521,23 +528,27 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	}
 	c.Input = nil
 	result, err := callTool(ctx, tool, info, c.RunArgs())
-	var connect *tools.ConnectRequiredError
-	if errors.As(err, &connect) && info.CanPause {
-		// Nothing was sent: the run pauses until the requester connects.
-		c.Status, c.Since, c.Expires = Asking, a.now(), connect.Expires
-		c.Input = &CallInput{Connect: connect.Server, Of: info.Requester}
-		log().WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
-		return
-	}
-	var asked *tools.InputRequiredError
-	if errors.As(err, &asked) && info.CanPause && len(asked.Requests) > 0 {
-		// Nothing was done yet: the run pauses until the person answers.
-		_, rule, _ := a.box.Lookup(c.Tool)
-		expiry := cmp.Or(rule.ExpiresAfter, a.opts.DefaultExpiry)
-		c.Status, c.Since, c.Expires = Asking, a.now(), a.now().Add(expiry)
-		c.Input = &CallInput{Requests: asked.Requests, State: asked.State, Of: info.Requester}
-		log().WithField("requests", len(asked.Requests)).Info("the tool's server asked for input; the run waits for the answer")
-		return
+	// (Looked for only after an error: the targets errors.As is given
+	// are made on the heap.)
+	if err != nil {
+		var connect *tools.ConnectRequiredError
+		if errors.As(err, &connect) && info.CanPause {
+			// Nothing was sent: the run pauses until the requester connects.
+			c.Status, c.Since, c.Expires = Asking, a.now(), connect.Expires
+			c.Input = &CallInput{Connect: connect.Server, Of: info.Requester}
+			log().WithField("mcp_server", connect.Server).Info("the requester has no connection to the tool's server; the run waits for it")
+			return
+		}
+		var asked *tools.InputRequiredError
+		if errors.As(err, &asked) && info.CanPause && len(asked.Requests) > 0 {
+			// Nothing was done yet: the run pauses until the person answers.
+			_, rule, _ := a.box.Lookup(c.Tool)
+			expiry := cmp.Or(rule.ExpiresAfter, a.opts.DefaultExpiry)
+			c.Status, c.Since, c.Expires = Asking, a.now(), a.now().Add(expiry)
+			c.Input = &CallInput{Requests: asked.Requests, State: asked.State, Of: info.Requester}
+			log().WithField("requests", len(asked.Requests)).Info("the tool's server asked for input; the run waits for the answer")
+			return
+		}
 	}
 	prefix := ""
 	if c.Decision != nil && c.Decision.Kind == Edit {

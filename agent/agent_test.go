@@ -383,9 +383,13 @@ func TestDecisionsOnSettledOrUnknownCallsChangeNothing(t *testing.T) {
 		{"no decider", deployKey, agent.Decision{Kind: agent.Approve}, func(err error) bool { return err != nil }},
 	}
 	for _, tt := range tests {
-		_, err := f.g.Resume(ctx, "t", f.agent.Decide(map[string]agent.Decision{tt.key: tt.d}))
-		if !tt.want(err) {
-			t.Errorf("Resume(%s) = %v", tt.name, err)
+		// DecideOne, a click's, refuses what Decide refuses.
+		for how, mod := range map[string]graph.StateModifier[agent.State]{
+			"Decide": f.agent.Decide(map[string]agent.Decision{tt.key: tt.d}), "DecideOne": f.agent.DecideOne(tt.key, tt.d),
+		} {
+			if _, err := f.g.Resume(ctx, "t", mod); !tt.want(err) {
+				t.Errorf("Resume(%s, by %s) = %v", tt.name, how, err)
+			}
 		}
 	}
 	if after, _ := f.g.History(ctx, "t"); len(after) != len(hist) {

@@ -52,18 +52,39 @@ func (a *Agent) Decide(decisions map[string]Decision) graph.StateModifier[State]
 		if len(decisions) == 0 {
 			return ErrNothingToApply
 		}
-		checked := make(map[string]Decision, len(decisions))
+		// All are checked before any is applied. A few (one, as a
+		// click decides) are kept on the stack, not in a map.
+		type keyed struct {
+			key string
+			d   Decision
+		}
+		var few [2]keyed
+		checked := few[:0]
 		for key, d := range decisions {
 			ok, err := a.checkDecision(s, key, d)
 			if err != nil {
 				return err
 			}
-			checked[key] = ok
+			checked = append(checked, keyed{key, ok})
 		}
-		for key, d := range checked {
-			c, _ := s.Call(key)
-			apply(c, d)
+		for _, k := range checked {
+			c, _ := s.Call(k.key)
+			apply(c, k.d)
 		}
+		return nil
+	}
+}
+
+// DecideOne is Decide of the one decision d on the call with key,
+// without a map made for it (a click decides one call).
+func (a *Agent) DecideOne(key string, d Decision) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		ok, err := a.checkDecision(s, key, d)
+		if err != nil {
+			return err
+		}
+		c, _ := s.Call(key)
+		apply(c, ok)
 		return nil
 	}
 }

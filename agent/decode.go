@@ -80,12 +80,11 @@ func (d *stateReader) state(s *State) bool {
 		case "calls":
 			s.Calls = []Call{}
 			ok = d.Array(func() bool {
-				var c Call
-				if !d.call(&c) {
-					return false
-				}
-				s.Calls = append(s.Calls, c)
-				return true
+				// Read in place: a call is large, and a copy of
+				// it on the heap would be garbage at once. (A call
+				// read in part is dropped with the whole state.)
+				s.Calls = append(s.Calls, Call{})
+				return d.call(&s.Calls[len(s.Calls)-1])
 			})
 			return 1 << 5, ok
 		case "turns":

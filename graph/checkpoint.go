@@ -213,10 +213,12 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	b = strconv.AppendInt(b, c.Seq, 10)
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, int64(c.Step), 10)
-	status, err := c.Status.MarshalText()
-	if err != nil {
+	status, ok := statusNames[c.Status] // MarshalText's, without its copy
+	if !ok {
+		_, err := c.Status.MarshalText()
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
+	var err error
 	b = append(b, `,"status":"`...)
 	b = append(b, status...)
 	b = append(b, '"')
@@ -244,21 +246,12 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 		}
 	}
 	if fp := c.Fingerprint; fp != nil {
-		b = append(b, `,"fp":{"g":`...)
-		b = jsonform.AppendString(b, fp.Graph)
-		if len(fp.Nodes) > 0 {
-			b = append(b, `,"n":`...)
-			b = appendStringMap(b, fp.Nodes)
+		b = append(b, `,"fp":`...)
+		if fp.json != nil {
+			b = append(b, fp.json...)
+		} else {
+			b = fp.appendJSON(b)
 		}
-		if len(fp.Parts) > 0 {
-			b = append(b, `,"p":`...)
-			b = appendStringMap(b, fp.Parts)
-		}
-		if fp.StateVersion != 0 {
-			b = append(b, `,"sv":`...)
-			b = strconv.AppendInt(b, int64(fp.StateVersion), 10)
-		}
-		b = append(b, '}')
 	}
 	if len(c.Interrupts) > 0 {
 		b = append(b, `,"interrupts":[`...)
@@ -307,6 +300,25 @@ func (c *Checkpoint) MarshalMeta() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// appendJSON appends the fingerprint's JSON, as json.Marshal writes it.
+func (fp *Fingerprint) appendJSON(b []byte) []byte {
+	b = append(b, `{"g":`...)
+	b = jsonform.AppendString(b, fp.Graph)
+	if len(fp.Nodes) > 0 {
+		b = append(b, `,"n":`...)
+		b = appendStringMap(b, fp.Nodes)
+	}
+	if len(fp.Parts) > 0 {
+		b = append(b, `,"p":`...)
+		b = appendStringMap(b, fp.Parts)
+	}
+	if fp.StateVersion != 0 {
+		b = append(b, `,"sv":`...)
+		b = strconv.AppendInt(b, int64(fp.StateVersion), 10)
+	}
+	return append(b, '}')
+}
+
 // metaSize is about the length of MarshalMeta's JSON, for its buffer to
 // be made once: the fields of a set length, then those that grow with
 // the checkpoint (the state, the interrupts, the fingerprint).
@@ -319,7 +331,7 @@ func (c *Checkpoint) metaSize() int {
 		}
 	}
 	if fp := c.Fingerprint; fp != nil {
-		n += 32 + len(fp.Graph)
+		n += 32 + len(fp.Graph) + len(fp.json)
 		for k, v := range fp.Nodes {
 			n += 8 + len(k) + len(v)
 		}

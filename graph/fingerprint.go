@@ -28,6 +28,11 @@ type Fingerprint struct {
 	Parts map[string]string `json:"p,omitempty"`
 	// StateVersion is Options.StateVersion.
 	StateVersion int `json:"sv,omitempty"`
+
+	// json is the fingerprint's JSON, made once for one that stamp
+	// keeps for many checkpoints (nil: made at each save). Those are
+	// shared, and nothing changes them.
+	json []byte
 }
 
 // Change is one difference between the graph that wrote a checkpoint and
@@ -144,6 +149,7 @@ func (g *Graph[S]) stamp(cp *Checkpoint, s *S, prev *Fingerprint) *Fingerprint {
 	}
 	fp := g.newStamp(cp, parts)
 	if common && g.numStamps.Load() < maxStamps {
+		fp.json = fp.appendJSON(nil) // before any other goroutine sees it
 		if kept, loaded := g.stamps.LoadOrStore(key, fp); loaded {
 			return kept.(*Fingerprint)
 		}

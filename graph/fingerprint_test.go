@@ -204,3 +204,43 @@ func TestEachCheckpointCarriesItsOwnFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// metaChecking is a store that checks, at each save, that the
+// checkpoint's JSON without its journal is what json.Marshal writes.
+type metaChecking struct {
+	graph.Store
+	t       *testing.T
+	checked int
+}
+
+func (s *metaChecking) Save(ctx context.Context, cp *graph.Checkpoint) error {
+	got, err := cp.MarshalMeta()
+	want, werr := json.Marshal(cp)
+	if err != nil || werr != nil || string(got) != string(want) {
+		s.t.Errorf("checkpoint %d: MarshalMeta() =\n%s, %v\njson.Marshal:\n%s, %v", cp.Seq, got, err, want, werr)
+	}
+	s.checked++
+	return s.Store.Save(ctx, cp)
+}
+
+// The fingerprint saves share is written once and kept: each save's
+// JSON, fingerprint included, is still what json.Marshal writes, over
+// threads that pause, are approved and finish.
+func TestSharedFingerprintsAreWrittenAsJSONMarshalWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &metaChecking{Store: newStore(), t: t}
+	var c counter
+	g := deployment{parts: map[string]string{"tool:x": "schema-1"}, stateVersion: 2}.compile(t, store, &c)
+	for _, thread := range []string{"t", "u"} {
+		if _, err := g.Start(ctx, thread, state{}, graph.RunConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := g.Resume(ctx, thread, approve); err != nil || res.Status() != graph.Done {
+			t.Fatalf("Resume(%s) = %v, %v; want done", thread, res, err)
+		}
+	}
+	if store.checked < 6 {
+		t.Fatalf("%d saves checked; want the saves of two runs", store.checked)
+	}
+}

@@ -67,6 +67,8 @@ type run[S any] struct {
 	// Continue) until the pass first writes: what a failure before then
 	// goes back to.
 	begun *begun
+	// saveNode is nodeSave, as a SaveFunc.
+	saveNode SaveFunc
 }
 
 // begun is a staged checkpoint that begins a pass, with its state.
@@ -119,7 +121,10 @@ func (r *run[S]) stepInPlace(ctx context.Context, node string) (*Result[S], erro
 	}
 	var save SaveFunc
 	if r.merges(node) {
-		save = r.nodeSave
+		if r.saveNode == nil {
+			r.saveNode = r.nodeSave // made once a run, not at each step
+		}
+		save = r.saveNode
 	} else {
 		save = func(ctx context.Context) error { return r.save(ctx, Running, nil) }
 	}

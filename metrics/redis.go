@@ -130,7 +130,16 @@ func (s *opSeries) count(cmd redis.Cmder) {
 func commandSize(args []any) int {
 	n := headerSize(len(args))
 	for _, a := range args {
-		l := argLen(a)
+		// Most arguments are strings, or pointers to them (a save's):
+		// those are looked at first, before argLen's type switch.
+		var l int
+		if s, ok := a.(string); ok {
+			l = len(s)
+		} else if p, ok := a.(*string); ok {
+			l = len(*p)
+		} else {
+			l = argLen(a)
+		}
 		n += headerSize(l) + l + 2
 	}
 	return n
@@ -140,12 +149,22 @@ func commandSize(args []any) int {
 func headerSize(n int) int { return 1 + digits(int64(n)) + 2 }
 
 // digits is the length of n in decimal.
+// The lengths a command's header and most of its arguments have, up
+// to four digits, are found by comparing, not dividing.
 func digits(n int64) int {
 	d, u := 1, uint64(n)
 	if n < 0 {
 		d, u = 2, -u
 	}
-	for ; u >= 10; u /= 10 {
+	switch {
+	case u < 10:
+		return d
+	case u < 100:
+		return d + 1
+	case u < 1000:
+		return d + 2
+	}
+	for d += 3; u >= 10000; u /= 10 {
 		d++
 	}
 	return d

@@ -38,6 +38,24 @@ func TestCommandSizeCountsWhatIsSent(t *testing.T) {
 	}
 }
 
+// digits is the length strconv writes, at every power of ten and
+// either side of it.
+func TestDigits(t *testing.T) {
+	check := func(n int64) {
+		if got, want := digits(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("digits(%d) = %d, want %d", n, got, want)
+		}
+	}
+	check(math.MaxInt64)
+	check(math.MinInt64)
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		for _, n := range []int64{p - 1, p, p + 1, 10*p - 1} {
+			check(n)
+			check(-n)
+		}
+	}
+}
+
 // sentBy is how many bytes go-redis writes for a command of args: it
 // sends it to a listener that reads RESP arrays of bulk strings, refuses
 // the client's handshake (as a server without HELLO does) and answers

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 )
 
 // DecideAndDrive is Decide, then Drive, for a front end that answers the
@@ -223,7 +224,7 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 		ss.decided = append(ss.decided, decisionRecord(thread, &cached.State, c, ck.claim))
 	}
 	ss.from = cached
-	log := s.log.WithFields(logrus.Fields{"thread": thread, "call": c.Key, "decision": ck.claim.Kind.String(), "by": ck.claim.By})
+	log := logtext.With(s.log, logrus.Fields{"thread": thread, "call": c.Key, "decision": ck.claim.Kind.String(), "by": ck.claim.By})
 	won := func(r ClaimResult) {
 		log.Info("decision claimed")
 		var waited time.Duration
@@ -266,7 +267,7 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 	}
 	runCtx, stop := s.keepLease(ctx, ss)
 	out, err := s.graph.ResumeAt(WithSavedClaim(s.endWithSave(runCtx, ss), sc), thread, cached.Checkpoint.ID,
-		s.agent.Decide(map[string]agent.Decision{c.Key: ck.claim}))
+		s.agent.DecideOne(c.Key, ck.claim))
 	r, answered := sc.Answered()
 	switch {
 	case answered && r.Outcome == ClaimSaved:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 )
 
 // Delivery: after a run stops, people are shown what it produced —
@@ -35,31 +36,24 @@ func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLo
 		fields = make(logrus.Fields, 3)
 	}
 	fields["thread"], fields["run"], fields["how"] = thread, hex.EncodeToString(b[:]), how
-	log := runLogger(s.log, fields)
-	log.Debug("run started")
+	log := logtext.With(s.log, fields)
+	if logs(log, logrus.DebugLevel) {
+		log.Debug("run started")
+	}
 	return log
 }
 
-// runLogger is base.WithFields(fields) that, when base is a logrus
-// Entry or Logger, makes fields the entry's own rather than a copy of
-// them: fields is the run's, made for it, and its lines are logged
-// from it alone. base's own fields are added where fields has none.
-func runLogger(base logrus.FieldLogger, fields logrus.Fields) logrus.FieldLogger {
-	var e *logrus.Entry
-	switch l := base.(type) {
+// logs reports whether log writes lines of level. Asked before a line
+// that is mostly not written (logrus makes the slice of a line's
+// arguments before it looks at the level).
+func logs(log logrus.FieldLogger, level logrus.Level) bool {
+	switch l := log.(type) {
 	case *logrus.Entry:
-		e = l
+		return l.Logger.IsLevelEnabled(level)
 	case *logrus.Logger:
-		e = &logrus.Entry{Logger: l}
-	default:
-		return base.WithFields(fields)
+		return l.IsLevelEnabled(level)
 	}
-	for k, v := range e.Data {
-		if _, set := fields[k]; !set {
-			fields[k] = v
-		}
-	}
-	return &logrus.Entry{Logger: e.Logger, Data: fields, Time: e.Time, Context: e.Context}
+	return true
 }
 
 // after logs where a run stopped, shows people what it produced, and
@@ -80,10 +74,11 @@ func (s *Service) after(ctx context.Context, log logrus.FieldLogger, ss *session
 		return
 	}
 	s.opts.Observer.RunStopped(res.Status())
+	// The line's fields, made for it: the run's are added to them.
 	if res.Status() == graph.Paused {
-		log = log.WithFields(logrus.Fields{"checkpoint": res.Checkpoint.ID, "waiting": res.State.NumWaiting()})
+		log = logtext.With(log, logrus.Fields{"checkpoint": res.Checkpoint.ID, "waiting": res.State.NumWaiting()})
 	} else {
-		log = log.WithField("checkpoint", res.Checkpoint.ID)
+		log = logtext.With(log, logrus.Fields{"checkpoint": res.Checkpoint.ID})
 	}
 	switch res.Status() {
 	case graph.Paused:

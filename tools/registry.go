@@ -153,12 +153,16 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 		return &ArgsError{Problems: []ArgsProblem{{Message: jsonSyntaxMessage(args, err)}}}
 	}
 	// Decoded again with json.Number, so that large numbers keep
-	// their precision in the schema's checks.
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
-	if err != nil {
-		return &ArgsError{Problems: []ArgsProblem{{Message: "invalid JSON: " + err.Error()}}}
+	// their precision in the schema's checks: as jsonschema decodes
+	// them, by argsValue if it can.
+	inst, ok := argsValue(args)
+	if !ok {
+		var err error
+		if inst, err = jsonschema.UnmarshalJSON(bytes.NewReader(args)); err != nil {
+			return &ArgsError{Problems: []ArgsProblem{{Message: "invalid JSON: " + err.Error()}}}
+		}
 	}
-	err = e.schema.Validate(inst)
+	err := e.schema.Validate(inst)
 	var verr *jsonschema.ValidationError
 	if errors.As(err, &verr) {
 		return &ArgsError{Problems: r.schemaProblems(verr, inst)}

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/elicit"
 	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/internal/logtext"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/redisstore"
@@ -37,7 +38,9 @@ func newLogger(getenv func(string) string, out io.Writer, defaultLevel logrus.Le
 	case "json":
 		log.Formatter = &logrus.JSONFormatter{}
 	case "", "text":
-		log.Formatter = &logrus.TextFormatter{FullTimestamp: true}
+		// logrus's TextFormatter's lines (FullTimestamp), written
+		// without most of its allocations.
+		log.Formatter = logtext.New()
 	default:
 		return nil, fmt.Errorf("LOG_FORMAT %q: want json or text", f)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/internal/logtext"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -100,7 +101,7 @@ func New(impl Impl, rdb redis.UniversalClient, prefix string) (*Cycler, error) {
 		// info): every line is formatted, then thrown away.
 		log := logrus.New()
 		log.Out = io.Discard
-		log.Formatter = &logrus.TextFormatter{FullTimestamp: true}
+		log.Formatter = logtext.New()
 		b, err := bot.New(context.Background(), func(string) string { return "" }, log,
 			func(*redisstore.Store) runner.Reporter { return c.shown },
 			bot.Options{Model: scriptedModel{}, Policy: policy, Tools: []tools.Tool{statusTool{}}, Redis: rdb, Prefix: prefix})

@@ -1,6 +1,7 @@
 package jsonform_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"testing"
@@ -88,6 +89,56 @@ func TestAppendRawIsMarshal(t *testing.T) {
 		got, err := jsonform.AppendRaw(nil, raw)
 		if (err == nil) != (werr == nil) || string(got) != string(want) {
 			t.Errorf("AppendRaw(%q) = %s, %v; json.Marshal: %s, %v", raw, got, err, want, werr)
+		}
+	}
+}
+
+// rawSamples are raw JSON texts, some of them as json.Marshal writes
+// them, some not, some not JSON.
+var rawSamples = []string{
+	`{"a":1}`, `{ "a" : [1, 2] }`, `{"a":"<&>"}`, "{\"a\":\"\u2028\"}", `{"a":`, `"x"`, ``, ` `, `{}`, `[]`,
+	`[[],{}]`, `{"a":{"b":[1,-2.5e+3,0.5,1E9,true,false,null]}}`, `{"a":"\u00e9\/\b\f\n\r\t\\\""}`,
+	`{"a":"\u00g9"}`, `{"a":"\x"}`, `01`, `-`, `1.`, `1e`, `-0`, `.5`, `tru`, `nul`, `truex`, `[1,]`, `{"a":1,}`,
+	`{"a"}`, `{1:2}`, `[1 2]`, `{"a":1}}`, `]`, "\"\x01\"", "\"h\xc3\xa9llo \xff\"", `"\ud800"`,
+	`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
+}
+
+// FuzzAppendRaw: AppendRaw appends what json.Marshal writes for a
+// json.RawMessage, and fails where it fails; what it appends without
+// asking json.Marshal is what IsCompact and json.Valid both accept, and
+// that is all they accept but values nested deeper than it follows.
+func FuzzAppendRaw(f *testing.F) {
+	for _, s := range rawSamples {
+		f.Add([]byte(s))
+	}
+	for _, s := range sampleStrings {
+		q, _ := json.Marshal(map[string]any{"s": s, "n": []any{1.5, -3, nil, true}})
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, werr := json.Marshal(json.RawMessage(raw))
+		got, err := jsonform.AppendRaw([]byte("x"), raw)
+		if (err == nil) != (werr == nil) || err == nil && string(got) != "x"+string(want) {
+			t.Fatalf("AppendRaw(%q) = %q, %v; json.Marshal: %q, %v", raw, got, err, want, werr)
+		}
+		as := jsonform.IsCompact(raw) && json.Valid(raw)
+		if m := jsonform.IsMarshalled(raw); m != as && (m || bytes.Count(raw, []byte("["))+bytes.Count(raw, []byte("{")) < 64) {
+			t.Fatalf("isMarshalled(%q) = %v; IsCompact and json.Valid: %v", raw, m, as)
+		}
+	})
+}
+
+// What json.Marshal writes is appended as it is, without asking it
+// again.
+func TestMarshalledIsAppendedAsItIs(t *testing.T) {
+	for _, s := range sampleStrings {
+		v := map[string]any{"s": s, "list": []any{s, 1.5, -3, 1e21, nil, true, false, map[string]any{}, []any{}}}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !jsonform.IsMarshalled(raw) {
+			t.Errorf("%s, as json.Marshal wrote it, is not taken as it is", raw)
 		}
 	}
 }

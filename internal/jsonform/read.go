@@ -158,7 +158,12 @@ func (r *Reader) plain() ([]byte, bool) {
 	}
 	start := r.i
 	for r.i < len(r.b) {
-		switch c := r.b[r.i]; {
+		c := r.b[r.i]
+		if inString[c] {
+			r.i++
+			continue
+		}
+		switch {
 		case c == '"':
 			s := r.b[start:r.i]
 			r.i++
@@ -171,6 +176,15 @@ func (r *Reader) plain() ([]byte, bool) {
 	return nil, false
 }
 
+// inString marks the ASCII bytes a string's JSON holds as they are:
+// all but control characters, the quote and the backslash.
+var inString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // Str reads a string as json.Marshal writes it, decoding its escapes.
 // It gives up on what encoding/json would decode otherwise: bytes that
 // are not UTF-8 (it replaces them) and surrogate escapes (it pairs
@@ -180,13 +194,18 @@ func (r *Reader) Str() (string, bool) {
 		return "", false
 	}
 	start := r.i
+	ascii := true
 	for r.i < len(r.b) {
 		c := r.b[r.i]
+		if inString[c] {
+			r.i++
+			continue
+		}
 		switch {
 		case c == '"':
 			s := r.b[start:r.i]
 			r.i++
-			if !utf8.Valid(s) {
+			if !ascii && !utf8.Valid(s) {
 				return "", false
 			}
 			return string(s), true
@@ -195,6 +214,7 @@ func (r *Reader) Str() (string, bool) {
 		case c < 0x20:
 			return "", false
 		}
+		ascii = false // c is above ASCII
 		r.i++
 	}
 	return "", false

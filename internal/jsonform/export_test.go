@@ -1,0 +1,3 @@
+package jsonform
+
+var IsMarshalled = isMarshalled
