@@ -69,8 +69,10 @@ type HTTPOptions struct {
 	// resolved, so "localhost" does not match "127.0.0.1". Entries that
 	// cannot be parsed match nothing. Empty means any host.
 	AllowHosts []string
-	// Client sends the requests; nil means a client with the default
-	// transport. The tool uses a copy with its own redirect rules.
+	// Client sends the requests; nil means a client with a transport of
+	// the tool's own (a copy of http.DefaultTransport's settings), whose
+	// connections nothing else in the process shares or closes. The tool
+	// uses a copy of the client with its own redirect rules.
 	Client *http.Client
 	// MaxBody is how many bytes of the response body a result shows
 	// (default DefaultMaxBody).
@@ -110,7 +112,10 @@ func NewHTTPRequest(o HTTPOptions) *HTTPRequest {
 		}
 	}
 	if h.client == nil {
-		h.client = &http.Client{}
+		// Not the shared default transport: whatever else closes its
+		// idle connections (an HTTP server of the process shutting
+		// down does) would fail a call waiting for one.
+		h.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBody
