@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +43,7 @@ func (m *Meter) Instrument(opts *redis.Options) {
 		if err != nil {
 			return nil, err
 		}
-		conn = &meteredConn{Conn: conn, m: m}
+		conn = meter(conn, m)
 		if tlsConfig != nil {
 			conn = tls.Client(conn, tlsConfig)
 		}
@@ -75,6 +76,30 @@ func (m *Meter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 type meteredConn struct {
 	net.Conn
 	m *Meter
+}
+
+// meteredSyscallConn is a meteredConn of a connection that offers its
+// file descriptor (syscall.Conn), as a TCP connection does. go-redis
+// checks a pooled connection through it before each use (a
+// non-blocking peek for a closed connection or unread data), as it
+// does on the bot's own connections: the wrapper that counts bytes
+// must keep that, or a benchmark would spare its client a system call
+// per command that the bot's pays.
+type meteredSyscallConn struct {
+	*meteredConn
+	sc syscall.Conn
+}
+
+func (c meteredSyscallConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
+
+// meter wraps conn so that m counts its bytes, keeping syscall.Conn if
+// conn has it.
+func meter(conn net.Conn, m *Meter) net.Conn {
+	mc := &meteredConn{Conn: conn, m: m}
+	if sc, ok := conn.(syscall.Conn); ok {
+		return meteredSyscallConn{mc, sc}
+	}
+	return mc
 }
 
 func (c *meteredConn) Write(p []byte) (int, error) {
