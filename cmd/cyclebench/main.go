@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -49,8 +50,20 @@ func run(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 50, "conversations grown in the history phase (cycles measured per mark)")
 	unseen := fs.Int("unseen", -1, "conversations measured at turn -history by another replica, which has not seen them (default -reps; 0: none)")
 	impls := fs.String("impl", "agent,runner", "what to measure: agent, runner, or both")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	opts, err := redis.ParseURL(*redisURL)
 	if err != nil {
