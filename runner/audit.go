@@ -252,7 +252,9 @@ func (s *Service) auditFinished(ctx context.Context, st *agent.State, c agent.Ca
 	switch c.Status {
 	case agent.Done:
 		sum := sha256.Sum256([]byte(c.Result))
-		s.auditOutcome(ctx, st, c, "done", map[string]string{"result_sha256": hex.EncodeToString(sum[:])})
+		var digits [2 * len(sum)]byte
+		hex.Encode(digits[:], sum[:])
+		s.auditOutcome(ctx, st, c, "done", map[string]string{"result_sha256": string(digits[:])})
 	case agent.Failed:
 		s.auditOutcome(ctx, st, c, "failed", map[string]string{"error": firstLine(c.Result, 300)})
 	case agent.Unknown:
