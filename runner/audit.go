@@ -227,10 +227,10 @@ func (s *Service) completeRecord(thread string, c agent.Call, rec map[string]str
 	if e, ok := rec["edited_args"]; ok {
 		edited = json.RawMessage(e)
 	}
-	rec["args"] = string(tools.MaskSecrets(c.Tool, c.Args))
+	rec["args"] = tools.MaskedString(c.Tool, c.Args)
 	rec["args_hash"] = tools.ArgsHash(c.Tool, c.Args)
 	if len(edited) > 0 {
-		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, edited))
+		rec["edited_args"] = tools.MaskedString(c.Tool, edited)
 		rec["edited_args_hash"] = tools.ArgsHash(c.Tool, edited)
 	}
 	if rec["event"] == "" {
