@@ -78,13 +78,22 @@ func (k Kind) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *Kind) UnmarshalText(b []byte) error {
-	for kk, s := range kindNames {
-		if s == string(b) {
-			*k = kk
-			return nil
-		}
+	if kk, ok := ParseKind(string(b)); ok {
+		*k = kk
+		return nil
 	}
 	return fmt.Errorf("unknown decision kind %q", b)
+}
+
+// ParseKind is the Kind named s (as MarshalText writes it), and whether
+// there is one: UnmarshalText without copying s.
+func ParseKind(s string) (Kind, bool) {
+	for k, name := range kindNames {
+		if name == s {
+			return k, true
+		}
+	}
+	return 0, false
 }
 
 // Decision is one person's answer to one pending call (or, for Respond, to

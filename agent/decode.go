@@ -63,19 +63,19 @@ func (d *stateReader) state(s *State) bool {
 		var ok bool
 		switch string(k) {
 		case "thread":
-			s.Thread, ok = d.StrOrUnmarshal()
+			s.Thread, ok = d.Name()
 			return 1 << 0, ok
 		case "requester":
-			s.Requester, ok = d.StrOrUnmarshal()
+			s.Requester, ok = d.Name()
 			return 1 << 1, ok
 		case "channel":
-			s.Channel, ok = d.StrOrUnmarshal()
+			s.Channel, ok = d.Name()
 			return 1 << 2, ok
 		case "team":
-			s.Team, ok = d.StrOrUnmarshal()
+			s.Team, ok = d.Name()
 			return 1 << 3, ok
 		case "turn_by":
-			s.TurnBy, ok = d.StrOrUnmarshal()
+			s.TurnBy, ok = d.Name()
 			return 1 << 4, ok
 		case "calls":
 			s.Calls = []Call{}
@@ -105,13 +105,13 @@ func (d *stateReader) call(c *Call) bool {
 		var ok bool
 		switch string(k) {
 		case "key":
-			c.Key, ok = d.StrOrUnmarshal()
+			c.Key, ok = d.Name()
 			return 1 << 0, ok
 		case "id":
-			c.ID, ok = d.StrOrUnmarshal()
+			c.ID, ok = d.Name()
 			return 1 << 1, ok
 		case "tool":
-			c.Tool, ok = d.StrOrUnmarshal()
+			c.Tool, ok = d.Name()
 			return 1 << 2, ok
 		case "args":
 			c.Args, ok = d.Raw()
@@ -123,7 +123,7 @@ func (d *stateReader) call(c *Call) bool {
 			c.Hash, ok = d.StrOrUnmarshal()
 			return 1 << 5, ok
 		case "requester":
-			c.Requester, ok = d.StrOrUnmarshal()
+			c.Requester, ok = d.Name()
 			return 1 << 6, ok
 		case "reason":
 			c.Reason, ok = d.StrOrUnmarshal()
@@ -162,7 +162,7 @@ func (d *stateReader) call(c *Call) bool {
 			c.Revision, ok = d.Int()
 			return 1 << 19, ok
 		case "edited_by":
-			c.EditedBy, ok = d.StrOrUnmarshal()
+			c.EditedBy, ok = d.Name()
 			return 1 << 20, ok
 		}
 		return 0, false
@@ -198,7 +198,7 @@ func (d *stateReader) decision(dec *Decision) bool {
 		case "kind":
 			return 1 << 0, d.Text(&dec.Kind)
 		case "by":
-			dec.By, ok = d.StrOrUnmarshal()
+			dec.By, ok = d.Name()
 			return 1 << 1, ok
 		case "at":
 			return 1 << 2, d.Time(&dec.At)
@@ -219,7 +219,7 @@ func (d *stateReader) decision(dec *Decision) bool {
 					var ok bool
 					switch string(k) {
 					case "by":
-						a.By, ok = d.StrOrUnmarshal()
+						a.By, ok = d.Name()
 						return 1 << 0, ok
 					case "at":
 						return 1 << 1, d.Time(&a.At)

@@ -88,12 +88,13 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 	}
 	b = jsonform.AppendStringField(b, "requester", c.Requester)
 	b = jsonform.AppendStringField(b, "reason", c.Reason)
-	status, err := c.Status.MarshalText()
-	if err != nil {
+	status, ok := statusNames[c.Status] // MarshalText's name, not copied
+	if !ok {
+		_, err := c.Status.MarshalText()
 		return nil, err
 	}
 	b = jsonform.AppendKey(b, "status")
-	b = jsonform.AppendString(b, string(status))
+	b = jsonform.AppendString(b, status)
 	if c.NeedsApproval {
 		b = jsonform.AppendKey(b, "needs_approval")
 		b = append(b, "true"...)
@@ -145,12 +146,14 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 // AppendJSON appends what json.Marshal writes for d: a claim's stored
 // form, written without reflection.
 func (d *Decision) AppendJSON(b []byte) ([]byte, error) {
-	kind, err := d.Kind.MarshalText()
-	if err != nil {
+	kind, ok := kindNames[d.Kind] // MarshalText's name, not copied
+	if !ok {
+		_, err := d.Kind.MarshalText()
 		return nil, err
 	}
+	var err error
 	b = append(b, `{"kind":`...)
-	b = jsonform.AppendString(b, string(kind))
+	b = jsonform.AppendString(b, kind)
 	b = append(b, `,"by":`...)
 	b = jsonform.AppendString(b, d.By)
 	b = append(b, `,"at":`...)

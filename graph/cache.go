@@ -69,7 +69,8 @@ type stateCache[S any] struct {
 type cached[S any] struct {
 	thread string
 	cp     *Checkpoint
-	state  *S
+	state  *S // &kept: one allocation with the entry
+	kept   S
 	room   atomic.Bool
 
 	once sync.Once
@@ -116,8 +117,9 @@ func (c *stateCache[S]) put(cp *Checkpoint, state *S, ended bool) {
 	if c == nil {
 		return
 	}
-	kept := new(S) // only its journal is kept: the rest is cp.State
-	entry := &cached[S]{thread: cp.Thread, cp: cp, state: kept}
+	entry := &cached[S]{thread: cp.Thread, cp: cp}
+	kept := &entry.kept // only its journal is kept: the rest is cp.State
+	entry.state = kept
 	if t, ok := any(kept).(journalTaker[S]); ok && ended {
 		t.TakeJournal(state)
 		entry.room.Store(true)

@@ -515,5 +515,8 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	// Encoded on the stack: hex.EncodeToString would allocate twice.
+	var digits [2 * len(b)]byte
+	hex.Encode(digits[:], b[:])
+	return string(digits[:])
 }

@@ -227,10 +227,10 @@ func (s *Service) completeRecord(thread string, c agent.Call, rec map[string]str
 	if e, ok := rec["edited_args"]; ok {
 		edited = json.RawMessage(e)
 	}
-	rec["args"] = string(tools.MaskSecrets(c.Tool, c.Args))
+	rec["args"] = tools.MaskedString(c.Tool, c.Args)
 	rec["args_hash"] = tools.ArgsHash(c.Tool, c.Args)
 	if len(edited) > 0 {
-		rec["edited_args"] = string(tools.MaskSecrets(c.Tool, edited))
+		rec["edited_args"] = tools.MaskedString(c.Tool, edited)
 		rec["edited_args_hash"] = tools.ArgsHash(c.Tool, edited)
 	}
 	if rec["event"] == "" {
@@ -252,7 +252,9 @@ func (s *Service) auditFinished(ctx context.Context, st *agent.State, c agent.Ca
 	switch c.Status {
 	case agent.Done:
 		sum := sha256.Sum256([]byte(c.Result))
-		s.auditOutcome(ctx, st, c, "done", map[string]string{"result_sha256": hex.EncodeToString(sum[:])})
+		var digits [2 * len(sum)]byte
+		hex.Encode(digits[:], sum[:])
+		s.auditOutcome(ctx, st, c, "done", map[string]string{"result_sha256": string(digits[:])})
 	case agent.Failed:
 		s.auditOutcome(ctx, st, c, "failed", map[string]string{"error": firstLine(c.Result, 300)})
 	case agent.Unknown:

@@ -35,7 +35,9 @@ func (s *Service) begin(thread, how string, fields logrus.Fields) logrus.FieldLo
 	if fields == nil {
 		fields = make(logrus.Fields, 3)
 	}
-	fields["thread"], fields["run"], fields["how"] = thread, hex.EncodeToString(b[:]), how
+	var run [2 * len(b)]byte
+	hex.Encode(run[:], b[:])
+	fields["thread"], fields["run"], fields["how"] = thread, string(run[:]), how
 	log := logtext.With(s.log, fields)
 	if logs(log, logrus.DebugLevel) {
 		log.Debug("run started")

@@ -371,8 +371,7 @@ func (s *Service) gate(st *agent.State, c agent.Call, claims map[string][]byte) 
 		g.Decisions = make([]agent.Kind, 0, len(offered))
 	}
 	for _, d := range offered {
-		var k agent.Kind
-		if k.UnmarshalText([]byte(d)) == nil {
+		if k, ok := agent.ParseKind(d); ok {
 			g.Decisions = append(g.Decisions, k)
 		}
 	}

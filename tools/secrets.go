@@ -47,16 +47,31 @@ func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
 		return json.RawMessage(m.out) // a copy of its own for the caller
 	}
 	out := maskSecrets(args)
-	m := maskResult{changed: !bytes.Equal(out, args)}
-	if m.changed {
-		m.out = string(out)
-	}
-	recentMasks.put(in, m)
+	recentMasks.put(in, maskResult{out: string(out), changed: !bytes.Equal(out, args)})
 	return out
 }
 
+// MaskedString is string(MaskSecrets(tool, args)): for an audit record's
+// field, which holds the same call's masked arguments in each record of
+// it. What small arguments were masked to is the string made the first
+// time, not a new copy each time.
+func MaskedString(tool string, args json.RawMessage) string {
+	var buf [maxRememberedInput]byte
+	in, short := key(&buf, tool, args)
+	if !short {
+		return string(maskSecrets(args))
+	}
+	if m, ok := recentMasks.get(in); ok {
+		return m.out
+	}
+	out := maskSecrets(args)
+	m := maskResult{out: string(out), changed: !bytes.Equal(out, args)}
+	recentMasks.put(in, m)
+	return m.out
+}
+
 // maskResult is what MaskSecrets made of its input: whether masking changed
-// the arguments, and what to.
+// the arguments, and what to (the arguments themselves if it did not).
 type maskResult struct {
 	out     string
 	changed bool

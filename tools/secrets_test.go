@@ -38,6 +38,12 @@ func TestMaskSecrets(t *testing.T) {
 			if got := string(tools.MaskSecrets("http_request", json.RawMessage(tt.in))); got != tt.want {
 				t.Errorf("MaskSecrets(%s) = %s, want %s", tt.in, got, tt.want)
 			}
+			// An audit record's field: the same, the first time and after.
+			for range 2 {
+				if got := tools.MaskedString("http_request", json.RawMessage(tt.in)); got != tt.want {
+					t.Errorf("MaskedString(%s) = %s, want %s", tt.in, got, tt.want)
+				}
+			}
 		})
 	}
 }
@@ -81,6 +87,13 @@ func TestMaskSecretsRemembersNoOtherCallsMask(t *testing.T) {
 			for round := range 3 {
 				for i := range inputs {
 					in := inputs[(i*7+g*13+round)%len(inputs)]
+					if s := tools.MaskedString("http_request", json.RawMessage(in.args)); s != in.want {
+						select {
+						case errs <- fmt.Sprintf("MaskedString(%s) = %s, want %s", in.args, s, in.want):
+						default:
+						}
+						return
+					}
 					got := tools.MaskSecrets("http_request", json.RawMessage(in.args))
 					if string(got) != in.want {
 						select {
@@ -108,6 +121,9 @@ func FuzzMaskSecrets(f *testing.F) {
 	f.Add(`{"headers":{"x-api-key":"k-123"},"url":"https://x"}`, "k-123")
 	f.Fuzz(func(t *testing.T, args, secret string) {
 		out := tools.MaskSecrets("http_request", json.RawMessage(args))
+		if s := tools.MaskedString("http_request", json.RawMessage(args)); s != string(out) {
+			t.Errorf("MaskedString(%s) = %s, MaskSecrets: %s", args, s, out)
+		}
 		if json.Valid([]byte(args)) && !json.Valid(out) {
 			t.Errorf("MaskSecrets(%s) = %s, not JSON", args, out)
 		}

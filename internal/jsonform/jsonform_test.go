@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/countersign/countersign/internal/jsonform"
 )
@@ -50,7 +52,46 @@ func FuzzString(f *testing.F) {
 		if got, ok := r.Str(); ok && r.End() && (uerr != nil || got != s) {
 			t.Fatalf("Str of %q = %q; json.Unmarshal: %q, %v", b, got, s, uerr)
 		}
+		// Name reads as StrOrUnmarshal does, the first time and when it
+		// gives a string it read before.
+		for range 2 {
+			r = jsonform.NewReader(b)
+			got, ok := r.Name()
+			ok = ok && r.End()
+			if ok != (uerr == nil) || ok && got != s {
+				t.Fatalf("Name of %q = %q, %v; json.Unmarshal: %q, %v", b, got, ok, s, uerr)
+			}
+		}
 	})
+}
+
+// A name read again is the string read before, not a new copy; a
+// different one is its own text.
+func TestNameIsNotCopiedAgain(t *testing.T) {
+	read := func(b []byte) string {
+		r := jsonform.NewReader(b)
+		s, ok := r.Name()
+		if !ok || !r.End() {
+			t.Fatalf("Name of %s failed", b)
+		}
+		return s
+	}
+	first := read([]byte(`"C0123THREAD"`))
+	again := read([]byte(`"C0123THREAD"`))
+	if first != "C0123THREAD" || unsafe.StringData(first) != unsafe.StringData(again) {
+		t.Fatalf("read again: %q at %p, first %q at %p: want the same string", again, unsafe.StringData(again), first, unsafe.StringData(first))
+	}
+	b := []byte(`"C0123THREAD"`)
+	if n := testing.AllocsPerRun(100, func() { read(b) }); n != 0 {
+		t.Errorf("reading a name read before allocates %v times, want 0", n)
+	}
+	if other := read([]byte(`"C0123THREAE"`)); other != "C0123THREAE" {
+		t.Fatalf("another name read as %q", other)
+	}
+	long := `"` + strings.Repeat("x", 100) + `"`
+	if a, b := read([]byte(long)), read([]byte(long)); a != long[1:101] || b != a {
+		t.Fatalf("a long string read as %q", a)
+	}
 }
 
 // What json.Marshal writes for a string is read by Str itself, not

@@ -34,6 +34,8 @@ import (
 type Reader struct {
 	b []byte
 	i int
+	// name says that Str is reading for Name.
+	name bool
 }
 
 // NewReader returns a Reader at the start of b.
@@ -207,6 +209,9 @@ func (r *Reader) Str() (string, bool) {
 			r.i++
 			if !ascii && !utf8.Valid(s) {
 				return "", false
+			}
+			if r.name {
+				return recentName(s), true
 			}
 			return string(s), true
 		case c == '\\':
