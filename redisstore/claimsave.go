@@ -264,13 +264,14 @@ func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[stri
 
 // splitAuditBlock splits an audit block (auditBlock) of at least one
 // record into a block of its first record and a block of the others,
-// chained to it.
+// chained to it, without the hash they follow: the first block's last
+// (claimSaveLua takes it from there).
 func splitAuditBlock(block []any) (first, rest []any) {
 	// [head hash, n, then per record: seq, hash, packed fields]
 	n, _ := block[1].(int)
 	first = []any{block[0], 1, block[2], block[3], block[4]}
-	rest = make([]any, 0, len(block)-3)
-	rest = append(rest, block[3], n-1)
+	rest = make([]any, 0, len(block)-4)
+	rest = append(rest, n-1)
 	rest = append(rest, block[5:]...)
 	return first, rest
 }
@@ -330,7 +331,9 @@ const auditHadScan = "100"
 //	      '', the number m of deliveries to record and those m, the
 //	      number a of the decision's audit arguments and those a
 //	      (audit_append's block), the number b of the save's audit
-//	      arguments and those b, the number k of claim keys to read and
+//	      arguments and those b (audit_append's block; when a > 0,
+//	      without its first, the hash the entries follow: the last of
+//	      the decision's block), the number k of claim keys to read and
 //	      those k (not the claim nor a delivery: claimSaveReads), then
 //	      the new journal entries
 //
@@ -370,7 +373,13 @@ local a = ARGV[ai]
 a = a == '5' and 5 or a == '0' and 0 or tonumber(a)
 local bi = ai + 1 + a
 local b = ARGV[bi]
-b = b == '5' and 5 or b == '0' and 0 or tonumber(b)
+b = b == '4' and 4 or b == '5' and 5 or b == '0' and 0 or tonumber(b)
+-- The save's block follows the decision's, whose last hash it is
+-- chained to: that hash is not sent again (audit_append's prev). The
+-- save's block is then read from ARGV[bi], its count, which stands in
+-- for the hash it does not hold.
+local bj, bprev = bi + 1, nil
+if a > 0 then bj, bprev = bi, ARGV[ai + a - 1] end
 local ki = bi + 1 + b
 local k = ARGV[ki]
 k = k == '1' and 1 or k == '0' and 0 or tonumber(k)
@@ -400,7 +409,7 @@ if head ~= ARGV[10] then
   end
   ` + auditHadLua + `
   if a > 0 then reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, ai + 1) end
-  if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bi + 1) end
+  if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bj) end
   for j = ri + 1, nf do reply[7 + j - ri] = h[j] end
   return reply
 end
@@ -480,7 +489,7 @@ if saved ~= 1 then
   reply[1] = 3
   return reply
 end
-if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1) end
+if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bj, false, bprev) end
 save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept, set, ns)
 return reply
 `
