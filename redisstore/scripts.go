@@ -33,17 +33,37 @@ package redisstore
 //
 // A constant of the program (a cap) is written in the script's text, and
 // a key the script does not touch is not sent (the last save's script
-// runs on a single server, whose close touches no fence key). The length of a script's text costs nothing per
-// call; a local function it defines, used or not, a few hundred (its
-// closure is made at each call).
+// runs on a single server, whose close touches no fence key; a close
+// that appends no audit entry is sent neither the audit keys nor the
+// minimum ID). A value that several parts of one script need is sent
+// once: a save that closes takes the thread and the claims' expiry for
+// its close and inbox from one argument each, and a second audit block
+// chained to the first is not sent the hash it follows. The length of a
+// script's text costs nothing per call; a local function it defines,
+// used or not, a few hundred (its closure is made at each call).
+//
+// What is sent but could be worked out in the script is sent when
+// working it out costs more: an audit entry's seq (the head's plus one)
+// is arithmetic and a number formatted for XADD, about 3,300, against
+// 800 to 1,150 for the argument; a journal's length likewise. Redis 7.0
+// has no command that sets a list's or a hash's value and expiry
+// together (HSETEX, HGETDEL are Redis 8): a new thread's three PEXPIRE
+// stay.
 //
 // A turn-1 approval cycle (cyclebench -impl runner) sends four scripts:
 // the pause (the first save, which ends the session), the claim with
 // the running save, the outcome's save and the answer's save, which
-// ends the session. They take 138 keys and arguments and run 39
-// commands (10, 9, 5 and 15), about 700,000 instructions of Redis 7.0 a
-// cycle, where they took 155 and ran 46, about 897,000; tonumber runs 4
-// times a cycle, where it ran 64.
+// ends the session. They take 130 keys and arguments (33, 41, 17 and
+// 39) and run 39 commands (10, 9, 5 and 15): 704,000 to 706,000
+// instructions of Redis 7.0 a cycle (callgrind of EVALSHA, two runs of
+// 320 cycles, which under callgrind's slowness also count a fifth
+// script a cycle: the answer's delivery, recorded after the close),
+// where with 138 they were 705,000 to 711,000, and with 155 keys and
+// arguments and 46 commands about 897,000; tonumber runs 4 times a
+// cycle, where it ran 64. Of those instructions about 150,000 make KEYS
+// and ARGV, about 205,000 are the commands themselves (3 ZADD of the
+// wake-up schedule alone about 35,000), and the rest is Lua, the bridge
+// and the replies.
 
 // headLua reads the head (head.go): claims_head(claims, extra) reads the
 // claims hash: the head's {seq, id, journal_len, expiry} (nil if the
