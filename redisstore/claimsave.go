@@ -205,14 +205,14 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 3 && len(res) == 7+len(read):
-		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7:])}
+	case code == 3 && len(res) == 8+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7], res[8:])}
 		if c.Audit != nil {
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 1 && len(res) == 7+len(read):
-		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7:])}
+	case code == 1 && len(res) == 8+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7], res[8:])}
 		// The save's entries were appended only if the decision's were
 		// (they are chained to it): if not, the decision's go now, and
 		// the save's are left to the runner, which appends them before
@@ -234,12 +234,13 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 
 // claimSaveReads are the claims of c.Keys that claimSaveLua reads back:
 // not the claim itself, nor a delivery it records, whose values are
-// known once the step goes on past the claim (claimSaveValues). Each
+// known once the step goes on past the claim, nor "answered", which the
+// script reads and returns whatever it is asked (claimSaveValues). Each
 // key sent costs Redis about a thousand instructions.
 func claimSaveReads(c runner.DecisionClaim) []string {
 	read := make([]string, 0, len(c.Keys))
 	for _, key := range c.Keys {
-		if key != c.Key && !slices.Contains(c.Record, key) {
+		if key != c.Key && key != claimAnswered && !slices.Contains(c.Record, key) {
 			read = append(read, key)
 		}
 	}
@@ -247,14 +248,19 @@ func claimSaveReads(c runner.DecisionClaim) []string {
 }
 
 // claimSaveValues are the claims of c.Keys once claimSaveLua has set
-// the claim: those it read (read, vals) and those it wrote, the claim
-// (c.Value) and the deliveries (set once to "1").
-func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[string][]byte {
+// the claim: those it read (read, vals), "answered" (answered, as the
+// script returns it), and those it wrote, the claim (c.Value) and the
+// deliveries (set once to "1").
+func claimSaveValues(c runner.DecisionClaim, read []string, answered any, vals []any) map[string][]byte {
 	out := claimValues(read, vals)
 	for _, key := range c.Keys {
 		switch {
 		case key == c.Key:
 			out[key] = c.Value
+		case key == claimAnswered:
+			if v, ok := answered.(string); ok {
+				out[key] = []byte(v)
+			}
 		case slices.Contains(c.Record, key):
 			out[key] = []byte("1")
 		}
@@ -275,6 +281,10 @@ func splitAuditBlock(block []any) (first, rest []any) {
 	rest = append(rest, block[5:]...)
 	return first, rest
 }
+
+// claimAnswered is the claims hash's field of the count of answers
+// delivered, which only grows.
+const claimAnswered = "answered"
 
 var (
 	errClaimSaveCluster  = fmt.Errorf("a save carries no claim on a cluster")
@@ -334,8 +344,8 @@ const auditHadScan = "100"
 //	      arguments and those b (audit_append's block; when a > 0,
 //	      without its first, the hash the entries follow: the last of
 //	      the decision's block), the number k of claim keys to read and
-//	      those k (not the claim nor a delivery: claimSaveReads), then
-//	      the new journal entries
+//	      those k (not the claim, a delivery nor "answered":
+//	      claimSaveReads), then the new journal entries
 //
 // Steps, in order, each only if the one before passed: the head must be
 // the parent (else {-1}, nothing written); the deliveries are recorded
@@ -346,9 +356,11 @@ const auditHadScan = "100"
 // checkpoint is saved as saveLua does, with the save's entries (else {3,
 // the decision's audit reply, three nils, the claims' values}: the claim
 // and the lease stand). It returns {1, the decision's audit reply, the
-// save's, the claims' values} when it saved: one flat list, each audit
-// reply three values (nils when nothing was appended), as a script's
-// reply costs Redis more for each table it holds.
+// save's, "answered", the claims' values} when it saved: one flat list,
+// each audit reply three values (nils when nothing was appended), as a
+// script's reply costs Redis more for each table it holds. "answered",
+// which the script reads anyway, is returned whether or not it is asked
+// for: a value in the reply costs Redis less than a key to read sent.
 //
 // One read of the claims hash brings the head, the claim, the
 // deliveries and the claims to read; the deliveries and the claim are
@@ -398,7 +410,7 @@ local h = redis.call('HMGET', KEYS[4], unpack(fields, 1, nf + 3))
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
-local reply = {1, false, false, false, false, false, false}
+local reply = {1, false, false, false, false, false, false, false}
 if head ~= ARGV[10] then
   -- The head is this save's checkpoint, the claim this decision's and
   -- the lease this save's token: the script is sent again after its
@@ -410,7 +422,8 @@ if head ~= ARGV[10] then
   ` + auditHadLua + `
   if a > 0 then reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, ai + 1) end
   if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bj) end
-  for j = ri + 1, nf do reply[7 + j - ri] = h[j] end
+  reply[8] = h[2]
+  for j = ri + 1, nf do reply[8 + j - ri] = h[j] end
   return reply
 end
 -- What the claims hash gets, as field, value, ...: the deliveries not
@@ -461,8 +474,9 @@ if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then
   audit_flush()
   return {2, reply[2], reply[3], reply[4]}
 end
--- The claims to read, as they are once the deliveries and the claim are
--- written.
+-- "answered" and the claims to read, as they are once the deliveries
+-- and the claim are written.
+reply[8] = answered
 for j = ri + 1, nf do
   local f, v = fields[j], h[j]
   if f == ARGV[12] then
@@ -474,7 +488,7 @@ for j = ri + 1, nf do
       if fields[r] == f then v = '1' end
     end
   end
-  reply[7 + j - ri] = v
+  reply[8 + j - ri] = v
 end
 -- The lease holds this save's fence, just set: save_check reads neither
 -- it nor the head again. It runs no command then unless the head lacks
