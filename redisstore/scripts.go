@@ -53,17 +53,20 @@ package redisstore
 // A turn-1 approval cycle (cyclebench -impl runner) sends four scripts:
 // the pause (the first save, which ends the session), the claim with
 // the running save, the outcome's save and the answer's save, which
-// ends the session. They take 130 keys and arguments (33, 41, 17 and
-// 39) and run 39 commands (10, 9, 5 and 15): 704,000 to 706,000
-// instructions of Redis 7.0 a cycle (callgrind of EVALSHA, two runs of
-// 320 cycles, which under callgrind's slowness also count a fifth
-// script a cycle: the answer's delivery, recorded after the close),
-// where with 138 they were 705,000 to 711,000, and with 155 keys and
-// arguments and 46 commands about 897,000; tonumber runs 4 times a
-// cycle, where it ran 64. Of those instructions about 150,000 make KEYS
-// and ARGV, about 205,000 are the commands themselves (3 ZADD of the
-// wake-up schedule alone about 35,000), and the rest is Lua, the bridge
-// and the replies.
+// ends the session. They take 129 keys and arguments (33, 40, 17 and
+// 39) and run 39 commands (10, 9, 5 and 15). Replayed in order from a
+// capture of 320 cycles (MONITOR) into a redis-server 7.0 under
+// callgrind, EVALSHA alone, they cost 643,000 instructions a cycle,
+// where with 138 keys and arguments they cost 651,000 (the same
+// capture replays within 1,000). Measured live under callgrind, a
+// cycle also counts a fifth script most of the time (the answer's
+// delivery, recorded after the close when callgrind slows Redis), and
+// varies by several thousand a run: 694,000 to 696,000, where it was
+// 705,000 to 711,000, and with 155 keys and arguments and 46 commands
+// about 897,000. tonumber runs 4 times a cycle, where it ran 64. Of the
+// instructions, about 150,000 make KEYS and ARGV, about 205,000 are the
+// commands themselves (the 3 ZADD of the wake-up schedule alone about
+// 35,000), and the rest is Lua, the bridge and the replies.
 
 // headLua reads the head (head.go): claims_head(claims, extra) reads the
 // claims hash: the head's {seq, id, journal_len, expiry} (nil if the
