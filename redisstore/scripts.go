@@ -11,8 +11,14 @@ package redisstore
 // which a script pays for by what it is given, calls and returns. Roughly,
 // in instructions of Redis, against about 9,000 for the least EVALSHA:
 //
-//   - each key and argument, about 800: Redis makes it a Lua string and
-//     grows KEYS or ARGV one element at a time. Send what the script needs.
+//   - each key and argument, about 800 on average: Redis makes it a Lua
+//     string and grows KEYS or ARGV one element at a time. Most of that
+//     is a string Lua does not hold yet (a new thread's keys, a
+//     checkpoint, a hash, an entry): one it holds (Lua keeps one copy of
+//     each string value; a constant, a key of every call, the same value
+//     twice in one call) costs a few hundred at most. Trimming 9 such
+//     repeated or constant keys and arguments from a turn-1 cycle saved
+//     about 6,000 (below). Send what the script needs.
 //   - each redis.call, about 2,500 besides the command: its arguments are
 //     made Redis strings and its reply a Lua value. A number among its
 //     arguments is formatted with %.17g, about 2,800 more: pass the
@@ -63,7 +69,13 @@ package redisstore
 // delivery, recorded after the close when callgrind slows Redis), and
 // varies by several thousand a run: 694,000 to 696,000, where it was
 // 705,000 to 711,000, and with 155 keys and arguments and 46 commands
-// about 897,000. tonumber runs 4 times a cycle, where it ran 64. Of the
+// about 897,000. Replayed one script at a time (the others sent as
+// EVAL, which callgrind does not count here), the pause costs 161,000,
+// the claim with the running save 206,000 (209,000 with 42 keys and
+// arguments), the outcome's save 75,000 and the answer's save 201,000
+// (204,000 with 41); the pause's 5 keys and arguments fewer (the audit
+// keys and minimum ID, the repeated thread and expiry) saved nothing
+// measurable. tonumber runs 4 times a cycle, where it ran 64. Of the
 // instructions, about 150,000 make KEYS and ARGV, about 205,000 are the
 // commands themselves (the 3 ZADD of the wake-up schedule alone about
 // 35,000), and the rest is Lua, the bridge and the replies.
