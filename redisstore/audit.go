@@ -449,10 +449,11 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // chain's head is the one they were sealed after, and trims entries older
 // than the retention; scripts that append entries begin with it.
 //
-//	audit_append(stream, head, minid, a, i)
+//	audit_append(stream, head, minid, a, i, lazy, prev)
 //	  stream, head  the keys
 //	  minid         unix ms: entries added before are trimmed ('' or '0': none)
-//	  a[i]          the head's hash the entries were sealed after ('' for none)
+//	  a[i]          the head's hash the entries were sealed after ('' for none),
+//	                unless prev is given: then that hash, and a[i] is not read
 //	  a[i+1]        the number m of entries, then for each: its seq, its
 //	                hash and its packed fields (audit.SealPacked), which
 //	                the entry keeps as the stream fields seq, hash and
@@ -485,8 +486,9 @@ func (s *Store) VerifyAudit(ctx context.Context, anchors ...audit.Anchor) (audit
 // can fail on a key it has not already used.
 const auditAppendLua = `
 local audit_known_head, audit_known, audit_pending = nil, nil, nil
-local function audit_append(stream, head, minid, a, i, lazy)
+local function audit_append(stream, head, minid, a, i, lazy, prev)
   local h, pending = nil, nil
+  prev = prev or a[i]
   if audit_known_head == head then
     h, pending = audit_known, audit_pending
   elseif audit_pending then
@@ -495,10 +497,10 @@ local function audit_append(stream, head, minid, a, i, lazy)
   audit_known_head, audit_known, audit_pending = nil, nil, nil
   if not h then h = redis.call('HMGET', head, 'hash', 'seq', 'oldest', 'trimmed') end
   local cur, m = h[1] or '', a[i + 1]
-  if pending and (cur ~= a[i] or m == '0') then
+  if pending and (cur ~= prev or m == '0') then
     redis.call('HSET', pending, 'hash', h[1], 'seq', h[2])
   end
-  if cur ~= a[i] then return 0, cur, tonumber(h[2]) or 0 end
+  if cur ~= prev then return 0, cur, tonumber(h[2]) or 0 end
   local id, last, lastseq = nil, cur, nil
   if m == '1' then
     -- One entry, most appends: no count to convert.

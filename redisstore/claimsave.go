@@ -205,14 +205,14 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 3 && len(res) == 7+len(read):
-		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7:])}
+	case code == 3 && len(res) == 8+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimLeased, Claims: claimSaveValues(c, read, res[7], res[8:])}
 		if c.Audit != nil {
 			r.AuditErr = s.auditAfter(ctx, auditReply(res, 1), c.Audit)
 		}
 		return r, -1, nil
-	case code == 1 && len(res) == 7+len(read):
-		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7:])}
+	case code == 1 && len(res) == 8+len(read):
+		r := runner.ClaimResult{Outcome: runner.ClaimSaved, Claims: claimSaveValues(c, read, res[7], res[8:])}
 		// The save's entries were appended only if the decision's were
 		// (they are chained to it): if not, the decision's go now, and
 		// the save's are left to the runner, which appends them before
@@ -234,12 +234,13 @@ func (s *Store) claimSaved(ctx context.Context, res []any, sc *runner.SavedClaim
 
 // claimSaveReads are the claims of c.Keys that claimSaveLua reads back:
 // not the claim itself, nor a delivery it records, whose values are
-// known once the step goes on past the claim (claimSaveValues). Each
+// known once the step goes on past the claim, nor "answered", which the
+// script reads and returns whatever it is asked (claimSaveValues). Each
 // key sent costs Redis about a thousand instructions.
 func claimSaveReads(c runner.DecisionClaim) []string {
 	read := make([]string, 0, len(c.Keys))
 	for _, key := range c.Keys {
-		if key != c.Key && !slices.Contains(c.Record, key) {
+		if key != c.Key && key != claimAnswered && !slices.Contains(c.Record, key) {
 			read = append(read, key)
 		}
 	}
@@ -247,14 +248,19 @@ func claimSaveReads(c runner.DecisionClaim) []string {
 }
 
 // claimSaveValues are the claims of c.Keys once claimSaveLua has set
-// the claim: those it read (read, vals) and those it wrote, the claim
-// (c.Value) and the deliveries (set once to "1").
-func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[string][]byte {
+// the claim: those it read (read, vals), "answered" (answered, as the
+// script returns it), and those it wrote, the claim (c.Value) and the
+// deliveries (set once to "1").
+func claimSaveValues(c runner.DecisionClaim, read []string, answered any, vals []any) map[string][]byte {
 	out := claimValues(read, vals)
 	for _, key := range c.Keys {
 		switch {
 		case key == c.Key:
 			out[key] = c.Value
+		case key == claimAnswered:
+			if v, ok := answered.(string); ok {
+				out[key] = []byte(v)
+			}
 		case slices.Contains(c.Record, key):
 			out[key] = []byte("1")
 		}
@@ -264,16 +270,21 @@ func claimSaveValues(c runner.DecisionClaim, read []string, vals []any) map[stri
 
 // splitAuditBlock splits an audit block (auditBlock) of at least one
 // record into a block of its first record and a block of the others,
-// chained to it.
+// chained to it, without the hash they follow: the first block's last
+// (claimSaveLua takes it from there).
 func splitAuditBlock(block []any) (first, rest []any) {
 	// [head hash, n, then per record: seq, hash, packed fields]
 	n, _ := block[1].(int)
 	first = []any{block[0], 1, block[2], block[3], block[4]}
-	rest = make([]any, 0, len(block)-3)
-	rest = append(rest, block[3], n-1)
+	rest = make([]any, 0, len(block)-4)
+	rest = append(rest, n-1)
 	rest = append(rest, block[5:]...)
 	return first, rest
 }
+
+// claimAnswered is the claims hash's field of the count of answers
+// delivered, which only grows.
+const claimAnswered = "answered"
 
 var (
 	errClaimSaveCluster  = fmt.Errorf("a save carries no claim on a cluster")
@@ -330,9 +341,11 @@ const auditHadScan = "100"
 //	      '', the number m of deliveries to record and those m, the
 //	      number a of the decision's audit arguments and those a
 //	      (audit_append's block), the number b of the save's audit
-//	      arguments and those b, the number k of claim keys to read and
-//	      those k (not the claim nor a delivery: claimSaveReads), then
-//	      the new journal entries
+//	      arguments and those b (audit_append's block; when a > 0,
+//	      without its first, the hash the entries follow: the last of
+//	      the decision's block), the number k of claim keys to read and
+//	      those k (not the claim, a delivery nor "answered":
+//	      claimSaveReads), then the new journal entries
 //
 // Steps, in order, each only if the one before passed: the head must be
 // the parent (else {-1}, nothing written); the deliveries are recorded
@@ -343,9 +356,11 @@ const auditHadScan = "100"
 // checkpoint is saved as saveLua does, with the save's entries (else {3,
 // the decision's audit reply, three nils, the claims' values}: the claim
 // and the lease stand). It returns {1, the decision's audit reply, the
-// save's, the claims' values} when it saved: one flat list, each audit
-// reply three values (nils when nothing was appended), as a script's
-// reply costs Redis more for each table it holds.
+// save's, "answered", the claims' values} when it saved: one flat list,
+// each audit reply three values (nils when nothing was appended), as a
+// script's reply costs Redis more for each table it holds. "answered",
+// which the script reads anyway, is returned whether or not it is asked
+// for: a value in the reply costs Redis less than a key to read sent.
 //
 // One read of the claims hash brings the head, the claim, the
 // deliveries and the claims to read; the deliveries and the claim are
@@ -370,7 +385,13 @@ local a = ARGV[ai]
 a = a == '5' and 5 or a == '0' and 0 or tonumber(a)
 local bi = ai + 1 + a
 local b = ARGV[bi]
-b = b == '5' and 5 or b == '0' and 0 or tonumber(b)
+b = b == '4' and 4 or b == '5' and 5 or b == '0' and 0 or tonumber(b)
+-- The save's block follows the decision's, whose last hash it is
+-- chained to: that hash is not sent again (audit_append's prev). The
+-- save's block is then read from ARGV[bi], its count, which stands in
+-- for the hash it does not hold.
+local bj, bprev = bi + 1, nil
+if a > 0 then bj, bprev = bi, ARGV[ai + a - 1] end
 local ki = bi + 1 + b
 local k = ARGV[ki]
 k = k == '1' and 1 or k == '0' and 0 or tonumber(k)
@@ -389,7 +410,7 @@ local h = redis.call('HMGET', KEYS[4], unpack(fields, 1, nf + 3))
 local head = h[1]
 local known = head ~= false
 if not known then head = redis.call('HGET', KEYS[1], 'id') end
-local reply = {1, false, false, false, false, false, false}
+local reply = {1, false, false, false, false, false, false, false}
 if head ~= ARGV[10] then
   -- The head is this save's checkpoint, the claim this decision's and
   -- the lease this save's token: the script is sent again after its
@@ -400,8 +421,9 @@ if head ~= ARGV[10] then
   end
   ` + auditHadLua + `
   if a > 0 then reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, ai + 1) end
-  if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bi + 1) end
-  for j = ri + 1, nf do reply[7 + j - ri] = h[j] end
+  if b > 0 then reply[5], reply[6], reply[7] = audit_had(KEYS[7], KEYS[8], ARGV, bj) end
+  reply[8] = h[2]
+  for j = ri + 1, nf do reply[8 + j - ri] = h[j] end
   return reply
 end
 -- What the claims hash gets, as field, value, ...: the deliveries not
@@ -452,8 +474,9 @@ if not redis.call('SET', KEYS[5], ARGV[8], 'NX', 'PX', ARGV[16]) then
   audit_flush()
   return {2, reply[2], reply[3], reply[4]}
 end
--- The claims to read, as they are once the deliveries and the claim are
--- written.
+-- "answered" and the claims to read, as they are once the deliveries
+-- and the claim are written.
+reply[8] = answered
 for j = ri + 1, nf do
   local f, v = fields[j], h[j]
   if f == ARGV[12] then
@@ -465,7 +488,7 @@ for j = ri + 1, nf do
       if fields[r] == f then v = '1' end
     end
   end
-  reply[7 + j - ri] = v
+  reply[8 + j - ri] = v
 end
 -- The lease holds this save's fence, just set: save_check reads neither
 -- it nor the head again. It runs no command then unless the head lacks
@@ -480,7 +503,7 @@ if saved ~= 1 then
   reply[1] = 3
   return reply
 end
-if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bi + 1) end
+if b > 0 then reply[5], reply[6], reply[7] = audit_append(KEYS[7], KEYS[8], ARGV[17], ARGV, bj, false, bprev) end
 save_write(KEYS, ARGV, ki + 1 + k, left, moved, kept, set, ns)
 return reply
 `

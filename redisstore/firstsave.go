@@ -293,12 +293,13 @@ return {1, take_kept(KEYS[7]), seq, audited}
 // again), else never taken, and nothing to delete.
 //
 //	KEYS: saveLua's (head, journal, history, claims, lease), then
-//	      wakeups, audit stream, audit head, kept, then the i keys of
-//	      updateInboxLua (none without an inbox update)
+//	      wakeups, kept, then as saveCloseLua's from its seventh: the
+//	      audit stream and head (only with entries to append), the i
+//	      keys of updateInboxLua (none without an inbox update)
 //	ARGV: saveLua's first 11 (the fence ''), the lease token, then as
 //	      saveCloseLua's from its twelfth: the number of claims to read,
-//	      closeLua's arguments but the lease token, updateInboxLua's
-//	      (i + 2 of them), then the new journal entries
+//	      closeLua's arguments from the thread on, updateInboxLua's from
+//	      its second on (i + 1 of them), then the new journal entries
 //
 // It returns {-1} or {0} as firstSaveLua does, else saveCloseLua's list
 // followed by the number of kept replies and those replies (one flat
@@ -308,19 +309,19 @@ const firstSaveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + 
 -- journal, history or kept replies exist. One command tells, where the
 -- lease, the claims' head, the other keys and the kept replies would be
 -- four.
-if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[9]) == 0 then
-  local reply, n = save_close(KEYS, ARGV, 13, 9, 'free', true)
+if redis.call('EXISTS', KEYS[5], KEYS[4], KEYS[1], KEYS[2], KEYS[3], KEYS[7]) == 0 then
+  local reply, n = save_close(KEYS, ARGV, 13, 8, 'free', true)
   if reply[1] == 1 then reply[n + 1] = 0 end
   return reply
 end
 local lease = redis.call('GET', KEYS[5])
 if lease and lease ~= ARGV[12] then return {-1} end
-local reply, n = save_close(KEYS, ARGV, 13, 9, lease and true or 'free')
+local reply, n = save_close(KEYS, ARGV, 13, 8, lease and true or 'free')
 if reply[1] ~= 1 then return reply end
 -- The kept replies, which it deletes (take_kept, written out here: the
 -- common case above takes none).
-local replies = redis.call('LRANGE', KEYS[9], 0, -1)
-if #replies > 0 then redis.call('DEL', KEYS[9]) end
+local replies = redis.call('LRANGE', KEYS[7], 0, -1)
+if #replies > 0 then redis.call('DEL', KEYS[7]) end
 reply[n + 1] = #replies
 for i = 1, #replies do reply[n + 1 + i] = replies[i] end
 return reply

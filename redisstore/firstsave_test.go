@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
@@ -153,6 +154,64 @@ func TestFirstSaveThatEndsTheSession(t *testing.T) {
 			}
 			if due, _ := store.Due(ctx, wake.Add(time.Minute), 10); !slices.Contains(due, thread) {
 				t.Errorf("Due at the session's wake-up = %v; want the thread", due)
+			}
+		})
+	}
+}
+
+// TestFirstSaveThatEndsTheSessionWithAuditAndInbox: a start's first
+// save that ends the session with audit entries, a waiting call for the
+// inbox and a decision for its decider's list writes all of them with
+// the checkpoint: the kept reply is handed over, the entry is on the
+// audit chain (which verifies), the call is in the inbox, the decision
+// in its decider's list, the claim asked for is read back and the lease
+// is free. On every kind of Redis the store runs on.
+func TestFirstSaveThatEndsTheSessionWithAuditAndInbox(t *testing.T) {
+	for name, rdb := range everyRedis() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("firstcloseaudit")})
+			thread := uniqueName("T1:C1")
+			now := time.Now()
+			if kept, err := store.KeepReply(ctx, thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
+				t.Fatalf("KeepReply = %v, %v; want kept", kept, err)
+			}
+			token := runner.NewLeaseToken("A")
+			waiting := runner.InboxEntry{Thread: thread, Call: "0.0", Tool: "deploy", Requester: "U1", Since: now.UTC().Truncate(time.Millisecond)}
+			decided := runner.DecisionRecord{Thread: thread, Call: "0.1", Tool: "lookup", By: "U2", Kind: agent.Approve, At: now.UTC().Truncate(time.Millisecond)}
+			l := &runner.LastSave{Closing: runner.Closing{Thread: thread, Token: token, Answered: -1, Schedule: true, Wake: now.Add(time.Hour),
+				Audit: []map[string]string{{"event": "decision", "tool": "lookup", "decision": "approve", "by": "U2", "thread": thread}},
+				Keys:  []string{"decision:0.0#0"},
+				Inbox: &runner.InboxUpdate{Thread: thread, Waiting: []runner.InboxEntry{waiting}, Decided: []runner.DecisionRecord{decided}}}}
+			cp := firstCheckpoint(thread, "hello")
+			f, err := firstSave(ctx, store, cp, token, now.Add(time.Hour), l)
+			if err != nil || !f.Taken() {
+				t.Fatalf("first save that ends the session = %v (taken %v)", err, f.Taken())
+			}
+			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one"}) {
+				t.Errorf("the first save handed over %q, want the kept reply", replies)
+			}
+			if name == "cluster" {
+				if _, err := store.CloseThread(ctx, l.Closing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			entries, err := store.AuditEntries(ctx, "", time.Time{}, 10)
+			if err != nil || len(entries) != 1 || entries[0].Fields["by"] != "U2" || entries[0].Fields["thread"] != thread {
+				t.Errorf("audit entries = %v, %v; want the close's one", entries, err)
+			}
+			if report, err := store.VerifyAudit(ctx); err != nil || report.Entries != 1 {
+				t.Errorf("VerifyAudit = %+v, %v; want 1 entry verified", report, err)
+			}
+			inbox, err := store.InboxEntries(ctx)
+			if err != nil || !slices.ContainsFunc(inbox, func(e runner.InboxEntry) bool { return e.Thread == thread && e.Call == "0.0" && e.Tool == "deploy" }) {
+				t.Errorf("inbox = %v, %v; want the waiting call", inbox, err)
+			}
+			if recent, err := store.RecentDecisions(ctx, "U2", 10); err != nil || len(recent) != 1 || recent[0].Call != "0.1" {
+				t.Errorf("U2's recent decisions = %v, %v; want the one recorded", recent, err)
+			}
+			if tok, err := store.AcquireLease(ctx, thread, "B", time.Minute); tok == "" || err != nil {
+				t.Errorf("AcquireLease after the session ended = %q, %v; want the lease free", tok, err)
 			}
 		})
 	}

@@ -322,14 +322,17 @@ return {update_inbox(KEYS, 0, #KEYS, ARGV, 0)}
 
 // updateInboxFnLua is updateInboxLua's work as a Lua function of its
 // keys and arguments, which closeInboxLua and saveCloseLua share:
-// update_inbox(K, ko, ni, A, ao) reads updateInboxLua's ni keys from
-// K[ko + 1] and its arguments from A[ao + 1], where a script that
+// update_inbox(K, ko, ni, A, ao, thread) reads updateInboxLua's ni keys
+// from K[ko + 1] and its argument n at A[ao + n], where a script that
 // carries them among its own has them (a copy costs Redis a table and a
 // write per element), and returns its two values (the entry replaced,
-// the openings read) rather than a table of them.
+// the openings read) rather than a table of them. Given thread, it takes
+// that for its first argument, which is then not read (a save that
+// closes sends the thread once, for the close and the inbox).
 const updateInboxFnLua = `
-local function update_inbox(K, ko, ni, A, ao)
-  local calls, thread, value = K[ko + 1], A[ao + 1], A[ao + 2]
+local function update_inbox(K, ko, ni, A, ao, thread)
+  local calls, value = K[ko + 1], A[ao + 2]
+  thread = thread or A[ao + 1]
   -- The entry replaced is read only where there is one: a thread's
   -- first entry is set in one command (HSETNX), and a thread without
   -- one has none to delete.

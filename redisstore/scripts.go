@@ -11,8 +11,14 @@ package redisstore
 // which a script pays for by what it is given, calls and returns. Roughly,
 // in instructions of Redis, against about 9,000 for the least EVALSHA:
 //
-//   - each key and argument, about 800: Redis makes it a Lua string and
-//     grows KEYS or ARGV one element at a time. Send what the script needs.
+//   - each key and argument, about 800 on average: Redis makes it a Lua
+//     string and grows KEYS or ARGV one element at a time. Most of that
+//     is a string Lua does not hold yet (a new thread's keys, a
+//     checkpoint, a hash, an entry): one it holds (Lua keeps one copy of
+//     each string value; a constant, a key of every call, the same value
+//     twice in one call) costs a few hundred at most. Trimming 9 such
+//     repeated or constant keys and arguments from a turn-1 cycle saved
+//     about 6,000 (below). Send what the script needs.
 //   - each redis.call, about 2,500 besides the command: its arguments are
 //     made Redis strings and its reply a Lua value. A number among its
 //     arguments is formatted with %.17g, about 2,800 more: pass the
@@ -33,17 +39,46 @@ package redisstore
 //
 // A constant of the program (a cap) is written in the script's text, and
 // a key the script does not touch is not sent (the last save's script
-// runs on a single server, whose close touches no fence key). The length of a script's text costs nothing per
-// call; a local function it defines, used or not, a few hundred (its
-// closure is made at each call).
+// runs on a single server, whose close touches no fence key; a close
+// that appends no audit entry is sent neither the audit keys nor the
+// minimum ID). A value that several parts of one script need is sent
+// once: a save that closes takes the thread and the claims' expiry for
+// its close and inbox from one argument each, and a second audit block
+// chained to the first is not sent the hash it follows. The length of a
+// script's text costs nothing per call; a local function it defines,
+// used or not, a few hundred (its closure is made at each call).
+//
+// What is sent but could be worked out in the script is sent when
+// working it out costs more: an audit entry's seq (the head's plus one)
+// is arithmetic and a number formatted for XADD, about 3,300, against
+// 800 to 1,150 for the argument; a journal's length likewise. Redis 7.0
+// has no command that sets a list's or a hash's value and expiry
+// together (HSETEX, HGETDEL are Redis 8): a new thread's three PEXPIRE
+// stay.
 //
 // A turn-1 approval cycle (cyclebench -impl runner) sends four scripts:
 // the pause (the first save, which ends the session), the claim with
 // the running save, the outcome's save and the answer's save, which
-// ends the session. They take 138 keys and arguments and run 39
-// commands (10, 9, 5 and 15), about 700,000 instructions of Redis 7.0 a
-// cycle, where they took 155 and ran 46, about 897,000; tonumber runs 4
-// times a cycle, where it ran 64.
+// ends the session. They take 129 keys and arguments (33, 40, 17 and
+// 39) and run 39 commands (10, 9, 5 and 15). Replayed in order from a
+// capture of 320 cycles (MONITOR) into a redis-server 7.0 under
+// callgrind, EVALSHA alone, they cost 643,000 instructions a cycle,
+// where with 138 keys and arguments they cost 651,000 (the same
+// capture replays within 1,000). Measured live under callgrind, a
+// cycle also counts a fifth script most of the time (the answer's
+// delivery, recorded after the close when callgrind slows Redis), and
+// varies by several thousand a run: 694,000 to 696,000, where it was
+// 705,000 to 711,000, and with 155 keys and arguments and 46 commands
+// about 897,000. Replayed one script at a time (the others sent as
+// EVAL, which callgrind does not count here), the pause costs 161,000,
+// the claim with the running save 206,000 (209,000 with 42 keys and
+// arguments), the outcome's save 75,000 and the answer's save 201,000
+// (204,000 with 41); the pause's 5 keys and arguments fewer (the audit
+// keys and minimum ID, the repeated thread and expiry) saved nothing
+// measurable. tonumber runs 4 times a cycle, where it ran 64. Of the
+// instructions, about 150,000 make KEYS and ARGV, about 205,000 are the
+// commands themselves (the 3 ZADD of the wake-up schedule alone about
+// 35,000), and the rest is Lua, the bridge and the replies.
 
 // headLua reads the head (head.go): claims_head(claims, extra) reads the
 // claims hash: the head's {seq, id, journal_len, expiry} (nil if the

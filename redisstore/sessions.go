@@ -175,11 +175,14 @@ func (s *Store) closeCall(c runner.Closing) ([]string, []any, error) {
 		answered = strconv.Itoa(c.Answered)
 	}
 	args := make([]any, 0, 10+len(c.Record)+len(audit)+len(c.Keys))
-	args = append(args, c.Token, c.Thread, s.ttl.Milliseconds(), answered, schedule, len(c.Record))
+	args = append(args, c.Token, s.ttl.Milliseconds(), c.Thread, answered, schedule, len(c.Record))
 	for _, key := range c.Record {
 		args = append(args, key)
 	}
-	args = append(args, s.auditMinID(), len(audit))
+	args = append(args, len(audit))
+	if len(audit) > 0 {
+		args = append(args, s.auditMinID()) // no entries, no trim: not sent
+	}
 	args = append(args, audit...)
 	for _, key := range c.Keys {
 		args = append(args, key)
@@ -203,14 +206,22 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		return 0, err
 	}
 	// On a single server the close touches no fence: its keys are the
-	// wakeups and the audit stream and head.
-	keys := append([]string{k.head, k.journal, k.history, k.claims, k.lease}, ckeys[4:]...)
+	// wakeups and, if it appends entries, the audit stream and head.
+	keys := make([]string, 0, 10)
+	keys = append(keys, k.head, k.journal, k.history, k.claims, k.lease, ckeys[4])
 	if f != nil {
 		keys = append(keys, s.keptKey(cp.Thread))
+	}
+	if len(c.Audit) > 0 {
+		keys = append(keys, ckeys[5:7]...)
 	}
 	var ikeys []string
 	var iargs []any
 	if c.Inbox != nil {
+		if c.Inbox.Thread != c.Thread {
+			// The script sends the thread once, for both.
+			return 0, fmt.Errorf("update inbox of %s with the close of %s: the threads differ", c.Inbox.Thread, c.Thread)
+		}
 		if ikeys, iargs, err = s.inboxArgs(c.Inbox); err != nil {
 			return 0, fmt.Errorf("update inbox: %w", err)
 		}
@@ -225,9 +236,13 @@ func (s *Store) saveClosing(ctx context.Context, cp *graph.Checkpoint, k threadK
 		args = append(args, f.Token)
 		script, src = s.firstSaveCloseScript, firstSaveCloseLua
 	}
-	args = append(args, len(c.Keys))  // which, with the counts among them, tells where they end
-	args = append(args, cargs[1:]...) // not the lease token: the save's fence, or f.Token
-	args = append(args, iargs...)
+	args = append(args, len(c.Keys)) // which, with the counts among them, tells where they end
+	// Not the lease token (the save's fence, or f.Token) nor the claims'
+	// expiry (the save's); not the inbox's thread (the close's).
+	args = append(args, cargs[2:]...)
+	if len(iargs) > 0 {
+		args = append(args, iargs[1:]...)
+	}
 	for _, e := range cp.Journal {
 		args = append(args, []byte(e))
 	}
@@ -485,11 +500,12 @@ return reply
 // closeLua ends work on a thread.
 //
 //	KEYS: lease, claims, head, fence[, wakeups, audit stream, audit head]
-//	ARGV: lease token, thread, claims expiry ms, answered count or '', wake-up
-//	      (unix ms, '0' to forget, '' to leave), the
-//	      number n of deliveries to record, those claim keys, the audit
-//	      minimum ID, the number a of audit arguments, then a arguments
-//	      (audit_append's block), then the claim keys to read
+//	ARGV: lease token, claims expiry ms, thread, answered count or '',
+//	      wake-up (unix ms, '0' to forget, '' to leave), the number n of
+//	      deliveries to record, those claim keys, the number a of audit
+//	      arguments, the audit minimum ID (only if a > 0: a close that
+//	      appends nothing trims nothing), then a arguments (audit_append's
+//	      block), then the claim keys to read
 //
 // Deliveries are set-once claims with the value "1"; "answered" only
 // grows. The wake-up is written only if the token still holds the lease
@@ -505,22 +521,24 @@ return close_reply(close_thread(KEYS, ARGV, 0))
 
 // closeThreadLua is closeLua's work as a Lua function of its keys and
 // arguments, which closeInboxLua and saveCloseLua share:
-// close_thread(KEYS, A, o, held, vals, free) reads closeLua's argument n
-// at A[o + n], so that a script that carries them among its own passes
-// its ARGV and where they begin rather than a copy. Given vals (the
-// claims to read, read by the caller), it returns those; else it reads
-// them from A[o + 9 + n + a] to the end of A. It returns the claims'
+// close_thread(KEYS, A, o, held, vals, free, ttl) reads closeLua's
+// argument n at A[o + n], so that a script that carries them among its
+// own passes its ARGV and where they begin rather than a copy; given
+// ttl, it takes that for the claims' expiry, which is then not read (a
+// save that closes sends the thread's expiry once, for both). Given vals
+// (the claims to read, read by the caller), it returns those; else it
+// reads them from where the audit block ends to the end of A. It returns the claims'
 // values, audit_append's three values (false if it appended nothing)
 // and the acquisition's number (or false): values, not tables, which
 // close_reply (closeReplyLua) puts in closeLua's reply. Given free (the caller
 // found the lease key missing, as a start's first save may), it has no
 // lease to delete.
 const closeThreadLua = `
-local function close_thread(KEYS, A, o, held, vals, free)
+local function close_thread(KEYS, A, o, held, vals, free, ttl)
   if held == nil then held = redis.call('GET', KEYS[1]) == A[o + 1] end
   local seq = false
   if held and not KEYS[5] then seq = redis.call('GET', KEYS[4]) or '0' end
-  local claims, thread = KEYS[2], A[o + 2]
+  local claims, thread = KEYS[2], A[o + 3]
   -- Counts are compared with their usual values before they are
   -- converted (tonumber costs Redis about a thousand instructions).
   local n = A[o + 6]
@@ -536,7 +554,7 @@ local function close_thread(KEYS, A, o, held, vals, free)
   end
   if wrote then
     if redis.call('PTTL', claims) < 0 then
-      redis.call('PEXPIRE', claims, math.max(tonumber(A[o + 3]), redis.call('PTTL', KEYS[3])))
+      redis.call('PEXPIRE', claims, math.max(tonumber(ttl or A[o + 2]), redis.call('PTTL', KEYS[3])))
     end
   end
   local wake = A[o + 5]
@@ -547,16 +565,22 @@ local function close_thread(KEYS, A, o, held, vals, free)
       redis.call('ZADD', KEYS[5], wake, thread)
     end
   end
-  local a = A[o + 8 + n]
+  -- The audit block's count, then (if it is not 0) the minimum ID and
+  -- the block; the claims to read follow from r on.
+  local a = A[o + 7 + n]
   a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
   local appended, hash, aseq = false, false, false
-  if KEYS[6] and a > 0 then
-    appended, hash, aseq = audit_append(KEYS[6], KEYS[7], A[o + 7 + n], A, o + 9 + n)
+  local r = o + 8 + n
+  if a > 0 then
+    r = r + 1 + a
+    if KEYS[6] then
+      appended, hash, aseq = audit_append(KEYS[6], KEYS[7], A[o + 8 + n], A, o + 9 + n)
+    end
   end
   if held and not free then redis.call('DEL', KEYS[1]) end
   if not vals then
     vals = {}
-    if #A >= o + 9 + n + a then vals = redis.call('HMGET', claims, unpack(A, o + 9 + n + a, #A)) end
+    if #A >= r then vals = redis.call('HMGET', claims, unpack(A, r, #A)) end
   end
   return vals, appended, hash, aseq, seq
 end
@@ -731,19 +755,22 @@ end
 // saveCloseLua is a run's last save that ends the session (saveClosing).
 //
 //	KEYS: saveLua's (head, journal, history, claims, lease), then
-//	      wakeups, audit stream, audit head, then the i keys of
-//	      updateInboxLua (none without an inbox update)
+//	      wakeups, then the audit stream and head (only if the close
+//	      appends entries), then the i keys of updateInboxLua (none
+//	      without an inbox update)
 //	ARGV: saveLua's first 11, the number r of claims closeLua's
 //	      arguments name to read (which, with the counts among them,
-//	      tells where they end), closeLua's arguments but its first (the
-//	      lease token: the save's fence),
-//	      updateInboxLua's arguments (i + 2 of them: as many as its keys
-//	      say; none without an inbox update), then the new journal
-//	      entries
+//	      tells where they end), closeLua's arguments from its third
+//	      (the thread) on, updateInboxLua's arguments from its second
+//	      on (i + 1 of them: as many as its keys say; none without an
+//	      inbox update), then the new journal entries
 //
 // A single server's close touches no fence key (closeLua's fence), the
-// lease token is the save's fence, and the inbox update's size is its
-// keys': none is sent again.
+// lease token is the save's fence, the claims' expiry is the save's
+// (the journal, history and claims share it), the inbox's thread is the
+// close's, and the inbox update's size is its keys': none is sent again.
+// A close that appends no audit entry is sent neither the audit keys
+// nor the minimum ID.
 //
 // It returns {saveLua's reply} when it did not save, else one list: {1,
 // audit_append's three values (nil if it appended nothing), the inbox
@@ -753,39 +780,48 @@ end
 // to read after the lease is let go}. A script's reply costs Redis more
 // for each table it holds, and this one ends every run.
 const saveCloseLua = auditAppendLua + saveCheckpointLua + closeThreadLua + updateInboxFnLua + saveCloseFnLua + `
-local reply = save_close(KEYS, ARGV, 12, 8, false)
+local reply = save_close(KEYS, ARGV, 12, 7, false)
 return reply
 `
 
-// saveCloseFnLua defines save_close(KEYS, ARGV, o, ko, first), the work
+// saveCloseFnLua defines save_close(KEYS, ARGV, o, ka, first), the work
 // of saveCloseLua whose count of claims to read is ARGV[o] (closeLua's
-// arguments follow, but the lease token) and whose inbox keys follow
-// KEYS[ko]: the arguments are read where they are.
+// arguments from the thread on follow) and whose audit keys, if sent,
+// are KEYS[ka] and KEYS[ka + 1], the inbox keys after them (or from
+// KEYS[ka] on, without): the arguments are read where they are.
 // With first (a start's first save, firstSaveCloseLua), the save only
 // creates a thread ({0} if it exists) and the session holds the lease
 // without a fence to compare; first is 'free' when the lease key is
 // missing (nobody took it: there is none to let go of). fresh is
 // save_check's: the caller found none of the thread's keys.
 const saveCloseFnLua = `
-local function save_close(KEYS, ARGV, o, ko, first, fresh)
+local function save_close(KEYS, ARGV, o, ka, first, fresh)
   -- Counts are compared with their usual values before they are
   -- converted (tonumber costs Redis about a thousand instructions).
   local r = ARGV[o]
   r = r == '0' and 0 or r == '1' and 1 or tonumber(r)
-  -- closeLua's argument n is ARGV[b + n], but for its first, the lease
-  -- token, which is not sent: the save's fence (or a first save's
-  -- token) is that token, and the lease is held.
-  local b = o - 1
+  -- closeLua's argument n is ARGV[b + n] from its third, the thread, on.
+  -- Its first two are not sent: the lease token is the save's fence (or
+  -- a first save's token), and the lease is held; the claims' expiry is
+  -- the save's, ARGV[6].
+  local b = o - 2
+  local thread = ARGV[o + 1]
   local nrec = ARGV[b + 6]
   nrec = nrec == '0' and 0 or tonumber(nrec)
-  local a = ARGV[b + 8 + nrec]
+  local a = ARGV[b + 7 + nrec]
   a = a == '0' and 0 or a == '5' and 5 or tonumber(a)
-  -- closeLua's arguments end with the r claims to read.
-  local c = 8 + nrec + a + r
+  -- closeLua's arguments end with the r claims to read, after the audit
+  -- minimum ID and block (neither sent without entries).
+  local c = 7 + nrec + r
+  local ko = ka - 1
+  if a > 0 then
+    c = c + 1 + a
+    ko = ka + 1
+  end
   -- The claims the close reads back are read with the head: the script
   -- writes none of them (it writes the head, deliveries and "answered").
   local extra = {}
-  for i = b + 9 + nrec + a, b + c do extra[#extra + 1] = ARGV[i] end
+  for i = b + c - r + 1, b + c do extra[#extra + 1] = ARGV[i] end
   local saved, left, moved, kept, vals = save_check(KEYS, ARGV, extra, nil, fresh)
   if (saved ~= 1 or (first and left ~= -2)) and ` + saveHeadIDLua + ` == ARGV[9] then
     -- The head is this save's checkpoint: the script is sent again
@@ -795,8 +831,8 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
     -- known again: their Home tabs are refreshed by the next change).
     ` + auditHadLua + `
     local reply = {1, false, false, false, false, 0}
-    if KEYS[7] and a > 0 then
-      reply[2], reply[3], reply[4] = audit_had(KEYS[7], KEYS[8], ARGV, b + 9 + nrec)
+    if a > 0 then
+      reply[2], reply[3], reply[4] = audit_had(KEYS[ka], KEYS[ka + 1], ARGV, b + 9 + nrec)
     end
     if #extra > 0 then
       local h = redis.call('HMGET', KEYS[4], unpack(extra))
@@ -810,11 +846,14 @@ local function save_close(KEYS, ARGV, o, ko, first, fresh)
   local ni, nu = #KEYS - ko, 0
   local old, watchers = false, nil
   if ni > 0 then
-    nu = ni + 2
-    old, watchers = update_inbox(KEYS, ko, ni, ARGV, b + c)
+    -- updateInboxLua's arguments but the first, the thread: the close's.
+    nu = ni + 1
+    old, watchers = update_inbox(KEYS, ko, ni, ARGV, b + c - 1, thread)
   end
   save_write(KEYS, ARGV, b + c + nu + 1, left, moved, kept)
-  local _, appended, hash, aseq = close_thread({KEYS[5], KEYS[4], KEYS[1], false, KEYS[6], KEYS[7], KEYS[8]}, ARGV, b, true, vals, first == 'free')
+  local ckeys = {KEYS[5], KEYS[4], KEYS[1], false, KEYS[6], false, false}
+  if a > 0 then ckeys[6], ckeys[7] = KEYS[ka], KEYS[ka + 1] end
+  local _, appended, hash, aseq = close_thread(ckeys, ARGV, b, true, vals, first == 'free', ARGV[6])
   local reply = {1, false, false, false, false, 0}
   if appended then reply[2], reply[3], reply[4] = appended, hash, aseq end
   local at = 6
