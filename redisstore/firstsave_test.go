@@ -126,26 +126,12 @@ func TestFirstSaveThatEndsTheSession(t *testing.T) {
 			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("firstclose")})
 			thread := uniqueName("T1:C1")
 			now := time.Now()
-			if kept, err := store.KeepReply(ctx, thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
-				t.Fatalf("KeepReply = %v, %v; want kept", kept, err)
-			}
 			token := runner.NewLeaseToken("A")
 			wake := now.Add(3 * time.Hour)
 			l := &runner.LastSave{Closing: runner.Closing{Thread: thread, Token: token, Answered: -1, Schedule: true, Wake: wake}}
 			cp := firstCheckpoint(thread, "hello")
 			cp.Status = graph.Done
-			f, err := firstSave(ctx, store, cp, token, now.Add(time.Hour), l)
-			if err != nil || !f.Taken() {
-				t.Fatalf("first save that ends the session = %v (taken %v)", err, f.Taken())
-			}
-			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one"}) {
-				t.Errorf("the first save handed over %q, want the kept reply", replies)
-			}
-			if name == "cluster" {
-				if _, err := store.CloseThread(ctx, l.Closing); err != nil {
-					t.Fatal(err)
-				}
-			}
+			endSessionWithFirstSave(t, store, name == "cluster", cp, now.Add(time.Hour), l)
 			if tok, err := store.AcquireLease(ctx, thread, "B", time.Minute); tok == "" || err != nil {
 				t.Errorf("AcquireLease after the session ended = %q, %v; want the lease free", tok, err)
 			}
@@ -173,9 +159,6 @@ func TestFirstSaveThatEndsTheSessionWithAuditAndInbox(t *testing.T) {
 			store := redisstore.New(rdb(t), redisstore.Options{Prefix: uniqueName("firstcloseaudit")})
 			thread := uniqueName("T1:C1")
 			now := time.Now()
-			if kept, err := store.KeepReply(ctx, thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
-				t.Fatalf("KeepReply = %v, %v; want kept", kept, err)
-			}
 			token := runner.NewLeaseToken("A")
 			waiting := runner.InboxEntry{Thread: thread, Call: "0.0", Tool: "deploy", Requester: "U1", Since: now.UTC().Truncate(time.Millisecond)}
 			decided := runner.DecisionRecord{Thread: thread, Call: "0.1", Tool: "lookup", By: "U2", Kind: agent.Approve, At: now.UTC().Truncate(time.Millisecond)}
@@ -183,19 +166,7 @@ func TestFirstSaveThatEndsTheSessionWithAuditAndInbox(t *testing.T) {
 				Audit: []map[string]string{{"event": "decision", "tool": "lookup", "decision": "approve", "by": "U2", "thread": thread}},
 				Keys:  []string{"decision:0.0#0"},
 				Inbox: &runner.InboxUpdate{Thread: thread, Waiting: []runner.InboxEntry{waiting}, Decided: []runner.DecisionRecord{decided}}}}
-			cp := firstCheckpoint(thread, "hello")
-			f, err := firstSave(ctx, store, cp, token, now.Add(time.Hour), l)
-			if err != nil || !f.Taken() {
-				t.Fatalf("first save that ends the session = %v (taken %v)", err, f.Taken())
-			}
-			if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one"}) {
-				t.Errorf("the first save handed over %q, want the kept reply", replies)
-			}
-			if name == "cluster" {
-				if _, err := store.CloseThread(ctx, l.Closing); err != nil {
-					t.Fatal(err)
-				}
-			}
+			endSessionWithFirstSave(t, store, name == "cluster", firstCheckpoint(thread, "hello"), now.Add(time.Hour), l)
 			entries, err := store.AuditEntries(ctx, "", time.Time{}, 10)
 			if err != nil || len(entries) != 1 || entries[0].Fields["by"] != "U2" || entries[0].Fields["thread"] != thread {
 				t.Errorf("audit entries = %v, %v; want the close's one", entries, err)
@@ -288,5 +259,30 @@ func TestTakeBackReply(t *testing.T) {
 				t.Errorf("TakeBackReply(a thread with a head) = %v, %v; want started", started, err)
 			}
 		})
+	}
+}
+
+// endSessionWithFirstSave keeps a reply ("one") for l's thread, then
+// makes cp the thread's first save, ending the session as l says, and
+// checks that the save took the thread and handed over the kept reply.
+// On a Redis Cluster, where the first save does not end the session
+// itself, it ends it with CloseThread.
+func endSessionWithFirstSave(t *testing.T, store *redisstore.Store, cluster bool, cp *graph.Checkpoint, refresh time.Time, l *runner.LastSave) {
+	t.Helper()
+	ctx := t.Context()
+	if kept, err := store.KeepReply(ctx, l.Closing.Thread, []byte("one"), time.Minute); err != nil || kept != runner.KeptReply {
+		t.Fatalf("KeepReply = %v, %v; want kept", kept, err)
+	}
+	f, err := firstSave(ctx, store, cp, l.Closing.Token, refresh, l)
+	if err != nil || !f.Taken() {
+		t.Fatalf("first save that ends the session = %v (taken %v)", err, f.Taken())
+	}
+	if took, replies := firstSaveReplies(f); !took || !slices.Equal(replies, []string{"one"}) {
+		t.Errorf("the first save handed over %q, want the kept reply", replies)
+	}
+	if cluster {
+		if _, err := store.CloseThread(ctx, l.Closing); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
