@@ -48,6 +48,29 @@ func (d *argsDecoder) next() byte {
 	return d.b[d.i]
 }
 
+// sep reads what follows an object's member or an array's element: a
+// comma (more to come), the closing byte end (done, ok), or anything
+// else (done, not ok).
+func (d *argsDecoder) sep(end byte) (more, ok bool) {
+	switch d.next() {
+	case ',':
+		d.i++
+		return true, true
+	case end:
+		d.i++
+		return false, true
+	}
+	return false, false
+}
+
+// done returns v when ok, else nothing.
+func done(v any, ok bool) (any, bool) {
+	if !ok {
+		return nil, false
+	}
+	return v, true
+}
+
 func (d *argsDecoder) value(depth int) (any, bool) {
 	if depth > maxArgsDepth {
 		return nil, false
@@ -74,14 +97,8 @@ func (d *argsDecoder) value(depth int) (any, bool) {
 				return nil, false
 			}
 			m[k] = v // a key given twice: the last value, as encoding/json
-			switch d.next() {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
-				return m, true
-			default:
-				return nil, false
+			if more, ok := d.sep('}'); !more {
+				return done(m, ok)
 			}
 		}
 	case c == '[':
@@ -97,14 +114,8 @@ func (d *argsDecoder) value(depth int) (any, bool) {
 				return nil, false
 			}
 			a = append(a, v)
-			switch d.next() {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
-				return a, true
-			default:
-				return nil, false
+			if more, ok := d.sep(']'); !more {
+				return done(a, ok)
 			}
 		}
 	case c == '"':
