@@ -31,24 +31,11 @@ const Masked = "••••••"
 // values, which the tool needs to run. tool is the tool's name, for rules
 // of a particular tool; every tool is treated alike today.
 func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
-	// A call's arguments are masked for each audit record of it (three
-	// in an approval cycle: decision, execution, outcome) and for its
-	// card: what small arguments were masked to is remembered, as
-	// ArgsHash's hashes are, keyed by the tool and the whole arguments.
-	var buf [maxRememberedInput]byte
-	in, short := key(&buf, tool, args)
-	if !short {
-		return maskSecrets(args)
+	m := maskedArgs(tool, args)
+	if !m.changed {
+		return args
 	}
-	if m, ok := recentMasks.get(in); ok {
-		if !m.changed {
-			return args
-		}
-		return json.RawMessage(m.out) // a copy of its own for the caller
-	}
-	out := maskSecrets(args)
-	recentMasks.put(in, maskResult{out: string(out), changed: !bytes.Equal(out, args)})
-	return out
+	return json.RawMessage(m.out) // a copy of its own for the caller
 }
 
 // MaskedString is string(MaskSecrets(tool, args)): for an audit record's
@@ -56,18 +43,28 @@ func MaskSecrets(tool string, args json.RawMessage) json.RawMessage {
 // it. What small arguments were masked to is the string made the first
 // time, not a new copy each time.
 func MaskedString(tool string, args json.RawMessage) string {
+	return maskedArgs(tool, args).out
+}
+
+// maskedArgs is what args are masked to. A call's arguments are masked for
+// each audit record of it (three in an approval cycle: decision,
+// execution, outcome) and for its card: what small arguments were
+// masked to is remembered, as ArgsHash's hashes are, keyed by the tool
+// and the whole arguments.
+func maskedArgs(tool string, args json.RawMessage) maskResult {
 	var buf [maxRememberedInput]byte
 	in, short := key(&buf, tool, args)
-	if !short {
-		return string(maskSecrets(args))
-	}
-	if m, ok := recentMasks.get(in); ok {
-		return m.out
+	if short {
+		if m, ok := recentMasks.get(in); ok {
+			return m
+		}
 	}
 	out := maskSecrets(args)
 	m := maskResult{out: string(out), changed: !bytes.Equal(out, args)}
-	recentMasks.put(in, m)
-	return m.out
+	if short {
+		recentMasks.put(in, m)
+	}
+	return m
 }
 
 // maskResult is what MaskSecrets made of its input: whether masking changed
