@@ -73,7 +73,7 @@ func (s *Store) inboxArgs(u *runner.InboxUpdate) ([]string, []any, error) {
 		if d.By == "" {
 			continue
 		}
-		raw, err := json.Marshal(d)
+		raw, err := encodeDecided(d)
 		if err != nil {
 			return nil, nil, err
 		}

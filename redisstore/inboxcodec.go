@@ -62,6 +62,31 @@ func encodeWaiting(thread string, calls []runner.InboxEntry) ([]byte, error) {
 	return append(b, ']'), nil
 }
 
+// encodeDecided returns what json.Marshal writes for d, written field by
+// field: every decision adds one to its maker's list of recent decisions
+// (a session's close, in its script).
+func encodeDecided(d runner.DecisionRecord) ([]byte, error) {
+	kind, err := d.Kind.MarshalText()
+	if err != nil {
+		return nil, fmt.Errorf("decision of %s: %w", d.Thread, err)
+	}
+	b := make([]byte, 0, 192+len(d.Reason))
+	b = append(b, '{')
+	b = jsonform.AppendString(jsonform.AppendKey(b, "thread"), d.Thread)
+	b = jsonform.AppendString(jsonform.AppendKey(b, "call"), d.Call)
+	b = jsonform.AppendIntField(b, "round", d.Round)
+	b = jsonform.AppendString(jsonform.AppendKey(b, "tool"), d.Tool)
+	b = jsonform.AppendStringField(b, "team", d.Team)
+	b = jsonform.AppendStringField(b, "channel", d.Channel)
+	b = jsonform.AppendString(jsonform.AppendKey(b, "by"), d.By)
+	b = jsonform.AppendString(jsonform.AppendKey(b, "kind"), string(kind))
+	if b, err = jsonform.AppendTime(jsonform.AppendKey(b, "at"), d.At); err != nil {
+		return nil, fmt.Errorf("decision of %s: %w", d.Thread, err)
+	}
+	b = jsonform.AppendStringField(b, "reason", d.Reason)
+	return append(b, '}'), nil
+}
+
 // decodeWaiting reads a stored entry of thread (either form). The
 // compact form as encodeWaiting writes it is read by a jsonform.Reader;
 // anything else, by encoding/json.

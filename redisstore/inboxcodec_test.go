@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/runner"
 )
 
@@ -142,4 +143,29 @@ func TestWaitingCallsCompactForm(t *testing.T) {
 	if !ok || !reflect.DeepEqual(got, calls) {
 		t.Errorf("readWaiting(%s) = %+v, %v; want %+v", raw, got, ok, calls)
 	}
+}
+
+// A person's recent decisions are stored as json.Marshal writes them,
+// whatever the text, the kind or the time: they are read back by
+// encoding/json.
+func FuzzEncodeDecided(f *testing.F) {
+	f.Add("T1:C1:1.2", "0.0", "deploy", "", "", "U1", "", 0, 0, int64(1764150837503626813))
+	f.Add("T1:C1:1.2", "0.1", "x<y>&\u2028", "T2", "C\n\"", "U1", "no\xff", 3, 2, int64(-1))
+	f.Add("", "", "", "", "", "", "", -1, 99, int64(0))
+	f.Add("t", "c", "tool", "T", "C", "S1", "because", 1, 6, int64(253402300800000000))
+	f.Fuzz(func(t *testing.T, thread, call, tool, team, channel, by, reason string, round, kind int, at int64) {
+		d := runner.DecisionRecord{Thread: thread, Call: call, Round: round, Tool: tool, Team: team,
+			Channel: channel, By: by, Kind: agent.Kind(kind), At: time.Unix(0, at).UTC(), Reason: reason}
+		if at%7 == 0 {
+			d.At = time.Unix(at, 0).In(time.FixedZone("x", int(at%86400)))
+		}
+		want, werr := json.Marshal(d)
+		got, gerr := encodeDecided(d)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("encodeDecided(%+v) = %s, %v; json.Marshal: %s, %v", d, got, gerr, want, werr)
+		}
+		if gerr == nil && string(got) != string(want) {
+			t.Fatalf("encodeDecided(%+v) =\n%s\njson.Marshal:\n%s", d, got, want)
+		}
+	})
 }
