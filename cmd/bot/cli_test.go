@@ -260,6 +260,10 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("tools:\n  http_request: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	typo := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(typo, []byte("tools:\n  http_request:\n    aprovers: [U012ABCDEF]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		env  string
 		want []string
@@ -270,6 +274,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
+		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
 	} {
 		out, code := runBot(t, []string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir(), c.env}, "")
 		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
