@@ -265,7 +265,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		env  string
+		env  string // variables, space-separated
 		want []string
 	}{
 		{"LLM_PROVIDER=nonsense", []string{"LLM_PROVIDER", "openai, anthropic or demo"}},
@@ -275,8 +275,10 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
 		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
+		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
 	} {
-		out, code := runBot(t, []string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir(), c.env}, "")
+		env := append([]string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir()}, strings.Fields(c.env)...)
+		out, code := runBot(t, env, "")
 		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Errorf("bot with %s exited %d with:\n%s\nwant one line and exit 1", c.env, code, out)
 		}
