@@ -165,7 +165,7 @@ func checkSettings(getenv func(string) string) error {
 	if _, err := auditRetention(getenv); err != nil {
 		return err
 	}
-	_, _, err := mcpauth.KeyFromEnv(getenv)
+	_, _, err := tokenKey(getenv)
 	return err
 }
 

@@ -276,6 +276,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
 		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
 		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
+		{"MCP_TOKEN_KEY=short", []string{"MCP_TOKEN_KEY must be 32 bytes", "openssl rand -base64 32"}},
 	} {
 		env := append([]string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir()}, strings.Fields(c.env)...)
 		out, code := runBot(t, env, "")
