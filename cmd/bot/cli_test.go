@@ -277,6 +277,9 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
 		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
 		{"MCP_TOKEN_KEY=short", []string{"MCP_TOKEN_KEY must be 32 bytes", "openssl rand -base64 32"}},
+		{"SLACK_BOT_TOKEN=xoxb-1", []string{"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "unset SLACK_BOT_TOKEN or run bot playground"}},
+		{"SLACK_BOT_TOKEN=xoxb-1 SLACK_SIGNING_SECRET=s SLACK_API_URL=http://" + closed + "/api/",
+			[]string{"slack auth.test", "cannot reach Slack's Web API", "SLACK_API_URL"}},
 	} {
 		env := append([]string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir()}, strings.Fields(c.env)...)
 		out, code := runBot(t, env, "")
