@@ -75,9 +75,14 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		!strings.Contains(out, "--to NEW] [--json]") {
 		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
 	}
+	// Every flag a synopsis has room for is in it.
+	if out, _ := runBot(t, nil, "", "mcp", "connections", "--help"); !strings.Contains(out, "usage: bot mcp connections [--user U] [--server S] [--json]") {
+		t.Errorf("bot mcp connections --help:\n%s\nwant --json in the synopsis", out)
+	}
 	out, _ := runBot(t, nil, "", "help")
 	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING",
-		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "the state directory"} {
+		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "the state directory",
+		"revoke (REDIS_URL, or the local Redis; needs MCP_TOKEN_KEY)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}

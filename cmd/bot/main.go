@@ -133,7 +133,7 @@ var commands = []struct {
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (REDIS_URL, or the local Redis)", runCheckpoints}},
 	{"audit", command{"the audit trail: list it, verify its hash chain, export it (REDIS_URL, or the local Redis)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
-	{"mcp", command{"the MCP servers' OAuth connections: connect, connections, revoke (needs REDIS_URL and MCP_TOKEN_KEY)", runMCP}},
+	{"mcp", command{"the MCP servers' OAuth connections: connect, connections, revoke (REDIS_URL, or the local Redis; needs MCP_TOKEN_KEY)", runMCP}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
 }
@@ -322,7 +322,8 @@ examples:
 `,
 	"mcp": `
 The OAuth connections of BOT_POLICY's MCP servers (auth: service or auth:
-requester), kept in the Redis of REDIS_URL, sealed with MCP_TOKEN_KEY:
+requester), kept in the Redis of REDIS_URL (or the local Redis), sealed
+with MCP_TOKEN_KEY, which must be the bot's:
 
   connect SERVER [--user U]   make the bot's connection (or U's): prints the
                               authorization URL; the bot's /oauth/callback

@@ -209,7 +209,7 @@ func shownUser(u string) string {
 
 // mcpConnections lists connections, never their tokens.
 func mcpConnections(ctx context.Context, args []string, e env) error {
-	fs := flags("mcp connections", "mcp connections [--user U] [--server S]", e)
+	fs := flags("mcp connections", "mcp connections [--user U] [--server S] [--json]", e)
 	user := fs.String("user", "", "only this Slack user's connections")
 	server := fs.String("server", "", "only this MCP server's connections")
 	asJSON := fs.Bool("json", false, "JSON lines")
