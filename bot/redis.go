@@ -56,6 +56,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	raw := getenv("REDIS_URL")
 	if dir := LocalRedisDir(getenv); dir != "" {
 		l, err := startLocalRedis(ctx, dir)
+		if errors.Is(err, ErrLocalRedisInUse) {
+			return nil, "", nil, err // it names the directory and what to do
+		}
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("local redis-server in %s (set REDIS_URL to use another Redis): %w", dir, err)
 		}
