@@ -87,6 +87,9 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}
 	}
+	if out, _ := runBot(t, nil, "", "version", "--help"); !strings.Contains(out, "no flags") || strings.Contains(out, "environment") {
+		t.Errorf("bot version --help:\n%s\nwant no flags, and nothing about the environment, which it does not read", out)
+	}
 	if out, code := runBot(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "countersign ") {
 		t.Errorf("bot version = %q (exit %d)", out, code)
 	}

@@ -209,10 +209,15 @@ func flags(name, synopsis string, e env) *flag.FlagSet {
 	return fs
 }
 
-// printFlags lists a flag set's flags, or says there are none.
+// printFlags lists a flag set's flags, or says there are none (and, but
+// for version, which reads nothing, that the environment configures it).
 func printFlags(fs *flag.FlagSet) {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 && fs.Name() == "version" {
+		fmt.Fprint(fs.Output(), "\nno flags\n")
+		return
+	}
 	if n == 0 {
 		fmt.Fprint(fs.Output(), "\nno flags: the environment configures it (bot help lists the variables)\n")
 		return
