@@ -272,6 +272,10 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 	if err := os.WriteFile(typo, []byte("tools:\n  http_request:\n    aprovers: [U012ABCDEF]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	unknown := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(unknown, []byte("tools:\n  everything_echo: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		env  string // variables, space-separated
 		want []string
@@ -283,6 +287,8 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
 		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
+		{"BOT_POLICY=" + unknown, []string{"BOT_POLICY " + unknown, `tool "everything_echo", which does not exist (tools: http_request)`,
+			"fix the name or leave the tool out", "<server>__<tool>"}},
 		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
 		{"MCP_TOKEN_KEY=short", []string{"MCP_TOKEN_KEY must be 32 bytes", "openssl rand -base64 32"}},
 		{"SLACK_BOT_TOKEN=xoxb-1", []string{"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "unset SLACK_BOT_TOKEN or run bot playground"}},
