@@ -75,6 +75,13 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		!strings.Contains(out, "--to NEW] [--json]") {
 		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
 	}
+	// The operator commands say they read the local Redis when REDIS_URL
+	// is unset, as they do.
+	for _, args := range [][]string{{"threads", "list"}, {"approvals", "list"}, {"checkpoints"}, {"audit"}} {
+		if out, _ := runBot(t, nil, "", append(args, "--help")...); !strings.Contains(out, "REDIS_URL (unset: the") {
+			t.Errorf("bot %v --help:\n%s\nwant it to say it reads the local Redis without REDIS_URL", args, out)
+		}
+	}
 	// Every flag a synopsis has room for is in it.
 	if out, _ := runBot(t, nil, "", "mcp", "connections", "--help"); !strings.Contains(out, "usage: bot mcp connections [--user U] [--server S] [--json]") {
 		t.Errorf("bot mcp connections --help:\n%s\nwant --json in the synopsis", out)

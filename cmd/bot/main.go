@@ -270,15 +270,18 @@ examples:
   BOT_POLICY=deploy/policy.example.yaml bot tools
 `,
 	"threads list": `
-Recent threads in the Redis of REDIS_URL, their status and waiting calls.
+Recent threads in the Redis of REDIS_URL (unset: the local Redis of the
+state directory), their status and waiting calls.
 
 examples:
+  bot threads list
   REDIS_URL=redis://localhost:6379/0 bot threads list
   REDIS_URL=redis://localhost:6379/0 bot threads list --limit 0 --json
 `,
 	"approvals list": `
-The calls waiting for a decision in the Redis of REDIS_URL; with --user,
-those one of the users may decide, by the rules of the Slack Home tab.
+The calls waiting for a decision in the Redis of REDIS_URL (unset: the
+local Redis of the state directory); with --user, those one of the users
+may decide, by the rules of the Slack Home tab.
 
 examples:
   REDIS_URL=redis://localhost:6379/0 bot approvals list
