@@ -129,7 +129,7 @@ func New(ctx context.Context, getenv func(string) string, log logrus.FieldLogger
 	if builtins == nil {
 		builtins = tools.Builtins(policy, nil)
 	}
-	box, err := mcp.New(policy, builtins, mcp.Options{Logger: log})
+	box, err := newToolbox(getenv, policy, builtins, log)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func checkSettings(getenv func(string) string) error {
 	if _, err := auditRetention(getenv); err != nil {
 		return err
 	}
-	_, _, err := mcpauth.KeyFromEnv(getenv)
+	_, _, err := tokenKey(getenv)
 	return err
 }
 
@@ -258,9 +258,20 @@ func NewToolbox(getenv func(string) string, log logrus.FieldLogger) (*mcp.Manage
 	if err != nil {
 		return nil, nil, err
 	}
-	box, err := mcp.New(policy, tools.Builtins(policy, nil), mcp.Options{Logger: log})
+	box, err := newToolbox(getenv, policy, tools.Builtins(policy, nil), log)
 	if err != nil {
 		return nil, nil, err
 	}
 	return box, policy, nil
+}
+
+// newToolbox is mcp.New, with what it refuses in a policy file (a tool
+// that does not exist) said as an error of BOT_POLICY, with what to do.
+func newToolbox(getenv func(string) string, policy *tools.Policy, builtins []tools.Tool, log logrus.FieldLogger) (*mcp.Manager, error) {
+	box, err := mcp.New(policy, builtins, mcp.Options{Logger: log})
+	if err != nil && getenv("BOT_POLICY") != "" {
+		return nil, fmt.Errorf("BOT_POLICY %s: %w: fix the name or leave the tool out (an MCP server's tools are named "+
+			"<server>%s<tool>, after the server's name under mcp_servers:)", getenv("BOT_POLICY"), err, tools.MCPToolSeparator)
+	}
+	return box, err
 }

@@ -115,8 +115,9 @@ func startLocalRedis(ctx context.Context, dir string) (*localRedis, error) {
 		// starting or stopping, so wait for the lock.
 		if addr, ok := runningLocalRedis(dir); ok {
 			lock.Close()
-			return nil, fmt.Errorf("%w: a running bot keeps its threads in %s (its redis-server is at %s); stop that bot first, "+
-				"or set REDIS_URL to a Redis both can reach", ErrLocalRedisInUse, dir, addr)
+			return nil, fmt.Errorf("%w: a running bot keeps its threads in %s (its redis-server is at %s). Stop that bot first; "+
+				"or, to run both, set REDIS_URL for both to one Redis, or XDG_STATE_HOME for this one to another directory "+
+				"(whose threads are its own)", ErrLocalRedisInUse, dir, addr)
 		}
 		if time.Now().After(deadline) {
 			lock.Close()

@@ -1,6 +1,8 @@
 package bot
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -37,7 +39,7 @@ func RedirectURL(getenv func(string) string) string {
 // for this process, and a warning says so when a server uses OAuth:
 // connections made with it open only in this process.
 func NewBroker(getenv func(string) string, log logrus.FieldLogger, store *redisstore.Store, policy *tools.Policy) (*mcpauth.Broker, error) {
-	key, generated, err := mcpauth.KeyFromEnv(getenv)
+	key, generated, err := tokenKey(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -50,4 +52,14 @@ func NewBroker(getenv func(string) string, log logrus.FieldLogger, store *rediss
 		}
 	}
 	return mcpauth.New(store, key, mcpauth.Options{RedirectURL: RedirectURL(getenv), StateTTL: mcp.ConnectWait, Logger: log.WithField("component", "mcpauth")})
+}
+
+// tokenKey is mcpauth.KeyFromEnv, with a bad MCP_TOKEN_KEY refused in
+// words that say how to make a good one.
+func tokenKey(getenv func(string) string) (key []byte, generated bool, err error) {
+	key, generated, err = mcpauth.KeyFromEnv(getenv)
+	if errors.Is(err, mcpauth.ErrBadKey) {
+		err = fmt.Errorf("%w: make one with `openssl rand -base64 32`, and give every replica and bot mcp the same", err)
+	}
+	return key, generated, err
 }

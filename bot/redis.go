@@ -56,6 +56,9 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	raw := getenv("REDIS_URL")
 	if dir := LocalRedisDir(getenv); dir != "" {
 		l, err := startLocalRedis(ctx, dir)
+		if errors.Is(err, ErrLocalRedisInUse) {
+			return nil, "", nil, err // it names the directory and what to do
+		}
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("local redis-server in %s (set REDIS_URL to use another Redis): %w", dir, err)
 		}
@@ -102,8 +105,12 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	redis.SetLogger(newRedisLogger(log, time.Now))
 	var secrets tools.Secrets
 	secrets.AddURL(raw, nil)
+	cluster, err := redisCluster(getenv)
+	if err != nil {
+		return nil, "", nil, err
+	}
 	var rdb redis.UniversalClient
-	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
+	if cluster {
 		opts, err := parseRedisClusterURL(raw)
 		if err != nil {
 			return nil, "", nil, err
@@ -137,7 +144,7 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	// also go-redis's line for each dial it retried (which it logs
 	// without the command's context, so the logger is hushed instead).
 	quietRedisLog.Add(1)
-	err := firstPing(ctx, rdb, func(err error) error {
+	err = firstPing(ctx, rdb, func(err error) error {
 		return fmt.Errorf("connect to redis at %s: %w%s", secrets.Redact(raw), secrets.RedactError(err), redisDialHint(err))
 	}, wait)
 	quietRedisLog.Add(-1)
@@ -218,6 +225,22 @@ var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:p
 
 // parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
 // a cluster. Their errors hold nothing of the URL's secrets.
+// redisCluster reads REDIS_CLUSTER: whether REDIS_URL names a Redis
+// Cluster. Unset is false. A value that is neither true nor false (1, 0,
+// t, f in any case) is an error, rather than a client for one server
+// sent to a cluster, or the other way round.
+func redisCluster(getenv func(string) string) (bool, error) {
+	v := getenv("REDIS_CLUSTER")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(strings.ToLower(v))
+	if err != nil {
+		return false, fmt.Errorf("REDIS_CLUSTER=%q: want true (REDIS_URL names a Redis Cluster node) or false", v)
+	}
+	return b, nil
+}
+
 func parseRedisURL(raw string) (*redis.Options, error) {
 	if err := checkRedisURL(raw); err != nil {
 		return nil, err
@@ -465,7 +488,7 @@ func warnOpenRedis(ctx context.Context, getenv func(string) string, policy *tool
 		return
 	}
 	var opts *redis.Options
-	if strings.EqualFold(getenv("REDIS_CLUSTER"), "true") {
+	if cluster, _ := redisCluster(getenv); cluster { // connectRedis refuses a bad value
 		c, err := redis.ParseClusterURL(raw)
 		if err != nil || len(c.Addrs) == 0 {
 			return

@@ -129,3 +129,21 @@ func unansweredRedis(t *testing.T) (addr string, env map[string]string, log *log
 	log.Out = logs
 	return addr, map[string]string{"REDIS_URL": "redis://default:s3cr3t@" + addr + "/0"}, log, logs
 }
+
+// REDIS_CLUSTER is true or false: a value that is neither stops the bot,
+// naming the variable, instead of talking to a cluster as to one server.
+func TestRedisClusterIsTrueOrFalse(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "true": true, "TRUE": true, "True": true, "1": true, "false": false, "0": false} {
+		got, err := redisCluster(func(string) string { return v })
+		if err != nil || got != want {
+			t.Errorf("REDIS_CLUSTER=%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"yes", "on", "cluster", " true"} {
+		env := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_CLUSTER": v}
+		_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, logrus.New())
+		if err == nil || !strings.Contains(err.Error(), "REDIS_CLUSTER=") || !strings.Contains(err.Error(), "want true") {
+			t.Errorf("REDIS_CLUSTER=%q: %v; want an error naming REDIS_CLUSTER and what it takes", v, err)
+		}
+	}
+}

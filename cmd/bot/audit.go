@@ -28,8 +28,8 @@ const auditUsage = `usage: bot audit [head|verify|export] [flags]
   bot audit export [--since 24h|7d|RFC3339] [--after ID] [--format jsonl|csv]
                                                                            entries oldest first, one per line
 
-The trail lives in the Redis of REDIS_URL. verify --file checks an export
-instead, without Redis. Whoever can write to Redis can rewrite the chain
+The trail lives in the Redis of REDIS_URL (unset: the local Redis of the
+state directory). verify --file checks an export instead, without Redis. Whoever can write to Redis can rewrite the chain
 from some entry on and recompute its hashes; a head noted elsewhere
 (bot audit head) and checked with verify --head shows that.
 `

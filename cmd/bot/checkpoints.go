@@ -30,8 +30,9 @@ const checkpointsUsage = `usage: bot checkpoints list|show|fork|delete --thread 
   bot checkpoints fork   --thread ID --checkpoint CP [--to NEW] [--json] copy a checkpoint into a new thread
   bot checkpoints delete --thread ID [--yes]                           remove a thread and everything kept for it
 
-Threads live in the Redis of REDIS_URL ("bot threads list" names them). A
-forked thread is driven like any other, e.g. with: bot chat --thread NEW
+Threads live in the Redis of REDIS_URL (unset: the local Redis of the state
+directory; "bot threads list" names them). A forked thread is driven like
+any other, e.g. with: bot chat --thread NEW
 `
 
 // checkpoints is the operator's view of the checkpoints in Redis.

@@ -75,12 +75,27 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		!strings.Contains(out, "--to NEW] [--json]") {
 		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
 	}
+	// The operator commands say they read the local Redis when REDIS_URL
+	// is unset, as they do.
+	for _, args := range [][]string{{"threads", "list"}, {"approvals", "list"}, {"checkpoints"}, {"audit"}} {
+		if out, _ := runBot(t, nil, "", append(args, "--help")...); !strings.Contains(out, "REDIS_URL (unset: the") {
+			t.Errorf("bot %v --help:\n%s\nwant it to say it reads the local Redis without REDIS_URL", args, out)
+		}
+	}
+	// Every flag a synopsis has room for is in it.
+	if out, _ := runBot(t, nil, "", "mcp", "connections", "--help"); !strings.Contains(out, "usage: bot mcp connections [--user U] [--server S] [--json]") {
+		t.Errorf("bot mcp connections --help:\n%s\nwant --json in the synopsis", out)
+	}
 	out, _ := runBot(t, nil, "", "help")
 	for _, want := range []string{"everything__echo", "<server>__<tool>", "MCP", "SLACK_STREAMING",
-		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "the state directory"} {
+		"Without LLM_PROVIDER, OPENAI_API_KEY or ANTHROPIC_API_KEY", "LLM_THINKING_BUDGET", "the state directory",
+		"revoke (REDIS_URL, or the local Redis; needs MCP_TOKEN_KEY)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bot help does not mention %q:\n%s", want, out)
 		}
+	}
+	if out, _ := runBot(t, nil, "", "version", "--help"); !strings.Contains(out, "no flags") || strings.Contains(out, "environment") {
+		t.Errorf("bot version --help:\n%s\nwant no flags, and nothing about the environment, which it does not read", out)
 	}
 	if out, code := runBot(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "countersign ") {
 		t.Errorf("bot version = %q (exit %d)", out, code)
@@ -260,8 +275,16 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("tools:\n  http_request: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	typo := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(typo, []byte("tools:\n  http_request:\n    aprovers: [U012ABCDEF]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unknown := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(unknown, []byte("tools:\n  everything_echo: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		env  string
+		env  string // variables, space-separated
 		want []string
 	}{
 		{"LLM_PROVIDER=nonsense", []string{"LLM_PROVIDER", "openai, anthropic or demo"}},
@@ -270,8 +293,17 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
+		{"BOT_POLICY=" + typo, []string{"BOT_POLICY:", "line 3", `unknown key "aprovers"`, "known: approval, approvers,", "docs/policy.md"}},
+		{"BOT_POLICY=" + unknown, []string{"BOT_POLICY " + unknown, `tool "everything_echo", which does not exist (tools: http_request)`,
+			"fix the name or leave the tool out", "<server>__<tool>"}},
+		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
+		{"MCP_TOKEN_KEY=short", []string{"MCP_TOKEN_KEY must be 32 bytes", "openssl rand -base64 32"}},
+		{"SLACK_BOT_TOKEN=xoxb-1", []string{"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "unset SLACK_BOT_TOKEN or run bot playground"}},
+		{"SLACK_BOT_TOKEN=xoxb-1 SLACK_SIGNING_SECRET=s SLACK_API_URL=http://" + closed + "/api/",
+			[]string{"slack auth.test", "cannot reach Slack's Web API", "SLACK_API_URL"}},
 	} {
-		out, code := runBot(t, []string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir(), c.env}, "")
+		env := append([]string{"BOT_ADDR=" + addr, "TMPDIR=" + t.TempDir()}, strings.Fields(c.env)...)
+		out, code := runBot(t, env, "")
 		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Errorf("bot with %s exited %d with:\n%s\nwant one line and exit 1", c.env, code, out)
 		}

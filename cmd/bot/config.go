@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -119,7 +120,8 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 
 // authTestError says what a failed auth.test, the bot's first call to
 // Slack, means for its configuration: a token Slack refuses names
-// SLACK_BOT_TOKEN and where to find the right one.
+// SLACK_BOT_TOKEN and where to find the right one; a Web API the bot
+// cannot reach names what decides where it is.
 func authTestError(err error) error {
 	var se slack.SlackErrorResponse
 	if errors.As(err, &se) {
@@ -128,6 +130,10 @@ func authTestError(err error) error {
 			return fmt.Errorf("slack auth.test: Slack refused SLACK_BOT_TOKEN (%w): use the app's Bot User OAuth Token (xoxb-…, "+
 				"under OAuth & Permissions), and reinstall the app if it was revoked", err)
 		}
+	}
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("slack auth.test: %w (the bot cannot reach Slack's Web API: check the network and any proxy "+
+			"(HTTPS_PROXY), and SLACK_API_URL if it is set)", err)
 	}
 	return fmt.Errorf("slack auth.test: %w", err)
 }

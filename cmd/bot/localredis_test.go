@@ -20,7 +20,8 @@ import (
 // With nothing configured and redis-server on PATH, the bot keeps its
 // threads in a redis-server of its own with its data in the state
 // directory: a thread paused in one run, whose bot is then killed,
-// resumes in the next run with the same (at first empty) directory. The
+// resumes in the next run with the same (at first empty) directory, and
+// a second process meanwhile is told the directory is in use. The
 // server it started dies with it, and answers nothing without its
 // password, which is in no file.
 func TestPausedThreadSurvivesARestartWithNothingConfigured(t *testing.T) {
@@ -56,6 +57,14 @@ func TestPausedThreadSurvivesARestartWithNothingConfigured(t *testing.T) {
 	thread := m[1]
 	if s := out.String(); !strings.Contains(s, "local redis-server") || !strings.Contains(s, dir) || strings.Contains(s, "embedded") {
 		t.Errorf("bot chat with nothing configured said:\n%s\nwant it to name the local redis-server and %s", s, dir)
+	}
+
+	// Another bot or an operator command meanwhile is told, in one line,
+	// who holds the directory and what to do.
+	if got, code := runBot(t, env, "", "threads", "list"); code != 1 || strings.Count(strings.TrimSpace(got), "\n") != 0 ||
+		!strings.Contains(got, "the local Redis is in use") || !strings.Contains(got, dir) ||
+		!strings.Contains(got, "Stop that bot first") || !strings.Contains(got, "XDG_STATE_HOME") {
+		t.Errorf("bot threads list beside the running bot (exit %d):\n%s\nwant one line naming %s and what to do", code, got, dir)
 	}
 
 	// Its Redis wants the password, and only the owner reads the directory.

@@ -133,7 +133,7 @@ var commands = []struct {
 	{"checkpoints", command{"list, show, fork and delete a thread's checkpoints (REDIS_URL, or the local Redis)", runCheckpoints}},
 	{"audit", command{"the audit trail: list it, verify its hash chain, export it (REDIS_URL, or the local Redis)", runAudit}},
 	{"tools", command{"list every tool offered to the model (built-in and BOT_POLICY's MCP servers), its source, arguments and rule", runTools}},
-	{"mcp", command{"the MCP servers' OAuth connections: connect, connections, revoke (needs REDIS_URL and MCP_TOKEN_KEY)", runMCP}},
+	{"mcp", command{"the MCP servers' OAuth connections: connect, connections, revoke (REDIS_URL, or the local Redis; needs MCP_TOKEN_KEY)", runMCP}},
 	{"version", command{"print the build's version", runVersion}},
 	{"help", command{"print this help", nil}},
 }
@@ -209,10 +209,15 @@ func flags(name, synopsis string, e env) *flag.FlagSet {
 	return fs
 }
 
-// printFlags lists a flag set's flags, or says there are none.
+// printFlags lists a flag set's flags, or says there are none (and, but
+// for version, which reads nothing, that the environment configures it).
 func printFlags(fs *flag.FlagSet) {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 && fs.Name() == "version" {
+		fmt.Fprint(fs.Output(), "\nno flags\n")
+		return
+	}
 	if n == 0 {
 		fmt.Fprint(fs.Output(), "\nno flags: the environment configures it (bot help lists the variables)\n")
 		return
@@ -265,15 +270,18 @@ examples:
   BOT_POLICY=deploy/policy.example.yaml bot tools
 `,
 	"threads list": `
-Recent threads in the Redis of REDIS_URL, their status and waiting calls.
+Recent threads in the Redis of REDIS_URL (unset: the local Redis of the
+state directory), their status and waiting calls.
 
 examples:
+  bot threads list
   REDIS_URL=redis://localhost:6379/0 bot threads list
   REDIS_URL=redis://localhost:6379/0 bot threads list --limit 0 --json
 `,
 	"approvals list": `
-The calls waiting for a decision in the Redis of REDIS_URL; with --user,
-those one of the users may decide, by the rules of the Slack Home tab.
+The calls waiting for a decision in the Redis of REDIS_URL (unset: the
+local Redis of the state directory); with --user, those one of the users
+may decide, by the rules of the Slack Home tab.
 
 examples:
   REDIS_URL=redis://localhost:6379/0 bot approvals list
@@ -322,7 +330,8 @@ examples:
 `,
 	"mcp": `
 The OAuth connections of BOT_POLICY's MCP servers (auth: service or auth:
-requester), kept in the Redis of REDIS_URL, sealed with MCP_TOKEN_KEY:
+requester), kept in the Redis of REDIS_URL (or the local Redis), sealed
+with MCP_TOKEN_KEY, which must be the bot's:
 
   connect SERVER [--user U]   make the bot's connection (or U's): prints the
                               authorization URL; the bot's /oauth/callback

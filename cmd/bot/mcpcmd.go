@@ -78,7 +78,8 @@ func operatorBroker(ctx context.Context, e env, name string) (*mcpauth.Broker, *
 		return nil, nil, nil, err
 	}
 	if e.getenv(mcpauth.KeyEnv) == "" {
-		return nil, nil, nil, fmt.Errorf("bot mcp %s opens the connections the bot keeps, sealed with MCP_TOKEN_KEY, and MCP_TOKEN_KEY is not set", name)
+		return nil, nil, nil, fmt.Errorf("bot mcp %s opens the connections the bot keeps, sealed with MCP_TOKEN_KEY, and MCP_TOKEN_KEY is not set: "+
+			"set it to the bot's (a bot without one seals them with a key of its own process, which nothing else opens)", name)
 	}
 	store, closeStore, err := operatorStore(ctx, e, "mcp "+name)
 	if err != nil {
@@ -208,7 +209,7 @@ func shownUser(u string) string {
 
 // mcpConnections lists connections, never their tokens.
 func mcpConnections(ctx context.Context, args []string, e env) error {
-	fs := flags("mcp connections", "mcp connections [--user U] [--server S]", e)
+	fs := flags("mcp connections", "mcp connections [--user U] [--server S] [--json]", e)
 	user := fs.String("user", "", "only this Slack user's connections")
 	server := fs.String("server", "", "only this MCP server's connections")
 	asJSON := fs.Bool("json", false, "JSON lines")

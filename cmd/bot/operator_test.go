@@ -35,6 +35,8 @@ func TestOperatorFailuresAreOneLine(t *testing.T) {
 		{[]string{"checkpoints", "bogus"}, `bot: checkpoints: unknown subcommand "bogus"`, 1},
 		{[]string{"checkpoints", "show", "--bogus"}, "bot: checkpoints show: flag provided but not defined", 1},
 		{[]string{"audit", "verify", "--file", broken}, "BROKEN: ", 2},
+		{[]string{"mcp", "connections"}, "bot: bot mcp connections opens the connections the bot keeps, sealed with MCP_TOKEN_KEY, " +
+			"and MCP_TOKEN_KEY is not set: set it to the bot's", 1},
 	}
 	for _, tt := range tests {
 		out, code := runBot(t, nil, "", tt.args...)

@@ -66,7 +66,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	token, secret, appToken := getenv("SLACK_BOT_TOKEN"), getenv("SLACK_SIGNING_SECRET"), getenv("SLACK_APP_TOKEN")
 	if token == "" || (secret == "" && appToken == "") {
-		return errors.New("serving Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode)")
+		return errors.New("serving Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode); " +
+			"for the playground, with Slack simulated, unset SLACK_BOT_TOKEN or run bot playground")
 	}
 	apiOpts := []slack.Option{}
 	if u := getenv("SLACK_API_URL"); u != "" {

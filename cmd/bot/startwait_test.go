@@ -183,6 +183,8 @@ func TestServeRefusesBadConfigWithoutWaiting(t *testing.T) {
 		{"policy unreadable", []string{"REDIS_URL=" + down, "BOT_POLICY=" + bad}, "policy"},
 		{"REDIS_WAIT_REPLICAS", []string{"REDIS_URL=" + down, "REDIS_WAIT_REPLICAS=two"}, "REDIS_WAIT_REPLICAS"},
 		{"AUDIT_RETENTION", []string{"REDIS_URL=" + down, "AUDIT_RETENTION=forever"}, "AUDIT_RETENTION"},
+		{"REDIS_CLUSTER", []string{"REDIS_URL=" + down, "REDIS_CLUSTER=yes"}, `REDIS_CLUSTER="yes"`},
+		{"MCP_TOKEN_KEY", []string{"REDIS_URL=" + down, "MCP_TOKEN_KEY=short"}, "openssl rand -base64 32"},
 	} {
 		env := append([]string{"SLACK_BOT_TOKEN=" + botToken, "SLACK_SIGNING_SECRET=" + signingSecret, "SLACK_API_URL=" + slack.URL(),
 			"BOT_ADDR=127.0.0.1:0"}, tc.env...)
