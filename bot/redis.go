@@ -223,8 +223,6 @@ func redisMayAnswer(err error) bool {
 var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
 	"(rediss:// for TLS): percent-encode each character of the password other than letters, digits, -, ., _ and ~")
 
-// parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
-// a cluster. Their errors hold nothing of the URL's secrets.
 // redisCluster reads REDIS_CLUSTER: whether REDIS_URL names a Redis
 // Cluster. Unset is false. A value that is neither true nor false (1, 0,
 // t, f in any case) is an error, rather than a client for one server
@@ -241,6 +239,8 @@ func redisCluster(getenv func(string) string) (bool, error) {
 	return b, nil
 }
 
+// parseRedisURL reads REDIS_URL for one server; parseRedisClusterURL for
+// a cluster. Their errors hold nothing of the URL's secrets.
 func parseRedisURL(raw string) (*redis.Options, error) {
 	if err := checkRedisURL(raw); err != nil {
 		return nil, err

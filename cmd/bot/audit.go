@@ -29,9 +29,10 @@ const auditUsage = `usage: bot audit [head|verify|export] [flags]
                                                                            entries oldest first, one per line
 
 The trail lives in the Redis of REDIS_URL (unset: the local Redis of the
-state directory). verify --file checks an export instead, without Redis. Whoever can write to Redis can rewrite the chain
-from some entry on and recompute its hashes; a head noted elsewhere
-(bot audit head) and checked with verify --head shows that.
+state directory). verify --file checks an export instead, without Redis.
+Whoever can write to Redis can rewrite the chain from some entry on and
+recompute its hashes; a head noted elsewhere (bot audit head) and checked
+with verify --head shows that.
 `
 
 // auditFields are shown first, in this order; any others follow sorted.
