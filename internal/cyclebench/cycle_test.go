@@ -67,6 +67,17 @@ func TestCycleCosts(t *testing.T) {
 					t.Errorf("turn %d read %d bytes, turn 1 %d: want at most 3×", turn, s.Read, first.Read)
 				}
 			}
+			// What the benchmark wrote goes with it: a run that left keys
+			// behind would measure the next one on a fuller server.
+			if err := c.Settle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := cyclebench.Cleanup(ctx, rdb, prefix); err != nil {
+				t.Fatal(err)
+			}
+			if left, err := rdb.Keys(ctx, "*"+prefix+"*").Result(); err != nil || len(left) > 0 {
+				t.Errorf("after Cleanup, keys %q, %v; want none", left, err)
+			}
 		})
 	}
 }

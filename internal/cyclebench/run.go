@@ -202,21 +202,24 @@ func Run(ctx context.Context, impl Impl, rdb *redis.Client, m *Meter, prefix str
 	return nil
 }
 
-// Cleanup deletes every key under prefix.
+// Cleanup deletes every key under prefix: those that start with it, and
+// those whose hash tag does (the audit chain's head, "{prefix:audit}:head").
 func Cleanup(ctx context.Context, rdb *redis.Client, prefix string) error {
-	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 	var batch []string
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 1000 {
-			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-				return err
+	for _, match := range []string{prefix + ":*", "{" + prefix + ":*"} {
+		iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == 1000 {
+				if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+					return err
+				}
+				batch = batch[:0]
 			}
-			batch = batch[:0]
 		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
+		if err := iter.Err(); err != nil {
+			return err
+		}
 	}
 	if len(batch) > 0 {
 		return rdb.Unlink(ctx, batch...).Err()
