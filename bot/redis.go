@@ -54,6 +54,12 @@ const (
 // answer yet is tried again until it does (Options.WaitForRedis).
 func connectRedis(ctx context.Context, getenv func(string) string, log logrus.FieldLogger, wait func(error), hooks ...redis.Hook) (redis.UniversalClient, string, func(), error) {
 	raw := getenv("REDIS_URL")
+	// A wrong REDIS_CLUSTER is refused even where it is not read (no
+	// REDIS_URL): it would be the day REDIS_URL is set.
+	cluster, err := redisCluster(getenv)
+	if err != nil {
+		return nil, "", nil, err
+	}
 	if dir := LocalRedisDir(getenv); dir != "" {
 		l, err := startLocalRedis(ctx, dir)
 		if errors.Is(err, ErrLocalRedisInUse) {
@@ -105,10 +111,6 @@ func connectRedis(ctx context.Context, getenv func(string) string, log logrus.Fi
 	redis.SetLogger(newRedisLogger(log, time.Now))
 	var secrets tools.Secrets
 	secrets.AddURL(raw, nil)
-	cluster, err := redisCluster(getenv)
-	if err != nil {
-		return nil, "", nil, err
-	}
 	var rdb redis.UniversalClient
 	if cluster {
 		opts, err := parseRedisClusterURL(raw)

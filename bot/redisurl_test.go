@@ -139,11 +139,17 @@ func TestRedisClusterIsTrueOrFalse(t *testing.T) {
 			t.Errorf("REDIS_CLUSTER=%q: %v, %v; want %v", v, got, err, want)
 		}
 	}
+	// Refused with a REDIS_URL, and without one too (the local Redis,
+	// which does not read it), before anything is started.
 	for _, v := range []string{"yes", "on", "cluster", " true"} {
-		env := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_CLUSTER": v}
-		_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, logrus.New())
-		if err == nil || !strings.Contains(err.Error(), "REDIS_CLUSTER=") || !strings.Contains(err.Error(), "want true") {
-			t.Errorf("REDIS_CLUSTER=%q: %v; want an error naming REDIS_CLUSTER and what it takes", v, err)
+		for _, env := range []map[string]string{
+			{"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_CLUSTER": v},
+			{"XDG_STATE_HOME": t.TempDir(), "REDIS_CLUSTER": v},
+		} {
+			_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, logrus.New())
+			if err == nil || !strings.Contains(err.Error(), "REDIS_CLUSTER=") || !strings.Contains(err.Error(), "want true") {
+				t.Errorf("REDIS_CLUSTER=%q, REDIS_URL=%q: %v; want an error naming REDIS_CLUSTER and what it takes", v, env["REDIS_URL"], err)
+			}
 		}
 	}
 }
