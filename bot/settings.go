@@ -79,8 +79,8 @@ func UnknownSettings(environ []string) []UnknownSetting {
 	var out []UnknownSetting
 	var named map[string]bool
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "" || !ownedPrefix(name) || slices.Contains(Settings, name) || tools.IsBotSecretEnv(name) || serviceLink.MatchString(name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if name == "" || !ownedPrefix(name) || slices.Contains(Settings, name) || tools.IsBotSecretEnv(name) || serviceLinkVar(name, value) {
 			continue
 		}
 		if named == nil {
@@ -112,6 +112,18 @@ func ownedPrefix(name string) bool {
 // MCP_TICKETS_PORT_8080_TCP(_PROTO|_PORT|_ADDR). No setting ends so.
 var serviceLink = regexp.MustCompile(`^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)$`)
 
+// serviceLinkVar reports whether name=value is one of the variables
+// Kubernetes sets for a Service (serviceLink). Of NAME_PORT, only with
+// the value Kubernetes gives it (tcp://10.0.0.1:3000): BOT_PORT=3000 is
+// a person's, who meant BOT_ADDR. The value is looked at, never kept.
+func serviceLinkVar(name, value string) bool {
+	m := serviceLink.FindStringSubmatch(name)
+	if m == nil {
+		return false
+	}
+	return m[1] != "PORT" || strings.Contains(value, "://")
+}
+
 // policyWords are the words (names of the form of a variable's) of the
 // policy file of environ's BOT_POLICY, or none.
 func policyWords(environ []string) map[string]bool {
@@ -140,6 +152,7 @@ var policyWord = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
 
 // Suggest returns the setting of Settings that name was probably meant
 // to be, or "". In order: the same name in another case (llm_model);
+// a name another program gives a setting (otherNames: BOT_PORT);
 // one at most two edits away (LLM_MODLE, SLACK_SIGNING_SECRT), the
 // closest, the first listed of equals; the one setting of the same
 // prefix that has the name's words in its order, and more (OPENAI_KEY,
@@ -151,6 +164,9 @@ func Suggest(name string) string {
 	up := upperASCII(name)
 	if i := slices.Index(Settings, up); i >= 0 {
 		return Settings[i]
+	}
+	if s, ok := otherNames[up]; ok {
+		return s
 	}
 	best, bestD := "", 3
 	for _, s := range Settings {
@@ -168,6 +184,16 @@ func Suggest(name string) string {
 		return s
 	}
 	return samePastPrefix(up)
+}
+
+// otherNames are names other programs, or habit, give a setting of the
+// bot's, that no rule of Suggest finds.
+var otherNames = map[string]string{
+	"BOT_PORT":        "BOT_ADDR",
+	"BOT_HOST":        "BOT_ADDR",
+	"BOT_LISTEN_ADDR": "BOT_ADDR",
+	"SLACK_TOKEN":     "SLACK_BOT_TOKEN", // Slack's SDKs' examples
+	"OPENAI_API_BASE": "OPENAI_BASE_URL", // the openai Python library before 1.0
 }
 
 // wordsLeftOut returns the one setting whose words (between

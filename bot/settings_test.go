@@ -39,10 +39,15 @@ func TestSuggest(t *testing.T) {
 		{"BOT_POLICY_FILE", "BOT_POLICY"},
 		{"OPENAI_BASE", "OPENAI_BASE_URL"}, // the beginning of a setting
 		{"LLM_THINK", "LLM_THINKING_BUDGET"},
+		{"BOT_PORT", "BOT_ADDR"}, // names other programs use
+		{"bot_host", "BOT_ADDR"},
+		{"SLACK_TOKEN", "SLACK_BOT_TOKEN"},
+		{"OPENAI_API_BASE", "OPENAI_BASE_URL"},
 		// Nothing close, or two settings as close: no guess.
 		{"LLM_API_KEY", ""},  // OPENAI_API_KEY or ANTHROPIC_API_KEY
 		{"LLM_BASE_URL", ""}, // …
-		{"SLACK_TOKEN", ""},  // SLACK_BOT_TOKEN or SLACK_APP_TOKEN
+		{"LLM_URL", ""},      // REDIS_URL is no LLM_ setting
+		{"SLACK_USER", ""},
 		{"MCP_GITHUB_TOKEN", ""},
 		{"SLACK_", ""},
 		{"BOT_", ""},
@@ -108,6 +113,7 @@ func TestUnknownSettings(t *testing.T) {
 		"REDIS_URLL=redis://localhost:6379/0", // REDIS_ is not the bot's alone
 		"BOT_SERVICE_HOST=10.0.0.2",
 		"BOT_PORT=tcp://10.0.0.2:3000",
+		"MCP_TICKETS_PORT=tcp://10.0.0.3:8080",
 		"BOT_PORT_3000_TCP_ADDR=10.0.0.2",
 		"MCP_TICKETS_SERVICE_PORT_HTTP=8080",
 		"MCP_GITHUB_TOKEN=ghp_secret",
@@ -117,6 +123,7 @@ func TestUnknownSettings(t *testing.T) {
 		"llm_provider=openai",
 		"MCP_TIMEOUT=30",
 		"ANTHROPIC_MODEL=claude",
+		"SLACK_PORT=3000", // a person's: Kubernetes sets tcp://…
 	}
 	got := bot.UnknownSettings(environ)
 	want := []bot.UnknownSetting{
@@ -126,6 +133,7 @@ func TestUnknownSettings(t *testing.T) {
 		{Name: "llm_provider", Suggestion: "LLM_PROVIDER"},
 		{Name: "MCP_TIMEOUT"},
 		{Name: "ANTHROPIC_MODEL", Suggestion: "LLM_MODEL"},
+		{Name: "SLACK_PORT"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("UnknownSettings() =\n%+v\nwant\n%+v", got, want)
