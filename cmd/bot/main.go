@@ -122,8 +122,8 @@ type env struct {
 	stdout, stderr io.Writer
 	// unknown are the variables of the environment that look like the
 	// bot's settings and are none (bot.UnknownSettings): serve and the
-	// playground log a warning of each, other commands have run say so
-	// on stderr.
+	// playground log a warning of each; for the other commands, run
+	// prints a line of each on stderr.
 	unknown []bot.UnknownSetting
 }
 
