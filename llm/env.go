@@ -2,6 +2,7 @@ package llm
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -90,6 +91,9 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=openai needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
 		}
+		if err := checkBaseURL("OPENAI_BASE_URL", get("OPENAI_BASE_URL"), openAIBaseURLExample); err != nil {
+			return nil, err
+		}
 		m, err := NewOpenAI(OpenAIOptions{
 			APIKey:          get("OPENAI_API_KEY"),
 			BaseURL:         get("OPENAI_BASE_URL"),
@@ -108,6 +112,9 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 	case "anthropic":
 		if get("ANTHROPIC_API_KEY") == "" && get("ANTHROPIC_BASE_URL") == "" {
 			return nil, fmt.Errorf("LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
+		}
+		if err := checkBaseURL("ANTHROPIC_BASE_URL", get("ANTHROPIC_BASE_URL"), anthropicBaseURLExample); err != nil {
+			return nil, err
 		}
 		if temperature != nil && *temperature > 1 {
 			return nil, fmt.Errorf("LLM_TEMPERATURE=%v: Anthropic takes 0 to 1", *temperature)
@@ -138,6 +145,39 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		return NewDemo(), nil
 	}
 	return nil, fmt.Errorf("LLM_PROVIDER=%s: unknown provider; use openai, anthropic or demo", quoteName(provider))
+}
+
+// What a good base URL looks like, for the error of a bad one.
+const (
+	openAIBaseURLExample    = "http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1"
+	anthropicBaseURLExample = "https://api.anthropic.com/v1, or a proxy's, such as http://localhost:4000"
+)
+
+// checkBaseURL refuses a base URL (the variable name, its value raw)
+// that is not an absolute http or https URL, saying what is wrong and
+// what a good one looks like (example). Unset is fine. The value is not
+// repeated: a key pasted into the wrong variable must not end up in a
+// log. What else the provider refuses of a URL (a query, Azure's
+// deployment URLs) it says itself.
+func checkBaseURL(name, raw, example string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	var why string
+	switch {
+	case !strings.Contains(raw, "://"):
+		why = "it has no scheme: write http:// or https:// before the host"
+	case err != nil:
+		why = "it is not a URL (a space, or a character a URL cannot hold?)"
+	case u.Scheme != "http" && u.Scheme != "https":
+		why = "its scheme must be http or https"
+	case u.Host == "":
+		why = "it has no host after the scheme"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s: %s; want the server's base URL, e.g. %s", name, why, example)
 }
 
 // maxThinkingBudget is the largest LLM_THINKING_BUDGET taken: with the

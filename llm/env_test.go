@@ -13,6 +13,44 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
+// A base URL that is not an absolute http or https URL is refused at
+// start, with what is wrong and a good value to copy, and never the value
+// itself (it may be a key pasted into the wrong variable).
+func TestBadBaseURLSaysWhatAGoodOneIs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"OPENAI_BASE_URL": "localhost:8080/v1"},
+			[]string{"OPENAI_BASE_URL: it has no scheme: write http:// or https:// before the host", "e.g. http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1"}},
+		{map[string]string{"OPENAI_API_KEY": "sk-1", "OPENAI_BASE_URL": "http//localhost:8080/v1"}, []string{"OPENAI_BASE_URL: it has no scheme", "http://localhost:11434/v1"}},
+		{map[string]string{"OPENAI_BASE_URL": "sk-proj-0123456789abcdef"}, []string{"OPENAI_BASE_URL: it has no scheme", "http://localhost:11434/v1"}},
+		{map[string]string{"OPENAI_BASE_URL": "ftp://models.example/v1"}, []string{"OPENAI_BASE_URL: its scheme must be http or https", "http://localhost:11434/v1"}},
+		{map[string]string{"OPENAI_BASE_URL": "https:///v1"}, []string{"OPENAI_BASE_URL: it has no host", "http://localhost:11434/v1"}},
+		{map[string]string{"OPENAI_BASE_URL": "http://local host:8080/v1"}, []string{"OPENAI_BASE_URL: it is not a URL", "http://localhost:11434/v1"}},
+		{map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-1", "ANTHROPIC_BASE_URL": "proxy.example:8080"},
+			[]string{"ANTHROPIC_BASE_URL: it has no scheme", "e.g. https://api.anthropic.com/v1"}},
+	}
+	for _, tt := range tests {
+		_, err := llm.FromEnv(func(k string) string { return tt.env[k] })
+		if err == nil {
+			t.Errorf("FromEnv(%v) = nil error; want the base URL refused", tt.env)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("FromEnv(%v) error = %q; want it to say %q", tt.env, err, w)
+			}
+		}
+		for k, v := range tt.env {
+			if strings.HasSuffix(k, "_BASE_URL") && strings.Contains(err.Error(), v) {
+				t.Errorf("FromEnv(%v) error = %q; holds the value", tt.env, err)
+			}
+		}
+	}
+}
+
 func TestFromEnv(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

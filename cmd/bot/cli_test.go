@@ -288,6 +288,8 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		want []string
 	}{
 		{"LLM_PROVIDER=nonsense", []string{"LLM_PROVIDER", "openai, anthropic or demo"}},
+		{"OPENAI_BASE_URL=localhost:11434", []string{"OPENAI_BASE_URL: it has no scheme", "e.g. http://localhost:11434/v1"}},
+		{"LLM_PROVIDER=anthropic ANTHROPIC_API_KEY=k ANTHROPIC_BASE_URL=ftp://proxy", []string{"ANTHROPIC_BASE_URL: its scheme must be http or https", "e.g. https://api.anthropic.com/v1"}},
 		{"LOG_LEVEL=loud", []string{`LOG_LEVEL "loud"`, "debug, info, warn"}},
 		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://"}},
 		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},

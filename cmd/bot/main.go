@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/termtext"
 )
@@ -38,7 +40,7 @@ import (
 func main() {
 	closeProc()
 	ctx, stop := stopOnSignal(os.Stderr, os.Exit)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var told *toldError
 	if errors.As(err, &told) {
@@ -118,6 +120,11 @@ type env struct {
 	getenv         func(string) string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// unknown are the variables of the environment that look like the
+	// bot's settings and are none (bot.UnknownSettings): serve and the
+	// playground log a warning of each; for the other commands, run
+	// prints a line of each on stderr.
+	unknown []bot.UnknownSetting
 }
 
 // commands are the subcommands, in the order usage lists them.
@@ -138,8 +145,10 @@ var commands = []struct {
 	{"help", command{"print this help", nil}},
 }
 
-// run dispatches to a subcommand.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+// run dispatches to a subcommand. environ is the environment, in
+// os.Environ's form.
+func run(ctx context.Context, args []string, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	getenv := lookupFunc(environ)
 	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	// Without Slack credentials, the playground: a simulated Slack channel
 	// in the browser, on the embedded defaults.
@@ -161,6 +170,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	for _, c := range commands {
 		if c.name == name && c.run != nil {
+			if name != "version" && !asksHelp(args) {
+				e.unknown = bot.UnknownSettings(environ)
+			}
+			if name != "serve" && name != "playground" {
+				// One line each, before the command's own output; serve
+				// and the playground log them.
+				for _, u := range e.unknown {
+					fmt.Fprintf(stderr, "bot %s: %s\n", name, u)
+				}
+			}
 			err := c.run(ctx, args, e)
 			if errors.Is(err, flag.ErrHelp) {
 				return nil // the subcommand printed its usage
@@ -169,6 +188,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 	}
 	return fmt.Errorf("unknown command %q (bot help lists them)", name)
+}
+
+// lookupFunc returns a getenv that reads environ as os.Getenv reads the
+// process's environment: of a name set twice, the first value.
+func lookupFunc(environ []string) func(string) string {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, seen := vars[k]; !seen {
+				vars[k] = v
+			}
+		}
+	}
+	return func(k string) string { return vars[k] }
+}
+
+// asksHelp reports whether args ask a command for its help.
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+// logUnknownSettings logs a warning for each variable that looks like a
+// setting and is none, with its name and the setting it probably meant
+// (never its value: it may be a secret).
+func logUnknownSettings(log logrus.FieldLogger, unknown []bot.UnknownSetting) {
+	for _, u := range unknown {
+		fields := logrus.Fields{"variable": u.Name}
+		if u.Suggestion != "" {
+			fields["suggestion"] = u.Suggestion
+		}
+		log.WithFields(fields).Warn(u.String())
+	}
 }
 
 func usage() string {
@@ -379,14 +435,14 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err := parse(flags("serve", "serve", e), args, e); err != nil {
 		return err
 	}
-	return serve(ctx, e.getenv, e.stderr)
+	return serve(ctx, e.getenv, e.unknown, e.stderr)
 }
 
 func runPlayground(ctx context.Context, args []string, e env) error {
 	if err := parse(flags("playground", "playground", e), args, e); err != nil {
 		return err
 	}
-	return playground(ctx, e.getenv, e.stdout, e.stderr)
+	return playground(ctx, e.getenv, e.unknown, e.stdout, e.stderr)
 }
 
 func runChat(ctx context.Context, args []string, e env) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/slacksim"
 )
@@ -27,11 +28,12 @@ import (
 // opens only from the URL printed on stdout, with a random token made for
 // the run (a new one each start: a restarted bot does not honour a URL
 // that a process may have read from an old terminal or log).
-func playground(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+func playground(ctx context.Context, getenv func(string) string, unknown []bot.UnknownSetting, stdout, stderr io.Writer) error {
 	log, err := newLogger(getenv, stderr, logrus.InfoLevel)
 	if err != nil {
 		return err
 	}
+	logUnknownSettings(log, unknown)
 	model, err := llm.FromEnv(getenv)
 	if err != nil {
 		return err

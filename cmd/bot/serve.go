@@ -59,11 +59,12 @@ func policyInForce(getenv func(string) string) string {
 // serve runs the Slack bot: HTTP ingress (or Socket Mode with
 // SLACK_APP_TOKEN), the health endpoints, and the schedule that expires
 // approvals and recovers cut-off runs.
-func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, getenv func(string) string, unknown []bot.UnknownSetting, stderr io.Writer) error {
 	log, err := newLogger(getenv, stderr, logrus.InfoLevel)
 	if err != nil {
 		return err
 	}
+	logUnknownSettings(log, unknown)
 	token, secret, appToken := getenv("SLACK_BOT_TOKEN"), getenv("SLACK_SIGNING_SECRET"), getenv("SLACK_APP_TOKEN")
 	if token == "" || (secret == "" && appToken == "") {
 		return errors.New("serving Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode); " +

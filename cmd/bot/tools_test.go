@@ -39,9 +39,9 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"BOT_POLICY": policy, "PATH": os.Getenv("PATH")}
+	env := []string{"BOT_POLICY=" + policy, "PATH=" + os.Getenv("PATH")}
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"tools"}, func(k string) string { return env[k] }, nil, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"tools"}, env, nil, &out, &errOut); err != nil {
 		t.Fatalf("bot tools: %v\n%s", err, errOut.String())
 	}
 	lines := map[string]string{}
@@ -99,9 +99,9 @@ func TestToolsCommandShowsArgumentsBehindRefs(t *testing.T) {
 	if err := os.WriteFile(policy, []byte("mcp_servers:\n  typed:\n    url: "+hs.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"BOT_POLICY": policy, "PATH": os.Getenv("PATH")}
+	env := []string{"BOT_POLICY=" + policy, "PATH=" + os.Getenv("PATH")}
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"tools"}, func(k string) string { return env[k] }, nil, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"tools"}, env, nil, &out, &errOut); err != nil {
 		t.Fatalf("bot tools: %v\n%s", err, errOut.String())
 	}
 	args := map[string]string{}
