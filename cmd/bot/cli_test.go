@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
@@ -38,6 +39,25 @@ func runBot(t *testing.T, env []string, stdin string, args ...string) (string, i
 }
 
 // Help is help: it prints usage, exits 0 and listens on nothing.
+// TestHelpNamesEverySetting: bot help lists every variable the bot reads
+// (bot.Settings), but the two the MCP conformance suite sets for its own
+// client, so that the list a newcomer reads first does not fall behind.
+func TestHelpNamesEverySetting(t *testing.T) {
+	out, code := runBot(t, nil, "", "help")
+	if code != 0 {
+		t.Fatalf("bot help exited %d:\n%s", code, out)
+	}
+	listed := map[string]bool{}
+	for _, w := range regexp.MustCompile(`[A-Z][A-Z0-9_]+`).FindAllString(out, -1) {
+		listed[w] = true
+	}
+	for _, name := range bot.Settings {
+		if !listed[name] && !strings.HasPrefix(name, "MCP_CONFORMANCE_") {
+			t.Errorf("bot help does not name %s:\n%s", name, out)
+		}
+	}
+}
+
 func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 	t.Parallel() // no other test's bot gets its address (freeAddr)
 	addr := freeAddr(t)
