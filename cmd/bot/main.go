@@ -246,9 +246,10 @@ SLACK_STREAMING, SLACK_STREAM_INTERVAL, BOT_ADDR, REDIS_URL, REDIS_CLUSTER,
 REDIS_WAIT_REPLICAS, LLM_PROVIDER, LLM_MODEL, LLM_TEMPERATURE, LLM_REASONING_EFFORT,
 LLM_THINKING_BUDGET, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, BOT_POLICY, AUDIT_RETENTION, MCP_TOKEN_KEY, BOT_PUBLIC_URL,
-LOG_LEVEL, LOG_FORMAT, XDG_STATE_HOME (the state directory's parent); see
-README.md and docs/configuration.md. A variable that starts like these and is
-none of them is named at start-up, with the one it probably meant.
+LOG_LEVEL, LOG_FORMAT (see README.md and docs/configuration.md); without
+REDIS_URL, XDG_STATE_HOME (the state directory's parent). A variable that
+starts like these and is none of them is named at start-up, with the one it
+probably meant.
 `
 }
 
