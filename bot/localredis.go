@@ -158,6 +158,20 @@ func runningLocalRedis(dir string) (string, bool) {
 	return addr, true
 }
 
+// redisServerEnv is the environment of the local redis-server: of
+// environ, the time zone (TZ, for its log's times) alone. It needs
+// nothing else, and the bot's own (SLACK_BOT_TOKEN, the model's key,
+// MCP_TOKEN_KEY …) are no business of a child process.
+func redisServerEnv(environ []string) []string {
+	env := []string{}
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "TZ=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 func (l *localRedis) options() *redis.Options {
 	return &redis.Options{Addr: l.addr, Password: l.password}
 }
@@ -195,6 +209,7 @@ func (l *localRedis) start(ctx context.Context, deadline time.Time) error {
 	cmd.Dir = l.dir
 	cmd.Stdin = strings.NewReader(conf)
 	cmd.ExtraFiles = []*os.File{l.lock} // the server holds the lock too
+	cmd.Env = redisServerEnv(os.Environ())
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
