@@ -168,7 +168,7 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 	case errors.As(err, &refused) && refused.TryAgain:
 		// Who may decide could not be checked (a look-up failed): the
 		// reply decided nothing and stays due, to be tried again.
-		log.WithField("thread", thread).WithError(err).Warn("checking a reply; it stays due and is tried again")
+		warnFirst(log.WithField("thread", thread), err, "checking a reply; it stays due and is tried again")
 		return false, false
 	case errors.As(err, &refused):
 		s.ephemeral(ctx, ev.Channel, root, ev.User, "Your reply rejected nothing: "+slackui.RefusalText(refused)+
@@ -183,7 +183,7 @@ func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent
 	default:
 		// The reply was acknowledged and is stored: it stays due, and
 		// the intake carries it on once the store answers again.
-		log.WithField("thread", thread).WithError(err).Warn("handling a reply; it stays due and is tried again")
+		warnFirst(log.WithField("thread", thread), err, "handling a reply; it stays due and is tried again")
 		return false, false
 	}
 	return true, false

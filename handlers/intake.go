@@ -165,22 +165,54 @@ func (s *Server) carryOn(ctx context.Context, id string, h hold, rec intake) {
 		// is answered then, not once the hold lapsed and the intake
 		// looked again. carry checks the hold before the step that
 		// must not happen twice, as on the first attempt.
-		deadline := time.Now().Add(intakeRetry)
-		for backoff := carryAgainFrom; ; backoff = min(2*backoff, carryAgainUpTo) {
-			switch s.carry(ctx, id, &h, rec, log) {
+		//
+		// A try that fails logs a warning the first time; the tries
+		// after it log at info, with their number (attempt), so that a
+		// failover of seconds is a warning per request, not one per try.
+		// The last says whether the request was carried on or left due.
+		first := time.Now()
+		deadline := first.Add(intakeRetry)
+		try := log
+		for n, backoff := 1, carryAgainFrom; ; n, backoff = n+1, min(2*backoff, carryAgainUpTo) {
+			switch s.carry(ctx, id, &h, rec, try) {
 			case settled:
 				s.started(ctx, id, log)
+				if n > 1 {
+					log.WithFields(logrus.Fields{"attempts": n, "took": time.Since(first).Round(time.Millisecond).String()}).
+						Info("the request was carried on after its step failed")
+				}
 			case letGo:
 				return // the attempt let go of the request (keptReply)
 			case again:
 				if time.Now().Add(backoff).Before(deadline) && s.pause(backoff) {
+					try = log.WithField(attemptField, n+1)
 					continue
+				}
+				if n > 1 {
+					log.WithFields(logrus.Fields{"attempts": n, "took": time.Since(first).Round(time.Millisecond).String()}).
+						Warn("the request's step still fails; it stays due, and is driven again once its hold lapses")
 				}
 			}
 			break
 		}
 		s.held.remove(id)
 	})
+}
+
+// attemptField is the field of an attempt's tries after its first
+// (carryOn): warnFirst logs their failures at info.
+const attemptField = "attempt"
+
+// warnFirst logs msg, with err, as a warning, or at info on a try after
+// an attempt's first (log has attemptField): carryOn has warned of the
+// first, and says how the tries ended.
+func warnFirst(log logrus.FieldLogger, err error, msg string) {
+	e := log.WithError(err)
+	if _, again := e.Data[attemptField]; again {
+		e.Info(msg)
+		return
+	}
+	e.Warn(msg)
 }
 
 // How soon an attempt tries again a request whose step failed on the
@@ -374,7 +406,7 @@ func (s *Server) holds(ctx context.Context, id string, h *hold, log logrus.Field
 		*h = hold{token: token, until: until}
 	}
 	if err != nil {
-		log.WithError(err).Warn("renewing the hold of a request; it is driven again later")
+		warnFirst(log, err, "renewing the hold of a request; it is driven again later")
 		return false, err
 	}
 	if !held[id] {
@@ -399,7 +431,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		var err error
 		owned, err = s.owns(ctx, thread)
 		if err != nil {
-			log.WithError(err).Warn("reading the thread; the request stays due and is tried again")
+			warnFirst(log, err, "reading the thread; the request stays due and is tried again")
 			return again
 		}
 	}

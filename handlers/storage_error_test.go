@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
@@ -93,11 +96,16 @@ type faultyThread struct {
 	web    *httptest.Server
 	thread string
 	clock  func() time.Time
+	logs   *logtest.Hook // the handlers' and the runner's log
 }
 
 func newFaultyThread(t *testing.T, ts string, clock func() time.Time) *faultyThread {
 	t.Helper()
 	f := &faultyThread{hook: &faultHook{match: ts, spare: "{intake}"}, clock: clock}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	log.SetLevel(logrus.DebugLevel)
+	f.logs = logtest.NewLocal(log)
 	rdb := redistest.Client(t)
 	rdb.AddHook(f.hook)
 	fake := slacktest.NewServer(t)
@@ -123,8 +131,8 @@ func newFaultyThread(t *testing.T, ts string, clock func() time.Time) *faultyThr
 		t.Fatal(err)
 	}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
-	f.svc = runner.New(a, f.store, handlers.NewReporter(api, f.store, nil, nil), runner.Options{Audit: true})
-	f.srv = handlers.New(api, f.svc, f.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock})
+	f.svc = runner.New(a, f.store, handlers.NewReporter(api, f.store, nil, nil), runner.Options{Audit: true, Logger: log})
+	f.srv = handlers.New(api, f.svc, f.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Now: clock, Logger: log})
 	f.web = httptest.NewServer(f.srv.Handler())
 	t.Cleanup(f.web.Close)
 	f.thread = slackui.ThreadKey(slacktest.TeamID, slacktest.ChannelID, ts)
@@ -249,4 +257,118 @@ func TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt(t *testing.T) {
 	}
 	f.hook.on.Store(false) // the failover is over
 	f.rejectedOnce(t, "the reply was not carried on by its attempt once the store answered: it waits for its hold to lapse", nil)
+}
+
+// TestStepFailingForSecondsIsOneWarning: a reply's step fails try after
+// try while its thread's master fails over, then the store answers. The
+// operator reads one warning for the request, with the error, not one
+// per try: the tries after the first say so at info, with their number,
+// and a last line says that the request was carried on, after how many
+// tries. The reply is applied once.
+func TestStepFailingForSecondsIsOneWarning(t *testing.T) {
+	t.Parallel()
+	ts := fmt.Sprintf("1700000500.%06d", time.Now().UnixNano()%1000000)
+	now := time.Now()
+	f := newFaultyThread(t, ts, func() time.Time { return now })
+	const msg = "handling a reply; it stays due and is tried again"
+	tries := func() (warned, info int) {
+		for _, e := range f.logs.AllEntries() {
+			if e.Message != msg {
+				continue
+			}
+			if e.Level == logrus.WarnLevel {
+				warned++
+			} else if e.Level == logrus.InfoLevel && e.Data["attempt"] != nil {
+				info++
+			}
+		}
+		return warned, info
+	}
+
+	f.hook.on.Store(true)
+	f.reply(t, ts)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, info := tries(); info >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			warned, info := tries()
+			t.Fatalf("after 20 s, %d warnings and %d tries again at info of %q; want the step tried again 3 times", warned, info, msg)
+		}
+	}
+	f.hook.on.Store(false) // the failover is over
+	f.rejectedOnce(t, "the reply was not carried on by its attempt once the store answered", nil)
+
+	if warned, _ := tries(); warned != 1 {
+		t.Errorf("%d warnings of %q, want 1: the tries after the first are at info", warned, msg)
+	}
+	var warnings []string
+	carried := false
+	for _, e := range f.logs.AllEntries() {
+		if e.Level <= logrus.WarnLevel && e.Message != msg {
+			warnings = append(warnings, e.Message)
+		}
+		if e.Message == "the request was carried on after its step failed" {
+			carried = true
+			if n, _ := e.Data["attempts"].(int); n < 4 {
+				t.Errorf("carried on after %v tries, want 4 or more", e.Data["attempts"])
+			}
+		}
+	}
+	if len(warnings) > 0 {
+		t.Errorf("other warnings during the failover: %q", warnings)
+	}
+	if !carried {
+		t.Error("no line says the request was carried on in the end")
+	}
+}
+
+// TestStepFailingPastTheHoldIsLeftDueWithAWarning: a reply's step fails
+// for longer than its attempt holds the request (the store answers only
+// minutes later). The attempt gives up with a last warning that says how
+// many tries failed, after the first one's; the request stays due for the
+// intake, and no try in between was a warning. (What else fails on the
+// thread meanwhile, a record of what was shown, warns of itself.)
+func TestStepFailingPastTheHoldIsLeftDueWithAWarning(t *testing.T) {
+	t.Parallel()
+	ts := fmt.Sprintf("1700000700.%06d", time.Now().UnixNano()%1000000)
+	now := time.Now()
+	f := newFaultyThread(t, ts, func() time.Time { return now })
+	const gaveUp = "the request's step still fails; it stays due, and is driven again once its hold lapses"
+
+	f.hook.on.Store(true)
+	f.reply(t, ts)
+	var last *logrus.Entry
+	for deadline := time.Now().Add(60 * time.Second); last == nil; time.Sleep(20 * time.Millisecond) {
+		for _, e := range f.logs.AllEntries() {
+			if e.Message == gaveUp {
+				last = e
+			}
+		}
+		if last == nil && time.Now().After(deadline) {
+			t.Fatal("after 60 s the attempt has not given up on a step that fails for good")
+		}
+	}
+	if err := f.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := last.Data["attempts"].(int); last.Level != logrus.WarnLevel || n < 5 {
+		t.Errorf("the last line is at %s after %v tries; want a warning after 5 or more", last.Level, last.Data["attempts"])
+	}
+	warned, info := 0, 0
+	for _, e := range f.logs.AllEntries() {
+		switch {
+		case e.Message != "handling a reply; it stays due and is tried again":
+		case e.Level == logrus.WarnLevel:
+			warned++
+		case e.Level == logrus.InfoLevel && e.Data["attempt"] != nil:
+			info++
+		}
+	}
+	if warned != 1 || info < 4 {
+		t.Errorf("the step's failure: %d warnings and %d tries again at info; want 1 warning (the first try's), the others at info", warned, info)
+	}
+	if n, err := f.store.PendingIntake(context.Background()); err != nil || n != 1 {
+		t.Fatalf("PendingIntake = %d, %v once the attempt gave up; want 1: the reply stays due", n, err)
+	}
 }
