@@ -87,7 +87,8 @@ func (v *Verifier) Verify(header http.Header, body []byte) error {
 
 // CheckHeader checks what can be checked of a request's signature before
 // its body is read: both headers are present, the timestamp is a number
-// within MaxClockSkew of now, and the signature is of scheme v0 in hex.
+// within MaxClockSkew of now, and the signature is of scheme v0 in
+// lowercase hex, as Slack writes it.
 // It returns the timestamp and the raw signature for Verify. The errors
 // are those of Verify.
 func (v *Verifier) CheckHeader(header http.Header) (ts string, sig []byte, err error) {
@@ -115,6 +116,11 @@ func (v *Verifier) CheckHeader(header http.Header) (ts string, sig []byte, err e
 	sig, err = hex.DecodeString(hexSig)
 	if err != nil {
 		return "", nil, fmt.Errorf("signature is not hex: %w", ErrBadSignature)
+	}
+	if strings.ContainsAny(hexSig, "ABCDEF") {
+		// Slack writes lowercase hex, and one signature has one
+		// spelling: the same MAC in capitals is not Slack's header.
+		return "", nil, fmt.Errorf("signature is not lowercase hex: %w", ErrBadSignature)
 	}
 	return ts, sig, nil
 }

@@ -82,6 +82,7 @@ func TestVerify(t *testing.T) {
 		{name: "other scheme", ts: exampleTimestamp, sig: "v1=" + strings.TrimPrefix(exampleSignature, "v0="), body: body, want: slacksig.ErrBadSignature},
 		{name: "no scheme", ts: exampleTimestamp, sig: strings.TrimPrefix(exampleSignature, "v0="), body: body, want: slacksig.ErrBadSignature},
 		{name: "not hex", ts: exampleTimestamp, sig: "v0=zz", body: body, want: slacksig.ErrBadSignature},
+		{name: "the right MAC in capitals", ts: exampleTimestamp, sig: "v0=" + strings.ToUpper(strings.TrimPrefix(exampleSignature, "v0=")), body: body, want: slacksig.ErrBadSignature},
 		{name: "truncated signature", ts: exampleTimestamp, sig: exampleSignature[:20], body: body, want: slacksig.ErrBadSignature},
 		{name: "timestamp not a number", ts: "yesterday", sig: exampleSignature, body: body, want: slacksig.ErrBadSignature},
 		{name: "missing signature", ts: exampleTimestamp, body: body, want: slacksig.ErrMissingSignature},
