@@ -70,11 +70,14 @@ type Options struct {
 	// Redis, if set, is the Redis client's cost hook, exported with the
 	// rest.
 	Redis *RedisCost
+	// Now is the clock of the pending-approvals count's freshness; nil
+	// means time.Now.
+	Now func() time.Time
 }
 
 // New registers the metrics. pending, if not nil, reports the
 // number of calls waiting for a person across all replicas; it is asked
-// at each scrape.
+// at a scrape, and its count stands for pendingFresh (see pendingGauge).
 func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -160,32 +163,62 @@ func New(pending func(ctx context.Context) (int, error), opts Options) *Metrics 
 		m.reg.MustRegister(r.commands, r.roundTrips, r.bytes)
 	}
 	if pending != nil {
-		m.reg.MustRegister(&pendingGauge{pending: pending, desc: prometheus.NewDesc("countersign_pending_approvals",
+		now := opts.Now
+		if now == nil {
+			now = time.Now
+		}
+		m.reg.MustRegister(&pendingGauge{pending: pending, now: now, desc: prometheus.NewDesc("countersign_pending_approvals",
 			"Tool calls waiting for a person's decision, in all threads.", nil, nil)})
 	}
 	return m
 }
 
-// pendingGauge is countersign_pending_approvals, counted at each scrape.
+// pendingGauge is countersign_pending_approvals, counted at a scrape.
 // When the count cannot be had (Redis does not answer) the scrape has no
 // sample of it, rather than a number that is not one: a made-up -1 or 0
 // would read as "nothing waits" on a dashboard or an alert, where a gap
 // (absent() in PromQL) says what happened.
+//
+// /metrics answers whoever reaches the bot's port, and a count reads the
+// whole inbox (one HVALS, about 90 bytes a waiting thread): it is not
+// counted anew for every request. Scrapes at once share one count, and
+// a count, or a failure to get one, stands for pendingFresh after it:
+// however many requests come, the gauge costs Redis one read per
+// pendingFresh, well within any scrape interval.
 type pendingGauge struct {
 	pending func(ctx context.Context) (int, error)
+	now     func() time.Time
 	desc    *prometheus.Desc
+
+	mu   sync.Mutex // held while counting: scrapes at once wait for one count
+	at   time.Time  // when the last count was had (zero: never)
+	n    int
+	okay bool // the last count was had; if not, no sample until it is stale
 }
+
+// pendingFresh is how long a count of the waiting calls stands.
+const pendingFresh = 5 * time.Second
 
 func (g *pendingGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 func (g *pendingGauge) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, err := g.pending(ctx)
-	if err != nil {
-		return
+	n, ok := g.count()
+	if ok {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
 	}
-	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
+}
+
+// count returns the last count while it stands, or counts again.
+func (g *pendingGauge) count() (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now := g.now(); g.at.IsZero() || now.Sub(g.at) >= pendingFresh || now.Before(g.at) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, err := g.pending(ctx)
+		cancel()
+		g.at, g.n, g.okay = g.now(), n, err == nil
+	}
+	return g.n, g.okay
 }
 
 // Background exports busy as countersign_background_jobs: the jobs the

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,16 +112,18 @@ func BenchmarkObserver(b *testing.B) {
 // dashboard shows, absent() alerts on), and it is back once Redis is.
 func TestPendingApprovalsWithoutRedis(t *testing.T) {
 	var down bool
+	now := time.Now()
 	m := New(func(context.Context) (int, error) {
 		if down {
 			return 0, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 		}
 		return 3, nil
-	}, Options{})
+	}, Options{Now: func() time.Time { return now }})
 	if page := scrape(t, m); !strings.Contains(page, "\ncountersign_pending_approvals 3\n") {
 		t.Errorf("/metrics with Redis up lacks countersign_pending_approvals 3:\n%s", page)
 	}
 	down = true
+	now = now.Add(pendingFresh)
 	page := scrape(t, m)
 	if strings.Contains(page, "\ncountersign_pending_approvals ") {
 		t.Errorf("/metrics with Redis down has a pending count it could not count:\n%s", grepLines(page, "countersign_pending_approvals"))
@@ -128,8 +132,58 @@ func TestPendingApprovalsWithoutRedis(t *testing.T) {
 		t.Error("/metrics with Redis down lacks the other series")
 	}
 	down = false
+	now = now.Add(pendingFresh)
 	if page := scrape(t, m); !strings.Contains(page, "\ncountersign_pending_approvals 3\n") {
 		t.Error("/metrics lacks countersign_pending_approvals once Redis is back")
+	}
+}
+
+// TestPendingApprovalsAreNotCountedPerRequest: /metrics answers whoever
+// reaches the bot's port, and the count of waiting calls reads the whole
+// inbox. Someone who sends it a flood of requests, at once and one after
+// another, costs Redis one count per pendingFresh, not one a request;
+// every answer has the count, and a count taken later sees a change.
+func TestPendingApprovalsAreNotCountedPerRequest(t *testing.T) {
+	var counts atomic.Int64
+	var mu sync.Mutex
+	now, waiting := time.Now(), 3
+	m := New(func(context.Context) (int, error) {
+		counts.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return waiting, nil
+	}, Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	get := func() string {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 4 {
+				if page := get(); !strings.Contains(page, "\ncountersign_pending_approvals 3\n") {
+					t.Errorf("an answer lacks countersign_pending_approvals 3: %s", grepLines(page, "pending"))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := counts.Load(); n != 1 {
+		t.Errorf("200 requests counted the waiting calls %d times, want once", n)
+	}
+	mu.Lock()
+	now, waiting = now.Add(pendingFresh), 4
+	mu.Unlock()
+	if page := get(); !strings.Contains(page, "\ncountersign_pending_approvals 4\n") || counts.Load() != 2 {
+		t.Errorf("once the count is %s old: %d counts, and %s; want 2, and the new count 4", pendingFresh, counts.Load(), grepLines(page, "pending"))
 	}
 }
 

@@ -218,7 +218,7 @@ func (s *Store) SetWaiting(ctx context.Context, thread string, _ int) error {
 
 // WaitingTotal returns how many calls wait for a decision, in all
 // threads: the calls of the inbox's entries (the /metrics gauge of
-// pending approvals, at each scrape). One HVALS of the inbox, about 90
+// pending approvals, at most once per 5 s of scrapes). One HVALS of the inbox, about 90
 // bytes a waiting thread, whose entries are counted, not decoded
 // (countWaiting).
 func (s *Store) WaitingTotal(ctx context.Context) (int, error) {
