@@ -55,7 +55,7 @@ func TestKilledBetweenClaimAndTool(t *testing.T) {
 // approval, and the person whose decision lost is told who decided
 // first — nobody is told "try again".
 func TestApproveAndRejectAtOnceOnTwoReplicas(t *testing.T) {
-	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	// Not in parallel: two replicas, whose timing the other tests' load changes.
 	h := newHarness(t, "")
 	other := h.replica()
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Done."))

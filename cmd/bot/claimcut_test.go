@@ -370,7 +370,7 @@ func TestApproveWhoseClaimIsLostOnTheWay(t *testing.T) {
 // answers again, it finds the call decided by someone else: the approver
 // is told in the thread who rejected it first, and the call never runs.
 func TestApproveWhoseLostClaimLoses(t *testing.T) {
-	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	// Not in parallel: two replicas, whose timing the other tests' load changes.
 	h := newHarness(t, "")
 	other := h.replica() // straight to Redis
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)
@@ -416,7 +416,7 @@ func TestApproveWhoseLostClaimLoses(t *testing.T) {
 // took lapses, from its wake-up: the call runs once, the card says who
 // approved it, and the approver hears nothing more.
 func TestApproveOnAnotherReplicaWhoseClaimAnswerIsLostForGood(t *testing.T) {
-	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	// Not in parallel: two replicas, whose timing the other tests' load changes.
 	h := newHarness(t, "")
 	other := h.replica() // straight to Redis
 	p := startCutProxy(t, h.redis.Addr(), `"by":"`+approver+`"`)

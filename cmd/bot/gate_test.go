@@ -151,11 +151,7 @@ func TestReplyMakesItsAuthorTheRequester(t *testing.T) {
 // pending or outcome unknown; they are told so, and their Retry, Mark done
 // and Skip clicks are refused like an Approve would be.
 func TestOutsiderCannotRejectByReplying(t *testing.T) {
-	// Not in parallel: under load the click may come while the bot is
-	// still starting the conversation, which then runs the call before
-	// its intake records the command as started; killed or stopped there,
-	// the bot leaves the command to another, which a hold period later
-	// starts the conversation again and asks the model once more.
+	t.Parallel()
 	h := newHarness(t, gatePolicy)
 	h.target.HoldNext("POST /slow") // the bot is killed while it waits for the answer
 	h.model.Then(
@@ -165,6 +161,12 @@ func TestOutsiderCannotRejectByReplying(t *testing.T) {
 	h.command("two things", nil, nil)
 	root := h.root(1)
 	cards := h.cards(root, 2)
+	// Under load the cards may be shown while the bot is still starting
+	// the conversation, before its intake records the command as
+	// started; a bot killed there leaves the command to another process,
+	// which starts the conversation again a hold period later and asks
+	// the model once more. The click comes once the command is recorded.
+	h.quiet()
 	// The slow call is approved, and the bot dies while it runs.
 	h.click(cards[0], "approve", approver)
 	<-h.target.Arrived

@@ -63,7 +63,7 @@ func (h *harness) deployedOnce(root slacktest.Call) {
 // and says why; nothing runs. Bob, still in the group, approves: the call
 // runs once.
 func TestRemovedFromGroupCannotDecideOnAnotherReplica(t *testing.T) {
-	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	// Not in parallel: two replicas, whose timing the other tests' load changes.
 	h := newHarness(t, groupPolicy)
 	b := h.replica()
 	h.slack.SetGroupMembers(approversGrp, approver, mallory)
@@ -171,7 +171,7 @@ func (h *harness) refused(user string, n int) {
 // on what the replica remembered from before the change — and decided
 // once Slack answers again.
 func TestGroupLookupFailsAfterAChange(t *testing.T) {
-	// Not in parallel: two replicas (see TestStalledPastTheLease).
+	// Not in parallel: two replicas, whose timing the other tests' load changes.
 	h := newHarness(t, groupPolicy)
 	b := h.replica()
 	h.slack.SetGroupMembers(approversGrp, approver, mallory)

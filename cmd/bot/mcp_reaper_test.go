@@ -22,6 +22,7 @@ import (
 // sh, then node), and the spy, which starts a stray that leaves its
 // process group and session and ignores SIGTERM.
 func TestMCPServersEndWithTheBot(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux ties a process's life to the bot's; elsewhere a killed bot leaves its servers running (docs/tools.md)")
 	}

@@ -9,6 +9,9 @@ import (
 // done with, which it reports as countersign_background_jobs 0 (a job is
 // counted before its request is answered). A test that asserts that
 // something did not happen waits for this first, instead of for time.
+// Once the bot is quiet, a request it took in is recorded as started: a
+// bot killed or stopped after that leaves nothing for another process
+// to start again.
 func (h *harness) quiet() {
 	h.t.Helper()
 	h.eventually(func() bool {

@@ -237,13 +237,14 @@ func (h *harness) replica() string {
 // runs. Then the stalled replica goes on: it must notice it lost the
 // thread and not send the call. The call runs once.
 func TestStalledPastTheLease(t *testing.T) {
-	// Not in parallel: see TestOutsiderCannotRejectByReplying.
+	t.Parallel()
 	h := newHarness(t, "")
 	other := h.replica()
 	h.model.Then(llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")), llmtest.Reply("Deployed."))
 	h.command("deploy", nil, nil)
 	root := h.root(1)
 	card := h.cards(root, 1)[0]
+	h.quiet() // the command is recorded as started (see TestOutsiderCannotRejectByReplying)
 	// The card's first update shows the decision with "running": it
 	// comes after the save that claims the click and marks the call
 	// running, and before the call is sent.
