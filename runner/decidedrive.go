@@ -284,6 +284,16 @@ func (s *Service) claimWithSave(ctx context.Context, thread string, cached *grap
 	case answered && r.Outcome == ClaimLost && !bytes.Equal(r.Winner, raw):
 		stop()
 		return true, lostTo(c.Key, r.Winner)
+	case !answered && !sc.WasLost() && errors.Is(err, graph.ErrConflict):
+		// The thread moved on before the claim was sent: another
+		// decision's run in this process saved first, and the graph
+		// found its cache no longer at cached. Nothing was written: as
+		// with ClaimStale, the decision is checked against the stored
+		// state, where the winner's claim is. The lease, which the
+		// claim's step takes, was not taken.
+		stop()
+		s.returnRecords(thread, shown)
+		return false, nil
 	case answered && r.Outcome == ClaimLeased:
 		// The claim is ours and so is the lease, but the save was
 		// refused: go on from the stored state, as Drive does.

@@ -576,3 +576,65 @@ func TestDecideAndDriveAnswersAsDecide(t *testing.T) {
 		t.Errorf("trail = %q\nwant %q", got, want)
 	}
 }
+
+// TestDecideAndDriveClicksAtOnceInOneProcess: ten people click Approve
+// on the only call at the same moment, all to one process, many times
+// over. One wins and runs the call, once; each of the other nine is told
+// who decided — never an error, also when the winner's run saved while
+// theirs was about to resume from the pause (the cache moved on under
+// them).
+func TestDecideAndDriveClicksAtOnceInOneProcess(t *testing.T) {
+	ctx := context.Background()
+	w, tg := oneCallWorld(t)
+	svc, _ := w.service(t, nil, 5*time.Second)
+	const threads, clicks = 12, 10
+	for i := range threads {
+		thread := fmt.Sprintf("th-%d", i)
+		if err := svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: "U_ALICE", Text: "ship"}); err != nil {
+			t.Fatal(err)
+		}
+		c := waitingCall(t, svc, thread, "deploy")
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		got := make([]clicked, clicks)
+		errs := make([]error, clicks)
+		for j := range clicks {
+			wg.Go(func() {
+				<-start
+				got[j], errs[j] = decideAndDrive(svc, tg, decision(thread, c, agent.Approve, fmt.Sprintf("U_%d", j)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := -1
+		for j := range got {
+			var lost *runner.AlreadyDecidedError
+			switch {
+			case got[j].err == nil && errs[j] == nil:
+				if won >= 0 {
+					t.Fatalf("%s: clicks %d and %d both won", thread, won, j)
+				}
+				won = j
+			case errors.As(got[j].err, &lost):
+			default:
+				t.Fatalf("%s: click %d was told %v (returned %v), want that it won or who decided", thread, j, got[j].err, errs[j])
+			}
+		}
+		if won < 0 {
+			t.Fatalf("%s: no click won", thread)
+		}
+		for j := range got {
+			var lost *runner.AlreadyDecidedError
+			if j != won && (!errors.As(got[j].err, &lost) || lost.Decision.By != fmt.Sprintf("U_%d", won)) {
+				t.Errorf("%s: click %d was told %v, want that U_%d decided", thread, j, got[j].err, won)
+			}
+		}
+		res, err := finish(ctx, svc, thread, "U_BOB", agent.Approve, 20*time.Second)
+		if err != nil || res.Status() != graph.Done {
+			t.Fatalf("%s: %v, %v", thread, res, err)
+		}
+	}
+	if n := tg.Count("POST /deploy"); n != threads {
+		t.Errorf("deploy ran %d times over %d threads, want once each", n, threads)
+	}
+}
