@@ -66,6 +66,10 @@ type postNote struct {
 	// sessionRefused: a POST of the call was refused because the server
 	// did not know its session (HTTP+SSE).
 	sessionRefused atomic.Bool
+	// answeredError: a POST of the call was answered with an HTTP error
+	// status (400 or above): the server's answer, whatever becomes of
+	// the connection after it.
+	answeredError atomic.Bool
 }
 
 type postNoteKey struct{}
@@ -90,6 +94,9 @@ func (p notePosts) RoundTrip(r *http.Request) (*http.Response, error) {
 	if n, ok := r.Context().Value(postNoteKey{}).(*postNote); ok && r.Method == http.MethodPost {
 		if err != nil || resp.StatusCode != http.StatusNotFound {
 			n.maybeDelivered.Store(true)
+		}
+		if err == nil && resp.StatusCode >= http.StatusBadRequest {
+			n.answeredError.Store(true)
 		}
 	}
 	return resp, err
@@ -240,6 +247,7 @@ func (p ssePosts) RoundTrip(r *http.Request) (*http.Response, error) {
 			n.sessionRefused.Store(true)
 		} else {
 			n.maybeDelivered.Store(true)
+			n.answeredError.Store(resp.StatusCode >= http.StatusBadRequest)
 		}
 	}
 	return &http.Response{

@@ -200,6 +200,12 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	case errors.Is(err, sdk.ErrSessionMissing):
 		// It took the call, then forgot the session.
 		return "", fmt.Errorf("MCP server %q forgot the session during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
+	case note.answeredError.Load() && !errors.Is(err, sdk.ErrConnectionClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		// The server answered the call's POST with an error (its words
+		// are in err): it refused the call. The SDK may have closed the
+		// connection since (HTTP+SSE), which does not make it a call
+		// cut off.
+		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
 		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
