@@ -173,8 +173,10 @@ func TestSocketMode(t *testing.T) {
 
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
+		// Both runs answered: the mention's in its thread, and the slash
+		// command's asked the model too (the two go at once).
 		_, mentions := sock.ack("env-mention-retry")
-		if mentions > 0 && len(web.Messages(slacktest.ChannelID, "1800000000.000001")) > 0 {
+		if mentions > 0 && len(web.Messages(slacktest.ChannelID, "1800000000.000001")) > 0 && len(model.Requests()) >= 2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -218,27 +218,7 @@ func TestDecideAndDriveClicksAtOnce(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		won := -1
-		for j := range got {
-			var lost *runner.AlreadyDecidedError
-			switch {
-			case got[j].err == nil && errs[j] == nil:
-				if won >= 0 {
-					t.Fatalf("%s: both clicks won", thread)
-				}
-				won = j
-			case errors.As(got[j].err, &lost):
-			default:
-				t.Fatalf("%s: click %d told %v, returned %v", thread, j, got[j].err, errs[j])
-			}
-		}
-		if won < 0 {
-			t.Fatalf("%s: no click won: %v", thread, got)
-		}
-		var lost *runner.AlreadyDecidedError
-		if !errors.As(got[1-won].err, &lost) || lost.Decision.By != []string{"U_A", "U_B"}[won] {
-			t.Errorf("%s: the loser was told %v, want who won", thread, got[1-won].err)
-		}
+		oneWon(t, thread, got, errs, func(j int) string { return []string{"U_A", "U_B"}[j] })
 		// The winner's drive ran the call; wait for its end.
 		res, err := finish(ctx, a, thread, "U_BOB", agent.Approve, 20*time.Second)
 		if err != nil || res.Status() != graph.Done {
@@ -606,29 +586,7 @@ func TestDecideAndDriveClicksAtOnceInOneProcess(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		won := -1
-		for j := range got {
-			var lost *runner.AlreadyDecidedError
-			switch {
-			case got[j].err == nil && errs[j] == nil:
-				if won >= 0 {
-					t.Fatalf("%s: clicks %d and %d both won", thread, won, j)
-				}
-				won = j
-			case errors.As(got[j].err, &lost):
-			default:
-				t.Fatalf("%s: click %d was told %v (returned %v), want that it won or who decided", thread, j, got[j].err, errs[j])
-			}
-		}
-		if won < 0 {
-			t.Fatalf("%s: no click won", thread)
-		}
-		for j := range got {
-			var lost *runner.AlreadyDecidedError
-			if j != won && (!errors.As(got[j].err, &lost) || lost.Decision.By != fmt.Sprintf("U_%d", won)) {
-				t.Errorf("%s: click %d was told %v, want that U_%d decided", thread, j, got[j].err, won)
-			}
-		}
+		oneWon(t, thread, got, errs, func(j int) string { return fmt.Sprintf("U_%d", j) })
 		res, err := finish(ctx, svc, thread, "U_BOB", agent.Approve, 20*time.Second)
 		if err != nil || res.Status() != graph.Done {
 			t.Fatalf("%s: %v, %v", thread, res, err)
@@ -636,5 +594,35 @@ func TestDecideAndDriveClicksAtOnceInOneProcess(t *testing.T) {
 	}
 	if n := tg.Count("POST /deploy"); n != threads {
 		t.Errorf("deploy ran %d times over %d threads, want once each", n, threads)
+	}
+}
+
+// oneWon checks that exactly one of the clicks on thread won (got[j] is
+// what click j was told, errs[j] what DecideAndDrive returned) and that
+// each of the others was told who decided: by(j) is click j's person.
+func oneWon(t *testing.T, thread string, got []clicked, errs []error, by func(int) string) {
+	t.Helper()
+	won := -1
+	for j := range got {
+		var lost *runner.AlreadyDecidedError
+		switch {
+		case got[j].err == nil && errs[j] == nil:
+			if won >= 0 {
+				t.Fatalf("%s: clicks %d and %d both won", thread, won, j)
+			}
+			won = j
+		case errors.As(got[j].err, &lost):
+		default:
+			t.Fatalf("%s: click %d was told %v (returned %v), want that it won or who decided", thread, j, got[j].err, errs[j])
+		}
+	}
+	if won < 0 {
+		t.Fatalf("%s: no click won", thread)
+	}
+	for j := range got {
+		var lost *runner.AlreadyDecidedError
+		if j != won && (!errors.As(got[j].err, &lost) || lost.Decision.By != by(won)) {
+			t.Errorf("%s: click %d was told %v, want that %s decided", thread, j, got[j].err, by(won))
+		}
 	}
 }
