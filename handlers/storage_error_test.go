@@ -270,20 +270,7 @@ func TestStepFailingForSecondsIsOneWarning(t *testing.T) {
 	ts := fmt.Sprintf("1700000500.%06d", time.Now().UnixNano()%1000000)
 	now := time.Now()
 	f := newFaultyThread(t, ts, func() time.Time { return now })
-	const msg = "handling a reply; it stays due and is tried again"
-	tries := func() (warned, info int) {
-		for _, e := range f.logs.AllEntries() {
-			if e.Message != msg {
-				continue
-			}
-			if e.Level == logrus.WarnLevel {
-				warned++
-			} else if e.Level == logrus.InfoLevel && e.Data["attempt"] != nil {
-				info++
-			}
-		}
-		return warned, info
-	}
+	tries := func() (warned, info int) { return f.tries(replyStepFailed) }
 
 	f.hook.on.Store(true)
 	f.reply(t, ts)
@@ -293,19 +280,19 @@ func TestStepFailingForSecondsIsOneWarning(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			warned, info := tries()
-			t.Fatalf("after 20 s, %d warnings and %d tries again at info of %q; want the step tried again 3 times", warned, info, msg)
+			t.Fatalf("after 20 s, %d warnings and %d tries again at info of %q; want the step tried again 3 times", warned, info, replyStepFailed)
 		}
 	}
 	f.hook.on.Store(false) // the failover is over
 	f.rejectedOnce(t, "the reply was not carried on by its attempt once the store answered", nil)
 
 	if warned, _ := tries(); warned != 1 {
-		t.Errorf("%d warnings of %q, want 1: the tries after the first are at info", warned, msg)
+		t.Errorf("%d warnings of %q, want 1: the tries after the first are at info", warned, replyStepFailed)
 	}
 	var warnings []string
 	carried := false
 	for _, e := range f.logs.AllEntries() {
-		if e.Level <= logrus.WarnLevel && e.Message != msg {
+		if e.Level <= logrus.WarnLevel && e.Message != replyStepFailed {
 			warnings = append(warnings, e.Message)
 		}
 		if e.Message == "the request was carried on after its step failed" {
@@ -355,20 +342,29 @@ func TestStepFailingPastTheHoldIsLeftDueWithAWarning(t *testing.T) {
 	if n, _ := last.Data["attempts"].(int); last.Level != logrus.WarnLevel || n < 5 {
 		t.Errorf("the last line is at %s after %v tries; want a warning after 5 or more", last.Level, last.Data["attempts"])
 	}
-	warned, info := 0, 0
+	if warned, info := f.tries(replyStepFailed); warned != 1 || info < 4 {
+		t.Errorf("the step's failure: %d warnings and %d tries again at info; want 1 warning (the first try's), the others at info", warned, info)
+	}
+	if n, err := f.store.PendingIntake(context.Background()); err != nil || n != 1 {
+		t.Fatalf("PendingIntake = %d, %v once the attempt gave up; want 1: the reply stays due", n, err)
+	}
+}
+
+// replyStepFailed is what the handlers log when a reply's step fails on
+// the store.
+const replyStepFailed = "handling a reply; it stays due and is tried again"
+
+// tries counts the log lines msg: the warnings, and the lines at info of
+// tries after an attempt's first (with their number, "attempt").
+func (f *faultyThread) tries(msg string) (warned, info int) {
 	for _, e := range f.logs.AllEntries() {
 		switch {
-		case e.Message != "handling a reply; it stays due and is tried again":
+		case e.Message != msg:
 		case e.Level == logrus.WarnLevel:
 			warned++
 		case e.Level == logrus.InfoLevel && e.Data["attempt"] != nil:
 			info++
 		}
 	}
-	if warned != 1 || info < 4 {
-		t.Errorf("the step's failure: %d warnings and %d tries again at info; want 1 warning (the first try's), the others at info", warned, info)
-	}
-	if n, err := f.store.PendingIntake(context.Background()); err != nil || n != 1 {
-		t.Fatalf("PendingIntake = %d, %v once the attempt gave up; want 1: the reply stays due", n, err)
-	}
+	return warned, info
 }
