@@ -39,7 +39,16 @@ func spyServer(t *testing.T) string {
 			return
 		}
 		spyBinary = filepath.Join(dir, "mcpspy")
-		out, err := exec.Command("go", "build", "-o", spyBinary, "./testdata/mcpspy").CombinedOutput()
+		// Built as the bot is, so that the packages it shares with the
+		// bot (the MCP SDK, the standard library) come from the build
+		// cache: built otherwise, they are compiled anew, which on a
+		// fresh machine takes a minute of two CPUs while the other tests
+		// wait for them.
+		args := []string{"build", "-o", spyBinary}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "./testdata/mcpspy")...).CombinedOutput()
 		if err != nil {
 			t.Logf("building mcpspy: %s", out)
 			spyErr = err
