@@ -9,13 +9,19 @@ import (
 // done with, which it reports as countersign_background_jobs 0 (a job is
 // counted before its request is answered). A test that asserts that
 // something did not happen waits for this first, instead of for time.
-// Once the bot is quiet, a request it took in is recorded as started: a
-// bot killed or stopped after that leaves nothing for another process
-// to start again.
 func (h *harness) quiet() {
 	h.t.Helper()
+	h.quietAt(h.addr)
+}
+
+// quietAt is quiet for the bot process listening on addr (a replica's).
+// Once the process that took a request in is quiet, the request is
+// recorded as started: a process killed or stopped after that leaves
+// nothing for another to start again.
+func (h *harness) quietAt(addr string) {
+	h.t.Helper()
 	h.eventually(func() bool {
-		resp, err := botClient.Get("http://" + h.addr + "/metrics")
+		resp, err := botClient.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false
 		}
@@ -27,5 +33,5 @@ func (h *harness) quiet() {
 			}
 		}
 		return false
-	}, "the bot to be quiet (countersign_background_jobs 0)")
+	}, "the bot at %s to be quiet (countersign_background_jobs 0)", addr)
 }
