@@ -95,6 +95,11 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		!strings.Contains(out, "--to NEW] [--json]") {
 		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
 	}
+	// serve names every endpoint it serves, for the proxy and the probes.
+	if out, _ := runBot(t, nil, "", "serve", "--help"); !strings.Contains(out, "/healthz, /readyz, /metrics (Prometheus) and /oauth/callback") ||
+		!strings.Contains(out, "/slack/events") {
+		t.Errorf("bot serve --help:\n%s\nwant /slack/events, /healthz, /readyz, /metrics and /oauth/callback", out)
+	}
 	// The operator commands say they read the local Redis when REDIS_URL
 	// is unset, as they do.
 	for _, args := range [][]string{{"threads", "list"}, {"approvals", "list"}, {"checkpoints"}, {"audit"}} {
