@@ -316,7 +316,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"OPENAI_BASE_URL=localhost:11434", []string{"OPENAI_BASE_URL: it has no scheme", "e.g. http://localhost:11434/v1"}},
 		{"LLM_PROVIDER=anthropic ANTHROPIC_API_KEY=k ANTHROPIC_BASE_URL=ftp://proxy", []string{"ANTHROPIC_BASE_URL: its scheme must be http or https", "e.g. https://api.anthropic.com/v1"}},
 		{"LOG_LEVEL=loud", []string{`LOG_LEVEL "loud"`, "debug, info, warn"}},
-		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://"}},
+		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://", "it has no scheme", "e.g. redis://localhost:6379/0"}},
 		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},
