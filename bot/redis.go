@@ -225,6 +225,20 @@ func redisMayAnswer(err error) bool {
 var ErrRedisURL = errors.New("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
 	"(rediss:// for TLS): percent-encode each character of the password other than letters, digits, -, ., _ and ~")
 
+// errRedisURLNoScheme is ErrRedisURL for a REDIS_URL without a scheme
+// (localhost:6379), said as such: the advice about the password is for
+// a URL that breaks inside it. It quotes nothing of the value, which may
+// hold a password all the same.
+var errRedisURLNoScheme = redisURLProblem("REDIS_URL is not a URL of the form redis://[user:password@]host:port[/db] " +
+	"(rediss:// for TLS): it has no scheme; write redis:// before the host, e.g. redis://localhost:6379/0")
+
+// redisURLProblem is a REDIS_URL that is not a URL, said in its own words;
+// it is ErrRedisURL.
+type redisURLProblem string
+
+func (e redisURLProblem) Error() string        { return string(e) }
+func (e redisURLProblem) Is(target error) bool { return target == ErrRedisURL }
+
 // redisCluster reads REDIS_CLUSTER: whether REDIS_URL names a Redis
 // Cluster. Unset is false. A value that is neither true nor false (1, 0,
 // t, f in any case) is an error, rather than a client for one server
@@ -273,7 +287,7 @@ func parseRedisClusterURL(raw string) (*redis.ClusterOptions, error) {
 func checkRedisURL(raw string) error {
 	_, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return ErrRedisURL // host:port alone, say: go-redis would call the host a scheme
+		return errRedisURLNoScheme // host:port alone, say: go-redis would call the host a scheme
 	}
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.LastIndexByte(rest, '@') > end {
 		return ErrRedisURL

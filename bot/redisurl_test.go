@@ -33,6 +33,27 @@ func TestBadRedisURLHidesThePassword(t *testing.T) {
 	}
 }
 
+// A REDIS_URL without a scheme is said to have none, with a URL to copy,
+// not sent to encode a password it may not have; and it quotes nothing of
+// the value, which may hold a password all the same.
+func TestRedisURLWithoutAScheme(t *testing.T) {
+	log := logrus.New()
+	log.Out = &strings.Builder{}
+	for _, raw := range []string{"localhost:6379", "default:s3cr3tpa55@10.0.0.7:6379/0"} {
+		for _, cluster := range []string{"false", "true"} {
+			env := map[string]string{"REDIS_URL": raw, "REDIS_CLUSTER": cluster}
+			_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
+			if !errors.Is(err, ErrRedisURL) || !strings.Contains(err.Error(), "it has no scheme; write redis:// before the host, e.g. redis://localhost:6379/0") ||
+				strings.Contains(err.Error(), "percent-encode") {
+				t.Errorf("REDIS_URL %s (cluster %s): %v; want ErrRedisURL saying it has no scheme", raw, cluster, err)
+			}
+			if err != nil && (strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "10.0.0.7")) {
+				t.Errorf("REDIS_URL %s (cluster %s): the error quotes it: %v", raw, cluster, err)
+			}
+		}
+	}
+}
+
 // Whatever the password, an error in reading REDIS_URL does not hold it.
 func FuzzRedisURLError(f *testing.F) {
 	for _, p := range []string{"hunter2hunter2", "ab/cd+e=ffff", "ab#cdefgh", "abc?defgh", "ab%zzcdefg", "1234/abcdefgh", "a@b/cdefgh", "ab:cd@ef/gh"} {

@@ -95,6 +95,11 @@ func TestHelpPrintsUsageAndListensOnNothing(t *testing.T) {
 		!strings.Contains(out, "--to NEW] [--json]") {
 		t.Errorf("bot checkpoints --help:\n%s\nwant list's --wide and fork's --json", out)
 	}
+	// serve names every endpoint it serves, for the proxy and the probes.
+	if out, _ := runBot(t, nil, "", "serve", "--help"); !strings.Contains(out, "/healthz, /readyz, /metrics (Prometheus) and /oauth/callback") ||
+		!strings.Contains(out, "/slack/events") {
+		t.Errorf("bot serve --help:\n%s\nwant /slack/events, /healthz, /readyz, /metrics and /oauth/callback", out)
+	}
 	// The operator commands say they read the local Redis when REDIS_URL
 	// is unset, as they do.
 	for _, args := range [][]string{{"threads", "list"}, {"approvals", "list"}, {"checkpoints"}, {"audit"}} {
@@ -311,7 +316,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"OPENAI_BASE_URL=localhost:11434", []string{"OPENAI_BASE_URL: it has no scheme", "e.g. http://localhost:11434/v1"}},
 		{"LLM_PROVIDER=anthropic ANTHROPIC_API_KEY=k ANTHROPIC_BASE_URL=ftp://proxy", []string{"ANTHROPIC_BASE_URL: its scheme must be http or https", "e.g. https://api.anthropic.com/v1"}},
 		{"LOG_LEVEL=loud", []string{`LOG_LEVEL "loud"`, "debug, info, warn"}},
-		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://"}},
+		{"REDIS_URL=localhost:6379", []string{"REDIS_URL is not a URL of the form redis://", "it has no scheme", "e.g. redis://localhost:6379/0"}},
 		{"REDIS_URL=redis://" + closed + "/0", []string{"connect to redis at redis://" + closed, "is a Redis server running at that address", "unset it"}},
 		{"BOT_POLICY=" + t.TempDir() + "/missing.yaml", []string{"BOT_POLICY:", "missing.yaml", "docs/policy.md", "unset BOT_POLICY"}},
 		{"BOT_POLICY=" + bad, []string{"BOT_POLICY:", "line 2", "docs/policy.md"}},

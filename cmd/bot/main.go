@@ -299,8 +299,10 @@ func helpFor(name string) string {
 var helpText = map[string]string{
 	"serve": `
 Serves Slack on BOT_ADDR (default 127.0.0.1:3000): the Events API, slash
-commands and interactivity over HTTP, or Socket Mode with SLACK_APP_TOKEN
-(no public URL needed), and /healthz and /readyz.
+commands and interactivity over HTTP (/slack/events, /slack/commands,
+/slack/interactions), or Socket Mode with SLACK_APP_TOKEN (no public URL
+needed); and /healthz, /readyz, /metrics (Prometheus) and /oauth/callback
+(MCP servers' OAuth; browsers reach it through BOT_PUBLIC_URL).
 
 examples:
   SLACK_BOT_TOKEN=xoxb-… SLACK_SIGNING_SECRET=… REDIS_URL=redis://localhost:6379/0 bot serve

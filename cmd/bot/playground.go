@@ -44,7 +44,7 @@ func playground(ctx context.Context, getenv func(string) string, unknown []bot.U
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("playground: %w (set BOT_ADDR to another address, e.g. 127.0.0.1:3001)", err)
+		return fmt.Errorf("playground: %w (%s)", err, listenHint(err))
 	}
 	defer ln.Close()
 	base := loopbackURL(ln.Addr())

@@ -21,6 +21,19 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
+// listenHint says what to do when BOT_ADDR cannot be listened on: write
+// it as an address, when it is not one (a bare port, a URL, a port or
+// host that does not exist); else choose another, as when the port is in
+// use.
+func listenHint(err error) string {
+	var addrErr *net.AddrError
+	var dnsErr *net.DNSError
+	if errors.As(err, &addrErr) || errors.As(err, &dnsErr) {
+		return "BOT_ADDR is host:port or :port, e.g. 127.0.0.1:3000, or :3000 for every interface"
+	}
+	return "set BOT_ADDR to another address, e.g. 127.0.0.1:3001"
+}
+
 // shutdownGrace bounds how long running steps get to finish and save on
 // SIGINT or SIGTERM.
 const shutdownGrace = 30 * time.Second
@@ -86,7 +99,7 @@ func serve(ctx context.Context, getenv func(string) string, unknown []bot.Unknow
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("serve: %w (set BOT_ADDR to another address, e.g. 127.0.0.1:3001)", err)
+		return fmt.Errorf("serve: %w (%s)", err, listenHint(err))
 	}
 	defer ln.Close()
 	api := slack.New(token, apiOpts...)

@@ -120,6 +120,27 @@ func TestServeOnAPortInUse(t *testing.T) {
 	}
 }
 
+// A BOT_ADDR that is no address (a bare port, a URL) is said so, with
+// how to write one, by serve and the playground alike: not "set BOT_ADDR
+// to another address", as for a port in use.
+func TestBadBotAddrSaysHowToWriteIt(t *testing.T) {
+	t.Parallel()
+	slack := slacktest.NewServer(t)
+	for _, addr := range []string{"3000", "http://127.0.0.1:3000"} {
+		for _, cmd := range []string{"serve", "playground"} {
+			out, code := runBot(t, []string{
+				"SLACK_BOT_TOKEN=" + botToken, "SLACK_SIGNING_SECRET=" + signingSecret, "SLACK_API_URL=" + slack.URL(),
+				"REDIS_URL=redis://127.0.0.1:1/0", // never asked: the address comes first
+				"BOT_ADDR=" + addr,
+			}, "", cmd)
+			if code != 1 || !strings.Contains(out, "address "+addr) || !strings.Contains(out, "BOT_ADDR is host:port or :port, e.g. 127.0.0.1:3000") ||
+				strings.Contains(out, "another address") {
+				t.Errorf("bot %s with BOT_ADDR=%s (exit %d):\n%s\nwant exit 1, the address, and how to write one", cmd, addr, code, out)
+			}
+		}
+	}
+}
+
 // A bot token Slack refuses stops the bot with one line that names
 // SLACK_BOT_TOKEN and where the right one is, without the token.
 func TestRefusedBotTokenSaysWhich(t *testing.T) {
