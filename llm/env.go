@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -103,7 +104,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 			Logger:          log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", err)
+			return nil, fmt.Errorf("OPENAI_BASE_URL: %w", withoutClientName(err))
 		}
 		if budget > 0 && log != nil {
 			log.Warn("LLM_THINKING_BUDGET is for Anthropic's extended thinking: OpenAI-compatible servers are not sent it")
@@ -136,7 +137,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 			Logger:         log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", err)
+			return nil, fmt.Errorf("ANTHROPIC_BASE_URL: %w", withoutClientName(err))
 		}
 		// Anthropic takes no prefill with extended thinking: a cut-off
 		// answer is then continued as with other providers.
@@ -178,6 +179,16 @@ func checkBaseURL(name, raw, example string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %s; want the server's base URL, e.g. %s", name, why, example)
+}
+
+// withoutClientName is a model client's error without the client's name
+// ("openai: base URL must …" → "base URL must …"): FromEnv names the
+// variable instead, once.
+func withoutClientName(err error) error {
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner
+	}
+	return err
 }
 
 // maxThinkingBudget is the largest LLM_THINKING_BUDGET taken: with the

@@ -81,7 +81,7 @@ func TestFromEnv(t *testing.T) {
 			"OPENAI_BASE_URL": "https://team.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"}, "", "https://NAME.openai.azure.com/openai/v1"},
 		{"an Azure deployment URL without its version", map[string]string{"OPENAI_API_KEY": "sk-azure",
 			"OPENAI_BASE_URL": "https://team.openai.azure.com/openai/deployments/gpt-4o-prod"}, "", "LLM_MODEL set to the deployment's name"},
-		{"a base URL with a query", map[string]string{"OPENAI_BASE_URL": "https://gateway.example/v1?key=sk-secret-in-url"}, "", "no query"},
+		{"a base URL with a query", map[string]string{"OPENAI_BASE_URL": "https://gateway.example/v1?key=sk-secret-in-url"}, "", "OPENAI_BASE_URL: base URL must have no query"},
 		{"extended thinking", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "2048"}, "anthropic claude-sonnet-4-5", ""},
 		{"thinking budget 0 is off", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "0", "LLM_TEMPERATURE": "0.2"}, "anthropic ", ""},
 		{"thinking budget below Anthropic's least", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "512"}, "", "LLM_THINKING_BUDGET=\"512\": want a whole number of tokens from 1024"},
@@ -89,7 +89,7 @@ func TestFromEnv(t *testing.T) {
 		{"thinking budget too large", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "1000000"}, "", "LLM_THINKING_BUDGET"},
 		{"thinking budget negative", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "-2048"}, "", "LLM_THINKING_BUDGET"},
 		{"thinking with a temperature", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1", "LLM_THINKING_BUDGET": "2048", "LLM_TEMPERATURE": "0.2"}, "", "no temperature with extended thinking"},
-		{"an Anthropic base URL with a query", map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": "https://proxy.example/v1?token=sk-secret"}, "", "no query"},
+		{"an Anthropic base URL with a query", map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": "https://proxy.example/v1?token=sk-secret"}, "", "ANTHROPIC_BASE_URL: base URL must have no query"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
