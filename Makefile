@@ -100,6 +100,7 @@ FUZZ_TARGETS = \
 	./agent:FuzzJournalJSON \
 	./agent:FuzzDecisionJSON \
 	./bot:FuzzRedisURLError \
+	./bot:FuzzPublicURLError \
 	./runner:FuzzTSAfter \
 	./internal/jsonform:FuzzString \
 	./internal/jsonform:FuzzInt64 \

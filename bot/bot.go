@@ -165,6 +165,9 @@ func checkSettings(getenv func(string) string) error {
 	if _, err := auditRetention(getenv); err != nil {
 		return err
 	}
+	if err := checkPublicURL(getenv); err != nil {
+		return err
+	}
 	_, _, err := tokenKey(getenv)
 	return err
 }

@@ -3,6 +3,9 @@ package bot
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -34,11 +37,63 @@ func RedirectURL(getenv func(string) string) string {
 	return base + CallbackPath
 }
 
+// checkPublicURL refuses a BOT_PUBLIC_URL that cannot be the base of the
+// OAuth callback: authorization servers would send browsers to a broken
+// address, and the sign-in would fail only then, in a person's browser.
+// It quotes nothing of the value.
+func checkPublicURL(getenv func(string) string) error {
+	raw := getenv("BOT_PUBLIC_URL")
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	var why string
+	switch {
+	case !strings.Contains(raw, "://"):
+		why = "it has no scheme: write https:// before the host"
+	case err != nil:
+		why = "it is not a URL (a space, or a character a URL cannot hold?)"
+	case u.Scheme != "https" && u.Scheme != "http":
+		why = "its scheme must be https (or http)"
+	case u.Host == "":
+		why = "it has no host after the scheme"
+	case u.User != nil:
+		why = "it holds a user name or password, which browsers are not to be sent"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		why = "it has a query (?…) or fragment (#…): " + CallbackPath + " is appended to it"
+	default:
+		return nil
+	}
+	return fmt.Errorf("BOT_PUBLIC_URL: %s; want the bot's base URL as browsers reach it, e.g. https://countersign.example.com", why)
+}
+
+// WarnCallbackFromAddr warns, for a bot that serves Slack, when an MCP
+// server of the policy has people connect their own accounts
+// (auth: requester, from a link in Slack) and BOT_PUBLIC_URL is unset:
+// their browsers are then sent back to BOT_ADDR's callback, which they
+// reach only from the bot's machine or network.
+func WarnCallbackFromAddr(getenv func(string) string, policy *tools.Policy, log logrus.FieldLogger) {
+	if getenv("BOT_PUBLIC_URL") != "" || policy == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(policy.MCPServers)) {
+		if s := policy.MCPServers[name]; s.Auth == tools.AuthRequester {
+			log.WithFields(logrus.Fields{"server": s.Name, "callback": RedirectURL(getenv)}).Warn(
+				"BOT_PUBLIC_URL is not set: people who connect their accounts to this MCP server are sent back to a callback made from BOT_ADDR; " +
+					"set BOT_PUBLIC_URL to the bot's public base URL if their browsers reach it at another address")
+			return
+		}
+	}
+}
+
 // NewBroker is the keeper of the MCP servers' OAuth connections, in the
 // store, sealed with MCP_TOKEN_KEY. Without that variable a key is made
 // for this process, and a warning says so when a server uses OAuth:
 // connections made with it open only in this process.
 func NewBroker(getenv func(string) string, log logrus.FieldLogger, store *redisstore.Store, policy *tools.Policy) (*mcpauth.Broker, error) {
+	if err := checkPublicURL(getenv); err != nil {
+		return nil, err
+	}
 	key, generated, err := tokenKey(getenv)
 	if err != nil {
 		return nil, err

@@ -324,6 +324,7 @@ func TestWrongSettingSaysWhatToDo(t *testing.T) {
 		{"BOT_POLICY=" + unknown, []string{"BOT_POLICY " + unknown, `tool "everything_echo", which does not exist (tools: http_request)`,
 			"fix the name or leave the tool out", "<server>__<tool>"}},
 		{"REDIS_URL=redis://" + closed + "/0 REDIS_CLUSTER=yes", []string{`REDIS_CLUSTER="yes"`, "want true", "or false"}},
+		{"BOT_PUBLIC_URL=countersign.example.com", []string{"BOT_PUBLIC_URL: it has no scheme", "e.g. https://countersign.example.com"}},
 		{"MCP_TOKEN_KEY=short", []string{"MCP_TOKEN_KEY must be 32 bytes", "openssl rand -base64 32"}},
 		{"SLACK_BOT_TOKEN=xoxb-1", []string{"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "unset SLACK_BOT_TOKEN or run bot playground"}},
 		{"SLACK_BOT_TOKEN=xoxb-1 SLACK_SIGNING_SECRET=s SLACK_API_URL=http://" + closed + "/api/",

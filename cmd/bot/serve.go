@@ -191,6 +191,7 @@ func serve(ctx context.Context, getenv func(string) string, unknown []bot.Unknow
 		fields["redis_waited"] = d.String()
 		waited = fmt.Sprintf(" (Redis answered after %s)", d)
 	}
+	bot.WarnCallbackFromAddr(getenv, svc.Policy, log)
 	log.WithFields(fields).Infof("Countersign serving Slack (%s) · redis: %s%s · model: %s · %s", mode, svc.Redis, waited, svc.Model.Name(), policyInForce(getenv))
 
 	routed := http.NewServeMux()
