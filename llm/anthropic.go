@@ -31,6 +31,10 @@ type AnthropicOptions struct {
 	// APIKey is sent as x-api-key. It may be empty when BaseURL points at
 	// a proxy or test server that needs none; then no key header is sent.
 	APIKey string
+	// KeyName, if set, is where the key came from (an environment
+	// variable), named in the error of a provider that refuses the key
+	// (HTTP 401), so that whoever reads it knows what to fix.
+	KeyName string
 	// BaseURL is the API root, as for Anthropic's own SDKs: with or
 	// without the trailing /v1 (it is added when missing).
 	// Default DefaultAnthropicBaseURL.
@@ -137,6 +141,7 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 		}
 	}
 	d := newDoer(opts.HTTPClient)
+	d.keyName = opts.KeyName
 	temperature := opts.Temperature
 	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
 		var (

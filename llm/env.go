@@ -97,6 +97,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		m, err := NewOpenAI(OpenAIOptions{
 			APIKey:          get("OPENAI_API_KEY"),
+			KeyName:         "OPENAI_API_KEY",
 			BaseURL:         get("OPENAI_BASE_URL"),
 			Model:           get("LLM_MODEL"),
 			Temperature:     temperature,
@@ -130,6 +131,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		m, err := NewAnthropic(AnthropicOptions{
 			APIKey:         get("ANTHROPIC_API_KEY"),
+			KeyName:        "ANTHROPIC_API_KEY",
 			BaseURL:        get("ANTHROPIC_BASE_URL"),
 			Model:          get("LLM_MODEL"),
 			Temperature:    temperature,

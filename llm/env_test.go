@@ -208,3 +208,39 @@ func TestNotFoundAtTheBaseURL(t *testing.T) {
 		t.Errorf("Generate() = %v, want the server's own words only", err)
 	}
 }
+
+// A key the provider refuses (HTTP 401) is said with the variable it
+// came from, which is what the operator fixes; other refusals are not
+// blamed on the key.
+func TestRefusedKeyNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	openai := llmtest.NewOpenAIServer(t)
+	anthropic := llmtest.NewAnthropicServer(t)
+	refused := func(status int, body string) llmtest.Raw { return llmtest.Raw{Status: status, Body: body} }
+	openai.ThenRaw(refused(401, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`),
+		refused(403, `{"error":{"message":"Country, region, or territory not supported","type":"request_forbidden","code":"unsupported_country_region_territory"}}`))
+	anthropic.ThenRaw(refused(401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`))
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": openai.URL()}, "HTTP 401: Incorrect API key provided; check OPENAI_API_KEY"},
+		{map[string]string{"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": openai.URL()}, "HTTP 403: Country, region, or territory not supported"},
+		{map[string]string{"LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-wrong", "ANTHROPIC_BASE_URL": anthropic.URL()}, "HTTP 401: invalid x-api-key; check ANTHROPIC_API_KEY"},
+	} {
+		m, err := llm.FromEnv(func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Generate(context.Background(), []llm.Message{user("hi")}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Generate() error = %v, want %q", err, c.want)
+		}
+		if err != nil && strings.HasPrefix(c.want, "HTTP 403") && strings.Contains(err.Error(), "check ") {
+			t.Errorf("Generate() error = %v: a refusal that is not the key's blames the key", err)
+		}
+		if err != nil && strings.Contains(err.Error(), "wrong") {
+			t.Errorf("Generate() error = %v: holds the key", err)
+		}
+	}
+}

@@ -49,6 +49,9 @@ type StatusError struct {
 	// "false" ("" when absent): OpenAI and Anthropic say with it whether
 	// a retry may succeed, which their own SDKs follow before the status.
 	ShouldRetry string
+	// KeyName, for a refused key (HTTP 401), is where the key came from
+	// (an environment variable), which the error names: what to fix.
+	KeyName string
 }
 
 func (e *StatusError) Error() string {
@@ -58,10 +61,14 @@ func (e *StatusError) Error() string {
 	if e.ContextFull {
 		return fmt.Sprintf("%v (HTTP %d: %s)", ErrContextFull, e.StatusCode, e.Message)
 	}
-	if e.Message == "" {
-		return fmt.Sprintf("HTTP %d", e.StatusCode)
+	s := fmt.Sprintf("HTTP %d", e.StatusCode)
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
+	if e.KeyName != "" {
+		s += "; check " + e.KeyName
+	}
+	return s
 }
 
 // Is matches ErrOutOfQuota for a provider that says the account has no

@@ -29,6 +29,10 @@ type OpenAIOptions struct {
 	// points at a server that needs none; then no Authorization header
 	// is sent.
 	APIKey string
+	// KeyName, if set, is where the key came from (an environment
+	// variable), named in the error of a provider that refuses the key
+	// (HTTP 401), so that whoever reads it knows what to fix.
+	KeyName string
 	// BaseURL is the API root that /chat/completions is appended to.
 	// Default DefaultOpenAIBaseURL.
 	BaseURL string
@@ -103,6 +107,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		}
 	}
 	d := newDoer(opts.HTTPClient)
+	d.keyName = opts.KeyName
 	if azure && opts.APIKey != "" {
 		// Azure's v1 endpoint takes the key as OpenAI's SDKs send it
 		// (a bearer token) and in its own header; both are sent.

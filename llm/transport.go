@@ -45,6 +45,8 @@ type doer struct {
 	rewrite func(x *exchange, body []byte) ([]byte, error)
 	// now tells the time, for a Retry-After given as a date.
 	now func() time.Time
+	// keyName is where the API key came from (StatusError.KeyName).
+	keyName string
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
@@ -79,7 +81,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, &transportError{err: err}
 		}
-		return nil, newStatusError(resp.StatusCode, resp.Header, body, d.now())
+		e := newStatusError(resp.StatusCode, resp.Header, body, d.now())
+		if e.StatusCode == http.StatusUnauthorized {
+			e.KeyName = d.keyName
+		}
+		return nil, e
 	}
 	if x != nil {
 		x.readAnswer(req.Context(), resp)
