@@ -339,6 +339,13 @@ func CheckURL(raw string) (*url.URL, error) {
 	if written := writtenHost(raw); written != u.Host {
 		return nil, fmt.Errorf("the host of url %q is written with %%-escapes: write it as it is called, %s: %w", raw, u.Host, ErrUnclearURL)
 	}
+	// The request is made from the URL written out again (u.String()):
+	// a host that does not come back the same (an IPv6 zone holding a
+	// byte that is escaped on the way out) would fail there, after the
+	// card, or name another host.
+	if again, err := url.Parse(u.String()); err != nil || again.Host != u.Host {
+		return nil, fmt.Errorf("the host of url %q is not sent as it is written: %w", raw, ErrUnclearURL)
+	}
 	host := dialledHost(u.Hostname())
 	if strings.Contains(host, ":") {
 		if ip, err := netip.ParseAddr(host); err == nil && ip.Is4In6() {

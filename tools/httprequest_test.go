@@ -636,6 +636,7 @@ func TestCheckURL(t *testing.T) {
 		{"https://%65vil.example/", "invalid URL escape"},
 		{"ftp://example.com/", "only http and https URLs are supported"},
 		{"http:///x", "has no host"},
+		{"http://[::%25\x81]/", "is not sent as it is written"},
 	}
 	for _, tt := range tests {
 		u, err := tools.CheckURL(tt.url)
