@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// ProgressLine says how far a call got: "⏳ Progress: 3 of 8 (38%) —
-// message", or without what is not known.
+// ProgressLine says how far a call got: "⏳ Progress: 3 of 8 (37%) —
+// message" (the percentage rounded down: 100% only when done), or
+// without what is not known.
 func ProgressLine(progress, total float64, message string) string {
 	line := "⏳ Progress: " + progressNum(progress)
 	if total > 0 {
