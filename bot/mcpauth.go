@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/countersign/countersign/internal/settingurl"
 	"github.com/countersign/countersign/mcpauth"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/tools"
@@ -46,17 +46,9 @@ func checkPublicURL(getenv func(string) string) error {
 	if raw == "" {
 		return nil
 	}
-	u, err := url.Parse(raw)
-	var why string
+	u, why := settingurl.Problem(raw)
 	switch {
-	case !strings.Contains(raw, "://"):
-		why = "it has no scheme: write https:// before the host"
-	case err != nil:
-		why = "it is not a URL (a space, or a character a URL cannot hold?)"
-	case u.Scheme != "https" && u.Scheme != "http":
-		why = "its scheme must be https (or http)"
-	case u.Host == "":
-		why = "it has no host after the scheme"
+	case why != "":
 	case u.User != nil:
 		why = "it holds a user name or password, which browsers are not to be sent"
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":

@@ -16,7 +16,7 @@ import (
 func TestBadPublicURLIsRefused(t *testing.T) {
 	for _, c := range []struct{ url, want string }{
 		{"countersign.example.com", "it has no scheme"},
-		{"ftp://countersign.example.com", "its scheme must be https"},
+		{"ftp://countersign.example.com", "its scheme must be http or https"},
 		{"https://", "it has no host"},
 		{"https://admin:hunter2@countersign.example.com", "user name or password"},
 		{"https://countersign.example.com/?team=hunter2", "query"},
@@ -102,6 +102,6 @@ func FuzzPublicURLError(f *testing.F) {
 }
 
 // publicURLWords is every text checkPublicURL's errors are made of.
-const publicURLWords = "BOT_PUBLIC_URL: it has no scheme: write https:// before the host; want the bot's base URL as browsers reach it, e.g. https://countersign.example.com " +
-	"it is not a URL (a space, or a character a URL cannot hold?) its scheme must be https (or http) it has no host after the scheme " +
+const publicURLWords = "BOT_PUBLIC_URL: it has no scheme: write http:// or https:// before the host; want the bot's base URL as browsers reach it, e.g. https://countersign.example.com " +
+	"it is not a URL (a space, or a character a URL cannot hold?) its scheme must be http or https it has no host after the scheme " +
 	"it holds a user name or password, which browsers are not to be sent it has a query (?…) or fragment (#…): /oauth/callback is appended to it"

@@ -3,12 +3,13 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/internal/settingurl"
 )
 
 // FromEnv builds the model the environment asks for. getenv is usually
@@ -166,21 +167,10 @@ func checkBaseURL(name, raw, example string) error {
 	if raw == "" {
 		return nil
 	}
-	u, err := url.Parse(raw)
-	var why string
-	switch {
-	case !strings.Contains(raw, "://"):
-		why = "it has no scheme: write http:// or https:// before the host"
-	case err != nil:
-		why = "it is not a URL (a space, or a character a URL cannot hold?)"
-	case u.Scheme != "http" && u.Scheme != "https":
-		why = "its scheme must be http or https"
-	case u.Host == "":
-		why = "it has no host after the scheme"
-	default:
-		return nil
+	if _, why := settingurl.Problem(raw); why != "" {
+		return fmt.Errorf("%s: %s; want the server's base URL, e.g. %s", name, why, example)
 	}
-	return fmt.Errorf("%s: %s; want the server's base URL, e.g. %s", name, why, example)
+	return nil
 }
 
 // withoutClientName is a model client's error without the client's name
