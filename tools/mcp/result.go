@@ -10,20 +10,43 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// resultText turns a tool's result into text for the model: text content
-// as it is, structured content as JSON, and anything else (images, audio,
-// resources) summarised by type and size, since the model is only
-// handed text. The whole is cut to max bytes as http_request cuts a body
+// resultContent turns a tool's result into text and images for the
+// model: text content as it is, structured content as JSON, and anything
+// else (images, audio, resources) summarised by type and size. Images
+// the model may be shown (tools.CheckImage, within
+// tools.MaxResultImageBytes together) are returned as well, each after
+// its line in the text; any other image's line says why it is not shown.
+// The text is cut to max bytes as http_request cuts a body
 // (tools.CapText), so that no server can bloat a checkpoint or a model
 // request. Resources say which tool reads them, if the server has one
 // (readTool).
-func resultText(res *sdk.CallToolResult, max int, readTool string) string {
-	return tools.CapText(allText(res, readTool), max)
+func resultContent(res *sdk.CallToolResult, max int, readTool string) (string, []tools.Image) {
+	text, images := allContent(res, readTool)
+	return tools.CapText(text, max), images
 }
 
+// allText is the text of a result, without its images.
 func allText(res *sdk.CallToolResult, readTool string) string {
-	var parts []string
+	text, _ := allContent(res, readTool)
+	return text
+}
+
+func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image) {
+	var (
+		parts  []string
+		images []tools.Image
+		total  int
+	)
 	for _, c := range res.Content {
+		if img, ok := c.(*sdk.ImageContent); ok {
+			line, shown := imageLine(img, total)
+			parts = append(parts, line)
+			if shown {
+				images = append(images, tools.Image{MIME: img.MIMEType, Data: img.Data})
+				total += len(img.Data)
+			}
+			continue
+		}
 		parts = append(parts, contentText(c, readTool))
 	}
 	if res.StructuredContent != nil {
@@ -37,9 +60,23 @@ func allText(res *sdk.CallToolResult, readTool string) string {
 		}
 	}
 	if len(parts) == 0 {
-		return "(no content)"
+		return "(no content)", nil
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), images
+}
+
+// imageLine is the line that stands for an image in a result's text, and
+// whether the model is shown the image itself: the result's images so
+// far take shown bytes.
+func imageLine(img *sdk.ImageContent, shown int) (string, bool) {
+	why := tools.CheckImage(img.MIMEType, img.Data)
+	if why == "" && shown+len(img.Data) > tools.MaxResultImageBytes {
+		why = fmt.Sprintf("over the %s of images one result shows the model", size(tools.MaxResultImageBytes))
+	}
+	if why != "" {
+		return fmt.Sprintf("[image %s, %s: %s]", img.MIMEType, size(len(img.Data)), why), false
+	}
+	return fmt.Sprintf("[image %s, %s]", img.MIMEType, size(len(img.Data))), true
 }
 
 // containsWrapped reports whether structured content that is an object of
@@ -115,12 +152,4 @@ func mimeOr(mime, alt string) string {
 	return mime
 }
 
-func size(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+func size(n int) string { return tools.Size(n) }
