@@ -75,6 +75,11 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Images are a tool message's images, for the model to look at;
+	// Content has a line for each. OpenAI and Anthropic models are
+	// sent them (see Image), unless told not to (LLM_IMAGES=off); other
+	// models, and people, get the lines only.
+	Images []Image `json:"images,omitempty"`
 	// Stop says why an assistant message ended, when the model did not
 	// simply finish: cut off, filtered or refused. Content then says so
 	// in words too.
