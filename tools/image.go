@@ -65,7 +65,7 @@ var imageMagic = map[string]func([]byte) bool{
 		return bytes.HasPrefix(b, []byte("GIF87a")) || bytes.HasPrefix(b, []byte("GIF89a"))
 	},
 	"image/webp": func(b []byte) bool {
-		return len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP"
+		return len(b) >= 15 && string(b[:4]) == "RIFF" && string(b[8:15]) == "WEBPVP8"
 	},
 }
 

@@ -31,7 +31,7 @@ var imageMagic = map[string]func([]byte) bool{
 	"image/png":  func(b []byte) bool { return bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) },
 	"image/jpeg": func(b []byte) bool { return bytes.HasPrefix(b, []byte("\xff\xd8\xff")) },
 	"image/gif":  func(b []byte) bool { return bytes.HasPrefix(b, []byte("GIF8")) },
-	"image/webp": func(b []byte) bool { return len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" },
+	"image/webp": func(b []byte) bool { return len(b) >= 15 && string(b[:4]) == "RIFF" && string(b[8:15]) == "WEBPVP8" },
 }
 
 // dataURLImage reads a data: URL of a base64 image.
