@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,34 +21,61 @@ import (
 // (tools.CapText), so that no server can bloat a checkpoint or a model
 // request. Resources say which tool reads them, if the server has one
 // (readTool).
+//
+// An image whose line the cut leaves out is left out too: the model is
+// not shown an image the text does not place.
 func resultContent(res *sdk.CallToolResult, max int, readTool string) (string, []tools.Image) {
-	text, images := allContent(res, readTool)
+	text, images, ends := allContent(res, readTool)
+	if len(text) > max {
+		cut := max // where tools.CapText cuts
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		var kept []tools.Image
+		for i, img := range images {
+			if ends[i] <= cut {
+				kept = append(kept, img)
+			}
+		}
+		images = kept
+	}
 	return tools.CapText(text, max), images
 }
 
 // allText is the text of a result, without its images.
 func allText(res *sdk.CallToolResult, readTool string) string {
-	text, _ := allContent(res, readTool)
+	text, _, _ := allContent(res, readTool)
 	return text
 }
 
-func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image) {
+// allContent returns a result's text, its images for the model, and
+// where in the text each image's line ends.
+func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image, []int) {
 	var (
 		parts  []string
 		images []tools.Image
+		ends   []int
 		total  int
+		at     int // the length of the text so far
 	)
 	for _, c := range res.Content {
+		if len(parts) > 0 {
+			at++ // the newline between parts
+		}
 		if img, ok := c.(*sdk.ImageContent); ok {
 			line, shown := imageLine(img, total)
 			parts = append(parts, line)
+			at += len(line)
 			if shown {
 				images = append(images, tools.Image{MIME: img.MIMEType, Data: img.Data})
+				ends = append(ends, at)
 				total += len(img.Data)
 			}
 			continue
 		}
-		parts = append(parts, contentText(c, readTool))
+		text := contentText(c, readTool)
+		parts = append(parts, text)
+		at += len(text)
 	}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
@@ -60,9 +88,9 @@ func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image
 		}
 	}
 	if len(parts) == 0 {
-		return "(no content)", nil
+		return "(no content)", nil, nil
 	}
-	return strings.Join(parts, "\n"), images
+	return strings.Join(parts, "\n"), images, ends
 }
 
 // imageLine is the line that stands for an image in a result's text, and
