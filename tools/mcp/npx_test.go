@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,12 @@ func TestEverythingServer(t *testing.T) {
 				t.Errorf("%s(%s) = %q, want %q in it", tt.tool, tt.args, got, w)
 			}
 		}
+	}
+	// The server's tiny image is a real PNG: the model is shown it.
+	tool, _, _ := m.Lookup("everything__get-tiny-image")
+	text, images, err := tool.(tools.ImageTool).CallWithImages(context.Background(), tools.CallInfo{}, json.RawMessage(`{}`))
+	if err != nil || len(images) != 1 || images[0].MIME != "image/png" || !regexp.MustCompile(`\[image image/png, [0-9.]+ (bytes|KiB)\]`).MatchString(text) {
+		t.Errorf("get-tiny-image = %q, %d images, %v; want its PNG for the model", text, len(images), err)
 	}
 	if err := m.Validate("everything__get-sum", json.RawMessage(`{"a":"two"}`)); err == nil || !strings.Contains(err.Error(), "a: must be number") {
 		t.Errorf("Validate(get-sum, a string) = %v, want a schema error", err)
