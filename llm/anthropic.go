@@ -91,7 +91,9 @@ const MinThinkingBudget = 1024
 //     already serialised; it adds and changes nothing else.
 //
 // The merge also marks the tool_result blocks of failed calls with
-// is_error, which langchaingo has no field for. One limit remains: tool
+// is_error, which langchaingo has no field for, and puts a result's
+// images (Message.Images) in its content after the text, as image blocks:
+// langchaingo sends a tool result's content as text only. One limit remains: tool
 // call arguments travel as a decoded JSON object, so key order and number
 // formatting may change (the values do not).
 type Anthropic struct {
