@@ -3,8 +3,13 @@ package tools
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/gif" // image.DecodeConfig reads what CheckImage lets through
+	_ "image/jpeg"
+	_ "image/png"
 )
 
 // Image is an image in a tool's result, for the model to look at: a
@@ -36,6 +41,11 @@ const (
 	MaxResultImageBytes = 4 << 20
 )
 
+// MaxImageSide is the most pixels an image shown to the model may have
+// on a side: Anthropic refuses a request with a larger image (a tall
+// full-page screenshot), and every later request of its conversation.
+const MaxImageSide = 8000
+
 // ImageTypes are the image types the model is shown: those every
 // provider that takes images takes.
 var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
@@ -55,7 +65,60 @@ func CheckImage(mime string, data []byte) string {
 	case !want(data):
 		return fmt.Sprintf("the data is not a %s image", imageNames[mime])
 	}
+	w, h, ok := imageSize(mime, data)
+	switch {
+	case !ok || w <= 0 || h <= 0:
+		return fmt.Sprintf("the data is not a valid %s image", imageNames[mime])
+	case w > MaxImageSide || h > MaxImageSide:
+		return fmt.Sprintf("%d×%d pixels, over the %d a side the model is shown", w, h, MaxImageSide)
+	}
 	return ""
+}
+
+// imageSize reads an image's width and height from its header: what
+// the providers check before they look at the pixels. The image's type
+// is known to be mime by its first bytes.
+func imageSize(mime string, data []byte) (w, h int, ok bool) {
+	if mime == "image/webp" {
+		return webpSize(data)
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return 0, 0, false
+	}
+	return cfg.Width, cfg.Height, true
+}
+
+// webpSize reads a WebP image's size from its first chunk (the standard
+// library has no WebP decoder): VP8 (lossy), VP8L (lossless) or VP8X
+// (extended), as the WebP container specification lays them out.
+func webpSize(b []byte) (w, h int, ok bool) {
+	if len(b) < 30 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
+		return 0, 0, false
+	}
+	switch string(b[12:16]) {
+	case "VP8 ":
+		// A key frame: a 3-byte frame tag, the start code, then 14 bits
+		// of width and of height.
+		if b[20]&1 != 0 || b[23] != 0x9d || b[24] != 0x01 || b[25] != 0x2a {
+			return 0, 0, false
+		}
+		return int(binary.LittleEndian.Uint16(b[26:]) & 0x3fff), int(binary.LittleEndian.Uint16(b[28:]) & 0x3fff), true
+	case "VP8L":
+		// The signature byte, then 14 bits of width-1 and of height-1.
+		if b[20] != 0x2f {
+			return 0, 0, false
+		}
+		bits := binary.LittleEndian.Uint32(b[21:])
+		return int(bits&0x3fff) + 1, int(bits>>14&0x3fff) + 1, true
+	case "VP8X":
+		// Flags and reserved bytes, then 24 bits of width-1 and of
+		// height-1.
+		w := int(b[24]) | int(b[25])<<8 | int(b[26])<<16
+		h := int(b[27]) | int(b[28])<<8 | int(b[29])<<16
+		return w + 1, h + 1, true
+	}
+	return 0, 0, false
 }
 
 var imageMagic = map[string]func([]byte) bool{

@@ -1,6 +1,10 @@
 package mcp
 
 import (
+	"bytes"
+	"fmt"
+	"image"
+	imagepng "image/png"
 	"strings"
 	"testing"
 
@@ -37,8 +41,15 @@ func TestStructuredContentSaidOnce(t *testing.T) {
 // only those: the model is not shown an image the text does not place.
 func TestCutResultKeepsTheImagesItPlaces(t *testing.T) {
 	png := func(b byte) *sdk.ImageContent {
-		return &sdk.ImageContent{MIMEType: "image/png", Data: append([]byte("\x89PNG\r\n\x1a\n"), b)}
+		img := image.NewGray(image.Rect(0, 0, 1, 1))
+		img.Pix[0] = b
+		var buf bytes.Buffer
+		if err := imagepng.Encode(&buf, img); err != nil {
+			t.Fatal(err)
+		}
+		return &sdk.ImageContent{MIMEType: "image/png", Data: buf.Bytes()}
 	}
+	line := fmt.Sprintf("[image image/png, %d bytes]", len(png(1).Data))
 	const max = 200
 	res := &sdk.CallToolResult{Content: []sdk.Content{
 		png(1),
@@ -48,20 +59,20 @@ func TestCutResultKeepsTheImagesItPlaces(t *testing.T) {
 		png(3),
 	}}
 	text, images := resultContent(res, max, "")
-	if len(images) != 1 || images[0].Data[8] != 1 {
+	if len(images) != 1 || !bytes.Equal(images[0].Data, png(1).Data) {
 		t.Fatalf("%d images kept, want the first only; text:\n%s", len(images), text)
 	}
-	if !strings.HasPrefix(text, "[image image/png, 9 bytes]\n") || !strings.Contains(text, "more bytes not shown]") {
+	if !strings.HasPrefix(text, line+"\n") || !strings.Contains(text, "more bytes not shown]") {
 		t.Errorf("text = %q; want the first image's line, then the cut", text)
 	}
 	// Uncut, every image and line is there, each line where the text has it.
 	full, all := resultContent(res, 1<<20, "")
-	if len(all) != 3 || strings.Count(full, "[image image/png, 9 bytes]") != 3 {
+	if len(all) != 3 || strings.Count(full, line) != 3 {
 		t.Errorf("uncut: %d images, text %q; want all three", len(all), full)
 	}
 	for cut := 1; cut < len(full); cut += 7 {
 		text, images := resultContent(res, cut, "")
-		if n := strings.Count(text, "[image image/png, 9 bytes]"); n != len(images) {
+		if n := strings.Count(text, line); n != len(images) {
 			t.Fatalf("cut at %d: %d images for %d whole lines", cut, len(images), n)
 		}
 	}
