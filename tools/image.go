@@ -52,9 +52,12 @@ var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // CheckImage says why an image of this type and data is not shown to the
 // model, or "" if it may be: its type must be one of ImageTypes, its size
-// within MaxImageBytes, and its first bytes those of its type. A server
+// within MaxImageBytes, its first bytes those of its type, its header
+// one that reads as such, and its sides within MaxImageSide. A server
 // that calls something else an image/png would otherwise have the
-// provider refuse every later request of the conversation.
+// provider refuse every later request of the conversation. (The pixels
+// are not decoded: a header that reads well over data that does not is
+// let through.)
 func CheckImage(mime string, data []byte) string {
 	want, ok := imageMagic[mime]
 	switch {
