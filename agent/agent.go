@@ -479,7 +479,7 @@ func runnable(calls []Call) bool {
 func handOver(s *State) {
 	for _, c := range s.Calls {
 		s.Messages = append(s.Messages, llm.Message{
-			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError,
+			Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError, Images: c.Images,
 		})
 	}
 	for _, n := range s.Notes {
@@ -526,8 +526,8 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 	if in := c.Input; in != nil && in.Answers != nil {
 		info.Input = &tools.InputReply{State: in.State, Answers: in.Answers}
 	}
-	c.Input = nil
-	result, err := callTool(ctx, tool, info, c.RunArgs())
+	c.Input, c.Images = nil, nil
+	result, images, err := callTool(ctx, tool, info, c.RunArgs())
 	// (Looked for only after an error: the targets errors.As is given
 	// are made on the heap.)
 	if err != nil {
@@ -568,6 +568,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 		return
 	}
 	c.Status, c.IsError, c.Result = Done, false, prefix+result
+	c.Images = modelImages(images)
 	fields["duration"] = a.now().Sub(start)
 	log().Info("tool call done")
 }
@@ -583,16 +584,33 @@ func (a *Agent) RunsAs(s *State, c Call) string {
 }
 
 // callTool runs the tool, turning a panic into an error.
-func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, err error) {
+func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, images []tools.Image, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the tool crashed: %v", p)
+			result, images, err = "", nil, fmt.Errorf("the tool crashed: %v", p)
 		}
 	}()
-	if it, ok := t.(tools.InfoTool); ok {
-		return it.CallWithInfo(ctx, info, args)
+	switch t := t.(type) {
+	case tools.ImageTool:
+		return t.CallWithImages(ctx, info, args)
+	case tools.InfoTool:
+		result, err = t.CallWithInfo(ctx, info, args)
+	default:
+		result, err = t.Call(ctx, args)
 	}
-	return t.Call(ctx, args)
+	return result, nil, err
+}
+
+// modelImages are a result's images as the conversation keeps them.
+func modelImages(images []tools.Image) []llm.Image {
+	if len(images) == 0 {
+		return nil
+	}
+	out := make([]llm.Image, len(images))
+	for i, img := range images {
+		out[i] = llm.Image{MIME: img.MIME, Data: img.Data}
+	}
+	return out
 }
 
 // unsent puts back a call that was saved as running but not sent, because

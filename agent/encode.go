@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"strconv"
 
 	"github.com/countersign/countersign/graph"
@@ -129,6 +130,7 @@ func (c *Call) appendJSON(b []byte) ([]byte, error) {
 		b = jsonform.AppendKey(b, "is_error")
 		b = append(b, "true"...)
 	}
+	b = appendImages(b, c.Images)
 	b = jsonform.AppendIntField(b, "attempts", c.Attempts)
 	b = jsonform.AppendIntField(b, "unsent", c.Unsent)
 	b = jsonform.AppendIntField(b, "approvals_required", c.ApprovalsRequired)
@@ -199,7 +201,37 @@ func messageSize(m *llm.Message) int {
 	for _, tc := range m.ToolCalls {
 		n += 48 + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 	}
-	return 96 + n + n/4
+	images := 0 // base64 has no escapes
+	for _, img := range m.Images {
+		images += 32 + len(img.MIME) + base64.StdEncoding.EncodedLen(len(img.Data))
+	}
+	return 96 + n + n/4 + images
+}
+
+// appendImages appends what json.Marshal writes for a field of images
+// with omitempty.
+func appendImages(b []byte, images []llm.Image) []byte {
+	if len(images) == 0 {
+		return b
+	}
+	b = append(b, `,"images":[`...)
+	for i, img := range images {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"mime":`...)
+		b = jsonform.AppendString(b, img.MIME)
+		b = append(b, `,"data":`...)
+		if img.Data == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, img.Data)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // appendMessage appends what json.Marshal writes for m: a journal
@@ -232,6 +264,7 @@ func appendMessage(b []byte, m *llm.Message) []byte {
 	if m.IsError {
 		b = append(b, `,"is_error":true`...)
 	}
+	b = appendImages(b, m.Images)
 	b = jsonform.AppendStringField(b, "stop", string(m.Stop))
 	if len(m.Thinking) > 0 {
 		b = append(b, `,"thinking":[`...)

@@ -126,6 +126,9 @@ func FuzzStateJSON(f *testing.F) {
 				Approvals: []agent.Approval{{By: text, At: at}}},
 		}
 		if hashed {
+			c.Images = []llm.Image{{MIME: tool, Data: args}, {MIME: text}}
+		}
+		if hashed {
 			c.Hash = tools.ArgsHash(tool, args)
 		} else {
 			c.Hash = result
@@ -180,6 +183,7 @@ func FuzzJournalJSON(f *testing.F) {
 			llm.Message{Role: llm.Role(role), Content: content, ToolCallID: id, Name: name, IsError: flag, Stop: llm.Stop(stop)},
 			llm.Message{Role: llm.Role(role), Content: content, ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: args, Truncated: flag}, {Arguments: content}}},
 			llm.Message{Role: llm.Role(role), Thinking: []llm.Thinking{{Type: stop, Text: content, Signature: args}, {Type: name, Data: id}}},
+			llm.Message{Role: llm.Role(role), Content: content, Images: []llm.Image{{MIME: name, Data: []byte(args)}, {MIME: stop}, {Data: []byte{}}}},
 		)
 	})
 }

@@ -150,7 +150,7 @@ func closeCalls(s *State, note string) {
 				c.Result = "The call was cut off while running and may or may not have had its effect. " + note
 			}
 		}
-		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError})
+		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Tool, Content: c.Result, IsError: c.IsError, Images: c.Images})
 	}
 	s.Calls = nil
 }

@@ -112,6 +112,10 @@ type Call struct {
 	// Result is what the model is told about the call.
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Images are the images of a done call's result (tools.ImageTool),
+	// for the model to look at; Result has a line for each, which is all
+	// people are shown.
+	Images []llm.Image `json:"images,omitempty"`
 	// Attempts counts the times the call was started.
 	Attempts int `json:"attempts,omitempty"`
 	// Unsent counts the times in a row the call was about to be sent

@@ -39,6 +39,7 @@ func TestSuggest(t *testing.T) {
 		{"BOT_POLICY_FILE", "BOT_POLICY"},
 		{"OPENAI_BASE", "OPENAI_BASE_URL"}, // the beginning of a setting
 		{"LLM_THINK", "LLM_THINKING_BUDGET"},
+		{"LLM_IMAGE", "LLM_IMAGES"},
 		{"BOT_PORT", "BOT_ADDR"}, // names other programs use
 		{"bot_host", "BOT_ADDR"},
 		{"SLACK_TOKEN", "SLACK_BOT_TOKEN"},

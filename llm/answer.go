@@ -185,6 +185,9 @@ type exchange struct {
 	// errorResults are the tool call IDs of results that report a
 	// failure (Anthropic's is_error).
 	errorResults map[string]bool
+	// images are the images of tool results to send, by the ID of their
+	// call as sent (Anthropic: see addImages).
+	images map[string][]Image
 	// thinking are the thinking blocks to put into an Anthropic request
 	// (see thinkingMarks).
 	thinking *thinkingMarks

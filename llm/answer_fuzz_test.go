@@ -179,7 +179,7 @@ func FuzzThinkingSentBack(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		merged, err := mergeTurns(body, nil, marks)
+		merged, err := mergeTurns(body, nil, nil, marks)
 		if err != nil {
 			t.Fatal(err)
 		}

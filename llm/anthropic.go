@@ -58,6 +58,9 @@ type AnthropicOptions struct {
 	// for the model to think with before it answers (at least
 	// MinThinkingBudget); 0: off.
 	ThinkingBudget int
+	// NoImages sends a tool result's images as their lines of text only:
+	// for a model that takes no images (LLM_IMAGES=off).
+	NoImages bool
 }
 
 // MinThinkingBudget is the smallest thinking budget Anthropic takes.
@@ -88,7 +91,9 @@ const MinThinkingBudget = 1024
 //     already serialised; it adds and changes nothing else.
 //
 // The merge also marks the tool_result blocks of failed calls with
-// is_error, which langchaingo has no field for. One limit remains: tool
+// is_error, which langchaingo has no field for, and puts a result's
+// images (Message.Images) in its content after the text, as image blocks:
+// langchaingo sends a tool result's content as text only. One limit remains: tool
 // call arguments travel as a decoded JSON object, so key order and number
 // formatting may change (the values do not).
 type Anthropic struct {
@@ -97,6 +102,8 @@ type Anthropic struct {
 	name      string
 	maxTokens int
 	tools     *toolSet
+	// images: tool results' images are sent (AnthropicOptions.NoImages).
+	images bool
 }
 
 // NewAnthropic returns a client for opts. It sends nothing until Generate.
@@ -146,12 +153,13 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	d.rewrite = func(x *exchange, body []byte) ([]byte, error) {
 		var (
 			errorResults map[string]bool
+			images       map[string][]Image
 			thinking     *thinkingMarks
 		)
 		if x != nil {
-			errorResults, thinking = x.errorResults, x.thinking
+			errorResults, images, thinking = x.errorResults, x.images, x.thinking
 		}
-		body, err := mergeTurns(body, errorResults, thinking)
+		body, err := mergeTurns(body, errorResults, images, thinking)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +182,7 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: newToolSet("anthropic", opts.Logger)}, nil
+	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: newToolSet("anthropic", opts.Logger), images: !opts.NoImages}, nil
 }
 
 // Name says which model this is, e.g. "anthropic claude-sonnet-4-5".
@@ -277,6 +285,14 @@ func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef
 	for _, m := range msgs {
 		if m.Role == RoleTool && m.IsError {
 			x.errorResults[anthropicCallID(m.ToolCallID)] = true
+		}
+	}
+	if a.images {
+		for i, imgs := range requestImages(msgs) {
+			if x.images == nil {
+				x.images = map[string][]Image{}
+			}
+			x.images[anthropicCallID(msgs[i].ToolCallID)] = imgs
 		}
 	}
 	_, err = a.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
@@ -388,10 +404,12 @@ func objectArguments(args string) string {
 // mergeTurns rewrites a Messages API request body so that consecutive
 // messages with the same role become one message whose content is the
 // concatenation of theirs, in order, and the tool_result blocks that
-// answer the calls in errorResults get "is_error": true. Other fields
-// pass through unchanged. A text block that is one of thinking's marks
+// answer the calls in errorResults get "is_error": true, and those that
+// answer the calls in images their images after their text (langchaingo
+// sends a tool result's content as text only). Other fields pass through
+// unchanged. A text block that is one of thinking's marks
 // is replaced by the thinking blocks it stands for.
-func mergeTurns(body []byte, errorResults map[string]bool, thinking *thinkingMarks) ([]byte, error) {
+func mergeTurns(body []byte, errorResults map[string]bool, images map[string][]Image, thinking *thinkingMarks) ([]byte, error) {
 	var payload map[string]json.RawMessage
 	if err := json.Unmarshal(body, &payload); err != nil {
 		return nil, fmt.Errorf("merge anthropic turns: %w", err)
@@ -415,6 +433,9 @@ func mergeTurns(body []byte, errorResults map[string]bool, thinking *thinkingMar
 		}
 		for i, b := range blocks {
 			blocks[i] = markError(b, errorResults)
+			if blocks[i], err = addImages(blocks[i], images); err != nil {
+				return nil, fmt.Errorf("merge anthropic turns: %w", err)
+			}
 		}
 		if blocks, err = thinking.replace(blocks); err != nil {
 			return nil, fmt.Errorf("merge anthropic turns: %w", err)
@@ -453,6 +474,54 @@ func markError(block json.RawMessage, errorResults map[string]bool) json.RawMess
 		return block
 	}
 	return out
+}
+
+// addImages puts the images of a tool_result block's call after its
+// content, as image blocks: the content becomes a list of blocks, its
+// text first.
+func addImages(block json.RawMessage, images map[string][]Image) (json.RawMessage, error) {
+	if len(images) == 0 {
+		return block, nil
+	}
+	var b map[string]json.RawMessage
+	if json.Unmarshal(block, &b) != nil || string(b["type"]) != `"tool_result"` {
+		return block, nil
+	}
+	var id string
+	if json.Unmarshal(b["tool_use_id"], &id) != nil || len(images[id]) == 0 {
+		return block, nil
+	}
+	content := []json.RawMessage{}
+	if raw, ok := b["content"]; ok && string(raw) != "null" {
+		var err error
+		if content, err = contentBlocks(raw); err != nil {
+			return nil, err
+		}
+	}
+	for _, img := range images[id] {
+		raw, err := json.Marshal(imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: img.MIME, Data: img.Data}})
+		if err != nil {
+			return nil, err
+		}
+		content = append(content, raw)
+	}
+	var err error
+	if b["content"], err = json.Marshal(content); err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+// imageBlock is an image content block of the Messages API.
+type imageBlock struct {
+	Type   string      `json:"type"`
+	Source imageSource `json:"source"`
+}
+
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"` // base64, as the API wants it
 }
 
 // contentBlocks returns a message's content as a list of blocks; the API

@@ -44,6 +44,11 @@ import (
 //	                    becomes the budget and 4096 more, and
 //	                    LLM_TEMPERATURE cannot be set with it (Anthropic
 //	                    refuses a temperature then).
+//	LLM_IMAGES          on (the default) or off: whether the images in
+//	                    tools' results (an MCP server's screenshot) are
+//	                    sent to the model, or only the lines of text
+//	                    that stand for them. Off for an OpenAI-compatible
+//	                    server whose model takes no images.
 //
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
@@ -88,6 +93,14 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		budget = n
 	}
+	var noImages bool
+	switch v := strings.ToLower(get("LLM_IMAGES")); v {
+	case "", "on":
+	case "off":
+		noImages = true
+	default:
+		return nil, fmt.Errorf("LLM_IMAGES=%s: want on or off", quoteName(v))
+	}
 	switch provider {
 	case "openai":
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {
@@ -103,6 +116,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 			Model:           get("LLM_MODEL"),
 			Temperature:     temperature,
 			ReasoningEffort: effort,
+			NoImages:        noImages,
 			Logger:          log,
 		})
 		if err != nil {
@@ -137,6 +151,7 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 			Model:          get("LLM_MODEL"),
 			Temperature:    temperature,
 			ThinkingBudget: budget,
+			NoImages:       noImages,
 			Logger:         log,
 		})
 		if err != nil {

@@ -117,7 +117,7 @@ func TestMergeTurns(t *testing.T) {
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"1","content":"r1"},
 			{"type":"tool_result","tool_use_id":"2","content":"r2"}]}
 	]}`
-	got, err := mergeTurns([]byte(in), nil, nil)
+	got, err := mergeTurns([]byte(in), nil, nil, nil)
 	if err != nil {
 		t.Fatalf("mergeTurns() error = %v", err)
 	}
@@ -132,7 +132,7 @@ func TestMergeTurns(t *testing.T) {
 		t.Errorf("mergeTurns() = %s\nwant %s", got, want)
 	}
 
-	if _, err := mergeTurns([]byte(`{"messages":[{"role":"user","content":42}]}`), nil, nil); err == nil {
+	if _, err := mergeTurns([]byte(`{"messages":[{"role":"user","content":42}]}`), nil, nil, nil); err == nil {
 		t.Errorf("mergeTurns(numeric content) error = nil, want an error")
 	}
 }

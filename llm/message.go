@@ -22,6 +22,10 @@
 //     before it is sent, so every tool_use and tool_result block arrives in
 //     correctly alternating turns. See Anthropic for the details and the
 //     two small limits that remain.
+//   - Both: a tool result is text only. A result's images (Image) go to
+//     Anthropic as image blocks in the tool_result, put there in the
+//     request body; to OpenAI, which takes images from the user only, as
+//     a user message after the turn's tool messages (see toOpenAI).
 //   - Both: errors come back as text. The HTTP layer under langchaingo
 //     returns a *StatusError for non-200 answers and keeps network errors
 //     intact, so IsTransient and Retry can tell a 503 from a 400.
@@ -75,6 +79,11 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Images are a tool message's images, for the model to look at;
+	// Content has a line for each. OpenAI and Anthropic models are
+	// sent them (see Image), unless told not to (LLM_IMAGES=off); other
+	// models, and people, get the lines only.
+	Images []Image `json:"images,omitempty"`
 	// Stop says why an assistant message ended, when the model did not
 	// simply finish: cut off, filtered or refused. Content then says so
 	// in words too.

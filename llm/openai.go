@@ -51,6 +51,9 @@ type OpenAIOptions struct {
 	// A model that refuses it is not sent it again. "": the model's
 	// default.
 	ReasoningEffort string
+	// NoImages sends a tool result's images as their lines of text only:
+	// for a model that takes no images (LLM_IMAGES=off).
+	NoImages bool
 }
 
 // OpenAI is a Model that speaks OpenAI's chat completions API, to OpenAI
@@ -78,6 +81,8 @@ type OpenAI struct {
 	developer bool
 	// callID is the ID a call is sent under (see openAICallID).
 	callID func(string) string
+	// images: tool results' images are sent (OpenAIOptions.NoImages).
+	images bool
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -163,7 +168,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
 		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
 		effort: opts.ReasoningEffort, noEffort: noEffort,
-		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID}, nil
+		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID, images: !opts.NoImages}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
@@ -182,7 +187,7 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 
 // generate asks for the reply, streamed to fn when fn is not nil.
 func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, instructions, err := toOpenAI(msgs, o.developer, o.callID)
+	req, instructions, err := toOpenAI(msgs, o.developer, o.callID, o.images)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
@@ -312,6 +317,11 @@ func refusesTemperature(err error) bool { return refusesParam(err, "temperature"
 // An ID the server would refuse is sent under another (callID: see
 // openAICallID).
 //
+// With images set, the images of tool messages (within requestImages'
+// budget) follow the turn's tool messages in one user message: a tool
+// message holds text only. Each result's images come after a text part
+// that names the call and tool they are from.
+//
 // With developer set (OpenAI's reasoning models), the system messages
 // are returned as instructions instead, for the HTTP layer to send as
 // developer messages at the start of the conversation
@@ -319,12 +329,23 @@ func refusesTemperature(err error) bool { return refusesParam(err, "temperature"
 // these models, and langchaingo would fold a system message into the
 // first user message for o1 and o3, where the model would weigh the
 // bot's instructions as the person's words.
-func toOpenAI(msgs []Message, developer bool, callID func(string) string) (out []llms.MessageContent, instructions []string, err error) {
+func toOpenAI(msgs []Message, developer bool, callID func(string) string, images bool) (out []llms.MessageContent, instructions []string, err error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, nil, err
 	}
-	out = make([]llms.MessageContent, 0, len(msgs))
-	for _, m := range msgs {
+	var (
+		shown map[int][]Image
+		seen  []llms.ContentPart // the images of the turn's results so far
+	)
+	if images {
+		shown = requestImages(msgs)
+	}
+	out = make([]llms.MessageContent, 0, len(msgs)+len(shown))
+	for i, m := range msgs {
+		if m.Role != RoleTool && len(seen) > 0 {
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeHuman, Parts: seen})
+			seen = nil
+		}
 		switch m.Role {
 		case RoleSystem:
 			if developer {
@@ -353,7 +374,16 @@ func toOpenAI(msgs []Message, developer bool, callID func(string) string) (out [
 					Content:    m.Content,
 				}},
 			})
+			if imgs := shown[i]; len(imgs) > 0 {
+				seen = append(seen, llms.TextContent{Text: imagesIntro(len(imgs), callID(m.ToolCallID), m.Name)})
+				for _, img := range imgs {
+					seen = append(seen, llms.ImageURLContent{URL: dataURL(img)})
+				}
+			}
 		}
+	}
+	if len(seen) > 0 {
+		out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeHuman, Parts: seen})
 	}
 	return out, instructions, nil
 }

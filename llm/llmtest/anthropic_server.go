@@ -42,6 +42,10 @@ import (
 //     after other content in its message;
 //   - a tool has no valid name or no object input_schema, or its
 //     input_schema has oneOf, anyOf or allOf at the top level;
+//   - an image block, in a message or in a tool_result's content, is not
+//     base64 data of a PNG, JPEG, GIF or WebP image whose bytes are of
+//     its media_type, or a tool_result's content holds a block other
+//     than text and image;
 //   - temperature is outside 0 to 1.
 //
 // With extended thinking on (the request's "thinking", or ThinkAlways),
@@ -141,6 +145,42 @@ type AnthropicBlock struct {
 	Thinking  string `json:"thinking,omitempty"`
 	Signature string `json:"signature,omitempty"`
 	Data      string `json:"data,omitempty"`
+	// Source of an image block.
+	Source *AnthropicImageSource `json:"source,omitempty"`
+}
+
+// AnthropicImageSource is where an image block's image is: base64 data
+// of a media type.
+type AnthropicImageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// Images returns the images of a tool_result block's content, in order.
+func (b AnthropicBlock) Images() []llm.Image {
+	var blocks []AnthropicBlock
+	if json.Unmarshal(b.Content, &blocks) != nil {
+		return nil
+	}
+	var out []llm.Image
+	for _, blk := range blocks {
+		if blk.Type == "image" && blk.Source != nil {
+			if img, why := checkImage(blk.Source.MediaType, blk.Source.Data); why == "" {
+				out = append(out, img)
+			}
+		}
+	}
+	return out
+}
+
+// checkImageBlock says why the API refuses an image block, or "".
+func checkImageBlock(b AnthropicBlock) string {
+	if b.Source == nil || b.Source.Type != "base64" {
+		return "source: this server takes base64 images only"
+	}
+	_, why := checkImage(b.Source.MediaType, b.Source.Data)
+	return why
 }
 
 // ResultText returns a tool_result block's content as text.
@@ -414,6 +454,9 @@ func validateAnthropic(req *anthropicRequest) *problem {
 					return badf("", "messages: final assistant content cannot end with trailing whitespace")
 				}
 			case "image":
+				if why := checkImageBlock(b); why != "" {
+					return badf("", "messages.%d.content.%d.image: %s", i, j, why)
+				}
 			case "thinking", "redacted_thinking":
 				if m.Role != "assistant" {
 					return badf("", "messages.%d.content.%d: thinking blocks are only allowed in assistant messages", i, j)
@@ -447,6 +490,19 @@ func validateAnthropic(req *anthropicRequest) *problem {
 				}
 				if _, ok := anthropicText(b.Content); !ok {
 					return badf("", "messages.%d.content.%d.content: Input should be a valid string or a list of content blocks", i, j)
+				}
+				var inner []AnthropicBlock
+				_ = json.Unmarshal(b.Content, &inner) // a string holds no blocks
+				for k, blk := range inner {
+					switch blk.Type {
+					case "text":
+					case "image":
+						if why := checkImageBlock(blk); why != "" {
+							return badf("", "messages.%d.content.%d.content.%d.image: %s", i, j, k, why)
+						}
+					default:
+						return badf("", "messages.%d.content.%d.content.%d.type: Input should be 'text' or 'image'", i, j, k)
+					}
 				}
 				answered[b.ToolUseID] = true
 			default:

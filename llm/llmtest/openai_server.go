@@ -25,6 +25,10 @@ import (
 //
 //   - a message has an unknown role, or content that is neither text nor
 //     a list of content parts;
+//   - a message other than a user message has a part that is not text
+//     (a tool message holds text only), or a user message's image_url
+//     part is not a data: URL of a PNG, JPEG, GIF or WebP image whose
+//     bytes are of the type it names (code invalid_image_format);
 //   - an assistant message's tool call has no id, an id longer than 40
 //     characters (code string_above_max_length), a type other than
 //     "function", no function name, or arguments that are not a string;
@@ -143,6 +147,21 @@ type OpenAIMessage struct {
 func (m OpenAIMessage) Text() string {
 	text, _ := openAIText(m.Content)
 	return text
+}
+
+// Images returns the images of the message's image_url parts (data:
+// URLs), in order.
+func (m OpenAIMessage) Images() []llm.Image {
+	parts, _ := openAIParts(m.Content)
+	var out []llm.Image
+	for _, p := range parts {
+		if p.Type == "image_url" && p.ImageURL != nil {
+			if img, why := dataURLImage(p.ImageURL.URL); why == "" {
+				out = append(out, img)
+			}
+		}
+	}
+	return out
 }
 
 // OpenAIToolCall is a tool call of an assistant message.
@@ -385,11 +404,32 @@ func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 			if _, ok := openAIText(m.Content); !ok || isNull(m.Content) {
 				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string or an array of content parts.", i)
 			}
+			parts, _ := openAIParts(m.Content)
+			for j, p := range parts {
+				if p.Type == "text" {
+					continue
+				}
+				if p.Type != "image_url" || m.Role != "user" {
+					supported := "'text'"
+					if m.Role == "user" {
+						supported = "'text' and 'image_url'"
+					}
+					return badf(fmt.Sprintf("messages[%d].content[%d].type", i, j), "Invalid value: '%s'. Supported values are: %s.", p.Type, supported)
+				}
+				if p.ImageURL == nil {
+					return badf(fmt.Sprintf("messages[%d].content[%d].image_url", i, j), "Missing required parameter: 'messages[%d].content[%d].image_url'.", i, j)
+				}
+				if _, why := dataURLImage(p.ImageURL.URL); why != "" {
+					p := badf(fmt.Sprintf("messages[%d].content[%d].image_url", i, j), "Invalid image: %s.", why)
+					p.code = "invalid_image_format"
+					return p
+				}
+			}
 			if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
 				return badf(param, "Invalid parameter: only assistant messages may have 'tool_calls' and only tool messages a 'tool_call_id'.")
 			}
 		case "assistant":
-			if _, ok := openAIText(m.Content); !ok {
+			if _, ok := openAIText(m.Content); !ok || !onlyText(m.Content) {
 				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string, an array of content parts or null.", i)
 			}
 			if len(m.ToolCalls) == 0 && isNull(m.Content) {
@@ -420,7 +460,7 @@ func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 			if from < 0 || k < 0 {
 				return badf(param, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
 			}
-			if _, ok := openAIText(m.Content); !ok || isNull(m.Content) {
+			if _, ok := openAIText(m.Content); !ok || isNull(m.Content) || !onlyText(m.Content) {
 				return badf(fmt.Sprintf("messages[%d].content", i), "Invalid value for 'messages[%d].content': expected a string or an array of text parts.", i)
 			}
 			pending = slices.Delete(pending, k, k+1)
@@ -435,6 +475,33 @@ func validateOpenAI(req *openAIWireRequest, reasoning bool) *problem {
 	return nil
 }
 
+// openAIPart is a content part of a message.
+type openAIPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// openAIParts reads message content given as a list of parts; ok is
+// false for anything else (a string, null).
+func openAIParts(raw json.RawMessage) (parts []openAIPart, ok bool) {
+	return parts, json.Unmarshal(raw, &parts) == nil
+}
+
+// onlyText reports whether message content is a string, null or a list
+// of text parts: what other messages than the user's take.
+func onlyText(raw json.RawMessage) bool {
+	parts, _ := openAIParts(raw)
+	for _, p := range parts {
+		if p.Type != "text" {
+			return false
+		}
+	}
+	return true
+}
+
 // openAIText reads message content: a string, null, or a list of parts
 // whose text parts are joined. ok is false for anything else.
 func openAIText(raw json.RawMessage) (text string, ok bool) {
@@ -444,11 +511,8 @@ func openAIText(raw json.RawMessage) (text string, ok bool) {
 	if err := json.Unmarshal(raw, &text); err == nil {
 		return text, true
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	parts, ok := openAIParts(raw)
+	if !ok {
 		return "", false
 	}
 	var b strings.Builder

@@ -53,6 +53,14 @@ const (
 	oaUserParts = `{"role":"user","content":[{"type":"text","text":"hi"}]}`
 )
 
+// pngB64 is the start of a PNG as a data: URL.
+const pngB64 = "data:image/png;base64,iVBORw0KGgo="
+
+// oaImage is a user message with an image.
+func oaImage(url string) string {
+	return `{"role":"user","content":[{"type":"text","text":"the screenshot:"},{"type":"image_url","image_url":{"url":"` + url + `"}}]}`
+}
+
 func oaRequest(msgs ...string) string {
 	return `{"model":"m","tools":[` + oaTool + `],"messages":[` + strings.Join(msgs, ",") + `]}`
 }
@@ -89,6 +97,11 @@ func TestOpenAIServerValidates(t *testing.T) {
 		{"no temperature for o1", `{"model":"o1","messages":[` + oaUser + `]}`, ""},
 		{"max_tokens for o3", `{"model":"o3","max_tokens":10,"messages":[` + oaUser + `]}`, "max_completion_tokens"},
 		{"top_p for gpt-5", `{"model":"gpt-5","top_p":0.5,"messages":[` + oaUser + `]}`, "'top_p' is not supported"},
+		{"image after the results", oaRequest(oaUser, oaCalls, oaResultA, oaResultB, oaImage(pngB64)), ""},
+		{"image said to be another type", oaRequest(oaUser, oaImage(strings.Replace(pngB64, "image/png", "image/jpeg", 1))), "does not match"},
+		{"image that is not base64", oaRequest(oaUser, oaImage("data:image/png;base64,%%%")), "not valid base64"},
+		{"image of another type", oaRequest(oaUser, oaImage("data:image/svg+xml;base64,PHN2Zy8+")), "Invalid image"},
+		{"image in a tool message", oaRequest(oaUser, oaCalls, oaResultA, `{"role":"tool","tool_call_id":"b","content":[{"type":"image_url","image_url":{"url":"`+pngB64+`"}}]}`), "array of text parts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +169,12 @@ const (
 	anTextLast = `{"role":"user","content":[{"type":"text","text":"x"},{"type":"tool_result","tool_use_id":"a","content":"ra"},{"type":"tool_result","tool_use_id":"b","content":"rb"}]}`
 )
 
+// anImageResult answers anCalls, the first result with an image.
+func anImageResult(mediaType, data string) string {
+	return `{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"ra"},` +
+		`{"type":"image","source":{"type":"base64","media_type":"` + mediaType + `","data":"` + data + `"}}]},{"type":"tool_result","tool_use_id":"b","content":"rb"}]}`
+}
+
 func anRequest(msgs ...string) string {
 	return `{"model":"m","max_tokens":100,"system":"sys","tools":[` + anTool + `],"messages":[` + strings.Join(msgs, ",") + `]}`
 }
@@ -189,6 +208,10 @@ func TestAnthropicServerValidates(t *testing.T) {
 		{"top-level allOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"allOf":[{"type":"object"}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf"},
 		{"object without properties", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[` + anUser + `]}`, false, ""},
 		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,"messages":[` + anUser + `]}`, false, "range: 0..1"},
+		{"image in a result", anRequest(anUser, anCalls, anImageResult("image/png", "iVBORw0KGgo=")), false, ""},
+		{"image said to be another type", anRequest(anUser, anCalls, anImageResult("image/gif", "iVBORw0KGgo=")), false, "does not match the provided media type image/gif"},
+		{"image of another type", anRequest(anUser, anCalls, anImageResult("image/svg+xml", "PHN2Zy8+")), false, "image/webp"},
+		{"image that is not base64", anRequest(anUser, anCalls, anImageResult("image/png", "%%%")), false, "not valid base64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,14 +1,18 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +79,22 @@ func newInProcess(t *testing.T) *inProcess {
 				},
 				StructuredContent: map[string]any{"id": 7},
 			}, nil
+		})
+	p.srv.AddTool(&sdk.Tool{Name: "pictures", Description: "Returns images, good and bad.", InputSchema: objectSchema},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			png := pngOf(t, 4)
+			padded := func(n int) []byte { return append(slices.Clip(png), make([]byte, n-len(png))...) }
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.TextContent{Text: "the page"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: png},
+				&sdk.ImageContent{MIMEType: "image/jpeg", Data: png},                            // says JPEG, is PNG
+				&sdk.ImageContent{MIMEType: "image/svg+xml", Data: []byte("<svg></svg>")},       // not a type shown
+				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes + 1)}, // over the cap
+				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes)},
+				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes)},
+				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes)},
+				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes)}, // past the result's cap
+			}}, nil
 		})
 	p.srv.AddTool(&sdk.Tool{Name: "huge", Description: "Returns 2.5 MB of every kind of content.", InputSchema: objectSchema},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -236,7 +256,7 @@ func TestCallResults(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{"s__mixed", "here it is\n[image image/png, 2.0 KiB]\n{\"id\":7}", ""},
+		{"s__mixed", "here it is\n[image image/png, 2.0 KiB: the data is not a PNG image]\n{\"id\":7}", ""},
 		{"s__fail", "", "no such record"},
 		{"s__slow", "", `MCP server "s" did not answer within 200ms`},
 	}
@@ -573,5 +593,72 @@ func TestToolVersion(t *testing.T) {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil })
 	if changed := version(); changed == first {
 		t.Errorf("version after the description changed = %q, want another", changed)
+	}
+}
+
+// pngOf is a real PNG image of n by n pixels.
+func pngOf(t testing.TB, n int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, n, n))
+	for i := range img.Pix {
+		img.Pix[i] = byte(i)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A result's images reach the model as images when they are of a type
+// every provider takes, are what they say they are, and fit the caps;
+// every other image is a line of text saying why the model is not shown
+// it. People see the lines only (CallWithInfo).
+func TestImagesOfAResult(t *testing.T) {
+	p := newInProcess(t)
+	m := newManager(t, fmt.Sprintf("mcp_servers:\n  s:\n    url: %s\n", p.url), mcp.Options{})
+	m.Tools()
+	tool, _, ok := m.Lookup("s__pictures")
+	if !ok {
+		t.Fatal("s__pictures is not offered")
+	}
+	it, ok := tool.(tools.ImageTool)
+	if !ok {
+		t.Fatal("an MCP tool is not a tools.ImageTool")
+	}
+	text, images, err := it.CallWithImages(context.Background(), tools.CallInfo{}, json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatalf("CallWithImages: %v", err)
+	}
+	png := pngOf(t, 4)
+	wantLines := []string{
+		"the page",
+		fmt.Sprintf("[image image/png, %d bytes]", len(png)),
+		fmt.Sprintf("[image image/jpeg, %d bytes: the data is not a JPEG image]", len(png)),
+		"[image image/svg+xml, 11 bytes: the model is shown PNG, JPEG, GIF and WebP images only]",
+		"[image image/png, 1.0 MiB: over the 1 MiB the model is shown]",
+		"[image image/png, 1 MiB]",
+		"[image image/png, 1 MiB]",
+		"[image image/png, 1 MiB]",
+		"[image image/png, 1 MiB: over the 4 MiB of images one result shows the model]",
+	}
+	if got := strings.Split(text, "\n"); !slices.Equal(got, wantLines) {
+		t.Errorf("text =\n%s\nwant\n%s", text, strings.Join(wantLines, "\n"))
+	}
+	if len(images) != 4 {
+		t.Fatalf("%d images for the model, want 4 (the small one and three of 1 MiB)", len(images))
+	}
+	if images[0].MIME != "image/png" || !bytes.Equal(images[0].Data, png) {
+		t.Errorf("first image = %s, %d bytes; want the PNG as the server sent it", images[0].MIME, len(images[0].Data))
+	}
+	for _, img := range images[1:] {
+		if img.MIME != "image/png" || len(img.Data) != tools.MaxImageBytes {
+			t.Errorf("image = %s, %d bytes; want a PNG of 1 MiB", img.MIME, len(img.Data))
+		}
+	}
+	// Whoever is shown the call's text gets the same lines, no images.
+	plain, err := it.CallWithInfo(context.Background(), tools.CallInfo{}, json.RawMessage(`{}`))
+	if err != nil || plain != text {
+		t.Errorf("CallWithInfo = %q, %v; want the text of CallWithImages", plain, err)
 	}
 }

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +94,12 @@ func TestEverythingServer(t *testing.T) {
 				t.Errorf("%s(%s) = %q, want %q in it", tt.tool, tt.args, got, w)
 			}
 		}
+	}
+	// The server's tiny image is a real PNG: the model is shown it.
+	tool, _, _ := m.Lookup("everything__get-tiny-image")
+	text, images, err := tool.(tools.ImageTool).CallWithImages(context.Background(), tools.CallInfo{}, json.RawMessage(`{}`))
+	if err != nil || len(images) != 1 || images[0].MIME != "image/png" || !regexp.MustCompile(`\[image image/png, [0-9.]+ (bytes|KiB)\]`).MatchString(text) {
+		t.Errorf("get-tiny-image = %q, %d images, %v; want its PNG for the model", text, len(images), err)
 	}
 	if err := m.Validate("everything__get-sum", json.RawMessage(`{"a":"two"}`)); err == nil || !strings.Contains(err.Error(), "a: must be number") {
 		t.Errorf("Validate(get-sum, a string) = %v, want a schema error", err)
@@ -186,6 +194,24 @@ func TestFilesystemServer(t *testing.T) {
 	_, err = call(t, m, "fs__read_text_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "missing.txt")))
 	if err == nil || !strings.Contains(err.Error(), "ENOENT") || errors.Is(err, tools.ErrOutcomeUnknown) {
 		t.Errorf("read_text_file(missing) = %v, want the server's isError text as an error", err)
+	}
+	// read_media_file names the type by the file's extension: a PNG
+	// reaches the model as itself, a text file named .png as its line.
+	shot := pngOf(t, 6)
+	if err := os.WriteFile(filepath.Join(dir, "shot.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fake.png"), []byte("not a picture"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	media, _, _ := m.Lookup("fs__read_media_file")
+	text, images, err := media.(tools.ImageTool).CallWithImages(context.Background(), tools.CallInfo{}, json.RawMessage(fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "shot.png"))))
+	if err != nil || len(images) != 1 || images[0].MIME != "image/png" || !bytes.Equal(images[0].Data, shot) {
+		t.Errorf("read_media_file(shot.png) = %q, %d images, %v; want the PNG for the model, byte for byte", text, len(images), err)
+	}
+	text, images, err = media.(tools.ImageTool).CallWithImages(context.Background(), tools.CallInfo{}, json.RawMessage(fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "fake.png"))))
+	if err != nil || len(images) != 0 || !strings.Contains(text, "the data is not a PNG image") {
+		t.Errorf("read_media_file(fake.png) = %q, %d images, %v; want the line saying it is no PNG, and no image", text, len(images), err)
 	}
 	if _, err := call(t, m, "fs__write_file", fmt.Sprintf(`{"path":%q,"content":"x"}`, filepath.Join(dir, "new.txt"))); err != nil {
 		t.Errorf("write_file = %v", err)

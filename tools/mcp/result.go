@@ -4,27 +4,78 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/tools"
 )
 
-// resultText turns a tool's result into text for the model: text content
-// as it is, structured content as JSON, and anything else (images, audio,
-// resources) summarised by type and size, since the model is only
-// handed text. The whole is cut to max bytes as http_request cuts a body
+// resultContent turns a tool's result into text and images for the
+// model: text content as it is, structured content as JSON, and anything
+// else (images, audio, resources) summarised by type and size. Images
+// the model may be shown (tools.CheckImage, within
+// tools.MaxResultImageBytes together) are returned as well, each after
+// its line in the text; any other image's line says why it is not shown.
+// The text is cut to max bytes as http_request cuts a body
 // (tools.CapText), so that no server can bloat a checkpoint or a model
 // request. Resources say which tool reads them, if the server has one
 // (readTool).
-func resultText(res *sdk.CallToolResult, max int, readTool string) string {
-	return tools.CapText(allText(res, readTool), max)
+//
+// An image whose line the cut leaves out is left out too: the model is
+// not shown an image the text does not place.
+func resultContent(res *sdk.CallToolResult, max int, readTool string) (string, []tools.Image) {
+	text, images, ends := allContent(res, readTool)
+	if len(text) > max {
+		cut := max // where tools.CapText cuts
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		var kept []tools.Image
+		for i, img := range images {
+			if ends[i] <= cut {
+				kept = append(kept, img)
+			}
+		}
+		images = kept
+	}
+	return tools.CapText(text, max), images
 }
 
+// allText is the text of a result, without its images.
 func allText(res *sdk.CallToolResult, readTool string) string {
-	var parts []string
+	text, _, _ := allContent(res, readTool)
+	return text
+}
+
+// allContent returns a result's text, its images for the model, and
+// where in the text each image's line ends.
+func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image, []int) {
+	var (
+		parts  []string
+		images []tools.Image
+		ends   []int
+		total  int
+		at     int // the length of the text so far
+	)
 	for _, c := range res.Content {
-		parts = append(parts, contentText(c, readTool))
+		if len(parts) > 0 {
+			at++ // the newline between parts
+		}
+		if img, ok := c.(*sdk.ImageContent); ok {
+			line, shown := imageLine(img, total)
+			parts = append(parts, line)
+			at += len(line)
+			if shown {
+				images = append(images, tools.Image{MIME: img.MIMEType, Data: img.Data})
+				ends = append(ends, at)
+				total += len(img.Data)
+			}
+			continue
+		}
+		text := contentText(c, readTool)
+		parts = append(parts, text)
+		at += len(text)
 	}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
@@ -37,9 +88,23 @@ func allText(res *sdk.CallToolResult, readTool string) string {
 		}
 	}
 	if len(parts) == 0 {
-		return "(no content)"
+		return "(no content)", nil, nil
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), images, ends
+}
+
+// imageLine is the line that stands for an image in a result's text, and
+// whether the model is shown the image itself: the result's images so
+// far take shown bytes.
+func imageLine(img *sdk.ImageContent, shown int) (string, bool) {
+	why := tools.CheckImage(img.MIMEType, img.Data)
+	if why == "" && shown+len(img.Data) > tools.MaxResultImageBytes {
+		why = fmt.Sprintf("over the %s of images one result shows the model", size(tools.MaxResultImageBytes))
+	}
+	if why != "" {
+		return fmt.Sprintf("[image %s, %s: %s]", img.MIMEType, size(len(img.Data)), why), false
+	}
+	return fmt.Sprintf("[image %s, %s]", img.MIMEType, size(len(img.Data))), true
 }
 
 // containsWrapped reports whether structured content that is an object of
@@ -115,12 +180,4 @@ func mimeOr(mime, alt string) string {
 	return mime
 }
 
-func size(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+func size(n int) string { return tools.Size(n) }

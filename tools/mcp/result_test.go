@@ -1,6 +1,11 @@
 package mcp
 
 import (
+	"bytes"
+	"fmt"
+	"image"
+	imagepng "image/png"
+	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +33,47 @@ func TestStructuredContentSaidOnce(t *testing.T) {
 		got := allText(&sdk.CallToolResult{Content: tt.content, StructuredContent: tt.structured}, "")
 		if got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A result cut to its cap keeps the images whose lines it keeps, and
+// only those: the model is not shown an image the text does not place.
+func TestCutResultKeepsTheImagesItPlaces(t *testing.T) {
+	png := func(b byte) *sdk.ImageContent {
+		img := image.NewGray(image.Rect(0, 0, 1, 1))
+		img.Pix[0] = b
+		var buf bytes.Buffer
+		if err := imagepng.Encode(&buf, img); err != nil {
+			t.Fatal(err)
+		}
+		return &sdk.ImageContent{MIMEType: "image/png", Data: buf.Bytes()}
+	}
+	line := fmt.Sprintf("[image image/png, %d bytes]", len(png(1).Data))
+	const max = 200
+	res := &sdk.CallToolResult{Content: []sdk.Content{
+		png(1),
+		&sdk.TextContent{Text: strings.Repeat("x", max-40)},
+		png(2), // its line ends past the cut
+		&sdk.TextContent{Text: strings.Repeat("y", max)},
+		png(3),
+	}}
+	text, images := resultContent(res, max, "")
+	if len(images) != 1 || !bytes.Equal(images[0].Data, png(1).Data) {
+		t.Fatalf("%d images kept, want the first only; text:\n%s", len(images), text)
+	}
+	if !strings.HasPrefix(text, line+"\n") || !strings.Contains(text, "more bytes not shown]") {
+		t.Errorf("text = %q; want the first image's line, then the cut", text)
+	}
+	// Uncut, every image and line is there, each line where the text has it.
+	full, all := resultContent(res, 1<<20, "")
+	if len(all) != 3 || strings.Count(full, line) != 3 {
+		t.Errorf("uncut: %d images, text %q; want all three", len(all), full)
+	}
+	for cut := 1; cut < len(full); cut += 7 {
+		text, images := resultContent(res, cut, "")
+		if n := strings.Count(text, line); n != len(images) {
+			t.Fatalf("cut at %d: %d images for %d whole lines", cut, len(images), n)
 		}
 	}
 }

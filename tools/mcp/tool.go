@@ -45,6 +45,7 @@ var (
 	_ tools.OriginTool    = (*tool)(nil)
 	_ tools.Checker       = (*tool)(nil)
 	_ tools.VersionedTool = (*tool)(nil)
+	_ tools.ImageTool     = (*tool)(nil)
 )
 
 func newTool(srv *server, t *sdk.Tool) (*tool, error) {
@@ -145,11 +146,18 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 // CallWithInfo calls the tool on its server, within the server's timeout.
 // An isError result, a timeout and a transport failure are errors for
 // the model; a server that dies during the call gives an error wrapping
-// tools.ErrOutcomeUnknown.
+// tools.ErrOutcomeUnknown. Images in the result are lines of its text.
 func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, error) {
+	text, _, err := t.CallWithImages(ctx, info, args)
+	return text, err
+}
+
+// CallWithImages is CallWithInfo with the images of the result that the
+// model may be shown (see resultContent).
+func (t *tool) CallWithImages(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, []tools.Image, error) {
 	sess, release, timeout, err := t.srv.sessionFor(ctx, info, t.name, args)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer release()
 	ctx, dl, cancel := withDeadline(ctx, timeout)
@@ -159,7 +167,8 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	defer done()
 
 	if t.read {
-		return t.readResource(ctx, sess, args)
+		text, err := t.readResource(ctx, sess, args)
+		return text, nil, err
 	}
 	params := &sdk.CallToolParams{Name: t.remote.Name, Arguments: args}
 	if info.Thread != "" {
@@ -183,7 +192,7 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 			_ = sess.cs.Close()
 		}
 		if sess, err = t.srv.nextSession(ctx, sess); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		sendCtx, note = withPostNote(ctx)
 		res, err = t.send(sendCtx, sess, info, params)
@@ -192,31 +201,31 @@ func (t *tool) CallWithInfo(ctx context.Context, info tools.CallInfo, args json.
 	switch {
 	case err == nil:
 	case errors.As(err, &paused):
-		return "", paused // nothing was sent
+		return "", nil, paused // nothing was sent
 	case errors.Is(context.Cause(ctx), errCallTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return "", fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
+		return "", nil, fmt.Errorf("MCP server %q did not answer within %s; the call may or may not have had its effect", t.srv.cfg.Name, t.srv.cfg.Timeout)
 	case sessionLost(err, note):
-		return "", fmt.Errorf("MCP server %q: %w before it took the call; the call was not run", t.srv.cfg.Name, ErrSessionLost)
+		return "", nil, fmt.Errorf("MCP server %q: %w before it took the call; the call was not run", t.srv.cfg.Name, ErrSessionLost)
 	case errors.Is(err, sdk.ErrSessionMissing):
 		// It took the call, then forgot the session.
-		return "", fmt.Errorf("MCP server %q forgot the session during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
+		return "", nil, fmt.Errorf("MCP server %q forgot the session during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	case note.answeredError.Load() && !errors.Is(err, sdk.ErrConnectionClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 		// The server answered the call's POST with an error (its words
 		// are in err): it refused the call. The SDK may have closed the
 		// connection since (HTTP+SSE), which does not make it a call
 		// cut off.
-		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
+		return "", nil, fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), sess.closed():
-		return "", fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
+		return "", nil, fmt.Errorf("MCP server %q stopped during the call: %w", t.srv.cfg.Name, tools.ErrOutcomeUnknown)
 	default:
-		return "", fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
+		return "", nil, fmt.Errorf("MCP server %q: %w", t.srv.cfg.Name, t.srv.cfg.Secrets.RedactError(err))
 	}
 	if res.NeedsInput() {
-		return "", t.inputRequired(res)
+		return "", nil, t.inputRequired(res)
 	}
-	text := resultText(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
+	text, images := resultContent(res, t.srv.m.opts.MaxResult, t.srv.readToolName())
 	if res.IsError {
-		return "", errors.New(t.srv.redact(text))
+		return "", nil, errors.New(t.srv.redact(text))
 	}
-	return text, nil
+	return text, images, nil
 }

@@ -1,0 +1,164 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/tools"
+)
+
+var screenshot = append([]byte("\x89PNG\r\n\x1a\n"), "pixels"...)
+
+// shotTool is "lookup" as a tool whose result holds an image.
+type shotTool struct{ agenttest.Tool }
+
+func (s *shotTool) CallWithInfo(ctx context.Context, _ tools.CallInfo, args json.RawMessage) (string, error) {
+	return s.Call(ctx, args)
+}
+
+func (s *shotTool) CallWithImages(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, []tools.Image, error) {
+	text, err := s.CallWithInfo(ctx, info, args)
+	return text + "\n[image image/png, 14 bytes]", []tools.Image{{MIME: "image/png", Data: screenshot}}, err
+}
+
+// seenModel is the planner, recording the conversations it is given.
+type seenModel struct {
+	agenttest.Planner
+	mu   sync.Mutex
+	seen [][]llm.Message
+}
+
+func (m *seenModel) Generate(ctx context.Context, msgs []llm.Message, defs []llm.ToolDef) (llm.Message, error) {
+	m.mu.Lock()
+	m.seen = append(m.seen, msgs)
+	m.mu.Unlock()
+	return m.Planner.Generate(ctx, msgs, defs)
+}
+
+// A call whose tool returns an image: the image is kept with the call
+// while another call of the turn waits for a person (in a checkpoint of
+// either store), then handed to the model in the call's tool message;
+// the text, all people are shown, has its line.
+func TestAResultsImagesReachTheModel(t *testing.T) {
+	ctx := context.Background()
+	forEachStore(t, func(t *testing.T, newStore func() graph.Store) {
+		policy, err := tools.ParsePolicy([]byte(policyYAML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lookup := &shotTool{agenttest.Tool{ToolName: "lookup"}}
+		deploy := &agenttest.Tool{ToolName: "deploy"}
+		reg, err := tools.NewRegistry(policy, lookup, deploy, &agenttest.Tool{ToolName: "delete"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
+			return []llm.ToolCall{{Name: "lookup", Arguments: `{"n":1}`}, {Name: "deploy", Arguments: `{"n":2}`}}
+		}}}
+		store := newStore()
+		a, err := agent.New(model, reg, store, agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Graph().Start(ctx, "t", agent.NewState("t", "U1", "C1", "look, then deploy"), graph.RunConfig{})
+		if err != nil || res.Status() != graph.Paused {
+			t.Fatalf("Start() = %v, %v; want paused", res, err)
+		}
+		// Another process reads the paused thread.
+		b, err := agent.New(model, reg, store, agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = b.Graph().State(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.State.Calls[0]
+		if done.Status != agent.Done || len(done.Images) != 1 || !bytes.Equal(done.Images[0].Data, screenshot) {
+			t.Fatalf("the lookup call as stored = %s with %d images; want done with the screenshot", done.Status, len(done.Images))
+		}
+		if !strings.HasSuffix(done.Result, "\n[image image/png, 14 bytes]") {
+			t.Errorf("the lookup call's result = %q; want the image's line", done.Result)
+		}
+		key := res.State.Waiting()[0].Key
+		if res, err = b.Graph().Resume(ctx, "t", b.Decide(map[string]agent.Decision{key: {Kind: agent.Approve, By: "U2"}})); err != nil || res.Status() != graph.Done {
+			t.Fatalf("Resume() = %v, %v; want done", res, err)
+		}
+		model.mu.Lock()
+		last := model.seen[len(model.seen)-1]
+		model.mu.Unlock()
+		var shown []llm.Image
+		for _, m := range last {
+			if m.Role == llm.RoleTool && m.Name == "lookup" {
+				shown = m.Images
+			} else if len(m.Images) > 0 {
+				t.Errorf("a %s message (%s) has images", m.Role, m.Name)
+			}
+		}
+		if len(shown) != 1 || shown[0].MIME != "image/png" || !bytes.Equal(shown[0].Data, screenshot) {
+			t.Errorf("the model was shown %d images with the lookup's result; want the screenshot", len(shown))
+		}
+		// And the conversation keeps it: a process that reads the thread
+		// afresh has it in the journal.
+		c, err := agent.New(model, reg, store, agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err = c.Graph().State(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, m := range res.State.Messages {
+			found = found || (m.Name == "lookup" && len(m.Images) == 1 && bytes.Equal(m.Images[0].Data, screenshot))
+		}
+		if !found {
+			t.Error("the journal read back has no lookup result with the screenshot")
+		}
+	})
+}
+
+// A state written before calls had images decodes as it was, and is
+// written again byte for byte: the new field adds nothing to a call
+// without images.
+func TestOldStateDecodesUnchanged(t *testing.T) {
+	raw, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden goldenFile
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, golden.Checkpoint.State); err != nil {
+		t.Fatal(err)
+	}
+	var s agent.State
+	if err := s.DecodeJSON(compact.Bytes()); err != nil {
+		t.Fatalf("DecodeJSON(old state) = %v", err)
+	}
+	for _, c := range s.Calls {
+		if c.Images != nil {
+			t.Errorf("call %s of an old state has images", c.Key)
+		}
+	}
+	again, err := s.AppendJSON(nil)
+	if err != nil || !bytes.Equal(again, compact.Bytes()) {
+		t.Errorf("old state written again:\n%s\nwant\n%s", again, compact.Bytes())
+	}
+	for i, e := range golden.Journal {
+		m, err := llm.DecodeMessage(e)
+		if err != nil || m.Images != nil {
+			t.Errorf("journal entry %d = %v, %d images; want it decoded, without images", i, err, len(m.Images))
+		}
+	}
+}

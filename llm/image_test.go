@@ -1,0 +1,164 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/llm/llmtest"
+)
+
+// A tiny PNG and a tiny GIF: what the providers check of an image is its
+// first bytes.
+var (
+	pngImage = llm.Image{MIME: "image/png", Data: append([]byte("\x89PNG\r\n\x1a\n"), "rest of a screenshot"...)}
+	gifImage = llm.Image{MIME: "image/gif", Data: append([]byte("GIF89a"), "rest of a chart"...)}
+)
+
+// imageConversation ends with two results of one turn: the first with a
+// PNG and a GIF, the second with text only.
+func imageConversation() []llm.Message {
+	return []llm.Message{
+		{Role: llm.RoleSystem, Content: "You are Countersign."},
+		{Role: llm.RoleUser, Content: "Show me the dashboard and the chart."},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+			{ID: "call_shot", Name: "browser__screenshot", Arguments: `{}`},
+			{ID: "call_log", Name: "http_request", Arguments: argsA},
+		}},
+		{Role: llm.RoleTool, ToolCallID: "call_shot", Name: "browser__screenshot",
+			Content: "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]", Images: []llm.Image{pngImage, gifImage}},
+		{Role: llm.RoleTool, ToolCallID: "call_log", Name: "http_request", Content: "200 OK"},
+	}
+}
+
+func sameImages(got, want []llm.Image) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i].MIME != want[i].MIME || !bytes.Equal(got[i].Data, want[i].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenAI takes images from the user only: after the turn's tool messages
+// (whose text keeps the lines) comes one user message that names the
+// call and holds its images, byte for byte.
+func TestOpenAIGetsAResultsImagesInAUserMessage(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("The dashboard is green."))
+	if _, err := newOpenAI(t, srv).Generate(context.Background(), imageConversation(), testTools); err != nil {
+		t.Fatalf("Generate() = %v", err)
+	}
+	msgs := srv.Requests()[0].Messages
+	if n := len(msgs); n != 6 {
+		t.Fatalf("%d messages sent, want 6 (system, user, assistant, two tool messages, the images)", n)
+	}
+	if msgs[3].Role != "tool" || msgs[3].Text() != "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]" || msgs[3].Images() != nil {
+		t.Errorf("first tool message = %s %q with %d images; want its text only", msgs[3].Role, msgs[3].Text(), len(msgs[3].Images()))
+	}
+	last := msgs[5]
+	if last.Role != "user" || !sameImages(last.Images(), []llm.Image{pngImage, gifImage}) {
+		t.Errorf("last message = %s with %d images; want the user's with the PNG and the GIF", last.Role, len(last.Images()))
+	}
+	if !strings.Contains(last.Text(), "call_shot") || !strings.Contains(last.Text(), "browser__screenshot") {
+		t.Errorf("the images' message says %q; want it to name the call and the tool", last.Text())
+	}
+}
+
+// Anthropic takes images in a tool_result's content: after its text.
+func TestAnthropicGetsAResultsImagesInItsToolResult(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("The dashboard is green."))
+	if _, err := newAnthropic(t, srv).Generate(context.Background(), imageConversation(), testTools); err != nil {
+		t.Fatalf("Generate() = %v", err)
+	}
+	msgs := srv.Requests()[0].Messages
+	last := msgs[len(msgs)-1]
+	if last.Role != "user" || len(last.Content) != 2 {
+		t.Fatalf("last message = %s with %d blocks; want the user's two tool results", last.Role, len(last.Content))
+	}
+	shot, log := last.Content[0], last.Content[1]
+	if shot.ToolUseID != "call_shot" || shot.ResultText() != "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]" ||
+		!sameImages(shot.Images(), []llm.Image{pngImage, gifImage}) {
+		t.Errorf("screenshot's result = %s %q with %d images; want its text, then the PNG and the GIF", shot.ToolUseID, shot.ResultText(), len(shot.Images()))
+	}
+	if log.ResultText() != "200 OK" || log.Images() != nil {
+		t.Errorf("other result = %q with %d images; want its text only", log.ResultText(), len(log.Images()))
+	}
+}
+
+// LLM_IMAGES=off: a model that takes no images gets the lines only.
+func TestImagesOffSendsTheLinesOnly(t *testing.T) {
+	t.Parallel()
+	env := func(srvVar, url string) func(string) string {
+		return func(k string) string {
+			return map[string]string{"LLM_PROVIDER": map[string]string{"OPENAI_BASE_URL": "openai", "ANTHROPIC_BASE_URL": "anthropic"}[srvVar],
+				srvVar: url, "ANTHROPIC_API_KEY": "k", "LLM_IMAGES": "off"}[k]
+		}
+	}
+	oa := llmtest.NewOpenAIServer(t, llmtest.Reply("ok"))
+	m, err := llm.FromEnv(env("OPENAI_BASE_URL", oa.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), imageConversation(), testTools); err != nil {
+		t.Fatalf("OpenAI Generate() = %v", err)
+	}
+	msgs := oa.Requests()[0].Messages
+	if n := len(msgs); n != 5 || msgs[3].Text() != "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]" {
+		t.Errorf("OpenAI was sent %d messages; want the 5 of the conversation, the lines in the tool message", n)
+	}
+	an := llmtest.NewAnthropicServer(t, llmtest.Reply("ok"))
+	if m, err = llm.FromEnv(env("ANTHROPIC_BASE_URL", an.URL())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), imageConversation(), testTools); err != nil {
+		t.Fatalf("Anthropic Generate() = %v", err)
+	}
+	amsgs := an.Requests()[0].Messages
+	if shot := amsgs[len(amsgs)-1].Content[0]; shot.Images() != nil || !strings.Contains(shot.ResultText(), "[image image/png, 28 bytes]") {
+		t.Errorf("Anthropic's tool result = %q with %d images; want the lines only", shot.ResultText(), len(shot.Images()))
+	}
+	if _, err := llm.FromEnv(func(k string) string { return map[string]string{"LLM_IMAGES": "sometimes"}[k] }); err == nil ||
+		!strings.Contains(err.Error(), "LLM_IMAGES") {
+		t.Errorf("LLM_IMAGES=sometimes: error %v, want one naming LLM_IMAGES", err)
+	}
+}
+
+// A long thread of screenshots: each request shows the model the newest
+// MaxRequestImages only, the older ones being their lines.
+func TestARequestShowsTheNewestImagesOnly(t *testing.T) {
+	t.Parallel()
+	conv := []llm.Message{{Role: llm.RoleUser, Content: "Keep watching the page."}}
+	const shots = llm.MaxRequestImages + 5
+	for i := range shots {
+		id := fmt.Sprintf("call_%d", i)
+		img := llm.Image{MIME: "image/png", Data: append(slicesClone(pngImage.Data), byte(i))}
+		conv = append(conv,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: "browser__screenshot", Arguments: `{}`}}},
+			llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "browser__screenshot", Content: "[image image/png, 29 bytes]", Images: []llm.Image{img}})
+	}
+	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("Still green."))
+	if _, err := newAnthropic(t, srv).Generate(context.Background(), conv, testTools); err != nil {
+		t.Fatalf("Generate() = %v", err)
+	}
+	var sent []byte // the last byte of each image sent, in order
+	for _, m := range srv.Requests()[0].Messages {
+		for _, b := range m.Content {
+			for _, img := range b.Images() {
+				sent = append(sent, img.Data[len(img.Data)-1])
+			}
+		}
+	}
+	if len(sent) != llm.MaxRequestImages || sent[0] != 5 || sent[len(sent)-1] != shots-1 {
+		t.Errorf("images sent = %v; want the newest %d (5 to %d)", sent, llm.MaxRequestImages, shots-1)
+	}
+}
+
+func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
