@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 )
@@ -162,3 +165,82 @@ func TestARequestShowsTheNewestImagesOnly(t *testing.T) {
 }
 
 func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// A model that takes no images, named where LLM_IMAGES=off was not set
+// (gpt-3.5-turbo, a local text model behind OPENAI_BASE_URL), refuses a
+// request with one: the request is sent again with the images' lines,
+// and so is every later one, rather than the conversation failing at
+// every turn from then on. The operator is told once. An image that one
+// model would not take (not the model's refusal of every image) is left
+// out of that request only.
+func TestAModelThatTakesNoImagesGetsTheLines(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("The lines say it is a screenshot."), llmtest.Reply("Still the lines."))
+	srv.TakesNoImages("gpt-3.5-turbo")
+	log, hook := test.NewNullLogger()
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL(), "LLM_MODEL": "gpt-3.5-turbo"}
+	m, err := llm.FromEnvWithLogger(func(k string) string { return env[k] }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Generate(context.Background(), imageConversation(), testTools); err != nil || got.Content != "The lines say it is a screenshot." {
+		t.Fatalf("Generate() = %q, %v; want the first reply", got.Content, err)
+	}
+	got, err := llm.Stream(context.Background(), m, imageConversation(), testTools, func(context.Context, string) error { return nil })
+	if err != nil || got.Content != "Still the lines." {
+		t.Fatalf("Stream() = %q, %v; want the second reply", got.Content, err)
+	}
+	var sent []string
+	for _, r := range srv.Requests() {
+		images := 0
+		for _, m := range r.Messages {
+			images += len(m.Images())
+		}
+		sent = append(sent, fmt.Sprintf("%d:%d messages, %d images", r.Status, len(r.Messages), images))
+	}
+	want := []string{"400:6 messages, 2 images", "200:5 messages, 0 images", "200:5 messages, 0 images"}
+	if fmt.Sprint(sent) != fmt.Sprint(want) {
+		t.Errorf("requests = %v, want %v (refused once, then the lines only)", sent, want)
+	}
+	if msgs := srv.Requests()[1].Messages; msgs[3].Text() != "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]" {
+		t.Errorf("the tool message sent again says %q; want the images' lines", msgs[3].Text())
+	}
+	warned := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "takes no images") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d warnings that the model takes no images, want 1", warned)
+	}
+
+	// An image the model would not take: that request goes with the
+	// lines, the next one with the images again.
+	srv2 := llmtest.NewOpenAIServer(t, llmtest.Reply("first"), llmtest.Reply("second"))
+	conv := imageConversation()
+	conv[3].Images = []llm.Image{{MIME: "image/png", Data: gifImage.Data}} // a GIF that says it is a PNG
+	m2 := newOpenAI(t, srv2)
+	for range 2 {
+		if _, err := m2.Generate(context.Background(), conv, testTools); err != nil {
+			t.Fatalf("Generate() = %v; want the request sent again without the image", err)
+		}
+	}
+	var statuses []int
+	for _, r := range srv2.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if want := []int{400, 200, 400, 200}; fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Errorf("statuses = %v, want %v (each request tries the image, then goes without it)", statuses, want)
+	}
+
+	// Another 400 is not taken for a refusal of images.
+	srv3 := llmtest.NewOpenAIServer(t)
+	srv3.ThenRaw(llmtest.Raw{Status: 400, Body: `{"error":{"message":"Invalid value for 'top_p'","type":"invalid_request_error","param":"top_p","code":"invalid_value"}}`})
+	if _, err := newOpenAI(t, srv3).Generate(context.Background(), imageConversation(), testTools); err == nil {
+		t.Errorf("Generate() = nil error; want the 400 about top_p")
+	}
+	if n := len(srv3.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1: a 400 about something else is not sent again", n)
+	}
+}

@@ -81,8 +81,10 @@ type OpenAI struct {
 	developer bool
 	// callID is the ID a call is sent under (see openAICallID).
 	callID func(string) string
-	// images: tool results' images are sent (OpenAIOptions.NoImages).
-	images bool
+	// images: tool results' images are sent (OpenAIOptions.NoImages),
+	// until noImages is set: the model refused them (see generate).
+	images   bool
+	noImages *atomic.Bool
 }
 
 // NewOpenAI returns a client for opts. It sends nothing until Generate.
@@ -168,7 +170,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	return &OpenAI{llm: client, model: model, name: name, tools: tools, log: tools.log,
 		temperature: temperature, noTemperature: noTemperature, noStreamOptions: noStreamOptions,
 		effort: opts.ReasoningEffort, noEffort: noEffort,
-		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID, images: !opts.NoImages}, nil
+		developer: ReasoningModel(model) && !strings.Contains(model, "/"), callID: callID, images: !opts.NoImages, noImages: new(atomic.Bool)}, nil
 }
 
 // Name says which model and server this is, e.g. "openai gpt-4o-mini".
@@ -187,7 +189,8 @@ func (o *OpenAI) Generate(ctx context.Context, msgs []Message, tools []ToolDef) 
 
 // generate asks for the reply, streamed to fn when fn is not nil.
 func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
-	req, instructions, err := toOpenAI(msgs, o.developer, o.callID, o.images)
+	images := o.images && !o.noImages.Load() && hasImages(msgs)
+	req, instructions, err := toOpenAI(msgs, o.developer, o.callID, images)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", o.name, err)
 	}
@@ -211,11 +214,27 @@ func (o *OpenAI) generate(ctx context.Context, msgs []Message, tools []ToolDef, 
 	}
 	// A refused parameter the bot can do without is dropped from this
 	// request and every later one, and the request sent again: at most
-	// once per parameter (three of them), each refusal having come before
-	// any of the answer, so nothing was streamed yet.
+	// once per parameter (three of them, and the images), each refusal
+	// having come before any of the answer, so nothing was streamed yet.
 	reply, err := send()
-	for range 3 {
+	for range 4 {
 		switch {
+		case err != nil && images && refusesImages(err):
+			// A model that takes no images (an older or a local one,
+			// where LLM_IMAGES=off was not set), or an image it would
+			// not take: this request goes with the images' lines, and
+			// if the model takes none, every later one too.
+			images = false
+			if modelTakesNoImages(err) {
+				if o.noImages.CompareAndSwap(false, true) {
+					o.log.WithField("model", o.model).Warn("the model takes no images: tool results' images are sent as their lines of text (set LLM_IMAGES=off to say so at start)")
+				}
+			} else {
+				o.log.WithField("model", o.model).Warn("the model refused a tool result's image: this request is sent with the images' lines of text instead")
+			}
+			if req, instructions, err = toOpenAI(msgs, o.developer, o.callID, false); err != nil {
+				return Message{}, fmt.Errorf("%s: %w", o.name, err)
+			}
 		case err != nil && o.temperature != nil && refusesTemperature(err):
 			// A reasoning model the bot did not know by its name (an
 			// Azure deployment's, a newer family's).
@@ -251,6 +270,51 @@ func notFoundHint(err error) error {
 		return fmt.Errorf("%w; nothing answers at this base URL: the API root usually ends in /v1", err)
 	}
 	return err
+}
+
+// hasImages reports whether a tool message of msgs holds an image.
+func hasImages(msgs []Message) bool {
+	for _, m := range msgs {
+		if m.Role == RoleTool && len(m.Images) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// refusesImages reports whether err is a refusal of a request's images:
+// an HTTP 400 or 422 whose message speaks of images, or of the message
+// content that only images make a list of parts (a text-only model's
+// server wants a string there).
+func refusesImages(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) || (se.StatusCode != http.StatusBadRequest && se.StatusCode != http.StatusUnprocessableEntity) {
+		return false
+	}
+	msg := strings.ToLower(se.Message)
+	return strings.Contains(msg, "image") || strings.Contains(msg, "multimodal") || strings.Contains(msg, "vision") ||
+		(strings.Contains(se.Param, "content") && strings.Contains(msg, "must be a string"))
+}
+
+// modelTakesNoImages reports whether a refusal of images (refusesImages)
+// says the model takes none, rather than that one image would not do
+// (a format it does not take): OpenAI's "image_url is only supported by
+// certain models", a server's "does not support images" or "not a
+// multimodal model", or a content that must be a string.
+func modelTakesNoImages(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	msg := strings.ToLower(se.Message)
+	for _, says := range []string{"only supported by certain models", "not support image", "n't support image",
+		"not support multimodal", "not support vision", "not a multimodal", "must be a string",
+		"image input is not supported", "image inputs are not supported", "images are not supported"} {
+		if strings.Contains(msg, says) {
+			return true
+		}
+	}
+	return false
 }
 
 // refusesParam reports whether err is OpenAI's refusal of the request's

@@ -53,8 +53,45 @@ type OpenAIServer struct {
 	requests  []OpenAIRequest
 	usage     [2]int // prompt and completion tokens each reply reports
 	reasoning map[string]bool
+	// textOnly are the models that take no images (TakesNoImages).
+	textOnly map[string]bool
 	// mistral: answer as Mistral's API does where it differs.
 	mistral bool
+}
+
+// TakesNoImages makes the server refuse an image_url part for these
+// models, as OpenAI does for a model without vision (gpt-3.5-turbo):
+// HTTP 400, "Invalid content type. image_url is only supported by
+// certain models.", naming the part's type as the param.
+func (s *OpenAIServer) TakesNoImages(models ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.textOnly == nil {
+		s.textOnly = map[string]bool{}
+	}
+	for _, m := range models {
+		s.textOnly[m] = true
+	}
+}
+
+// imageRefusal is the problem of a request with an image for a model
+// that takes none, or nil.
+func (s *OpenAIServer) imageRefusal(req *openAIWireRequest) *problem {
+	s.mu.Lock()
+	textOnly := s.textOnly[req.Model]
+	s.mu.Unlock()
+	if !textOnly {
+		return nil
+	}
+	for i, m := range req.Messages {
+		parts, _ := openAIParts(m.Content)
+		for j, p := range parts {
+			if p.Type == "image_url" {
+				return badf(fmt.Sprintf("messages.[%d].content.[%d].type", i, j), "Invalid content type. image_url is only supported by certain models.")
+			}
+		}
+	}
+	return nil
 }
 
 // ActAsMistral makes the server refuse what Mistral's API refuses of an
@@ -277,7 +314,11 @@ func (s *OpenAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rec.Status, map[string]any{"object": "error", "message": p, "type": "invalid_function_call", "param": nil, "code": "3280"})
 		return
 	}
-	if p := validateOpenAI(&req, s.reasoningModel(req.Model)); p != nil {
+	p := validateOpenAI(&req, s.reasoningModel(req.Model))
+	if p == nil {
+		p = s.imageRefusal(&req)
+	}
+	if p != nil {
 		rec.Status, rec.Problem = http.StatusBadRequest, p.msg
 		s.record(rec)
 		openAIErrorCode(w, rec.Status, "invalid_request_error", p.param, p.code, p.msg)
