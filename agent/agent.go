@@ -64,6 +64,9 @@ type Options struct {
 	ToolTimeout time.Duration
 	// DefaultExpiry applies to rules without expires_after (default 24h).
 	DefaultExpiry time.Duration
+	// MaxImageBytes caps the image data a conversation keeps for the
+	// model (default MaxConversationImageBytes).
+	MaxImageBytes int
 	// OnModel, if set, is told how long each model call took, what it
 	// cost (nil when the provider did not say) and how it ended, for
 	// metrics.
@@ -179,6 +182,9 @@ func New(model llm.Model, box Toolbox, store graph.Store, opts Options) (*Agent,
 	}
 	if opts.DefaultExpiry <= 0 {
 		opts.DefaultExpiry = 24 * time.Hour
+	}
+	if opts.MaxImageBytes <= 0 {
+		opts.MaxImageBytes = MaxConversationImageBytes
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
@@ -568,9 +574,46 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 		return
 	}
 	c.Status, c.IsError, c.Result = Done, false, prefix+result
-	c.Images = modelImages(images)
+	if shown := modelImages(images); len(shown) > 0 && imageBytes(s)+imagesSize(shown) <= a.opts.MaxImageBytes {
+		c.Images = shown // (c's own are nil until now: imageBytes counts the others')
+	} else if len(shown) > 0 {
+		c.Result += fmt.Sprintf("\n[the images of this result are not shown to the model: the conversation holds the %s of images it may keep]",
+			tools.Size(a.opts.MaxImageBytes))
+		log().Info("the conversation holds all the images it may keep; this result's are left out")
+	}
 	fields["duration"] = a.now().Sub(start)
 	log().Info("tool call done")
+}
+
+// MaxConversationImageBytes is by default (Options.MaxImageBytes) the
+// most image data a conversation keeps for the model (tools' screenshots and charts, in its checkpoints):
+// past it, a result's images are left out, the result saying so. A
+// request shows the model the newest images only (llm.MaxRequestImages,
+// llm.MaxRequestImageBytes), but the conversation keeps every one for
+// as long as the thread is kept: this bounds what a thread of
+// screenshots, or a tool server that answers every call with images,
+// holds in Redis.
+const MaxConversationImageBytes = 16 << 20
+
+// imageBytes is the size of the images s keeps: its messages' and its
+// calls'.
+func imageBytes(s *State) int {
+	n := 0
+	for _, m := range s.Messages {
+		n += imagesSize(m.Images)
+	}
+	for _, c := range s.Calls {
+		n += imagesSize(c.Images)
+	}
+	return n
+}
+
+func imagesSize(images []llm.Image) int {
+	n := 0
+	for _, img := range images {
+		n += len(img.Data)
+	}
+	return n
 }
 
 // RunsAs is whose identity call c of s runs with at its tool's server

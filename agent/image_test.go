@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -160,5 +161,67 @@ func TestOldStateDecodesUnchanged(t *testing.T) {
 		if err != nil || m.Images != nil {
 			t.Errorf("journal entry %d = %v, %d images; want it decoded, without images", i, err, len(m.Images))
 		}
+	}
+}
+
+// bigShot is "lookup" as a tool whose every result holds a 4 KiB image.
+type bigShot struct{ agenttest.Tool }
+
+func (s *bigShot) CallWithInfo(ctx context.Context, _ tools.CallInfo, args json.RawMessage) (string, error) {
+	return s.Call(ctx, args)
+}
+
+func (s *bigShot) CallWithImages(ctx context.Context, info tools.CallInfo, args json.RawMessage) (string, []tools.Image, error) {
+	text, err := s.CallWithInfo(ctx, info, args)
+	return text + "\n[image image/png, 4.0 KiB]", []tools.Image{{MIME: "image/png", Data: bytes.Repeat([]byte{'p'}, 4<<10)}}, err
+}
+
+// A tool that answers every call with images cannot make a conversation
+// hold more than Options.MaxImageBytes of them (MaxConversationImageBytes,
+// 16 MiB, in the bot; 16 KiB here): the results past it keep their text,
+// say that their images are left out, and hand the model none.
+func TestAConversationKeepsABoundedSizeOfImages(t *testing.T) {
+	t.Parallel()
+	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, &bigShot{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"}, &agenttest.Tool{ToolName: "delete"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 16 << 10
+	const calls = bound/(4<<10) + 2 // two past the bound
+	model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		var out []llm.ToolCall
+		for i := range calls {
+			out = append(out, llm.ToolCall{Name: "lookup", Arguments: fmt.Sprintf(`{"n":%d}`, i)})
+		}
+		return out
+	}}}
+	a, err := agent.New(model, reg, graph.NewMemoryStore(graph.MemoryOptions{}), agent.Options{MaxImageBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Graph().Start(context.Background(), "t", agent.NewState("t", "U1", "C1", "look again and again"), graph.RunConfig{})
+	if err != nil || res.Status() != graph.Done {
+		t.Fatalf("Start() = %v, %v; want done", res, err)
+	}
+	kept, left := 0, 0
+	for _, m := range res.State.Messages {
+		if m.Role != llm.RoleTool {
+			continue
+		}
+		switch {
+		case len(m.Images) == 1 && !strings.Contains(m.Content, "not shown to the model"):
+			kept++
+		case len(m.Images) == 0 && strings.Contains(m.Content, "[image image/png, 4.0 KiB]\n[the images of this result are not shown to the model: the conversation holds the 16.0 KiB"):
+			left++
+		default:
+			t.Errorf("a result with %d images says %q", len(m.Images), m.Content)
+		}
+	}
+	if want := bound / (4 << 10); kept != want || left != 2 {
+		t.Errorf("%d results kept their image and %d left it out; want %d and 2", kept, left, want)
 	}
 }
