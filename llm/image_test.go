@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/countersign/countersign/llm"
@@ -205,13 +204,7 @@ func TestAModelThatTakesNoImagesGetsTheLines(t *testing.T) {
 	if msgs := srv.Requests()[1].Messages; msgs[3].Text() != "[image image/png, 28 bytes]\n[image image/gif, 21 bytes]" {
 		t.Errorf("the tool message sent again says %q; want the images' lines", msgs[3].Text())
 	}
-	warned := 0
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "takes no images") {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := warnings(hook, "takes no images"); warned != 1 {
 		t.Errorf("%d warnings that the model takes no images, want 1", warned)
 	}
 

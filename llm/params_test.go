@@ -162,13 +162,7 @@ func TestTemperatureRefusedByAnUnknownReasoningModel(t *testing.T) {
 	if want := []any{0.2, "none", "none"}; fmt.Sprint(temps) != fmt.Sprint(want) {
 		t.Errorf("temperatures sent = %v, want %v (refused once, then never sent)", temps, want)
 	}
-	warned := 0
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "temperature") {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := warnings(hook, "temperature"); warned != 1 {
 		t.Errorf("%d warnings about the temperature, want 1", warned)
 	}
 
@@ -266,13 +260,7 @@ func TestStreamOptionsRefused(t *testing.T) {
 	if fmt.Sprint(statuses) != "[422 200 200 200]" {
 		t.Errorf("statuses = %v, want one refusal, then the answers", statuses)
 	}
-	warned := 0
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "stream_options") {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := warnings(hook, "stream_options"); warned != 1 {
 		t.Errorf("%d warnings about stream_options, want 1", warned)
 	}
 }
@@ -325,13 +313,7 @@ func TestReasoningEffort(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: reasoning_effort sent = %v, want %v", tt.model, got, tt.want)
 		}
-		warned := 0
-		for _, e := range hook.AllEntries() {
-			if strings.Contains(e.Message, "LLM_REASONING_EFFORT") {
-				warned++
-			}
-		}
-		if want := len(tt.want) - 2; warned != want {
+		if warned, want := warnings(hook, "LLM_REASONING_EFFORT"), len(tt.want)-2; warned != want {
 			t.Errorf("%s: %d warnings, want %d", tt.model, warned, want)
 		}
 	}
@@ -352,4 +334,15 @@ func TestReasoningEffort(t *testing.T) {
 	if _, err := llm.FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "LLM_REASONING_EFFORT") {
 		t.Errorf("FromEnv(LLM_REASONING_EFFORT=extreme) = %v, want it refused", err)
 	}
+}
+
+// warnings counts the warnings logged to hook that mention about.
+func warnings(hook *test.Hook, about string) int {
+	n := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, about) {
+			n++
+		}
+	}
+	return n
 }
