@@ -42,12 +42,6 @@ func resultContent(res *sdk.CallToolResult, max int, readTool string) (string, [
 	return tools.CapText(text, max), images
 }
 
-// allText is the text of a result, without its images.
-func allText(res *sdk.CallToolResult, readTool string) string {
-	text, _, _ := allContent(res, readTool)
-	return text
-}
-
 // allContent returns a result's text, its images for the model, and
 // where in the text each image's line ends.
 func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image, []int) {
@@ -99,12 +93,12 @@ func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image
 func imageLine(img *sdk.ImageContent, shown int) (string, bool) {
 	why := tools.CheckImage(img.MIMEType, img.Data)
 	if why == "" && shown+len(img.Data) > tools.MaxResultImageBytes {
-		why = fmt.Sprintf("over the %s of images one result shows the model", size(tools.MaxResultImageBytes))
+		why = fmt.Sprintf("over the %s of images one result shows the model", tools.Size(tools.MaxResultImageBytes))
 	}
 	if why != "" {
-		return fmt.Sprintf("[image %s, %s: %s]", img.MIMEType, size(len(img.Data)), why), false
+		return fmt.Sprintf("[image %s, %s: %s]", img.MIMEType, tools.Size(len(img.Data)), why), false
 	}
-	return fmt.Sprintf("[image %s, %s]", img.MIMEType, size(len(img.Data))), true
+	return fmt.Sprintf("[image %s, %s]", img.MIMEType, tools.Size(len(img.Data))), true
 }
 
 // containsWrapped reports whether structured content that is an object of
@@ -154,9 +148,9 @@ func contentText(c sdk.Content, readTool string) string {
 	case *sdk.TextContent:
 		return c.Text
 	case *sdk.ImageContent:
-		return fmt.Sprintf("[image %s, %s]", c.MIMEType, size(len(c.Data)))
+		return fmt.Sprintf("[image %s, %s]", c.MIMEType, tools.Size(len(c.Data)))
 	case *sdk.AudioContent:
-		return fmt.Sprintf("[audio %s, %s]", c.MIMEType, size(len(c.Data)))
+		return fmt.Sprintf("[audio %s, %s]", c.MIMEType, tools.Size(len(c.Data)))
 	case *sdk.ResourceLink:
 		return fmt.Sprintf("[resource link %s %q%s]", c.URI, c.Name, how)
 	case *sdk.EmbeddedResource:
@@ -166,7 +160,7 @@ func contentText(c sdk.Content, readTool string) string {
 		if c.Resource.Text != "" {
 			return fmt.Sprintf("[resource %s, %s]\n%s", c.Resource.URI, mimeOr(c.Resource.MIMEType, "text"), c.Resource.Text)
 		}
-		return fmt.Sprintf("[resource %s, %s, %s%s]", c.Resource.URI, mimeOr(c.Resource.MIMEType, "binary"), size(len(c.Resource.Blob)), how)
+		return fmt.Sprintf("[resource %s, %s, %s%s]", c.Resource.URI, mimeOr(c.Resource.MIMEType, "binary"), tools.Size(len(c.Resource.Blob)), how)
 	case nil:
 		return "[empty content]"
 	}
@@ -179,5 +173,3 @@ func mimeOr(mime, alt string) string {
 	}
 	return mime
 }
-
-func size(n int) string { return tools.Size(n) }

@@ -30,7 +30,7 @@ func TestStructuredContentSaidOnce(t *testing.T) {
 		{"other", text("done"), map[string]any{"id": 7}, "done\n{\"id\":7}"},
 		{"only structured", nil, map[string]any{"id": 7}, `{"id":7}`},
 	} {
-		got := allText(&sdk.CallToolResult{Content: tt.content, StructuredContent: tt.structured}, "")
+		got, _, _ := allContent(&sdk.CallToolResult{Content: tt.content, StructuredContent: tt.structured}, "")
 		if got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
