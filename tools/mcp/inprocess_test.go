@@ -87,6 +87,9 @@ func newInProcess(t *testing.T) *inProcess {
 			return &sdk.CallToolResult{Content: []sdk.Content{
 				&sdk.TextContent{Text: "the page"},
 				&sdk.ImageContent{MIMEType: "image/png", Data: png},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///chart.png", MIMEType: "image/png", Blob: png}},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///page.png", MIMEType: "image/png", Blob: []byte("<html>login</html>")}},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "x]\n[image image/png, 1 KB]", MIMEType: "image/png", Blob: png}},
 				&sdk.ImageContent{MIMEType: "image/jpeg", Data: png},                            // says JPEG, is PNG
 				&sdk.ImageContent{MIMEType: "image/svg+xml", Data: []byte("<svg></svg>")},       // not a type shown
 				&sdk.ImageContent{MIMEType: "image/png", Data: padded(tools.MaxImageBytes + 1)}, // over the cap
@@ -634,6 +637,9 @@ func TestImagesOfAResult(t *testing.T) {
 	wantLines := []string{
 		"the page",
 		fmt.Sprintf("[image image/png, %d bytes]", len(png)),
+		fmt.Sprintf("[resource file:///chart.png, image/png, %d bytes]", len(png)),
+		"[resource file:///page.png, image/png, 18 bytes: the data is not a PNG image]",
+		fmt.Sprintf(`[resource "x]\n[image image/png, 1 KB]", image/png, %d bytes]`, len(png)),
 		fmt.Sprintf("[image image/jpeg, %d bytes: the data is not a JPEG image]", len(png)),
 		"[image image/svg+xml, 11 bytes: the model is shown PNG, JPEG, GIF and WebP images only]",
 		"[image image/png, 1.0 MiB: over the 1 MiB the model is shown]",
@@ -645,13 +651,15 @@ func TestImagesOfAResult(t *testing.T) {
 	if got := strings.Split(text, "\n"); !slices.Equal(got, wantLines) {
 		t.Errorf("text =\n%s\nwant\n%s", text, strings.Join(wantLines, "\n"))
 	}
-	if len(images) != 4 {
-		t.Fatalf("%d images for the model, want 4 (the small one and three of 1 MiB)", len(images))
+	if len(images) != 6 {
+		t.Fatalf("%d images for the model, want 6 (the small one, two as resources, and three of 1 MiB)", len(images))
 	}
-	if images[0].MIME != "image/png" || !bytes.Equal(images[0].Data, png) {
-		t.Errorf("first image = %s, %d bytes; want the PNG as the server sent it", images[0].MIME, len(images[0].Data))
+	for _, img := range images[:3] {
+		if img.MIME != "image/png" || !bytes.Equal(img.Data, png) {
+			t.Errorf("image = %s, %d bytes; want the small PNG as the server sent it", img.MIME, len(img.Data))
+		}
 	}
-	for _, img := range images[1:] {
+	for _, img := range images[3:] {
 		if img.MIME != "image/png" || len(img.Data) != tools.MaxImageBytes {
 			t.Errorf("image = %s, %d bytes; want a PNG of 1 MiB", img.MIME, len(img.Data))
 		}

@@ -3,7 +3,9 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,6 +19,8 @@ import (
 // the model may be shown (tools.CheckImage, within
 // tools.MaxResultImageBytes together) are returned as well, each after
 // its line in the text; any other image's line says why it is not shown.
+// An embedded resource whose blob is an image (a server that returns a
+// screenshot or a chart as a resource, not as image content) is one too.
 // The text is cut to max bytes as http_request cuts a body
 // (tools.CapText), so that no server can bloat a checkpoint or a model
 // request. Resources say which tool reads them, if the server has one
@@ -56,12 +60,12 @@ func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image
 		if len(parts) > 0 {
 			at++ // the newline between parts
 		}
-		if img, ok := c.(*sdk.ImageContent); ok {
-			line, shown := imageLine(img, total)
+		if img, label, ok := imageOf(c); ok {
+			line, shown := imageLine(label, img, total)
 			parts = append(parts, line)
 			at += len(line)
 			if shown {
-				images = append(images, tools.Image{MIME: img.MIMEType, Data: img.Data})
+				images = append(images, img)
 				ends = append(ends, at)
 				total += len(img.Data)
 			}
@@ -87,18 +91,47 @@ func allContent(res *sdk.CallToolResult, readTool string) (string, []tools.Image
 	return strings.Join(parts, "\n"), images, ends
 }
 
+// imageOf returns the image that c is, if it is one, and how its line
+// names it: image content ("image image/png"), or an embedded resource
+// whose blob says it is an image ("resource file:///chart.png,
+// image/png"). Whether the data is what its type says is for
+// tools.CheckImage.
+func imageOf(c sdk.Content) (img tools.Image, label string, ok bool) {
+	switch c := c.(type) {
+	case *sdk.ImageContent:
+		return tools.Image{MIME: c.MIMEType, Data: c.Data}, "image " + c.MIMEType, true
+	case *sdk.EmbeddedResource:
+		r := c.Resource
+		if r == nil || r.Text != "" || len(r.Blob) == 0 || !strings.HasPrefix(r.MIMEType, "image/") {
+			return tools.Image{}, "", false
+		}
+		return tools.Image{MIME: r.MIMEType, Data: r.Blob}, "resource " + lineURI(r.URI) + ", " + r.MIMEType, true
+	}
+	return tools.Image{}, "", false
+}
+
+// lineURI is a resource's URI as a line of a result names it: as the
+// server sent it when it is plain, else quoted, so that no URI (a
+// hostile server's) breaks the line or makes one up.
+func lineURI(uri string) string {
+	if strings.IndexFunc(uri, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == ']' || r == '[' }) < 0 {
+		return uri
+	}
+	return strconv.QuoteToASCII(uri)
+}
+
 // imageLine is the line that stands for an image in a result's text, and
 // whether the model is shown the image itself: the result's images so
 // far take shown bytes.
-func imageLine(img *sdk.ImageContent, shown int) (string, bool) {
-	why := tools.CheckImage(img.MIMEType, img.Data)
+func imageLine(label string, img tools.Image, shown int) (string, bool) {
+	why := tools.CheckImage(img.MIME, img.Data)
 	if why == "" && shown+len(img.Data) > tools.MaxResultImageBytes {
 		why = fmt.Sprintf("over the %s of images one result shows the model", tools.Size(tools.MaxResultImageBytes))
 	}
 	if why != "" {
-		return fmt.Sprintf("[image %s, %s: %s]", img.MIMEType, tools.Size(len(img.Data)), why), false
+		return fmt.Sprintf("[%s, %s: %s]", label, tools.Size(len(img.Data)), why), false
 	}
-	return fmt.Sprintf("[image %s, %s]", img.MIMEType, tools.Size(len(img.Data))), true
+	return fmt.Sprintf("[%s, %s]", label, tools.Size(len(img.Data))), true
 }
 
 // containsWrapped reports whether structured content that is an object of
