@@ -151,6 +151,12 @@ func (n *nest[S, T]) decode(nested json.RawMessage) (*run[T], []json.RawMessage,
 	if err := upgrade(nc.Checkpoint); err != nil {
 		return nil, nil, err
 	}
+	// A subgraph's checkpoint holds its whole journal (persist): one
+	// that says it has more or fewer entries than it holds is damaged,
+	// and a save would cut the journal at an entry it does not have.
+	if nc.JournalLen != len(nc.Journal) {
+		return nil, nil, fmt.Errorf("decode subgraph checkpoint %s: journal has %d of %d entries", nc.ID, len(nc.Journal), nc.JournalLen)
+	}
 	nc.Checkpoint.Journal = nc.Journal
 	r := &run[T]{g: n.g}
 	if err := r.decode(nc.Checkpoint); err != nil {
