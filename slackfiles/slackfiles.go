@@ -13,6 +13,7 @@
 package slackfiles
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -396,7 +397,8 @@ func hostOf(raw string) string {
 const MaxDecoded = 20
 
 // Decode reads a message event's "files" list. It is lenient: an entry
-// that is not a file object is left out, and a list that is not a list is
+// that is not an object (null, a number) or not a file object is left
+// out, and a list that is not a list is
 // no files, so that an odd event is still taken as the message it is.
 func Decode(raw json.RawMessage) []File {
 	var entries []json.RawMessage
@@ -406,7 +408,7 @@ func Decode(raw json.RawMessage) []File {
 	var out []File
 	for _, e := range entries {
 		var f File
-		if json.Unmarshal(e, &f) != nil {
+		if t := bytes.TrimSpace(e); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &f) != nil {
 			continue
 		}
 		out = append(out, f)
