@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/countersign/countersign/slackfiles"
 	"github.com/countersign/countersign/slacksim/slacktest"
@@ -206,5 +210,40 @@ func TestFileOrigin(t *testing.T) {
 	}
 	if !f.Allowed("https://files.slack.com/files-pri/T1-F1/shot.png") {
 		t.Error("Allowed refuses Slack's file host")
+	}
+}
+
+// Slack refusing the files (no files:read scope) is a line for each
+// image, and one warning in the log that says what to do.
+func TestMissingScopeWarnsOnce(t *testing.T) {
+	slack := slacktest.NewServer(t)
+	slack.RequireToken(token)
+	slack.FailFiles("missing_scope")
+	log, hook := logtest.NewNullLogger()
+	f, err := slackfiles.New(token, slackfiles.Options{APIURL: slack.URL(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8)})
+		lines, _ := f.Read(context.Background(), files(t, obj))
+		if len(lines) != 1 || !strings.HasSuffix(lines[0], ": could not be read from Slack: missing_scope]") {
+			t.Errorf("lines = %q, want the missing scope said", lines)
+		}
+	}
+	warnings := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warnings++
+			if !strings.Contains(e.Message, "files:read") {
+				t.Errorf("warning %q does not name the scope", e.Message)
+			}
+		}
+		if strings.Contains(fmt.Sprint(e.Data), token) || strings.Contains(e.Message, "/files-pri/") {
+			t.Errorf("log entry %q %v holds the token or the file's path", e.Message, e.Data)
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings, want 1", warnings)
 	}
 }

@@ -138,6 +138,11 @@ func TestAttachedScreenshotReachesTheModel(t *testing.T) {
 			if len(fetches) != 1 || !fetches[0].Token || !fetches[0].Served || !strings.Contains(fetches[0].Path, "/files-tmb/") {
 				t.Errorf("file host requests %+v; want one, for the thumbnail, with the token", fetches)
 			}
+			// The checkpoint in Redis keeps it, with the message.
+			thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+			if out := h.cli(t, "", "checkpoints", "show", "--thread", thread, "--json"); !strings.Contains(out, base64.StdEncoding.EncodeToString(thumb)) {
+				t.Errorf("the checkpoint does not keep the attached image")
+			}
 			// The image is the model's: never in the thread, nor the log.
 			b64 := base64.StdEncoding.EncodeToString(thumb)[:24]
 			for _, m := range h.slack.Messages(root.Channel, root.TS) {
