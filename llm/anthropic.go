@@ -58,8 +58,9 @@ type AnthropicOptions struct {
 	// for the model to think with before it answers (at least
 	// MinThinkingBudget); 0: off.
 	ThinkingBudget int
-	// NoImages sends a tool result's images as their lines of text only:
-	// for a model that takes no images (LLM_IMAGES=off).
+	// NoImages sends the images of tool results and user messages as
+	// their lines of text only: for a model that takes no images
+	// (LLM_IMAGES=off).
 	NoImages bool
 }
 
@@ -102,7 +103,7 @@ type Anthropic struct {
 	name      string
 	maxTokens int
 	tools     *toolSet
-	// images: tool results' images are sent (AnthropicOptions.NoImages).
+	// images: the messages' images are sent (AnthropicOptions.NoImages).
 	images bool
 }
 

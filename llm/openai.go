@@ -51,8 +51,9 @@ type OpenAIOptions struct {
 	// A model that refuses it is not sent it again. "": the model's
 	// default.
 	ReasoningEffort string
-	// NoImages sends a tool result's images as their lines of text only:
-	// for a model that takes no images (LLM_IMAGES=off).
+	// NoImages sends the images of tool results and user messages as
+	// their lines of text only: for a model that takes no images
+	// (LLM_IMAGES=off).
 	NoImages bool
 }
 
@@ -81,7 +82,7 @@ type OpenAI struct {
 	developer bool
 	// callID is the ID a call is sent under (see openAICallID).
 	callID func(string) string
-	// images: tool results' images are sent (OpenAIOptions.NoImages),
+	// images: the messages' images are sent (OpenAIOptions.NoImages),
 	// until noImages is set: the model refused them (see generate).
 	images   bool
 	noImages *atomic.Bool
