@@ -67,6 +67,10 @@ type Options struct {
 	// MaxImageBytes caps the image data a conversation keeps for the
 	// model (default MaxConversationImageBytes).
 	MaxImageBytes int
+	// NoImages says the model is shown no images (LLM_IMAGES=off): tools
+	// are asked for their text only (an ImageTool's CallWithInfo), so a
+	// conversation keeps no images it would never send.
+	NoImages bool
 	// OnModel, if set, is told how long each model call took, what it
 	// cost (nil when the provider did not say) and how it ended, for
 	// metrics.
@@ -237,6 +241,48 @@ func NewState(thread, requester, channel, text string) State {
 	return State{
 		Thread: thread, Requester: requester, Channel: channel,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: text}},
+	}
+}
+
+// NewStateWithImages is NewState for a message that comes with images
+// the requester attached (see UserMessage).
+func (a *Agent) NewStateWithImages(thread, requester, channel, text string, images []llm.Image) State {
+	s := NewState(thread, requester, channel, "")
+	s.Messages[0] = a.UserMessage(&s, text, images)
+	return s
+}
+
+// UserMessage is a person's message of text, with the images they
+// attached, as s is to keep it: the images are kept while the
+// conversation's images stay within Options.MaxImageBytes; past it they
+// are left out, a line of the text saying so. With Options.NoImages the
+// images are left out too (the front end should not have fetched them).
+func (a *Agent) UserMessage(s *State, text string, images []llm.Image) llm.Message {
+	m := llm.Message{Role: llm.RoleUser, Content: text}
+	switch {
+	case len(images) == 0:
+	case a.opts.NoImages:
+		m.Content += "\n[the images of this message are not shown to the model: it is shown no images]"
+	case imageBytes(s)+imagesSize(images) <= a.opts.MaxImageBytes:
+		m.Images = images
+	default:
+		m.Content += fmt.Sprintf("\n[the images of this message are not shown to the model: the conversation holds the %s of images it may keep]",
+			tools.Size(a.opts.MaxImageBytes))
+		a.log.WithField("thread", s.Thread).Info("the conversation holds all the images it may keep; a message's are left out")
+	}
+	return m
+}
+
+// UserTurn returns a state modifier that adds by's message, with the
+// images they attached (see UserMessage), to a finished conversation,
+// for Graph.Continue. by becomes the requester of the calls the model
+// makes in answer.
+func (a *Agent) UserTurn(by, text string, images []llm.Image) graph.StateModifier[State] {
+	return func(_ context.Context, _ graph.NodePath, s *State) error {
+		s.Messages = append(s.Messages, a.UserMessage(s, text, images))
+		s.PassTurns = 0
+		s.TurnBy = by
+		return nil
 	}
 }
 
@@ -533,7 +579,7 @@ func (a *Agent) execute(ctx context.Context, s *State, c *Call) {
 		info.Input = &tools.InputReply{State: in.State, Answers: in.Answers}
 	}
 	c.Input, c.Images = nil, nil
-	result, images, err := callTool(ctx, tool, info, c.RunArgs())
+	result, images, err := callTool(ctx, tool, info, c.RunArgs(), !a.opts.NoImages)
 	// (Looked for only after an error: the targets errors.As is given
 	// are made on the heap.)
 	if err != nil {
@@ -626,16 +672,18 @@ func (a *Agent) RunsAs(s *State, c Call) string {
 	return ""
 }
 
-// callTool runs the tool, turning a panic into an error.
-func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage) (result string, images []tools.Image, err error) {
+// callTool runs the tool, turning a panic into an error. An ImageTool is
+// asked for its images only if withImages is set.
+func callTool(ctx context.Context, t tools.Tool, info tools.CallInfo, args json.RawMessage, withImages bool) (result string, images []tools.Image, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			result, images, err = "", nil, fmt.Errorf("the tool crashed: %v", p)
 		}
 	}()
+	if it, ok := t.(tools.ImageTool); ok && withImages {
+		return it.CallWithImages(ctx, info, args)
+	}
 	switch t := t.(type) {
-	case tools.ImageTool:
-		return t.CallWithImages(ctx, info, args)
 	case tools.InfoTool:
 		result, err = t.CallWithInfo(ctx, info, args)
 	default:

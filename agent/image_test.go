@@ -225,3 +225,76 @@ func TestAConversationKeepsABoundedSizeOfImages(t *testing.T) {
 		t.Errorf("%d results kept their image and %d left it out; want %d and 2", kept, left, want)
 	}
 }
+
+// With NoImages (LLM_IMAGES=off) an image tool is asked for its text
+// only: the checkpoint keeps no image of it, and the model gets none.
+func TestNoImagesAsksToolsForTextOnly(t *testing.T) {
+	t.Parallel()
+	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, &shotTool{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"}, &agenttest.Tool{ToolName: "delete"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
+		return []llm.ToolCall{{Name: "lookup", Arguments: `{"n":1}`}}
+	}}}
+	a, err := agent.New(model, reg, graph.NewMemoryStore(graph.MemoryOptions{}), agent.Options{NoImages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Graph().Start(context.Background(), "t", agent.NewState("t", "U1", "C1", "look"), graph.RunConfig{})
+	if err != nil || res.Status() != graph.Done {
+		t.Fatalf("Start() = %v, %v; want done", res, err)
+	}
+	for _, m := range res.State.Messages {
+		if len(m.Images) > 0 || strings.Contains(m.Content, "[image image/png") {
+			t.Errorf("a %s message keeps an image, or the image tool's line: %q", m.Role, m.Content)
+		}
+	}
+}
+
+// A person's attached images are kept with their message within the
+// conversation's bound; past it they are left out, the text saying so.
+func TestUserImagesKeptWithinTheBound(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(nil, &agenttest.Tool{ToolName: "lookup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall { return nil }}}
+	a, err := agent.New(model, reg, graph.NewMemoryStore(graph.MemoryOptions{}), agent.Options{MaxImageBytes: 3 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := llm.Image{MIME: "image/png", Data: append(append([]byte(nil), screenshot...), make([]byte, 2<<10)...)}
+	ctx := context.Background()
+	init := a.NewStateWithImages("t", "U1", "C1", "why does this fail?", []llm.Image{img})
+	if _, err := a.Graph().Start(ctx, "t", init, graph.RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Graph().Continue(ctx, "t", a.UserTurn("U2", "and this one?", []llm.Image{img}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []llm.Message
+	for _, m := range res.State.Messages {
+		if m.Role == llm.RoleUser {
+			users = append(users, m)
+		}
+	}
+	if len(users) != 2 || len(users[0].Images) != 1 || users[0].Content != "why does this fail?" {
+		t.Fatalf("user messages %+v; want the first with its image", users)
+	}
+	if len(users[1].Images) != 0 || !strings.HasSuffix(users[1].Content, "[the images of this message are not shown to the model: the conversation holds the 3.0 KiB of images it may keep]") {
+		t.Errorf("second user message %q with %d images; want its images left out, saying so", users[1].Content, len(users[1].Images))
+	}
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	first := model.seen[0]
+	if m := first[len(first)-1]; m.Role != llm.RoleUser || len(m.Images) != 1 {
+		t.Errorf("the model's first call ended with a %s message with %d images; want the user's with the image", m.Role, len(m.Images))
+	}
+}

@@ -61,8 +61,11 @@ type Bot struct {
 	// RedisCost counts what the bot's Redis client sends and receives.
 	RedisCost *metrics.RedisCost
 	Model     llm.Model
-	Policy    *tools.Policy
-	Tools     *mcp.Manager
+	// Images says the model is shown images (LLM_IMAGES, on by
+	// default): without them, no image is fetched or kept.
+	Images bool
+	Policy *tools.Policy
+	Tools  *mcp.Manager
 	// Auth keeps the MCP servers' OAuth connections.
 	Auth *mcpauth.Broker
 	// Redis describes the Redis in use, for the start-up line (its
@@ -187,6 +190,10 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 	if err != nil {
 		return nil, err
 	}
+	images, err := llm.ImagesFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
 	// Chosen by the bot, the number of replicas to wait for follows
 	// what each master has: after a failover promoted a master's only
 	// replica, its slots are not refused until another joins.
@@ -212,6 +219,7 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 		MaxCallsPerTurn: policy.CallsPerTurn(),
 		ToolTimeout:     box.ToolTimeout(2 * time.Minute),
 		OnModel:         obs.ModelCalled,
+		NoImages:        !images,
 	})
 	if err != nil {
 		return nil, err
@@ -227,7 +235,7 @@ func wire(ctx context.Context, getenv func(string) string, log logrus.FieldLogge
 		Logger: log, Schedule: true, Audit: true, Inbox: true, Observer: obs, Groups: opts.Groups,
 		Members: members, Stream: opts.Stream,
 	})
-	return &Bot{Runner: svc, Store: store, Checkpoints: checkpoints, Metrics: obs, RedisCost: cost,
+	return &Bot{Images: images, Runner: svc, Store: store, Checkpoints: checkpoints, Metrics: obs, RedisCost: cost,
 		Model: model, Policy: policy, Tools: box, Auth: broker}, nil
 }
 

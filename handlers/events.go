@@ -10,7 +10,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackfiles"
 	"github.com/countersign/countersign/slackui"
 )
 
@@ -104,17 +106,27 @@ type messageEvent struct {
 	Channel  string `json:"channel"`
 	TS       string `json:"ts"`
 	ThreadTS string `json:"thread_ts"`
+	// Files are the files attached to the message (slackfiles.Decode):
+	// read leniently, so that an odd list never makes the event
+	// malformed.
+	Files json.RawMessage `json:"files"`
 }
+
+// requestSubtypes are the subtypes of messages people write that are
+// requests like any: a reply also sent to the channel, and a message
+// with files. Every other subtype (an edit, a join, a bot's message, a
+// deletion…) is not a request.
+var requestSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true}
 
 // request turns an event into the request it makes, if it makes one: a
 // mention of the bot, or a reply in a thread.
 func (s *Server) request(team string, ev messageEvent) (intake, bool) {
 	// The bot's own messages, edits, joins and the like are not requests.
-	if ev.BotID != "" || ev.Subtype != "" || ev.User == "" || ev.User == s.opts.BotUserID || ev.Channel == "" || ev.TS == "" {
+	if ev.BotID != "" || !requestSubtypes[ev.Subtype] || ev.User == "" || ev.User == s.opts.BotUserID || ev.Channel == "" || ev.TS == "" {
 		return intake{}, false
 	}
 	rec := intake{Team: team, Channel: ev.Channel, User: ev.User, TS: ev.TS, Root: ev.ThreadTS,
-		Text: slackui.MentionText(ev.Text)}
+		Text: slackui.MentionText(ev.Text), Files: slackfiles.Decode(ev.Files)}
 	if rec.Root == "" {
 		rec.Root = ev.TS
 	}
@@ -156,9 +168,10 @@ func (s *Server) owns(ctx context.Context, thread string) (bool, error) {
 // (runner.ErrKept) is not settled, and reply reports it kept; kept says
 // it was kept before, and expired that its kept time is over: this look
 // is its last (runner.Message.Expired).
-func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text, id string, kept, expired bool, log logrus.FieldLogger) (ok, keptNow bool) {
+func (s *Server) reply(ctx context.Context, team, thread string, ev messageEvent, text string, images []llm.Image, id string, kept, expired bool, log logrus.FieldLogger) (ok, keptNow bool) {
 	_, _, root, _ := slackui.ParseThread(thread)
-	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, TS: ev.TS, Ref: id, Kept: kept, Expired: kept && expired})
+	err := s.svc.Reply(ctx, runner.Message{Thread: thread, Team: team, Channel: ev.Channel, By: ev.User, Text: text, Images: images,
+		TS: ev.TS, Ref: id, Kept: kept, Expired: kept && expired})
 	var refused *runner.RefusedError
 	var final *runner.FinalError
 	switch {

@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackfiles"
 	"github.com/countersign/countersign/slackretry"
 	"github.com/countersign/countersign/slackui"
 )
@@ -85,6 +88,11 @@ type intake struct {
 	// Posting says a command's root message may have been posted
 	// without its ts being recorded: look for it before posting again.
 	Posting bool `json:"posting,omitempty"`
+	// Files are the files attached to the message (events). Only their
+	// references are stored: the attempt that hands the request on
+	// downloads the images among them (attachments), and the
+	// conversation's checkpoint keeps them.
+	Files []slackfiles.File `json:"files,omitempty"`
 	// KeptUntil (unix ms) says a reply was kept until its
 	// conversation's first save (runner.ErrKept): it stays due until the
 	// start carries it on (carryKept), or until then, when the kept
@@ -435,6 +443,12 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			return again
 		}
 	}
+	// The attached images are downloaded before the hold is looked at,
+	// so that a slow download does not outlast the hold the hand-on
+	// counts on. An attempt that loses the request meanwhile downloaded
+	// for nothing; only the one that hands it on puts them in a
+	// conversation.
+	text, images := s.attachments(ctx, rec, log)
 	// The last step has an effect that must not happen twice (a reply
 	// handed on twice is two turns): go on only while this attempt
 	// holds the request, its hold fresh or renewed for the step.
@@ -448,7 +462,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 		switch {
 		case owned:
 			rec.Kind = intakeReply // a mention in a conversation's thread
-		case rec.Text == "":
+		case rec.Text == "" && len(rec.Files) == 0:
 			s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.HelpText)
 			return settled
 		}
@@ -467,7 +481,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			// over by a first save made right after, and lost: its
 			// request settled here.
 			expired := rec.KeptUntil != 0 && s.opts.Now().UnixMilli() >= rec.KeptUntil
-			ok, kept := s.reply(ctx, rec.Team, thread, ev, rec.Text, id, rec.KeptUntil != 0, expired, log)
+			ok, kept := s.reply(ctx, rec.Team, thread, ev, text, images, id, rec.KeptUntil != 0, expired, log)
 			now := s.opts.Now()
 			switch {
 			case !kept && ok:
@@ -497,7 +511,7 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 			}
 		}
 	}
-	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: rec.Text, TS: rec.TS})
+	err := s.svc.Start(ctx, runner.StartRequest{Thread: thread, Requester: rec.User, Team: rec.Team, Channel: rec.Channel, Text: text, Images: images, TS: rec.TS})
 	switch {
 	case err == nil:
 		return settled
@@ -513,6 +527,35 @@ func (s *Server) carry(ctx context.Context, id string, h *hold, rec intake, log 
 	log.WithError(err).Error("starting a conversation")
 	s.ephemeral(ctx, rec.Channel, rec.Root, rec.User, slackui.TextTryAgain)
 	return due
+}
+
+// filesTimeout bounds the download of a request's attached images, well
+// within the hold that the hand-on after it counts on (intakeRetry).
+const filesTimeout = intakeRetry / 2
+
+// attachments is the request's text as the model is to read it, with a
+// line for each attached file, and the images among them that the model
+// is shown, downloaded now (Options.Files). A request without files is
+// its text.
+func (s *Server) attachments(ctx context.Context, rec intake, log logrus.FieldLogger) (string, []llm.Image) {
+	if len(rec.Files) == 0 {
+		return rec.Text, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, filesTimeout)
+	defer cancel()
+	var lines []string
+	var images []llm.Image
+	if s.opts.Files != nil {
+		lines, images = s.opts.Files.Read(fctx, rec.Files)
+	} else {
+		lines, _ = (*slackfiles.Fetcher)(nil).Read(fctx, rec.Files)
+	}
+	log.WithFields(logrus.Fields{"files": len(rec.Files), "images": len(images)}).Debug("read the files attached to a request")
+	text := strings.Join(lines, "\n")
+	if rec.Text != "" {
+		text = rec.Text + "\n" + text
+	}
+	return text, images
 }
 
 // requestMetadata is the event type of the metadata a root message

@@ -17,7 +17,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slackfiles"
 	"github.com/countersign/countersign/slacksig"
 )
 
@@ -49,6 +51,18 @@ type Options struct {
 	// channel's members changed (membership.go); without it they are
 	// acknowledged and ignored.
 	Membership MembershipChanges
+	// Files, if set, downloads the images people attach to their
+	// requests, for the model (a *slackfiles.Fetcher); without it, as
+	// with LLM_IMAGES=off, attached files are named to the model and
+	// nothing is downloaded.
+	Files Files
+}
+
+// Files reads the files attached to a request: a line of text for each,
+// and the images among them that the model may be shown. It must be safe
+// for concurrent use.
+type Files interface {
+	Read(ctx context.Context, files []slackfiles.File) (lines []string, images []llm.Image)
 }
 
 // Server answers Slack. Create it with New; serve Handler.

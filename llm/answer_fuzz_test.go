@@ -149,7 +149,7 @@ func FuzzThinkingSentBack(f *testing.F) {
 			{Role: RoleTool, ToolCallID: "toolu_1", Name: "t", Content: "ok"},
 		}
 		marks := newThinkingMarks()
-		req, err := toAnthropic(msgs, marks)
+		req, err := toAnthropic(msgs, marks, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,8 +58,9 @@ type AnthropicOptions struct {
 	// for the model to think with before it answers (at least
 	// MinThinkingBudget); 0: off.
 	ThinkingBudget int
-	// NoImages sends a tool result's images as their lines of text only:
-	// for a model that takes no images (LLM_IMAGES=off).
+	// NoImages sends the images of tool results and user messages as
+	// their lines of text only: for a model that takes no images
+	// (LLM_IMAGES=off).
 	NoImages bool
 }
 
@@ -102,7 +103,7 @@ type Anthropic struct {
 	name      string
 	maxTokens int
 	tools     *toolSet
-	// images: tool results' images are sent (AnthropicOptions.NoImages).
+	// images: the messages' images are sent (AnthropicOptions.NoImages).
 	images bool
 }
 
@@ -264,7 +265,11 @@ func joinPaused(sofar, more Message) Message {
 // request sends one request and returns the reply.
 func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
 	thinking := newThinkingMarks()
-	req, err := toAnthropic(msgs, thinking)
+	var shown map[int][]Image
+	if a.images {
+		shown = requestImages(msgs)
+	}
+	req, err := toAnthropic(msgs, thinking, shown)
 	if err != nil {
 		return Message{}, fmt.Errorf("%s: %w", a.name, err)
 	}
@@ -287,8 +292,8 @@ func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef
 			x.errorResults[anthropicCallID(m.ToolCallID)] = true
 		}
 	}
-	if a.images {
-		for i, imgs := range requestImages(msgs) {
+	for i, imgs := range shown {
+		if msgs[i].Role == RoleTool {
 			if x.images == nil {
 				x.images = map[string][]Image{}
 			}
@@ -316,7 +321,9 @@ func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef
 //     the model wrote them: langchaingo has no such blocks, so a marker
 //     text stands in their place and mergeTurns puts them there (see
 //     thinkingMarks).
-func toAnthropic(msgs []Message, thinking *thinkingMarks) ([]llms.MessageContent, error) {
+//   - A user message's images in shown (by message index: see
+//     requestImages) follow its text as image blocks, in the user turn.
+func toAnthropic(msgs []Message, thinking *thinkingMarks, shown map[int][]Image) ([]llms.MessageContent, error) {
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
 	}
@@ -330,15 +337,22 @@ func toAnthropic(msgs []Message, thinking *thinkingMarks) ([]llms.MessageContent
 		out = append(out, user...)
 		results, user = nil, nil
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		switch m.Role {
 		case RoleSystem:
 			if strings.TrimSpace(m.Content) != "" {
 				system = append(system, m.Content)
 			}
 		case RoleUser:
+			mc := llms.MessageContent{Role: llms.ChatMessageTypeHuman}
 			if strings.TrimSpace(m.Content) != "" {
-				user = append(user, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+				mc.Parts = append(mc.Parts, llms.TextContent{Text: m.Content})
+			}
+			for _, img := range shown[i] {
+				mc.Parts = append(mc.Parts, llms.BinaryContent{MIMEType: img.MIME, Data: img.Data})
+			}
+			if len(mc.Parts) > 0 {
+				user = append(user, mc)
 			}
 		case RoleTool:
 			content := m.Content

@@ -44,16 +44,33 @@ import (
 //	                    becomes the budget and 4096 more, and
 //	                    LLM_TEMPERATURE cannot be set with it (Anthropic
 //	                    refuses a temperature then).
-//	LLM_IMAGES          on (the default) or off: whether the images in
-//	                    tools' results (an MCP server's screenshot) are
-//	                    sent to the model, or only the lines of text
+//	LLM_IMAGES          on (the default) or off: whether images are
+//	                    sent to the model — those in tools' results (an
+//	                    MCP server's screenshot) and those people attach
+//	                    to their messages — or only the lines of text
 //	                    that stand for them. Off for an OpenAI-compatible
-//	                    server whose model takes no images.
+//	                    server whose model takes no images; see
+//	                    ImagesFromEnv.
 //
 // OpenAI and Anthropic models come wrapped in Retry with its defaults.
 // Errors never contain a key.
 func FromEnv(getenv func(string) string) (Model, error) {
 	return FromEnvWithLogger(getenv, nil)
+}
+
+// ImagesFromEnv reads LLM_IMAGES: whether the model is shown images.
+// Off, the model client sends none, and the rest of the bot does not
+// fetch or keep any: the agent asks tools for their text only, and the
+// Slack front end does not download the images people attach.
+func ImagesFromEnv(getenv func(string) string) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(getenv("LLM_IMAGES"))); v {
+	case "", "on":
+		return true, nil
+	case "off":
+		return false, nil
+	default:
+		return false, fmt.Errorf("LLM_IMAGES=%s: want on or off", quoteName(v))
+	}
 }
 
 // FromEnvWithLogger is FromEnv with a logger for the model's warnings
@@ -93,14 +110,11 @@ func FromEnvWithLogger(getenv func(string) string, log logrus.FieldLogger) (Mode
 		}
 		budget = n
 	}
-	var noImages bool
-	switch v := strings.ToLower(get("LLM_IMAGES")); v {
-	case "", "on":
-	case "off":
-		noImages = true
-	default:
-		return nil, fmt.Errorf("LLM_IMAGES=%s: want on or off", quoteName(v))
+	images, err := ImagesFromEnv(getenv)
+	if err != nil {
+		return nil, err
 	}
+	noImages := !images
 	switch provider {
 	case "openai":
 		if get("OPENAI_API_KEY") == "" && get("OPENAI_BASE_URL") == "" {

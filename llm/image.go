@@ -5,11 +5,12 @@ import (
 	"fmt"
 )
 
-// Image is an image a tool's result shows the model (a screenshot, a
-// chart), as the tool gave it: one of PNG, JPEG, GIF and WebP, checked
-// against its type's first bytes and capped in size before it gets here
-// (see package tools). A tool message holds its images besides its text,
-// where a line stands for each; people are shown the text only.
+// Image is an image shown to the model: a tool's result's (a
+// screenshot, a chart), as the tool gave it, or one a person attached to
+// their message: one of PNG, JPEG, GIF and WebP, checked against its
+// type's first bytes and capped in size before it gets here (see package
+// tools). A tool or user message holds its images besides its text, where
+// a line stands for each; people are shown the text only.
 type Image struct {
 	// MIME is the image's type: image/png, image/jpeg, image/gif or
 	// image/webp.
@@ -29,9 +30,9 @@ const (
 	MaxRequestImageBytes = 8 << 20
 )
 
-// requestImages returns the images of msgs' tool messages that a request
-// sends, by the index of their message: the newest first, within
-// MaxRequestImages and MaxRequestImageBytes. Nil if none.
+// requestImages returns the images of msgs' tool and user messages that
+// a request sends, by the index of their message: the newest first,
+// within MaxRequestImages and MaxRequestImageBytes. Nil if none.
 func requestImages(msgs []Message) map[int][]Image {
 	var (
 		out          map[int][]Image
@@ -39,7 +40,7 @@ func requestImages(msgs []Message) map[int][]Image {
 	)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Role != RoleTool || len(m.Images) == 0 {
+		if (m.Role != RoleTool && m.Role != RoleUser) || len(m.Images) == 0 {
 			continue
 		}
 		var kept []Image

@@ -237,3 +237,47 @@ func TestAModelThatTakesNoImagesGetsTheLines(t *testing.T) {
 		t.Errorf("%d requests, want 1: a 400 about something else is not sent again", n)
 	}
 }
+
+// A person's message with the screenshot they attached: both providers
+// get the image in that user message, after its text, byte for byte
+// (OpenAI: an image_url part; Anthropic: an image block in the user
+// turn), and the next user message has none.
+func TestUserMessageImagesReachBothProviders(t *testing.T) {
+	t.Parallel()
+	conv := []llm.Message{
+		{Role: llm.RoleSystem, Content: "You are Countersign."},
+		{Role: llm.RoleUser, Content: "why does this fail?\n[image \"shot.png\", image/png, 28 bytes]", Images: []llm.Image{pngImage}},
+		{Role: llm.RoleAssistant, Content: "Which service?"},
+		{Role: llm.RoleUser, Content: "the API"},
+	}
+	t.Run("openai", func(t *testing.T) {
+		srv := llmtest.NewOpenAIServer(t, llmtest.Reply("A timeout."))
+		if _, err := newOpenAI(t, srv).Generate(context.Background(), conv, testTools); err != nil {
+			t.Fatalf("Generate() = %v", err)
+		}
+		msgs := srv.Requests()[0].Messages
+		if len(msgs) != 4 || msgs[1].Role != "user" || !sameImages(msgs[1].Images(), []llm.Image{pngImage}) || !strings.HasPrefix(msgs[1].Text(), "why does this fail?") {
+			t.Fatalf("messages %+v; want the first user message with its text and the PNG", msgs)
+		}
+		if msgs[3].Images() != nil {
+			t.Errorf("the last user message holds images")
+		}
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		srv := llmtest.NewAnthropicServer(t, llmtest.Reply("A timeout."))
+		if _, err := newAnthropic(t, srv).Generate(context.Background(), conv, testTools); err != nil {
+			t.Fatalf("Generate() = %v", err)
+		}
+		req := srv.Requests()[0]
+		if req.Problem != "" {
+			t.Fatalf("Anthropic refused the request: %s", req.Problem)
+		}
+		first := req.Messages[0]
+		if first.Role != "user" || !sameImages(first.Images(), []llm.Image{pngImage}) || !strings.HasPrefix(first.Text(), "why does this fail?") {
+			t.Fatalf("first message %+v; want the user's text and the PNG", first)
+		}
+		if req.Messages[2].Images() != nil {
+			t.Errorf("the last user message holds images")
+		}
+	})
+}

@@ -79,8 +79,9 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
-	// Images are a tool message's images, for the model to look at;
-	// Content has a line for each. OpenAI and Anthropic models are
+	// Images are a tool message's images, or those a person attached to
+	// a user message, for the model to look at; Content has a line for
+	// each. OpenAI and Anthropic models are
 	// sent them (see Image), unless told not to (LLM_IMAGES=off); other
 	// models, and people, get the lines only.
 	Images []Image `json:"images,omitempty"`

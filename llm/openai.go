@@ -51,8 +51,9 @@ type OpenAIOptions struct {
 	// A model that refuses it is not sent it again. "": the model's
 	// default.
 	ReasoningEffort string
-	// NoImages sends a tool result's images as their lines of text only:
-	// for a model that takes no images (LLM_IMAGES=off).
+	// NoImages sends the images of tool results and user messages as
+	// their lines of text only: for a model that takes no images
+	// (LLM_IMAGES=off).
 	NoImages bool
 }
 
@@ -81,7 +82,7 @@ type OpenAI struct {
 	developer bool
 	// callID is the ID a call is sent under (see openAICallID).
 	callID func(string) string
-	// images: tool results' images are sent (OpenAIOptions.NoImages),
+	// images: the messages' images are sent (OpenAIOptions.NoImages),
 	// until noImages is set: the model refused them (see generate).
 	images   bool
 	noImages *atomic.Bool
@@ -272,10 +273,11 @@ func notFoundHint(err error) error {
 	return err
 }
 
-// hasImages reports whether a tool message of msgs holds an image.
+// hasImages reports whether a tool or user message of msgs holds an
+// image.
 func hasImages(msgs []Message) bool {
 	for _, m := range msgs {
-		if m.Role == RoleTool && len(m.Images) > 0 {
+		if (m.Role == RoleTool || m.Role == RoleUser) && len(m.Images) > 0 {
 			return true
 		}
 	}
@@ -384,7 +386,8 @@ func refusesTemperature(err error) bool { return refusesParam(err, "temperature"
 // With images set, the images of tool messages (within requestImages'
 // budget) follow the turn's tool messages in one user message: a tool
 // message holds text only. Each result's images come after a text part
-// that names the call and tool they are from.
+// that names the call and tool they are from. A user message's own
+// images (attached by the person) follow its text as image_url parts.
 //
 // With developer set (OpenAI's reasoning models), the system messages
 // are returned as instructions instead, for the HTTP layer to send as
@@ -418,7 +421,11 @@ func toOpenAI(msgs []Message, developer bool, callID func(string) string, images
 			}
 			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
 		case RoleUser:
-			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+			mc := llms.TextParts(llms.ChatMessageTypeHuman, m.Content)
+			for _, img := range shown[i] {
+				mc.Parts = append(mc.Parts, llms.ImageURLContent{URL: dataURL(img)})
+			}
+			out = append(out, mc)
 		case RoleAssistant:
 			mc := llms.MessageContent{Role: llms.ChatMessageTypeAI}
 			if m.Content != "" || len(m.ToolCalls) == 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -573,6 +574,12 @@ type Message struct {
 	// (Reply returned ErrKept) and is now carried on: finding the run
 	// working, it waits as a reply to an answered run does.
 	Kept bool
+	// Images are the images the author attached, fetched and checked by
+	// the front end (Text has a line for each). A new turn keeps them in
+	// the conversation (agent.Agent.UserTurn); a reply to waiting calls
+	// is read as text, and a kept reply keeps none (the front end gives
+	// them again when it is carried on).
+	Images []llm.Image
 	// Expired says the reply was kept for its whole kept time
 	// (KeptReplyTTL) while its conversation started, and is looked at a
 	// last time: a thread still without a checkpoint is not a
@@ -754,7 +761,7 @@ func (s *Service) replyToRunning(ctx context.Context, m Message) error {
 func (s *Service) continueWith(ctx context.Context, m Message, ss *session) error {
 	s.awaitShown(ctx, ss)
 	run := s.begin(m.Thread, "continue", logrus.Fields{"requester": m.By})
-	res, err := s.graph.Continue(s.endWithSave(ctx, ss), m.Thread, agent.UserTurn(m.By, m.Text))
+	res, err := s.graph.Continue(s.endWithSave(ctx, ss), m.Thread, s.agent.UserTurn(m.By, m.Text, m.Images))
 	if errors.Is(err, graph.ErrNotDone) {
 		return errStaleGuess
 	}
@@ -764,6 +771,9 @@ func (s *Service) continueWith(ctx context.Context, m Message, ss *session) erro
 
 // feedback applies a reply to a paused run.
 func (s *Service) feedback(ctx context.Context, m Message, res *graph.Result[agent.State]) error {
+	if len(m.Images) > 0 {
+		m.Text += "\n[the images of this reply are not shown to the model: a reply to calls that wait is read as text]"
+	}
 	d := agent.Decision{Kind: agent.Respond, By: m.By, At: s.opts.Now(), Reason: m.Text}
 	st := &res.State
 	// Who may reject what is settled first: a check that could not be

@@ -51,6 +51,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
+	"github.com/countersign/countersign/llm"
 )
 
 // Claims is a set-once record per thread and key.
@@ -290,6 +291,10 @@ type StartRequest struct {
 	// one (Slack's ts): replies kept while the conversation starts are
 	// taken only if they came after it.
 	TS string
+	// Images are the images the requester attached, fetched and checked
+	// by the front end (Text has a line for each); the conversation
+	// keeps them in its checkpoint (agent.Agent.UserMessage).
+	Images []llm.Image
 }
 
 // Start begins a conversation in a new thread and runs it until it
@@ -322,7 +327,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) error {
 	ss.asked[answeredKey] = true // a new thread: nothing was delivered
 	runCtx, stop := s.keepLease(WithFirstSave(ctx, first), ss)
 	run := s.begin(req.Thread, "start", logrus.Fields{"requester": req.Requester})
-	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
+	init := s.agent.NewStateWithImages(req.Thread, req.Requester, req.Channel, req.Text, req.Images)
 	init.Team = req.Team
 	res, err := s.graph.Start(s.endWithSave(runCtx, ss), req.Thread, init, graph.RunConfig{})
 	took, _, kept := first.result()
@@ -373,7 +378,7 @@ func (s *Service) startOpened(ctx context.Context, req StartRequest) error {
 	}
 	runCtx, stop := s.keepLease(ctx, ss)
 	run := s.begin(req.Thread, "start", logrus.Fields{"requester": req.Requester})
-	init := agent.NewState(req.Thread, req.Requester, req.Channel, req.Text)
+	init := s.agent.NewStateWithImages(req.Thread, req.Requester, req.Channel, req.Text, req.Images)
 	init.Team = req.Team
 	res, err := s.graph.Start(s.endWithSave(runCtx, ss), req.Thread, init, graph.RunConfig{})
 	ss.asked[answeredKey] = true // a new thread: nothing was delivered

@@ -78,6 +78,17 @@ func CheckImage(mime string, data []byte) string {
 	return ""
 }
 
+// SniffImage returns the type of ImageTypes whose first bytes data has,
+// or "": what an image is, whatever it was said to be.
+func SniffImage(data []byte) string {
+	for _, mime := range ImageTypes {
+		if imageMagic[mime](data) {
+			return mime
+		}
+	}
+	return ""
+}
+
 // imageSize reads an image's width and height from its header: what
 // the providers check before they look at the pixels. The image's type
 // is known to be mime by its first bytes.

@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 	"github.com/countersign/countersign/slackdir"
+	"github.com/countersign/countersign/slackfiles"
 )
 
 // newLogger builds the logger from LOG_LEVEL and LOG_FORMAT.
@@ -103,8 +104,20 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 	svc.Runner.SetAsker(el)   // input requests that pause the run
 	svc.Tools.SetProgressReporter(rep.Progress())
 	svc.Tools.SetPrompter(elicit.NewConnectPrompter(api, log))
+	// The images people attach are downloaded only for a model that is
+	// shown images (LLM_IMAGES), with the bot token, from Slack's file
+	// host only. (The playground's simulated Slack serves no files.)
+	var files handlers.Files
+	if svc.Images && getenv("SLACK_BOT_TOKEN") != "" {
+		f, err := slackfiles.New(getenv("SLACK_BOT_TOKEN"), slackfiles.Options{APIURL: getenv("SLACK_API_URL"), Logger: log})
+		if err != nil {
+			svc.Close()
+			return nil, nil, err
+		}
+		files = f
+	}
 	srv := handlers.New(api, svc.Runner, svc.Store, secret, handlers.Options{BotUserID: auth.UserID, Logger: log, Mailbox: svc.Store,
-		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections(), Membership: groups})
+		Home: svc.Store, TeamURL: auth.URL, Connections: svc.Connections(), Membership: groups, Files: files})
 	rep.WithHome(srv.Home())
 	// A call that waited for its requester to connect goes on, on the
 	// replica that takes the callback.

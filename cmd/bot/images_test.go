@@ -16,6 +16,8 @@ import (
 
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
+	"github.com/countersign/countersign/slacksim/slacktest"
+	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -140,6 +142,12 @@ func TestMCPImagesReachTheModel(t *testing.T) {
 			if provider == "openai LLM_IMAGES=off" {
 				if len(images) != 0 {
 					t.Errorf("the model was sent %d images with LLM_IMAGES=off, want none", len(images))
+				}
+				// The tool was asked for its text only: Redis keeps no
+				// image the model would never be sent.
+				thread := slackui.ThreadKey(slacktest.TeamID, root.Channel, root.TS)
+				if out := h.cli(t, "", "checkpoints", "show", "--thread", thread, "--json"); strings.Contains(out, `"images"`) {
+					t.Errorf("with LLM_IMAGES=off the checkpoint keeps the tool's images:\n%s", out)
 				}
 			} else if len(images) != 1 || images[0].MIME != "image/png" || !bytes.Equal(images[0].Data, shot) {
 				t.Errorf("the model was sent %d images; want the one PNG, byte for byte", len(images))

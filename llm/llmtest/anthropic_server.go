@@ -157,6 +157,32 @@ type AnthropicImageSource struct {
 	Data      string `json:"data"`
 }
 
+// Images returns the images of the message's own image blocks (those a
+// user message holds beside its text, not those inside its tool_result
+// blocks), in order.
+func (m AnthropicMessage) Images() []llm.Image {
+	var out []llm.Image
+	for _, b := range m.Content {
+		if b.Type == "image" && b.Source != nil {
+			if img, why := checkImage(b.Source.MediaType, b.Source.Data); why == "" {
+				out = append(out, img)
+			}
+		}
+	}
+	return out
+}
+
+// Text returns the message's text blocks, joined with newlines.
+func (m AnthropicMessage) Text() string {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
 // Images returns the images of a tool_result block's content, in order.
 func (b AnthropicBlock) Images() []llm.Image {
 	var blocks []AnthropicBlock
@@ -454,6 +480,9 @@ func validateAnthropic(req *anthropicRequest) *problem {
 					return badf("", "messages: final assistant content cannot end with trailing whitespace")
 				}
 			case "image":
+				if m.Role != "user" {
+					return badf("", "messages.%d.content.%d: image blocks are only allowed in user messages", i, j)
+				}
 				if why := checkImageBlock(b); why != "" {
 					return badf("", "messages.%d.content.%d.image: %s", i, j, why)
 				}

@@ -21,6 +21,12 @@
 // sent (and answers not_authed otherwise) but not which one, and it never
 // keeps or logs the token.
 //
+// Its file host serves the files a test attaches to messages (AddFile
+// gives the event's file object): at /files-pri/… and, for thumbnails,
+// /files-tmb/…, on the API's origin, to requests with the token
+// (RequireToken), as Slack's files.slack.com does; every request is
+// recorded (FileFetches).
+//
 // The Server does not deliver events, run Socket Mode or accept
 // response_url posts. What Slack sends to the bot, the test sends itself:
 // SlashCommand, BlockActions (Click.Home for the Home tab),
@@ -134,6 +140,13 @@ type Server struct {
 	streaming        map[string]bool         // by channel and ts: streams not stopped
 	tasks            map[string][]TaskUpdate // by channel and ts: task updates received
 	streamsWithoutTS int                     // chat.startStream calls to answer without a ts
+
+	// The file host (files.go).
+	files      map[string]storedFile // by file ID
+	fileSeq    int
+	fileToken  string
+	filesError string
+	fetches    []FileFetch
 }
 
 // hold keeps a call to a method unanswered until released.
@@ -408,6 +421,14 @@ func (s *Server) response(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/response/") && r.Method == http.MethodPost {
 		s.response(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/files-pri/") || strings.HasPrefix(r.URL.Path, "/files-tmb/") {
+		s.serveFile(w, r)
+		return
+	}
+	if r.URL.Path == "/signin" {
+		signin(w)
 		return
 	}
 	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
