@@ -142,7 +142,8 @@ func New(token string, opts Options) (*Fetcher, error) {
 
 // FileOrigin is the origin the bot token may be sent to for files, by
 // the Web API's URL: Slack's file host for Slack's own API (apiURL empty,
-// or on slack.com), else the origin of apiURL.
+// or on slack.com; GovSlack's for an API on slack-gov.com), else the
+// origin of apiURL.
 func FileOrigin(apiURL string) (*url.URL, error) {
 	if strings.TrimSpace(apiURL) == "" {
 		return url.Parse(DefaultFileHost)
@@ -151,8 +152,13 @@ func FileOrigin(apiURL string) (*url.URL, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("slack files: SLACK_API_URL must be an absolute http or https URL")
 	}
-	if h := strings.ToLower(u.Hostname()); h == "slack.com" || strings.HasSuffix(h, ".slack.com") {
-		return url.Parse(DefaultFileHost)
+	for _, domain := range []string{"slack.com", "slack-gov.com"} {
+		if h := strings.ToLower(u.Hostname()); h == domain || strings.HasSuffix(h, "."+domain) {
+			// Slack's API and its files are on hosts of their own
+			// (slack.com, files.slack.com; GovSlack's slack-gov.com,
+			// files.slack-gov.com).
+			return url.Parse("https://files." + domain)
+		}
 	}
 	return &url.URL{Scheme: strings.ToLower(u.Scheme), Host: strings.ToLower(u.Host)}, nil
 }

@@ -192,6 +192,8 @@ func TestFileOrigin(t *testing.T) {
 	tests := []struct{ api, want string }{
 		{"", "https://files.slack.com"},
 		{"https://slack.com/api/", "https://files.slack.com"},
+		{"https://slack-gov.com/api/", "https://files.slack-gov.com"},
+		{"https://notslack-gov.com/api/", "https://notslack-gov.com"},
 		{"http://127.0.0.1:8080/api/", "http://127.0.0.1:8080"},
 		{"https://Proxy.Example:8443/slack/api/", "https://proxy.example:8443"},
 	}
