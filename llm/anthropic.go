@@ -43,8 +43,8 @@ type AnthropicOptions struct {
 	Model string
 	// HTTPClient defaults to a client with DefaultHTTPTimeout.
 	HTTPClient *http.Client
-	// Logger is told about tools left out of requests (see LeftOut);
-	// default: nowhere.
+	// Logger is told about tools left out of requests (see LeftOut)
+	// and about images the model refused; default: nowhere.
 	Logger logrus.FieldLogger
 	// MaxTokens limits the reply, thinking included; default
 	// DefaultAnthropicMaxTokens, or with ThinkingBudget that budget and
@@ -103,6 +103,7 @@ type Anthropic struct {
 	name      string
 	maxTokens int
 	tools     *toolSet
+	log       logrus.FieldLogger
 	// images: the messages' images are sent (AnthropicOptions.NoImages).
 	images bool
 }
@@ -183,7 +184,8 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: newToolSet("anthropic", opts.Logger), images: !opts.NoImages}, nil
+	tools := newToolSet("anthropic", opts.Logger)
+	return &Anthropic{llm: client, model: model, name: name, maxTokens: maxTokens, tools: tools, log: tools.log, images: !opts.NoImages}, nil
 }
 
 // Name says which model this is, e.g. "anthropic claude-sonnet-4-5".
@@ -263,19 +265,37 @@ func joinPaused(sofar, more Message) Message {
 }
 
 // request sends one request and returns the reply.
+//
+// A request whose images Anthropic refuses (one whose first bytes and
+// header passed the bot's check, tools.CheckImage, but whose data does
+// not decode; a size or format it does not take) is sent again with the
+// images' lines of text instead: the conversation keeps the image, and
+// without this every later request of the thread would be refused too.
+// The refusal comes before any of the answer, so nothing was streamed.
 func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc) (Message, error) {
+	reply, withImages, err := a.send(ctx, msgs, tools, fn, a.images)
+	if err != nil && withImages && refusesImages(err) && ctx.Err() == nil {
+		a.log.WithField("model", a.model).Warn("the model refused an image: this request is sent with the images' lines of text instead")
+		reply, _, err = a.send(ctx, msgs, tools, fn, false)
+	}
+	return reply, err
+}
+
+// send sends one request, with the messages' images if images is set,
+// and returns the reply and whether the request held an image.
+func (a *Anthropic) send(ctx context.Context, msgs []Message, tools []ToolDef, fn TextFunc, images bool) (Message, bool, error) {
 	thinking := newThinkingMarks()
 	var shown map[int][]Image
-	if a.images {
+	if images {
 		shown = requestImages(msgs)
 	}
 	req, err := toAnthropic(msgs, thinking, shown)
 	if err != nil {
-		return Message{}, fmt.Errorf("%s: %w", a.name, err)
+		return Message{}, false, fmt.Errorf("%s: %w", a.name, err)
 	}
 	lcTools, err := toLangchainTools(a.tools.prepare(tools))
 	if err != nil {
-		return Message{}, fmt.Errorf("%s: %w", a.name, err)
+		return Message{}, false, fmt.Errorf("%s: %w", a.name, err)
 	}
 	callOpts := []llms.CallOption{llms.WithMaxTokens(a.maxTokens)}
 	if fn != nil {
@@ -301,7 +321,8 @@ func (a *Anthropic) request(ctx context.Context, msgs []Message, tools []ToolDef
 		}
 	}
 	_, err = a.llm.GenerateContent(withExchange(ctx, x), req, callOpts...)
-	return x.result(a.name, err)
+	reply, err := x.result(a.name, err)
+	return reply, len(shown) > 0, err
 }
 
 // toAnthropic converts a conversation for langchaingo's Anthropic client,

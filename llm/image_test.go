@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/gif"
+	"image/png"
+	"io"
 	"strings"
 	"testing"
 
@@ -13,12 +17,23 @@ import (
 	"github.com/countersign/countersign/llm/llmtest"
 )
 
-// A tiny PNG and a tiny GIF: what the providers check of an image is its
-// first bytes.
+// A tiny PNG and a tiny GIF, which the providers (and their fakes)
+// decode.
 var (
-	pngImage = llm.Image{MIME: "image/png", Data: append([]byte("\x89PNG\r\n\x1a\n"), "rest of a screenshot"...)}
-	gifImage = llm.Image{MIME: "image/gif", Data: append([]byte("GIF89a"), "rest of a chart"...)}
+	pngImage = llm.Image{MIME: "image/png", Data: encoded(png.Encode)}
+	gifImage = llm.Image{MIME: "image/gif", Data: encoded(func(w io.Writer, m image.Image) error { return gif.Encode(w, m, nil) })}
 )
+
+// encoded is a 2×2 image as encode writes it.
+func encoded(encode func(io.Writer, image.Image) error) []byte {
+	m := image.NewGray(image.Rect(0, 0, 2, 2))
+	m.Pix[0] = 0xff
+	var b bytes.Buffer
+	if err := encode(&b, m); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
 
 // imageConversation ends with two results of one turn: the first with a
 // PNG and a GIF, the second with text only.
@@ -280,4 +295,68 @@ func TestUserMessageImagesReachBothProviders(t *testing.T) {
 			t.Errorf("the last user message holds images")
 		}
 	})
+}
+
+// brokenPNG is a PNG whose signature and header are right, as the bot
+// checks them (tools.CheckImage), and whose pixel data is damaged: a
+// tool's truncated screenshot, or a server's lie.
+func brokenPNG() []byte {
+	b := encoded(png.Encode)
+	at := bytes.Index(b, []byte("IDAT")) + 4
+	for i := at; i < at+4 && i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	return b
+}
+
+// An image Anthropic would not take, though its first bytes and header
+// passed the bot's check, is kept in the conversation: without a second
+// try, every later request of the thread would be refused as well. The
+// request goes again with the images' lines, at each turn, and the
+// operator is told.
+func TestAnImageAnthropicRefusesDoesNotBreakTheThread(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewAnthropicServer(t, llmtest.Reply("The lines say it is a screenshot."), llmtest.Reply("Still the lines."))
+	log, hook := test.NewNullLogger()
+	m, err := llm.NewAnthropic(llm.AnthropicOptions{APIKey: "sk-ant-test", BaseURL: srv.URL(), Model: "claude-test", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := imageConversation()
+	conv[3].Images = []llm.Image{{MIME: "image/png", Data: brokenPNG()}, gifImage}
+	if got, err := m.Generate(context.Background(), conv, testTools); err != nil || got.Content != "The lines say it is a screenshot." {
+		t.Fatalf("Generate() = %q, %v; want the reply to the request sent again", got.Content, err)
+	}
+	got, err := llm.Stream(context.Background(), m, conv, testTools, func(context.Context, string) error { return nil })
+	if err != nil || got.Content != "Still the lines." {
+		t.Fatalf("Stream() = %q, %v; want the second reply", got.Content, err)
+	}
+	var statuses []int
+	for _, r := range srv.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if want := []int{400, 200, 400, 200}; fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Fatalf("statuses = %v, want %v (each turn tries the images, then goes without them)", statuses, want)
+	}
+	if p := srv.Requests()[0].Problem; !strings.Contains(p, "Could not process image") {
+		t.Errorf("the first request was refused for %q; want the broken image", p)
+	}
+	for _, r := range srv.Requests()[1:2] {
+		if body := string(r.Body); strings.Contains(body, `"type":"image"`) || !strings.Contains(body, "[image image/png, 28 bytes]") {
+			t.Errorf("the request sent again is %s; want the images' lines only", body)
+		}
+	}
+	if warned := warnings(hook, "refused an image"); warned != 2 {
+		t.Errorf("%d warnings that the model refused an image, want 2 (one a turn)", warned)
+	}
+
+	// Another 400 is not taken for a refusal of images: not sent again.
+	srv2 := llmtest.NewAnthropicServer(t)
+	srv2.ThenRaw(llmtest.Raw{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`})
+	if _, err := newAnthropic(t, srv2).Generate(context.Background(), imageConversation(), testTools); err == nil {
+		t.Error("Generate() = nil error; want the 400 about max_tokens")
+	}
+	if n := len(srv2.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1: a 400 about something else is not sent again", n)
+	}
 }

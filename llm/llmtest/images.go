@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"image"
+	_ "image/gif" // image.Decode reads the images a request sends
+	_ "image/jpeg"
+	_ "image/png"
 	"strings"
 
 	"github.com/countersign/countersign/llm"
@@ -23,6 +27,14 @@ func checkImage(mime, data string) (llm.Image, string) {
 	}
 	if !magic(b) {
 		return llm.Image{}, fmt.Sprintf("Image does not match the provided media type %s", mime)
+	}
+	// The providers decode what they are sent: an image whose first
+	// bytes and header are right but whose data is broken is refused
+	// too. (Go has no WebP decoder: a WebP is taken by its first bytes.)
+	if mime != "image/webp" {
+		if _, _, err := image.Decode(bytes.NewReader(b)); err != nil {
+			return llm.Image{}, "Could not process image"
+		}
 	}
 	return llm.Image{MIME: mime, Data: b}, ""
 }

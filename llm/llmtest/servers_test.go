@@ -53,8 +53,16 @@ const (
 	oaUserParts = `{"role":"user","content":[{"type":"text","text":"hi"}]}`
 )
 
-// pngB64 is the start of a PNG as a data: URL.
-const pngB64 = "data:image/png;base64,iVBORw0KGgo="
+// pngData is a PNG of one grey pixel, in base64; pngB64 is it as a
+// data: URL.
+const (
+	pngData = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAAAAAA6fptVAAAADklEQVR4nGJiAAQAAP//AAYAA/rQWa4AAAAASUVORK5CYII="
+	pngB64  = "data:image/png;base64," + pngData
+)
+
+// brokenPNGData is a PNG's signature and nothing after it: its first
+// bytes are a PNG's, but it is no image.
+const brokenPNGData = "iVBORw0KGgo="
 
 // oaImage is a user message with an image.
 func oaImage(url string) string {
@@ -99,6 +107,7 @@ func TestOpenAIServerValidates(t *testing.T) {
 		{"top_p for gpt-5", `{"model":"gpt-5","top_p":0.5,"messages":[` + oaUser + `]}`, "'top_p' is not supported"},
 		{"image after the results", oaRequest(oaUser, oaCalls, oaResultA, oaResultB, oaImage(pngB64)), ""},
 		{"image said to be another type", oaRequest(oaUser, oaImage(strings.Replace(pngB64, "image/png", "image/jpeg", 1))), "does not match"},
+		{"image whose data is broken", oaRequest(oaUser, oaImage("data:image/png;base64,"+brokenPNGData)), "Could not process image"},
 		{"image that is not base64", oaRequest(oaUser, oaImage("data:image/png;base64,%%%")), "not valid base64"},
 		{"image of another type", oaRequest(oaUser, oaImage("data:image/svg+xml;base64,PHN2Zy8+")), "Invalid image"},
 		{"image in a tool message", oaRequest(oaUser, oaCalls, oaResultA, `{"role":"tool","tool_call_id":"b","content":[{"type":"image_url","image_url":{"url":"`+pngB64+`"}}]}`), "array of text parts"},
@@ -208,8 +217,9 @@ func TestAnthropicServerValidates(t *testing.T) {
 		{"top-level allOf", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"allOf":[{"type":"object"}]}}],"messages":[` + anUser + `]}`, false, "does not support oneOf"},
 		{"object without properties", `{"model":"m","max_tokens":1,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[` + anUser + `]}`, false, ""},
 		{"temperature above 1", `{"model":"m","max_tokens":1,"temperature":1.5,"messages":[` + anUser + `]}`, false, "range: 0..1"},
-		{"image in a result", anRequest(anUser, anCalls, anImageResult("image/png", "iVBORw0KGgo=")), false, ""},
-		{"image said to be another type", anRequest(anUser, anCalls, anImageResult("image/gif", "iVBORw0KGgo=")), false, "does not match the provided media type image/gif"},
+		{"image in a result", anRequest(anUser, anCalls, anImageResult("image/png", pngData)), false, ""},
+		{"image said to be another type", anRequest(anUser, anCalls, anImageResult("image/gif", pngData)), false, "does not match the provided media type image/gif"},
+		{"image whose data is broken", anRequest(anUser, anCalls, anImageResult("image/png", brokenPNGData)), false, "Could not process image"},
 		{"image of another type", anRequest(anUser, anCalls, anImageResult("image/svg+xml", "PHN2Zy8+")), false, "image/webp"},
 		{"image that is not base64", anRequest(anUser, anCalls, anImageResult("image/png", "%%%")), false, "not valid base64"},
 	}
