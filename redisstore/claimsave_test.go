@@ -261,6 +261,24 @@ func TestClaimSaveChainsTheDecisionAndTheSave(t *testing.T) {
 
 			// A process whose clock is past the retention of every entry:
 			// the decision's append trims them, and the save's follows it.
+			// An append trims the entries of milliseconds before its own
+			// (the server's clock names them), not those of its own: once
+			// the server's clock has left the millisecond of the entries
+			// so far, none of them shares one with the next.
+			passed, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				now, err := rdb.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if now.UnixMilli() > passed.UnixMilli() {
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
 			later := redisstore.New(rdb, redisstore.Options{Prefix: prefix, AuditRetention: retention,
 				Now: func() time.Time { return time.Now().Add(retention + time.Hour) }})
 			if err := later.Audit(ctx, map[string]string{"event": "later"}); err != nil {
