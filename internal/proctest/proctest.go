@@ -21,6 +21,19 @@ func Descendants(s string) []int {
 	return out
 }
 
+// Matching returns the processes on the host that have not ended whose
+// command line contains s, wherever they are: a process whose parent
+// ended is no longer below the test.
+func Matching(s string) []Proc {
+	var out []Proc
+	for _, pr := range procs() {
+		if pr.State != "Z" && pr.State != "X" && strings.Contains(pr.Cmdline, s) {
+			out = append(out, pr.Proc)
+		}
+	}
+	return out
+}
+
 // Proc is a process as /proc shows it.
 type Proc struct {
 	Pid, Pgid int
