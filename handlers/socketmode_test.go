@@ -175,8 +175,12 @@ func TestSocketMode(t *testing.T) {
 	for time.Now().Before(deadline) {
 		// Both runs answered: the mention's in its thread, and the slash
 		// command's asked the model too (the two go at once).
+		// Acks travel over the socket, answers over the Web API: each
+		// is waited for.
 		_, mentions := sock.ack("env-mention-retry")
-		if mentions > 0 && len(web.Messages(slacktest.ChannelID, "1800000000.000001")) > 0 && len(model.Requests()) >= 2 {
+		_, helps := sock.ack("env-help")
+		_, cmds := sock.ack("env-cmd")
+		if mentions > 0 && helps > 0 && cmds > 0 && len(web.Messages(slacktest.ChannelID, "1800000000.000001")) > 0 && len(model.Requests()) >= 2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -275,15 +279,26 @@ func TestSocketModeEventNotStoredIsNotAcknowledged(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The ack travels over the socket, the answer over the Web API: the
+	// answer can be seen before the ack is read.
+	for {
+		if _, n := sock.ack("env-again"); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery that was stored was never acknowledged")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	_ = srv.Shutdown(context.Background())
 	if _, n := sock.ack("env-first"); n != 0 {
 		t.Errorf("the delivery that could not be stored was acknowledged %d times; want none, so that Slack delivers it again", n)
 	}
 	if _, n := sock.ack("env-again"); n != 1 {
 		t.Errorf("the delivery that was stored was acknowledged %d times, want once", n)
 	}
-	cancel()
-	<-done
-	_ = srv.Shutdown(context.Background())
 	if msgs := web.Messages(slacktest.ChannelID, "1800000700.000001"); len(msgs) != 1 || msgs[0].Text != "Hello to you." {
 		t.Errorf("the mention's thread has %v; want one answer", msgs)
 	}
