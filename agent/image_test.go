@@ -52,16 +52,8 @@ func (m *seenModel) Generate(ctx context.Context, msgs []llm.Message, defs []llm
 func TestAResultsImagesReachTheModel(t *testing.T) {
 	ctx := context.Background()
 	forEachStore(t, func(t *testing.T, newStore func() graph.Store) {
-		policy, err := tools.ParsePolicy([]byte(policyYAML))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lookup := &shotTool{agenttest.Tool{ToolName: "lookup"}}
 		deploy := &agenttest.Tool{ToolName: "deploy"}
-		reg, err := tools.NewRegistry(policy, lookup, deploy, &agenttest.Tool{ToolName: "delete"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := imageRegistry(t, &shotTool{agenttest.Tool{ToolName: "lookup"}}, deploy)
 		model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
 			return []llm.ToolCall{{Name: "lookup", Arguments: `{"n":1}`}, {Name: "deploy", Arguments: `{"n":2}`}}
 		}}}
@@ -182,14 +174,7 @@ func (s *bigShot) CallWithImages(ctx context.Context, info tools.CallInfo, args 
 // say that their images are left out, and hand the model none.
 func TestAConversationKeepsABoundedSizeOfImages(t *testing.T) {
 	t.Parallel()
-	policy, err := tools.ParsePolicy([]byte(policyYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(policy, &bigShot{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"}, &agenttest.Tool{ToolName: "delete"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := imageRegistry(t, &bigShot{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"})
 	const bound = 16 << 10
 	const calls = bound/(4<<10) + 2 // two past the bound
 	model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
@@ -230,14 +215,7 @@ func TestAConversationKeepsABoundedSizeOfImages(t *testing.T) {
 // only: the checkpoint keeps no image of it, and the model gets none.
 func TestNoImagesAsksToolsForTextOnly(t *testing.T) {
 	t.Parallel()
-	policy, err := tools.ParsePolicy([]byte(policyYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(policy, &shotTool{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"}, &agenttest.Tool{ToolName: "delete"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := imageRegistry(t, &shotTool{agenttest.Tool{ToolName: "lookup"}}, &agenttest.Tool{ToolName: "deploy"})
 	model := &seenModel{Planner: agenttest.Planner{Plan: func(string) []llm.ToolCall {
 		return []llm.ToolCall{{Name: "lookup", Arguments: `{"n":1}`}}
 	}}}
@@ -297,4 +275,19 @@ func TestUserImagesKeptWithinTheBound(t *testing.T) {
 	if m := first[len(first)-1]; m.Role != llm.RoleUser || len(m.Images) != 1 {
 		t.Errorf("the model's first call ended with a %s message with %d images; want the user's with the image", m.Role, len(m.Images))
 	}
+}
+
+// imageRegistry is the tests' policy (policyYAML) over lookup, deploy
+// and a plain delete tool.
+func imageRegistry(t *testing.T, lookup, deploy tools.Tool) *tools.Registry {
+	t.Helper()
+	policy, err := tools.ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(policy, lookup, deploy, &agenttest.Tool{ToolName: "delete"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
