@@ -92,62 +92,10 @@ lint:
 ## go test allows one -fuzz target per package run. `make test` runs their
 ## seed corpora.
 FUZZTIME ?= 1m
-FUZZ_TARGETS = \
-	./graph:FuzzNestedCheckpoint \
-	./graph:FuzzMarshalMeta \
-	./agent:FuzzStateJSON \
-	./agent:FuzzDecodeState \
-	./agent:FuzzJournalJSON \
-	./agent:FuzzDecisionJSON \
-	./bot:FuzzRedisURLError \
-	./bot:FuzzPublicURLError \
-	./runner:FuzzTSAfter \
-	./internal/jsonform:FuzzString \
-	./internal/jsonform:FuzzInt64 \
-	./slacksig:FuzzVerify \
-	./handlers:FuzzInteractionPayload \
-	./handlers:FuzzDecisionPath \
-	./handlers:FuzzHomeDecisionPath \
-	./handlers:FuzzCardValue \
-	./slackui:FuzzMrkdwn \
-	./slackui:FuzzMarkdown \
-	./slackui:FuzzPlainText \
-	./slackui:FuzzCards \
-	./slackui:FuzzElicitForm \
-	./slackui:FuzzReachText \
-	./slackui:FuzzCallTask \
-	./slackui:FuzzHomeConnections \
-	./slackui:FuzzVisibleJSON \
-	./tools:FuzzCanonical \
-	./tools:FuzzArgsHashStored \
-	./tools:FuzzParsePolicy \
-	./tools:FuzzParseMCPServers \
-	./tools:FuzzAllowHostsDialled \
-	./tools:FuzzCheckURL \
-	./tools:FuzzHTTPRequestHidesCredentials \
-	./tools:FuzzMaskSecrets \
-	./tools:FuzzRedact \
-	./tools:FuzzRedactURL \
-	./tools/mcp:FuzzToolName \
-	./tools/mcp:FuzzSniffBody \
-	./tools/mcp:FuzzStdoutFilter \
-	./mcpauth:FuzzOpen \
-	./mcpauth:FuzzParseKey \
-	./mcpauth:FuzzCallbackQuery \
-	./mcpauth:FuzzWWWAuthenticate \
-	./mcpauth:FuzzCheckLegacyIssuer \
-	./mcpauth:FuzzParseIdPMetadata \
-	./llm:FuzzNormaliseTool \
-	./llm:FuzzReadAnswer \
-	./llm:FuzzDecodeMessage \
-	./llm:FuzzNewStatusError \
-	./llm:FuzzCallIDs \
-	./audit:FuzzCanonical \
-	./audit:FuzzExport \
-	./redisstore:FuzzDecodeWaiting \
-	./redisstore:FuzzExpandMeta \
-	./redisstore:FuzzExpandRef \
-	./internal/termtext:FuzzText
+# Every fuzz test of the module, found in the source: a new one is run
+# without being listed here. FUZZ_TARGETS='./pkg:FuzzName ...' runs some.
+FUZZ_TARGETS ?= $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | \
+	sed -E 's|/[^/]*_test\.go:func |:|' | sort)
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
