@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,24 +14,12 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/countersign/countersign/internal/imagetest"
 	"github.com/countersign/countersign/slackfiles"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
 const token = "xoxb-files-test"
-
-func pngOf(t testing.TB, side int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, side, side))
-	for i := range img.Pix {
-		img.Pix[i] = byte(i * 13)
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // files decodes the file objects as an event carries them.
 func files(t testing.TB, objs ...map[string]any) []slackfiles.File {
@@ -59,8 +45,8 @@ func fetcher(t testing.TB, slack *slacktest.Server) *slackfiles.Fetcher {
 func TestReadImagePrefersThumbnail(t *testing.T) {
 	slack := slacktest.NewServer(t)
 	slack.RequireToken(token)
-	full, thumb := pngOf(t, 64), pngOf(t, 16)
-	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: full, Thumbs: map[int][]byte{1024: thumb, 480: pngOf(t, 8)}})
+	full, thumb := imagetest.PNG(64, 0), imagetest.PNG(16, 0)
+	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: full, Thumbs: map[int][]byte{1024: thumb, 480: imagetest.PNG(8, 0)}})
 	lines, images := fetcher(t, slack).Read(context.Background(), files(t, obj))
 	if len(images) != 1 || !bytes.Equal(images[0].Data, thumb) || images[0].MIME != "image/png" {
 		t.Fatalf("Read gave %d images; want the 1024 thumbnail as image/png", len(images))
@@ -78,7 +64,7 @@ func TestReadImagePrefersThumbnail(t *testing.T) {
 // an image is never downloaded.
 func TestReadLines(t *testing.T) {
 	html := []byte("<!DOCTYPE html><html><body>not an image</body></html>")
-	big := append(pngOf(t, 8), make([]byte, 2<<20)...)
+	big := append(imagetest.PNG(8, 0), make([]byte, 2<<20)...)
 	tests := []struct {
 		name    string
 		file    slacktest.File
@@ -94,10 +80,10 @@ func TestReadLines(t *testing.T) {
 			want: `[image "big.png", 2.0 MiB: not read: over the 1 MiB the model is shown]`},
 		{name: "oversized thumbnail", file: slacktest.File{Name: "big.png", Mimetype: "image/png", Data: big, Thumbs: map[int][]byte{1024: big}},
 			want: `[image "big.png", 2.0 MiB: over the 1 MiB the model is shown]`, fetched: 1},
-		{name: "missing scope", file: slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8)},
+		{name: "missing scope", file: slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0)},
 			setup: func(s *slacktest.Server) { s.FailFiles("missing_scope") },
 			want:  `could not be read from Slack: missing_scope]`, fetched: 1},
-		{name: "wrong token", file: slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8)},
+		{name: "wrong token", file: slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0)},
 			setup: func(s *slacktest.Server) { s.RequireToken("xoxb-another") },
 			want:  `could not be read from Slack: the file host answered with a web page, not the file`, fetched: 1},
 		{name: "a name that tries to end the line", file: slacktest.File{Name: "a\"]\n[image \"evil.png\", image/png, 1 KiB]", Mimetype: "text/plain", Data: []byte("hi")},
@@ -134,7 +120,7 @@ func recorder(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 			sawToken.Store(true)
 		}
 		w.Header().Set("Content-Type", "image/png")
-		_, _ = w.Write(pngOf(t, 8))
+		_, _ = w.Write(imagetest.PNG(8, 0))
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &n, &sawToken
@@ -148,7 +134,7 @@ func TestTokenGoesToTheFileHostOnly(t *testing.T) {
 	slack := slacktest.NewServer(t)
 	slack.RequireToken(token)
 	evil, hits, sawToken := recorder(t)
-	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8), URLPrivate: evil.URL + "/shot.png"})
+	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0), URLPrivate: evil.URL + "/shot.png"})
 	lines, images := fetcher(t, slack).Read(context.Background(), files(t, obj))
 	if len(images) != 0 || len(lines) != 1 || !strings.Contains(lines[0], "not read: its address is not Slack's file host") {
 		t.Errorf("Read = %q, %d images; want a line refusing the address", lines, len(images))
@@ -177,7 +163,7 @@ func TestTokenGoesToTheFileHostOnly(t *testing.T) {
 // Without a Fetcher (LLM_IMAGES=off) nothing is downloaded.
 func TestNilFetcherNamesOnly(t *testing.T) {
 	slack := slacktest.NewServer(t)
-	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8)})
+	obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0)})
 	var f *slackfiles.Fetcher
 	lines, images := f.Read(context.Background(), files(t, obj))
 	if len(images) != 0 || len(lines) != 1 || !strings.Contains(lines[0], `[image "shot.png"`) || !strings.Contains(lines[0], "not read: the model is shown no images") {
@@ -227,7 +213,7 @@ func TestMissingScopeWarnsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: pngOf(t, 8)})
+		obj := slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0)})
 		lines, _ := f.Read(context.Background(), files(t, obj))
 		if len(lines) != 1 || !strings.HasSuffix(lines[0], ": could not be read from Slack: missing_scope]") {
 			t.Errorf("lines = %q, want the missing scope said", lines)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/countersign/countersign/internal/imagetest"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
@@ -86,8 +87,8 @@ func TestAttachedScreenshotReachesTheModel(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			// The file itself is over the bound; its thumbnail is not.
-			thumb := screenshotPNG(t)
-			shot := append(screenshotPNG(t), make([]byte, 2<<20)...)
+			thumb := imagetest.PNG(8, 0)
+			shot := append(imagetest.PNG(8, 0), make([]byte, 2<<20)...)
 			script := []llm.Message{llmtest.Reply("Hi."), llmtest.Reply("The API timed out."), llmtest.Reply("Yes, the same one.")}
 			h := newIdleHarness(t, "")
 			h.slack.RequireToken(botToken)
@@ -179,10 +180,10 @@ func TestAttachedFilesTheModelIsNotShown(t *testing.T) {
 	h.start()
 	root := startConversation(h)
 	html := []byte("<!DOCTYPE html><html><body>Sign in</body></html>")
-	big := append(screenshotPNG(t), make([]byte, tools.MaxImageBytes)...)
+	big := append(imagetest.PNG(8, 0), make([]byte, tools.MaxImageBytes)...)
 	files := []any{
 		h.slack.AddFile(slacktest.File{Name: "report.pdf", Mimetype: "application/pdf", Data: make([]byte, 34<<10)}),
-		h.slack.AddFile(slacktest.File{Name: "elsewhere.png", Mimetype: "image/png", Data: screenshotPNG(t), URLPrivate: evil.URL + "/files-pri/T0TEST-F9/elsewhere.png"}),
+		h.slack.AddFile(slacktest.File{Name: "elsewhere.png", Mimetype: "image/png", Data: imagetest.PNG(8, 0), URLPrivate: evil.URL + "/files-pri/T0TEST-F9/elsewhere.png"}),
 		h.slack.AddFile(slacktest.File{Name: "page.png", Mimetype: "image/png", Data: html, Thumbs: map[int][]byte{720: html}}),
 		h.slack.AddFile(slacktest.File{Name: "huge.png", Mimetype: "image/png", Data: big, Thumbs: map[int][]byte{1024: big}}),
 	}
@@ -193,7 +194,7 @@ func TestAttachedFilesTheModelIsNotShown(t *testing.T) {
 	want := []string{
 		"look at these",
 		`[file "report.pdf", application/pdf, 34.0 KiB: not read]`,
-		`[image "elsewhere.png", ` + tools.Size(len(screenshotPNG(t))) + `: not read: its address is not Slack's file host]`,
+		`[image "elsewhere.png", ` + tools.Size(len(imagetest.PNG(8, 0))) + `: not read: its address is not Slack's file host]`,
 		`[image "page.png", ` + tools.Size(len(html)) + `: the data is not a PNG image]`,
 		`[image "huge.png", ` + tools.Size(len(big)) + `: over the 1 MiB the model is shown]`,
 	}
@@ -239,7 +240,7 @@ func TestImagesOffDownloadsNothing(t *testing.T) {
 	h.slack.RequireToken(botToken)
 	h.start()
 	root := startConversation(h)
-	shot := screenshotPNG(t)
+	shot := imagetest.PNG(8, 0)
 	file := h.slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: shot, Thumbs: map[int][]byte{1024: shot}})
 	h.event("", threadReply(root, requester, "why?", "1900000000.000100", map[string]any{"subtype": "file_share", "files": []any{file}}))
 	h.reply(root, "I cannot see images.")

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"image"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,26 +12,13 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/internal/imagetest"
 	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/llm/llmtest"
 	"github.com/countersign/countersign/slacksim/slacktest"
 	"github.com/countersign/countersign/slackui"
 	"github.com/countersign/countersign/tools"
 )
-
-// screenshotPNG is a real PNG image.
-func screenshotPNG(t *testing.T) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
-	for i := range img.Pix {
-		img.Pix[i] = byte(i * 7)
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // browserServer is an MCP server whose screenshot tool answers with a
 // line of text, a PNG, the same PNG said to be a JPEG (a server that
@@ -77,7 +62,7 @@ func TestMCPImagesReachTheModel(t *testing.T) {
 	for _, provider := range []string{"openai", "anthropic", "openai LLM_IMAGES=off"} {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
-			shot := screenshotPNG(t)
+			shot := imagetest.PNG(8, 0)
 			policy := "mcp_servers:\n  browser:\n    url: " + browserServer(t, shot) + "\n    approvers: [" + approver + "]\n"
 			script := []llm.Message{
 				llmtest.Reply("Taking a screenshot.", llmtest.Call("c1", "browser__screenshot", `{}`)),

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
-	"image/png"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +19,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/internal/imagetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/mcp"
 )
@@ -82,7 +81,7 @@ func newInProcess(t *testing.T) *inProcess {
 		})
 	p.srv.AddTool(&sdk.Tool{Name: "pictures", Description: "Returns images, good and bad.", InputSchema: objectSchema},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			png := pngOf(t, 4)
+			png := imagetest.PNG(4, 0)
 			padded := func(n int) []byte { return append(slices.Clip(png), make([]byte, n-len(png))...) }
 			return &sdk.CallToolResult{Content: []sdk.Content{
 				&sdk.TextContent{Text: "the page"},
@@ -599,20 +598,6 @@ func TestToolVersion(t *testing.T) {
 	}
 }
 
-// pngOf is a real PNG image of n by n pixels.
-func pngOf(t testing.TB, n int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, n, n))
-	for i := range img.Pix {
-		img.Pix[i] = byte(i)
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // A result's images reach the model as images when they are of a type
 // every provider takes, are what they say they are, and fit the caps;
 // every other image is a line of text saying why the model is not shown
@@ -633,7 +618,7 @@ func TestImagesOfAResult(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CallWithImages: %v", err)
 	}
-	png := pngOf(t, 4)
+	png := imagetest.PNG(4, 0)
 	wantLines := []string{
 		"the page",
 		fmt.Sprintf("[image image/png, %d bytes]", len(png)),

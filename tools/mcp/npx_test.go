@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/countersign/countersign/internal/imagetest"
 	"github.com/countersign/countersign/internal/proctest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/mcp"
@@ -197,7 +198,7 @@ func TestFilesystemServer(t *testing.T) {
 	}
 	// read_media_file names the type by the file's extension: a PNG
 	// reaches the model as itself, a text file named .png as its line.
-	shot := pngOf(t, 6)
+	shot := imagetest.PNG(6, 0)
 	if err := os.WriteFile(filepath.Join(dir, "shot.png"), shot, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,12 @@ package mcp
 import (
 	"bytes"
 	"fmt"
-	"image"
-	imagepng "image/png"
 	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/internal/imagetest"
 )
 
 // Structured content that repeats the text content is said once, also
@@ -40,14 +40,8 @@ func TestStructuredContentSaidOnce(t *testing.T) {
 // A result cut to its cap keeps the images whose lines it keeps, and
 // only those: the model is not shown an image the text does not place.
 func TestCutResultKeepsTheImagesItPlaces(t *testing.T) {
-	png := func(b byte) *sdk.ImageContent {
-		img := image.NewGray(image.Rect(0, 0, 1, 1))
-		img.Pix[0] = b
-		var buf bytes.Buffer
-		if err := imagepng.Encode(&buf, img); err != nil {
-			t.Fatal(err)
-		}
-		return &sdk.ImageContent{MIMEType: "image/png", Data: buf.Bytes()}
+	png := func(seed byte) *sdk.ImageContent {
+		return &sdk.ImageContent{MIMEType: "image/png", Data: imagetest.PNG(1, seed)}
 	}
 	line := fmt.Sprintf("[image image/png, %d bytes]", len(png(1).Data))
 	const max = 200
