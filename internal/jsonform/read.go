@@ -24,6 +24,7 @@ package jsonform
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -240,23 +241,36 @@ func (r *Reader) StrOrUnmarshal() (string, bool) {
 }
 
 // escaped reads the rest of a string that has escapes, its text from
-// start, as Str does.
+// start, as Str does. The string is built once, in a strings.Builder
+// (whose String does not copy), and the text between escapes is copied
+// a run at a time: a message of several paragraphs is a string with
+// escapes, and most of what a conversation holds.
 func (r *Reader) escaped(start int) (string, bool) {
-	out := make([]byte, 0, r.i-start+16)
-	out = append(out, r.b[start:r.i]...)
+	var out strings.Builder
+	out.Grow(escapedLen(r.b[r.i:]) + r.i - start)
+	out.Write(r.b[start:r.i])
 	for r.i < len(r.b) {
+		run := r.i
+		for r.i < len(r.b) && inString[r.b[r.i]] {
+			r.i++
+		}
+		out.Write(r.b[run:r.i])
+		if r.i == len(r.b) {
+			return "", false
+		}
 		c := r.b[r.i]
 		switch {
 		case c == '"':
 			r.i++
-			if !utf8.Valid(out) {
+			s := out.String()
+			if !utf8.ValidString(s) {
 				return "", false
 			}
-			return string(out), true
+			return s, true
 		case c < 0x20:
 			return "", false
 		case c != '\\':
-			out = append(out, c)
+			out.WriteByte(c) // above ASCII
 			r.i++
 			continue
 		}
@@ -265,23 +279,23 @@ func (r *Reader) escaped(start int) (string, bool) {
 		}
 		switch e := r.b[r.i+1]; e {
 		case '"', '\\', '/':
-			out = append(out, e)
+			out.WriteByte(e)
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			c, ok := hex4(r.b[r.i+2:])
 			if !ok || utf8.RuneLen(c) < 0 { // a surrogate: encoding/json pairs them
 				return "", false
 			}
-			out = utf8.AppendRune(out, c)
+			out.WriteRune(c)
 			r.i += 4
 		default:
 			return "", false
@@ -289,6 +303,21 @@ func (r *Reader) escaped(start int) (string, bool) {
 		r.i += 2
 	}
 	return "", false
+}
+
+// escapedLen is the length of the JSON text of the rest of a string,
+// up to its closing quote (or the end of b): what it decodes to is no
+// longer, since every escape is longer than what it stands for.
+func escapedLen(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
 }
 
 // unmarshalStr reads the string that begins at start (its quote) with
