@@ -370,11 +370,9 @@ const turnRoom = 8
 func (s *State) UnmarshalJournal(entries []json.RawMessage) error {
 	s.Messages = make([]llm.Message, len(entries), len(entries)+turnRoom)
 	for i, e := range entries {
-		m, err := llm.DecodeMessage(e)
-		if err != nil {
+		if err := s.Messages[i].DecodeJSON(e); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
-		s.Messages[i] = m
 	}
 	return nil
 }
@@ -401,11 +399,9 @@ func (s *State) AppendJournal(entries []json.RawMessage) error {
 	msgs := make([]llm.Message, n+len(entries), n+len(entries)+turnRoom)
 	copy(msgs, s.Messages)
 	for i, e := range entries {
-		m, err := llm.DecodeMessage(e)
-		if err != nil {
+		if err := msgs[n+i].DecodeJSON(e); err != nil {
 			return fmt.Errorf("message %d: %w", n+i, err)
 		}
-		msgs[n+i] = m
 	}
 	s.Messages = msgs
 	return nil

@@ -18,13 +18,22 @@ import (
 // json.Unmarshal's (FuzzDecodeMessage).
 func DecodeMessage(b []byte) (Message, error) {
 	var m Message
-	d := decoder{jsonform.NewReader(b)}
-	if d.message(&m) {
-		return m, nil
-	}
-	m = Message{}
-	err := json.Unmarshal(b, &m)
+	err := m.DecodeJSON(b)
 	return m, err
+}
+
+// DecodeJSON sets m to what DecodeMessage returns for b, in place: a
+// conversation decodes its messages straight into its slice of them,
+// rather than each into a Message of its own on the heap that is then
+// copied there.
+func (m *Message) DecodeJSON(b []byte) error {
+	*m = Message{}
+	d := decoder{jsonform.NewReader(b)}
+	if d.message(m) {
+		return nil
+	}
+	*m = Message{}
+	return json.Unmarshal(b, m)
 }
 
 // decoder reads a message in the form encoding/json writes: the

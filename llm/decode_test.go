@@ -24,7 +24,8 @@ var storedMessages = []string{
 }
 
 // FuzzDecodeMessage: whatever the bytes, DecodeMessage returns what
-// json.Unmarshal does, error or message; and a message encoded by
+// json.Unmarshal does, error or message, and so does DecodeJSON into a
+// message that held another; and a message encoded by
 // encoding/json decodes to itself.
 func FuzzDecodeMessage(f *testing.F) {
 	for _, s := range storedMessages {
@@ -45,6 +46,11 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("DecodeMessage(%q) = %#v, json.Unmarshal gives %#v", data, got, want)
+		}
+		// DecodeJSON into a message that held another leaves nothing of it.
+		into := Message{Role: RoleTool, Content: "before", ToolCalls: []ToolCall{{ID: "x"}}, IsError: true, Stop: StopCutOff}
+		if err := into.DecodeJSON(data); (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(into, want) {
+			t.Fatalf("DecodeJSON(%q) over another message = %#v, %v; json.Unmarshal gives %#v, %v", data, into, err, want, wantErr)
 		}
 		m := Message{Role: RoleAssistant, Content: content, Name: args, IsError: len(args)%2 == 1,
 			ToolCalls: []ToolCall{{ID: content, Name: "t", Arguments: args, Truncated: len(content)%2 == 1}},
