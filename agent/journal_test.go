@@ -12,6 +12,8 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
+	"github.com/countersign/countersign/redisstore"
+	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 // A conversation read from a store takes a turn's messages (the user's,
@@ -151,6 +153,50 @@ func TestConcurrentTurnsDoNotShareTheirAppends(t *testing.T) {
 	for i := 0; i < len(msgs); i += 2 {
 		if got, want := msgs[i+1].Content, "You said: "+msgs[i].Content; got != want {
 			t.Errorf("message %d = %q after %q, want %q", i+1, got, msgs[i].Content, want)
+		}
+	}
+}
+
+// A thread another process wrote, read and then continued — what a
+// reply to a card does on a replica that had not seen the thread —
+// takes the turn into the conversation the read decoded, without
+// copying it: the read leaves the room after the messages to the next
+// run. What the read handed its caller stays the caller's: an append to
+// it reaches neither the conversation nor the turn.
+func TestReadThenContinuedThreadTakesATurnInPlace(t *testing.T) {
+	ctx := context.Background()
+	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: "agent-test-" + randomHex()})
+	chat := &agenttest.Planner{Plan: func(string) []llm.ToolCall { return nil }}
+	wrote := newFixture(t, store, chat, true)
+	if _, err := wrote.g.Start(ctx, "t", agent.NewState("t", "U_ALICE", "C1", "turn 0"), graph.RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		if _, err := wrote.g.Continue(ctx, "t", agent.UserTurn("U_ALICE", fmt.Sprintf("turn %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newFixture(t, store, chat, true)
+	read := mustState(t, other.g, "t")
+	first := &read.State.Messages[0]
+	_ = append(read.State.Messages, llm.Message{Role: llm.RoleUser, Content: "the caller's own"})
+	res, err := other.g.Continue(ctx, "t", agent.UserTurn("U_ALICE", "turn 21"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &res.State.Messages[0] != first {
+		t.Error("the turn copied the conversation the read had decoded")
+	}
+	for _, res := range []*graph.Result[agent.State]{res, mustState(t, wrote.g, "t")} {
+		msgs := res.State.Messages
+		if len(msgs) != 2*22 {
+			t.Fatalf("the conversation has %d messages, want %d", len(msgs), 2*22)
+		}
+		if got := msgs[42].Content; got != "turn 21" {
+			t.Errorf("the turn's message is %q, want %q", got, "turn 21")
+		}
+		if got := msgs[43].Content; got != "You said: turn 21" {
+			t.Errorf("the answer is %q, want %q", got, "You said: turn 21")
 		}
 	}
 }

@@ -237,7 +237,7 @@ func (g *Graph[S]) continueRun(ctx context.Context, r *run[S], thread string, mo
 	fromCache := r != nil
 	if r == nil {
 		var err error
-		if r, err = g.load(ctx, thread, ""); err != nil {
+		if r, err = g.load(ctx, thread, "", false); err != nil {
 			return nil, err
 		}
 	}
@@ -331,7 +331,7 @@ func (g *Graph[S]) resume(ctx context.Context, thread, checkpointID string, ids 
 	r := g.fromCache(thread)
 	if r == nil || checkpointID == "" || r.cp.ID != checkpointID {
 		var err error
-		if r, err = g.load(ctx, thread, checkpointID); err != nil {
+		if r, err = g.load(ctx, thread, checkpointID, false); err != nil {
 			return nil, fmt.Errorf("resume %s: %w", thread, err)
 		}
 	}
@@ -361,7 +361,7 @@ func (g *Graph[S]) resume(ctx context.Context, thread, checkpointID string, ids 
 // Running but no process works on it (the caller makes sure of that, e.g.
 // with a lease). A thread whose run is not Running gives ErrNotPaused.
 func (g *Graph[S]) Recover(ctx context.Context, thread string) (*Result[S], error) {
-	r, err := g.load(ctx, thread, "")
+	r, err := g.load(ctx, thread, "", false)
 	if err != nil {
 		return nil, fmt.Errorf("recover %s: %w", thread, err)
 	}
@@ -382,7 +382,7 @@ func (g *Graph[S]) Restart(ctx context.Context, thread, node string, mod StateMo
 	if g.nodes[node] == nil {
 		return nil, fmt.Errorf("restart %s at %q: unknown node", thread, node)
 	}
-	r, err := g.load(ctx, thread, "")
+	r, err := g.load(ctx, thread, "", false)
 	if err != nil {
 		return nil, fmt.Errorf("restart %s: %w", thread, err)
 	}
@@ -412,7 +412,7 @@ func (g *Graph[S]) Restart(ctx context.Context, thread, node string, mod StateMo
 // mod adjusts the state (e.g. to tell the conversation why), and the
 // thread is saved as done, so it can be continued later.
 func (g *Graph[S]) Stop(ctx context.Context, thread string, mod StateModifier[S]) (*Result[S], error) {
-	r, err := g.load(ctx, thread, "")
+	r, err := g.load(ctx, thread, "", false)
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", thread, err)
 	}
@@ -440,9 +440,14 @@ func (g *Graph[S]) Stop(ctx context.Context, thread string, mod StateModifier[S]
 
 // State returns the thread's latest checkpoint and its state.
 func (g *Graph[S]) State(ctx context.Context, thread string) (*Result[S], error) {
-	r, err := g.load(ctx, thread, "")
+	r, err := g.load(ctx, thread, "", true)
 	if err != nil {
 		return nil, fmt.Errorf("state %s: %w", thread, err)
+	}
+	// The journal's room is the cache's (load): what the caller appends
+	// to the state it is given goes to a copy.
+	if j, ok := any(&r.state).(journalSharer[S]); ok {
+		j.ShareJournal(&r.state)
 	}
 	return &Result[S]{Checkpoint: r.cp, State: r.state}, nil
 }
@@ -489,8 +494,9 @@ func (g *Graph[S]) Fork(ctx context.Context, thread, checkpointID, newThread str
 }
 
 // load reads the thread's head and decodes its state. A non-empty wantID
-// must match the head's ID.
-func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], error) {
+// must match the head's ID. read says that the caller only reads the
+// state: no run goes on from it.
+func (g *Graph[S]) load(ctx context.Context, thread, wantID string, read bool) (*run[S], error) {
 	r, ok, err := g.loadTail(ctx, thread)
 	if !ok {
 		var cp *Checkpoint
@@ -505,7 +511,11 @@ func (g *Graph[S]) load(ctx context.Context, thread, wantID string) (*run[S], er
 		g.cache.drop(thread)
 		return nil, err
 	}
-	g.cache.put(r.saved, &r.state, false) // the run goes on from it
+	// A run goes on from the state it loaded, appending to its journal
+	// in place; a read (State) does not, and leaves the journal's room to
+	// the cache, for the next run of the thread: that of a reply to an
+	// approval card, say, which reads the thread, then continues it.
+	g.cache.put(r.saved, &r.state, read)
 	if wantID != "" && r.cp.ID != wantID {
 		return nil, fmt.Errorf("%w: checkpoint %s is no longer the latest (%s is)", ErrConflict, wantID, r.cp.ID)
 	}
