@@ -229,7 +229,7 @@ func replySize(cmd redis.Cmder) int {
 	case *redis.Cmd:
 		return valueSize(c.Val())
 	case *redis.StringCmd:
-		return valueSize(c.Val())
+		return stringSize(c.Val())
 	case *redis.IntCmd:
 		return valueSize(c.Val())
 	case *redis.BoolCmd, *redis.StatusCmd:
@@ -239,13 +239,13 @@ func replySize(cmd redis.Cmder) int {
 	case *redis.StringSliceCmd:
 		n := headerSize(len(c.Val()))
 		for _, s := range c.Val() {
-			n += valueSize(s)
+			n += stringSize(s)
 		}
 		return n
 	case *redis.MapStringStringCmd:
 		n := headerSize(2 * len(c.Val()))
 		for k, v := range c.Val() {
-			n += valueSize(k) + valueSize(v)
+			n += stringSize(k) + stringSize(v)
 		}
 		return n
 	}
@@ -258,7 +258,7 @@ func valueSize(v any) int {
 	case nil:
 		return 5 // $-1\r\n
 	case string:
-		return headerSize(len(v)) + len(v) + 2
+		return stringSize(v)
 	case int64:
 		return 3 + digits(v)
 	case []any:
@@ -270,10 +270,16 @@ func valueSize(v any) int {
 	case []string:
 		n := headerSize(len(v))
 		for _, e := range v {
-			n += valueSize(e)
+			n += stringSize(e)
 		}
 		return n
 	}
-	s := fmt.Sprint(v)
+	return stringSize(fmt.Sprint(v))
+}
+
+// stringSize is the RESP2 size of a bulk string. It takes a string, not
+// an any: a string made an any is a copy of its header on the heap, and
+// a thread's journal, read whole, is hundreds of them.
+func stringSize(s string) int {
 	return headerSize(len(s)) + len(s) + 2
 }
