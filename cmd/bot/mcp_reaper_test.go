@@ -17,7 +17,8 @@ import (
 )
 
 // A stdio server's whole process tree ends with the bot, however the
-// bot ends: killed outright (SIGKILL, as the OOM killer does) or stopped.
+// bot ends: killed outright (SIGKILL, as the OOM killer does) or stopped;
+// and the working directory of each server goes with it.
 // The servers: server-everything from npm, run by npx (npm exec, then
 // sh, then node), and the spy, which starts a stray that leaves its
 // process group and session and ignores SIGTERM.
@@ -68,6 +69,18 @@ func TestMCPServersEndWithTheBot(t *testing.T) {
 					t.Fatalf("the spy's process %d is not below the bot: %v", pid, procs)
 				}
 			}
+			// Each server works in a directory of its own, which goes
+			// with it: the spy's, and node's under npx.
+			var works []string
+			for _, p := range procs {
+				if p.Pid == spies[0] || strings.HasPrefix(p.Cmdline, "node ") && strings.Contains(p.Cmdline, "server-everything") {
+					cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/cwd")
+					if err != nil || !strings.HasPrefix(filepath.Base(cwd), "work-") {
+						t.Fatalf("the server %d (%s) works in %q, %v; want a work-<pid> directory of its own", p.Pid, p.Cmdline, cwd, err)
+					}
+					works = append(works, cwd)
+				}
+			}
 			var pids, groups []int
 			for _, p := range procs {
 				pids = append(pids, p.Pid)
@@ -83,13 +96,18 @@ func TestMCPServersEndWithTheBot(t *testing.T) {
 			var left []proctest.Proc
 			deadline := time.Now().Add(20 * time.Second)
 			for {
-				if left = proctest.Running(pids, groups); len(left) == 0 {
+				left = proctest.Running(pids, groups)
+				kept := slices.DeleteFunc(slices.Clone(works), func(dir string) bool {
+					_, err := os.Lstat(dir)
+					return os.IsNotExist(err)
+				})
+				if len(left) == 0 && len(kept) == 0 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("20 s after the bot was %s, its servers' processes still run: %s\n(all there were: %s)", end, show(left), show(procs))
+					t.Fatalf("20 s after the bot was %s, its servers' processes still run: %s\n(all there were: %s)\nand their working directories are still there: %v", end, show(left), show(procs), kept)
 				}
-				time.Sleep(20 * time.Millisecond) // polling /proc for the processes to end
+				time.Sleep(20 * time.Millisecond) // polling /proc for the processes to end, and for the directories' removal
 			}
 		})
 	}

@@ -18,3 +18,6 @@ func serverAccount(cfg tools.MCPServer) (*account, error) {
 }
 
 func runAs(*exec.Cmd, *account) {}
+
+// workParent is empty: a server runs in the bot's working directory.
+func workParent(*account) (string, error) { return "", nil }

@@ -103,6 +103,28 @@ func serverHome(a *account) (string, error) {
 	return home, os.Chmod(home, 0o700)
 }
 
+// workParent is where a server's working directory is made (see
+// workdir_linux.go): the home of the account it runs as, else
+// $TMPDIR/countersign-mcp-<uid>, the bot's own and closed to others;
+// not the bot's working directory, which a server's files have no
+// business in.
+func workParent(a *account) (string, error) {
+	if a != nil {
+		return a.home, nil
+	}
+	uid := os.Geteuid()
+	dir := filepath.Join(os.TempDir(), "countersign-mcp-"+strconv.Itoa(uid))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	// Another user of the machine may have made it first, or put a
+	// link there.
+	if err := checkDir(dir, uint32(uid)); err != nil {
+		return "", err
+	}
+	return dir, os.Chmod(dir, 0o700)
+}
+
 // checkDir fails unless dir is a directory, not a link, owned by uid.
 func checkDir(dir string, uid uint32) error {
 	fi, err := os.Lstat(dir)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -32,7 +33,9 @@ import (
 // the bot stops the server) or the server exits, it ends the server's
 // group and every process below itself: SIGTERM, then SIGKILL after the
 // grace the bot gives it. It exits once nothing is left, as the server
-// did (its exit status, or its signal).
+// did (its exit status, or its signal). It also gives the server a
+// working directory of its own, which it removes once nothing is left
+// (workdir_linux.go).
 //
 // The parent-death signal is sent when the *thread* that started the
 // process exits, not the process (golang.org/issue/27505): the Go runtime
@@ -67,13 +70,18 @@ func reaperGrace(terminate time.Duration) time.Duration { return terminate }
 
 // startServer starts cmd, a stdio server's command, under a reaper (see
 // above). The reaper runs as the bot's user, with the server's
-// environment and directory, and starts the server as cmd's Credential
-// says. cmd.Process is the reaper; signalling it signals the server.
-func startServer(cmd *exec.Cmd, grace time.Duration) error {
+// environment, and starts the server as cmd's Credential says, in a
+// working directory it makes in workIn (workdir_linux.go), or when
+// workIn is empty in cmd.Dir. cmd.Process is the reaper; signalling it
+// signals the server.
+func startServer(cmd *exec.Cmd, grace time.Duration, workIn string) error {
 	if cmd.Err != nil {
 		return cmd.Err
 	}
 	args := []string{reaperArg0, "-grace", grace.String()}
+	if workIn != "" {
+		args = append(args, "-workdir-in", workIn)
+	}
 	if attr := cmd.SysProcAttr; attr != nil && attr.Credential != nil {
 		c := attr.Credential
 		args = append(args, "-uid", strconv.FormatUint(uint64(c.Uid), 10), "-gid", strconv.FormatUint(uint64(c.Gid), 10))
@@ -147,14 +155,25 @@ func reap(args []string) int {
 	syscall.CloseOnExec(3) // not the server's
 	startErr := os.NewFile(3, "start error")
 	defer startErr.Close()
-	grace, cred, prog, argv, err := reaperArgs(args)
+	o, err := reaperArgs(args)
 	if err != nil {
 		return fail("%v", err)
 	}
+	grace, cred, prog, argv := o.grace, o.cred, o.prog, o.argv
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return fail("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
 	}
+	var work string
+	if o.workIn != "" {
+		if work, err = makeWorkdir(o.workIn, cred); err != nil {
+			_, _ = startErr.WriteString("the server's working directory: " + err.Error())
+			return 127
+		}
+		// Once nothing of the server's is left (allGone), or it did not start.
+		defer os.RemoveAll(work)
+	}
 	proc, err := os.StartProcess(prog, argv, &os.ProcAttr{
+		Dir: work,
 		// The reaper's environment is the server's allow-list
 		// (serverEnv), which the bot started it with: nothing more.
 		Env:   os.Environ(),
@@ -213,6 +232,9 @@ func reap(args []string) int {
 			signalTree(server, syscall.SIGKILL)
 			kill = time.After(100 * time.Millisecond) // again, for what was forked meanwhile
 		case <-allGone:
+			if work != "" {
+				_ = os.RemoveAll(work)
+			}
 			if status.Signaled() {
 				// End as the server did.
 				signal.Reset()
@@ -224,22 +246,42 @@ func reap(args []string) int {
 	}
 }
 
+// reaperOptions are the reaper's arguments.
+type reaperOptions struct {
+	// grace is how long the server's processes have between SIGTERM
+	// and SIGKILL.
+	grace time.Duration
+	// cred is the account the server runs as; nil: the reaper's.
+	cred *syscall.Credential
+	// workIn is where the server's working directory is made
+	// (makeWorkdir); empty: it runs in the reaper's.
+	workIn string
+	// prog is the server's program, argv its argv.
+	prog string
+	argv []string
+}
+
 // reaperArgs reads the reaper's arguments.
-func reaperArgs(args []string) (grace time.Duration, cred *syscall.Credential, prog string, argv []string, err error) {
+func reaperArgs(args []string) (o reaperOptions, err error) {
 	var uid, gid *uint32
 	for len(args) > 0 && args[0] != "--" {
 		if len(args) < 2 {
-			return 0, nil, "", nil, fmt.Errorf("option %s without its value", args[0])
+			return o, fmt.Errorf("option %s without its value", args[0])
 		}
 		switch opt, val := args[0], args[1]; opt {
 		case "-grace":
-			if grace, err = time.ParseDuration(val); err != nil {
-				return 0, nil, "", nil, err
+			if o.grace, err = time.ParseDuration(val); err != nil {
+				return o, err
 			}
+		case "-workdir-in":
+			if !filepath.IsAbs(val) {
+				return o, fmt.Errorf("-workdir-in %q: not an absolute path", val)
+			}
+			o.workIn = val
 		case "-uid", "-gid":
 			n, perr := strconv.ParseUint(val, 10, 32)
 			if perr != nil {
-				return 0, nil, "", nil, fmt.Errorf("%s %q: %w", opt, val, perr)
+				return o, fmt.Errorf("%s %q: %w", opt, val, perr)
 			}
 			id := uint32(n)
 			if opt == "-uid" {
@@ -248,20 +290,21 @@ func reaperArgs(args []string) (grace time.Duration, cred *syscall.Credential, p
 				gid = &id
 			}
 		default:
-			return 0, nil, "", nil, fmt.Errorf("unknown option %s", opt)
+			return o, fmt.Errorf("unknown option %s", opt)
 		}
 		args = args[2:]
 	}
 	if len(args) < 3 {
-		return 0, nil, "", nil, errors.New("usage: " + reaperArg0 + " [-grace D] [-uid N -gid N] -- PROGRAM ARGV0 [ARG...]")
+		return o, errors.New("usage: " + reaperArg0 + " [-grace D] [-uid N -gid N] [-workdir-in DIR] -- PROGRAM ARGV0 [ARG...]")
 	}
 	if (uid == nil) != (gid == nil) {
-		return 0, nil, "", nil, errors.New("-uid and -gid go together")
+		return o, errors.New("-uid and -gid go together")
 	}
 	if uid != nil {
-		cred = &syscall.Credential{Uid: *uid, Gid: *gid, Groups: []uint32{}}
+		o.cred = &syscall.Credential{Uid: *uid, Gid: *gid, Groups: []uint32{}}
 	}
-	return grace, cred, args[1], args[2:], nil
+	o.prog, o.argv = args[1], args[2:]
+	return o, nil
 }
 
 // signalTree sends sig to the server's process group and to every

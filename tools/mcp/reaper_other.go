@@ -13,5 +13,6 @@ import (
 // its input running.
 func reaperGrace(time.Duration) time.Duration { return 0 }
 
-// startServer starts cmd, a stdio server's command.
-func startServer(cmd *exec.Cmd, _ time.Duration) error { return cmd.Start() }
+// startServer starts cmd, a stdio server's command, in cmd.Dir: only the
+// reaper makes a server a working directory of its own.
+func startServer(cmd *exec.Cmd, _ time.Duration, _ string) error { return cmd.Start() }

@@ -257,8 +257,13 @@ func (s *server) connectAndServe(ctx context.Context) (err error) {
 		// start) and its own env:.
 		cmd.Env = serverEnv(s.cfg, os.Environ(), as)
 		runAs(cmd, as)
+		// A working directory of its own, which goes with it.
+		workIn, err := workParent(as)
+		if err != nil {
+			return fmt.Errorf("the server's working directory: %w", err)
+		}
 		cmd.Stderr = &stderr
-		transport = sniffTransport{Transport: &stdioTransport{cmd: cmd, terminate: 2 * time.Second, skipped: s.skippedLines()}, w: &s.wire}
+		transport = sniffTransport{Transport: &stdioTransport{cmd: cmd, terminate: 2 * time.Second, skipped: s.skippedLines(), workIn: workIn}, w: &s.wire}
 	} else if s.cfg.Transport == tools.MCPSSE {
 		// The 2024-11-05 transport: the server names where to post in
 		// the stream's first event, and only its own origin is taken.

@@ -208,6 +208,9 @@ type stdioTransport struct {
 	// its stdin is closed, then after SIGTERM, before SIGKILL.
 	terminate time.Duration
 	skipped   func(line []byte)
+	// workIn is where the server's working directory is made (see
+	// startServer); empty: it runs in cmd.Dir.
+	workIn string
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -221,7 +224,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	}
 	// On Linux under a reaper, which ends the server's processes when
 	// the bot dies (reaper_linux.go).
-	if err := startServer(t.cmd, reaperGrace(t.terminate)); err != nil {
+	if err := startServer(t.cmd, reaperGrace(t.terminate), t.workIn); err != nil {
 		return nil, err
 	}
 	conn := &sdk.IOTransport{
