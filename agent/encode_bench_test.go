@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/llm"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -64,4 +66,35 @@ func BenchmarkStateJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkUnmarshalJournal decodes a 100-turn conversation as it is
+// stored (400 messages: the person's, the model's call, the tool's
+// result, the answer): what a replica pays to take up a thread it has
+// not seen.
+func BenchmarkUnmarshalJournal(b *testing.B) {
+	var entries []json.RawMessage
+	for turn := range 100 {
+		for _, m := range []llm.Message{
+			{Role: llm.RoleUser, Content: fmt.Sprintf("Is the status service healthy? (turn %d)\nIt was slow this morning.", turn)},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", turn), Name: "http_request",
+				Arguments: `{"method":"GET","url":"https://status.example.com/health"}`}}},
+			{Role: llm.RoleTool, ToolCallID: fmt.Sprintf("call_%d", turn), Name: "http_request",
+				Content: `HTTP 200 OK` + "\n" + `{"status":"healthy","checks":{"db":"ok","queue":"ok"}}`},
+			{Role: llm.RoleAssistant, Content: "The status service is healthy (GET /health → 200).\n\n- db: ok\n- queue: ok"},
+		} {
+			e, err := json.Marshal(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			entries = append(entries, e)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var s agent.State
+		if err := s.UnmarshalJournal(entries); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
