@@ -64,7 +64,7 @@ func (d *decoder) message(m *Message) bool {
 			m.ToolCallID, ok = d.Str()
 			return 1 << 3, ok
 		case "name":
-			m.Name, ok = d.Str()
+			m.Name, ok = d.Name()
 			return 1 << 4, ok
 		case "is_error":
 			m.IsError, ok = d.Boolean()
@@ -108,7 +108,8 @@ func (d *decoder) toolCall(c *ToolCall) bool {
 			c.ID, ok = d.Str()
 			return 1 << 0, ok
 		case "name":
-			c.Name, ok = d.Str()
+			// A conversation names a few tools many times: one string each.
+			c.Name, ok = d.Name()
 			return 1 << 1, ok
 		case "arguments":
 			c.Arguments, ok = d.Str()
