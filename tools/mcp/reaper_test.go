@@ -32,15 +32,7 @@ func TestServerLeavesNothingBehind(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only on Linux does a reaper end what a server leaves behind")
 	}
-	dir, err := os.MkdirTemp("", "stray-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil { // the server may run as nobody
-		t.Fatal(err)
-	}
-	pidFile := filepath.Join(dir, "pid")
+	pidFile := filepath.Join(sharedDir(t), "pid")
 	// $$$$: the policy reads $$ as a $.
 	script := `setsid sh -c 'trap "" TERM; echo $$$$ > ` + pidFile + `; exec sleep 300' & ` +
 		`while [ ! -s ` + pidFile + ` ]; do sleep 0.05; done; echo "giving up" >&2; exit 3`
