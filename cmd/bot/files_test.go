@@ -94,8 +94,7 @@ func TestAttachedScreenshotReachesTheModel(t *testing.T) {
 			h.slack.RequireToken(botToken)
 			var anthropic *llmtest.AnthropicServer
 			if provider == "anthropic" {
-				anthropic = llmtest.NewAnthropicServer(t, script...)
-				h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+anthropic.URL())
+				anthropic = h.useAnthropic(script...)
 			} else {
 				h.model.Then(script...)
 			}

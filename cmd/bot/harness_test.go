@@ -108,6 +108,15 @@ func newHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	return h
 }
 
+// useAnthropic points the bot of an idle harness at a fake Anthropic
+// API that answers with script, instead of the OpenAI fake.
+func (h *harness) useAnthropic(script ...llm.Message) *llmtest.AnthropicServer {
+	h.t.Helper()
+	a := llmtest.NewAnthropicServer(h.t, script...)
+	h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+a.URL())
+	return a
+}
+
 // newIdleHarness is newHarness without starting the bot.
 func newIdleHarness(t testing.TB, policy string, replies ...llm.Message) *harness {
 	t.Helper()

@@ -77,8 +77,7 @@ func TestMCPImagesReachTheModel(t *testing.T) {
 				h.model.Then(script...)
 				h.env = append(h.env, "LLM_IMAGES=off")
 			case "anthropic":
-				anthropic = llmtest.NewAnthropicServer(t, script...)
-				h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+anthropic.URL())
+				anthropic = h.useAnthropic(script...)
 			}
 			h.start()
 			h.command("how does the status page look?", nil, nil)

@@ -41,8 +41,7 @@ func TestNotionMCPToolsReachTheModel(t *testing.T) {
 			script := []llm.Message{llmtest.Reply("I can search, read and write your Notion pages.")}
 			var anthropic *llmtest.AnthropicServer
 			if provider == "anthropic" {
-				anthropic = llmtest.NewAnthropicServer(t, script...)
-				h.env = append(h.env, "LLM_PROVIDER=anthropic", "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+anthropic.URL())
+				anthropic = h.useAnthropic(script...)
 			} else {
 				h.model.Then(script...)
 			}
