@@ -83,6 +83,9 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
+	// held is the socket that keeps the port while a killed server is
+	// down (holdPort); -1 when none does.
+	held int
 }
 
 // StartServer starts a redis-server on a free loopback port, killed when the
@@ -101,7 +104,7 @@ func startServer(tb testing.TB, args []string) *Server {
 	if err != nil {
 		tb.Fatalf("redistest: redis-server is not on PATH: %s", installHint)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), args: args}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), args: args, held: -1}
 	tb.Cleanup(s.stop)
 
 	// Another process may take the free port before redis-server binds
@@ -135,6 +138,7 @@ func (s *Server) Kill() {
 	}
 	<-s.exited
 	s.cmd = nil
+	s.held = holdPort(s.port)
 }
 
 // Restart starts the server again on the same port with the same data
@@ -148,6 +152,8 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) stop() {
+	releasePort(s.held)
+	s.held = -1
 	if s.cmd != nil {
 		s.cmd.Process.Kill()
 		<-s.exited
@@ -176,6 +182,8 @@ func (s *Server) start() error {
 		"--repl-diskless-sync-delay", "0",
 	}
 	args = append(args, s.args...) // later arguments win
+	releasePort(s.held)
+	s.held = -1
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = log, log
