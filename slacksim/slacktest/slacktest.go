@@ -133,6 +133,8 @@ type Server struct {
 	limited  map[string]*rateLimit
 	failing  map[string]*failure
 	holds    map[string]*hold
+	// answerHolds are the calls whose answers are kept (HoldAnswer).
+	answerHolds []*answerHold
 	// away are the channels the bot may not post in, with the error
 	// code Slack answers there (RemoveBot, ArchiveChannel).
 	away map[string]string
@@ -153,6 +155,15 @@ type Server struct {
 type hold struct {
 	skip              int // calls to let through first
 	arrived, released chan struct{}
+}
+
+// answerHold keeps the answer of the first call to method that match
+// accepts, once the call is recorded, until released.
+type answerHold struct {
+	method             string
+	match              func(Call) bool
+	taken              bool
+	recorded, released chan struct{}
 }
 
 type rateLimit struct {
@@ -394,6 +405,48 @@ func (s *Server) HoldNext(method string, skip int) (arrived <-chan struct{}, rel
 	return h.arrived, func() { once.Do(func() { close(h.released) }) }
 }
 
+// HoldAnswer keeps the answer of the first call to method that match
+// accepts from the caller until release is called (or the caller gives
+// up); the call itself is recorded, and a message it posts is in the
+// channel, at once: as Slack shows a posted message to the channel's
+// members before its answer reaches the app that posted it. recorded is
+// closed when that call has been recorded. match sees the call as
+// recorded, and is called without the server's lock.
+func (s *Server) HoldAnswer(method string, match func(Call) bool) (recorded <-chan struct{}, release func()) {
+	h := &answerHold{method: method, match: match, recorded: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	s.answerHolds = append(s.answerHolds, h)
+	s.mu.Unlock()
+	var once sync.Once
+	return h.recorded, func() { once.Do(func() { close(h.released) }) }
+}
+
+// answerHeld returns the answer hold that takes call, if any.
+func (s *Server) answerHeld(call Call) *answerHold {
+	s.mu.Lock()
+	var candidates []*answerHold
+	for _, h := range s.answerHolds {
+		if h.method == call.Method && !h.taken {
+			candidates = append(candidates, h)
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range candidates {
+		if !h.match(call) {
+			continue
+		}
+		s.mu.Lock()
+		taken := h.taken
+		h.taken = true
+		s.answerHolds = slices.DeleteFunc(s.answerHolds, func(x *answerHold) bool { return x == h })
+		s.mu.Unlock()
+		if !taken {
+			return h
+		}
+	}
+	return nil
+}
+
 // ResponseURL is a response_url for a slash command or a click, as Slack
 // sends them: a POST of a JSON message to it is recorded as a call with
 // Method "response_url".
@@ -464,6 +517,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 
+	if h := s.answerHeld(call); h != nil {
+		close(h.recorded)
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	for k, v := range rep.header {
 		w.Header()[k] = v
 	}

@@ -620,3 +620,45 @@ func slackCode(err error) string {
 	}
 	return ""
 }
+
+// HoldAnswer: the message is in the channel at once, and its poster hears
+// back only once released; other calls are not held.
+func TestHoldAnswer(t *testing.T) {
+	ctx := context.Background()
+	srv := slacktest.NewServer(t)
+	api := newClient(srv)
+	recorded, release := srv.HoldAnswer("chat.postMessage", func(c slacktest.Call) bool { return strings.Contains(c.Text, "card") })
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("root", false)); err != nil {
+		t.Fatalf("PostMessage(root) = %v", err)
+	}
+	type posted struct {
+		ts  string
+		err error
+	}
+	answered := make(chan posted, 1)
+	go func() {
+		_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("the card", false))
+		answered <- posted{ts, err}
+	}()
+	<-recorded
+	calls := srv.CallsTo("chat.postMessage")
+	if len(calls) != 2 || calls[1].Text != "the card" {
+		t.Fatalf("CallsTo(chat.postMessage) = %d calls, want the card recorded before its answer", len(calls))
+	}
+	if m, ok := srv.Message("C1", calls[1].TS); !ok || m.Text != "the card" {
+		t.Errorf("Message(the card) = %q, %v; want it in the channel", m.Text, ok)
+	}
+	// Another post, meanwhile, is answered.
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("another card", false)); err != nil {
+		t.Fatalf("PostMessage(another) = %v", err)
+	}
+	select {
+	case p := <-answered:
+		t.Fatalf("the held post was answered before its release: %+v", p)
+	default:
+	}
+	release()
+	if p := <-answered; p.err != nil || p.ts != calls[1].TS {
+		t.Errorf("the held post answered %q, %v; want ts %q", p.ts, p.err, calls[1].TS)
+	}
+}
