@@ -188,12 +188,20 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 		// each call's card is shown once per decision round.
 		for c := range st.AllWaiting() {
 			announced := announceKey(c)
-			if _, done := ss.claims[announced]; !done && s.heldElsewhere(ss, c) {
-				// Its card is being shown by the process that paused
-				// the run; should it have died, the recovery wake-up
-				// shows it.
-				ss.held, ok = true, false
-				continue
+			if _, done := ss.claims[announced]; !done {
+				if s.heldElsewhere(ss, c) && !s.awaitCard(ctx, ss, ss.from, st, c) {
+					// Its card is being shown by the process that
+					// paused the run; should it have died, the
+					// recovery wake-up shows it.
+					ok = false
+					continue
+				}
+				if ss.found != nil {
+					// An approval that came before the card was
+					// recorded; the card is shown here if the record
+					// does not come (its process died).
+					s.awaitCard(ctx, ss, ss.found, st, c)
+				}
 			}
 			if c.Status == agent.Asking {
 				// Its input requests, shown once per pause.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/graph"
 	"github.com/countersign/countersign/llm"
@@ -39,7 +41,11 @@ import (
 // does not show again the cards of calls that waited at the checkpoint it
 // resumed from while that checkpoint is recent: the process that saved it
 // is showing them (holdFor). It keeps its own recovery wake-up instead,
-// so that, should that process have died, they are shown then.
+// so that, should that process have died, they are shown then. A card
+// with news to show — one approval of several, here the first one's click
+// — is the exception: its card is to be updated, so the process waits a
+// little for the record of the card (awaitCard), rather than post a
+// second card or leave the count to the wake-up.
 
 // recordAfter is how long shown deliveries wait at most for this
 // process's next step on the thread before the writer writes them (a
@@ -365,6 +371,48 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 	}
 	key := announceKey(c)
 	return slices.ContainsFunc(from.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
+}
+
+// awaitCard waits, for a while, until the card of c, which the process
+// that saved the paused checkpoint from may still be showing, is recorded
+// as shown — when the card has news to show: approvals, or an edit's
+// reset. That process let go of the lease before it posted the card, so
+// an approval can reach another process first: rather than post a second
+// card, or leave the count to the recovery wake-up, the session waits for
+// the record, then updates the card. It reports whether the record came
+// (ss.claims then holds it). The wait ends by the hold's end (holdFor),
+// so that a card whose process died is shown on time.
+func (s *Service) awaitCard(ctx context.Context, ss *session, from *graph.Result[agent.State], st *agent.State, c agent.Call) bool {
+	gate := s.gate(st, c, ss.claims)
+	if gate == nil || gate.Required < 2 || len(gate.Approvals) == 0 && c.Revision == 0 {
+		return false
+	}
+	key := announceKey(c)
+	deadline := from.Checkpoint.Created.Add(min(recordAfterNow()+answerWait, holdFor))
+	if !s.opts.Now().Before(deadline) {
+		return false
+	}
+	s.log.WithFields(logrus.Fields{"thread": ss.thread, "call": c.Key}).Info("waiting for the card to be recorded by the process showing it")
+	for s.opts.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+		s.overlayRecords(ss) // shown by this process, not yet written
+		if _, ok := ss.claims[key]; ok {
+			return true
+		}
+		got, err := s.store.ClaimValues(ctx, ss.thread, []string{key})
+		if err != nil {
+			return false
+		}
+		if v, ok := got[key]; ok {
+			ss.claims[key] = v
+			return true
+		}
+	}
+	return false
 }
 
 // answerWait bounds how long a new turn waits for the answer of the run

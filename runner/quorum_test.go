@@ -358,3 +358,81 @@ func TestDecisionsWithoutEdit(t *testing.T) {
 		}
 	})
 }
+
+// TestQuorumApprovalOnAnotherReplicaBeforeTheCardIsRecorded: a run pauses
+// on a call that needs two approvals, in a replica whose last save let go
+// of the lease before it showed the card; the first approval reaches
+// another replica before the first has recorded that it showed it. That
+// replica does not post a second card, nor leave the count to the
+// recovery wake-up: it waits for the first replica's record, then shows
+// the approval on the card that replica posted.
+func TestQuorumApprovalOnAnotherReplicaBeforeTheCardIsRecorded(t *testing.T) {
+	defer runner.SetRecordAfter(time.Hour)()
+	ctx := context.Background()
+	tg := newTarget(t)
+	rdb := redistest.Client(t)
+	prefix := "runner-quorum-" + randomHex()
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	replica := quorumWorld(t, store, store, tg)
+	repA, repB := &recorder{}, &recorder{}
+	a, b := replica(repA), replica(repB)
+	startIn(t, a, "C1", "U0ALICE")
+	if n := repA.cards("deploy"); n != 1 {
+		t.Fatalf("the first replica showed %d deploy cards, want 1", n)
+	}
+	deploy := waitingCall(t, a, "th", "deploy")
+	if err := b.Decide(ctx, inChannel(deploy, agent.Approve, "U0BOB")); err != nil {
+		t.Fatalf("Decide(Bob approves) = %v", err)
+	}
+	// The first replica records what it showed once the other holds the
+	// thread's lease: after that one has read the thread's records.
+	// (A drive that does not wait may come and go unseen: the records
+	// are written once it has returned, all the same.)
+	lease := prefix + ":{th}:lease"
+	driven, recorded := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			n, err := rdb.Exists(ctx, lease).Result()
+			if err != nil {
+				recorded <- err
+				return
+			}
+			if n == 1 {
+				break
+			}
+			select {
+			case <-driven:
+			case <-time.After(5 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		recorded <- a.FlushRecords(ctx)
+	}()
+	err := b.Drive(ctx, "th")
+	close(driven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recorded; err != nil {
+		t.Fatal(err)
+	}
+	if n := repB.cards("deploy"); n != 0 {
+		t.Errorf("the replica that took the approval posted %d more deploy cards; the first replica had posted it", n)
+	}
+	e, ok := repB.gateEvent(runner.ApprovalProgress, "deploy")
+	if !ok || len(e.Gate.Approvals) != 1 || e.Gate.Approvals[0].By != "U0BOB" {
+		t.Fatalf("the replica that took the approval showed progress %+v, %v; want Bob's approval on the card", e.Gate, ok)
+	}
+	// Shown once: a later drive shows nothing more.
+	before := len(repA.kinds()) + len(repB.kinds())
+	if err := a.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(repA.kinds()) + len(repB.kinds()); n != before {
+		t.Errorf("later drives showed %v and %v, want nothing more", repA.kinds(), repB.kinds())
+	}
+}

@@ -568,7 +568,8 @@ func (s *Service) step(ctx context.Context, ss *session) (bool, error) {
 			return false, err
 		}
 		if len(decisions) == 0 {
-			ss.res = res // what close reads back the claims of
+			ss.res = res   // what close reads back the claims of
+			ss.found = res // its cards may be being shown (awaitCard)
 			if !s.deliveredAll(thread, s.deliver(ctx, s.log.WithField("thread", thread), ss, res)) {
 				ss.redeliver = true // shown again shortly, as after a run
 			}

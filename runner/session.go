@@ -258,12 +258,12 @@ type session struct {
 	confirmed time.Time
 	audit     []map[string]string
 	// end is what the run's last save was asked to end the session
-	// with (nil: no such save), and from the paused checkpoint the
-	// session resumed (heldElsewhere).
-	end  *LastSave
-	from *graph.Result[agent.State]
-	// held: a card was left to the process showing it (heldElsewhere).
-	held bool
+	// with (nil: no such save); from the paused checkpoint the session
+	// resumed (heldElsewhere), found the one it found paused with
+	// nothing to resume (awaitCard).
+	end   *LastSave
+	from  *graph.Result[agent.State]
+	found *graph.Result[agent.State]
 	// first, for a start whose first save takes the lease, is what that
 	// save was asked: until it took the lease, there is none to renew.
 	first *FirstSave

@@ -326,3 +326,62 @@ tools:
 		t.Errorf("deploy ran %d times, want 1", n)
 	}
 }
+
+// Slack shows a posted card in the channel before the bot hears back, so
+// an approver can click it before the replica that posted it has recorded
+// it. The replica that takes the click, another one here, waits for that
+// record instead of posting a second card or leaving the count to the
+// recovery wake-up: the one card shows the approval at once.
+func TestQuorumApprovalBeforeTheCardIsRecorded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, quorumPolicy)
+	other := h.replica()
+	recorded, release := h.slack.HoldAnswer("chat.postMessage", func(c slacktest.Call) bool { return hasAction(c, "approve") })
+	defer release()
+	h.model.Then(
+		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
+		llmtest.Reply("Deployed."),
+	)
+	h.command("deploy", nil, nil)
+	root := h.root(1)
+	h.eventually(func() bool {
+		select {
+		case <-recorded:
+			return true
+		default:
+			return false
+		}
+	}, "the card to be posted")
+	card := h.cards(root, 1)[0]
+	resp := h.clickOn(other, card, "approve", approver)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the click answered %d", resp.StatusCode)
+	}
+	cards := func() int {
+		n := 0
+		for _, c := range h.slack.Messages(root.Channel, root.TS) {
+			if hasAction(c, "approve") {
+				n++
+			}
+		}
+		return n
+	}
+	h.eventually(func() bool {
+		return strings.Contains(h.logs.String(), "waiting for the card to be recorded by the process showing it") || cards() > 1
+	}, "the replica that took the click to wait for the card's record")
+	if n := cards(); n != 1 {
+		t.Fatalf("%d approval cards were posted, want 1", n)
+	}
+	release() // the replica that posted the card hears back, and records it
+	h.cardShows(card, "1 of 2 approvals*: <@U0BOB>")
+	h.click(h.latest(card), "approve", carol).Body.Close()
+	h.reply(root, "Deployed.")
+	h.cardShows(card, "Approved by <@U0BOB> and <@U0CAROL>")
+	if n := h.target.Count("POST /deploy"); n != 1 {
+		t.Errorf("deploy ran %d times, want 1", n)
+	}
+	if n := cards(); n != 1 {
+		t.Errorf("%d approval cards were posted, want 1", n)
+	}
+}
