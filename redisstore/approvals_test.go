@@ -19,6 +19,7 @@ import (
 // The embedded Redis of the playground and of bot chat runs the same Lua:
 // the approvals' contract holds on it too.
 func TestApprovalsContractEmbedded(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
@@ -30,6 +31,7 @@ func TestApprovalsContractEmbedded(t *testing.T) {
 // On Redis Cluster the approvals' script must touch the thread's slot
 // only (a CROSSSLOT error otherwise), and the wake-up goes apart.
 func TestApprovalsContractCluster(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t)
 	runnertest.TestApprovals(t, func(t *testing.T) runnertest.Store {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
@@ -41,6 +43,7 @@ func TestApprovalsContractCluster(t *testing.T) {
 // approval, reading back the claims asked for — on a single server and
 // on a Redis Cluster.
 func TestClaimApproval(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range map[string]func(t *testing.T) redis.UniversalClient{
 		"single":  func(t *testing.T) redis.UniversalClient { return redistest.Client(t) },
 		"cluster": func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t) },

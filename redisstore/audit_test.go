@@ -39,6 +39,7 @@ var servers = []struct {
 // Entries appended on their own, with a claim and at the end of a
 // session form one chain that verifies, up to the head.
 func TestAuditChain(t *testing.T) {
+	t.Parallel()
 	for _, tt := range servers {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -97,6 +98,7 @@ func TestAuditChain(t *testing.T) {
 // sessions — and the chain never forks: every entry is there once, in
 // one line from the first to the head; and it verifies meanwhile.
 func TestAuditConcurrentAppendsDoNotFork(t *testing.T) {
+	t.Parallel()
 	for _, tt := range servers[:2] {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -183,6 +185,7 @@ func TestAuditConcurrentAppendsDoNotFork(t *testing.T) {
 // and the head says which were trimmed — while entries deleted by hand
 // beyond those are still found.
 func TestAuditRetention(t *testing.T) {
+	t.Parallel()
 	for _, tt := range servers {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -259,6 +262,7 @@ func secondClient(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient
 // A process whose idea of the head is stale (another process appended,
 // or the head was reset) follows the stored head without forking.
 func TestAuditFollowsTheStoredHead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	prefix := uniqueName("audit-head")
@@ -288,6 +292,7 @@ func TestAuditFollowsTheStoredHead(t *testing.T) {
 
 // A trail longer than one read is verified page by page.
 func TestAuditVerifyPages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("audit-pages")})
 	const batches, each = 25, 100
@@ -311,6 +316,7 @@ func TestAuditVerifyPages(t *testing.T) {
 // in another slot, the save leaves them to the runner. Either way the
 // chain verifies.
 func TestSaveAppendsItsAuditEntries(t *testing.T) {
+	t.Parallel()
 	for _, tt := range servers {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -359,6 +365,7 @@ func TestSaveAppendsItsAuditEntries(t *testing.T) {
 // chain; every reader reads both alike (AuditEntries, AuditLog), and a
 // packed entry edited in Redis is found changed.
 func TestAuditReadsEntriesOfEarlierVersions(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []int{0, 2} {
 		t.Run(servers[tt].name, func(t *testing.T) {
 			ctx := context.Background()

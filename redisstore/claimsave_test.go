@@ -19,6 +19,7 @@ import (
 // Cluster a save carries no claim (its schedule and audit stream are
 // other slots): the store says so, and such a save writes nothing.
 func TestSaveCarriesAClaim(t *testing.T) {
+	t.Parallel()
 	for name, server := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -180,6 +181,7 @@ func TestSaveCarriesAClaim(t *testing.T) {
 // with the runner), and when the decision's append trims old entries,
 // the save's still follows it. The chain verifies in every case.
 func TestClaimSaveChainsTheDecisionAndTheSave(t *testing.T) {
+	t.Parallel()
 	for name, server := range everyRedis() {
 		if name == "cluster" {
 			continue // a save carries no claim there (TestSaveCarriesAClaim)
@@ -315,6 +317,7 @@ func TestClaimSaveChainsTheDecisionAndTheSave(t *testing.T) {
 // follow the stored one — the head is the decision's all the same: the
 // chain verifies, and the next entry follows it.
 func TestClaimSaveKeepsTheAuditHeadOnEveryWayOut(t *testing.T) {
+	t.Parallel()
 	for name, server := range everyRedis() {
 		if name == "cluster" {
 			continue // a save carries no claim there (TestSaveCarriesAClaim)

@@ -121,6 +121,7 @@ func newDeflateV2(tb testing.TB) *kflate.Writer {
 // written by the code of their time; -compress.update rewrites the file
 // with what the code writes now, for a new form only.
 func TestStoredCheckpointsRead(t *testing.T) {
+	t.Parallel()
 	if *updateStored {
 		writeStoredCheckpoints(t)
 	}
@@ -181,6 +182,7 @@ func writeStoredCheckpoints(t *testing.T) {
 // The dictionaries embedded read as such, Zstandard's with the ID its
 // frames carry, and hold the same content.
 func TestMetaDictV3(t *testing.T) {
+	t.Parallel()
 	if metaDictV3 == nil {
 		t.Fatalf("compress_v3.dict (%d bytes) is not an S2 dictionary", len(metaDictV3Bytes))
 	}
@@ -203,6 +205,7 @@ func TestMetaDictV3(t *testing.T) {
 // days, in at most 150 bytes (about 200 with DEFLATE, 128 with the
 // Zstandard that earlier versions wrote for it).
 func TestCheckpointsCompressed(t *testing.T) {
+	t.Parallel()
 	w := newDeflateV2(t)
 	for _, s := range readCheckpointSamples(t) {
 		meta := []byte(s.Meta)
@@ -225,6 +228,7 @@ func TestCheckpointsCompressed(t *testing.T) {
 // Zstandard, loads as it was saved, resumes (the next save is made on top
 // of it, with S2), and its history reads both forms.
 func TestPausedCheckpointOfEarlierVersionsLoads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := New(redistest.Client(t), Options{Prefix: fmt.Sprintf("zstd-%016x", rand.Uint64())})
 	thread := "T0:C0:1700000000.000100"
@@ -287,6 +291,7 @@ func TestPausedCheckpointOfEarlierVersionsLoads(t *testing.T) {
 // What compresses badly is stored as it is, never larger; so is what
 // compresses to nothing.
 func TestIncompressibleCheckpointStoredAsIs(t *testing.T) {
+	t.Parallel()
 	noise := make([]byte, 64)
 	for i, x := 0, uint32(1); i < len(noise); i++ {
 		x = x*1664525 + 1013904223
@@ -302,6 +307,7 @@ func TestIncompressibleCheckpointStoredAsIs(t *testing.T) {
 // A stored block or frame that claims more than metaMax of JSON is
 // refused without the memory being taken; such JSON is stored as it is.
 func TestExpandRefusesOversized(t *testing.T) {
+	t.Parallel()
 	block := binary.AppendUvarint([]byte{metaS2V3}, metaMax+1)
 	block = append(block, 0x00, 0x7b, 0x7d)
 	if got, err := expandMeta(block); err == nil {

@@ -20,6 +20,7 @@ import (
 // "first": taken for a repeated delivery, the click is dropped with a 200
 // to Slack and no answer to the person.
 func TestFirstOrRepeatSurvivesACutAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tests := []struct {
 		name  string
@@ -60,6 +61,7 @@ func TestFirstOrRepeatSurvivesACutAnswer(t *testing.T) {
 // Taken for another start's thread, the start would stop with its call
 // saved running and nobody to send it.
 func TestFirstSaveWhoseAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb, cutter := redistest.CutClient(t, "CUTME")
 	store := redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("cut-first")})
@@ -96,6 +98,7 @@ func TestFirstSaveWhoseAnswerIsCut(t *testing.T) {
 // execution is in the trail once. Taken for a conflict, the run would
 // stop with its call saved running.
 func TestSaveWhoseAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	for _, audited := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "audited"}[audited], func(t *testing.T) {
 			ctx := context.Background()
@@ -148,6 +151,7 @@ func TestSaveWhoseAnswerIsCut(t *testing.T) {
 // its first attempt's, and the save succeeds, with the outcome in the
 // trail once. So too for a start's first save that pauses or answers.
 func TestClosingSaveWhoseAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	for _, first := range []bool{true, false} {
 		t.Run(map[bool]string{true: "first", false: "later"}[first], func(t *testing.T) {
 			ctx := context.Background()

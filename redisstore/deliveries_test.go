@@ -50,6 +50,7 @@ func (r *refusals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // server has forgotten its scripts; a thread whose claims Redis refuses
 // (a key of another type) fails alone, and the others' are recorded.
 func TestDeliveriesOfManyThreadsInOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		rdb        func(t *testing.T) redis.UniversalClient

@@ -21,6 +21,7 @@ import (
 // there, not fail — a failed claim is a click answered "try again" until
 // the client happens to refresh its map.
 func TestClaimFollowsAFailover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := redistest.ClusterWithReplicas(t)
 	prefix := uniqueName("failover")
@@ -47,6 +48,7 @@ func TestClaimFollowsAFailover(t *testing.T) {
 // failed — the person was told to try again — and nothing of it is left
 // to hold the retry off.
 func TestAcceptOutlivesAFailover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := redistest.ClusterWithReplicas(t)
 	prefix := uniqueName("acceptfailover")
@@ -95,6 +97,7 @@ func TestAcceptOutlivesAFailover(t *testing.T) {
 // with other hashes. An append the replicas did not acknowledge fails,
 // and is not in the chain unless a replica has it.
 func TestAuditChainOutlivesAFailover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := redistest.ClusterWithReplicas(t)
 	prefix := uniqueName("auditfailover")

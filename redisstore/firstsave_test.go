@@ -32,6 +32,7 @@ func firstSave(ctx context.Context, store *redisstore.Store, cp *graph.Checkpoin
 // stay kept for the next start) or the thread exists; and a reply is
 // kept only while the thread has no head and its lease is free.
 func TestFirstSaveTakesTheLease(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
@@ -120,6 +121,7 @@ func TestFirstSaveTakesTheLease(t *testing.T) {
 // session with the schedule it was given, and hands over the kept
 // replies; on a Redis Cluster the session ends with CloseThread.
 func TestFirstSaveThatEndsTheSession(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
@@ -153,6 +155,7 @@ func TestFirstSaveThatEndsTheSession(t *testing.T) {
 // in its decider's list, the claim asked for is read back and the lease
 // is free. On every kind of Redis the store runs on.
 func TestFirstSaveThatEndsTheSessionWithAuditAndInbox(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
@@ -202,6 +205,7 @@ func firstSaveReplies(f *runner.FirstSave) (bool, []string) {
 // checkpoint (one that is not a conversation, or is starting) keeps only
 // the latest 20, and the first save hands over those, in order.
 func TestKeptRepliesAreCapped(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
@@ -234,6 +238,7 @@ func TestKeptRepliesAreCapped(t *testing.T) {
 // other replies stay kept. A thread with a head is reported started, and
 // nothing changes. On every kind of Redis the store runs on.
 func TestTakeBackReply(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()

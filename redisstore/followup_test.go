@@ -24,6 +24,7 @@ import (
 // rather than given up at the first wait that falls short; a save that
 // is not a follow-up still returns ErrUnconfirmed at once.
 func TestFollowUpOfAnUnconfirmedSaveIsSentUntilConfirmed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newWithReplica(t, "followup")
 	replica, rdb, onReplica, prefix, s, stalled := w.replica, w.rdb, w.onReplica, w.prefix, w.s, w.stalled

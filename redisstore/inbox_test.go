@@ -15,6 +15,7 @@ import (
 )
 
 func TestRunnerInboxContract(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Client(t)
 	runnertest.TestInbox(t, func(t *testing.T) runner.Inbox {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("inbox")})
@@ -22,6 +23,7 @@ func TestRunnerInboxContract(t *testing.T) {
 }
 
 func TestRunnerInboxContractCluster(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t)
 	runnertest.TestInbox(t, func(t *testing.T) runner.Inbox {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("inbox")})
@@ -35,6 +37,7 @@ func TestRunnerInboxContractCluster(t *testing.T) {
 // scripts), with replicas to wait for, and on a Redis Cluster (where the
 // inbox lives in a slot of its own).
 func TestCloseThreadWritesTheInbox(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		rdb      func(t *testing.T) redis.UniversalClient
@@ -125,6 +128,7 @@ func TestCloseThreadWritesTheInbox(t *testing.T) {
 
 // Deleting a thread takes its calls out of the inbox.
 func TestDeleteForgetsTheInbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("inbox")})
 	thread := uniqueName("T1:C1")
@@ -142,6 +146,7 @@ func TestDeleteForgetsTheInbox(t *testing.T) {
 
 // The Home tab's openers are kept for the store's TTL.
 func TestHomeOpeners(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("home"), TTL: time.Hour})
 	now := time.Now()

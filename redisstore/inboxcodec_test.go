@@ -16,6 +16,7 @@ import (
 // form, and one written in the earlier form (objects with named fields,
 // by a bot before this one) still reads.
 func TestWaitingCallsEncoding(t *testing.T) {
+	t.Parallel()
 	const thread = "T0TEAM:C0CHANNEL:1700000000.000100"
 	since := time.Date(2026, 11, 26, 9, 53, 57, 503626813, time.UTC)
 	tests := []struct {
@@ -124,6 +125,7 @@ func marshalWaiting(thread string, calls []runner.InboxEntry) []byte {
 // The compact form is written byte for byte as json.Marshal wrote it,
 // and read without encoding/json.
 func TestWaitingCallsCompactForm(t *testing.T) {
+	t.Parallel()
 	const thread = "T0TEAM:C0CHANNEL:1700000000.000100"
 	since := time.Date(2026, 11, 26, 9, 53, 57, 503626813, time.UTC)
 	calls := []runner.InboxEntry{

@@ -22,6 +22,7 @@ import (
 // step that writes nothing (a reply not kept: the thread's start holds
 // its lease) is answered as the master has it.
 func TestIntakeStepsWaitForReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newWithReplica(t, "intakewait")
 	replica, rdb, onReplica, prefix, s, stalled := w.replica, w.rdb, w.onReplica, w.prefix, w.s, w.stalled

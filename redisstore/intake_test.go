@@ -18,6 +18,7 @@ import (
 // attempt that lost it can neither write its record nor say it started.
 // On every kind of Redis the store runs on.
 func TestIntake(t *testing.T) {
+	t.Parallel()
 	for name, client := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			testIntake(t, redisstore.New(client(t), redisstore.Options{Prefix: uniqueName("intake")}))
@@ -97,6 +98,7 @@ func testIntake(t *testing.T, s *redisstore.Store) {
 // and a repeat is still refused, on every kind of Redis the store runs
 // on. A paused thread keeps nothing else of the request that began it.
 func TestStartedRequestKeepsOnlyItsRepeatCheck(t *testing.T) {
+	t.Parallel()
 	for name, client := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -141,6 +143,7 @@ func TestStartedRequestKeepsOnlyItsRepeatCheck(t *testing.T) {
 // held marks it instead, and its holder goes on with it rather than
 // letting go. On every kind of Redis the store runs on.
 func TestIntakeLetGo(t *testing.T) {
+	t.Parallel()
 	for name, client := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			testIntakeLetGo(t, redisstore.New(client(t), redisstore.Options{Prefix: uniqueName("letgo")}))
@@ -252,6 +255,7 @@ func (h *beforeTake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // theirs, and two attempts handed the same reply on: two turns, two
 // answers. On every kind of Redis the store runs on.
 func TestIntakeDueTakeRaces(t *testing.T) {
+	t.Parallel()
 	for name, client := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			rdb := client(t)

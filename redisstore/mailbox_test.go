@@ -11,6 +11,7 @@ import (
 )
 
 func TestMailbox(t *testing.T) {
+	t.Parallel()
 	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("mailbox")})
 	ctx := context.Background()
 	got := make(chan string, 1)

@@ -15,6 +15,7 @@ import (
 // One contract for every mcpauth.Store: the real Redis and the one in
 // memory.
 func TestMCPAuthStoreContract(t *testing.T) {
+	t.Parallel()
 	stores := map[string]mcpauth.Store{
 		"redis":  redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("mcpauth")}),
 		"memory": mcpauth.NewMemStore(),

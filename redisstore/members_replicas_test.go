@@ -17,6 +17,7 @@ import (
 // again. Sent again once the replica is back, the same event is
 // acknowledged: the mark is on the replica.
 func TestMembersChangedMarkWaitsForReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newWithReplica(t, "memberswait")
 	replica, onReplica, prefix, s, stalled := w.replica, w.onReplica, w.prefix, w.s, w.stalled

@@ -13,6 +13,7 @@ import (
 // names a new mark and leaves the others alone, and the marks expire a
 // while after the latest change.
 func TestMembersChangedMarks(t *testing.T) {
+	t.Parallel()
 	for _, tt := range servers {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()

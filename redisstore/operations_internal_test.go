@@ -12,6 +12,7 @@ import (
 // the saves that end a session among them, two of a turn's six round
 // trips.
 func TestEveryScriptOfTheStoreHasAnOperation(t *testing.T) {
+	t.Parallel()
 	s := reflect.ValueOf(New(redis.NewClient(&redis.Options{}), Options{})).Elem()
 	scriptType := reflect.TypeFor[*redis.Script]()
 	for i := range s.NumField() {

@@ -52,6 +52,7 @@ func (r *opRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // Redis metrics use is right for each kind of store call, scripts
 // included (by SHA-1 and, after NOSCRIPT, by source).
 func TestOperationNamesWhatACommandIsFor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	rec := &opRecorder{}

@@ -16,6 +16,7 @@ import (
 )
 
 func TestDedupSeesEachKeyOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
 	const n = 20
@@ -47,6 +48,7 @@ func TestDedupSeesEachKeyOnce(t *testing.T) {
 }
 
 func TestRefs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
 	if _, ok, err := s.Ref(ctx, "nope"); ok || err != nil {
@@ -62,6 +64,7 @@ func TestRefs(t *testing.T) {
 }
 
 func TestWakeUps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -94,6 +97,7 @@ func TestWakeUps(t *testing.T) {
 }
 
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: uniqueName("records")})
 	for _, d := range []string{"approve", "reject"} {
@@ -111,6 +115,7 @@ func TestAudit(t *testing.T) {
 // and a claim return only once a replica has them — and fail, rather than
 // let a side effect go ahead, when no replica answers.
 func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	master := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, master)
@@ -154,6 +159,7 @@ func TestReplicasAcknowledgeWhatGatesASideEffect(t *testing.T) {
 // and on a Redis Cluster, where a reference and a dedup key are in slots
 // of their own.
 func TestCardRecords(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient

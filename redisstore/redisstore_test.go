@@ -27,6 +27,7 @@ import (
 var _ graph.Store = (*redisstore.Store)(nil)
 
 func TestStore(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Client(t)
 	graphtest.TestStore(t, func(t *testing.T) graph.Store {
 		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
@@ -36,6 +37,7 @@ func TestStore(t *testing.T) {
 // TestStoreCluster runs the contract on a real Redis Cluster: a script that
 // touched keys of two slots would fail there with CROSSSLOT.
 func TestStoreCluster(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t)
 	graphtest.TestStore(t, func(t *testing.T) graph.Store {
 		return redisstore.New(rdb, redisstore.Options{HistoryLimit: graphtest.HistoryLimit})
@@ -77,6 +79,7 @@ func TestStoreCluster(t *testing.T) {
 // TestStoreMiniredis runs the contract on the embedded Redis used when no
 // REDIS_URL is configured.
 func TestStoreMiniredis(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
@@ -86,6 +89,7 @@ func TestStoreMiniredis(t *testing.T) {
 }
 
 func TestKeyLayout(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.Client(t)
 	prefix := uniqueName("layout")
@@ -114,6 +118,7 @@ func TestKeyLayout(t *testing.T) {
 }
 
 func TestEmptyThread(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{})
 	if _, err := store.Load(ctx, ""); !errors.Is(err, redisstore.ErrEmptyThread) {
@@ -130,6 +135,7 @@ func TestEmptyThread(t *testing.T) {
 // TestLargeSave saves more journal entries at once than Lua can pass to one
 // command.
 func TestLargeSave(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	mini := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { mini.Close() })
@@ -152,6 +158,7 @@ func TestLargeSave(t *testing.T) {
 }
 
 func TestClaim(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{})
 	thread := uniqueName(t.Name())
@@ -216,6 +223,7 @@ func TestClaim(t *testing.T) {
 }
 
 func TestLease(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store := redisstore.New(redistest.Client(t), redisstore.Options{})
 	thread := uniqueName(t.Name())
@@ -287,6 +295,7 @@ func TestLease(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.Client(t)
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -378,6 +387,7 @@ func TestExpiry(t *testing.T) {
 // Redis holds never runs more than a tenth over that cap, however many
 // saves the thread sees.
 func TestHistoryStaysNearItsCap(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.Client(t)
 	prefix := uniqueName("history")
@@ -414,6 +424,7 @@ func TestHistoryStaysNearItsCap(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.Client(t)
 	prefix := uniqueName("delete")
@@ -451,6 +462,7 @@ func TestDelete(t *testing.T) {
 // there after it restarts, and that a save while Redis is down is an error,
 // not a conflict.
 func TestRedisRestart(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	srv := redistest.StartServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
@@ -484,6 +496,7 @@ func TestRedisRestart(t *testing.T) {
 // TestBytesPerSave checks that what a save writes to Redis does not grow
 // with the conversation.
 func TestBytesPerSave(t *testing.T) {
+	t.Parallel()
 	var written atomic.Int64
 	store := redisstore.New(countingClient(t, &written), redisstore.Options{})
 
@@ -581,6 +594,7 @@ func nextCheckpoint(prev *graph.Checkpoint, texts ...string) *graph.Checkpoint {
 }
 
 func TestRunnerStoreContract(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Client(t)
 	runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
@@ -592,6 +606,7 @@ func TestRunnerStoreContract(t *testing.T) {
 // and on the embedded Redis of the playground and of bot chat: every
 // acquisition, by whatever call, has a token of its own.
 func TestLeasesContractCluster(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t)
 	runnertest.TestLeases(t, func(t *testing.T) runnertest.Store {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})
@@ -599,6 +614,7 @@ func TestLeasesContractCluster(t *testing.T) {
 }
 
 func TestLeasesContractEmbedded(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
@@ -610,6 +626,7 @@ func TestLeasesContractEmbedded(t *testing.T) {
 // The sessions' part of the runner contract — the one path the service
 // takes — holds on every kind of Redis the store runs on.
 func TestSessionsContract(t *testing.T) {
+	t.Parallel()
 	for name, server := range everyRedis() {
 		t.Run(name, func(t *testing.T) {
 			rdb := server(t)
@@ -639,6 +656,7 @@ func everyRedis() map[string]func(t *testing.T) redis.UniversalClient {
 // lease: a token of an earlier acquisition — by the same owner too —
 // writes nothing once the lease was taken again, nor when it is free.
 func TestSaveFencedByTheAcquisition(t *testing.T) {
+	t.Parallel()
 	servers := everyRedis()
 	for name, rdb := range servers {
 		t.Run(name, func(t *testing.T) {

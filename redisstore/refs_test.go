@@ -8,6 +8,7 @@ import (
 // A card's reference reads back as it was stored, compressed when that
 // is smaller; one stored as it was, by an earlier version, still reads.
 func TestRefEncoding(t *testing.T) {
+	t.Parallel()
 	card := []byte(`{"thread":"T0TEST:C0TEST:1700000000.000100","call":"0.0","hash":"090461965cdca66749b9f69a8f34c407a990082685e767f906cdb45006d89486"}`)
 	stored := compressRef(card)
 	if len(stored) > 90 {

@@ -19,6 +19,7 @@ import (
 // strict wait refuses every one. A replica that is connected but does not
 // answer is still waited for.
 func TestReplicasConnected(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	master := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, master)
@@ -65,6 +66,7 @@ func TestReplicasConnected(t *testing.T) {
 // acknowledge it, the claim once they do — never from the master alone,
 // which a failover may lose.
 func TestClaimReadBackWaitsForReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	master := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, master)

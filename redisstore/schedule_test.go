@@ -76,6 +76,7 @@ func (h *holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // expiry, an hour away) or removed, the thread whose new holder dies
 // would wait an hour, or forever, instead of a lease.
 func TestLateCloseKeepsTheNextHoldersWakeup(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t).(*redis.ClusterClient)
 	for _, takes := range []string{"claim", "open"} {
 		for _, forget := range []bool{false, true} {
@@ -91,6 +92,7 @@ func TestLateCloseKeepsTheNextHoldersWakeup(t *testing.T) {
 // killed: the write follows the slot to its new master, and still loses
 // to the later holder's wake-up.
 func TestLateCloseAcrossAFailover(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"failover", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			cluster := redistest.ClusterWithReplicas(t)
@@ -259,6 +261,7 @@ func lateCloseRace(t *testing.T, rdb *redis.ClusterClient, prefix, thread, takes
 // the wake-up: it is the new holder's. On a single server too, where the
 // close is one script.
 func TestCloseWithoutTheLeaseLeavesTheSchedule(t *testing.T) {
+	t.Parallel()
 	servers := everyRedis()
 	for name, server := range servers {
 		t.Run(name, func(t *testing.T) {
@@ -299,6 +302,7 @@ func TestCloseWithoutTheLeaseLeavesTheSchedule(t *testing.T) {
 // The whole runner contract — the schedule included, which on a cluster
 // is in another slot than the threads — holds on a Redis Cluster.
 func TestRunnerStoreContractCluster(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Cluster(t)
 	runnertest.TestStore(t, func(t *testing.T) runnertest.Store {
 		return redisstore.New(rdb, redisstore.Options{Prefix: uniqueName("runner")})

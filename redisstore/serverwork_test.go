@@ -22,6 +22,7 @@ import (
 // a new one: a save of a first checkpoint conflicts and writes nothing,
 // and the save that follows the head there is made, and moves the head.
 func TestFirstSaveOfAThreadAnEarlierVersionKept(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.Client(t)
 	prefix := uniqueName("earlier")
@@ -75,6 +76,7 @@ func moveHeadToEarlierKey(t *testing.T, rdb redis.UniversalClient, claims, head 
 // it, and the others as they were — on a single server and on the
 // embedded Redis; and so are those the opening of the thread reads back.
 func TestClaimDecisionReadsBackWhatItWrote(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range map[string]redis.UniversalClient{"redis": redistest.Client(t), "embedded": embedded(t)} {
 		t.Run(name, func(t *testing.T) {
 			for _, tt := range []struct {
@@ -158,6 +160,7 @@ func embedded(t *testing.T) redis.UniversalClient {
 // store keeps threads — while it reads from Redis only the openings that
 // are new to it, not the whole index of openers at every update.
 func TestInboxWatchersAreReadOnceEach(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	opts := redistest.Options(t)
 	other := redis.NewClient(opts)

@@ -23,6 +23,7 @@ var _ graph.TailLoader = (*redisstore.Store)(nil)
 // decision claimed once with its wake-up and audit record, deliveries
 // recorded, the schedule set, the lease free afterwards.
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient

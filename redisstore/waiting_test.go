@@ -17,6 +17,7 @@ import (
 // inbox holds, in entries of either form. On a single server, where the close is one script, and on
 // a cluster, where the count was in a slot of its own.
 func TestWaitingCallsAreCountedFromTheInbox(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient
