@@ -51,6 +51,7 @@ func trail(t *testing.T, w world) []string {
 // trail, in order, chained; executions and outcomes name the call's
 // arguments' hash, who decided, who asked and the replica that ran it.
 func TestAuditTrailOfAConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -107,6 +108,7 @@ func (f failingAuditor) AuditAll(ctx context.Context, recs []map[string]string) 
 // sent: the run fails and its Retry, once the trail takes entries again,
 // runs the call once.
 func TestNoCallRunsUnaudited(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	var fail atomic.Bool
@@ -138,6 +140,7 @@ func TestNoCallRunsUnaudited(t *testing.T) {
 // is not sent nor saved as running, the run fails, and its Retry, once
 // the trail takes entries again, runs the call once.
 func TestNoCallRunsUnauditedWithItsSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -199,6 +202,7 @@ func (f onceFailingAuditor) AuditAll(ctx context.Context, recs []map[string]stri
 // outcome is unknown. Nobody is shown it running or asked to mark it
 // done; the run's Retry sends it, once.
 func TestUnsentCallIsApprovedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	var armed atomic.Bool
@@ -277,6 +281,7 @@ func TestUnsentCallIsApprovedAgain(t *testing.T) {
 // An edited call's execution names the edited arguments' hash, and
 // their credentials are masked in every entry, while the call sends them.
 func TestAuditOfAnEditMasksCredentials(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -321,6 +326,7 @@ func TestAuditOfAnEditMasksCredentials(t *testing.T) {
 // name. An approval after an edit names the edited arguments it
 // approved. The chain still verifies.
 func TestAuditEntriesCarryTheHashOfTheirArguments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -385,6 +391,7 @@ func TestAuditEntriesCarryTheHashOfTheirArguments(t *testing.T) {
 // is sent again by the schedule, without anyone's click: it runs once, the
 // thread shows its result and never a failed run or an unknown outcome.
 func TestUnsentCallIsRetriedWithoutAClick(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, tg := newWorld(t)

@@ -35,6 +35,7 @@ func refusals(t *testing.T, w world) int {
 // that checks it has seen the thread (its cached state is checked first)
 // or not (the stored state is checked).
 func TestEachRefusalIsAuditedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	w.policy = `
@@ -105,6 +106,7 @@ tools:
 // decision's application and the call's run trust that claim. The check
 // sees the canonical arguments.
 func TestAnEditIsCheckedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, seen := range []bool{true, false} {
 		w, tg := newWorld(t)

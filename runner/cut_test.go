@@ -18,6 +18,7 @@ import (
 // is this click's own decision, not someone else's — the person is not
 // told "already approved", and the call runs, once.
 func TestClaimWhoseAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := newTarget(t)
 	rdb, cutter := redistest.CutClient(t, "U0CUTME")
@@ -55,6 +56,7 @@ func TestClaimWhoseAnswerIsCut(t *testing.T) {
 // saved running would be shown as "outcome unknown" and wait for a
 // person to settle it.
 func TestClaimWithTheSaveWhoseAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	rdb, cutter := redistest.CutClient(t, "U0CUTME")

@@ -56,6 +56,7 @@ func inChannel(c agent.Call, kind agent.Kind, by string) runner.Decision {
 }
 
 func TestDecideAppliesThePolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -149,6 +150,7 @@ func TestDecideAppliesThePolicy(t *testing.T) {
 // someone else's finished thread asks for the next turn's calls, and so
 // may not approve them.
 func TestReplyCannotApproveOnesOwnRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -187,6 +189,7 @@ func TestReplyCannotApproveOnesOwnRequest(t *testing.T) {
 // none of the waiting calls rejects nothing — pending or outcome unknown
 // — and reaches the model as a note once the calls are decided.
 func TestOutsidersReplyRejectsNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -246,6 +249,7 @@ func TestOutsidersReplyRejectsNothing(t *testing.T) {
 // outcome-unknown card, and Retry on an error card, are decisions like
 // Approve.
 func TestRetryFollowsThePolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := policyWorld(t)
 	w.model = failingModel{}
@@ -273,6 +277,7 @@ func (failingModel) Generate(context.Context, []llm.Message, []llm.ToolDef) (llm
 // TestOneLoadPerDecision: a click costs at most one load of the
 // conversation (none when this process has the thread's latest state).
 func TestOneLoadPerDecision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := policyWorld(t)
 	w.loads = new(atomic.Int64)

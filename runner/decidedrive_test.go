@@ -129,6 +129,7 @@ func decideAndDrive(svc *runner.Service, tg *target, d runner.Decision) (clicked
 // says who approved it only after that save; the call runs once, and the
 // audit trail has the decision, then the execution, chained intact.
 func TestDecideAndDriveClaimsWithTheSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	seen := &claimSaves{}
@@ -193,6 +194,7 @@ func TestDecideAndDriveClaimsWithTheSave(t *testing.T) {
 // cached, approve the only call at the same moment, many times over. One
 // wins and runs the call, once; the other is told who decided.
 func TestDecideAndDriveClicksAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	a, _ := w.service(t, nil, 5*time.Second)
@@ -234,6 +236,7 @@ func TestDecideAndDriveClicksAtOnce(t *testing.T) {
 // thread's lease is claimed, and told so, but nothing runs here: the
 // holder applies it when it lets go.
 func TestDecideAndDriveWhileLeased(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	seen := &claimSaves{}
@@ -286,6 +289,7 @@ func TestDecideAndDriveWhileLeased(t *testing.T) {
 // claim writes nothing; the decision is checked against the stored state
 // and claimed as Decide does, and the call runs once.
 func TestDecideAndDriveOnAStaleCache(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	w.policy = approversYAML
@@ -330,6 +334,7 @@ func TestDecideAndDriveOnAStaleCache(t *testing.T) {
 // the Slack handler takes a click. One wins and runs the call, once; the
 // other is told who decided.
 func TestTwoProcessesDecideAndDriveOneCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
@@ -376,6 +381,7 @@ func TestTwoProcessesDecideAndDriveOneCall(t *testing.T) {
 // outcome is unknown, and a person marks it done); an idempotent one is
 // run again, once. The audit trail stays chained.
 func TestKilledRightAfterTheClaimsSave(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tool, hit string
 		runs      int
@@ -441,6 +447,7 @@ func TestKilledRightAfterTheClaimsSave(t *testing.T) {
 // check before the call finds the lease gone, and the call is never
 // sent.
 func TestStalledRightAfterTheClaimsSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
@@ -488,6 +495,7 @@ func TestStalledRightAfterTheClaimsSave(t *testing.T) {
 // before anything is written or run, and a refusal is audited once; a
 // click after the call was decided hears who decided it.
 func TestDecideAndDriveAnswersAsDecide(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	w.policy = approversYAML
@@ -564,6 +572,7 @@ func TestDecideAndDriveAnswersAsDecide(t *testing.T) {
 // theirs was about to resume from the pause (the cache moved on under
 // them).
 func TestDecideAndDriveClicksAtOnceInOneProcess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := oneCallWorld(t)
 	svc, _ := w.service(t, nil, 5*time.Second)

@@ -33,6 +33,7 @@ func (l lapsingClaims) ClaimValues(ctx context.Context, thread string, keys []st
 // "context canceled"; nothing of the thread changed, and the next drive
 // finds the calls still waiting.
 func TestDriveThatLostItsLeaseSaysSo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	svc, _ := w.service(t, nil, 1500*time.Millisecond)

@@ -3,6 +3,7 @@ package runner
 import "testing"
 
 func TestFailureText(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"node model: model openai gpt-4o-mini at http://h/v1: model unavailable after 4 attempts: openai gpt-4o-mini at http://h/v1: HTTP 503: overloaded",
 			"the model failed: model unavailable after 4 attempts: HTTP 503: overloaded (openai gpt-4o-mini at http://h/v1)"},

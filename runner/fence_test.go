@@ -65,6 +65,7 @@ func (s savesAfter) Save(ctx context.Context, cp *graph.Checkpoint) error {
 // nothing, and lets go of nothing the later run holds. The lookup runs
 // once, and the run goes on to the end.
 func TestStalledRunOfTheSameProcess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	var stalled, everStalled atomic.Bool

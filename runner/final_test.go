@@ -27,6 +27,7 @@ var contextFull = &llm.StatusError{StatusCode: 400, ContextFull: true, Type: "in
 // on a card an earlier version posted with the button — or a reply in its
 // thread is answered with the failure without asking the model again.
 func TestFinalFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	model := llmtest.NewScripted().
@@ -77,6 +78,7 @@ func TestFinalFailureIsNotRetried(t *testing.T) {
 // A failed checkpoint written before failures were marked final has no
 // mark, whatever its error: it is retried as before.
 func TestFailureSavedWithoutTheMarkIsRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	model := llmtest.NewScripted().

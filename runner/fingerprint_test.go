@@ -23,6 +23,7 @@ tools:
 // no longer offered. Approving deploy runs nothing: the thread gets one
 // card saying what changed, and Restart or Cancel take it on.
 func TestUpdateOverAPausedThread(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"restart", "cancel"} {
 		t.Run(how, func(t *testing.T) {
 			ctx := context.Background()
@@ -127,6 +128,7 @@ func TestUpdateOverAPausedThread(t *testing.T) {
 // is still the rule the calls waited under: someone it does not let
 // approve is refused, and nothing changes; an approver may.
 func TestWhoMayActAfterAnUpdateRemovedTheTools(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.policy = `

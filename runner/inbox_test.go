@@ -70,6 +70,7 @@ func (r *recorder) inboxEvents() []runner.InboxChange {
 // and not the requester when self-approval is off, nor someone outside
 // the channel.
 func TestInboxListsCallsForWhomTheyWait(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := inboxWorld(t)
 	rep := &recorder{}
@@ -120,6 +121,7 @@ func TestInboxListsCallsForWhomTheyWait(t *testing.T) {
 // the inbox at once; once applied, it is among its decider's recent
 // decisions, and the tool ran once.
 func TestDecideFromTheInbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := inboxWorld(t)
 	rep := &recorder{}
@@ -209,6 +211,7 @@ func TestDecideFromTheInbox(t *testing.T) {
 // may decide is decided in the channel, not from an inbox; and it is in
 // nobody's inbox.
 func TestInboxWithoutMembers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := inboxWorld(t)
 	w.members = nil
@@ -233,6 +236,7 @@ func TestInboxWithoutMembers(t *testing.T) {
 // is dropped from the index, and one of a call that no longer waits in
 // that round is not shown.
 func TestInboxReconcilesWithThreads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := inboxWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -270,6 +274,7 @@ func entriesOfThread(entries []runner.InboxEntry, thread string) []runner.InboxE
 
 // An expired call leaves the inbox, with no decision recorded for anyone.
 func TestExpiredCallsLeaveTheInbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := inboxWorld(t)
 	start := time.Now()
@@ -291,6 +296,7 @@ func TestExpiredCallsLeaveTheInbox(t *testing.T) {
 // it: it leaves their inbox and stays in the other approver's until the
 // second approval runs it.
 func TestInboxOfAQuorum(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.inbox = true

@@ -104,6 +104,7 @@ func bookService(t *testing.T, w world, tool *bookTool, now func() time.Time) (*
 // run resumes when every question is answered, and the call is sent
 // again with the answers and the server's state.
 func TestInputRequiredPausesTheRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	tool := &bookTool{}
@@ -168,6 +169,7 @@ func TestInputRequiredPausesTheRun(t *testing.T) {
 // A question nobody answers before its expiry: the answer is refused as
 // expired, the call expires, and the model is told nobody answered.
 func TestInputRequiredExpires(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	tool := &bookTool{}
@@ -199,6 +201,7 @@ func TestInputRequiredExpires(t *testing.T) {
 // Declining a question settles the call: the model is told who declined,
 // and the call is not sent again.
 func TestInputRequiredDeclined(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	tool := &bookTool{}
@@ -300,6 +303,7 @@ func (r *readSignal) Load(ctx context.Context, thread string) (*graph.Checkpoint
 // connection, said once or twice, sends it once; an expired wait tells
 // the model nobody connected.
 func TestConnectWaitIsAPause(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	build := func(t *testing.T, w world, tool *whoamiTool, now func() time.Time, start bool) *runner.Service {
 		policy, _ := tools.ParsePolicy([]byte("tools:\n  whoami: {approval: never}\n"))

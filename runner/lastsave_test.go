@@ -126,6 +126,7 @@ func TestReplyOnAnotherReplicaBeforeTheAnswerIsRecorded(t *testing.T) {
 // the cards. The save set the thread's wake-up soon, and the replica
 // that wakes it then shows them.
 func TestKilledBeforeShowingWhatItSaved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))

@@ -22,6 +22,7 @@ import (
 // decided what. The fields of the logger the service was given stay on
 // every line.
 func TestRunLinesSayWhichRun(t *testing.T) {
+	t.Parallel()
 	for _, debug := range []bool{false, true} {
 		t.Run(map[bool]string{false: "info", true: "debug"}[debug], func(t *testing.T) { runLinesSayWhichRun(t, debug) })
 	}

@@ -85,6 +85,7 @@ tools:
 // may approve"; a thread reply rejects nothing and is not kept as a note
 // (the front end keeps it due); a Retry is "try again". None is audited.
 func TestGroupLookupErrorIsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	w.policy = groupsYAML
@@ -129,6 +130,7 @@ func TestGroupLookupErrorIsNoAnswer(t *testing.T) {
 // thread's claims cannot be read: "try again", not "this card belongs to
 // another channel".
 func TestCopyLookupErrorIsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	var fail atomic.Bool
@@ -163,6 +165,7 @@ func TestCopyLookupErrorIsNoAnswer(t *testing.T) {
 // again" (not audited), and the inbox is an error, not a list without the
 // calls the look-up could not place.
 func TestMembershipLookupErrorIsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := inboxWorld(t)
 	var fail atomic.Bool

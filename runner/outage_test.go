@@ -67,6 +67,7 @@ func scheduleLines(hook *logtest.Hook) []*logrus.Entry {
 // many attempts failed), and once when Redis answers again — not a line
 // an attempt.
 func TestScheduleLogsARedisOutageOnceAndItsEnd(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
@@ -150,6 +151,7 @@ func (m *killingModel) Generate(ctx context.Context, msgs []llm.Message, defs []
 // of its failure. The operator reads the save's error once in the line
 // that says the run could not be saved, and so does the thread.
 func TestAFailedSaveIsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })

@@ -372,6 +372,7 @@ func (r *replica) line(t *testing.T) string {
 // TestTwoProcessesDecideOneCall: two replicas click Approve on the same
 // call at the same moment. Exactly one wins; the other is told who.
 func TestTwoProcessesDecideOneCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
@@ -413,6 +414,7 @@ func countSaves(t *testing.T, w world, thread string) int {
 // Redis. Every approved call must run exactly once, and the rejected one
 // never.
 func TestKilledAtEverySave(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
 
@@ -465,6 +467,7 @@ func TestKilledAtEverySave(t *testing.T) {
 // It must notice it lost the thread and do nothing more: every approved
 // call runs exactly once, the rejected one never.
 func TestStalledPastItsLease(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
 	total := countSaves(t, w, "probe-stall")
@@ -515,6 +518,7 @@ func TestStalledPastItsLease(t *testing.T) {
 // run the call again on its own; it asks, and a person who checked marks
 // it done.
 func TestKilledDuringANonIdempotentCall(t *testing.T) {
+	t.Parallel()
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
 	tg.HoldNext("POST /deploy")
@@ -557,6 +561,7 @@ func TestKilledDuringANonIdempotentCall(t *testing.T) {
 // showing its approval cards. The next process to drive the thread shows
 // them — a paused thread nobody can see would never be decided.
 func TestCardsSurviveACrash(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
 	victim := startReplica(t, w, "card-then-die", "CHILD_THREAD=th")

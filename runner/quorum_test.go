@@ -100,6 +100,7 @@ func (r *recorder) gateEvent(kind runner.EventKind, tool string) (runner.Event, 
 // count for nothing, a second click of Bob's counts once, and the call
 // runs once, after Carol's, with both names on the decision.
 func TestQuorumOfTwo(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, replica func(runner.Reporter) *runner.Service, tg *target) {
 		ctx := context.Background()
 		rep := &recorder{}
@@ -180,6 +181,7 @@ func (r *recorder) gateEventOrCall(kind runner.EventKind, tool string) (agent.Ca
 // outsider and the requester among them: the call is decided once, by
 // two distinct approvers, and runs once.
 func TestQuorumRacingApprovals(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, replica func(runner.Reporter) *runner.Service, tg *target) {
 		ctx := context.Background()
 		svc := replica(nil)
@@ -248,6 +250,7 @@ func TestQuorumRacingApprovals(t *testing.T) {
 // longer counts or applies, the call waits with the edited arguments, and
 // it runs with them once two people approve them.
 func TestQuorumEditResetsTheApprovals(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, replica func(runner.Reporter) *runner.Service, tg *target) {
 		ctx := context.Background()
 		rep := &recorder{}
@@ -303,6 +306,7 @@ func TestQuorumEditResetsTheApprovals(t *testing.T) {
 
 // One rejection ends a quorum in progress.
 func TestQuorumOneRejectionEndsIt(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, replica func(runner.Reporter) *runner.Service, tg *target) {
 		ctx := context.Background()
 		svc := replica(nil)
@@ -330,6 +334,7 @@ func TestQuorumOneRejectionEndsIt(t *testing.T) {
 // decisions: [approve, reject] offers no edit: the gate leaves it out,
 // a form cannot be opened for it, and a forged edit is refused.
 func TestDecisionsWithoutEdit(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, replica func(runner.Reporter) *runner.Service, tg *target) {
 		ctx := context.Background()
 		rep := &recorder{}

@@ -66,6 +66,7 @@ func wakeAt(t *testing.T, w world, thread string) time.Time {
 // ticks, at most remind_times, and mention the approvers but not the
 // requester, who may not approve their own call.
 func TestRemindersFollowTheSchedule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.schedule = true
@@ -130,6 +131,7 @@ tools:
 // escalated; the escalation is told once, audited, and later reminders
 // mention the group too.
 func TestEscalationAddsApprovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.schedule = true
@@ -221,6 +223,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 
 // A reminder after the escalation mentions the people it added.
 func TestReminderAfterEscalation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.schedule = true
@@ -252,6 +255,7 @@ tools:
 // or from the notify channel before a copy of this call's card was
 // recorded there, it is refused.
 func TestDecideFromACopyOfTheCard(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.policy = `

@@ -33,6 +33,7 @@ func (c countedRenewals) RenewLease(ctx context.Context, thread, token string, t
 // meanwhile leaves the thread alone; the lookup runs once, and the run
 // goes on to deploy's card.
 func TestLongRunKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	const lease = 1500 * time.Millisecond

@@ -28,6 +28,7 @@ func (o openSpy) OpenThread(ctx context.Context, op runner.Opening) (runner.Open
 // read in Slack before the run saves it — waits for the run to let go and
 // is taken then, not refused as busy.
 func TestReplyWhileTheRunWorksWaitsForIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := policyWorld(t)
 	inCall, release := make(chan struct{}), make(chan struct{})

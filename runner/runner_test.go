@@ -25,6 +25,7 @@ func newWorld(t *testing.T) (world, *target) {
 }
 
 func TestFullConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	model := &countingModel{Model: &agenttest.Planner{Plan: plan(w.base)}}
@@ -72,6 +73,7 @@ func TestFullConversation(t *testing.T) {
 }
 
 func TestConcurrentDecisionsOneWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -128,6 +130,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 }
 
 func TestReplyWhilePausedIsFeedback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -147,6 +150,7 @@ func TestReplyWhilePausedIsFeedback(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	svc, _ := w.service(t, nil, time.Second)
@@ -173,6 +177,7 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestModelFailureIsSavedAndRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	model := llmtest.NewScripted().
@@ -207,6 +212,7 @@ func TestModelFailureIsSavedAndRetried(t *testing.T) {
 // being posted and the lease being let go) is applied at once, not when
 // the lease would have lapsed.
 func TestDecisionDuringStartIsNotStranded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	var svc *runner.Service
@@ -237,6 +243,7 @@ func TestDecisionDuringStartIsNotStranded(t *testing.T) {
 // not wait on the front end. Drive then reports the decision, once,
 // before the call runs.
 func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	rep := &recorder{}
@@ -264,6 +271,7 @@ func TestDecideShowsNothingDriveReportsTheDecision(t *testing.T) {
 // A reply that arrives while the run that just answered still holds the
 // thread waits for it instead of being refused.
 func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	svc, store := w.service(t, nil, time.Second)
@@ -293,6 +301,7 @@ func TestReplyWaitsForTheThreadToBeFree(t *testing.T) {
 // the answer and letting go (on a busy machine that can take a while),
 // or died and loses it. It is not refused as busy.
 func TestReplyToAnAnsweredThreadWaitsALease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.busyWait = 50 * time.Millisecond

@@ -50,6 +50,7 @@ func (m *heldModel) Generate(ctx context.Context, msgs []llm.Message, _ []llm.To
 // conversation": it waits for the run that holds the thread and becomes
 // the next turn.
 func TestReplyWhileTheConversationStarts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	model := &heldModel{arrived: make(chan struct{}), released: make(chan struct{})}
@@ -104,6 +105,7 @@ func (m *takingModel) Generate(_ context.Context, msgs []llm.Message, _ []llm.To
 // (not "the holder carries it on", nor "the thread exists"), so the
 // caller starts it again, and the second start runs the request once.
 func TestStartThatLostItsLeaseBeforeSavingIsStartedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	rep := &recorder{}
@@ -181,6 +183,7 @@ func (m *meetingModel) Generate(ctx context.Context, msgs []llm.Message, defs []
 // refused and writes nothing. The lookup runs once, each card is shown
 // once, and the start that lost says the thread exists.
 func TestTwoStartsOfOneThreadMakeOneConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	model := &meetingModel{Model: &agenttest.Planner{Plan: plan(w.base)}, both: make(chan struct{})}
@@ -267,6 +270,7 @@ func userMessages(t *testing.T, svc *runner.Service, thread string) []string {
 // found no conversation and were kept for a start's first save; the
 // start of the mention takes only those that came after it.
 func TestRepliesBeforeAMentionAreNotItsConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.model = echoModel{}
@@ -294,6 +298,7 @@ func TestRepliesBeforeAMentionAreNotItsConversation(t *testing.T) {
 // over nothing either. The start that runs the request again takes the
 // reply, once.
 func TestReplyKeptForAStartThatSavedNothingReachesTheNext(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	var svc *runner.Service
@@ -330,6 +335,7 @@ func TestReplyKeptForAStartThatSavedNothingReachesTheNext(t *testing.T) {
 // save is made finds the thread's head and is handled as any reply (here
 // a new turn), not kept for a first save that has been made.
 func TestReplyAfterTheFirstSaveIsNotKept(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.model = echoModel{}
@@ -355,6 +361,7 @@ func TestReplyAfterTheFirstSaveIsNotKept(t *testing.T) {
 // before the run did: once the lease is over, the schedule's tick of the
 // thread carries the run on (the lookup runs once) to its cards.
 func TestKilledAfterItsFirstSaveIsLookedAtAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
@@ -396,6 +403,7 @@ func TestKilledAfterItsFirstSaveIsLookedAtAgain(t *testing.T) {
 // meanwhile finds no checkpoint and the lease held: it is not kept for
 // a first save, it waits for the lease and becomes the next turn.
 func TestReplyWhileAStreamedConversationStarts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	w.stream = true
@@ -462,6 +470,7 @@ func (f modelFunc) Generate(context.Context, []llm.Message, []llm.ToolDef) (llm.
 // off it, and the request (kept due by the intake) started again by
 // another replica runs once.
 func TestKilledBeforeItsFirstSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, tg := newWorld(t)
 	w.rdb = redis.NewClient(redistest.Options(t))
@@ -502,6 +511,7 @@ func TestKilledBeforeItsFirstSave(t *testing.T) {
 // requests, leaving out those written before the request and repeats of
 // one request. The carrier's Reply applies each, once.
 func TestKeptRepliesGoToTheFrontEndsCarrier(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, _ := newWorld(t)
 	model := &heldModel{arrived: make(chan struct{}), released: make(chan struct{})}
@@ -547,6 +557,7 @@ func TestKeptRepliesGoToTheFrontEndsCarrier(t *testing.T) {
 // to an answered run does — a lease and BusyWait, on the service's clock
 // — before it is called busy; a reply that was not kept waits BusyWait.
 func TestKeptReplyWaitsForAWorkingRunAsForAnAnsweredOne(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, tg := newWorld(t)
 	tg.HoldNext("GET /lookup")

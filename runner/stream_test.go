@@ -43,6 +43,7 @@ func streamingService(t *testing.T, srv *llmtest.OpenAIServer, rep runner.Report
 // TestAnswerStreams: the front end sees the model think, the answer grow
 // word by word, and the Answer once, all for the same message.
 func TestAnswerStreams(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := llmtest.NewOpenAIServer(t, llmtest.Reply("It is sunny in Oslo."))
 	rep := &recorder{}
@@ -74,6 +75,7 @@ func TestAnswerStreams(t *testing.T) {
 // stream with StreamEnded, and the answer after the calls streams as
 // message 3.
 func TestStreamEndsBeforeCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := newTarget(t)
 	srv := llmtest.NewOpenAIServer(t,

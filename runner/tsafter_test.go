@@ -12,6 +12,7 @@ import (
 // stamped it after the mention that started it; stamps compare as the
 // numbers they are, whatever their lengths.
 func TestTSAfter(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		a, b string
 		want bool

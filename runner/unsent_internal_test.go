@@ -13,6 +13,7 @@ import (
 // then it shows as a failed run, for a person's Retry. Without a
 // schedule nothing would retry it, so it shows at once.
 func TestUnsentRetriesAreBounded(t *testing.T) {
+	t.Parallel()
 	failed := func(unsent int) *graph.Result[agent.State] {
 		return &graph.Result[agent.State]{Checkpoint: &graph.Checkpoint{Status: graph.Failed},
 			State: agent.State{Calls: []agent.Call{{Key: "0.1", Status: agent.Approved, Unsent: unsent}}}}
