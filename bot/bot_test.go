@@ -110,6 +110,7 @@ func newBotAt(t *testing.T, url, prefix string, rep runner.Reporter, calls *atom
 // its execution is in the audit trail before its outcome — the runner's
 // check before a call is wired without anyone passing it by hand.
 func TestNewRunsAnApprovedCallOnceAudited(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	ctx := context.Background()
 	var calls atomic.Int64
 	rep := &cards{}
@@ -157,6 +158,7 @@ func TestNewRunsAnApprovedCallOnceAudited(t *testing.T) {
 // metrics wrapper included, is still a graph.TailLoader, so that a long
 // thread's steps load its journal's tail, not the whole of it.
 func TestNewKeepsTailLoads(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	var calls atomic.Int64
 	b := newBot(t, &cards{}, &calls)
 	if _, ok := b.Checkpoints.(graph.TailLoader); !ok {

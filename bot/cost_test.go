@@ -94,6 +94,7 @@ func (f *slackFront) Report(ctx context.Context, e runner.Event) error {
 // bytes of turn 2, and sent no more than 1.2× its commands and at most
 // 16. (Counts and bytes, not timings: exact whatever the machine's load.)
 func TestLongThreadCostsWhatChanged(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	if os.Getenv("REDIS_URL") == "" {
 		t.Skip("REDIS_URL is not set")
 	}

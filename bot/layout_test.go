@@ -18,6 +18,7 @@ import (
 // resumes when approved: the call runs exactly once and the answer is
 // posted; the head key is gone after its next save.
 func TestThreadPausedByAnEarlierVersionResumes(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	ctx := context.Background()
 	url, prefix := testRedisURL(t), "bot-test-"+randomHex()
 	opts, err := redis.ParseURL(url)

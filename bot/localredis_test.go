@@ -23,6 +23,7 @@ import (
 // the directory is in use and leaves the server running; what was
 // written is there after a restart.
 func TestLocalRedisKeepsItsDataAndItsPassword(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	redistest.NeedsRealRedis(t, "redis-server on PATH, which the no-configuration default starts")
 	state := t.TempDir()
 	getenv := func(k string) string {

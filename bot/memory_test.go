@@ -27,6 +27,7 @@ const pausedBytesBound = 1600
 // so that the shared hashes have the encoding of many (bytes, not
 // timings).
 func TestPausedThreadsStayWithinTheirBytes(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	if os.Getenv("REDIS_URL") == "" {
 		t.Skip("REDIS_URL is not set")
 	}

@@ -14,6 +14,7 @@ import (
 // refused at start-up, in words that say how to write one and without
 // quoting the value; one that can is taken.
 func TestBadPublicURLIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ url, want string }{
 		{"countersign.example.com", "it has no scheme"},
 		{"ftp://countersign.example.com", "its scheme must be http or https"},
@@ -44,6 +45,7 @@ func TestBadPublicURLIsRefused(t *testing.T) {
 // sent back; with BOT_PUBLIC_URL set, or with servers people do not
 // connect to, it says nothing.
 func TestCallbackFromAddrIsWarnedAbout(t *testing.T) {
+	t.Parallel()
 	requester := &tools.Policy{MCPServers: map[string]tools.MCPServer{
 		"static": {Name: "static"}, "tickets": {Name: "tickets", Auth: tools.AuthRequester}, "wiki": {Name: "wiki", Auth: tools.AuthRequester}}}
 	service := &tools.Policy{MCPServers: map[string]tools.MCPServer{"tickets": {Name: "tickets", Auth: tools.AuthService}}}

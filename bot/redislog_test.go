@@ -16,6 +16,8 @@ import (
 // command. The operator reads it once, then once a minute with how many
 // times it came meanwhile; another line of go-redis is not hushed by it.
 func TestRedisLoggerHushesRepeats(t *testing.T) {
+	// Not parallel: a connection of another test hushes go-redis's log
+	// (quietRedisLog) while its first ping is under way.
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

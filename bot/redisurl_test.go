@@ -3,13 +3,14 @@ package bot
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+
+	"github.com/countersign/countersign/redisstore/redistest"
 )
 
 // A REDIS_URL whose password holds a character that breaks a URL (an
@@ -17,6 +18,7 @@ import (
 // of it: not the URL, not where go-redis stopped reading, not the part
 // it took for the database number.
 func TestBadRedisURLHidesThePassword(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	log := logrus.New()
 	log.Out = &strings.Builder{}
 	for _, password := range []string{"s3cr3tpa55/w0rdxyz", "s3cr3tpa55#w0rdxyz", "s3cr3tpa55?w0rdxyz", "s3cr3tpa55%zzw0rdxyz", "1234/s3cr3tpa55"} {
@@ -37,6 +39,7 @@ func TestBadRedisURLHidesThePassword(t *testing.T) {
 // not sent to encode a password it may not have; and it quotes nothing of
 // the value, which may hold a password all the same.
 func TestRedisURLWithoutAScheme(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	log := logrus.New()
 	log.Out = &strings.Builder{}
 	for _, raw := range []string{"localhost:6379", "default:s3cr3tpa55@10.0.0.7:6379/0"} {
@@ -80,6 +83,7 @@ func FuzzRedisURLError(f *testing.F) {
 // A REDIS_URL nobody answers at is one error, not also a warning from
 // the Redis client for every dial it tried first.
 func TestUnreachableRedisIsSaidOnce(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	addr, env, log, logs := unansweredRedis(t)
 	_, _, _, err := ConnectRedis(context.Background(), func(k string) string { return env[k] }, log)
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "s3cr3t") {
@@ -94,6 +98,7 @@ func TestUnreachableRedisIsSaidOnce(t *testing.T) {
 // without the password, and nothing else is logged; the wait ends with
 // its context.
 func TestWaitForRedisHidesThePassword(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	addr, env, log, logs := unansweredRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -116,6 +121,7 @@ func TestWaitForRedisHidesThePassword(t *testing.T) {
 // A Redis that answers with a refusal waiting does not mend (a database
 // it does not have) is not waited for.
 func TestWaitForRedisNotForARefusal(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	url := os.Getenv("REDIS_URL")
 	if url == "" {
 		t.Skip("needs REDIS_URL")
@@ -139,12 +145,7 @@ func TestWaitForRedisNotForARefusal(t *testing.T) {
 // whose lines logs collects.
 func unansweredRedis(t *testing.T) (addr string, env map[string]string, log *logrus.Logger, logs *strings.Builder) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr = redistest.RefusedAddr(t)
 	logs = &strings.Builder{}
 	log = logrus.New()
 	log.Out = logs
@@ -154,6 +155,7 @@ func unansweredRedis(t *testing.T) (addr string, env map[string]string, log *log
 // REDIS_CLUSTER is true or false: a value that is neither stops the bot,
 // naming the variable, instead of talking to a cluster as to one server.
 func TestRedisClusterIsTrueOrFalse(t *testing.T) {
+	// Not parallel: connecting sets go-redis's logger, which is global.
 	for v, want := range map[string]bool{"": false, "true": true, "TRUE": true, "True": true, "1": true, "false": false, "0": false} {
 		got, err := redisCluster(func(string) string { return v })
 		if err != nil || got != want {

@@ -17,6 +17,7 @@ import (
 )
 
 func TestSuggest(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, want string }{
 		{"LLM_MODLE", "LLM_MODEL"},
 		{"BOT_POLCY", "BOT_POLICY"},
@@ -93,6 +94,7 @@ func FuzzSuggest(f *testing.F) {
 // variable the policy file gives an MCP server, not a secret the bot
 // keeps from tool servers. No value is kept.
 func TestUnknownSettings(t *testing.T) {
+	t.Parallel()
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(policy, []byte(`mcp_servers:
   github:
@@ -165,6 +167,7 @@ var systemVariables = []string{"HOME", "USER", "COLUMNS"}
 // each of bot.Settings is read somewhere: the list cannot drift from
 // the code.
 func TestSettingsAreWhatTheProgramReads(t *testing.T) {
+	t.Parallel()
 	type call struct {
 		arg  ast.Expr
 		file string
@@ -254,6 +257,7 @@ func TestSettingsAreWhatTheProgramReads(t *testing.T) {
 // TestSettingsAreDocumented: docs/configuration.md's table lists every
 // setting, and only settings.
 func TestSettingsAreDocumented(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)

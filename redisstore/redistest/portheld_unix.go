@@ -30,3 +30,23 @@ func releasePort(fd int) {
 		syscall.Close(fd)
 	}
 }
+
+// refusingPort binds a socket to a free loopback port without listening
+// on it (see holdPort), and returns the port and the socket.
+func refusingPort() (port, fd int, err error) {
+	fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return 0, -1, err
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		return 0, -1, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return 0, -1, err
+	}
+	return sa.(*syscall.SockaddrInet4).Port, fd, nil
+}

@@ -37,6 +37,21 @@ const installHint = "install Redis (Debian/Ubuntu: apt-get install redis-server,
 // startTimeout bounds how long a server may take to answer PING.
 const startTimeout = 20 * time.Second
 
+// RefusedAddr returns a loopback address where connections are refused,
+// as they are where no Redis runs, for the rest of the test: a socket
+// bound to it without listening keeps other tests, which the system gives
+// free ports, from being given it (a port closed after listening would
+// be free for any of them).
+func RefusedAddr(tb testing.TB) string {
+	tb.Helper()
+	port, fd, err := refusingPort()
+	if err != nil {
+		tb.Fatalf("redistest: a port that refuses connections: %v", err)
+	}
+	tb.Cleanup(func() { releasePort(fd) })
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
 // Options returns client options for the test Redis: REDIS_URL when it is
 // set, otherwise under -short the in-process Redis, otherwise a throwaway
 // redis-server started for the test. Use it to
