@@ -15,6 +15,7 @@ import (
 // part of the value finds no click, and a value of any other shape is
 // not read as a card's.
 func TestCardValueNamesOneCall(t *testing.T) {
+	t.Parallel()
 	hash := tools.ArgsHash("deploy", []byte(`{"env":"prod"}`))
 	v := cardValue{token: newCardToken(), call: "3.1", round: 2, hash: hash, thread: "T0TEAM0001:C0CHANNEL01:1700000000.000100"}
 	claim := cardClaim(v.token, hash)
@@ -87,6 +88,7 @@ func TestCardValueNamesOneCall(t *testing.T) {
 // reference: its buttons keep the reference as their value, and no value
 // decides through it.
 func TestCardClaimOfAnEarlierCard(t *testing.T) {
+	t.Parallel()
 	const old = "LTTVOV6C6LBJ6CMKW42BPGIVAW"
 	c := agent.Call{Key: "0.0", Tool: "deploy", Args: json.RawMessage(`{}`)}
 	if got := cardButtonValue("T0:C0:1.1", c, []byte(old)); got != old {

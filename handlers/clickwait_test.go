@@ -91,6 +91,7 @@ func (h *keyHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // and once storage answers the decision is recorded and the call runs
 // once.
 func TestClickRequestEndsBeforeItsClaimAnswers(t *testing.T) {
+	t.Parallel()
 	hook := &keyHold{key: "}:lease", release: make(chan struct{}), held: make(chan struct{})}
 	rdb := redistest.Client(t)
 	rdb.AddHook(hook)
@@ -199,6 +200,7 @@ func (p *linkPause) names(b []byte) bool {
 // claim reaches Redis it loses, and the job tells the approver, in the
 // thread, who decided first. The call never runs.
 func TestClickWhoseLateClaimLoses(t *testing.T) {
+	t.Parallel()
 	pause := &linkPause{markers: [][]byte{[]byte(`"by":"` + gateApprover + `"`), []byte("}:lease")},
 		release: make(chan struct{}), held: make(chan struct{})}
 	rdb := redis.NewClient(redistest.Options(t))

@@ -23,6 +23,7 @@ import (
 // buttons and a link to the thread, are posted once however often the
 // card is shown again, and are redrawn with it.
 func TestCopiesKeptInStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newStreamWorld(t)
 	w.slack.SetGroupMembers("S0OPS", "U0CAROL", "U0BOB", "U0ALICE")
@@ -86,6 +87,7 @@ func TestCopiesKeptInStep(t *testing.T) {
 // Reminders and escalations are thread messages that mention the people
 // they are for.
 func TestReminderMessages(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := handlers.NewReporter(w.api, w.store, nil, nil)
 	c := agent.Call{Key: "1.0", Tool: "http_request", Status: agent.Pending}
@@ -122,6 +124,7 @@ func (o oldLayout) Claim(ctx context.Context, thread, key string, value []byte) 
 // index (a thread paused across the deploy) is still redrawn with every
 // copy by the new version, on another replica.
 func TestCopiesOfACardPostedBeforeTheIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newStreamWorld(t)
 	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
@@ -160,6 +163,7 @@ func TestCopiesOfACardPostedBeforeTheIndex(t *testing.T) {
 // A rate-limited look-up of a user group's members is waited out: its
 // members still get the card by direct message.
 func TestCopiesToAGroupWaitOutARateLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newStreamWorld(t)
 	w.slack.SetGroupMembers("S0OPS", "U0CAROL")

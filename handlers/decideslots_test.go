@@ -49,6 +49,7 @@ func (h heldTool) Call(ctx context.Context, args json.RawMessage) (string, error
 // recorded in the request and answered, and its drive runs once a slot
 // is free. Each call runs once.
 func TestClickWhenNoBackgroundSlotIsFree(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := &gate{slack: slacktest.NewServer(t), tool: &agenttest.Tool{ToolName: "deploy", NotIdempotent: true}, signer: slacktest.NewSigner(gateSecret)}
 	held := heldTool{Tool: g.tool, arrived: make(chan struct{}), release: make(chan struct{}), first: make(chan struct{}, 1)}

@@ -32,6 +32,7 @@ func (g *gate) post(t *testing.T, path, contentType string, body []byte) (int, s
 }
 
 func TestCommandsEndpoint(t *testing.T) {
+	t.Parallel()
 	g := newGate(t)
 	form := func(text string) []byte {
 		return slacktest.SlashCommand(url.Values{"text": {text}, "user_id": {gateRequester}})
@@ -63,6 +64,7 @@ func TestCommandsEndpoint(t *testing.T) {
 }
 
 func TestEventsEndpoint(t *testing.T) {
+	t.Parallel()
 	g := newGate(t)
 	challenge, _ := json.Marshal(map[string]string{"type": "url_verification", "challenge": "c-123"})
 	if code, body := g.post(t, "/slack/events", "application/json", challenge); code != 200 || !strings.Contains(body, "c-123") {
@@ -101,6 +103,7 @@ func TestEventsEndpoint(t *testing.T) {
 }
 
 func TestInteractionsEndpoint(t *testing.T) {
+	t.Parallel()
 	g := newGate(t)
 	if code, _ := g.post(t, "/slack/interactions", "application/x-www-form-urlencoded", []byte("payload=%7B")); code != http.StatusBadRequest {
 		t.Errorf("malformed payload = %d, want 400", code)

@@ -54,6 +54,7 @@ func homeOf(t *testing.T, g *gate, user string) (string, []string) {
 // decides, runs the tool once, updates the card, and the approver's tab
 // shows the call among their recent decisions instead.
 func TestHomeTab(t *testing.T) {
+	t.Parallel()
 	g := newHomeGate(t)
 	thread, value := g.pending(t)
 	for _, user := range []string{gateApprover, gateRequester, "U0MALLORY"} {
@@ -155,6 +156,7 @@ func FuzzHomeDecisionPath(f *testing.F) {
 // The Home tab answers only its own tab's event: opening the Messages tab
 // publishes nothing.
 func TestHomeTabIgnoresTheMessagesTab(t *testing.T) {
+	t.Parallel()
 	g := newHomeGate(t)
 	body := slacktest.EventCallback("", map[string]any{"type": "app_home_opened", "user": gateApprover, "tab": "messages"})
 	if code, _ := g.post(t, "/slack/events", "application/json", body); code != http.StatusOK {
@@ -167,6 +169,7 @@ func TestHomeTabIgnoresTheMessagesTab(t *testing.T) {
 
 // Over Socket Mode, app_home_opened publishes the Home tab as over HTTP.
 func TestSocketModeHomeTab(t *testing.T) {
+	t.Parallel()
 	g := newHomeGate(t)
 	_, value := g.pending(t)
 	opened := json.RawMessage(slacktest.AppHomeOpened("EvHome1", gateApprover))

@@ -227,6 +227,7 @@ func turns(t *testing.T, svc *runner.Service, thread, text string) int {
 // — the loop does not drive again a request this process still has
 // queued.
 func TestQueuedPastTheRetryAgeIsCarriedOnOnce(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	r := b.replica(1)
 	ctx := context.Background()
@@ -299,6 +300,7 @@ func TestQueuedPastTheRetryAgeIsCarriedOnOnce(t *testing.T) {
 // no longer theirs: one root message, one conversation, one turn for the
 // reply.
 func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	a := b.replica(1)
 	other := b.replica(4)
@@ -351,6 +353,7 @@ func TestHeldRequestOfADeadReplicaIsCarriedOnOnce(t *testing.T) {
 // waited for a slot longer than a fresh hold is counted on is renewed
 // before it is handed on. Each is one turn.
 func TestHoldRenewedOnlyWhenItMustBe(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	r := b.replica(1)
 	ctx := context.Background()

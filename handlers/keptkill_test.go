@@ -94,6 +94,7 @@ func keptChild() int {
 // and, once the request is due, the reply, as any reply — one turn, one
 // answer in the thread.
 func TestKeptReplyOfAKilledStartIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a second process")
 	}

@@ -13,6 +13,7 @@ import (
 // costs four looks, and one whose start died waits minutes, not the
 // whole kept time.
 func TestKeptLookBacksOff(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	until := t0.Add(runner.KeptReplyTTL)
 	now := t0

@@ -112,6 +112,7 @@ func threadEphemerals(b *intakeBed, root, user string) []string {
 // (Before, the start applied it itself and only logged the refusal.)
 // Its request is settled.
 func TestKeptReplyRefusedReachesItsPerson(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	ctx := context.Background()
 	a := b.replica(2)
@@ -142,6 +143,7 @@ func TestKeptReplyRefusedReachesItsPerson(t *testing.T) {
 // expired, another replica's intake carries it on, as any reply, once —
 // and its author hears back.
 func TestKeptReplyOfADeadStartIsCarriedOnByTheIntake(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	ctx := context.Background()
 	a := b.replica(2)
@@ -193,6 +195,7 @@ func TestKeptReplyOfADeadStartIsCarriedOnByTheIntake(t *testing.T) {
 // look before the first save rightly finds no conversation:
 // TestKeptReplyExpiredLookDecidesOnce.)
 func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	b.blockAgain = true
 	ctx := context.Background()
@@ -223,6 +226,7 @@ func TestKeptReplyCarriedOnOnceWhenTheIntakeRaces(t *testing.T) {
 // the conversation goes on without it. A look after the save, whose
 // process died before carrying the reply on, applies it once.
 func TestKeptReplyExpiredLookDecidesOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("before the first save", func(t *testing.T) {
 		b := newIntakeBed(t)
 		b.blockAgain = true

@@ -58,6 +58,7 @@ func ephemerals(fake *slacktest.Server, user string) []string {
 // delivery is not taken for an answer given already. Another answer after
 // that is refused.
 func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
+	t.Parallel()
 	g := buildGate(t, false)
 	mail := &flakyMailbox{Store: g.store}
 	mail.failures.Store(1)
@@ -118,6 +119,7 @@ func TestElicitationAnswerAfterAFailedDelivery(t *testing.T) {
 // still), and rejects the call with it, once; the person is told nothing
 // in between.
 func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
+	t.Parallel()
 	ts := fmt.Sprintf("1700000400.%06d", time.Now().UnixNano()%1000000)
 	rdb := redistest.Client(t)
 	fake := slacktest.NewServer(t)
@@ -206,6 +208,7 @@ func TestReplyDuringAGroupLookupErrorIsCarriedOn(t *testing.T) {
 // channel, and the request is not dropped: it stays due, and the intake's
 // retry posts one root message and starts the conversation.
 func TestSlashCommandDuringASlackErrorIsCarriedOn(t *testing.T) {
+	t.Parallel()
 	g := buildGate(t, false)
 	now := time.Now()
 	var later atomic.Bool
@@ -289,6 +292,7 @@ func TestSlashCommandDuringASlackErrorIsCarriedOn(t *testing.T) {
 // The error card's Retry while the thread cannot be read: the person is
 // told to try again, not left with a click that did nothing.
 func TestRetryDuringAStorageErrorSaysTryAgain(t *testing.T) {
+	t.Parallel()
 	hook := &faultHook{spare: "not-a-key"}
 	rdb := redistest.Client(t)
 	rdb.AddHook(hook)
@@ -310,6 +314,7 @@ func TestRetryDuringAStorageErrorSaysTryAgain(t *testing.T) {
 // the view says to try again, rather than not being published at all
 // (which leaves the click that asked for it unanswered).
 func TestHomeTabDuringAStorageErrorSaysTryAgain(t *testing.T) {
+	t.Parallel()
 	hook := &claimsReadHook{}
 	rdb := redistest.Client(t)
 	rdb.AddHook(hook)
@@ -360,6 +365,7 @@ func (h *claimsReadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // A question nobody answered in time is closed: an answer after that is
 // told so, and is not delivered.
 func TestElicitationAnsweredTooLate(t *testing.T) {
+	t.Parallel()
 	g := buildGate(t, false)
 	api := slack.New("xoxb-test", slack.OptionAPIURL(g.slack.URL()))
 	srv := handlers.New(api, g.svc, g.store, gateSecret, handlers.Options{BotUserID: slacktest.BotUserID, Mailbox: g.store})

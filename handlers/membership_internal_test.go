@@ -11,6 +11,7 @@ import (
 // channel that changed; nothing else of them is read, and events that
 // name none by a well-formed ID are not membership changes.
 func TestMembershipChange(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		typ, raw       string
 		group, channel string

@@ -40,6 +40,7 @@ func (c *changes) Changed(_ context.Context, eventID string, groups, channels []
 // be recorded is answered 503, for Slack to deliver it again; one that
 // names no group or channel is acknowledged and passed on as nothing.
 func TestMembershipEventsEndpoint(t *testing.T) {
+	t.Parallel()
 	const secret = "membership-secret"
 	web := slacktest.NewServer(t)
 	rec := &changes{}

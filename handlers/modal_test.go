@@ -138,6 +138,7 @@ func (g *gate) shownView(t *testing.T) (callbackID, metadata, blocks string) {
 // storage reply, the form fills it once the checks answer, and its
 // submission approves the edited call, which runs once.
 func TestEditModalOpensBeforeSlowStorage(t *testing.T) {
+	t.Parallel()
 	g, hook := slowGate(t)
 	_, value := g.pending(t)
 	g.slowClick(t, hook, slacktest.Click{User: gateApprover, ActionID: slackui.ActionEdit, Value: value, TriggerID: "trigger.edit-slow"})
@@ -156,6 +157,7 @@ func TestEditModalOpensBeforeSlowStorage(t *testing.T) {
 // Reject under slow storage on a call that was approved and ran since: the
 // modal opened at once says so, rather than a message in the thread.
 func TestRejectModalOfADecidedCallSaysSo(t *testing.T) {
+	t.Parallel()
 	g, hook := slowGate(t)
 	_, value := g.pending(t)
 	g.send(t, slacktest.BlockActions(slacktest.Click{User: gateApprover, ActionID: slackui.ActionApprove, Value: value}))

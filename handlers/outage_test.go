@@ -71,6 +71,7 @@ func intakeLines(hook *logtest.Hook) []*logrus.Entry {
 // once when it begins, once a minute while it lasts, and once when Redis
 // answers again — not a line an attempt.
 func TestIntakeLogsARedisOutageOnceAndItsEnd(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })

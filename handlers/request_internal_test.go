@@ -9,6 +9,7 @@ import (
 // channel too or with files; never the bot's own, a bot's, an edit, a
 // deletion or a join, whatever files they claim to carry.
 func TestRequestSubtypes(t *testing.T) {
+	t.Parallel()
 	s := &Server{opts: Options{BotUserID: "U0BOT"}}
 	files := json.RawMessage(`[{"id":"F1","name":"shot.png","mimetype":"image/png","url_private":"https://files.slack.com/x"}]`)
 	reply := func(subtype, user, botID string) messageEvent {
@@ -47,6 +48,7 @@ func TestRequestSubtypes(t *testing.T) {
 // A files list that is not one leaves the message a request without
 // files, never a malformed event.
 func TestRequestOddFiles(t *testing.T) {
+	t.Parallel()
 	s := &Server{opts: Options{BotUserID: "U0BOT"}}
 	for _, raw := range []string{`"x"`, `{"id":1}`, `[1,"a",null]`, `null`} {
 		ev := messageEvent{Type: "message", Subtype: "file_share", User: "U1", Text: "hi", Channel: "C1", TS: "2.0", ThreadTS: "1.0", Files: json.RawMessage(raw)}

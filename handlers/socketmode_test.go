@@ -122,6 +122,7 @@ func (s *socketSlack) ack(id string) (json.RawMessage, int) {
 }
 
 func TestSocketMode(t *testing.T) {
+	t.Parallel()
 	web := slacktest.NewServer(t)
 	command, _ := url.ParseQuery(string(slacktest.SlashCommand(url.Values{"text": {"say hi"}, "user_id": {"U0ALICE"}})))
 	cmdPayload := map[string]string{}
@@ -234,6 +235,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // is answered 503 — so that Slack delivers it again; an ack would drop it
 // for good. The delivery that follows is stored and answered once.
 func TestSocketModeEventNotStoredIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
 	web := slacktest.NewServer(t)
 	mention := json.RawMessage(slacktest.EventCallback("Ev7", map[string]any{"type": "app_mention", "channel": slacktest.ChannelID,
 		"user": "U0ALICE", "text": "<@" + slacktest.BotUserID + "> hello there", "ts": "1800000700.000001"}))

@@ -19,6 +19,7 @@ import (
 // the intake's retry (here replica B's) starts the conversation. One
 // root message, one conversation that ran the request once, one answer.
 func TestStartThatLostItsLeaseBeforeSavingIsCarriedOnOnce(t *testing.T) {
+	t.Parallel()
 	b := newIntakeBed(t)
 	rdb := b.client // the bed's Redis, in-process or redis-server
 	ctx := context.Background()

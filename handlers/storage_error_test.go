@@ -207,6 +207,7 @@ func (f *faultyThread) rejectedOnce(t *testing.T, why string, beforeChecks func(
 // and once the store answers again it is carried on — here, as feedback
 // that rejects the waiting call — exactly once.
 func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
+	t.Parallel()
 	ts := fmt.Sprintf("1700000100.%06d", time.Now().UnixNano()%1000000)
 	var mu sync.Mutex
 	now := time.Now()
@@ -244,6 +245,7 @@ func TestReplyDuringAStorageErrorIsCarriedOn(t *testing.T) {
 // stands still) — the person is answered seconds after a failover, not
 // once the hold lapsed.
 func TestReplyAfterAShortStorageErrorIsCarriedOnByItsAttempt(t *testing.T) {
+	t.Parallel()
 	ts := fmt.Sprintf("1700000300.%06d", time.Now().UnixNano()%1000000)
 	now := time.Now()
 	f := newFaultyThread(t, ts, func() time.Time { return now })

@@ -82,6 +82,7 @@ func (w *streamWorld) texts() []string {
 func count(s *slacktest.Server, method string) int { return len(s.CallsTo(method)) }
 
 func TestAnswerStreamsInOneMessage(t *testing.T) {
+	t.Parallel()
 	const answer = "The deploy of v2 went fine."
 	tests := []struct {
 		name      string
@@ -125,6 +126,7 @@ func TestAnswerStreamsInOneMessage(t *testing.T) {
 // TestStreamUpdatesAreBounded: within the interval changes wait, the last
 // one is shown when the interval is up, and the final answer at once.
 func TestStreamUpdatesAreBounded(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := w.process(handlers.StreamOptions{Interval: time.Hour, UpdateOnly: true})
 	grow(t, r, 1, "one two three four five")
@@ -149,6 +151,7 @@ func TestStreamUpdatesAreBounded(t *testing.T) {
 // TestStreamedTextIsEscaped: markup in the model's text never goes live,
 // while it streams or when final.
 func TestStreamedTextIsEscaped(t *testing.T) {
+	t.Parallel()
 	for _, update := range []bool{false, true} {
 		w := newStreamWorld(t)
 		r := w.process(handlers.StreamOptions{Interval: time.Nanosecond, UpdateOnly: update})
@@ -169,6 +172,7 @@ func TestStreamedTextIsEscaped(t *testing.T) {
 // carries the run on finishes the half message with a note and streams
 // the answer again below it, once.
 func TestAnswerCutOffByACrash(t *testing.T) {
+	t.Parallel()
 	for _, update := range []bool{false, true} {
 		t.Run(fmt.Sprintf("update=%v", update), func(t *testing.T) {
 			w := newStreamWorld(t)
@@ -191,6 +195,7 @@ func TestAnswerCutOffByACrash(t *testing.T) {
 // message instead of posting the answer again, and a repeated delivery
 // shows nothing new.
 func TestAnswerSavedBeforeACrash(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	o := handlers.StreamOptions{Interval: time.Hour}
 	grow(t, w.process(o), 1, "Deployed v2 to production.")
@@ -208,6 +213,7 @@ func TestAnswerSavedBeforeACrash(t *testing.T) {
 // TestFailedRunFinishesTheStream: a model call that fails mid-stream
 // leaves the message with the note, then the error card.
 func TestFailedRunFinishesTheStream(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := w.process(handlers.StreamOptions{Interval: time.Nanosecond})
 	grow(t, r, 1, "Half an")
@@ -221,6 +227,7 @@ func TestFailedRunFinishesTheStream(t *testing.T) {
 // TestStreamBeforeToolCalls: text streamed before tool calls stays as it
 // was written; nothing is posted for it again.
 func TestStreamBeforeToolCalls(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := w.process(handlers.StreamOptions{Interval: time.Hour})
 	grow(t, r, 1, "Let me look that up.")
@@ -233,6 +240,7 @@ func TestStreamBeforeToolCalls(t *testing.T) {
 // TestThinkingStatus: "is thinking…" in assistant threads (direct
 // messages) only, and a refusal changes nothing.
 func TestThinkingStatus(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := w.process(handlers.StreamOptions{})
 	report(t, r, runner.Event{Kind: runner.Thinking, Thread: thread("D0ALICE")})
@@ -248,6 +256,7 @@ func TestThinkingStatus(t *testing.T) {
 // TestStreamedMessageGone: a streamed message Slack no longer lets the
 // bot change gets the answer posted below it, once.
 func TestStreamedMessageGone(t *testing.T) {
+	t.Parallel()
 	w := newStreamWorld(t)
 	r := w.process(handlers.StreamOptions{Interval: time.Hour, UpdateOnly: true})
 	grow(t, r, 1, "Half of it")
@@ -265,6 +274,7 @@ func TestStreamedMessageGone(t *testing.T) {
 // of a stream while it grows or when it stops, nor in the text of a
 // posted and updated message.
 func TestStreamedLinksAreNotDisguised(t *testing.T) {
+	t.Parallel()
 	const answer = "Log in again at [https://sso.corp.example/login](https://evil.example/login) to finish."
 	for _, update := range []bool{false, true} {
 		t.Run(fmt.Sprintf("update=%v", update), func(t *testing.T) {
@@ -294,6 +304,7 @@ func TestStreamedLinksAreNotDisguised(t *testing.T) {
 // message's ts; the answer is posted and updated instead, and the
 // streaming methods are never called on the posted message.
 func TestStreamStartedWithoutTS(t *testing.T) {
+	t.Parallel()
 	const answer = "The deploy of v2 went fine."
 	w := newStreamWorld(t)
 	w.slack.StartStreamWithoutTS(1)

@@ -20,6 +20,7 @@ import (
 // A bot with no store yet (its Redis does not answer at start) answers
 // Slack as during an outage, and verifies every request first.
 func TestUnavailableAnswersAsDuringAnOutage(t *testing.T) {
+	t.Parallel()
 	fake := slacktest.NewServer(t)
 	srv := handlers.New(slack.New("xoxb-test", slack.OptionAPIURL(fake.URL())), nil, nil, "secret", handlers.Options{})
 	web := httptest.NewServer(srv.Unavailable())

@@ -31,6 +31,7 @@ func enterpriseServer(t *testing.T, idp *mcpauthtest.IdP) (*mcpauthtest.Server, 
 // of the server: the call runs as them. The token is kept, sealed, until
 // it expires; each person gets their own.
 func TestEnterpriseManagedConnection(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	idp := mcpauthtest.NewIdP(t)
@@ -68,6 +69,7 @@ func TestEnterpriseManagedConnection(t *testing.T) {
 // metadata names another issuer, a client that is not the one the
 // server knows, nobody to sign in: nothing runs and nothing is kept.
 func TestEnterpriseManagedRefusals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(idp *mcpauthtest.IdP, cfg *tools.MCPServer, opts *mcpauth.Options)
@@ -118,6 +120,7 @@ func TestEnterpriseManagedRefusals(t *testing.T) {
 // identity no longer counts as connected, and a call the server refuses
 // exchanges the person's ID token again, without asking them.
 func TestEnterpriseManagedTokenExpires(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	idp := mcpauthtest.NewIdP(t)

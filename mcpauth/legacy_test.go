@@ -21,6 +21,7 @@ import (
 // (https://host/oauth): the person connects once and the call runs as
 // them, once; the next session needs no new connection.
 func TestLegacyMetadataUnderTheServersOrigin(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv := mcpauthtest.New(t, mcpauthtest.Options{Legacy: "/oauth"})
@@ -48,6 +49,7 @@ func TestLegacyMetadataUnderTheServersOrigin(t *testing.T) {
 // protected-resource metadata gets the exact issuer check, even for a
 // path under its own origin).
 func TestMetadataNamingAnotherIssuerIsRefused(t *testing.T) {
+	t.Parallel()
 	other := httptest.NewServer(http.NotFoundHandler())
 	defer other.Close()
 	tests := []struct {
@@ -95,6 +97,7 @@ func TestMetadataNamingAnotherIssuerIsRefused(t *testing.T) {
 }
 
 func TestCheckLegacyIssuer(t *testing.T) {
+	t.Parallel()
 	const o = "https://mcp.example.com"
 	tests := []struct {
 		issuer         string

@@ -72,6 +72,7 @@ func whoami(t *testing.T, ctx context.Context, cfg tools.MCPServer, b *mcpauth.B
 }
 
 func TestConnectThenCallAsThePerson(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv := mcpauthtest.New(t, mcpauthtest.Options{PublicDiscovery: true})
@@ -130,6 +131,7 @@ func TestConnectThenCallAsThePerson(t *testing.T) {
 }
 
 func TestCallbackStateIsSingleUseAndBound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := mcpauthtest.New(t, mcpauthtest.Options{PublicDiscovery: true})
 	store := mcpauth.NewMemStore()
@@ -177,6 +179,7 @@ func TestCallbackStateIsSingleUseAndBound(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		good bool
@@ -201,6 +204,7 @@ func TestKeys(t *testing.T) {
 // A token about to expire is renewed with the refresh token, without the
 // person, and the renewed one is sealed and saved.
 func TestRenewedTokenIsSaved(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// oauth2 renews a token within 10s of its expiry: 5s tokens are

@@ -14,6 +14,7 @@ import (
 // token at once or only at a call; their list shows the connection, and
 // nobody else's.
 func TestConnectAheadAndListOnesOwn(t *testing.T) {
+	t.Parallel()
 	for _, public := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -22,6 +22,7 @@ import (
 // endpoints) or first met later (a status outside them, an MCP server's
 // tool, a made-up path).
 func TestObservedEventsAreExported(t *testing.T) {
+	t.Parallel()
 	m := New(nil, Options{Tools: []string{"http_request"}})
 	m.RunStarted(false)
 	m.RunStarted(true)
@@ -111,6 +112,7 @@ func BenchmarkObserver(b *testing.B) {
 // Redis does not answer, the scrape goes on without it (a gap a
 // dashboard shows, absent() alerts on), and it is back once Redis is.
 func TestPendingApprovalsWithoutRedis(t *testing.T) {
+	t.Parallel()
 	var down bool
 	now := time.Now()
 	m := New(func(context.Context) (int, error) {
@@ -144,6 +146,7 @@ func TestPendingApprovalsWithoutRedis(t *testing.T) {
 // another, costs Redis one count per pendingFresh, not one a request;
 // every answer has the count, and a count taken later sees a change.
 func TestPendingApprovalsAreNotCountedPerRequest(t *testing.T) {
+	t.Parallel()
 	var counts atomic.Int64
 	var mu sync.Mutex
 	now, waiting := time.Now(), 3

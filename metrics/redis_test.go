@@ -17,6 +17,7 @@ import (
 // The bytes a command is counted for are those go-redis sends, whatever
 // the kind of its arguments, the integers a save sends included.
 func TestCommandSizeCountsWhatIsSent(t *testing.T) {
+	t.Parallel()
 	str, seq := "a field's value", int64(1234567)
 	args := []any{"evalsha", "0123456789abcdef", 5, int64(-12), []byte("{\"v\":2}"), 0, int64(math.MaxInt64),
 		int64(math.MinInt64), math.MinInt, 3.5, true, nil, time.Second, uint8(7), &str, &seq}
@@ -41,6 +42,7 @@ func TestCommandSizeCountsWhatIsSent(t *testing.T) {
 // digits is the length strconv writes, at every power of ten and
 // either side of it.
 func TestDigits(t *testing.T) {
+	t.Parallel()
 	check := func(n int64) {
 		if got, want := digits(n), len(strconv.FormatInt(n, 10)); got != want {
 			t.Errorf("digits(%d) = %d, want %d", n, got, want)
@@ -129,6 +131,7 @@ func readCommand(r *bufio.Reader) (n int, first string, ok bool) {
 // named at the start or is first met with it, and a pipeline is one
 // round trip.
 func TestRedisCostCountsByOperation(t *testing.T) {
+	t.Parallel()
 	op := func(cmd redis.Cmder) string { return cmd.Args()[0].(string) }
 	cost := NewRedisCost(op, "get", "set")
 	m := New(nil, Options{Redis: cost})

@@ -12,6 +12,7 @@ import (
 // A refusal is shown in mrkdwn: its people and channel as live mentions,
 // its words escaped, so that a tool name cannot become a broadcast.
 func TestRefusalText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		r    *runner.RefusedError
@@ -43,6 +44,7 @@ func TestRefusalText(t *testing.T) {
 // does not name is "try again" (or nothing, for a changed run's card) and
 // is reported as unknown, to be logged.
 func TestClickAnswers(t *testing.T) {
+	t.Parallel()
 	refused := &runner.RefusedError{Why: "only user U1 may approve this call", Parts: []runner.Part{{Text: "only "}, {People: []string{"U1"}}, {Text: " may approve this call"}}}
 	lookup := &runner.RefusedError{Why: "the approvers could not be listed", TryAgain: true}
 	other := errors.New("connection refused")

@@ -146,6 +146,7 @@ type cardMessage struct {
 }
 
 func TestCardGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		cardMessage cardMessage
@@ -180,6 +181,7 @@ func TestCardGolden(t *testing.T) {
 }
 
 func TestModalGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		view slack.ModalViewRequest
@@ -247,6 +249,7 @@ func buttonsOf(t *testing.T, blocks []slack.Block) (buttons []cardButton, values
 // TestCardButtons pins the buttons' action IDs and texts, which
 // docs/architecture.md (Contracts) makes a contract.
 func TestCardButtons(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		blocks []slack.Block
@@ -288,6 +291,7 @@ func TestCardButtons(t *testing.T) {
 }
 
 func TestSettledCardStatus(t *testing.T) {
+	t.Parallel()
 	at := fmt.Sprintf("at <!date^%d^", cardDecided.Unix())
 	tests := []struct {
 		name    string
@@ -352,6 +356,7 @@ func whatChanged(t *testing.T, blocks []slack.Block) string {
 }
 
 func TestSettledCardDiff(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		args, edited string
@@ -401,6 +406,7 @@ func TestSettledCardDiff(t *testing.T) {
 }
 
 func TestApprovalCardContent(t *testing.T) {
+	t.Parallel()
 	c := pendingCall()
 	got := slackuitest.Texts(t, slackui.ApprovalCard(c, cardAsker, cardRef, cardNow))
 	for _, w := range []string{
@@ -418,6 +424,7 @@ func TestApprovalCardContent(t *testing.T) {
 }
 
 func TestCardText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		call agent.Call
 		want string
@@ -448,6 +455,7 @@ func TestCardText(t *testing.T) {
 }
 
 func TestEditModal(t *testing.T) {
+	t.Parallel()
 	compactOnly := map[string]string{}
 	for i := range 120 {
 		compactOnly[fmt.Sprintf("key%03d", i)] = "value"
@@ -505,6 +513,7 @@ func TestEditModal(t *testing.T) {
 }
 
 func TestRejectModal(t *testing.T) {
+	t.Parallel()
 	view := slackui.RejectModal(pendingCall(), cardRef)
 	checkModal(t, view)
 	if view.CallbackID != "reject_call" || view.PrivateMetadata != cardRef || view.Title.Text != "Reject call" ||
@@ -564,6 +573,7 @@ func hugeArgs(n int, unit string) json.RawMessage {
 // invalid UTF-8, absurdly long names — and checks each against Slack's
 // limits.
 func TestCardLimits(t *testing.T) {
+	t.Parallel()
 	long := func(unit string, n int) string { return strings.Repeat(unit, n) }
 	args := map[string]json.RawMessage{
 		"ascii":       hugeArgs(100_000, "x"),
@@ -818,6 +828,7 @@ func checkText(t *testing.T, where, s string, limit int, typ string) {
 // the method and every character of the URL are on the card; a Unicode
 // host is shown as the punycode that is dialled, with its Unicode form.
 func TestCardNeverHidesTheRequest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, url string
 		want      []string
@@ -853,6 +864,7 @@ func TestCardNeverHidesTheRequest(t *testing.T) {
 // have, made of characters Slack escapes, still fit the Show all window
 // whole.
 func TestShowAllShowsTheLongestArguments(t *testing.T) {
+	t.Parallel()
 	worst := `{"body":"` + strings.Repeat("&", tools.MaxArgsLen-20) + `"}`
 	nested := strings.Repeat("[", 31) + strings.Repeat("0,", tools.MaxArgsLen/2-40) + "0" + strings.Repeat("]", 31)
 	for name, args := range map[string]string{"escapes": worst, "deep and wide": nested} {

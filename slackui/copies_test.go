@@ -11,6 +11,7 @@ import (
 )
 
 func TestReminderText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tool   string
 		people []string

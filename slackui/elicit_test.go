@@ -49,6 +49,7 @@ func formInputs(view slack.ModalViewRequest) []string {
 }
 
 func TestElicitForm(t *testing.T) {
+	t.Parallel()
 	view, err := ElicitForm("everything__ask", "Please <!here> provide", fieldsOf(t, everythingSchema), "id|ts")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestElicitForm(t *testing.T) {
 }
 
 func TestElicitContent(t *testing.T) {
+	t.Parallel()
 	state := func(values map[string]slack.BlockAction) *slack.ViewState {
 		s := &slack.ViewState{Values: map[string]map[string]slack.BlockAction{}}
 		for block, a := range values {
@@ -123,6 +125,7 @@ func TestElicitContent(t *testing.T) {
 // server's, which a schema's JSON object does not keep once decoded into
 // a map — whatever that order is.
 func TestElicitFormKeepsTheFieldsOrder(t *testing.T) {
+	t.Parallel()
 	fields := fieldsOf(t, `{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"string"},"mid":{"type":"integer"}}}`)
 	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
 		var given, want []string
@@ -152,6 +155,7 @@ func TestElicitFormKeepsTheFieldsOrder(t *testing.T) {
 // object's "required" list, a "name". The form still reads the property's
 // name and whether the schema requires it from the schema's top level.
 func TestElicitFieldsIgnoreNestedKeys(t *testing.T) {
+	t.Parallel()
 	fields, err := ElicitFields(json.RawMessage(`{"type":"object","properties":{
 	  "who":{"type":"string","name":"not the field's name"},
 	  "target":{"type":"object","required":["host"],"properties":{"host":{"type":"string"}}}
@@ -189,6 +193,7 @@ func FuzzElicitForm(f *testing.F) {
 }
 
 func TestElicitOutcome(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		action tools.ElicitAction
 		want   string
@@ -211,6 +216,7 @@ func TestElicitOutcome(t *testing.T) {
 // escaped, on one line. (A required array of free strings is a schema
 // the MCP client lets through and a form cannot ask for.)
 func TestElicitNoFormEscapesTheSchema(t *testing.T) {
+	t.Parallel()
 	schema := `{"type":"object","properties":{
   "<https://evil.example/login|Your Slack session expired: sign in again>\n<!channel> <@U0ADMIN>":{"type":"array","items":{"type":"string"}}},
   "required":["<https://evil.example/login|Your Slack session expired: sign in again>\n<!channel> <@U0ADMIN>"]}`

@@ -11,6 +11,7 @@ import (
 )
 
 func TestGraphChangedCard(t *testing.T) {
+	t.Parallel()
 	changes := "the tool http_request is no longer available\nthe tool <!here> changed its arguments"
 	blocks := slackui.GraphChangedCard(changes, "ref-1")
 	var b strings.Builder

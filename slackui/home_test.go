@@ -53,6 +53,7 @@ func homeButtons(t *testing.T, view slack.HomeTabViewRequest) map[string][]strin
 // and a link to its thread, with the buttons of its card; then what the
 // viewer decided lately.
 func TestHomeView(t *testing.T) {
+	t.Parallel()
 	secret := "Bearer s3cr3t-t0ken"
 	fetch := callWith(func(c *agent.Call) {
 		c.Args = json.RawMessage(`{"method":"GET","url":"https://api.example.com/<!here>","headers":{"Authorization":"` + secret + `"}}`)
@@ -112,6 +113,7 @@ func TestHomeView(t *testing.T) {
 // keeps to Slack's limits: 100 blocks, unique block IDs, texts within
 // their limits and no markup from the input.
 func TestHomeViewLimits(t *testing.T) {
+	t.Parallel()
 	var calls []runner.Waiting
 	var refs []string
 	args := []json.RawMessage{

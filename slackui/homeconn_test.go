@@ -27,6 +27,7 @@ func mine() []mcpauth.Personal {
 // when and with which scopes; a Connect button where there is none. The
 // buttons carry the server's name, nothing else.
 func TestHomeViewConnections(t *testing.T) {
+	t.Parallel()
 	view := slackui.HomeView(slackui.HomeContent{Connections: mine(), TeamURL: homeTeamURL}, cardNow)
 	checkHomeView(t, view)
 	compareGolden(t, "home-connections", view)
@@ -48,6 +49,7 @@ func TestHomeViewConnections(t *testing.T) {
 // The modal Connect opens, before and after the authorization URL is
 // known.
 func TestConnectModalGolden(t *testing.T) {
+	t.Parallel()
 	compareGolden(t, "modal-connect-asking", slackui.ConnectModal("tickets", "", time.Time{}))
 	m := slackui.ConnectModal("tickets", "https://auth.example.com/authorize?state=s&client_id=c", cardNow.Add(10*time.Minute))
 	checkModal(t, m)

@@ -22,6 +22,7 @@ import (
 // The escapes are JSON: the edit modal's text decodes to the same
 // arguments.
 func TestArgumentsShowInvisibleCharacters(t *testing.T) {
+	t.Parallel()
 	hidden := "ignore the approver" // spelled in tag characters
 	var tags strings.Builder
 	for _, r := range hidden {
@@ -138,6 +139,7 @@ func invisibleButOurs(r rune) bool {
 // line of its own on the card, another header or request line that the
 // call does not send: such arguments are shown as JSON, the break as \n.
 func TestRequestLinesShowNoBreak(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args map[string]any
@@ -172,6 +174,7 @@ func TestRequestLinesShowNoBreak(t *testing.T) {
 // choice, never a click on what looked whole. A card that shows all asks
 // nothing more than it did.
 func TestApproveOfCutArgumentsAsks(t *testing.T) {
+	t.Parallel()
 	long, _ := json.Marshal(map[string]string{"cmd": strings.Repeat("echo ok; ", 400) + "rm -rf /"})
 	cut := callWith(func(c *agent.Call) { c.Tool, c.Args = "shell", long })
 	whole := callWith(func(c *agent.Call) { c.Tool, c.Args = "shell", json.RawMessage(`{"cmd":"ls"}`) })

@@ -10,6 +10,7 @@ import (
 // A server's numbers are shown short, whatever they are, so that its
 // words still fit on the line.
 func TestProgressLineNumbers(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		progress, total float64
 		want            string

@@ -24,6 +24,7 @@ func quorumGate() *runner.Gate {
 }
 
 func TestPendingCardGolden(t *testing.T) {
+	t.Parallel()
 	edited := callWith(func(c *agent.Call) {
 		c.Revision, c.EditedBy, c.EditedArgs = 1, "U0CAROL", callEditedArgs
 		c.ApprovalsRequired = 2
@@ -48,6 +49,7 @@ func TestPendingCardGolden(t *testing.T) {
 // The card shows the quorum's progress and who may still approve; it
 // mentions the approvers only when first posted.
 func TestPendingCardShowsTheQuorum(t *testing.T) {
+	t.Parallel()
 	posted := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), true))
 	updated := slackuitest.Texts(t, slackui.PendingCard(pendingCall(), cardAsker, cardRef, cardNow, quorumGate(), false))
 	for _, want := range []string{
@@ -86,6 +88,7 @@ func TestPendingCardShowsTheQuorum(t *testing.T) {
 // decisions: [approve, reject] removes Edit; confirm: true puts Slack's
 // confirmation dialog on Approve, naming the tool and its target.
 func TestPendingCardButtons(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		gate    *runner.Gate
@@ -164,6 +167,7 @@ func approveConfirm(t *testing.T, blocks []slack.Block) *slack.ConfirmationBlock
 // A settled card of a quorum names every approver, and an edit before
 // the approvals.
 func TestSettledCardOfAQuorum(t *testing.T) {
+	t.Parallel()
 	c := callWith(func(c *agent.Call) {
 		c.Status, c.Attempts, c.Result = agent.Done, 1, "Note: <@U0CAROL> edited the arguments, and <@U0BOB> and <@U0DAVE> approved them; the call ran with {}.\nHTTP 201 Created"
 		c.EditedArgs, c.EditedBy, c.Revision, c.ApprovalsRequired = callEditedArgs, "U0CAROL", 1, 2
@@ -180,6 +184,7 @@ func TestSettledCardOfAQuorum(t *testing.T) {
 
 // The edit form of a call several people approve says that it proposes.
 func TestEditModalOfAQuorum(t *testing.T) {
+	t.Parallel()
 	c := callWith(func(c *agent.Call) { c.ApprovalsRequired = 2 })
 	view := slackui.EditModal(c, cardRef)
 	checkModal(t, view)

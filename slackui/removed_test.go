@@ -13,6 +13,7 @@ import (
 // Slack's answers that say the bot can no longer post in a channel are
 // told from those that may change by asking again.
 func TestChannelGone(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[string]bool{
 		"not_in_channel": true, "channel_not_found": true, "is_archived": true, "channel_is_archived": true,
 		"ratelimited": false, "internal_error": false, "message_not_found": false, "msg_too_long": false,
@@ -34,6 +35,7 @@ func TestChannelGone(t *testing.T) {
 // mention, broadcast or disguised link of the model's becomes live), is
 // cut to a bounded size, and leaves no code block open.
 func TestGoneAnswerText(t *testing.T) {
+	t.Parallel()
 	answer := "Done <!channel> <@U0EVE> <https://evil.example|docs> & more\n```\n" + strings.Repeat("x", 10_000)
 	got := slackui.GoneAnswerText("C0123", "not_in_channel", answer)
 	for _, want := range []string{"<#C0123>", "removed from it", "&lt;!channel&gt;", "&lt;@U0EVE&gt;", "&amp; more"} {
@@ -60,6 +62,7 @@ func TestGoneAnswerText(t *testing.T) {
 // A new request in an archived channel is told so, rather than to invite
 // the bot.
 func TestCantPostTextArchived(t *testing.T) {
+	t.Parallel()
 	got := slackui.CantPostText(slack.SlackErrorResponse{Err: "is_archived"})
 	if !strings.Contains(got, "archived") || strings.Contains(got, "/invite") {
 		t.Errorf("CantPostText(is_archived) = %q", got)

@@ -22,6 +22,7 @@ func live(s string) []string {
 }
 
 func TestResultTextEscapes(t *testing.T) {
+	t.Parallel()
 	got := ResultText(agent.Call{Tool: "http_request", Status: agent.Done, Result: "HTTP 200\n" + hostile + "\n```\n<!everyone>"})
 	if l := live(got); l != nil {
 		t.Errorf("ResultText = %q; has live markup %q", got, l)

@@ -20,6 +20,7 @@ const hostile = disguised + " ![logo](https://evil.example/x.png) [docs][1]\n\n[
 	"https://good.example/\u202eelif.exe"
 
 func TestMarkdown(t *testing.T) {
+	t.Parallel()
 	const z = "\u200b"
 	tests := []struct{ in, want string }{
 		{"Deployed **v2**: see https://example.com/notes.", "Deployed **v2**: see https://example.com/notes."},
@@ -51,6 +52,7 @@ func TestMarkdown(t *testing.T) {
 }
 
 func TestMrkdwn(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"Deployed *v2*.", "Deployed *v2*."},
 		{"<!here> <@U1> <https://evil.example|https://good.example> & more", "&lt;!here&gt; &lt;@U1&gt; &lt;https://evil.example|https://good.example&gt; &amp; more"},
@@ -75,6 +77,7 @@ func TestMrkdwn(t *testing.T) {
 }
 
 func TestMrkdwnAsSent(t *testing.T) {
+	t.Parallel()
 	const z = "\u200b"
 	tests := []struct{ in, want string }{
 		{"fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2", "fetch <https://example.com/a?x=1&amp;y=2> if 1 &lt; 2"},
@@ -93,6 +96,7 @@ func TestMrkdwnAsSent(t *testing.T) {
 }
 
 func TestPlainText(t *testing.T) {
+	t.Parallel()
 	if got, want := slackui.PlainText("Deploy <@U1>\x1b[2J\u202e\n\tnow\xff"), "Deploy <@U1>[2J\n\tnow\uFFFD"; got != want {
 		t.Errorf("PlainText = %q, want %q", got, want)
 	}

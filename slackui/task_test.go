@@ -9,6 +9,7 @@ import (
 // A running call as a task in a streamed message, in progress and
 // finished, pinned by golden files.
 func TestCallTaskGolden(t *testing.T) {
+	t.Parallel()
 	line := slackui.ProgressLine(3, 8, "step 3 <!here> & `more`")
 	compareGolden(t, "task-in-progress", slackui.CallTask("0.0", "everything__long", slackui.TaskInProgress, line))
 	compareGolden(t, "task-error", slackui.CallTask("0.0", "everything__long", slackui.TaskError, line))

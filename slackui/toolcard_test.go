@@ -30,6 +30,7 @@ func (l lookupOne) Lookup(string) (tools.Tool, tools.Rule, bool) {
 }
 
 func TestToolBlock(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		tool tools.Tool

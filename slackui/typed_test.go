@@ -3,6 +3,7 @@ package slackui
 import "testing"
 
 func TestTypedText(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"fetch <https://example.com/a?x=1&amp;y=2>", "fetch https://example.com/a?x=1&y=2"},
 		{"fetch <https://example.com|example.com>", "fetch https://example.com"},
@@ -23,6 +24,7 @@ func TestTypedText(t *testing.T) {
 // A request of several lines is quoted in its root message, every line:
 // the person's lines cannot read as the bot's own; one line is not.
 func TestRequestText(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ typed, want string }{
 		{"deploy v2 &lt;now&gt;", "<@U0ALICE> asked: deploy v2 &lt;now&gt;"},
 		{"deploy v2\n\n✅ *Approved by* <@U0BOSS> at <!date^1700000000^{time}|10:00>\r\nno review needed",

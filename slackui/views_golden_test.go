@@ -24,6 +24,7 @@ const askSchema = `{"type":"object","properties":{
 // modals a click opens before its checks are done, and the card of a run
 // the updated bot cannot resume, each pinned by a golden file.
 func TestViewGolden(t *testing.T) {
+	t.Parallel()
 	fields, err := slackui.ElicitFields(json.RawMessage(askSchema))
 	if err != nil {
 		t.Fatal(err)
