@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/countersign/countersign/slacksim/internal/wire"
@@ -16,7 +17,7 @@ const maxAPIRequest = 4 << 20
 
 // APIHandler is the Slack Web API the bot calls: mount it at /api/ and
 // give the bot's Slack client that URL (SLACK_API_URL). It answers
-// auth.test, chat.postMessage, chat.update, chat.postEphemeral,
+// auth.test, chat.postMessage, chat.update, chat.delete, chat.postEphemeral,
 // chat.startStream, chat.appendStream, chat.stopStream (see stream.go),
 // assistant.threads.setStatus, views.open, views.update, views.push,
 // views.publish (the Home tab, see home.go), usergroups.users.list,
@@ -71,6 +72,8 @@ func (s *Simulator) call(r *http.Request, method string) map[string]any {
 		return s.postMessage(p)
 	case "chat.update":
 		return s.update(p)
+	case "chat.delete":
+		return s.deleteMessage(p)
 	case "chat.startStream":
 		return s.startStream(p)
 	case "chat.appendStream", "chat.stopStream":
@@ -172,6 +175,26 @@ func (s *Simulator) update(p params) map[string]any {
 	m.Updated++
 	s.publish("message", *m)
 	return ok(map[string]any{"channel": s.opts.ChannelID, "ts": m.TS, "text": m.Text, "message": s.messageJSON(*m)})
+}
+
+// deleteMessage removes a bot message, as Slack lets a bot remove its
+// own; s.mu is held.
+func (s *Simulator) deleteMessage(p params) map[string]any {
+	if !s.isChannel(p["channel"]) {
+		return fail("channel_not_found")
+	}
+	ts := p["ts"]
+	m, found := s.byTS[ts]
+	switch {
+	case !found || m.VisibleTo != "":
+		return fail("message_not_found")
+	case m.BotID != s.opts.BotID:
+		return fail("cant_delete_message")
+	}
+	delete(s.byTS, ts)
+	s.messages = slices.DeleteFunc(s.messages, func(x *Message) bool { return x == m })
+	s.publish("deleted", map[string]any{"ts": ts})
+	return ok(map[string]any{"channel": s.opts.ChannelID, "ts": ts})
 }
 
 // messageFrom reads a bot message's channel, text and blocks.

@@ -118,6 +118,34 @@ func TestAPIAnswersLikeSlack(t *testing.T) {
 	}
 }
 
+// chat.delete removes a bot message from the channel; one already gone,
+// or in another channel, is refused as Slack refuses it.
+func TestAPIDeletesABotMessage(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	sim, api, _ := newAPI(t, clock)
+	_, root, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("root", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, card, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionTS(root), slack.MsgOptionText("a second card", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, DefaultChannelID, card); err != nil {
+		t.Fatalf("chat.delete: %v", err)
+	}
+	if st := sim.State(); len(st.Messages) != 1 || st.Messages[0].TS != root {
+		t.Errorf("state after chat.delete = %+v, want the root alone", st.Messages)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, DefaultChannelID, card); slackError(err) != "message_not_found" {
+		t.Errorf("chat.delete again = %v, want message_not_found", err)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, "C0ELSEWHERE", root); slackError(err) != "channel_not_found" {
+		t.Errorf("chat.delete in another channel = %v, want channel_not_found", err)
+	}
+}
+
 func TestAPIErrorsLikeSlack(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}

@@ -127,6 +127,7 @@ type Server struct {
 	seq      int           // the last message timestamp handed out
 	views    map[string]json.RawMessage
 	messages map[string]Call // by channel and ts: the latest content
+	deleted  map[string]bool // by channel and ts: messages removed (chat.delete)
 	groups   map[string][]string
 	members  map[string][]string // by channel
 	homes    map[string]Call     // by user: the last views.publish
@@ -182,6 +183,7 @@ func NewServer(tb testing.TB) *Server {
 		changed:  make(chan struct{}),
 		views:    map[string]json.RawMessage{},
 		messages: map[string]Call{},
+		deleted:  map[string]bool{},
 		groups:   map[string][]string{},
 		members:  map[string][]string{},
 		homes:    map[string]Call{},
@@ -264,13 +266,13 @@ func (s *Server) methods() string {
 // (thread_ts equal to threadTS; "" for a channel's top-level messages),
 // in order, as they were posted, and the messages streamed there with
 // chat.startStream, with the text streamed so far. Calls answered with
-// an error are left out.
+// an error, and messages since deleted (chat.delete), are left out.
 func (s *Server) Messages(channel, threadTS string) []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Call
 	for _, c := range s.calls {
-		if isPosted(c) && c.Channel == channel && c.ThreadTS == threadTS {
+		if isPosted(c) && c.Channel == channel && c.ThreadTS == threadTS && !s.deleted[c.Channel+"/"+c.TS] {
 			c.Text = s.streamedText(c)
 			out = append(out, c)
 		}
@@ -575,6 +577,14 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 		return s.postMessage(call)
 	case "chat.update":
 		return s.update(call)
+	case "chat.delete":
+		key := call.Channel + "/" + call.TS
+		if _, ok := s.messages[key]; !ok {
+			return errReply("message_not_found")
+		}
+		delete(s.messages, key)
+		s.deleted[key] = true
+		return okReply(map[string]any{"channel": call.Channel, "ts": call.TS})
 	case "chat.postEphemeral":
 		switch {
 		case call.Channel == "":

@@ -662,3 +662,31 @@ func TestHoldAnswer(t *testing.T) {
 		t.Errorf("the held post answered %q, %v; want ts %q", p.ts, p.err, calls[1].TS)
 	}
 }
+
+// chat.delete removes a message from its thread; one already gone is
+// message_not_found.
+func TestDeleteMessage(t *testing.T) {
+	ctx := context.Background()
+	srv := slacktest.NewServer(t)
+	api := newClient(srv)
+	_, root, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("root", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, card, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionTS(root), slack.MsgOptionText("card", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", card); err != nil {
+		t.Fatalf("DeleteMessage() = %v", err)
+	}
+	if got := srv.Messages("C1", root); len(got) != 0 {
+		t.Errorf("Messages() after the delete = %d, want none", len(got))
+	}
+	if _, ok := srv.Message("C1", card); ok {
+		t.Error("Message() finds the deleted message")
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", card); slackError(err) != "message_not_found" {
+		t.Errorf("DeleteMessage() again = %v, want message_not_found", err)
+	}
+}

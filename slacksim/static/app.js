@@ -786,6 +786,12 @@
       render();
     });
     es.addEventListener('message', (e) => { upsert(JSON.parse(e.data), true); render(); });
+    es.addEventListener('deleted', (e) => {
+      const ts = JSON.parse(e.data).ts;
+      state.byTS.delete(ts);
+      state.messages = state.messages.filter((m) => m.ts !== ts);
+      render();
+    });
     es.addEventListener('views', (e) => {
       const d = JSON.parse(e.data);
       state.views[d.user] = d.views;
