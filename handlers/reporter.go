@@ -144,6 +144,19 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 		if rec, err = r.recordCard(ctx, e.Thread, rec); err != nil {
 			return err
 		}
+		if won := rec[cardKey(c.Key, c.Attempts)]; ts != "" && !cardless(won) && string(won) != ts {
+			// The card was posted by another process too (or before a
+			// crash), and that one is recorded: this one would never
+			// be redrawn, and would keep its buttons once the call is
+			// decided. Remove it, and show the approvals it showed on
+			// that one.
+			r.removeCard(ctx, e.Thread, channel, ts)
+			if e.Gate == nil || e.Gate.Required < 2 {
+				return nil
+			}
+			return r.redrawPending(ctx, e, channel, requester) // its count
+
+		}
 		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
 		}
@@ -248,8 +261,13 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 // approvals so far (and, after an edit, its new arguments and buttons
 // that decide them).
 func (r *Reporter) updatePending(ctx context.Context, e runner.Event, channel, requester string) error {
+	r.posting.wait(ctx, e.Thread, cardKey(e.Call.Key, e.Call.Attempts))
+	return r.redrawPending(ctx, e, channel, requester)
+}
+
+// redrawPending is updatePending once the card is posted and recorded.
+func (r *Reporter) redrawPending(ctx context.Context, e runner.Event, channel, requester string) error {
 	c := *e.Call
-	r.posting.wait(ctx, e.Thread, cardKey(c.Key, c.Attempts))
 	cards, err := r.roundRecords(ctx, e.Thread, c.Key, c.Attempts)
 	if err != nil {
 		return err
@@ -278,6 +296,21 @@ func (r *Reporter) post(ctx context.Context, channel string, opts ...slack.MsgOp
 // update changes a message.
 func (r *Reporter) update(ctx context.Context, channel, ts string, opts ...slack.MsgOption) error {
 	return slackretry.Update(ctx, r.api, channel, ts, opts...)
+}
+
+// removeCard deletes a card this process posted whose round's card is
+// another message.
+func (r *Reporter) removeCard(ctx context.Context, thread, channel, ts string) {
+	log := r.log.WithField("thread", thread)
+	err := r.retry(ctx, func() error {
+		_, _, err := r.api.DeleteMessageContext(ctx, channel, ts)
+		return err
+	})
+	if err != nil {
+		log.WithError(err).Warn("removing a second card of a call")
+		return
+	}
+	log.Info("removed a second card of a call: its card was posted already")
 }
 
 // retry calls fn again while Slack answers 429 (slackretry.Do).

@@ -1,0 +1,64 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+)
+
+// Two replicas post the card of one call that needs two approvals: the
+// second, which had Bob's approval to show, finds the first one's card
+// recorded. Its own post is removed, and the card that stays shows Bob's
+// approval. People see one card, which is the one that is kept in step.
+func TestSecondPostOfACardIsRemovedAndItsCountShown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newStreamWorld(t)
+	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := handlers.NewReporter(w.api, w.store, nil, nil)
+	second := handlers.NewReporter(w.api, w.store, nil, nil)
+	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
+	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
+	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
+		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
+	gate := func(approvals ...agent.Approval) *runner.Gate {
+		return &runner.Gate{Required: 2, Approvals: approvals, Approvers: []string{"U0BOB", "U0CAROL"}, Requester: "U0ALICE",
+			Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
+	}
+	report(t, first, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Gate: gate()})
+	report(t, second, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c,
+		Gate: gate(agent.Approval{By: "U0BOB", At: time.Now()})})
+
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if len(cards) != 1 {
+		t.Fatalf("%d cards in the thread, want 1", len(cards))
+	}
+	posts := w.slack.CallsTo("chat.postMessage")
+	del := w.slack.CallsTo("chat.delete")
+	if len(del) != 1 || del[0].TS != posts[len(posts)-1].TS || del[0].TS == cards[0].TS {
+		t.Errorf("chat.delete calls = %+v, want one, of the second post", del)
+	}
+	card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS)
+	if got := card.Text + string(card.Blocks); !strings.Contains(got, "1 of 2 approvals") || !strings.Contains(got, "U0BOB") {
+		t.Errorf("the card kept shows %s %s; want Bob's approval, 1 of 2", card.Text, card.Blocks)
+	}
+	// What comes next redraws the card that stays.
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0CAROL", At: time.Now()}
+	report(t, first, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); !strings.Contains(card.Text, "approved") {
+		t.Errorf("the card after the decision = %s", card.Text)
+	}
+}
