@@ -151,7 +151,10 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 			// decided. Remove it, and show the approvals it showed on
 			// that one.
 			r.removeCard(ctx, e.Thread, channel, ts)
-			if e.Gate == nil || e.Gate.Required < 2 {
+			if e.Gate == nil || e.Gate.Required < 2 || len(e.Gate.Approvals) == 0 && c.Revision == 0 {
+				// Nothing the card that stays does not show: a
+				// card as first posted (which may be older than
+				// what that card shows now).
 				return nil
 			}
 			return r.redrawPending(ctx, e, channel, requester) // its count

@@ -54,6 +54,16 @@ func TestSecondPostOfACardIsRemovedAndItsCountShown(t *testing.T) {
 	if got := card.Text + string(card.Blocks); !strings.Contains(got, "1 of 2 approvals") || !strings.Contains(got, "U0BOB") {
 		t.Errorf("the card kept shows %s %s; want Bob's approval, 1 of 2", card.Text, card.Blocks)
 	}
+	// A post that had nothing new to show (a card as first posted, shown
+	// again after a crash) is removed too, and leaves the count as it is.
+	third := handlers.NewReporter(w.api, w.store, nil, nil)
+	report(t, third, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Gate: gate()})
+	if cards := w.slack.Messages(slacktest.ChannelID, root); len(cards) != 1 {
+		t.Fatalf("%d cards in the thread after a third post, want 1", len(cards))
+	}
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); !strings.Contains(card.Text+string(card.Blocks), "1 of 2 approvals") {
+		t.Errorf("after a third post, the card kept shows %s %s; want Bob's approval still", card.Text, card.Blocks)
+	}
 	// What comes next redraws the card that stays.
 	decided := c
 	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0CAROL", At: time.Now()}
