@@ -24,18 +24,10 @@ import (
 // card is shown again, and are redrawn with it.
 func TestCopiesKeptInStep(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	w := newStreamWorld(t)
 	w.slack.SetGroupMembers("S0OPS", "U0CAROL", "U0BOB", "U0ALICE")
-	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, th, st, c := cardThread(t, w)
 	r := handlers.NewReporter(w.api, w.store, nil, nil).WithGroups(slackdir.NewGroups(w.api, 0, nil))
-	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
-	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
-	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
-		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
 	copies := &runner.Copies{Channel: "C0NOTIFY", DM: []string{"U0BOB", "S0OPS", "U0ALICE"}}
 	for range 2 { // the second: shown again after a crash
 		report(t, r, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
@@ -87,6 +79,21 @@ func TestCopiesKeptInStep(t *testing.T) {
 			t.Errorf("copy in %s = %s %s; want the card's %s %s", ch, cp.Text, cp.Blocks, card.Text, card.Blocks)
 		}
 	}
+}
+
+// cardThread posts Alice's request in the channel and returns its root's
+// ts, its thread, its state and a call of it that waits for approval.
+func cardThread(t *testing.T, w *streamWorld) (root, th string, st *agent.State, c agent.Call) {
+	t.Helper()
+	_, root, err := w.api.PostMessageContext(context.Background(), slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th = slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
+	st = &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
+	c = agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
+		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
+	return root, th, st, c
 }
 
 // Reminders and escalations are thread messages that mention the people

@@ -1,13 +1,9 @@
 package handlers_test
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/handlers"
@@ -21,18 +17,10 @@ import (
 // approval. People see one card, which is the one that is kept in step.
 func TestSecondPostOfACardIsRemovedAndItsCountShown(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	w := newStreamWorld(t)
-	_, root, err := w.api.PostMessageContext(ctx, slacktest.ChannelID, slack.MsgOptionText("<@U0ALICE> asked: deploy", false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, th, st, c := cardThread(t, w)
 	first := handlers.NewReporter(w.api, w.store, nil, nil)
 	second := handlers.NewReporter(w.api, w.store, nil, nil)
-	th := slacktest.TeamID + ":" + slacktest.ChannelID + ":" + root
-	st := &agent.State{Requester: "U0ALICE", Channel: slacktest.ChannelID}
-	c := agent.Call{Key: "1.0", ID: "c1", Tool: "http_request", Args: json.RawMessage(`{"method":"POST","url":"https://example.com/deploy"}`),
-		Status: agent.Pending, NeedsApproval: true, Since: time.Now(), Expires: time.Now().Add(time.Hour)}
 	gate := func(approvals ...agent.Approval) *runner.Gate {
 		return &runner.Gate{Required: 2, Approvals: approvals, Approvers: []string{"U0BOB", "U0CAROL"}, Requester: "U0ALICE",
 			Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
