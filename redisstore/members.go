@@ -74,8 +74,8 @@ func (s *Store) MarkMembersChanged(ctx context.Context, event string, fields []s
 }
 
 // MembersChangedMark returns the mark of field's latest change ("" if it
-// has none). Marks compare for equality only: a different mark means a
-// change since. One round trip (HGET).
+// has none). A different mark means a change since; a mark begins with
+// the change's Unix time in milliseconds, then "-". One round trip (HGET).
 func (s *Store) MembersChangedMark(ctx context.Context, field string) (string, error) {
 	mark, err := s.rdb.HGet(ctx, s.membersKey("changed"), field).Result()
 	if errors.Is(err, redis.Nil) {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +49,8 @@ type Groups struct {
 
 // Marks keeps the marks of membership changes where every replica sees
 // them (redisstore.Store). A field is "group:<S…>" or "channel:<C…>"; a
-// mark is compared for equality only, "" when there is none.
+// mark is compared for equality, "" when there is none, and begins with
+// the Unix time of the change in milliseconds, then "-" (changeSettles).
 type Marks interface {
 	// MarkMembersChanged gives each field a new mark, kept for ttl after
 	// the write; event (the change's event ID) is remembered for seenTTL
@@ -66,6 +69,29 @@ const membersTTL = time.Minute
 // Slack's retries of it mark nothing again (as for every event).
 const changeSeenTTL = time.Hour
 
+// changeSettles is how long after a change Slack's API may still answer
+// what was true before it: Slack sends the change's event as it makes
+// the change, and its reads catch up within seconds. An answer fetched
+// that soon after a marked change is not remembered for the checks that
+// let a person decide: each of them asks Slack again until the window is
+// over, so that someone removed from a group does not keep deciding on
+// an answer that predates their removal.
+const changeSettles = 30 * time.Second
+
+// markTime is when the change marked mark was made (the zero time for a
+// mark without one).
+func markTime(mark string) time.Time {
+	ms, _, ok := strings.Cut(mark, "-")
+	if !ok {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
 type cachedGroup struct {
 	users   []string
 	fetched time.Time
@@ -73,6 +99,13 @@ type cachedGroup struct {
 	// marked says it was read (a lookup that does not decide reads none).
 	mark   string
 	marked bool
+}
+
+// settled reports whether c may be answered from by a check: it was
+// fetched once Slack's API had caught up with its mark's change (or it
+// has no change marked).
+func (c cachedGroup) settled() bool {
+	return c.fetched.Sub(markTime(c.mark)) >= changeSettles
 }
 
 // NewGroups returns a group lookup through api that keeps each group's
@@ -197,7 +230,7 @@ func (g *Groups) lookup(ctx context.Context, cache map[string]cachedGroup, field
 	g.mu.Lock()
 	c, ok := cache[id]
 	g.mu.Unlock()
-	if ok && g.now().Sub(c.fetched) <= ttl && (!checked || (c.marked && c.mark == mark)) {
+	if ok && g.now().Sub(c.fetched) <= ttl && (!checked || (c.marked && c.mark == mark && c.settled())) {
 		return c.users, nil
 	}
 	users, err := fetch(ctx, id)

@@ -2,6 +2,7 @@ package slackdir_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +15,52 @@ import (
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
 
+// clock is a clock the test moves on, from the time it is made.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// settles is more than the time Slack's API is given to catch up with a
+// change it sent the event of.
+const settles = 31 * time.Second
+
 // replicas returns two lookups, as two replicas of the bot have, that
-// share their change marks in one Redis, and the Slack they ask.
-func replicas(t *testing.T) (a, b *slackdir.Groups, web *slacktest.Server) {
+// share their change marks in one Redis, and the Slack they ask; their
+// clock (which the marks' times, from the real one, start beside).
+func replicas(t *testing.T) (a, b *slackdir.Groups, web *slacktest.Server, now *clock) {
 	t.Helper()
 	web = slacktest.NewServer(t)
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: "slackdir-" + time.Now().Format("150405.000000000")})
 	api := slack.New("xoxb-test", slack.OptionAPIURL(web.URL()))
-	a, b = slackdir.NewGroups(api, 0, nil), slackdir.NewGroups(api, 0, nil)
+	now = newClock()
+	a, b = slackdir.NewGroups(api, 0, now.Now), slackdir.NewGroups(api, 0, now.Now)
 	a.SetMarks(store)
 	b.SetMarks(store)
-	return a, b, web
+	return a, b, web, now
 }
 
-// A change Slack told replica A of reaches replica B: B's next check of
-// the group asks Slack again (once), and answers what Slack says. Without
-// a change, B answers from memory.
+// A change Slack told replica A of reaches replica B: B's checks of the
+// group ask Slack again, and answer what Slack says; once Slack's API has
+// had time to catch up with the change, B answers from memory again, as
+// it does without a change.
 func TestGroupChangeReachesTheOtherReplica(t *testing.T) {
 	ctx := context.Background()
-	a, b, web := replicas(t)
+	a, b, web, now := replicas(t)
 	lookups := func() int { return len(web.CallsTo("usergroups.users.list")) }
 	web.SetGroupMembers("S1", "U1", "U2")
 	in := func(user string) bool {
@@ -56,16 +84,44 @@ func TestGroupChangeReachesTheOtherReplica(t *testing.T) {
 	if in("U2") {
 		t.Fatal("U2, removed from S1, is still in it for B after the change was marked")
 	}
-	if !in("U1") || lookups() != 2 {
-		t.Errorf("after the change: U1 in S1 = false or %d lookups; want true after 2", lookups())
+	if !in("U1") || lookups() != 3 {
+		t.Errorf("just after the change: U1 in S1 = false or %d lookups; want true after 3 (Slack asked each time)", lookups())
+	}
+	now.Add(settles)
+	if !in("U1") || !in("U1") || lookups() != 4 {
+		t.Errorf("once the change settled: U1 in S1 = false or %d lookups; want true after 4 (asked once more, then remembered)", lookups())
 	}
 	// A repeated delivery of the event changes nothing.
 	if first, err := a.Changed(ctx, "Ev1", []string{"S1"}, nil); err != nil || first {
 		t.Fatalf("Changed(again) = %v, %v; want false, nil", first, err)
 	}
 	in("U1")
-	if lookups() != 2 {
-		t.Errorf("a repeated event made B ask Slack again (%d lookups, want 2)", lookups())
+	if lookups() != 4 {
+		t.Errorf("a repeated event made B ask Slack again (%d lookups, want 4)", lookups())
+	}
+}
+
+// Slack sends a change's event as it makes the change, and its API may
+// answer what was true before for a few seconds. What B fetched then is
+// not what decides: its next check asks Slack again, and Bob, removed from
+// the group, cannot approve once Slack's API says so.
+func TestAnswerFetchedAsAChangeIsMadeIsAskedAgain(t *testing.T) {
+	ctx := context.Background()
+	a, b, web, _ := replicas(t)
+	web.SetGroupMembers("S1", "U0ALICE", "U0BOB")
+	if ok, err := b.InGroup(ctx, "S1", "U0BOB"); err != nil || !ok {
+		t.Fatalf("Bob in S1 = %v, %v; want true", ok, err)
+	}
+	if _, err := a.Changed(ctx, "Ev1", []string{"S1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Slack's API does not show Bob's removal yet.
+	if ok, err := b.InGroup(ctx, "S1", "U0BOB"); err != nil || !ok {
+		t.Fatalf("Bob in S1, Slack behind its event = %v, %v; want true (what Slack says)", ok, err)
+	}
+	web.SetGroupMembers("S1", "U0ALICE")
+	if ok, err := b.InGroup(ctx, "S1", "U0BOB"); err != nil || ok {
+		t.Errorf("Bob in S1 once Slack shows his removal = %v, %v; want false", ok, err)
 	}
 }
 
@@ -73,7 +129,7 @@ func TestGroupChangeReachesTheOtherReplica(t *testing.T) {
 // Home tab on a call anyone in its channel may decide).
 func TestChannelChangeReachesTheOtherReplica(t *testing.T) {
 	ctx := context.Background()
-	a, b, web := replicas(t)
+	a, b, web, _ := replicas(t)
 	web.SetChannelMembers("C1", "U1", "U2")
 	if ok, err := b.InChannel(ctx, "C1", "U2"); err != nil || !ok {
 		t.Fatalf("U2 in C1 = %v, %v; want true", ok, err)
@@ -101,7 +157,7 @@ func TestChannelChangeReachesTheOtherReplica(t *testing.T) {
 // change; it answers again once Slack does.
 func TestChangedGroupIsNotAnsweredFromMemory(t *testing.T) {
 	ctx := context.Background()
-	a, b, web := replicas(t)
+	a, b, web, _ := replicas(t)
 	web.SetGroupMembers("S1", "U1", "U2")
 	if ok, err := b.InGroup(ctx, "S1", "U2"); err != nil || !ok {
 		t.Fatalf("U2 in S1 = %v, %v; want true", ok, err)
