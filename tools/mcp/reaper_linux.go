@@ -35,7 +35,8 @@ import (
 // grace the bot gives it. It exits once nothing is left, as the server
 // did (its exit status, or its signal). It also gives the server a
 // working directory of its own, which it removes once nothing is left
-// (workdir_linux.go).
+// (workdir_linux.go), and makes the server's processes the OOM killer's
+// choice before the bot (serverOOMBias).
 //
 // The parent-death signal is sent when the *thread* that started the
 // process exits, not the process (golang.org/issue/27505): the Go runtime
@@ -144,6 +145,7 @@ func reap(args []string) int {
 		fmt.Fprintf(os.Stderr, reaperArg0+": "+format+"\n", a...)
 		return 127
 	}
+	preferForOOM() // while its /proc entries are its own to write
 	// Its environment is the server's; still, the server has no business
 	// with its /proc entries.
 	_ = NonDumpable()
@@ -243,6 +245,28 @@ func reap(args []string) int {
 			}
 			return status.ExitStatus()
 		}
+	}
+}
+
+// serverOOMBias is added to the oom_score_adj of a server and of its
+// reaper, and so of everything the server starts: when the machine runs
+// out of memory, the kernel ends a server's processes (a browser a tool
+// drives, say) before the bot. The reaper has it too (it cannot lower it
+// again once it is not dumpable, as it must be for the server's sake),
+// but the kernel's score adds a process's memory to it, and a reaper's is
+// a few megabytes: it goes after what it would end.
+const serverOOMBias = 500
+
+// preferForOOM raises the process's oom_score_adj by serverOOMBias; where
+// /proc cannot be written, it changes nothing.
+func preferForOOM() {
+	const path = "/proc/self/oom_score_adj"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	if old, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+		_ = os.WriteFile(path, []byte(strconv.Itoa(min(old+serverOOMBias, 1000))), 0)
 	}
 }
 

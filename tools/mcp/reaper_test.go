@@ -68,3 +68,46 @@ func running(pid int) bool {
 	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
+
+// When memory runs out, the kernel ends a server's processes before the
+// bot: the server, what it starts and its reaper have a higher
+// oom_score_adj than the bot.
+func TestServerIsTheOOMKillersFirstChoice(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only on Linux does a reaper start the server")
+	}
+	own := oomScoreAdj(t, "/proc/self/oom_score_adj")
+	adj := filepath.Join(sharedDir(t), "adj")
+	// $$PPID: the policy reads $$ as a $; the server's parent is its
+	// reaper.
+	script := `{ cat /proc/self/oom_score_adj; cat /proc/$$PPID/oom_score_adj; } > ` + adj + `.tmp && mv ` + adj + `.tmp ` + adj + `; ` +
+		`echo "giving up" >&2; exit 3`
+	m := newManager(t, "mcp_servers:\n  hog:\n    command: [/bin/sh, -c, "+strconv.Quote(script)+"]\n", mcp.Options{MinBackoff: time.Hour})
+	m.Tools()
+	if d := m.Describe(); !strings.Contains(d, "giving up") {
+		t.Fatalf("Describe() = %q, want the server down with its last words", d)
+	}
+	b, err := os.ReadFile(adj)
+	if err != nil {
+		t.Fatalf("the server did not say its oom_score_adj: %v", err)
+	}
+	got := strings.Fields(string(b))
+	raised := strconv.Itoa(min(own+500, 1000))
+	if want := []string{raised, raised}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("oom_score_adj of a process the server started, and of its reaper = %q, want %q (the bot's is %d)", got, want, own)
+	}
+}
+
+// oomScoreAdj reads an oom_score_adj file.
+func oomScoreAdj(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
