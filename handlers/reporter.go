@@ -158,7 +158,6 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 				return nil
 			}
 			return r.redrawPending(ctx, e, channel, requester) // its count
-
 		}
 		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)

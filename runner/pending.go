@@ -42,10 +42,10 @@ import (
 // resumed from while that checkpoint is recent: the process that saved it
 // is showing them (holdFor). It keeps its own recovery wake-up instead,
 // so that, should that process have died, they are shown then. A card
-// with news to show — one approval of several, here the first one's click
-// — is the exception: its card is to be updated, so the process waits a
-// little for the record of the card (awaitCard), rather than post a
-// second card or leave the count to the wake-up.
+// with news to show — an approval of several, or an edit's reset — is the
+// exception: it is to be updated, so the process waits a little for the
+// card's record (awaitCard), rather than post a second card or leave the
+// count to the wake-up.
 
 // recordAfter is how long shown deliveries wait at most for this
 // process's next step on the thread before the writer writes them (a
