@@ -5,32 +5,14 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/internal/testclock"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/runner"
 )
-
-// clock is a test's clock, moved by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // groupsOf answers for user groups from a map.
 type groupsOf map[string][]string
@@ -77,10 +59,10 @@ tools:
   delete: {approval: never}
 `
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := testclock.New(t0)
 	rep := &recorder{}
-	svc, _ := w.build(t, rep, time.Second, clk.now)
-	other, _ := w.build(t, rep, time.Second, clk.now) // a second replica
+	svc, _ := w.build(t, rep, time.Second, clk.Now)
+	other, _ := w.build(t, rep, time.Second, clk.Now) // a second replica
 	startIn(t, svc, "C1", "U0ALICE")
 
 	tests := []struct {
@@ -96,7 +78,7 @@ tools:
 		{4 * time.Hour, 2, 5 * time.Hour}, // no third
 	}
 	for _, tt := range tests {
-		clk.set(t0.Add(tt.at))
+		clk.Set(t0.Add(tt.at))
 		for _, s := range []*runner.Service{svc, other, svc} {
 			if err := s.Tick(ctx, "th"); err != nil {
 				t.Fatalf("Tick at +%v = %v", tt.at, err)
@@ -139,10 +121,10 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	w.groups = groupsOf{"S0ONCALL": {"U0DAVE", "U0ALICE"}}
 	w.inbox = true
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := testclock.New(t0)
 	rep := &recorder{}
-	svc, _ := w.build(t, rep, time.Second, clk.now)
-	other, _ := w.build(t, rep, time.Second, clk.now)
+	svc, _ := w.build(t, rep, time.Second, clk.Now)
+	other, _ := w.build(t, rep, time.Second, clk.Now)
 	startIn(t, svc, "C1", "U0ALICE")
 	deploy := waitingCall(t, svc, "th", "deploy")
 
@@ -161,7 +143,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 	if got := davesInbox(); len(got) != 0 {
 		t.Errorf("the on-call member's inbox before escalation = %v, want nothing", got)
 	}
-	clk.set(t0.Add(3 * time.Hour))
+	clk.Set(t0.Add(3 * time.Hour))
 	if err := svc.Tick(ctx, "th"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +154,7 @@ func TestEscalationAddsApprovers(t *testing.T) {
 		t.Fatalf("Decide(on-call member, 3h in) = %v, want a refusal", err)
 	}
 
-	clk.set(t0.Add(4 * time.Hour))
+	clk.Set(t0.Add(4 * time.Hour))
 	for _, s := range []*runner.Service{other, svc} {
 		if err := s.Tick(ctx, "th"); err != nil {
 			t.Fatal(err)
@@ -234,12 +216,12 @@ tools:
   delete: {approval: never}
 `
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := testclock.New(t0)
 	rep := &recorder{}
-	svc, _ := w.build(t, rep, time.Second, clk.now)
+	svc, _ := w.build(t, rep, time.Second, clk.Now)
 	startIn(t, svc, "C1", "U0ALICE")
 	for _, at := range []time.Duration{time.Hour, 2 * time.Hour} {
-		clk.set(t0.Add(at))
+		clk.Set(t0.Add(at))
 		if err := svc.Tick(ctx, "th"); err != nil {
 			t.Fatal(err)
 		}

@@ -2,38 +2,18 @@ package slackdir_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/internal/testclock"
 	"github.com/countersign/countersign/redisstore"
 	"github.com/countersign/countersign/redisstore/redistest"
 	"github.com/countersign/countersign/slackdir"
 	"github.com/countersign/countersign/slacksim/slacktest"
 )
-
-// clock is a clock the test moves on, from the time it is made.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now()} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // settles is more than the time Slack's API is given to catch up with a
 // change it sent the event of.
@@ -42,12 +22,12 @@ const settles = 31 * time.Second
 // replicas returns two lookups, as two replicas of the bot have, that
 // share their change marks in one Redis, and the Slack they ask; their
 // clock (which the marks' times, from the real one, start beside).
-func replicas(t *testing.T) (a, b *slackdir.Groups, web *slacktest.Server, now *clock) {
+func replicas(t *testing.T) (a, b *slackdir.Groups, web *slacktest.Server, now *testclock.Clock) {
 	t.Helper()
 	web = slacktest.NewServer(t)
 	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: "slackdir-" + time.Now().Format("150405.000000000")})
 	api := slack.New("xoxb-test", slack.OptionAPIURL(web.URL()))
-	now = newClock()
+	now = testclock.New(time.Now())
 	a, b = slackdir.NewGroups(api, 0, now.Now), slackdir.NewGroups(api, 0, now.Now)
 	a.SetMarks(store)
 	b.SetMarks(store)

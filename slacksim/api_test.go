@@ -7,35 +7,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/internal/testclock"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const testToken = "xoxb-test"
 
 // newAPI serves a simulator's Web API and returns a slack-go client of it.
-func newAPI(t *testing.T, clock *fakeClock) (*Simulator, *slack.Client, string) {
+func newAPI(t *testing.T, clock *testclock.Clock) (*Simulator, *slack.Client, string) {
 	t.Helper()
 	sim := New(Options{BotURL: "http://127.0.0.1:1", SigningSecret: "secret", BotToken: testToken, Now: clock.Now})
 	mux := http.NewServeMux()
@@ -59,7 +42,7 @@ func slackError(err error) string {
 
 func TestAPIAnswersLikeSlack(t *testing.T) {
 	ctx := context.Background()
-	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	sim, api, _ := newAPI(t, clock)
 
 	auth, err := api.AuthTestContext(ctx)
@@ -122,7 +105,7 @@ func TestAPIAnswersLikeSlack(t *testing.T) {
 // or in another channel, is refused as Slack refuses it.
 func TestAPIDeletesABotMessage(t *testing.T) {
 	ctx := context.Background()
-	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	sim, api, _ := newAPI(t, clock)
 	_, root, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("root", false))
 	if err != nil {
@@ -148,7 +131,7 @@ func TestAPIDeletesABotMessage(t *testing.T) {
 
 func TestAPIErrorsLikeSlack(t *testing.T) {
 	ctx := context.Background()
-	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	sim, api, url := newAPI(t, clock)
 	_, root, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("root", false))
 	if err != nil {
@@ -239,7 +222,7 @@ func rawCall(t *testing.T, url, method, form string) error {
 
 func TestViewsFollowTriggers(t *testing.T) {
 	ctx := context.Background()
-	clock := &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	sim, api, _ := newAPI(t, clock)
 	trigger := func(user string) string {
 		sim.mu.Lock()

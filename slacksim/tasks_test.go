@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/internal/testclock"
 )
 
 // A streamed message may carry tasks instead of text: the playground
 // shows a line per task, with its latest status and details.
 func TestStreamedTasksShowTheirLatestState(t *testing.T) {
 	ctx := context.Background()
-	sim, api, _ := newAPI(t, &fakeClock{t: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)})
+	sim, api, _ := newAPI(t, testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)))
 	_, root, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("root", false))
 	if err != nil {
 		t.Fatal(err)
