@@ -151,7 +151,7 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 			// decided. Remove it, and show the approvals it showed on
 			// that one.
 			r.removeCard(ctx, e.Thread, channel, ts)
-			if e.Gate == nil || e.Gate.Required < 2 || len(e.Gate.Approvals) == 0 && c.Revision == 0 {
+			if !e.Gate.HasNews(c) {
 				// Nothing the card that stays does not show: a
 				// card as first posted (which may be older than
 				// what that card shows now).

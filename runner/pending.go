@@ -383,8 +383,7 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 // (ss.claims then holds it). The wait ends by the hold's end (holdFor),
 // so that a card whose process died is shown on time.
 func (s *Service) awaitCard(ctx context.Context, ss *session, from *graph.Result[agent.State], st *agent.State, c agent.Call) bool {
-	gate := s.gate(st, c, ss.claims)
-	if gate == nil || gate.Required < 2 || len(gate.Approvals) == 0 && c.Revision == 0 {
+	if !s.gate(st, c, ss.claims).HasNews(c) {
 		return false
 	}
 	key := announceKey(c)

@@ -326,6 +326,13 @@ func (g Gate) Approved(who string) bool {
 	return slices.ContainsFunc(g.Approvals, func(a agent.Approval) bool { return a.By == who })
 }
 
+// HasNews reports whether the card of c, which needs several approvals,
+// has more to show than it did when first posted: approvals, or an
+// edit's reset of them.
+func (g *Gate) HasNews(c agent.Call) bool {
+	return g != nil && g.Required >= 2 && (len(g.Approvals) > 0 || c.Revision > 0)
+}
+
 // Missing is how many more approvals the call needs.
 func (g Gate) Missing() int { return max(0, g.Required-len(g.Approvals)) }
 

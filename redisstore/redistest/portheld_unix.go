@@ -2,7 +2,10 @@
 
 package redistest
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // holdPort binds a socket to 127.0.0.1:port without listening on it,
 // while the server is down: a connection to the port is still refused,
@@ -31,17 +34,11 @@ func releasePort(fd int) {
 	}
 }
 
-// refusingPort binds a socket to a free loopback port without listening
-// on it (see holdPort), and returns the port and the socket.
+// refusingPort holds a free loopback port as holdPort holds a given one,
+// and returns the port and the socket.
 func refusingPort() (port, fd int, err error) {
-	fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		return 0, -1, err
-	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		syscall.Close(fd)
-		return 0, -1, err
+	if fd = holdPort(0); fd < 0 {
+		return 0, -1, errors.New("no socket bound to a free loopback port")
 	}
 	sa, err := syscall.Getsockname(fd)
 	if err != nil {
