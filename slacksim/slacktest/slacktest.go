@@ -6,7 +6,8 @@
 // views.update, views.push, views.publish (the Home tab; HomeView returns
 // a person's latest), usergroups.users.list, conversations.members,
 // conversations.info, conversations.history (top-level messages with
-// their metadata), conversations.open (a direct message: see
+// their metadata), conversations.replies (a thread's messages, with
+// theirs), conversations.open (a direct message: see
 // DMChannel), chat.getPermalink, the streaming methods chat.startStream,
 // chat.appendStream and chat.stopStream, and assistant.threads.setStatus — the way Slack does,
 // takes form-encoded and JSON bodies alike, and records every call for
@@ -62,6 +63,16 @@ const (
 	BotID     = "B0BOT"
 )
 
+// Another app in the workspace: what is posted with its token
+// (OtherAppToken) is its own, as Slack marks a message with the bot that
+// posted it. Tests use it to post, into a thread, a message the bot did
+// not post.
+const (
+	OtherAppToken  = "xoxb-another-app"
+	OtherAppUserID = "U0OTHERAPP"
+	OtherAppBotID  = "B0OTHERAPP"
+)
+
 // maxRequest is the largest request body the fake reads.
 const maxRequest = 10 << 20
 
@@ -89,6 +100,9 @@ type Call struct {
 	// Error is the error code the fake answered with: "" when it answered
 	// ok, "ratelimited" for an HTTP 429.
 	Error string
+	// OtherApp reports that the call was made with OtherAppToken: a
+	// message it posted is that app's, not the bot's.
+	OtherApp bool
 }
 
 // ButtonValue returns the value of the message's button whose action_id
@@ -538,7 +552,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // answer parses a request into call and decides the reply.
 func (s *Server) answer(r *http.Request, call *Call) reply {
 	params, token, code := wire.ParseRequest(r, maxRequest)
-	call.Params, call.Token = params, token != ""
+	call.Params, call.Token, call.OtherApp = params, token != "", token == OtherAppToken
 	call.Text, call.Channel, call.ThreadTS, call.User = params["text"], params["channel"], params["thread_ts"], params["user"]
 	call.TS = params["ts"]
 	call.Blocks = blocksOf(call.Method, params)
@@ -579,8 +593,12 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 		return s.update(call)
 	case "chat.delete":
 		key := call.Channel + "/" + call.TS
-		if _, ok := s.messages[key]; !ok {
+		msg, ok := s.messages[key]
+		if !ok {
 			return errReply("message_not_found")
+		}
+		if msg.OtherApp != call.OtherApp {
+			return errReply("cant_delete_message") // another app's message
 		}
 		delete(s.messages, key)
 		s.deleted[key] = true
@@ -650,6 +668,8 @@ func (s *Server) answer(r *http.Request, call *Call) reply {
 		}})
 	case "conversations.history":
 		return s.history(call, params)
+	case "conversations.replies":
+		return s.replies(call, params)
 	}
 	if rep, ok := s.answerStream(call); ok {
 		return rep
@@ -697,6 +717,58 @@ func (s *Server) history(call *Call, params map[string]string) reply {
 	return okReply(map[string]any{"messages": out, "has_more": false})
 }
 
+// replies answers conversations.replies: the thread's parent, then its
+// replies, oldest first, later than oldest if it is given, limit (default
+// 100) to a page, with a cursor to the next; with their metadata when
+// include_all_metadata is set; s.mu is held.
+func (s *Server) replies(call *Call, params map[string]string) reply {
+	root := params["ts"]
+	if call.Channel == "" {
+		return errReply("channel_not_found")
+	}
+	if _, ok := s.messages[call.Channel+"/"+root]; !ok || root == "" {
+		return errReply("thread_not_found")
+	}
+	limit, err := strconv.Atoi(params["limit"])
+	if err != nil || limit <= 0 {
+		limit = 100
+	}
+	from, _ := strconv.Atoi(params["cursor"])
+	withMetadata := params["include_all_metadata"] == "1" || params["include_all_metadata"] == "true"
+	oldest := params["oldest"]
+	var thread []map[string]any
+	for _, c := range s.calls {
+		if c.Method != "chat.postMessage" || !c.OK() || c.Channel != call.Channel || s.deleted[c.Channel+"/"+c.TS] {
+			continue
+		}
+		if c.TS != root && c.ThreadTS != root {
+			continue
+		}
+		if c.TS != root && oldest != "" && !tsAfter(c.TS, oldest) {
+			continue
+		}
+		m := messageJSON(s.messages[c.Channel+"/"+c.TS])
+		if raw := c.Params["metadata"]; withMetadata && raw != "" {
+			m["metadata"] = json.RawMessage(raw)
+		}
+		thread = append(thread, m)
+	}
+	from = min(max(from, 0), len(thread))
+	page, next := thread[from:], ""
+	if len(page) > limit {
+		page, next = page[:limit], strconv.Itoa(from+limit)
+	}
+	return okReply(map[string]any{"messages": page, "has_more": next != "", "response_metadata": map[string]any{"next_cursor": next}})
+}
+
+// tsAfter reports whether message timestamp a is later than b, both
+// "seconds.micros" as Slack writes them.
+func tsAfter(a, b string) bool {
+	x, _ := strconv.ParseFloat(a, 64)
+	y, _ := strconv.ParseFloat(b, 64)
+	return x > y
+}
+
 // update replaces a message's text and blocks; s.mu is held.
 func (s *Server) update(call *Call) reply {
 	key := call.Channel + "/" + call.TS
@@ -706,6 +778,8 @@ func (s *Server) update(call *Call) reply {
 		return errReply("channel_not_found")
 	case !ok:
 		return errReply("message_not_found")
+	case msg.OtherApp != call.OtherApp:
+		return errReply("cant_update_message") // another app's message
 	case s.streaming[key]:
 		return errReply("cant_update_message")
 	case call.Text == "" && len(call.Blocks) == 0 && call.Params["attachments"] == "":
@@ -744,8 +818,12 @@ func (s *Server) nextTS() string {
 
 // messageJSON is a message as Slack echoes it.
 func messageJSON(c Call) map[string]any {
+	user, bot := BotUserID, BotID
+	if c.OtherApp {
+		user, bot = OtherAppUserID, OtherAppBotID
+	}
 	m := map[string]any{
-		"type": "message", "text": c.Text, "user": BotUserID, "bot_id": BotID, "team": TeamID, "ts": c.TS,
+		"type": "message", "text": c.Text, "user": user, "bot_id": bot, "team": TeamID, "ts": c.TS,
 	}
 	if c.ThreadTS != "" {
 		m["thread_ts"] = c.ThreadTS
