@@ -781,6 +781,9 @@ var scopeFor = map[string]string{
 	// before a crash: conversations.history, channels:history for public
 	// channels (groups:history and the others for the other kinds).
 	"GetConversationHistoryContext": "channels:history",
+	// A card posted before a crash and not recorded is looked for in its
+	// thread: conversations.replies, the same history scopes.
+	"GetConversationRepliesContext": "channels:history",
 }
 
 // eventScope is the scope each bot event needs.

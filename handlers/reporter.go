@@ -62,6 +62,18 @@ type Reporter struct {
 	// goneSeen are the conversations logged as in a channel that
 	// refuses the bot (removed.go).
 	goneSeen goneThreads
+	// botID is the bot's own bot ID (auth.test), which tells its cards
+	// from other apps' messages (lostcard.go); see WithBotID.
+	botID string
+}
+
+// WithBotID tells the reporter the bot's ID (auth.test's bot_id): with
+// it, a card posted and not recorded (its process died in between) is
+// found in its thread and taken up, rather than left beside a second
+// one with its buttons live.
+func (r *Reporter) WithBotID(id string) *Reporter {
+	r.botID = id
+	return r
 }
 
 // Progress shows the progress of the calls running here (it is an
@@ -127,8 +139,22 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 			return err
 		}
 		blocks := slackui.WithToolBlock(slackui.PendingCard(c, requester, value, r.now(), e.Gate, true), r.tools, c.Tool)
-		ts, err := r.post(ctx, channel, slack.MsgOptionTS(root),
-			slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...))
+		key := cardKey(c.Key, c.Attempts)
+		var ts string
+		if e.Again {
+			// Shown before, maybe: a card posted and not recorded is
+			// taken up (lostcard.go), and redrawn below.
+			found, ferr := r.findCards(ctx, channel, root, key)
+			if ferr != nil {
+				r.log.WithField("thread", e.Thread).WithError(ferr).Warn("looking for a card that was not recorded; posting it")
+			}
+			ts = found[key]
+		}
+		adopted := ts != ""
+		if !adopted {
+			ts, err = r.post(ctx, channel, slack.MsgOptionTS(root),
+				slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...), cardMeta(key))
+		}
 		gone, isGone := slackui.ChannelGone(err)
 		if err != nil && (!isGone || c.Status == agent.Unknown) {
 			return err // an outcome-unknown card is settled only in its thread (Report)
@@ -158,6 +184,13 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 				return nil
 			}
 			return r.redrawPending(ctx, e, channel, requester) // its count
+		}
+		if adopted {
+			// Posted as the call was then: drawn as it is now.
+			r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key, "ts": ts}).Info("took up a card that was posted and not recorded")
+			if err := r.update(ctx, channel, ts, slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...)); err != nil {
+				return err
+			}
 		}
 		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {
 			r.rounds.put(e.Thread, c.Key, c.Attempts, rec)
@@ -227,6 +260,7 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 		return err
 	}
 	ts, ok := cards[cardKey(c.Key, attempt)]
+	first := attempt
 	for !ok && c.NeedsApproval && attempt > 0 && (c.Status == agent.Running || c.Status == agent.Asking || c.Status.Settled()) {
 		// An attempt that follows a pause for input (or a connection)
 		// has no card of its own: the approval's card shows it.
@@ -235,6 +269,13 @@ func (r *Reporter) updateCard(ctx context.Context, thread, channel string, c age
 			return err
 		}
 		ts, ok = cards[cardKey(c.Key, attempt)]
+	}
+	if !ok && c.NeedsApproval {
+		// Its card may be in the thread, unrecorded (lostcard.go).
+		if rec, a := r.adoptCard(ctx, thread, channel, c, first, attempt); rec != nil {
+			cards, attempt = rec, a
+			ts, ok = cards[cardKey(c.Key, attempt)]
+		}
 	}
 	if !ok {
 		if c.Status == agent.Running {
@@ -276,7 +317,11 @@ func (r *Reporter) redrawPending(ctx context.Context, e runner.Event, channel, r
 	}
 	ts, ok := cards[cardKey(c.Key, c.Attempts)]
 	if !ok {
-		return nil
+		// Its card may be in the thread, unrecorded (lostcard.go).
+		if cards, _ = r.adoptCard(ctx, e.Thread, channel, c, c.Attempts, c.Attempts); cards == nil {
+			return nil
+		}
+		ts = cards[cardKey(c.Key, c.Attempts)]
 	}
 	value, err := putRef(ctx, r.store, ref{Thread: e.Thread, Call: c.Key, Attempt: c.Attempts, Hash: c.RunHash()})
 	if err != nil {

@@ -218,7 +218,8 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			}
 			gate := s.gate(st, c, ss.claims)
 			_, posted := ss.claims[announced]
-			show(announced, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)})
+			show(announced, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c),
+				Again: ss.mayBeShown(c)})
 			if gate == nil || gate.Required < 2 {
 				continue
 			}

@@ -373,6 +373,22 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 	return slices.ContainsFunc(from.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
 }
 
+// mayBeShown reports whether the card of c may be in the thread already,
+// unrecorded (Event.Again): c waited, in the same decision round, at the
+// checkpoint the session resumed from or found paused, which whoever
+// saved it showed then. A round the session's own run began has not been
+// shown to anyone.
+func (ss *session) mayBeShown(c agent.Call) bool {
+	key := announceKey(c)
+	for _, at := range [...]*graph.Result[agent.State]{ss.from, ss.found} {
+		if at != nil && at.Status() == graph.Paused &&
+			slices.ContainsFunc(at.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key }) {
+			return true
+		}
+	}
+	return false
+}
+
 // awaitCard waits, for a while, until the card of c, which the process
 // that saved the paused checkpoint from may still be showing, is recorded
 // as shown — when the card has news to show: approvals, or an edit's

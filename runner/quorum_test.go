@@ -441,3 +441,41 @@ func TestQuorumApprovalOnAnotherReplicaBeforeTheCardIsRecorded(t *testing.T) {
 		t.Errorf("later drives showed %v and %v, want nothing more", repA.kinds(), repB.kinds())
 	}
 }
+
+// A card is shown "again" when the process that shows it finds the
+// thread paused with the card not recorded: the one that showed it may
+// have died between posting it and recording it, and the front end looks
+// for it before posting another (Event.Again). The card of a round the
+// run has just begun is not: nobody can have shown it. (Serial:
+// SetRecordAfter.)
+func TestCardShownAgainSaysSo(t *testing.T) {
+	defer runner.SetRecordAfter(time.Hour)() // the first replica dies before recording
+	ctx := context.Background()
+	tg := newTarget(t)
+	store := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: "runner-again-" + randomHex()})
+	replica := quorumWorld(t, store, store, tg)
+	repA, repB := &recorder{}, &recorder{}
+	a, b := replica(repA), replica(repB)
+	startIn(t, a, "C1", "U0ALICE")
+	first := repA.eventsOf(runner.ApprovalNeeded)
+	if len(first) == 0 {
+		t.Fatal("the replica whose run paused showed no card")
+	}
+	for _, e := range first {
+		if e.Again {
+			t.Errorf("the replica whose run paused showed the card of %s as shown again", e.Call.Tool)
+		}
+	}
+	if err := b.Drive(ctx, "th"); err != nil {
+		t.Fatal(err)
+	}
+	again := repB.eventsOf(runner.ApprovalNeeded)
+	if len(again) != len(first) {
+		t.Fatalf("the replica that found the cards unrecorded showed %d, want %d", len(again), len(first))
+	}
+	for i, e := range again {
+		if !e.Again || e.Call.Key != first[i].Call.Key {
+			t.Errorf("the replica that found the card of %s unrecorded showed it with Again %v; want the same call's card, shown again", e.Call.Tool, e.Again)
+		}
+	}
+}

@@ -130,6 +130,13 @@ type Event struct {
 	// Gate is, for ApprovalNeeded and ApprovalProgress of a pending call,
 	// what to show about deciding it.
 	Gate *Gate
+	// Again, on ApprovalNeeded, says the card may be in the thread
+	// already, unrecorded: the call waited in this decision round where
+	// the work began, and the process that showed it then may have died,
+	// or lost Slack's answer, between posting it and recording it. A
+	// front end that can find that card takes it up rather than post a
+	// second one, which the first would stay beside, its buttons live.
+	Again bool
 	// Final is, for RunFailed, that retrying cannot help (see
 	// graph.Checkpoint.Final): a front end offers no retry, and Text,
 	// the failure, says what to do instead when its cause knows.

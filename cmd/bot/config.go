@@ -89,7 +89,7 @@ func newSlackBot(ctx context.Context, getenv func(string) string, log logrus.Fie
 		// any replica of makes every replica ask Slack again before that
 		// membership decides a call.
 		groups.SetMarks(store)
-		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups)
+		rep = handlers.NewReporter(api, store, nil, log).WithGroups(groups).WithBotID(auth.BotID)
 		if streamed {
 			rep.SetStreaming(stream)
 		}

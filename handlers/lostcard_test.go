@@ -1,0 +1,135 @@
+package handlers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/handlers"
+	"github.com/countersign/countersign/runner"
+	"github.com/countersign/countersign/slacksim/slacktest"
+)
+
+// A process posts a card and dies before it records it (here: Slack's
+// answer to the post never reaches it). The process that shows the call
+// again takes that card up: no second card, the card redrawn, and what
+// comes next redraws it. The first process, should it hear back after
+// all, agrees: the card it records is the same.
+func TestCardShownAgainIsTakenUp(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
+	defer release()
+	dying := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	firstDone := make(chan error, 1)
+	go func() {
+		firstDone <- dying.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
+	}()
+	<-recorded // the card is in the thread; its poster has not heard back
+
+	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true})
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if len(cards) != 1 {
+		t.Fatalf("%d cards in the thread, want 1: the card posted before taken up", len(cards))
+	}
+	if n := len(w.slack.CallsTo("chat.postMessage")); n != 2 { // the root and the card
+		t.Errorf("chat.postMessage called %d times, want 2", n)
+	}
+	if ups := w.slack.CallsTo("chat.update"); len(ups) != 1 || ups[0].TS != cards[0].TS {
+		t.Errorf("chat.update calls = %+v, want one, of the card taken up", ups)
+	}
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
+	report(t, again, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); !strings.Contains(card.Text, "approved") || strings.Contains(string(card.Blocks), `"action_id"`) {
+		t.Errorf("the card after the decision = %s %s; want it approved, without buttons", card.Text, card.Blocks)
+	}
+
+	release()
+	if err := <-firstDone; err != nil {
+		t.Fatalf("the first process's report = %v", err)
+	}
+	if cards := w.slack.Messages(slacktest.ChannelID, root); len(cards) != 1 {
+		t.Errorf("%d cards in the thread once the first process heard back, want 1", len(cards))
+	}
+	if del := w.slack.CallsTo("chat.delete"); len(del) != 0 {
+		t.Errorf("chat.delete calls = %+v, want none: both processes recorded the same card", del)
+	}
+}
+
+// A click reaches a process that has no record of the card (its poster
+// has not heard back from Slack yet, or died): the card in the thread is
+// found and redrawn with the decision, not left showing its buttons.
+func TestDecisionRedrawsACardNotRecordedYet(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
+	defer release()
+	poster := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	firstDone := make(chan error, 1)
+	go func() {
+		firstDone <- poster.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
+	}()
+	<-recorded
+
+	decider := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	running := c
+	running.Status, running.Attempts = agent.Running, 1
+	running.Decision = &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
+	report(t, decider, runner.Event{Kind: runner.CallStarted, Thread: th, State: st, Call: &running})
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if len(cards) != 1 {
+		t.Fatalf("%d cards in the thread, want 1", len(cards))
+	}
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); strings.Contains(string(card.Blocks), `"action_id":"approve"`) {
+		t.Errorf("the card once the call runs = %s %s; want it without its buttons", card.Text, card.Blocks)
+	}
+	release()
+	if err := <-firstDone; err != nil {
+		t.Fatalf("the poster's report = %v", err)
+	}
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); strings.Contains(string(card.Blocks), `"action_id":"approve"`) {
+		t.Errorf("the card once its poster heard back = %s; want it as the decision left it", card.Blocks)
+	}
+}
+
+// Another app posts, in the thread, a message that carries a card's
+// metadata for the call. It is not taken up as the card: a card of the
+// bot's own is posted, and it is the one the decision redraws; the other
+// app's message is left alone.
+func TestAnotherAppsMessageIsNotTakenForTheCard(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	mallory := slack.New(slacktest.OtherAppToken, slack.OptionAPIURL(w.slack.URL()))
+	_, fake, err := mallory.PostMessageContext(context.Background(), slacktest.ChannelID, slack.MsgOptionTS(root),
+		slack.MsgOptionText("Approval needed", false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "countersign_card", EventPayload: map[string]any{"card": "card:" + c.Key + "#0"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	report(t, r, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true})
+	msgs := w.slack.Messages(slacktest.ChannelID, root)
+	if len(msgs) != 2 || msgs[1].TS == fake || !strings.Contains(string(msgs[1].Blocks), `"action_id":"approve"`) {
+		t.Fatalf("thread = %+v; want the other app's message, then the bot's own card", msgs)
+	}
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
+	report(t, r, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	if card, _ := w.slack.Message(slacktest.ChannelID, msgs[1].TS); !strings.Contains(card.Text, "approved") {
+		t.Errorf("the bot's card after the decision = %s", card.Text)
+	}
+	for _, u := range w.slack.CallsTo("chat.update") {
+		if u.TS == fake {
+			t.Errorf("the other app's message was updated: %+v", u)
+		}
+	}
+}
