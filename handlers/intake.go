@@ -640,7 +640,10 @@ func (s *Server) findRoot(ctx context.Context, channel, id string) (string, erro
 		return "", err
 	}
 	for _, m := range hist.Messages {
-		if m.Metadata.EventType == requestMetadata && m.Metadata.EventPayload["request"] == id && m.BotID != "" {
+		// The bot's own message: another app can post metadata of any
+		// kind.
+		ours := m.BotID != "" && (s.opts.BotUserID == "" || m.User == s.opts.BotUserID)
+		if m.Metadata.EventType == requestMetadata && m.Metadata.EventPayload["request"] == id && ours {
 			return m.Timestamp, nil
 		}
 	}
