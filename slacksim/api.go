@@ -21,7 +21,8 @@ const maxAPIRequest = 4 << 20
 // chat.startStream, chat.appendStream, chat.stopStream (see stream.go),
 // assistant.threads.setStatus, views.open, views.update, views.push,
 // views.publish (the Home tab, see home.go), usergroups.users.list,
-// conversations.members and conversations.info, with form or JSON
+// conversations.members, conversations.info and conversations.replies
+// (a thread, to find a card posted and not recorded), with form or JSON
 // bodies, as Slack does; other methods get unknown_method.
 func (s *Simulator) APIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +97,8 @@ func (s *Simulator) call(r *http.Request, method string) map[string]any {
 			return fail("invalid_arguments")
 		}
 		return ok(map[string]any{"users": []string{}})
+	case "conversations.replies":
+		return s.replies(p)
 	case "conversations.info":
 		if !s.isChannel(p["channel"]) {
 			return fail("channel_not_found")
@@ -136,6 +139,9 @@ func (s *Simulator) postMessage(p params) map[string]any {
 			root = parent.ThreadTS // a reply to a reply goes to the thread
 		}
 		m.ThreadTS = root
+	}
+	if raw := p["metadata"]; json.Valid([]byte(raw)) {
+		m.metadata = raw
 	}
 	m = s.addMessage(m)
 	return ok(map[string]any{"channel": s.opts.ChannelID, "ts": m.TS, "message": s.messageJSON(m)})
@@ -259,6 +265,33 @@ func (s *Simulator) messageJSON(m Message) map[string]any {
 		out["blocks"] = m.Blocks
 	}
 	return out
+}
+
+// replies answers conversations.replies: a thread's root, then its
+// replies, oldest first, in one page, with their metadata when
+// include_all_metadata is set; ephemeral messages are no one's to read.
+// s.mu is held.
+func (s *Simulator) replies(p params) map[string]any {
+	if !s.isChannel(p["channel"]) {
+		return fail("channel_not_found")
+	}
+	root, found := s.byTS[p["ts"]]
+	if !found || root.VisibleTo != "" || root.ThreadTS != "" {
+		return fail("thread_not_found")
+	}
+	withMetadata := p["include_all_metadata"] == "1" || p["include_all_metadata"] == "true"
+	var out []map[string]any
+	for _, m := range s.messages {
+		if m.VisibleTo != "" || (m.TS != root.TS && m.ThreadTS != root.TS) {
+			continue
+		}
+		j := s.messageJSON(*m)
+		if withMetadata && m.metadata != "" {
+			j["metadata"] = json.RawMessage(m.metadata)
+		}
+		out = append(out, j)
+	}
+	return ok(map[string]any{"messages": out, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}})
 }
 
 // openView opens a modal with a trigger_id, or pushes one onto the stack;

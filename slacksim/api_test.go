@@ -101,6 +101,42 @@ func TestAPIAnswersLikeSlack(t *testing.T) {
 	}
 }
 
+// conversations.replies reads a thread: its root, then its replies, with
+// the metadata they were posted with when asked for it; an ephemeral
+// message is nobody's to read.
+func TestAPIReadsAThread(t *testing.T) {
+	ctx := context.Background()
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
+	_, api, _ := newAPI(t, clock)
+	_, root, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("root", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := slack.SlackMetadata{EventType: "countersign_card", EventPayload: map[string]any{"card": "card:1.0#0"}}
+	_, card, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionTS(root), slack.MsgOptionText("card", false), slack.MsgOptionMetadata(meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.PostEphemeralContext(ctx, DefaultChannelID, "U0YOU", slack.MsgOptionText("psst", false), slack.MsgOptionTS(root)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, DefaultChannelID, slack.MsgOptionText("elsewhere", false)); err != nil {
+		t.Fatal(err)
+	}
+	msgs, more, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: DefaultChannelID, Timestamp: root, IncludeAllMetadata: true})
+	if err != nil || more || len(msgs) != 2 || msgs[0].Timestamp != root || msgs[1].Timestamp != card {
+		t.Fatalf("conversations.replies = %+v, %v, %v; want the root and the card", msgs, more, err)
+	}
+	if got := msgs[1].Metadata; got.EventType != meta.EventType || got.EventPayload["card"] != "card:1.0#0" || msgs[1].BotID != DefaultBotID {
+		t.Errorf("the card read back = %+v, bot %q; want its metadata %+v, the bot's", got, msgs[1].BotID, meta)
+	}
+	if _, _, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: DefaultChannelID, Timestamp: card}); slackError(err) != "thread_not_found" {
+		t.Errorf("conversations.replies of a reply = %v, want thread_not_found", err)
+	}
+}
+
 // chat.delete removes a bot message from the channel; one already gone,
 // or in another channel, is refused as Slack refuses it.
 func TestAPIDeletesABotMessage(t *testing.T) {

@@ -98,6 +98,9 @@ type Message struct {
 	// stream has not been stopped.
 	Streaming bool `json:"streaming,omitempty"`
 
+	// metadata is the message metadata the bot posted it with (JSON),
+	// which conversations.replies answers with include_all_metadata.
+	metadata string
 	// markdown and tasks are what a streamed message received: its text
 	// and its tasks' latest updates, shown in Text.
 	markdown string
