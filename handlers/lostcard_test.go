@@ -23,14 +23,7 @@ func TestCardShownAgainIsTakenUp(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
-	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
-	defer release()
-	dying := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
-	firstDone := make(chan error, 1)
-	go func() {
-		firstDone <- dying.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
-	}()
-	<-recorded // the card is in the thread; its poster has not heard back
+	firstDone, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
 
 	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true})
@@ -41,8 +34,8 @@ func TestCardShownAgainIsTakenUp(t *testing.T) {
 	if n := len(w.slack.CallsTo("chat.postMessage")); n != 2 { // the root and the card
 		t.Errorf("chat.postMessage called %d times, want 2", n)
 	}
-	if ups := w.slack.CallsTo("chat.update"); len(ups) != 1 || ups[0].TS != cards[0].TS {
-		t.Errorf("chat.update calls = %+v, want one, of the card taken up", ups)
+	if ups := w.slack.CallsTo("chat.update"); len(ups) != 0 {
+		t.Errorf("chat.update calls = %+v, want none: the card taken up shows the call as it waits", ups)
 	}
 	decided := c
 	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
@@ -63,6 +56,21 @@ func TestCardShownAgainIsTakenUp(t *testing.T) {
 	}
 }
 
+// postUnheard has a process of its own report e, a card, whose post in
+// the thread of root Slack answers only once release is called: it
+// returns when the card is in the thread, its poster not having heard
+// back, and done gives the report's error once it has.
+func postUnheard(t *testing.T, w *streamWorld, root string, e runner.Event) (done <-chan error, release func()) {
+	t.Helper()
+	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
+	t.Cleanup(release)
+	poster := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	errs := make(chan error, 1)
+	go func() { errs <- poster.Report(context.Background(), e) }()
+	<-recorded
+	return errs, release
+}
+
 // A click reaches a process that has no record of the card (its poster
 // has not heard back from Slack yet, or died): the card in the thread is
 // found and redrawn with the decision, not left showing its buttons.
@@ -70,14 +78,7 @@ func TestDecisionRedrawsACardNotRecordedYet(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
-	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
-	defer release()
-	poster := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
-	firstDone := make(chan error, 1)
-	go func() {
-		firstDone <- poster.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
-	}()
-	<-recorded
+	firstDone, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
 
 	decider := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	running := c
@@ -131,5 +132,35 @@ func TestAnotherAppsMessageIsNotTakenForTheCard(t *testing.T) {
 		if u.TS == fake {
 			t.Errorf("the other app's message was updated: %+v", u)
 		}
+	}
+}
+
+// A card of several approvals taken up after an approval came shows
+// that approval: it was posted before it.
+func TestCardTakenUpShowsItsApprovals(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	gate := func(approvals ...agent.Approval) *runner.Gate {
+		return &runner.Gate{Required: 2, Approvals: approvals, Approvers: []string{"U0BOB", "U0CAROL"}, Requester: "U0ALICE",
+			Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
+	}
+	done, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Gate: gate()})
+	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true,
+		Gate: gate(agent.Approval{By: "U0BOB", At: time.Now()})})
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if len(cards) != 1 {
+		t.Fatalf("%d cards in the thread, want 1", len(cards))
+	}
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); !strings.Contains(card.Text+string(card.Blocks), "1 of 2 approvals") {
+		t.Errorf("the card taken up shows %s %s; want Bob's approval, 1 of 2", card.Text, card.Blocks)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the first process's report = %v", err)
+	}
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); !strings.Contains(card.Text+string(card.Blocks), "1 of 2 approvals") {
+		t.Errorf("once its poster heard back, the card shows %s; want Bob's approval still", card.Blocks)
 	}
 }

@@ -186,10 +186,14 @@ func (r *Reporter) report(ctx context.Context, e runner.Event) error {
 			return r.redrawPending(ctx, e, channel, requester) // its count
 		}
 		if adopted {
-			// Posted as the call was then: drawn as it is now.
 			r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key, "ts": ts}).Info("took up a card that was posted and not recorded")
-			if err := r.update(ctx, channel, ts, slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...)); err != nil {
-				return err
+			if e.Gate.HasNews(c) {
+				// Approvals, or an edit's reset, since it was posted.
+				// Else it shows the round as it is: this event's state
+				// may be older than what it shows by now.
+				if err := r.update(ctx, channel, ts, slack.MsgOptionText(slackui.PendingText(c, e.Gate), false), slack.MsgOptionBlocks(blocks...)); err != nil {
+					return err
+				}
 			}
 		}
 		if e.Copies == nil || r.postCopies(ctx, e, channel, root, c, requester, blocks, rec) {

@@ -336,23 +336,7 @@ func TestQuorumApprovalBeforeTheCardIsRecorded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, quorumPolicy)
 	other := h.replica()
-	recorded, release := h.slack.HoldAnswer("chat.postMessage", func(c slacktest.Call) bool { return hasAction(c, "approve") })
-	defer release()
-	h.model.Then(
-		llmtest.Reply("Deploying.", call("c1", "POST", h.target.URL+"/deploy", "v2")),
-		llmtest.Reply("Deployed."),
-	)
-	h.command("deploy", nil, nil)
-	root := h.root(1)
-	h.eventually(func() bool {
-		select {
-		case <-recorded:
-			return true
-		default:
-			return false
-		}
-	}, "the card to be posted")
-	card := h.cards(root, 1)[0]
+	root, card, release := postCardHeld(h)
 	resp := h.clickOn(other, card, "approve", approver)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
