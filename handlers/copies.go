@@ -73,7 +73,20 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 			posted = append(posted, runner.CopyRecord{Channel: to, TS: string(ts)})
 			return
 		}
-		ts, err := r.post(ctx, to, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...))
+		var ts string
+		if e.Again {
+			// Posted, maybe, by a process that died before recording
+			// it (lostcard.go).
+			if ts, err = r.findCopy(ctx, to, key); err != nil {
+				log.WithField("channel", to).WithError(err).Warn("looking for a copy of the card that was not recorded; posting it")
+			} else if ts != "" {
+				log.WithFields(logrus.Fields{"channel": to, "ts": ts}).Info("took up a copy of the card that was posted and not recorded")
+			}
+		}
+		if ts == "" {
+			ts, err = r.post(ctx, to, slack.MsgOptionText(slackui.CardText(c), false), slack.MsgOptionBlocks(slackui.CopyBlocks(channel, link, blocks)...),
+				copyMeta(key))
+		}
 		if err != nil {
 			failed = true
 			log.WithField("channel", to).WithError(err).Warn("posting a copy of the card")

@@ -23,7 +23,9 @@ import (
 // round, and a card that has no record is looked for in the thread
 // before one is posted again (runner.Event.Again) or given up on
 // redrawing: the card found, if this bot posted it, is recorded as the
-// round's card and redrawn. Only a message of this bot's own counts:
+// round's card and redrawn. A copy of a card (copies.go) carries the key
+// it is recorded under, and is looked for likewise, among the latest
+// messages of its channel or direct message, before it is posted again. Only a message of this bot's own counts:
 // another app can post metadata of any kind, and a card of its making
 // would show nothing of the call (its buttons are that app's).
 
@@ -34,6 +36,42 @@ const cardMetadata = "countersign_card"
 // cardMeta is the message metadata of the card of key.
 func cardMeta(key string) slack.MsgOption {
 	return slack.MsgOptionMetadata(slack.SlackMetadata{EventType: cardMetadata, EventPayload: map[string]any{"card": key}})
+}
+
+// copyMeta is the message metadata of the copy of a card recorded under
+// key (runner.CopyKey).
+func copyMeta(key string) slack.MsgOption {
+	return slack.MsgOptionMetadata(slack.SlackMetadata{EventType: cardMetadata, EventPayload: map[string]any{"copy": key}})
+}
+
+// maxCopyLookback is how many of a channel's latest messages are read
+// to find a copy of a card: copies are posted at the top level of a
+// direct message or a notify channel, newest first in its history.
+const maxCopyLookback = 200
+
+// findCopy looks among channel's latest messages for the copy of a card
+// recorded under key that this bot posted: its ts, or "" if there is
+// none (or the bot's ID is unknown).
+func (r *Reporter) findCopy(ctx context.Context, channel, key string) (string, error) {
+	if r.botID == "" {
+		return "", nil
+	}
+	var hist *slack.GetConversationHistoryResponse
+	err := r.retry(ctx, func() (err error) {
+		hist, err = r.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			ChannelID: channel, Limit: maxCopyLookback, IncludeAllMetadata: true,
+		})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range hist.Messages {
+		if m.Metadata.EventType == cardMetadata && m.Metadata.EventPayload["copy"] == key && m.BotID == r.botID && m.Timestamp != "" {
+			return m.Timestamp, nil
+		}
+	}
+	return "", nil
 }
 
 // maxCardPages bounds the pages of 200 messages read of a thread to

@@ -164,3 +164,46 @@ func TestCardTakenUpShowsItsApprovals(t *testing.T) {
 		t.Errorf("once its poster heard back, the card shows %s; want Bob's approval still", card.Blocks)
 	}
 }
+
+// A copy of a card, in a direct message, posted by a process that died
+// before recording it: the process that shows the card again takes the
+// copy up rather than send the approver a second one, and the decision
+// redraws it.
+func TestCopyShownAgainIsTakenUp(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	dm := slacktest.DMChannel("U0BOB")
+	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.Channel == dm })
+	defer release()
+	copies := &runner.Copies{DM: []string{"U0BOB"}}
+	dying := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	done := make(chan error, 1)
+	go func() {
+		done <- dying.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
+	}()
+	<-recorded // the card is posted and recorded, its copy posted
+
+	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
+	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies, Again: true})
+	if cards := w.slack.Messages(slacktest.ChannelID, root); len(cards) != 1 {
+		t.Fatalf("%d cards in the thread, want 1", len(cards))
+	}
+	got := w.slack.Messages(dm, "")
+	if len(got) != 1 {
+		t.Fatalf("%d copies in Bob's direct messages, want 1", len(got))
+	}
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
+	report(t, again, runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	if cp, _ := w.slack.Message(dm, got[0].TS); !strings.Contains(cp.Text, "approved") || strings.Contains(string(cp.Blocks), `"action_id"`) {
+		t.Errorf("the copy after the decision = %s %s; want it approved, without buttons", cp.Text, cp.Blocks)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the first process's report = %v", err)
+	}
+	if got := w.slack.Messages(dm, ""); len(got) != 1 {
+		t.Errorf("%d copies in Bob's direct messages once the first process heard back, want 1", len(got))
+	}
+}
