@@ -257,3 +257,57 @@ func TestImagesOffDownloadsNothing(t *testing.T) {
 		t.Errorf("the checkpoint keeps an image:\n%s", out)
 	}
 }
+
+// The replica that took a reply with a screenshot is killed while it
+// downloads the image, before it hands the reply on to the conversation.
+// The reply was acknowledged, so it is not lost: once the dead attempt's
+// hold on it lapses, the bot (restarted here) downloads the image again
+// and hands the reply on once. The model reads it once, with its image,
+// and its answer is posted once.
+func TestKilledWhileDownloadingAFile(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "")
+	h.slack.RequireToken(botToken)
+	h.model.Then(llmtest.Reply("Hi."), llmtest.Reply("The API timed out."))
+	h.start()
+	root := startConversation(h)
+	shot := imagetest.PNG(8, 0)
+	file := h.slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: shot})
+	arrived, release := h.slack.HoldNextFile()
+	defer release()
+	h.event("", threadReply(root, requester, "why does this fail?", "1900000000.000100",
+		map[string]any{"subtype": "file_share", "files": []any{file}}))
+	h.eventually(func() bool {
+		select {
+		case <-arrived:
+			return true
+		default:
+			return false
+		}
+	}, "the image's download")
+	h.kill()
+	release()
+	h.start()
+	h.reply(root, "The API timed out.")
+
+	if n := countReplies(h, root, "The API timed out."); n != 1 {
+		t.Errorf("the answer was posted %d times, want 1", n)
+	}
+	reqs := h.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model was asked %d times, want 2", len(reqs))
+	}
+	asked, images := 0, 0
+	for _, m := range reqs[1].Messages {
+		if strings.HasPrefix(m.Text(), "why does this fail?") {
+			asked++
+			images += len(m.Images())
+		}
+	}
+	if asked != 1 || images != 1 {
+		t.Errorf("the model read the reply %d times with %d images, want once with its image", asked, images)
+	}
+	if fetches := h.slack.FileFetches(); len(fetches) != 1 || !fetches[0].Served {
+		t.Errorf("file host requests answered %+v; want the second attempt's download", fetches)
+	}
+}

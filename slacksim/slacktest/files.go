@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -95,10 +96,34 @@ func (s *Server) FileFetches() []FileFetch {
 	return slices.Clone(s.fetches)
 }
 
+// HoldNextFile keeps the next request to the file host unanswered until
+// release is called (or its client gives up); arrived is closed when it
+// comes. A test kills the bot during a download with it.
+func (s *Server) HoldNextFile() (arrived <-chan struct{}, release func()) {
+	h := &hold{arrived: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	s.fileHold = h
+	s.mu.Unlock()
+	var once sync.Once
+	return h.arrived, func() { once.Do(func() { close(h.released) }) }
+}
+
 // serveFile answers a request to the file host: the file's bytes, or a
 // thumbnail's, to a request with the token; Slack's redirect to its
 // sign-in page to one without.
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.fileHold
+	s.fileHold = nil
+	s.mu.Unlock()
+	if h != nil {
+		close(h.arrived)
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	s.mu.Lock()
 	token, failing := s.fileToken, s.filesError
 	auth := r.Header.Get("Authorization")

@@ -163,6 +163,7 @@ type Server struct {
 	fileSeq    int
 	fileToken  string
 	filesError string
+	fileHold   *hold // the next file request's (HoldNextFile)
 	fetches    []FileFetch
 }
 
