@@ -218,8 +218,11 @@ func (s *Service) deliver(ctx context.Context, log logrus.FieldLogger, ss *sessi
 			}
 			gate := s.gate(st, c, ss.claims)
 			_, posted := ss.claims[announced]
-			show(announced, Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c),
-				Again: ss.mayBeShown(c)})
+			card := Event{Kind: ApprovalNeeded, Thread: thread, State: st, Call: &c, Gate: gate, Copies: s.copies(c)}
+			if !posted {
+				card.Again = ss.mayBeShown(c)
+			}
+			show(announced, card)
 			if gate == nil || gate.Required < 2 {
 				continue
 			}

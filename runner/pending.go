@@ -369,8 +369,13 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 	if from == nil || from.Status() != graph.Paused || !s.opts.Now().Before(from.Checkpoint.Created.Add(holdFor)) {
 		return false
 	}
+	return waitedIn(from, c)
+}
+
+// waitedIn reports whether c waited at res in the same decision round.
+func waitedIn(res *graph.Result[agent.State], c agent.Call) bool {
 	key := announceKey(c)
-	return slices.ContainsFunc(from.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
+	return res.Status() == graph.Paused && slices.ContainsFunc(res.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key })
 }
 
 // mayBeShown reports whether the card of c may be in the thread already,
@@ -379,14 +384,7 @@ func (s *Service) heldElsewhere(ss *session, c agent.Call) bool {
 // saved it showed then. A round the session's own run began has not been
 // shown to anyone.
 func (ss *session) mayBeShown(c agent.Call) bool {
-	key := announceKey(c)
-	for _, at := range [...]*graph.Result[agent.State]{ss.from, ss.found} {
-		if at != nil && at.Status() == graph.Paused &&
-			slices.ContainsFunc(at.State.Waiting(), func(w agent.Call) bool { return announceKey(w) == key }) {
-			return true
-		}
-	}
-	return false
+	return ss.from != nil && waitedIn(ss.from, c) || ss.found != nil && waitedIn(ss.found, c)
 }
 
 // awaitCard waits, for a while, until the card of c, which the process
