@@ -25,9 +25,10 @@ import (
 // redrawing: the card found, if this bot posted it, is recorded as the
 // round's card and redrawn. A copy of a card (copies.go) carries the key
 // it is recorded under, and is looked for likewise, among the latest
-// messages of its channel or direct message, before it is posted again. Only a message of this bot's own counts:
-// another app can post metadata of any kind, and a card of its making
-// would show nothing of the call (its buttons are that app's).
+// messages of its channel or direct message, before it is posted again.
+// Only a message of this bot's own counts: another app can post metadata
+// of any kind, and a card of its making would show nothing of the call
+// (its buttons are that app's).
 
 // cardMetadata is the event type of a card's metadata: its round's key
 // (cardKey) under "card".
@@ -44,36 +45,6 @@ func copyMeta(key string) slack.MsgOption {
 	return slack.MsgOptionMetadata(slack.SlackMetadata{EventType: cardMetadata, EventPayload: map[string]any{"copy": key}})
 }
 
-// maxCopyLookback is how many of a channel's latest messages are read
-// to find a copy of a card: copies are posted at the top level of a
-// direct message or a notify channel, newest first in its history.
-const maxCopyLookback = 200
-
-// findCopy looks among channel's latest messages for the copy of a card
-// recorded under key that this bot posted: its ts, or "" if there is
-// none (or the bot's ID is unknown).
-func (r *Reporter) findCopy(ctx context.Context, channel, key string) (string, error) {
-	if r.botID == "" {
-		return "", nil
-	}
-	var hist *slack.GetConversationHistoryResponse
-	err := r.retry(ctx, func() (err error) {
-		hist, err = r.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
-			ChannelID: channel, Limit: maxCopyLookback, IncludeAllMetadata: true,
-		})
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	for _, m := range hist.Messages {
-		if m.Metadata.EventType == cardMetadata && m.Metadata.EventPayload["copy"] == key && m.BotID == r.botID && m.Timestamp != "" {
-			return m.Timestamp, nil
-		}
-	}
-	return "", nil
-}
-
 // maxCardPages bounds the pages of 200 messages read of a thread to
 // find a card: the card of a thread longer than that is not found, and
 // is posted again as before. Replies come oldest first, and the bot's
@@ -82,9 +53,9 @@ func (r *Reporter) findCopy(ctx context.Context, channel, key string) (string, e
 const maxCardPages = 10
 
 // findCards looks in the thread (channel, root) for the cards of keys
-// that this bot posted, and returns
-// the ts of each one found; Slack's error if it does not show the
-// thread. Without the bot's ID (WithBotID), it finds none.
+// that this bot posted, and returns the ts of each one found; Slack's
+// error if it does not show the thread. Without the bot's ID
+// (WithBotID), it finds none.
 func (r *Reporter) findCards(ctx context.Context, channel, root string, keys ...string) (map[string]string, error) {
 	if r.botID == "" || root == "" {
 		return nil, nil
@@ -162,4 +133,34 @@ func (r *Reporter) adoptCard(ctx context.Context, thread, channel string, c agen
 		return rec, a
 	}
 	return nil, 0
+}
+
+// maxCopyLookback is how many of a channel's latest messages are read
+// to find a copy of a card: copies are posted at the top level of a
+// direct message or a notify channel, newest first in its history.
+const maxCopyLookback = 200
+
+// findCopy looks among channel's latest messages for the copy of a card
+// recorded under key that this bot posted: its ts, or "" if there is
+// none (or the bot's ID is unknown).
+func (r *Reporter) findCopy(ctx context.Context, channel, key string) (string, error) {
+	if r.botID == "" {
+		return "", nil
+	}
+	var hist *slack.GetConversationHistoryResponse
+	err := r.retry(ctx, func() (err error) {
+		hist, err = r.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			ChannelID: channel, Limit: maxCopyLookback, IncludeAllMetadata: true,
+		})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range hist.Messages {
+		if m.Metadata.EventType == cardMetadata && m.Metadata.EventPayload["copy"] == key && m.BotID == r.botID && m.Timestamp != "" {
+			return m.Timestamp, nil
+		}
+	}
+	return "", nil
 }
