@@ -50,15 +50,20 @@ func approvedOnce(h *harness, root, card slacktest.Call) {
 	if n := h.target.Count("POST /deploy"); n != 1 {
 		h.t.Errorf("deploy ran %d times, want 1", n)
 	}
+	if n := countCards(h, root); n != 1 {
+		h.t.Errorf("%d approval cards were posted, want 1", n)
+	}
+}
+
+// countCards is how many approval cards root's thread shows.
+func countCards(h *harness, root slacktest.Call) int {
 	n := 0
 	for _, c := range h.slack.Messages(root.Channel, root.TS) {
 		if hasAction(c, "approve") {
 			n++
 		}
 	}
-	if n != 1 {
-		h.t.Errorf("%d approval cards were posted, want 1", n)
-	}
+	return n
 }
 
 func TestApprovalOnAnotherReplicaBeforeTheCardIsRecorded(t *testing.T) {
@@ -92,4 +97,27 @@ func TestCardOfAReplicaKilledBeforeRecordingIt(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "took up a card that was posted and not recorded") {
 		t.Errorf("the replica that took the click did not say it took up the card")
 	}
+}
+
+// Nobody clicks: the replica that wakes the thread (its recovery
+// wake-up, 30 s after the pause) shows the card again, finds the one in
+// the thread and takes it up, rather than post a second. That card
+// decides the call.
+func TestCardOfAReplicaKilledBeforeRecordingItIsNotPostedAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	other := h.replica()
+	root, card, _ := postCardHeld(h)
+	h.kill()
+	h.eventually(func() bool {
+		return strings.Contains(h.logs.String(), "took up a card that was posted and not recorded") ||
+			countCards(h, root) > 1
+	}, "the other replica to show the card again")
+	resp := h.clickOn(other, card, "approve", approver)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the click answered %d", resp.StatusCode)
+	}
+	h.reply(root, "Deployed.")
+	approvedOnce(h, root, card)
 }
