@@ -239,6 +239,9 @@ func TestImagesOffDownloadsNothing(t *testing.T) {
 	h.slack.RequireToken(botToken)
 	h.start()
 	root := startConversation(h)
+	// Its first turn saved: "Hi." shows while it streams, before then,
+	// and a run cut off mid-stream asks the model again.
+	h.waitStatus(root, "done")
 	shot := imagetest.PNG(8, 0)
 	file := h.slack.AddFile(slacktest.File{Name: "shot.png", Mimetype: "image/png", Data: shot, Thumbs: map[int][]byte{1024: shot}})
 	h.event("", threadReply(root, requester, "why?", "1900000000.000100", map[string]any{"subtype": "file_share", "files": []any{file}}))
@@ -285,8 +288,7 @@ func TestKilledWhileDownloadingAFile(t *testing.T) {
 			return false
 		}
 	}, "the image's download")
-	h.kill()
-	release()
+	h.kill() // the held download ends with its connection, unanswered
 	h.start()
 	h.reply(root, "The API timed out.")
 
