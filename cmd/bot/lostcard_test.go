@@ -55,6 +55,17 @@ func approvedOnce(h *harness, root, card slacktest.Call) {
 	}
 }
 
+// approveOn has the approver click Approve on card, sending the click to
+// the replica at addr, and checks that it was answered.
+func (h *harness) approveOn(addr string, card slacktest.Call) {
+	h.t.Helper()
+	resp := h.clickOn(addr, card, "approve", approver)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		h.t.Fatalf("the click answered %d", resp.StatusCode)
+	}
+}
+
 // countCards is how many approval cards root's thread shows.
 func countCards(h *harness, root slacktest.Call) int {
 	n := 0
@@ -71,11 +82,7 @@ func TestApprovalOnAnotherReplicaBeforeTheCardIsRecorded(t *testing.T) {
 	h := newHarness(t, "")
 	other := h.replica()
 	root, card, release := postCardHeld(h)
-	resp := h.clickOn(other, card, "approve", approver)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the click answered %d", resp.StatusCode)
-	}
+	h.approveOn(other, card)
 	h.reply(root, "Deployed.")
 	release() // the replica that posted the card hears back, and records it
 	approvedOnce(h, root, card)
@@ -87,11 +94,7 @@ func TestCardOfAReplicaKilledBeforeRecordingIt(t *testing.T) {
 	other := h.replica()
 	root, card, _ := postCardHeld(h)
 	h.kill() // it never records the card
-	resp := h.clickOn(other, card, "approve", approver)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the click answered %d", resp.StatusCode)
-	}
+	h.approveOn(other, card)
 	h.reply(root, "Deployed.")
 	approvedOnce(h, root, card)
 	if !strings.Contains(h.logs.String(), "took up a card that was posted and not recorded") {
@@ -113,11 +116,7 @@ func TestCardOfAReplicaKilledBeforeRecordingItIsNotPostedAgain(t *testing.T) {
 		return strings.Contains(h.logs.String(), "took up a card that was posted and not recorded") ||
 			countCards(h, root) > 1
 	}, "the other replica to show the card again")
-	resp := h.clickOn(other, card, "approve", approver)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the click answered %d", resp.StatusCode)
-	}
+	h.approveOn(other, card)
 	h.reply(root, "Deployed.")
 	approvedOnce(h, root, card)
 }

@@ -337,20 +337,8 @@ func TestQuorumApprovalBeforeTheCardIsRecorded(t *testing.T) {
 	h := newHarness(t, quorumPolicy)
 	other := h.replica()
 	root, card, release := postCardHeld(h)
-	resp := h.clickOn(other, card, "approve", approver)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the click answered %d", resp.StatusCode)
-	}
-	cards := func() int {
-		n := 0
-		for _, c := range h.slack.Messages(root.Channel, root.TS) {
-			if hasAction(c, "approve") {
-				n++
-			}
-		}
-		return n
-	}
+	h.approveOn(other, card)
+	cards := func() int { return countCards(h, root) }
 	h.eventually(func() bool {
 		return strings.Contains(h.logs.String(), "waiting for the card to be recorded by the process showing it") || cards() > 1
 	}, "the replica that took the click to wait for the card's record")

@@ -116,13 +116,8 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	h := s.fileHold
 	s.fileHold = nil
 	s.mu.Unlock()
-	if h != nil {
-		close(h.arrived)
-		select {
-		case <-h.released:
-		case <-r.Context().Done():
-			return
-		}
+	if h != nil && !h.wait(r) {
+		return
 	}
 	s.mu.Lock()
 	token, failing := s.fileToken, s.filesError

@@ -173,6 +173,19 @@ type hold struct {
 	arrived, released chan struct{}
 }
 
+// wait tells that the held request arrived and waits until it is
+// released; false if its client gave up first (the request is then
+// left unanswered).
+func (h *hold) wait(r *http.Request) bool {
+	close(h.arrived)
+	select {
+	case <-h.released:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 // answerHold keeps the answer of the first call to method that match
 // accepts, once the call is recorded, until released.
 type answerHold struct {
@@ -514,13 +527,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		delete(s.holds, method)
 	}
 	s.mu.Unlock()
-	if h != nil {
-		close(h.arrived)
-		select {
-		case <-h.released:
-		case <-r.Context().Done():
-			return
-		}
+	if h != nil && !h.wait(r) {
+		return
 	}
 	call := Call{Method: method, Time: time.Now()}
 	rep := s.answer(r, &call)
