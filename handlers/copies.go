@@ -46,8 +46,8 @@ func (r *Reporter) WithGroups(g *slackdir.Groups) *Reporter {
 // it (copiesKey) and the link to the thread the copies show to rec.
 func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root string, c agent.Call, requester string, blocks []slack.Block, rec map[string][]byte) (indexed bool) {
 	log := r.log.WithFields(logrus.Fields{"thread": e.Thread, "call": c.Key})
-	key := runner.CopiesKey(c.Key, c.Attempts)
-	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key})
+	key, decided := runner.CopiesKey(c.Key, c.Attempts), runner.DecisionKey(c)
+	claims, err := r.store.ClaimValues(ctx, e.Thread, []string{permalinkKey, key, decided})
 	if err != nil {
 		log.WithError(err).Warn("reading the card's copies")
 		return false
@@ -55,6 +55,20 @@ func (r *Reporter) postCopies(ctx context.Context, e runner.Event, channel, root
 	if v, done := claims[key]; done {
 		rec[key], rec[permalinkKey] = v, claims[permalinkKey]
 		return true // every copy was posted and recorded
+	}
+	if _, ok := claims[decided]; ok {
+		// Decided before its copies went out: a click on the card,
+		// handled by another replica before this one heard back from
+		// Slack. A copy now would offer buttons that decide nothing;
+		// none is sent, and the index says so.
+		index, _, err := r.store.Claim(ctx, e.Thread, key, runner.EncodeCopies(nil))
+		if err != nil {
+			log.WithError(err).Warn("recording the card's copies")
+			return false
+		}
+		log.Info("the call was decided before the card's copies were sent; none is sent")
+		rec[key], rec[permalinkKey] = index, claims[permalinkKey]
+		return true
 	}
 	link := r.threadLink(ctx, log, e.Thread, channel, root, claims)
 	var posted []runner.CopyRecord

@@ -207,3 +207,36 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 		t.Errorf("%d copies in Bob's direct messages once the first process heard back, want 1", len(got))
 	}
 }
+
+// A click on the card, handled by another replica before the card's
+// poster heard back from Slack, decides the call before its copies go
+// out: the poster sends none (they would offer buttons that decide
+// nothing), and what comes next redraws the card alone.
+func TestNoCopiesOfACardDecidedBeforeThem(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	root, th, st, c := cardThread(t, w)
+	copies := &runner.Copies{Channel: "C0NOTIFY", DM: []string{"U0BOB"}}
+	done, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
+	// The other replica's claim of Bob's approval.
+	if _, won, err := w.store.Claim(context.Background(), th, runner.DecisionKey(c), []byte(`{"kind":"approve","by":"U0BOB"}`)); err != nil || !won {
+		t.Fatalf("claim = %v, %v", won, err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the poster's report = %v", err)
+	}
+	for _, ch := range []string{"C0NOTIFY", slacktest.DMChannel("U0BOB")} {
+		if got := w.slack.Messages(ch, ""); len(got) != 0 {
+			t.Errorf("%d copies in %s, want none: the call was decided", len(got), ch)
+		}
+	}
+	decided := c
+	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
+	report(t, handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID),
+		runner.Event{Kind: runner.CallDecided, Thread: th, State: st, Call: &decided})
+	cards := w.slack.Messages(slacktest.ChannelID, root)
+	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); len(cards) != 1 || !strings.Contains(card.Text, "approved") {
+		t.Errorf("thread = %d cards, the card %q; want one, approved", len(cards), card.Text)
+	}
+}

@@ -57,6 +57,11 @@ func CopyKey(call string, round int, channel string) string {
 // reads its copies by key.
 func CopiesKey(call string, round int) string { return fmt.Sprintf("copies:%s#%d", call, round) }
 
+// DecisionKey is the claim under which the decision of c's round (and
+// revision) is recorded: a front end that finds it set knows the call
+// decided, whatever the state it was shown.
+func DecisionKey(c agent.Call) string { return claimKey(c) }
+
 // CopyRecord is one copy of a card: where it was posted (Channel) and
 // where it is there (TS, for Slack).
 type CopyRecord struct{ Channel, TS string }
