@@ -23,7 +23,7 @@ func TestCardShownAgainIsTakenUp(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
-	firstDone, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
+	firstDone, release := postUnheard(t, w, inThread(root), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
 
 	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true})
@@ -56,19 +56,31 @@ func TestCardShownAgainIsTakenUp(t *testing.T) {
 	}
 }
 
-// postUnheard has a process of its own report e, a card, whose post in
-// the thread of root Slack answers only once release is called: it
-// returns when the card is in the thread, its poster not having heard
-// back, and done gives the report's error once it has.
-func postUnheard(t *testing.T, w *streamWorld, root string, e runner.Event) (done <-chan error, release func()) {
+// postUnheard has a process of its own report e, whose post that match
+// accepts (the card in the thread of root: inThread) Slack answers only
+// once release is called: it returns when that post is in Slack, its
+// poster not having heard back, and done gives the report's error once
+// it has.
+func postUnheard(t *testing.T, w *streamWorld, match func(slacktest.Call) bool, e runner.Event) (done <-chan error, release func()) {
 	t.Helper()
-	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.ThreadTS == root })
+	recorded, release := w.slack.HoldAnswer("chat.postMessage", match)
 	t.Cleanup(release)
 	poster := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	errs := make(chan error, 1)
 	go func() { errs <- poster.Report(context.Background(), e) }()
-	<-recorded
+	select {
+	case <-recorded:
+	case err := <-errs:
+		t.Fatalf("the poster's report ended before its post: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the poster did not post")
+	}
 	return errs, release
+}
+
+// inThread accepts a post in the thread of root.
+func inThread(root string) func(slacktest.Call) bool {
+	return func(m slacktest.Call) bool { return m.ThreadTS == root }
 }
 
 // A click reaches a process that has no record of the card (its poster
@@ -78,7 +90,7 @@ func TestDecisionRedrawsACardNotRecordedYet(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
-	firstDone, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
+	firstDone, release := postUnheard(t, w, inThread(root), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c})
 
 	decider := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	running := c
@@ -145,7 +157,7 @@ func TestCardTakenUpShowsItsApprovals(t *testing.T) {
 		return &runner.Gate{Required: 2, Approvals: approvals, Approvers: []string{"U0BOB", "U0CAROL"}, Requester: "U0ALICE",
 			Decisions: []agent.Kind{agent.Approve, agent.Edit, agent.Reject}}
 	}
-	done, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Gate: gate()})
+	done, release := postUnheard(t, w, inThread(root), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Gate: gate()})
 	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true,
 		Gate: gate(agent.Approval{By: "U0BOB", At: time.Now()})})
@@ -174,15 +186,17 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
 	dm := slacktest.DMChannel("U0BOB")
-	recorded, release := w.slack.HoldAnswer("chat.postMessage", func(m slacktest.Call) bool { return m.Channel == dm })
-	defer release()
 	copies := &runner.Copies{DM: []string{"U0BOB"}}
-	dying := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
-	done := make(chan error, 1)
-	go func() {
-		done <- dying.Report(context.Background(), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
-	}()
-	<-recorded // the card is posted and recorded, its copy posted
+	// The card is posted and recorded, its copy posted.
+	done, release := postUnheard(t, w, func(m slacktest.Call) bool { return m.Channel == dm },
+		runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
+	// Then another app posts there a message with the copy's metadata.
+	mallory := slack.New(slacktest.OtherAppToken, slack.OptionAPIURL(w.slack.URL()))
+	_, fake, err := mallory.PostMessageContext(context.Background(), dm, slack.MsgOptionText("Approval needed", false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "countersign_card", EventPayload: map[string]any{"copy": runner.CopyKey(c.Key, c.Attempts, dm)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies, Again: true})
@@ -190,8 +204,8 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 		t.Fatalf("%d cards in the thread, want 1", len(cards))
 	}
 	got := w.slack.Messages(dm, "")
-	if len(got) != 1 {
-		t.Fatalf("%d copies in Bob's direct messages, want 1", len(got))
+	if len(got) != 2 || got[0].OtherApp || got[1].TS != fake {
+		t.Fatalf("Bob's direct messages = %+v; want the copy posted first, then the other app's message", got)
 	}
 	decided := c
 	decided.Status, decided.Decision = agent.Approved, &agent.Decision{Kind: agent.Approve, By: "U0BOB", At: time.Now()}
@@ -203,8 +217,13 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the first process's report = %v", err)
 	}
-	if got := w.slack.Messages(dm, ""); len(got) != 1 {
-		t.Errorf("%d copies in Bob's direct messages once the first process heard back, want 1", len(got))
+	if got := w.slack.Messages(dm, ""); len(got) != 2 {
+		t.Errorf("%d messages in Bob's direct messages once the first process heard back, want 2: the copy and the other app's", len(got))
+	}
+	for _, u := range w.slack.CallsTo("chat.update") {
+		if u.TS == fake {
+			t.Errorf("the other app's message was updated: %+v", u)
+		}
 	}
 }
 
@@ -217,7 +236,7 @@ func TestNoCopiesOfACardDecidedBeforeThem(t *testing.T) {
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
 	copies := &runner.Copies{Channel: "C0NOTIFY", DM: []string{"U0BOB"}}
-	done, release := postUnheard(t, w, root, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
+	done, release := postUnheard(t, w, inThread(root), runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
 	// The other replica's claim of Bob's approval.
 	if _, won, err := w.store.Claim(context.Background(), th, runner.DecisionKey(c), []byte(`{"kind":"approve","by":"U0BOB"}`)); err != nil || !won {
 		t.Fatalf("claim = %v, %v", won, err)
