@@ -121,13 +121,7 @@ func TestAnotherAppsMessageIsNotTakenForTheCard(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	root, th, st, c := cardThread(t, w)
-	mallory := slack.New(slacktest.OtherAppToken, slack.OptionAPIURL(w.slack.URL()))
-	_, fake, err := mallory.PostMessageContext(context.Background(), slacktest.ChannelID, slack.MsgOptionTS(root),
-		slack.MsgOptionText("Approval needed", false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "countersign_card", EventPayload: map[string]any{"card": "card:" + c.Key + "#0"}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := postAsAnotherApp(t, w, slacktest.ChannelID, map[string]any{"card": "card:" + c.Key + "#0"}, slack.MsgOptionTS(root))
 	r := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, r, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Again: true})
 	msgs := w.slack.Messages(slacktest.ChannelID, root)
@@ -140,11 +134,7 @@ func TestAnotherAppsMessageIsNotTakenForTheCard(t *testing.T) {
 	if card, _ := w.slack.Message(slacktest.ChannelID, msgs[1].TS); !strings.Contains(card.Text, "approved") {
 		t.Errorf("the bot's card after the decision = %s", card.Text)
 	}
-	for _, u := range w.slack.CallsTo("chat.update") {
-		if u.TS == fake {
-			t.Errorf("the other app's message was updated: %+v", u)
-		}
-	}
+	notUpdated(t, w, fake)
 }
 
 // A card of several approvals taken up after an approval came shows
@@ -191,12 +181,7 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 	done, release := postUnheard(t, w, func(m slacktest.Call) bool { return m.Channel == dm },
 		runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies})
 	// Then another app posts there a message with the copy's metadata.
-	mallory := slack.New(slacktest.OtherAppToken, slack.OptionAPIURL(w.slack.URL()))
-	_, fake, err := mallory.PostMessageContext(context.Background(), dm, slack.MsgOptionText("Approval needed", false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "countersign_card", EventPayload: map[string]any{"copy": runner.CopyKey(c.Key, c.Attempts, dm)}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := postAsAnotherApp(t, w, dm, map[string]any{"copy": runner.CopyKey(c.Key, c.Attempts, dm)})
 
 	again := handlers.NewReporter(w.api, w.store, nil, nil).WithBotID(slacktest.BotID)
 	report(t, again, runner.Event{Kind: runner.ApprovalNeeded, Thread: th, State: st, Call: &c, Copies: copies, Again: true})
@@ -220,11 +205,7 @@ func TestCopyShownAgainIsTakenUp(t *testing.T) {
 	if got := w.slack.Messages(dm, ""); len(got) != 2 {
 		t.Errorf("%d messages in Bob's direct messages once the first process heard back, want 2: the copy and the other app's", len(got))
 	}
-	for _, u := range w.slack.CallsTo("chat.update") {
-		if u.TS == fake {
-			t.Errorf("the other app's message was updated: %+v", u)
-		}
-	}
+	notUpdated(t, w, fake)
 }
 
 // A click on the card, handled by another replica before the card's
@@ -257,5 +238,29 @@ func TestNoCopiesOfACardDecidedBeforeThem(t *testing.T) {
 	cards := w.slack.Messages(slacktest.ChannelID, root)
 	if card, _ := w.slack.Message(slacktest.ChannelID, cards[0].TS); len(cards) != 1 || !strings.Contains(card.Text, "approved") {
 		t.Errorf("thread = %d cards, the card %q; want one, approved", len(cards), card.Text)
+	}
+}
+
+// postAsAnotherApp has another app post in channel a message carrying a
+// card's metadata with payload, and returns its ts.
+func postAsAnotherApp(t *testing.T, w *streamWorld, channel string, payload map[string]any, opts ...slack.MsgOption) string {
+	t.Helper()
+	mallory := slack.New(slacktest.OtherAppToken, slack.OptionAPIURL(w.slack.URL()))
+	opts = append(opts, slack.MsgOptionText("Approval needed", false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "countersign_card", EventPayload: payload}))
+	_, ts, err := mallory.PostMessageContext(context.Background(), channel, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+// notUpdated checks that the bot never updated the message ts.
+func notUpdated(t *testing.T, w *streamWorld, ts string) {
+	t.Helper()
+	for _, u := range w.slack.CallsTo("chat.update") {
+		if u.TS == ts {
+			t.Errorf("the other app's message was updated: %+v", u)
+		}
 	}
 }
